@@ -1,0 +1,220 @@
+import type { Client } from '@temporalio/client';
+import { and, eq } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import { newId } from '../db/ids.ts';
+import { getJob, getJobForUpdate, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
+import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
+import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
+import { jobAttempts, jobs, runs } from '../db/schema.ts';
+import { dispatchSignal } from '../workflows/job-workflow.ts';
+import { CONTROL_TASK_QUEUE, jobWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
+import { wakeSchedulerSignal, type SchedulerInput } from '../workflows/scheduler-workflow.ts';
+import type { AttemptOutcome, AttemptSpec, JobState, NodeInventory, SchedulePassResult } from '../workflows/types.ts';
+import type { Placement } from './placement.ts';
+
+export interface ControlDeps {
+  db: Db;
+  client: Client;
+  backfillHoldMs: number;
+  /** A DISPATCHING job whose workflow has not moved on after this long gets its grant again. */
+  redispatchAfterMs?: number;
+  idlePassMs?: number;
+}
+
+/** Starts the scheduler if it is not running, and wakes it. */
+export async function wakeScheduler(client: Client, idlePassMs = 15_000): Promise<void> {
+  const args: [SchedulerInput] = [{ pending: true, idlePassMs }];
+  await client.workflow.signalWithStart('schedulerWorkflow', {
+    workflowId: SCHEDULER_WORKFLOW_ID,
+    taskQueue: CONTROL_TASK_QUEUE,
+    args,
+    signal: wakeSchedulerSignal,
+  });
+}
+
+async function sendGrants(client: Client, grants: Placement[]): Promise<void> {
+  const chunk = 64;
+  for (let i = 0; i < grants.length; i += chunk) {
+    await Promise.all(
+      grants.slice(i, i + chunk).map((g) =>
+        client.workflow
+          .getHandle(jobWorkflowId(g.jobId))
+          .signal(dispatchSignal, g)
+          // A job cancelled in the meantime has closed its workflow; its cards were released there.
+          .catch(() => undefined),
+      ),
+    );
+  }
+}
+
+/** The control activities: every database write that orchestration makes. */
+export function createControlActivities(deps: ControlDeps) {
+  const { db, client } = deps;
+  const wake = () => wakeScheduler(client, deps.idlePassMs);
+
+  return {
+    async enqueueAttempt(a: { jobId: string; attempt: number }): Promise<{ state: JobState }> {
+      const state = await db.transaction(async (tx) => {
+        const moved = await transitionJob(tx, {
+          jobId: a.jobId,
+          attempt: a.attempt,
+          from: ['CREATED', 'LOST'],
+          to: 'QUEUED',
+          job: { queuedAt: new Date(), nodeId: null, gpuIndices: null },
+        });
+        if (moved !== null) return 'QUEUED' as const;
+        const job = await getJob(tx, a.jobId);
+        if (!job) throw new Error(`job ${a.jobId} does not exist`);
+        return job.state;
+      });
+      if (state === 'QUEUED') await wake();
+      return { state };
+    },
+
+    async schedulePass(): Promise<SchedulePassResult> {
+      const t0 = performance.now();
+      const pass = await runSchedulePass(db, deps.backfillHoldMs);
+      const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);
+      await sendGrants(client, [...pass.placements, ...stale]);
+      return {
+        granted: pass.placements.length,
+        queued: pass.queued,
+        resignalled: stale.length,
+        durationMs: Math.round(performance.now() - t0),
+      };
+    },
+
+    async cancelBeforeStart(a: { jobId: string; attempt: number }): Promise<{ state: JobState }> {
+      const { state, freed } = await db.transaction(async (tx) => {
+        const moved = await transitionJob(tx, {
+          jobId: a.jobId,
+          attempt: a.attempt,
+          from: ['CREATED', 'QUEUED', 'DISPATCHING', 'LOST'],
+          to: 'CANCELLED',
+          detail: 'cancelled before it started',
+          job: { endedAt: new Date() },
+          attemptRow: { endedAt: new Date() },
+        });
+        const freed = await releaseSlots(tx, a.jobId, a.attempt);
+        const job = await getJob(tx, a.jobId);
+        return { state: moved !== null ? ('CANCELLED' as const) : (job?.state ?? 'CANCELLED'), freed };
+      });
+      if (freed > 0) await wake();
+      return { state };
+    },
+
+    async beginAttempt(a: { jobId: string; attempt: number; nodeId: string; gpuIndices: number[] }): Promise<AttemptSpec> {
+      return db.transaction(async (tx) => {
+        const job = await getJobForUpdate(tx, a.jobId);
+        if (!job) throw new Error(`job ${a.jobId} does not exist`);
+        let runId: string | null = null;
+        if (job.type !== 'CUSTOM') {
+          const [existing] = await tx
+            .select({ id: runs.id })
+            .from(runs)
+            .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
+          runId = existing?.id ?? newId('run');
+          if (!existing) {
+            await tx.insert(runs).values({
+              id: runId,
+              projectId: job.projectId,
+              experimentId: job.experimentId,
+              jobId: job.id,
+              attempt: a.attempt,
+              source: 'job',
+              name: `${job.id}#${a.attempt}`,
+              status: 'RUNNING',
+              params: job.params,
+            });
+          }
+        }
+        return {
+          jobId: job.id,
+          attempt: a.attempt,
+          type: job.type,
+          runId,
+          command: job.command,
+          workingDir: job.workingDir,
+          env: job.env,
+          gpuIndices: a.gpuIndices,
+        };
+      });
+    },
+
+    async markRunning(a: { jobId: string; attempt: number; pid: number; logPath: string }): Promise<void> {
+      const now = new Date();
+      await db.transaction((tx) =>
+        transitionJob(tx, {
+          jobId: a.jobId,
+          attempt: a.attempt,
+          from: ['DISPATCHING'],
+          to: 'RUNNING',
+          detail: `pid ${a.pid}`,
+          job: { startedAt: now },
+          attemptRow: { startedAt: now, pid: a.pid, logPath: a.logPath },
+        }),
+      );
+    },
+
+    async finishAttempt(a: { jobId: string; attempt: number; outcome: AttemptOutcome }): Promise<{ state: JobState; requeue: boolean }> {
+      const result = await db.transaction(async (tx) => {
+        const job = await getJobForUpdate(tx, a.jobId);
+        if (!job) throw new Error(`job ${a.jobId} does not exist`);
+        if (job.attempt !== a.attempt) return { state: job.state, requeue: job.attempt > a.attempt };
+        const now = new Date();
+        const o = a.outcome;
+        let to: JobState = o.state;
+        let reason = o.reason;
+        let requeue = false;
+        if (o.state === 'LOST') {
+          if (job.onLost === 'fail') {
+            to = 'FAILED';
+            reason = `lost: ${o.reason ?? 'node stopped answering'}`;
+          } else if (job.lostCount < job.maxLostRequeues) {
+            requeue = true;
+          }
+        }
+        const moved = await transitionJob(tx, {
+          jobId: a.jobId,
+          attempt: a.attempt,
+          from: ['DISPATCHING', 'RUNNING'],
+          to,
+          detail: reason,
+          job: { exitCode: o.exitCode, signal: o.signal, reason, endedAt: now },
+          attemptRow: { exitCode: o.exitCode, signal: o.signal, reason, endedAt: now },
+        });
+        await releaseSlots(tx, a.jobId, a.attempt);
+        if (moved === null) return { state: job.state, requeue: false };
+        await tx
+          .update(runs)
+          .set({ status: to, endedAt: now })
+          .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
+        if (requeue) {
+          const [prev] = await tx
+            .select()
+            .from(jobAttempts)
+            .where(and(eq(jobAttempts.jobId, a.jobId), eq(jobAttempts.attempt, a.attempt)));
+          await tx
+            .update(jobs)
+            .set({ attempt: a.attempt + 1, lostCount: job.lostCount + 1, exitCode: null, signal: null, endedAt: null })
+            .where(eq(jobs.id, a.jobId));
+          await tx.insert(jobAttempts).values({ jobId: a.jobId, attempt: a.attempt + 1, config: prev.config, state: 'LOST' });
+        }
+        return { state: to, requeue };
+      });
+      await wake();
+      return result;
+    },
+
+    async markNodeOnline(a: { inventory: NodeInventory }): Promise<void> {
+      await db.transaction((tx) => upsertNodeOnline(tx, a.inventory));
+      await wake();
+    },
+
+    async markNodeOffline(a: { nodeId: string }): Promise<void> {
+      await setNodeOffline(db, a.nodeId);
+    },
+  };
+}
+
+export type ControlActivities = ReturnType<typeof createControlActivities>;

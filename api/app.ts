@@ -1,0 +1,52 @@
+import swagger from '@fastify/swagger';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Client } from '@temporalio/client';
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import fs from 'node:fs';
+import { sql } from 'drizzle-orm';
+import type { Db } from '../db/client.ts';
+import type { JobTimeouts } from '../temporal/client-ops.ts';
+import { installErrorHandler } from './errors.ts';
+import { jobRoutes } from './routes/jobs.ts';
+import { nodeRoutes } from './routes/nodes.ts';
+import { ErrorBody } from './schemas/common.ts';
+
+export interface ApiDeps {
+  db: Db;
+  client: Client;
+  timeouts: JobTimeouts;
+  temporalUiUrl?: string | null;
+}
+
+const consoleHtml = fs.readFileSync(new URL('../web/index.html', import.meta.url), 'utf8');
+
+/** Builds the Fastify app: every route under /api/v1 with its schemas, plus OpenAPI and the console page. */
+export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    ...opts,
+    // Types are not coerced: "2" is not a number of GPUs; unknown fields are errors, not dropped.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+  installErrorHandler(app);
+  app.addSchema(ErrorBody);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'GPUPlane API', version: '0.1.0', description: 'Jobs on GPU nodes, runs, checkpoints and evaluations.' },
+    },
+  });
+  await app.register(
+    async (api) => {
+      await api.register(jobRoutes, deps);
+      await api.register(nodeRoutes, deps);
+      api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+      api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database' } }, async () => {
+        await deps.db.execute(sql`select 1`);
+        return { ok: true, temporal_ui: deps.temporalUiUrl ?? null };
+      });
+    },
+    { prefix: '/api/v1' },
+  );
+  app.get('/', { schema: { hide: true } }, async (_req, reply) => reply.type('text/html').send(consoleHtml));
+  return app;
+}

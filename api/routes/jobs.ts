@@ -1,0 +1,104 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { newId } from '../../db/ids.ts';
+import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
+import { getJob, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
+import { signalCancel, startJobWorkflow } from '../../temporal/client-ops.ts';
+import { isTerminal } from '../../workflows/types.ts';
+import { DomainError, notFound } from '../errors.ts';
+import { errorResponses, IdParams } from '../schemas/common.ts';
+import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, SubmitJobBody } from '../schemas/jobs.ts';
+import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
+import type { ApiDeps } from '../app.ts';
+
+export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
+  const { db, client } = deps;
+
+  app.post(
+    '/jobs',
+    { schema: { tags: ['jobs'], summary: 'Submit a job', body: SubmitJobBody, response: { 201: JobSchema, ...errorResponses } } },
+    async (req, reply) => {
+      const b = req.body;
+      const command = typeof b.command === 'string' ? ['/bin/sh', '-c', b.command] : b.command;
+      if (command.every((c) => c.trim() === '')) throw new DomainError('invalid', 'command must not be empty');
+      if (b.experiment && !b.project) throw new DomainError('invalid', 'experiment needs a project');
+      const job = await db.transaction(async (tx) => {
+        const projectId = b.project ? await ensureProject(tx, b.project) : null;
+        const experimentId = projectId && b.experiment ? await ensureExperiment(tx, projectId, b.experiment) : null;
+        return insertJob(tx, {
+          id: newId('job'),
+          type: b.type ?? 'TRAIN',
+          state: 'CREATED',
+          projectId,
+          experimentId,
+          priority: b.priority ?? 0,
+          gpus: b.gpus ?? 1,
+          selector: b.selector ?? {},
+          command,
+          workingDir: b.working_dir ?? '/tmp',
+          env: b.env ?? {},
+          params: b.params ?? {},
+          onLost: b.on_lost ?? 'requeue',
+          maxLostRequeues: b.max_lost_requeues ?? 3,
+        });
+      });
+      try {
+        await startJobWorkflow(client, job, deps.timeouts);
+      } catch (err) {
+        req.log.warn({ err, jobId: job.id }, 'job recorded but its workflow did not start yet');
+        throw new DomainError('unavailable', `job ${job.id} is recorded as CREATED but Temporal did not take it yet; the control worker starts it when Temporal answers`);
+      }
+      return reply.status(201).send(jobJson(job));
+    },
+  );
+
+  app.get(
+    '/jobs',
+    { schema: { tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: Type.Object({ jobs: Type.Array(JobSchema) }), ...errorResponses } } },
+    async (req) => {
+      const q = req.query;
+      const limit = q.limit === undefined ? 100 : Number(q.limit);
+      if (limit < 1 || limit > 1000) throw new DomainError('invalid', 'limit must be between 1 and 1000');
+      let projectId: string | undefined;
+      if (q.project) {
+        projectId = await findProjectId(db, q.project);
+        if (!projectId) return { jobs: [] };
+      }
+      const rows = await listJobs(db, { state: q.state, type: q.type, projectId, limit });
+      return { jobs: rows.map(jobJson) };
+    },
+  );
+
+  app.get(
+    '/jobs/:id',
+    { schema: { tags: ['jobs'], summary: 'A job with its attempts and state history', params: IdParams, response: { 200: JobDetailSchema, ...errorResponses } } },
+    async (req) => {
+      const job = await getJob(db, req.params.id);
+      if (!job) throw notFound('job', req.params.id);
+      const [attempts, history] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id)]);
+      return { ...jobJson(job), attempts: attempts.map(attemptJson), history: history.map(transitionJson) };
+    },
+  );
+
+  app.post(
+    '/jobs/:id/cancel',
+    { schema: { tags: ['jobs'], summary: 'Cancel a job that has not ended', params: IdParams, body: CancelBody, response: { 202: JobSchema, ...errorResponses } } },
+    async (req, reply) => {
+      const job = await getJob(db, req.params.id);
+      if (!job) throw notFound('job', req.params.id);
+      if (isTerminal(job.state)) throw new DomainError('conflict', `job ${job.id} already ended ${job.state}; nothing to cancel`);
+      try {
+        await signalCancel(client, job.id, req.body?.reason);
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+        // No workflow is running for it (never started, or left LOST): settle it here.
+        await db.transaction((tx) =>
+          transitionJob(tx, { jobId: job.id, attempt: job.attempt, from: ['CREATED', 'LOST'], to: 'CANCELLED', detail: 'cancelled', job: { endedAt: new Date() } }),
+        );
+      }
+      const now = await getJob(db, job.id);
+      return reply.status(202).send(jobJson(now ?? job));
+    },
+  );
+};

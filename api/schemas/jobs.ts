@@ -1,0 +1,98 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { JOB_STATES, JOB_TYPES } from '../../workflows/types.ts';
+import { Nullable, StringMap } from './common.ts';
+
+export const JobTypeSchema = Type.Union(JOB_TYPES.map((t) => Type.Literal(t)));
+export const JobStateSchema = Type.Union(JOB_STATES.map((s) => Type.Literal(s)));
+
+export const SubmitJobBody = Type.Object(
+  {
+    type: Type.Optional(JobTypeSchema),
+    command: Type.Union([Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }), Type.String({ minLength: 1 })], {
+      description: 'argv as an array, or one string run by /bin/sh -c',
+    }),
+    working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/', description: 'absolute path on the node' })),
+    env: Type.Optional(StringMap),
+    gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+    selector: Type.Optional(StringMap),
+    priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
+    params: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    project: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    on_lost: Type.Optional(Type.Union([Type.Literal('requeue'), Type.Literal('fail')])),
+    max_lost_requeues: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+  },
+  { additionalProperties: false },
+);
+export type SubmitJobBody = Static<typeof SubmitJobBody>;
+
+export const JobSchema = Type.Object(
+  {
+    id: Type.String(),
+    type: JobTypeSchema,
+    state: JobStateSchema,
+    attempt: Type.Integer(),
+    project_id: Nullable(Type.String()),
+    experiment_id: Nullable(Type.String()),
+    priority: Type.Integer(),
+    gpus: Type.Integer(),
+    selector: StringMap,
+    command: Type.Array(Type.String()),
+    working_dir: Type.String(),
+    env: StringMap,
+    params: Type.Record(Type.String(), Type.Unknown()),
+    on_lost: Type.String(),
+    max_lost_requeues: Type.Integer(),
+    lost_count: Type.Integer(),
+    node_id: Nullable(Type.String()),
+    gpu_indices: Nullable(Type.Array(Type.Integer())),
+    exit_code: Nullable(Type.Integer()),
+    signal: Nullable(Type.String()),
+    reason: Nullable(Type.String()),
+    created_at: Type.String({ format: 'date-time' }),
+    queued_at: Nullable(Type.String({ format: 'date-time' })),
+    started_at: Nullable(Type.String({ format: 'date-time' })),
+    ended_at: Nullable(Type.String({ format: 'date-time' })),
+  },
+  { $id: 'Job' },
+);
+
+export const AttemptSchema = Type.Object({
+  attempt: Type.Integer(),
+  state: JobStateSchema,
+  config: Type.Record(Type.String(), Type.Unknown()),
+  node_id: Nullable(Type.String()),
+  gpu_indices: Nullable(Type.Array(Type.Integer())),
+  pid: Nullable(Type.Integer()),
+  log_path: Nullable(Type.String()),
+  exit_code: Nullable(Type.Integer()),
+  signal: Nullable(Type.String()),
+  reason: Nullable(Type.String()),
+  started_at: Nullable(Type.String({ format: 'date-time' })),
+  ended_at: Nullable(Type.String({ format: 'date-time' })),
+});
+
+export const TransitionSchema = Type.Object({
+  attempt: Type.Integer(),
+  from: Nullable(JobStateSchema),
+  to: JobStateSchema,
+  detail: Nullable(Type.String()),
+  at: Type.String({ format: 'date-time' }),
+});
+
+export const JobDetailSchema = Type.Intersect([
+  Type.Omit(JobSchema, []),
+  Type.Object({ attempts: Type.Array(AttemptSchema), history: Type.Array(TransitionSchema) }),
+]);
+
+export const ListJobsQuery = Type.Object(
+  {
+    state: Type.Optional(JobStateSchema),
+    type: Type.Optional(JobTypeSchema),
+    project: Type.Optional(Type.String({ minLength: 1 })),
+    limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$', description: 'at most 1000; default 100' })),
+  },
+  { additionalProperties: false },
+);
+
+export const CancelBody = Type.Optional(Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500 })) }, { additionalProperties: false }));

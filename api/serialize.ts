@@ -1,0 +1,73 @@
+import type { GpuNode, GpuSlot, Job, JobAttempt, JobTransition } from '../db/schema.ts';
+
+const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+export function jobJson(j: Job) {
+  return {
+    id: j.id,
+    type: j.type,
+    state: j.state,
+    attempt: j.attempt,
+    project_id: j.projectId,
+    experiment_id: j.experimentId,
+    priority: j.priority,
+    gpus: j.gpus,
+    selector: j.selector,
+    command: j.command,
+    working_dir: j.workingDir,
+    env: j.env,
+    params: j.params,
+    on_lost: j.onLost,
+    max_lost_requeues: j.maxLostRequeues,
+    lost_count: j.lostCount,
+    node_id: j.nodeId,
+    gpu_indices: j.gpuIndices,
+    exit_code: j.exitCode,
+    signal: j.signal,
+    reason: j.reason,
+    created_at: j.createdAt.toISOString(),
+    queued_at: iso(j.queuedAt),
+    started_at: iso(j.startedAt),
+    ended_at: iso(j.endedAt),
+  };
+}
+
+export function attemptJson(a: JobAttempt) {
+  return {
+    attempt: a.attempt,
+    state: a.state,
+    config: a.config as unknown as Record<string, unknown>,
+    node_id: a.nodeId,
+    gpu_indices: a.gpuIndices,
+    pid: a.pid,
+    log_path: a.logPath,
+    exit_code: a.exitCode,
+    signal: a.signal,
+    reason: a.reason,
+    started_at: iso(a.startedAt),
+    ended_at: iso(a.endedAt),
+  };
+}
+
+export function transitionJson(t: JobTransition) {
+  return { attempt: t.attempt, from: t.fromState, to: t.toState, detail: t.detail, at: t.at.toISOString() };
+}
+
+export function nodeJson(n: GpuNode & { slots: GpuSlot[] }) {
+  return {
+    id: n.id,
+    hostname: n.hostname,
+    labels: n.labels,
+    status: n.status,
+    last_seen_at: n.lastSeenAt.toISOString(),
+    gpus: n.slots.map((s) => ({
+      index: s.index,
+      uuid: s.uuid,
+      name: s.name,
+      memory_mb: s.memoryMb,
+      present: s.present === 1,
+      owner_job_id: s.ownerJobId,
+      owner_attempt: s.ownerAttempt,
+    })),
+  };
+}

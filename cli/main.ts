@@ -1,0 +1,237 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import Table from 'cli-table3';
+import { loadConfig } from '../config.ts';
+import { ApiError, GpuplaneClient, type JobDetailJson, type JobJson } from './client.ts';
+
+const log = (s: string) => process.stdout.write(`${s}\n`);
+
+function intArg(name: string, min: number) {
+  return (v: string) => {
+    if (!/^-?\d+$/.test(v) || Number(v) < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
+    return Number(v);
+  };
+}
+function pairArg(v: string, prev: Record<string, string> = {}) {
+  const i = v.indexOf('=');
+  if (i <= 0) throw new InvalidArgumentError(`expected KEY=VALUE, got "${v}"`);
+  return { ...prev, [v.slice(0, i)]: v.slice(i + 1) };
+}
+
+/** Exit statuses of `gpuctl wait`. */
+export const WAIT_EXIT = { SUCCEEDED: 0, FAILED: 3, CANCELLED: 4, TIMEOUT: 5 } as const;
+
+function clientOf(cmd: Command): GpuplaneClient {
+  const o = cmd.optsWithGlobals<{ api?: string }>();
+  return new GpuplaneClient(o.api ?? loadConfig().apiUrl);
+}
+
+function printJobs(jobs: JobJson[]) {
+  const t = new Table({ head: ['ID', 'TYPE', 'STATE', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'REASON', 'CREATED'] });
+  for (const j of jobs) {
+    t.push([j.id, j.type, j.state, j.attempt, j.gpus, j.priority, j.node_id ?? '', (j.gpu_indices ?? []).join(','), j.reason ?? '', j.created_at]);
+  }
+  log(t.toString());
+}
+
+function printJob(j: JobDetailJson) {
+  const t = new Table();
+  t.push(
+    { id: j.id },
+    { type: j.type },
+    { state: j.state },
+    { attempt: String(j.attempt) },
+    { command: j.command.join(' ') },
+    { working_dir: j.working_dir },
+    { gpus: `${j.gpus}${j.gpu_indices ? ` on ${j.node_id} [${j.gpu_indices.join(',')}]` : ''}` },
+    { selector: Object.entries(j.selector).map(([k, v]) => `${k}=${v}`).join(' ') || '-' },
+    { priority: String(j.priority) },
+    { exit: j.exit_code === null ? (j.signal ?? '-') : String(j.exit_code) },
+    { reason: j.reason ?? '-' },
+  );
+  log(t.toString());
+  const a = new Table({ head: ['ATTEMPT', 'STATE', 'NODE', 'CARDS', 'PID', 'EXIT', 'REASON', 'LOG'] });
+  for (const x of j.attempts) a.push([x.attempt, x.state, x.node_id ?? '', (x.gpu_indices ?? []).join(','), x.pid ?? '', x.exit_code ?? x.signal ?? '', x.reason ?? '', x.log_path ?? '']);
+  log(a.toString());
+  const h = new Table({ head: ['AT', 'ATTEMPT', 'FROM', 'TO', 'DETAIL'] });
+  for (const x of j.history) h.push([x.at, x.attempt, x.from ?? '', x.to, x.detail ?? '']);
+  log(h.toString());
+}
+
+export function buildProgram(): Command {
+  const program = new Command('gpuctl')
+    .description('GPUPlane: run training jobs on your own GPU nodes')
+    .addOption(new Option('--api <url>', 'API address').env('GPUPLANE_API_URL'))
+    .addOption(new Option('--home <dir>', 'where GPUPlane keeps its data').env('GPUPLANE_HOME'))
+    .showHelpAfterError(false)
+    .configureOutput({ outputError: (s, write) => write(s.split('\n')[0] + '\n') });
+  program.hook('preAction', (cmd) => {
+    const home = cmd.optsWithGlobals<{ home?: string }>().home;
+    if (home) process.env.GPUPLANE_HOME = home;
+  });
+
+  const agentOptions = (c: Command) =>
+    c
+      .option('--label <k=v>', 'a node label (repeatable)', pairArg, {})
+      .option('--fake-gpus <n>', 'pretend to have N cards (no nvidia-smi needed)', intArg('--fake-gpus', 0));
+
+  agentOptions(
+    program
+      .command('up')
+      .description('start Temporal dev server, API, control worker and one local agent on the embedded defaults')
+      .option('--node-id <id>', 'the local agent\'s node id (default: hostname)')
+      .option('--temporal-ui-port <port>', 'Temporal Web UI port', intArg('--temporal-ui-port', 1), 8233),
+  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; temporalUiPort: number }) => {
+    const { up } = await import('./up.ts');
+    await up(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, temporalUiPort: o.temporalUiPort }, log);
+  });
+
+  agentOptions(program.command('agent').description('run a GPU-host worker for this node').requiredOption('--node-id <id>', 'this node\'s id')).action(
+    async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number }) => {
+      const { serveAgent } = await import('./serve.ts');
+      await serveAgent(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus }, log);
+    },
+  );
+
+  program
+    .command('api')
+    .description('run the API server alone (needs DATABASE_URL)')
+    .action(async () => {
+      const { serveApi } = await import('./serve.ts');
+      await serveApi(loadConfig(), log);
+    });
+
+  program
+    .command('control-worker')
+    .description('run the control worker alone (needs DATABASE_URL)')
+    .action(async () => {
+      const { serveControl } = await import('./serve.ts');
+      await serveControl(loadConfig(), log);
+    });
+
+  program
+    .command('submit')
+    .description('submit a job; prints its id on the last line')
+    .addOption(new Option('--type <type>', 'job type').choices(['TRAIN', 'EVALUATE', 'CUSTOM']).default('TRAIN'))
+    .option('--gpus <n>', 'cards, all on one node', intArg('--gpus', 0), 1)
+    .option('--selector <k=v>', 'node label the job needs (repeatable)', pairArg, {})
+    .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
+    .option('--workdir <dir>', 'working directory on the node (default: here)')
+    .option('--env <K=V>', 'environment variable (repeatable)', pairArg, {})
+    .option('--param <k=v>', 'a parameter recorded with the job (repeatable)', pairArg, {})
+    .option('--project <name>', 'project')
+    .option('--experiment <name>', 'experiment within the project')
+    .addOption(new Option('--on-lost <policy>', 'what a lost node does to it').choices(['requeue', 'fail']))
+    .option('--json', 'print the whole job as JSON')
+    .argument('<command...>', 'the command, after --')
+    .action(async (command: string[], o, cmd: Command) => {
+      const job = await clientOf(cmd).submit({
+        type: o.type,
+        command,
+        gpus: o.gpus,
+        selector: o.selector,
+        priority: o.priority,
+        working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : process.cwd(),
+        env: o.env,
+        params: o.param,
+        project: o.project,
+        experiment: o.experiment,
+        on_lost: o.onLost,
+      });
+      if (o.json) log(JSON.stringify(job, null, 2));
+      else log(job.id);
+    });
+
+  program
+    .command('jobs')
+    .description('list jobs, newest first')
+    .addOption(new Option('--state <state>', 'only this state').choices(['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'LOST']))
+    .addOption(new Option('--type <type>', 'only this type').choices(['TRAIN', 'EVALUATE', 'CUSTOM']))
+    .option('--project <name>', 'only this project')
+    .option('--limit <n>', 'at most N', intArg('--limit', 1), 100)
+    .option('--json', 'JSON output')
+    .action(async (o, cmd: Command) => {
+      const jobs = await clientOf(cmd).jobs({ state: o.state, type: o.type, project: o.project, limit: o.limit });
+      if (o.json) log(JSON.stringify(jobs, null, 2));
+      else printJobs(jobs);
+    });
+
+  program
+    .command('job')
+    .description('one job with its attempts and history')
+    .argument('<id>')
+    .option('--json', 'JSON output')
+    .action(async (id: string, o, cmd: Command) => {
+      const j = await clientOf(cmd).job(id);
+      if (o.json) log(JSON.stringify(j, null, 2));
+      else printJob(j);
+    });
+
+  program
+    .command('wait')
+    .description(`block until the job ends; exit ${WAIT_EXIT.SUCCEEDED} SUCCEEDED, ${WAIT_EXIT.FAILED} FAILED, ${WAIT_EXIT.CANCELLED} CANCELLED, ${WAIT_EXIT.TIMEOUT} timed out`)
+    .argument('<id>')
+    .option('--timeout <s>', 'give up after S seconds', intArg('--timeout', 1))
+    .option('--json', 'print the final job as JSON')
+    .action(async (id: string, o: { timeout?: number; json?: boolean }, cmd: Command) => {
+      const client = clientOf(cmd);
+      let j: JobDetailJson;
+      try {
+        j = await client.waitFor(id, undefined, o.timeout ? o.timeout * 1000 : 365 * 24 * 3600 * 1000, 500);
+      } catch (err) {
+        if (err instanceof ApiError) throw err;
+        process.stderr.write(`gpuctl: ${(err as Error).message}\n`);
+        process.exit(WAIT_EXIT.TIMEOUT);
+      }
+      if (o.json) log(JSON.stringify(j, null, 2));
+      else log(`${j.id} ${j.state}${j.reason ? `: ${j.reason}` : ''}`);
+      process.exit(WAIT_EXIT[j.state as 'SUCCEEDED' | 'FAILED' | 'CANCELLED']);
+    });
+
+  program
+    .command('cancel')
+    .description('cancel a job that has not ended')
+    .argument('<id>')
+    .option('--json', 'JSON output')
+    .action(async (id: string, o, cmd: Command) => {
+      const j = await clientOf(cmd).cancel(id);
+      if (o.json) log(JSON.stringify(j, null, 2));
+      else log(`${j.id}: cancel requested (was ${j.state})`);
+    });
+
+  program
+    .command('nodes')
+    .description('nodes, their cards and who owns each')
+    .option('--json', 'JSON output')
+    .action(async (o, cmd: Command) => {
+      const nodes = await clientOf(cmd).nodes();
+      if (o.json) {
+        log(JSON.stringify(nodes, null, 2));
+        return;
+      }
+      const t = new Table({ head: ['NODE', 'STATUS', 'LABELS', 'CARDS', 'FREE', 'OWNERS'] });
+      for (const n of nodes) {
+        const present = n.gpus.filter((g) => g.present);
+        t.push([
+          n.id,
+          n.status,
+          Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(' '),
+          present.length,
+          present.filter((g) => !g.owner_job_id).length,
+          present.filter((g) => g.owner_job_id).map((g) => `${g.index}:${g.owner_job_id}`).join(' '),
+        ]);
+      }
+      log(t.toString());
+    });
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (err) {
+    const msg = err instanceof ApiError ? `${err.message}${err.status ? ` (HTTP ${err.status})` : ''}` : (err as Error).message;
+    process.stderr.write(`gpuctl: ${msg.split('\n')[0]}\n`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,105 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { GpuplaneConfig } from '../config.ts';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { startApiServer } from '../api/server.ts';
+import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
+import { startControlWorker } from '../workers/control/worker.ts';
+import { startAgent } from '../workers/gpu-host/agent.ts';
+import type { JobTimeouts } from '../temporal/client-ops.ts';
+
+/** Runs cleanup once on SIGINT/SIGTERM, then exits. */
+export function onShutdown(fn: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (sig: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`gpuctl: ${sig}, shutting down...\n`);
+    fn().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`gpuctl: shutdown failed: ${String(err)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+}
+
+export function timeoutsOf(c: GpuplaneConfig): JobTimeouts {
+  return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, pickupTimeoutMs: Math.max(30_000, c.heartbeatTimeoutMs * 3) };
+}
+
+export async function openConfiguredDatabase(c: GpuplaneConfig, allowEmbedded: boolean): Promise<DatabaseHandle> {
+  if (!c.databaseUrl && !allowEmbedded) {
+    throw new Error('DATABASE_URL is not set; the embedded PGlite database lives inside `gpuctl up` only');
+  }
+  return openDatabase({ url: c.databaseUrl, dataDir: path.join(c.home, 'pglite') });
+}
+
+export async function serveApi(c: GpuplaneConfig, log: (s: string) => void): Promise<void> {
+  const database = await openConfiguredDatabase(c, false);
+  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
+  const api = await startApiServer({ db: database.db, client: temporal.client, timeouts: timeoutsOf(c) }, c.apiHost, c.apiPort);
+  log(`API listening on ${api.url}`);
+  onShutdown(async () => {
+    await api.close();
+    await temporal.close();
+    await database.close();
+  });
+}
+
+export async function serveControl(c: GpuplaneConfig, log: (s: string) => void): Promise<void> {
+  const database = await openConfiguredDatabase(c, false);
+  await ensureNamespace(c.temporalAddress, c.temporalNamespace);
+  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
+  const connection = await connectWorker(c.temporalAddress);
+  const worker = await startControlWorker({
+    db: database.db,
+    client: temporal.client,
+    connection,
+    namespace: c.temporalNamespace,
+    backfillHoldMs: c.backfillHoldMs,
+    timeouts: timeoutsOf(c),
+    workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,
+  });
+  log(`control worker polling ${c.temporalAddress} (namespace ${c.temporalNamespace})`);
+  onShutdown(async () => {
+    await worker.shutdown();
+    await connection.close();
+    await temporal.close();
+    await database.close();
+  });
+  await worker.run;
+}
+
+export interface AgentFlags {
+  nodeId: string;
+  labels: Record<string, string>;
+  fakeGpus?: number;
+}
+
+export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void): Promise<void> {
+  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
+  const connection = await connectWorker(c.temporalAddress);
+  const dataDir = path.join(c.home, 'agent', f.nodeId);
+  fs.mkdirSync(dataDir, { recursive: true });
+  const agent = await startAgent({
+    ...f,
+    client: temporal.client,
+    connection,
+    namespace: c.temporalNamespace,
+    apiUrl: c.apiUrl,
+    dataDir,
+    heartbeatTimeoutMs: c.heartbeatTimeoutMs,
+    killGraceMs: c.killGraceMs,
+  });
+  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs`);
+  onShutdown(async () => {
+    await agent.shutdown();
+    await connection.close();
+    await temporal.close();
+  });
+  await agent.run.catch(() => undefined);
+}

@@ -1,0 +1,87 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { GpuplaneConfig } from '../config.ts';
+import { startApiServer } from '../api/server.ts';
+import { startDevServer, type DevServer } from '../temporal/dev-server.ts';
+import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
+import { startControlWorker } from '../workers/control/worker.ts';
+import { startAgent } from '../workers/gpu-host/agent.ts';
+import { readInventory } from '../workers/gpu-host/inventory.ts';
+import { onShutdown, openConfiguredDatabase, timeoutsOf, type AgentFlags } from './serve.ts';
+
+export interface UpFlags extends Partial<AgentFlags> {
+  temporalUiPort: number;
+}
+
+/** Everything on one machine: Temporal dev server, API, control worker and one local agent. */
+export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void): Promise<void> {
+  fs.mkdirSync(c.home, { recursive: true });
+  let dev: DevServer | null = null;
+  if (!process.env.TEMPORAL_ADDRESS) {
+    const [host, port] = c.temporalAddress.split(':');
+    log(`starting Temporal dev server on ${c.temporalAddress} (state in ${path.join(c.home, 'temporal.db')})...`);
+    dev = await startDevServer({
+      dbFile: path.join(c.home, 'temporal.db'),
+      ip: host,
+      port: Number(port),
+      uiPort: f.temporalUiPort,
+      logFile: path.join(c.home, 'temporal.log'),
+    });
+  }
+  await ensureNamespace(c.temporalAddress, c.temporalNamespace);
+  const database = await openConfiguredDatabase(c, true);
+  log(`database: ${database.kind === 'pglite' ? `PGlite in ${path.join(c.home, 'pglite')}` : 'PostgreSQL (DATABASE_URL)'}`);
+  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
+  const connection = await connectWorker(c.temporalAddress);
+  const control = await startControlWorker({
+    db: database.db,
+    client: temporal.client,
+    connection,
+    namespace: c.temporalNamespace,
+    backfillHoldMs: c.backfillHoldMs,
+    timeouts: timeoutsOf(c),
+  });
+  const api = await startApiServer(
+    { db: database.db, client: temporal.client, timeouts: timeoutsOf(c), temporalUiUrl: dev?.uiUrl ?? null },
+    c.apiHost,
+    c.apiPort,
+  );
+  let fakeGpus = f.fakeGpus;
+  if (fakeGpus === undefined && (await readInventory('probe')).gpus.length === 0) {
+    fakeGpus = 4;
+    log('no nvidia-smi here: the local agent starts with 4 fake cards (--fake-gpus N to choose)');
+  }
+  const nodeId = f.nodeId ?? os.hostname().replace(/[^A-Za-z0-9._-]/g, '-');
+  const dataDir = path.join(c.home, 'agent', nodeId);
+  const agent = await startAgent({
+    nodeId,
+    labels: f.labels ?? {},
+    fakeGpus,
+    client: temporal.client,
+    connection,
+    namespace: c.temporalNamespace,
+    apiUrl: api.url,
+    dataDir,
+    heartbeatTimeoutMs: c.heartbeatTimeoutMs,
+    killGraceMs: c.killGraceMs,
+  });
+  log(`local agent ${nodeId}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource})`);
+  log('');
+  log(`GPUPlane is up.`);
+  log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
+  log(`  web console  ${api.url}/`);
+  log(`  Temporal UI  ${dev?.uiUrl ?? '(external Temporal; see its own UI)'}`);
+  log(`  data         ${c.home}`);
+  log(`Try: gpuctl submit --gpus 1 -- nvidia-smi -L     Ctrl-C stops everything.`);
+  onShutdown(async () => {
+    await agent.shutdown();
+    await api.close();
+    await control.shutdown();
+    await connection.close();
+    await temporal.close();
+    await database.close();
+    await dev?.stop();
+  });
+  await Promise.all([control.run, agent.run.catch(() => undefined)]);
+}

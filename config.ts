@@ -1,0 +1,42 @@
+import os from 'node:os';
+import path from 'node:path';
+
+/** Everything GPUPlane reads from the environment, with its default, in one place. */
+export interface GpuplaneConfig {
+  home: string;
+  databaseUrl: string | undefined;
+  temporalAddress: string;
+  temporalNamespace: string;
+  apiHost: string;
+  apiPort: number;
+  apiUrl: string;
+  heartbeatTimeoutMs: number;
+  killGraceMs: number;
+  backfillHoldMs: number;
+}
+
+function intFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got "${raw}"`);
+  return n;
+}
+
+export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneConfig {
+  const home = overrides.home ?? process.env.GPUPLANE_HOME ?? path.join(os.homedir(), '.gpuplane');
+  const apiHost = overrides.apiHost ?? process.env.GPUPLANE_API_HOST ?? '127.0.0.1';
+  const apiPort = overrides.apiPort ?? intFromEnv('GPUPLANE_API_PORT', 8787);
+  return {
+    home,
+    databaseUrl: overrides.databaseUrl ?? (process.env.DATABASE_URL || undefined),
+    temporalAddress: overrides.temporalAddress ?? process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233',
+    temporalNamespace: overrides.temporalNamespace ?? process.env.TEMPORAL_NAMESPACE ?? 'default',
+    apiHost,
+    apiPort,
+    apiUrl: overrides.apiUrl ?? process.env.GPUPLANE_API_URL ?? `http://${apiHost}:${apiPort}`,
+    heartbeatTimeoutMs: overrides.heartbeatTimeoutMs ?? intFromEnv('GPUPLANE_HEARTBEAT_TIMEOUT_S', 10) * 1000,
+    killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,
+    backfillHoldMs: overrides.backfillHoldMs ?? intFromEnv('GPUPLANE_BACKFILL_HOLD_S', 300) * 1000,
+  };
+}

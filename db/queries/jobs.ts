@@ -1,0 +1,123 @@
+import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import type { Executor } from '../client.ts';
+import { gpuSlots, jobAttempts, jobs, jobTransitions, type AttemptConfig, type Job } from '../schema.ts';
+import type { JobState, JobType } from '../../workflows/types.ts';
+
+export type NewJob = typeof jobs.$inferInsert;
+
+export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'selector' | 'priority' | 'params'>): AttemptConfig {
+  return {
+    command: job.command,
+    workingDir: job.workingDir,
+    env: job.env,
+    gpus: job.gpus,
+    selector: job.selector,
+    priority: job.priority,
+    params: job.params,
+  };
+}
+
+/** Inserts a job in CREATED with its first attempt and the first line of its history. */
+export async function insertJob(ex: Executor, job: NewJob): Promise<Job> {
+  const [row] = await ex.insert(jobs).values({ ...job, state: 'CREATED', attempt: 1 }).returning();
+  await ex.insert(jobAttempts).values({ jobId: row.id, attempt: 1, config: attemptConfigOf(row), state: 'CREATED' });
+  await ex.insert(jobTransitions).values({ jobId: row.id, attempt: 1, fromState: null, toState: 'CREATED' });
+  return row;
+}
+
+export async function getJob(ex: Executor, id: string): Promise<Job | undefined> {
+  const [row] = await ex.select().from(jobs).where(eq(jobs.id, id));
+  return row;
+}
+
+export async function getJobForUpdate(ex: Executor, id: string): Promise<Job | undefined> {
+  const [row] = await ex.select().from(jobs).where(eq(jobs.id, id)).for('update');
+  return row;
+}
+
+export async function listAttempts(ex: Executor, jobId: string) {
+  return ex.select().from(jobAttempts).where(eq(jobAttempts.jobId, jobId)).orderBy(jobAttempts.attempt);
+}
+
+export async function listTransitions(ex: Executor, jobId: string) {
+  return ex.select().from(jobTransitions).where(eq(jobTransitions.jobId, jobId)).orderBy(jobTransitions.id);
+}
+
+export interface JobFilter {
+  state?: JobState;
+  type?: JobType;
+  projectId?: string;
+  limit: number;
+}
+
+export async function listJobs(ex: Executor, f: JobFilter): Promise<Job[]> {
+  const where: SQL[] = [];
+  if (f.state) where.push(eq(jobs.state, f.state));
+  if (f.type) where.push(eq(jobs.type, f.type));
+  if (f.projectId) where.push(eq(jobs.projectId, f.projectId));
+  return ex
+    .select()
+    .from(jobs)
+    .where(where.length ? and(...where) : undefined)
+    .orderBy(desc(jobs.createdAt), desc(jobs.id))
+    .limit(f.limit);
+}
+
+export interface TransitionArgs {
+  jobId: string;
+  attempt: number;
+  /** The transition happens only from one of these states. */
+  from: readonly JobState[];
+  to: JobState;
+  detail?: string | null;
+  job?: Partial<Pick<Job, 'nodeId' | 'gpuIndices' | 'exitCode' | 'signal' | 'reason' | 'queuedAt' | 'startedAt' | 'endedAt' | 'lostCount'>>;
+  attemptRow?: Partial<Pick<typeof jobAttempts.$inferInsert, 'nodeId' | 'gpuIndices' | 'pid' | 'logPath' | 'exitCode' | 'signal' | 'reason' | 'startedAt' | 'endedAt'>>;
+}
+
+/**
+ * Moves a job's live attempt from one of `from` to `to`, writing its history line.
+ * Returns the previous state, or null when the job was not in an allowed state
+ * (a late or duplicate message: the caller treats it as already handled).
+ */
+export async function transitionJob(ex: Executor, a: TransitionArgs): Promise<JobState | null> {
+  const now = new Date();
+  const [prev] = await ex
+    .select({ state: jobs.state })
+    .from(jobs)
+    .where(and(eq(jobs.id, a.jobId), eq(jobs.attempt, a.attempt)))
+    .for('update');
+  if (!prev || !a.from.includes(prev.state)) return null;
+  await ex.update(jobs).set({ ...a.job, state: a.to, updatedAt: now }).where(eq(jobs.id, a.jobId));
+  await ex
+    .update(jobAttempts)
+    .set({ ...a.attemptRow, state: a.to })
+    .where(and(eq(jobAttempts.jobId, a.jobId), eq(jobAttempts.attempt, a.attempt)));
+  await ex.insert(jobTransitions).values({
+    jobId: a.jobId,
+    attempt: a.attempt,
+    fromState: prev.state,
+    toState: a.to,
+    detail: a.detail ?? null,
+    at: now,
+  });
+  return prev.state;
+}
+
+/** Frees every card this attempt owns; returns how many. */
+export async function releaseSlots(ex: Executor, jobId: string, attempt: number): Promise<number> {
+  const rows = await ex
+    .update(gpuSlots)
+    .set({ ownerJobId: null, ownerAttempt: null })
+    .where(and(eq(gpuSlots.ownerJobId, jobId), eq(gpuSlots.ownerAttempt, attempt)))
+    .returning({ index: gpuSlots.index });
+  return rows.length;
+}
+
+export async function jobIdsInState(ex: Executor, states: JobState[]): Promise<{ id: string; attempt: number; state: JobState }[]> {
+  return ex.select({ id: jobs.id, attempt: jobs.attempt, state: jobs.state }).from(jobs).where(inArray(jobs.state, states));
+}
+
+export async function countByState(ex: Executor): Promise<Record<string, number>> {
+  const rows = await ex.select({ state: jobs.state, n: sql<number>`count(*)::int` }).from(jobs).groupBy(jobs.state);
+  return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+}

@@ -1,0 +1,52 @@
+import { and, asc, eq, notInArray, sql } from 'drizzle-orm';
+import type { Executor } from '../client.ts';
+import { gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
+import type { NodeInventory } from '../../workflows/types.ts';
+
+/** Records a node as ONLINE with its current labels and cards. Cards that vanished stay, marked absent. */
+export async function upsertNodeOnline(ex: Executor, inv: NodeInventory): Promise<void> {
+  const now = new Date();
+  await ex
+    .insert(nodes)
+    .values({ id: inv.nodeId, hostname: inv.hostname, labels: inv.labels, status: 'ONLINE', lastSeenAt: now })
+    .onConflictDoUpdate({
+      target: nodes.id,
+      set: { hostname: inv.hostname, labels: inv.labels, status: 'ONLINE', lastSeenAt: now },
+    });
+  for (const g of inv.gpus) {
+    await ex
+      .insert(gpuSlots)
+      .values({ nodeId: inv.nodeId, index: g.index, uuid: g.uuid, name: g.name, memoryMb: g.memoryMb, present: 1 })
+      .onConflictDoUpdate({
+        target: [gpuSlots.nodeId, gpuSlots.index],
+        set: { uuid: g.uuid, name: g.name, memoryMb: g.memoryMb, present: 1 },
+      });
+  }
+  const present = inv.gpus.map((g) => g.index);
+  await ex
+    .update(gpuSlots)
+    .set({ present: 0 })
+    .where(and(eq(gpuSlots.nodeId, inv.nodeId), present.length ? notInArray(gpuSlots.index, present) : sql`true`));
+}
+
+export async function setNodeOffline(ex: Executor, nodeId: string): Promise<boolean> {
+  const rows = await ex
+    .update(nodes)
+    .set({ status: 'OFFLINE' })
+    .where(and(eq(nodes.id, nodeId), eq(nodes.status, 'ONLINE')))
+    .returning({ id: nodes.id });
+  return rows.length > 0;
+}
+
+export async function getNode(ex: Executor, nodeId: string): Promise<GpuNode | undefined> {
+  const [row] = await ex.select().from(nodes).where(eq(nodes.id, nodeId));
+  return row;
+}
+
+export type NodeWithSlots = GpuNode & { slots: GpuSlot[] };
+
+export async function listNodesWithSlots(ex: Executor): Promise<NodeWithSlots[]> {
+  const ns = await ex.select().from(nodes).orderBy(asc(nodes.id));
+  const slots = await ex.select().from(gpuSlots).orderBy(asc(gpuSlots.nodeId), asc(gpuSlots.index));
+  return ns.map((n) => ({ ...n, slots: slots.filter((s) => s.nodeId === n.id) }));
+}

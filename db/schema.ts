@@ -1,0 +1,283 @@
+import { sql, type InferSelectModel } from 'drizzle-orm';
+import {
+  bigserial,
+  check,
+  doublePrecision,
+  foreignKey,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+} from 'drizzle-orm/pg-core';
+import type { GpuCard, JobState, JobType, NodeStatus, OnLostPolicy } from '../workflows/types.ts';
+
+const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
+const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
+
+export const projects = pgTable('projects', {
+  id: text('id').primaryKey(),
+  name: text('name').notNull().unique(),
+  primaryMetric: text('primary_metric'),
+  primaryMetricMode: text('primary_metric_mode').$type<'min' | 'max'>(),
+  createdAt: createdAt(),
+});
+export type Project = InferSelectModel<typeof projects>;
+
+export const experiments = pgTable(
+  'experiments',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id').notNull().references(() => projects.id),
+    name: text('name').notNull(),
+    primaryMetric: text('primary_metric'),
+    primaryMetricMode: text('primary_metric_mode').$type<'min' | 'max'>(),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex('experiments_project_name').on(t.projectId, t.name)],
+);
+export type Experiment = InferSelectModel<typeof experiments>;
+
+export const jobs = pgTable(
+  'jobs',
+  {
+    id: text('id').primaryKey(),
+    type: text('type').$type<JobType>().notNull(),
+    state: text('state').$type<JobState>().notNull(),
+    projectId: text('project_id').references(() => projects.id),
+    experimentId: text('experiment_id').references(() => experiments.id),
+    priority: integer('priority').notNull().default(0),
+    gpus: integer('gpus').notNull(),
+    selector: jsonb('selector').$type<Record<string, string>>().notNull(),
+    command: jsonb('command').$type<string[]>().notNull(),
+    workingDir: text('working_dir').notNull(),
+    env: jsonb('env').$type<Record<string, string>>().notNull(),
+    params: jsonb('params').$type<Record<string, unknown>>().notNull(),
+    onLost: text('on_lost').$type<OnLostPolicy>().notNull().default('requeue'),
+    maxLostRequeues: integer('max_lost_requeues').notNull().default(3),
+    lostCount: integer('lost_count').notNull().default(0),
+    attempt: integer('attempt').notNull().default(1),
+    nodeId: text('node_id'),
+    gpuIndices: jsonb('gpu_indices').$type<number[]>(),
+    exitCode: integer('exit_code'),
+    signal: text('signal'),
+    reason: text('reason'),
+    createdAt: createdAt(),
+    queuedAt: ts('queued_at'),
+    startedAt: ts('started_at'),
+    endedAt: ts('ended_at'),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    check('jobs_gpus_nonnegative', sql`${t.gpus} >= 0`),
+    check('jobs_type_known', sql`${t.type} in ('TRAIN', 'EVALUATE', 'CUSTOM')`),
+    index('jobs_queue_order').on(t.state, t.priority, t.queuedAt),
+    index('jobs_created').on(t.createdAt),
+  ],
+);
+export type Job = InferSelectModel<typeof jobs>;
+
+/** One row per attempt, with the config it ran with, so retries can be compared. */
+export const jobAttempts = pgTable(
+  'job_attempts',
+  {
+    jobId: text('job_id').notNull().references(() => jobs.id),
+    attempt: integer('attempt').notNull(),
+    config: jsonb('config').$type<AttemptConfig>().notNull(),
+    state: text('state').$type<JobState>().notNull(),
+    nodeId: text('node_id'),
+    gpuIndices: jsonb('gpu_indices').$type<number[]>(),
+    pid: integer('pid'),
+    logPath: text('log_path'),
+    exitCode: integer('exit_code'),
+    signal: text('signal'),
+    reason: text('reason'),
+    createdAt: createdAt(),
+    startedAt: ts('started_at'),
+    endedAt: ts('ended_at'),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.attempt] })],
+);
+export type JobAttempt = InferSelectModel<typeof jobAttempts>;
+export interface AttemptConfig {
+  command: string[];
+  workingDir: string;
+  env: Record<string, string>;
+  gpus: number;
+  selector: Record<string, string>;
+  priority: number;
+  params: Record<string, unknown>;
+}
+
+/** Every state change, timestamped: the job's history. */
+export const jobTransitions = pgTable(
+  'job_transitions',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    jobId: text('job_id').notNull().references(() => jobs.id),
+    attempt: integer('attempt').notNull(),
+    fromState: text('from_state').$type<JobState>(),
+    toState: text('to_state').$type<JobState>().notNull(),
+    detail: text('detail'),
+    at: ts('at').notNull().defaultNow(),
+  },
+  (t) => [index('job_transitions_job').on(t.jobId, t.id)],
+);
+export type JobTransition = InferSelectModel<typeof jobTransitions>;
+
+export const nodes = pgTable('nodes', {
+  id: text('id').primaryKey(),
+  hostname: text('hostname').notNull(),
+  labels: jsonb('labels').$type<Record<string, string>>().notNull(),
+  status: text('status').$type<NodeStatus>().notNull(),
+  registeredAt: createdAt(),
+  lastSeenAt: ts('last_seen_at').notNull().defaultNow(),
+});
+export type GpuNode = InferSelectModel<typeof nodes>;
+
+/**
+ * One row per physical card. The single owner column makes "a card has at most one
+ * owner" a property of the table itself; the check keeps owner and attempt together.
+ */
+export const gpuSlots = pgTable(
+  'gpu_slots',
+  {
+    nodeId: text('node_id').notNull().references(() => nodes.id),
+    index: integer('index').notNull(),
+    uuid: text('uuid').notNull(),
+    name: text('name').notNull(),
+    memoryMb: integer('memory_mb').notNull(),
+    ownerJobId: text('owner_job_id').references(() => jobs.id),
+    ownerAttempt: integer('owner_attempt'),
+    present: integer('present').notNull().default(1),
+  },
+  (t) => [
+    primaryKey({ columns: [t.nodeId, t.index] }),
+    check('gpu_slots_owner_pair', sql`(${t.ownerJobId} is null) = (${t.ownerAttempt} is null)`),
+    index('gpu_slots_owner').on(t.ownerJobId),
+  ],
+);
+export type GpuSlot = InferSelectModel<typeof gpuSlots>;
+export type { GpuCard };
+
+export const runs = pgTable(
+  'runs',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id').references(() => projects.id),
+    experimentId: text('experiment_id').references(() => experiments.id),
+    jobId: text('job_id').references(() => jobs.id),
+    attempt: integer('attempt'),
+    source: text('source').$type<'job' | 'sdk' | 'import'>().notNull(),
+    name: text('name'),
+    status: text('status').notNull(),
+    params: jsonb('params').$type<Record<string, unknown>>().notNull().default({}),
+    createdAt: createdAt(),
+    endedAt: ts('ended_at'),
+  },
+  (t) => [
+    uniqueIndex('runs_job_attempt').on(t.jobId, t.attempt),
+    check('runs_source_known', sql`${t.source} in ('job', 'sdk', 'import')`),
+  ],
+);
+export type Run = InferSelectModel<typeof runs>;
+
+export const checkpoints = pgTable(
+  'checkpoints',
+  {
+    id: text('id').primaryKey(),
+    runId: text('run_id').notNull().references(() => runs.id),
+    parentCheckpointId: text('parent_checkpoint_id'),
+    step: integer('step'),
+    uri: text('uri').notNull(),
+    fingerprint: text('fingerprint').notNull(),
+    sizeBytes: integer('size_bytes'),
+    trainMetrics: jsonb('train_metrics').$type<Record<string, number>>(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    foreignKey({ columns: [t.parentCheckpointId], foreignColumns: [t.id] }),
+    uniqueIndex('checkpoints_run_fingerprint').on(t.runId, t.fingerprint),
+  ],
+);
+export type Checkpoint = InferSelectModel<typeof checkpoints>;
+
+export const evaluations = pgTable('evaluations', {
+  id: text('id').primaryKey(),
+  checkpointId: text('checkpoint_id').notNull().references(() => checkpoints.id),
+  jobId: text('job_id').references(() => jobs.id),
+  status: text('status').notNull(),
+  metrics: jsonb('metrics').$type<Record<string, number>>(),
+  createdAt: createdAt(),
+});
+export type Evaluation = InferSelectModel<typeof evaluations>;
+
+export const metricPoints = pgTable(
+  'metric_points',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    runId: text('run_id').notNull().references(() => runs.id),
+    key: text('key').notNull(),
+    step: integer('step').notNull(),
+    value: doublePrecision('value').notNull(),
+    at: ts('at').notNull().defaultNow(),
+    batchId: text('batch_id'),
+  },
+  (t) => [index('metric_points_run_key_step').on(t.runId, t.key, t.step)],
+);
+export type MetricPoint = InferSelectModel<typeof metricPoints>;
+
+/** Idempotency: a batch id accepted once is never stored again. */
+export const metricBatches = pgTable(
+  'metric_batches',
+  {
+    runId: text('run_id').notNull().references(() => runs.id),
+    batchId: text('batch_id').notNull(),
+    points: integer('points').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.batchId] })],
+);
+
+export const metricRollups = pgTable(
+  'metric_rollups',
+  {
+    runId: text('run_id').notNull().references(() => runs.id),
+    key: text('key').notNull(),
+    bucketSize: integer('bucket_size').notNull(),
+    bucket: integer('bucket').notNull(),
+    count: integer('count').notNull(),
+    min: doublePrecision('min').notNull(),
+    max: doublePrecision('max').notNull(),
+    sum: doublePrecision('sum').notNull(),
+    last: doublePrecision('last').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.key, t.bucketSize, t.bucket] })],
+);
+export type MetricRollup = InferSelectModel<typeof metricRollups>;
+
+export const events = pgTable(
+  'events',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    runId: text('run_id').notNull().references(() => runs.id),
+    kind: text('kind').notNull(),
+    message: text('message').notNull(),
+    data: jsonb('data').$type<Record<string, unknown>>(),
+    at: ts('at').notNull().defaultNow(),
+  },
+  (t) => [index('events_run').on(t.runId, t.id)],
+);
+export type RunEvent = InferSelectModel<typeof events>;
+
+export const runLogRefs = pgTable('run_log_refs', {
+  id: bigserial('id', { mode: 'number' }).primaryKey(),
+  runId: text('run_id').notNull().references(() => runs.id),
+  nodeId: text('node_id'),
+  uri: text('uri').notNull(),
+  createdAt: createdAt(),
+});
+export type RunLogRef = InferSelectModel<typeof runLogRefs>;

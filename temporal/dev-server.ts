@@ -1,0 +1,86 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Connection } from '@temporalio/client';
+import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+
+const ensureScript = fileURLToPath(new URL('./ensure-temporal.sh', import.meta.url));
+
+/** The Temporal CLI binary: from PATH, or built once into the per-user cache. */
+export function temporalBinary(): string {
+  return execFileSync('bash', [ensureScript], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+}
+
+export interface DevServerOptions {
+  dbFile: string;
+  port: number;
+  uiPort: number | null;
+  ip?: string;
+  namespaces?: string[];
+  logFile?: string;
+}
+
+export interface DevServer {
+  address: string;
+  uiUrl: string | null;
+  child: ChildProcess;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export function devServerArgs(o: DevServerOptions): string[] {
+  const ip = o.ip ?? '127.0.0.1';
+  const args = ['server', 'start-dev', '--db-filename', o.dbFile, '--ip', ip, '--port', String(o.port), '--log-level', 'warn'];
+  args.push(...(o.uiPort === null ? ['--headless'] : ['--ui-port', String(o.uiPort)]));
+  for (const ns of o.namespaces ?? []) args.push('--namespace', ns);
+  for (const sa of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${sa.name}=Keyword`);
+  // These machines have no internet: skip the version check that would call home.
+  args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false');
+  return args;
+}
+
+export async function waitForTemporal(address: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const conn = await Connection.connect({ address, connectTimeout: 1000 });
+      await conn.workflowService.getSystemInfo({});
+      await conn.close();
+      return;
+    } catch (err) {
+      last = err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  throw new Error(`Temporal at ${address} did not answer within ${timeoutMs} ms: ${String(last)}`);
+}
+
+/** Starts `temporal server start-dev` and resolves once it answers. */
+export async function startDevServer(o: DevServerOptions): Promise<DevServer> {
+  const bin = temporalBinary();
+  fs.mkdirSync(path.dirname(o.dbFile), { recursive: true });
+  const out = o.logFile ? fs.openSync(o.logFile, 'a') : 'ignore';
+  const child = spawn(bin, devServerArgs(o), { stdio: ['ignore', out, out] });
+  if (typeof out === 'number') fs.closeSync(out);
+  const address = `${o.ip ?? '127.0.0.1'}:${o.port}`;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  await Promise.race([
+    waitForTemporal(address),
+    exited.then(() => {
+      throw new Error(`temporal server start-dev exited early${o.logFile ? `; see ${o.logFile}` : ''}`);
+    }),
+  ]);
+  return {
+    address,
+    uiUrl: o.uiPort === null ? null : `http://${o.ip ?? '127.0.0.1'}:${o.uiPort}`,
+    child,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+}

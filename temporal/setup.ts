@@ -1,0 +1,39 @@
+import { Connection, type Client } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time.js';
+import { Client as TemporalClient } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+
+const KEYWORD = 2; // temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+
+/** Registers the namespace (if missing) and our search attributes on it. Idempotent. */
+export async function ensureNamespace(address: string, namespace: string): Promise<void> {
+  const conn = await Connection.connect({ address });
+  try {
+    try {
+      await conn.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('7 days') });
+    } catch (err) {
+      if (!/already exists|AlreadyExists/i.test(String(err))) throw err;
+    }
+    const have = await conn.operatorService.listSearchAttributes({ namespace });
+    const missing = SEARCH_ATTRIBUTES.filter((sa) => !(sa.name in (have.customAttributes ?? {})));
+    if (missing.length > 0) {
+      await conn.operatorService.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map((sa) => [sa.name, KEYWORD])),
+      });
+    }
+  } finally {
+    await conn.close();
+  }
+}
+
+export async function connectClient(address: string, namespace: string): Promise<{ client: Client; close(): Promise<void> }> {
+  const connection = await Connection.connect({ address });
+  const client = new TemporalClient({ connection, namespace });
+  return { client, close: () => connection.close() };
+}
+
+export async function connectWorker(address: string): Promise<NativeConnection> {
+  return NativeConnection.connect({ address });
+}

@@ -1,0 +1,58 @@
+import { fileURLToPath } from 'node:url';
+import type { Client } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { createControlActivities, wakeScheduler } from '../../activities/control.ts';
+import type { Db } from '../../db/client.ts';
+import { getJob, jobIdsInState } from '../../db/queries/jobs.ts';
+import { startJobWorkflow, type JobTimeouts } from '../../temporal/client-ops.ts';
+import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
+
+export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
+
+export interface ControlWorkerOptions {
+  db: Db;
+  client: Client;
+  connection: NativeConnection;
+  namespace: string;
+  backfillHoldMs: number;
+  timeouts: JobTimeouts;
+  /** A pre-built workflow bundle (see bundleWorkflowCode); built from workflows/ when absent. */
+  workflowBundlePath?: string;
+}
+
+export interface ControlWorker {
+  run: Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+/** Jobs created whose workflow never started (the API died in between) get it now. */
+export async function reconcileCreatedJobs(db: Db, client: Client, t: JobTimeouts): Promise<number> {
+  const created = await jobIdsInState(db, ['CREATED']);
+  for (const j of created) {
+    const job = await getJob(db, j.id);
+    if (job) await startJobWorkflow(client, job, t);
+  }
+  return created.length;
+}
+
+export async function startControlWorker(o: ControlWorkerOptions): Promise<ControlWorker> {
+  const worker = await Worker.create({
+    connection: o.connection,
+    namespace: o.namespace,
+    taskQueue: CONTROL_TASK_QUEUE,
+    ...(o.workflowBundlePath ? { workflowBundle: { codePath: o.workflowBundlePath } } : { workflowsPath }),
+    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs }),
+    maxConcurrentActivityTaskExecutions: 50,
+    maxConcurrentWorkflowTaskExecutions: 50,
+  });
+  const run = worker.run();
+  await reconcileCreatedJobs(o.db, o.client, o.timeouts);
+  await wakeScheduler(o.client);
+  return {
+    run,
+    async shutdown() {
+      worker.shutdown();
+      await run;
+    },
+  };
+}

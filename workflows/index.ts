@@ -1,0 +1,3 @@
+export { jobWorkflow } from './job-workflow.ts';
+export { schedulerWorkflow } from './scheduler-workflow.ts';
+export { nodeWorkflow } from './node-workflow.ts';

@@ -1,0 +1,60 @@
+import { ActivityCancellationType, condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { ControlActivities } from '../activities/control.ts';
+import type { GpuHostActivities } from '../activities/gpu-host.ts';
+import { gpuHostTaskQueue } from './names.ts';
+import type { NodeInventory } from './types.ts';
+
+/** Sent by the agent when it starts and by its lease activity whenever a lease begins. */
+export const nodeOnlineSignal = defineSignal<[NodeInventory]>('nodeOnline');
+
+const control = proxyActivities<ControlActivities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '500ms', maximumInterval: '10s' },
+});
+
+export interface NodeWorkflowInput {
+  nodeId: string;
+  heartbeatTimeoutMs: number;
+}
+
+/**
+ * Liveness of one node (`node/<nodeId>`): a lease activity on the node's own queue that
+ * heartbeats for as long as the agent lives. A missed heartbeat marks the node OFFLINE;
+ * the next lease, waiting in the queue, is picked up when the agent is back.
+ */
+export async function nodeWorkflow(input: NodeWorkflowInput): Promise<void> {
+  let latest: NodeInventory | null = null;
+  setHandler(nodeOnlineSignal, (inv) => {
+    latest = inv;
+  });
+  const host = proxyActivities<GpuHostActivities>({
+    taskQueue: gpuHostTaskQueue(input.nodeId),
+    startToCloseTimeout: '3650 days',
+    heartbeatTimeout: input.heartbeatTimeoutMs,
+    retry: { maximumAttempts: 1 },
+    cancellationType: ActivityCancellationType.TRY_CANCEL,
+  });
+
+  let leaseDone = true;
+  for (let i = 0; i < 200; i++) {
+    if (leaseDone) {
+      leaseDone = false;
+      void host
+        .nodeLease({ nodeId: input.nodeId })
+        .catch(() => undefined)
+        .then(async () => {
+          await control.markNodeOffline({ nodeId: input.nodeId });
+          leaseDone = true;
+        });
+    }
+    await condition(() => latest !== null || leaseDone);
+    if (latest !== null) {
+      const inv: NodeInventory = latest;
+      latest = null;
+      await control.markNodeOnline({ inventory: inv });
+    }
+    if (workflowInfo().continueAsNewSuggested) break;
+  }
+  // The open lease is abandoned; the agent sees its heartbeat refused and takes the new one.
+  await continueAsNew<typeof nodeWorkflow>(input);
+}

@@ -1,0 +1,35 @@
+import { condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { ControlActivities } from '../activities/control.ts';
+
+/** Something changed that may let a queued job run: a job queued, cards freed, a node joined. */
+export const wakeSchedulerSignal = defineSignal('wakeScheduler');
+
+const control = proxyActivities<ControlActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '200ms', maximumInterval: '5s' },
+});
+
+export interface SchedulerInput {
+  /** A wake-up that arrived just before the previous run continued as new. */
+  pending: boolean;
+  /** Fallback interval between passes when nothing signals. */
+  idlePassMs: number;
+}
+
+/**
+ * The singleton scheduler (`scheduler`). Wake-ups coalesce: however many signals arrive
+ * during a pass, one more pass follows it.
+ */
+export async function schedulerWorkflow(input: SchedulerInput = { pending: true, idlePassMs: 15_000 }): Promise<void> {
+  let pending = input.pending;
+  setHandler(wakeSchedulerSignal, () => {
+    pending = true;
+  });
+  for (;;) {
+    await condition(() => pending, input.idlePassMs);
+    pending = false;
+    await control.schedulePass();
+    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength > 4000) break;
+  }
+  await continueAsNew<typeof schedulerWorkflow>({ ...input, pending: true });
+}
