@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { Context } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { attemptStartedSignal } from '../workflows/job-workflow.ts';
 import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
@@ -47,8 +47,10 @@ export class ProcessTable {
 
 const TAIL_BYTES = 4096;
 
-/** An attempt whose agent is shutting down must not report an outcome it did not reach. */
-const never = () => new Promise<never>(() => undefined);
+/** An attempt cut short by its agent's shutdown did not fail: the job workflow treats it as LOST. */
+export const AGENT_SHUTDOWN = 'AgentShutdown';
+const agentShutdown = () =>
+  ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the agent shut down while the attempt ran', nonRetryable: true });
 
 function readTail(file: string): string {
   try {
@@ -145,12 +147,12 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       } catch (err) {
         // Cancelled by the user, or the server no longer knows this attempt: kill the group.
         await stop(entry);
-        if (deps.processes.draining) await never();
+        if (deps.processes.draining) throw agentShutdown();
         throw err;
       } finally {
         if (live.get(spec.jobId) === entry) live.delete(spec.jobId);
       }
-      if (deps.processes.draining) await never();
+      if (deps.processes.draining) throw agentShutdown();
       return {
         exitCode: exitInfo.code,
         signal: exitInfo.signal,

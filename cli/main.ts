@@ -26,7 +26,7 @@ function clientOf(cmd: Command): GpuplaneClient {
 }
 
 function printJobs(jobs: JobJson[]) {
-  const t = new Table({ head: ['ID', 'TYPE', 'STATE', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'REASON', 'CREATED'] });
+  const t = new Table({ style: { head: [] }, head: ['ID', 'TYPE', 'STATE', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'REASON', 'CREATED'] });
   for (const j of jobs) {
     t.push([j.id, j.type, j.state, j.attempt, j.gpus, j.priority, j.node_id ?? '', (j.gpu_indices ?? []).join(','), j.reason ?? '', j.created_at]);
   }
@@ -34,7 +34,7 @@ function printJobs(jobs: JobJson[]) {
 }
 
 function printJob(j: JobDetailJson) {
-  const t = new Table();
+  const t = new Table({ style: { head: [] } });
   t.push(
     { id: j.id },
     { type: j.type },
@@ -49,10 +49,10 @@ function printJob(j: JobDetailJson) {
     { reason: j.reason ?? '-' },
   );
   log(t.toString());
-  const a = new Table({ head: ['ATTEMPT', 'STATE', 'NODE', 'CARDS', 'PID', 'EXIT', 'REASON', 'LOG'] });
+  const a = new Table({ style: { head: [] }, head: ['ATTEMPT', 'STATE', 'NODE', 'CARDS', 'PID', 'EXIT', 'REASON', 'LOG'] });
   for (const x of j.attempts) a.push([x.attempt, x.state, x.node_id ?? '', (x.gpu_indices ?? []).join(','), x.pid ?? '', x.exit_code ?? x.signal ?? '', x.reason ?? '', x.log_path ?? '']);
   log(a.toString());
-  const h = new Table({ head: ['AT', 'ATTEMPT', 'FROM', 'TO', 'DETAIL'] });
+  const h = new Table({ style: { head: [] }, head: ['AT', 'ATTEMPT', 'FROM', 'TO', 'DETAIL'] });
   for (const x of j.history) h.push([x.at, x.attempt, x.from ?? '', x.to, x.detail ?? '']);
   log(h.toString());
 }
@@ -208,7 +208,7 @@ export function buildProgram(): Command {
         log(JSON.stringify(nodes, null, 2));
         return;
       }
-      const t = new Table({ head: ['NODE', 'STATUS', 'LABELS', 'CARDS', 'FREE', 'OWNERS'] });
+      const t = new Table({ style: { head: [] }, head: ['NODE', 'STATUS', 'LABELS', 'CARDS', 'FREE', 'OWNERS'] });
       for (const n of nodes) {
         const present = n.gpus.filter((g) => g.present);
         t.push([

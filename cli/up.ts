@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
 import { startApiServer } from '../api/server.ts';
-import { startDevServer, type DevServer } from '../temporal/dev-server.ts';
+import { startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startControlWorker } from '../workers/control/worker.ts';
 import { startAgent } from '../workers/gpu-host/agent.ts';
@@ -18,7 +18,12 @@ export interface UpFlags extends Partial<AgentFlags> {
 export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void): Promise<void> {
   fs.mkdirSync(c.home, { recursive: true });
   let dev: DevServer | null = null;
-  if (!process.env.TEMPORAL_ADDRESS) {
+  const already = await waitForTemporal(c.temporalAddress, 500).then(
+    () => true,
+    () => false,
+  );
+  if (already) log(`a Temporal server already answers at ${c.temporalAddress}; using it`);
+  if (!process.env.TEMPORAL_ADDRESS && !already) {
     const [host, port] = c.temporalAddress.split(':');
     log(`starting Temporal dev server on ${c.temporalAddress} (state in ${path.join(c.home, 'temporal.db')})...`);
     dev = await startDevServer({

@@ -61,7 +61,8 @@ export async function startDevServer(o: DevServerOptions): Promise<DevServer> {
   const bin = temporalBinary();
   fs.mkdirSync(path.dirname(o.dbFile), { recursive: true });
   const out = o.logFile ? fs.openSync(o.logFile, 'a') : 'ignore';
-  const child = spawn(bin, devServerArgs(o), { stdio: ['ignore', out, out] });
+  // Its own process group: a Ctrl-C in the terminal reaches us, and we stop Temporal last.
+  const child = spawn(bin, devServerArgs(o), { stdio: ['ignore', out, out], detached: true });
   if (typeof out === 'number') fs.closeSync(out);
   const address = `${o.ip ?? '127.0.0.1'}:${o.port}`;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));

@@ -1,7 +1,7 @@
 import { Connection, type Client } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { Client as TemporalClient } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 
 const KEYWORD = 2; // temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
@@ -35,5 +35,17 @@ export async function connectClient(address: string, namespace: string): Promise
 }
 
 export async function connectWorker(address: string): Promise<NativeConnection> {
+  installTemporalRuntime((process.env.GPUPLANE_TEMPORAL_LOG_LEVEL as 'WARN' | undefined) ?? 'WARN');
   return NativeConnection.connect({ address });
+}
+
+let runtimeInstalled = false;
+/**
+ * Installs the Temporal worker runtime once per process: warnings and errors only, and no
+ * signal handlers of its own, so our shutdown stops the agent, API and workers in order.
+ */
+export function installTemporalRuntime(level: 'WARN' | 'INFO' | 'DEBUG' = 'WARN'): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger(level), shutdownSignals: [] });
 }

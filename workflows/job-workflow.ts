@@ -1,6 +1,7 @@
 import {
   ActivityCancellationType,
   ActivityFailure,
+  ApplicationFailure,
   CancellationScope,
   condition,
   continueAsNew,
@@ -149,6 +150,7 @@ function outcomeOfExit(e: ProcessExit): AttemptOutcome {
 function isLost(err: unknown): boolean {
   if (!(err instanceof ActivityFailure)) return false;
   const cause = err.cause;
+  if (cause instanceof ApplicationFailure && cause.type === 'AgentShutdown') return true;
   return (
     cause instanceof TimeoutFailure &&
     (cause.timeoutType === 'HEARTBEAT' || cause.timeoutType === 'SCHEDULE_TO_START')

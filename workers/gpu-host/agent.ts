@@ -47,8 +47,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       apiUrl: o.apiUrl,
     }),
     maxConcurrentActivityTaskExecutions: 1000,
-    shutdownGraceTime: '1s',
-    shutdownForceTime: '3s',
+    shutdownGraceTime: '5s',
   });
   const run = worker.run();
   const args: [NodeWorkflowInput] = [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs }];
@@ -66,8 +65,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     async shutdown() {
       await processes.stopAll();
       worker.shutdown();
-      // Attempts cut short by the shutdown never complete; the forced stop is expected.
-      await run.catch(() => undefined);
+      await run;
     },
   };
 }
