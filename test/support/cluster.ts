@@ -1,0 +1,158 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { inject } from 'vitest';
+import { GpuplaneClient } from '../../cli/client.ts';
+import { ensureNamespace } from '../../temporal/setup.ts';
+import { createDatabase } from './postgres.ts';
+import { freePort } from './ports.ts';
+import { until } from './poll.ts';
+
+export const gpuctlPath = fileURLToPath(new URL('../../cli/gpuctl.mjs', import.meta.url));
+
+/** One real process of ours (gpuctl control-worker, api or agent), restartable. */
+export class ManagedProcess {
+  child: ChildProcess | null = null;
+  output = '';
+  constructor(
+    readonly name: string,
+    private readonly args: string[],
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly readyText: string,
+  ) {}
+
+  async start(): Promise<void> {
+    this.output = '';
+    const child = spawn(process.execPath, [gpuctlPath, ...this.args], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = child;
+    child.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
+    await until(`${this.name} ready`, () => {
+      if (child.exitCode !== null) throw new Error(`${this.name} exited ${child.exitCode}:\n${this.output}`);
+      return this.output.includes(this.readyText);
+    }, 60_000);
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    const c = this.child;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const gone = new Promise<void>((r) => c.once('exit', () => r()));
+    c.kill(signal);
+    const t = setTimeout(() => c.kill('SIGKILL'), 15_000);
+    await gone;
+    clearTimeout(t);
+  }
+}
+
+export interface AgentSpec {
+  nodeId: string;
+  gpus: number;
+  labels?: Record<string, string>;
+}
+
+export interface Cluster {
+  name: string;
+  dbUrl: string;
+  namespace: string;
+  home: string;
+  work: string;
+  apiUrl: string;
+  env: NodeJS.ProcessEnv;
+  client: GpuplaneClient;
+  control: ManagedProcess;
+  api: ManagedProcess;
+  agents: Map<string, ManagedProcess>;
+  addAgent(spec: AgentSpec): Promise<ManagedProcess>;
+  stop(): Promise<void>;
+}
+
+export interface ClusterOptions {
+  agents: AgentSpec[];
+  heartbeatTimeoutS?: number;
+  backfillHoldS?: number;
+}
+
+/**
+ * A whole GPUPlane on real processes: its own PostgreSQL database and Temporal namespace on
+ * the shared servers, a control worker, the API and one agent per spec.
+ */
+export async function startCluster(name: string, o: ClusterOptions): Promise<Cluster> {
+  const suffix = randomBytes(3).toString('hex');
+  const dbName = `t_${name.replace(/\W/g, '_')}_${suffix}`;
+  const pgPort = inject('pgPort');
+  const temporalAddress = inject('temporalAddress');
+  await createDatabase(`postgres://postgres@127.0.0.1:${pgPort}/postgres`, dbName);
+  const namespace = `${name}-${suffix}`;
+  await ensureNamespace(temporalAddress, namespace);
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
+  const work = path.join(home, 'work');
+  fs.mkdirSync(work);
+  const apiPort = await freePort();
+  const apiUrl = `http://127.0.0.1:${apiPort}`;
+  const dbUrl = `postgres://postgres@127.0.0.1:${pgPort}/${dbName}`;
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATABASE_URL: dbUrl,
+    TEMPORAL_ADDRESS: temporalAddress,
+    TEMPORAL_NAMESPACE: namespace,
+    GPUPLANE_HOME: home,
+    GPUPLANE_API_PORT: String(apiPort),
+    GPUPLANE_API_URL: apiUrl,
+    GPUPLANE_WORKFLOW_BUNDLE: inject('workflowBundle'),
+    GPUPLANE_HEARTBEAT_TIMEOUT_S: String(o.heartbeatTimeoutS ?? 5),
+    GPUPLANE_KILL_GRACE_S: '2',
+    GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
+  };
+  const control = new ManagedProcess('control worker', ['control-worker'], env, 'control worker polling');
+  const api = new ManagedProcess('api', ['api'], env, 'API listening');
+  const client = new GpuplaneClient(apiUrl);
+  const agents = new Map<string, ManagedProcess>();
+  // Namespaces registered a moment ago can take a few seconds to be served everywhere.
+  await until('namespace usable', async () => {
+    try {
+      await control.start();
+      return true;
+    } catch (err) {
+      await control.kill();
+      if (/[Nn]amespace/.test(String(err))) return false;
+      throw err;
+    }
+  }, 60_000);
+  await api.start();
+
+  const cluster: Cluster = {
+    name,
+    dbUrl,
+    namespace,
+    home,
+    work,
+    apiUrl,
+    env,
+    client,
+    control,
+    api,
+    agents,
+    async addAgent(spec) {
+      const labelArgs = Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
+      const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs], env, `agent ${spec.nodeId}:`);
+      await p.start();
+      agents.set(spec.nodeId, p);
+      await until(`node ${spec.nodeId} ONLINE`, async () => (await client.nodes()).some((n) => n.id === spec.nodeId && n.status === 'ONLINE'));
+      return p;
+    },
+    async stop() {
+      await Promise.all([...agents.values()].map((a) => a.kill('SIGTERM')));
+      await Promise.all([api.kill('SIGTERM'), control.kill('SIGTERM')]);
+      fs.rmSync(home, { recursive: true, force: true });
+    },
+  };
+  for (const a of o.agents) await cluster.addAgent(a);
+  return cluster;
+}
