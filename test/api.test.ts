@@ -1,0 +1,100 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { sql } from 'drizzle-orm';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildApp } from '../api/app.ts';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { insertJob, transitionJob } from '../db/queries/jobs.ts';
+import { connectClient, ensureNamespace } from '../temporal/setup.ts';
+
+/** The API through app.inject, on PGlite, with a real Temporal client. */
+describe('API input handling', () => {
+  let app: FastifyInstance;
+  let database: DatabaseHandle;
+  let closeTemporal: () => Promise<void>;
+
+  beforeAll(async () => {
+    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-api-')) });
+    const ns = `api-${Math.random().toString(36).slice(2, 8)}`;
+    await ensureNamespace(inject('temporalAddress'), ns);
+    const t = await connectClient(inject('temporalAddress'), ns);
+    closeTemporal = t.close;
+    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, pickupTimeoutMs: 30_000 } });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await closeTemporal?.();
+    await database?.close();
+  });
+
+  const jobCount = async () => {
+    const r = (await database.db.execute(sql`select count(*)::int as n from jobs`)) as unknown as { rows: { n: number }[] };
+    return r.rows[0].n;
+  };
+  const submit = (payload: unknown) => app.inject({ method: 'POST', url: '/api/v1/jobs', payload: payload as object });
+
+  it.each([
+    ['a negative gpu count', { command: ['true'], gpus: -1 }, /gpus/],
+    ['a fractional gpu count', { command: ['true'], gpus: 1.5 }, /gpus/],
+    ['gpus as a string', { command: ['true'], gpus: '2' }, /gpus/],
+    ['an empty command', { command: [] }, /command/],
+    ['an empty command string', { command: '' }, /command/],
+    ['a blank command', { command: ['  '] }, /command/],
+    ['an unknown type', { command: ['true'], type: 'BATCH' }, /type/],
+    ['an unknown field', { command: ['true'], gpu: 2 }, /additional|gpu/],
+    ['a relative working dir', { command: ['true'], working_dir: 'rel/dir' }, /working_dir/],
+    ['an experiment without a project', { command: ['true'], experiment: 'e' }, /project/],
+  ])('rejects %s with 400 and a message, and stores nothing', async (_what, payload, msg) => {
+    const before = await jobCount();
+    const res = await submit(payload);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toMatch(msg);
+    expect(await jobCount()).toBe(before);
+  });
+
+  it('rejects a body that is not JSON', async () => {
+    const res = await app.inject({ method: 'POST', url: '/api/v1/jobs', headers: { 'content-type': 'application/json' }, payload: '{nope' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toBeTruthy();
+  });
+
+  it('answers unknown ids with 404', async () => {
+    expect((await app.inject({ method: 'GET', url: '/api/v1/jobs/job-missing' })).statusCode).toBe(404);
+    const res = await app.inject({ method: 'POST', url: '/api/v1/jobs/job-missing/cancel', payload: {} });
+    expect(res.statusCode).toBe(404);
+    expect(res.json().message).toContain('job-missing');
+  });
+
+  it('refuses to cancel a job that already ended, with 409', async () => {
+    await insertJob(database.db, { id: 'job-done', type: 'CUSTOM', state: 'CREATED', gpus: 0, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} });
+    await database.db.transaction((tx) => transitionJob(tx, { jobId: 'job-done', attempt: 1, from: ['CREATED'], to: 'SUCCEEDED' }));
+    const res = await app.inject({ method: 'POST', url: '/api/v1/jobs/job-done/cancel', payload: {} });
+    expect(res.statusCode).toBe(409);
+    expect(res.json().message).toContain('SUCCEEDED');
+  });
+
+  it('validates list filters', async () => {
+    expect((await app.inject({ method: 'GET', url: '/api/v1/jobs?state=NOPE' })).statusCode).toBe(400);
+    expect((await app.inject({ method: 'GET', url: '/api/v1/jobs?limit=0' })).statusCode).toBe(400);
+    expect((await app.inject({ method: 'GET', url: '/api/v1/jobs?limit=abc' })).statusCode).toBe(400);
+    expect((await app.inject({ method: 'GET', url: '/api/v1/jobs?state=SUCCEEDED' })).json().jobs.map((j: { id: string }) => j.id)).toEqual(['job-done']);
+  });
+
+  it('accepts a valid job, records it CREATED with project and experiment, and starts its workflow', async () => {
+    const res = await submit({ command: 'echo hi', gpus: 0, project: 'vision', experiment: 'resnet', params: { lr: 0.1 } });
+    expect(res.statusCode).toBe(201);
+    const job = res.json();
+    expect(job.command).toEqual(['/bin/sh', '-c', 'echo hi']);
+    expect(job.project_id).toMatch(/^prj-/);
+    const listed = await app.inject({ method: 'GET', url: '/api/v1/jobs?project=vision' });
+    expect(listed.json().jobs.map((j: { id: string }) => j.id)).toEqual([job.id]);
+  });
+
+  it('serves an OpenAPI document that lists every route', async () => {
+    const doc = (await app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json();
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/api/v1/jobs', '/api/v1/jobs/{id}', '/api/v1/jobs/{id}/cancel', '/api/v1/nodes']));
+  });
+});

@@ -1,0 +1,83 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { eq, sql } from 'drizzle-orm';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { insertJob, transitionJob } from '../db/queries/jobs.ts';
+import { upsertNodeOnline } from '../db/queries/nodes.ts';
+import { runSchedulePass } from '../db/queries/schedule.ts';
+import { gpuSlots } from '../db/schema.ts';
+import { fakeGpus } from '../workers/gpu-host/inventory.ts';
+import { createDatabase } from './support/postgres.ts';
+
+const handles: DatabaseHandle[] = [];
+afterAll(async () => {
+  for (const h of handles) await h.close();
+});
+
+async function postgres(): Promise<DatabaseHandle> {
+  const name = `t_db_${Math.random().toString(36).slice(2, 8)}`;
+  const port = inject('pgPort');
+  await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, name);
+  const h = await openDatabase({ url: `postgres://postgres@127.0.0.1:${port}/${name}` });
+  handles.push(h);
+  return h;
+}
+async function pglite(): Promise<DatabaseHandle> {
+  const h = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-pglite-')) });
+  handles.push(h);
+  return h;
+}
+
+const newJob = (id: string, gpus: number) => ({
+  id,
+  type: 'CUSTOM' as const,
+  state: 'CREATED' as const,
+  gpus,
+  selector: {},
+  command: ['true'],
+  workingDir: '/tmp',
+  env: {},
+  params: {},
+});
+
+describe.each([
+  ['PostgreSQL', postgres],
+  ['PGlite', pglite],
+])('catalogue on %s', (_name, open) => {
+  it('applies the migrations and enforces one owner per card', async () => {
+    const { db } = await open();
+    await upsertNodeOnline(db, { nodeId: 'n1', hostname: 'h', labels: {}, gpus: fakeGpus('n1', 2) });
+    await insertJob(db, newJob('j1', 1));
+    // A card row has one owner column; a second row for the same card is refused by the key.
+    await expect(db.insert(gpuSlots).values({ nodeId: 'n1', index: 0, uuid: 'x', name: 'x', memoryMb: 1 })).rejects.toThrow();
+    // An owner without its attempt (or the reverse) is refused by the check.
+    await expect(db.update(gpuSlots).set({ ownerJobId: 'j1' }).where(eq(gpuSlots.index, 0))).rejects.toThrow();
+  });
+
+  it('moves a job only from the states it allows, and records each move', async () => {
+    const { db } = await open();
+    await insertJob(db, newJob('j2', 0));
+    expect(await db.transaction((tx) => transitionJob(tx, { jobId: 'j2', attempt: 1, from: ['CREATED'], to: 'QUEUED' }))).toBe('CREATED');
+    expect(await db.transaction((tx) => transitionJob(tx, { jobId: 'j2', attempt: 1, from: ['CREATED'], to: 'QUEUED' }))).toBeNull();
+    const rows = await db.execute(sql`select to_state from job_transitions where job_id = 'j2' order by id`);
+    expect((rows as unknown as { rows: { to_state: string }[] }).rows.map((r) => r.to_state)).toEqual(['CREATED', 'QUEUED']);
+  });
+
+  it('a scheduling pass claims free cards only, all on one node', async () => {
+    const { db } = await open();
+    await upsertNodeOnline(db, { nodeId: 'n2', hostname: 'h', labels: {}, gpus: fakeGpus('n2', 4) });
+    for (const id of ['a', 'b', 'c']) {
+      await insertJob(db, newJob(id, 2));
+      await db.transaction((tx) => transitionJob(tx, { jobId: id, attempt: 1, from: ['CREATED'], to: 'QUEUED', job: { queuedAt: new Date() } }));
+    }
+    const first = await runSchedulePass(db, 60_000);
+    expect(first.placements).toHaveLength(2);
+    expect(first.queued).toBe(1);
+    const second = await runSchedulePass(db, 60_000);
+    expect(second.placements).toHaveLength(0);
+    const owners = await db.select().from(gpuSlots).where(eq(gpuSlots.nodeId, 'n2'));
+    expect(new Set(owners.map((s) => s.ownerJobId)).size).toBe(2);
+  });
+});

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { planPlacements, selectorMatches, type NodeRoom, type QueuedJob } from '../activities/placement.ts';
+
+const t0 = new Date('2026-01-01T00:00:00Z');
+const job = (id: string, gpus: number, extra: Partial<QueuedJob> = {}): QueuedJob => ({ id, attempt: 1, gpus, selector: {}, priority: 0, queuedAt: t0, ...extra });
+const node = (id: string, free: number[], total = free.length, labels: Record<string, string> = {}): NodeRoom => ({ id, labels, totalCards: total, free });
+
+describe('planPlacements', () => {
+  it('puts all of a job\'s cards on one node, lowest indices first', () => {
+    const p = planPlacements([job('j1', 3)], [node('a', [0, 1]), node('b', [1, 2, 5, 7], 8)], t0, 1000);
+    expect(p).toEqual([{ jobId: 'j1', attempt: 1, nodeId: 'b', gpuIndices: [1, 2, 5] }]);
+  });
+
+  it('prefers the best fit so large holes stay open', () => {
+    const p = planPlacements([job('j1', 1)], [node('big', [0, 1, 2, 3]), node('small', [0, 1], 4)], t0, 1000);
+    expect(p[0].nodeId).toBe('small');
+  });
+
+  it('never hands out a card twice within a pass', () => {
+    const p = planPlacements([job('a', 2), job('b', 2), job('c', 2)], [node('n', [0, 1, 2, 3])], t0, 1000);
+    expect(p.map((x) => x.gpuIndices)).toEqual([[0, 1], [2, 3]]);
+  });
+
+  it('honours every selector label', () => {
+    expect(selectorMatches({ zone: 'a', gpu: 'h100' }, { zone: 'a', gpu: 'h100', x: 'y' })).toBe(true);
+    expect(selectorMatches({ zone: 'a', gpu: 'h100' }, { zone: 'a' })).toBe(false);
+    const p = planPlacements([job('j', 1, { selector: { zone: 'b' } })], [node('a', [0], 1, { zone: 'a' }), node('b', [0], 1, { zone: 'b' })], t0, 1000);
+    expect(p[0].nodeId).toBe('b');
+  });
+
+  it('backfills: a job that does not fit now does not block smaller jobs behind it', () => {
+    const p = planPlacements([job('big', 4, { priority: 5 }), job('small', 1)], [node('n', [0, 1], 4)], t0, 60_000);
+    expect(p.map((x) => x.jobId)).toEqual(['small']);
+  });
+
+  it('a job that can never fit blocks nobody, even after the hold time', () => {
+    const late = new Date(t0.getTime() + 3_600_000);
+    const p = planPlacements([job('huge', 16), job('small', 1)], [node('n', [0, 1], 4)], late, 60_000);
+    expect(p.map((x) => x.jobId)).toEqual(['small']);
+  });
+
+  it('after the hold time a starving job reserves a node against backfill', () => {
+    const late = new Date(t0.getTime() + 120_000);
+    const queue = [job('big', 4), job('small', 1, { queuedAt: late })];
+    const p = planPlacements(queue, [node('n', [0, 1], 4), node('m', [0], 1)], late, 60_000);
+    // 'n' is held for 'big'; 'small' can still use the other node.
+    expect(p).toEqual([{ jobId: 'small', attempt: 1, nodeId: 'm', gpuIndices: [0] }]);
+  });
+
+  it('orders by priority then queue time as given', () => {
+    const p = planPlacements([job('hi', 1, { priority: 9 }), job('lo', 1)], [node('n', [0])], t0, 1000);
+    expect(p.map((x) => x.jobId)).toEqual(['hi']);
+  });
+});
