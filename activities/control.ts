@@ -21,6 +21,31 @@ export interface ControlDeps {
   idlePassMs?: number;
 }
 
+/**
+ * Wraps a send so that calls made while one is in flight share the next send: every caller
+ * still gets a send that began after its call, but a burst of 1,000 becomes a handful.
+ */
+export function coalesce(fn: () => Promise<void>): () => Promise<void> {
+  let current: Promise<void> | null = null;
+  let next: Promise<void> | null = null;
+  const launch = () => {
+    current = fn().finally(() => {
+      current = null;
+    });
+    return current;
+  };
+  return () => {
+    if (!current) return launch();
+    next ??= current
+      .catch(() => undefined)
+      .then(() => {
+        next = null;
+        return launch();
+      });
+    return next;
+  };
+}
+
 /** Starts the scheduler if it is not running, and wakes it. */
 export async function wakeScheduler(client: Client, idlePassMs = 15_000): Promise<void> {
   const args: [SchedulerInput] = [{ pending: true, idlePassMs }];
@@ -50,7 +75,7 @@ async function sendGrants(client: Client, grants: Placement[]): Promise<void> {
 /** The control activities: every database write that orchestration makes. */
 export function createControlActivities(deps: ControlDeps) {
   const { db, client } = deps;
-  const wake = () => wakeScheduler(client, deps.idlePassMs);
+  const wake = coalesce(() => wakeScheduler(client, deps.idlePassMs));
 
   return {
     async enqueueAttempt(a: { jobId: string; attempt: number }): Promise<{ state: JobState }> {

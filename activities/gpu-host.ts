@@ -26,8 +26,11 @@ interface Live {
 /** The processes an agent runs, one per job at most; it outlives any one activity. */
 export class ProcessTable {
   readonly live = new Map<string, Live>();
-  /** Set while the agent shuts down: its attempts are left unreported, so they end LOST and re-queue. */
+  /** Set while the agent shuts down: its attempts end LOST (and re-queue), not FAILED. */
   draining = false;
+  private readonly shutdown = new AbortController();
+  /** Resolves when the agent starts shutting down. */
+  readonly shuttingDown = new Promise<void>((r) => this.shutdown.signal.addEventListener('abort', () => r()));
   constructor(private readonly killGraceMs: number) {}
 
   /** SIGTERM to the whole process group, SIGKILL after the grace period. */
@@ -41,6 +44,7 @@ export class ProcessTable {
 
   async stopAll(): Promise<void> {
     this.draining = true;
+    this.shutdown.abort();
     await Promise.all([...this.live.values()].map((e) => this.stop(e)));
   }
 }
@@ -169,10 +173,12 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       const beat = setInterval(() => ctx.heartbeat({ at: Date.now() }), every);
       try {
         ctx.heartbeat({ at: Date.now() });
-        await ctx.cancelled;
+        await Promise.race([ctx.cancelled, deps.processes.shuttingDown]);
       } finally {
         clearInterval(beat);
       }
+      // Reached only on shutdown: the node workflow marks the node OFFLINE at once.
+      throw agentShutdown();
     },
   };
 }

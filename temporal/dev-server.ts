@@ -34,6 +34,9 @@ export function devServerArgs(o: DevServerOptions): string[] {
   args.push(...(o.uiPort === null ? ['--headless'] : ['--ui-port', String(o.uiPort)]));
   for (const ns of o.namespaces ?? []) args.push('--namespace', ns);
   for (const sa of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${sa.name}=Keyword`);
+  // WAL with synchronous=NORMAL: a killed server loses nothing (the WAL survives a process
+  // crash); only a power loss can drop the last transactions. Several times the throughput.
+  args.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=1');
   // These machines have no internet: skip the version check that would call home.
   args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false');
   return args;

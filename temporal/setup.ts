@@ -1,7 +1,7 @@
 import { Connection, type Client } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { Client as TemporalClient } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, type LogEntry } from '@temporalio/worker';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 
 const KEYWORD = 2; // temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
@@ -47,5 +47,16 @@ let runtimeInstalled = false;
 export function installTemporalRuntime(level: 'WARN' | 'INFO' | 'DEBUG' = 'WARN'): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  Runtime.install({ logger: new DefaultLogger(level), shutdownSignals: [] });
+  // An agent's worker has no workflows by design; the SDK's warning about that is noise.
+  const logger = new DefaultLogger(level, (entry) => {
+    if (entry.message.startsWith('No workflows registered')) return;
+    // An attempt or lease ended by its own agent's shutdown is expected, not a warning.
+    if ((entry.meta?.error as { type?: string } | undefined)?.type === 'AgentShutdown') return;
+    defaultLog(entry);
+  });
+  const defaultLog = (entry: LogEntry) => {
+    const meta = entry.meta && Object.keys(entry.meta).length ? entry.meta : '';
+    process.stderr.write(`${new Date(Number(entry.timestampNanos / 1_000_000n)).toISOString()} [${entry.level}] ${entry.message} ${meta ? JSON.stringify(meta) : ''}\n`);
+  };
+  Runtime.install({ logger, shutdownSignals: [] });
 }

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiError } from '../cli/client.ts';
+import { connectClient } from '../temporal/setup.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { pidAlive, until } from './support/poll.ts';
 
@@ -77,6 +78,19 @@ describe('jobs on GPU nodes through Temporal', () => {
     }
     const nodes = await c.client.nodes();
     expect(nodes.flatMap((n) => n.gpus).filter((g) => g.owner_job_id)).toEqual([]);
+
+    // Each job's state is mirrored in a search attribute the Temporal Web UI filters on.
+    const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+    try {
+      const ids = await until('search attributes indexed', async () => {
+        const found: string[] = [];
+        for await (const wf of t.client.workflow.list({ query: `GpuplaneJobState = "SUCCEEDED" AND GpuplaneJobType = "CUSTOM"` })) found.push(wf.workflowId);
+        return jobs.every((j) => found.includes(`job/${j.id}`)) ? found : null;
+      });
+      expect(ids.length).toBeGreaterThanOrEqual(5);
+    } finally {
+      await t.close();
+    }
   });
 
   it('routes by selector, and a job that fits nowhere neither runs nor blocks smaller ones', async () => {
