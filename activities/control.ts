@@ -10,6 +10,7 @@ import { dispatchSignal } from '../workflows/job-workflow.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
 import { wakeSchedulerSignal, type SchedulerInput } from '../workflows/scheduler-workflow.ts';
 import type { AttemptOutcome, AttemptSpec, JobState, NodeInventory, SchedulePassResult } from '../workflows/types.ts';
+import { classifyFailure } from './failure.ts';
 import type { Placement } from './placement.ts';
 
 export interface ControlDeps {
@@ -189,7 +190,7 @@ export function createControlActivities(deps: ControlDeps) {
         const now = new Date();
         const o = a.outcome;
         let to: JobState = o.state;
-        let reason = o.reason;
+        let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit }).reason : o.reason;
         let requeue = false;
         if (o.state === 'LOST') {
           if (job.onLost === 'fail') {

@@ -1,12 +1,16 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Readable } from 'node:stream';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { attemptStartedSignal } from '../workflows/job-workflow.ts';
 import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-workflow.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
+
+const shimPath = fileURLToPath(new URL('../workers/gpu-host/job-shim.mjs', import.meta.url));
 
 export interface GpuHostDeps {
   nodeId: string;
@@ -17,10 +21,19 @@ export interface GpuHostDeps {
   apiUrl: string;
 }
 
+interface ShimReport {
+  code?: number | null;
+  signal?: string | null;
+  spawnError?: string;
+}
+
 interface Live {
+  jobId: string;
   attempt: number;
   child: ChildProcess;
-  exited: Promise<void>;
+  /** How the command ended, as its shim reported it (null: the shim died without a word). */
+  exited: Promise<ShimReport | null>;
+  fenced: boolean;
 }
 
 /** The processes an agent runs, one per job at most; it outlives any one activity. */
@@ -31,7 +44,7 @@ export class ProcessTable {
   private readonly shutdown = new AbortController();
   /** Resolves when the agent starts shutting down. */
   readonly shuttingDown = new Promise<void>((r) => this.shutdown.signal.addEventListener('abort', () => r()));
-  constructor(private readonly killGraceMs: number) {}
+  constructor(readonly killGraceMs: number) {}
 
   /** SIGTERM to the whole process group, SIGKILL after the grace period. */
   async stop(entry: Live): Promise<void> {
@@ -42,6 +55,20 @@ export class ProcessTable {
     await entry.exited;
   }
 
+  /**
+   * Fencing: kills every attempt at once. Called when the agent has lost the Temporal server
+   * for long enough that the server may already count these attempts LOST and start them
+   * elsewhere, so that one job never runs twice at the same time.
+   */
+  async fenceAll(): Promise<void> {
+    await Promise.all(
+      [...this.live.values()].map((e) => {
+        e.fenced = true;
+        return this.stop(e);
+      }),
+    );
+  }
+
   async stopAll(): Promise<void> {
     this.draining = true;
     this.shutdown.abort();
@@ -49,19 +76,14 @@ export class ProcessTable {
   }
 }
 
-const TAIL_BYTES = 4096;
+const TAIL_BYTES = 8192;
 
-/** An attempt cut short by its agent's shutdown did not fail: the job workflow treats it as LOST. */
-export const AGENT_SHUTDOWN = 'AgentShutdown';
-const agentShutdown = () =>
-  ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the agent shut down while the attempt ran', nonRetryable: true });
-
-function readTail(file: string): string {
+export function readTail(file: string, bytes = TAIL_BYTES): string {
   try {
     const fd = fs.openSync(file, 'r');
     try {
       const size = fs.fstatSync(fd).size;
-      const start = Math.max(0, size - TAIL_BYTES);
+      const start = Math.max(0, size - bytes);
       const buf = Buffer.alloc(size - start);
       fs.readSync(fd, buf, 0, buf.length, start);
       return buf.toString('utf8');
@@ -82,6 +104,43 @@ function killGroup(child: ChildProcess, sig: NodeJS.Signals): void {
   }
 }
 
+/** Reads the shim's one-line report from fd 3; null if it closed without one. */
+function shimReport(child: ChildProcess): Promise<ShimReport | null> {
+  const sock = child.stdio[3] as Readable;
+  return new Promise((resolve) => {
+    let buf = '';
+    let done = false;
+    const finish = (r: ShimReport | null) => {
+      if (done) return;
+      done = true;
+      resolve(r);
+    };
+    sock.on('data', (d: Buffer) => {
+      buf += d.toString();
+      const nl = buf.indexOf('\n');
+      if (nl >= 0) {
+        try {
+          finish(JSON.parse(buf.slice(0, nl)) as ShimReport);
+        } catch {
+          finish(null);
+        }
+      }
+    });
+    sock.on('error', () => undefined);
+    child.once('exit', (code, signal) => {
+      // Give a report in flight a moment, then fall back to the shim's own status.
+      setTimeout(() => finish(buf ? null : { code, signal }), 50);
+    });
+  });
+}
+
+/** An attempt cut short by its agent's shutdown did not fail: the job workflow treats it as LOST. */
+export const AGENT_SHUTDOWN = 'AgentShutdown';
+const agentShutdown = () =>
+  ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the agent shut down while the attempt ran', nonRetryable: true });
+const fenced = () =>
+  ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the agent lost the Temporal server and killed the attempt (fencing)', nonRetryable: true });
+
 /** The GPU-host worker's activities: run one attempt's process, and hold the node's lease. */
 export function createGpuHostActivities(deps: GpuHostDeps) {
   const live = deps.processes.live;
@@ -96,7 +155,9 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
 
       const logPath = path.join(deps.logDir, spec.jobId, `attempt-${spec.attempt}.log`);
       fs.mkdirSync(path.dirname(logPath), { recursive: true });
-      const fd = fs.openSync(logPath, 'a');
+      if (!fs.existsSync(spec.workingDir)) {
+        return { exitCode: null, signal: null, spawnError: `working dir not found: ${spec.workingDir}`, logTail: '', logPath };
+      }
       const env: NodeJS.ProcessEnv = {
         ...process.env,
         ...spec.env,
@@ -107,69 +168,50 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
         GPUPLANE_NODE_ID: deps.nodeId,
         ...(spec.runId ? { GPUPLANE_RUN_ID: spec.runId } : {}),
       };
-      if (!fs.existsSync(spec.workingDir)) {
-        fs.closeSync(fd);
-        return { exitCode: null, signal: null, spawnError: `working dir not found: ${spec.workingDir}`, logTail: '', logPath };
-      }
-      const [cmd, ...args] = spec.command;
-      const child = spawn(cmd, args, { cwd: spec.workingDir, env, detached: true, stdio: ['ignore', fd, fd] });
+      const fd = fs.openSync(logPath, 'a');
+      const child = spawn(process.execPath, [shimPath, String(deps.processes.killGraceMs), ...spec.command], {
+        cwd: spec.workingDir,
+        env,
+        detached: true,
+        stdio: ['ignore', fd, fd, 'pipe'],
+      });
       fs.closeSync(fd);
-      let exitInfo: { code: number | null; signal: NodeJS.Signals | null } = { code: null, signal: null };
-      const exited = new Promise<void>((resolve) => {
-        child.once('exit', (code, signal) => {
-          exitInfo = { code, signal };
-          resolve();
-        });
-      });
-      const spawned = await new Promise<Error | null>((resolve) => {
-        child.once('spawn', () => resolve(null));
-        child.once('error', (e) => resolve(e));
-      });
-      if (spawned) {
-        const notFound = (spawned as NodeJS.ErrnoException).code === 'ENOENT';
-        return {
-          exitCode: notFound ? 127 : null,
-          signal: null,
-          spawnError: notFound ? `command not found: ${cmd}` : `could not start ${cmd}: ${spawned.message}`,
-          logTail: '',
-          logPath,
-        };
-      }
-      const entry: Live = { attempt: spec.attempt, child, exited };
+      const entry: Live = { jobId: spec.jobId, attempt: spec.attempt, child, exited: shimReport(child), fenced: false };
       live.set(spec.jobId, entry);
       try {
         await deps.client.workflow
           .getHandle(jobWorkflowId(spec.jobId))
           .signal(attemptStartedSignal, { attempt: spec.attempt, pid: child.pid ?? -1, logPath });
-        const beat = setInterval(() => ctx.heartbeat({ pid: child.pid }), Math.max(200, ctx.info.heartbeatTimeoutMs ? ctx.info.heartbeatTimeoutMs / 3 : 1000));
+        const every = Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 5);
+        const beat = setInterval(() => ctx.heartbeat({ pid: child.pid }), every);
         try {
           ctx.heartbeat({ pid: child.pid });
-          await Promise.race([exited, ctx.cancelled]);
+          await Promise.race([entry.exited, ctx.cancelled]);
         } finally {
           clearInterval(beat);
         }
       } catch (err) {
         // Cancelled by the user, or the server no longer knows this attempt: kill the group.
         await stop(entry);
-        if (deps.processes.draining) throw agentShutdown();
+        if (deps.processes.draining || entry.fenced) throw agentShutdown();
         throw err;
       } finally {
         if (live.get(spec.jobId) === entry) live.delete(spec.jobId);
       }
+      const r = await entry.exited;
+      if (entry.fenced) throw fenced();
       if (deps.processes.draining) throw agentShutdown();
-      return {
-        exitCode: exitInfo.code,
-        signal: exitInfo.signal,
-        spawnError: null,
-        logTail: readTail(logPath),
-        logPath,
-      };
+      if (r?.spawnError) {
+        const notFound = r.spawnError === 'ENOENT';
+        return { exitCode: notFound ? 127 : null, signal: null, spawnError: notFound ? `command not found: ${spec.command[0]}` : `could not start ${spec.command[0]}: ${r.spawnError}`, logTail: '', logPath };
+      }
+      return { exitCode: r?.code ?? null, signal: r?.signal ?? null, spawnError: null, logTail: readTail(logPath), logPath };
     },
 
     async nodeLease(a: { nodeId: string }): Promise<void> {
       const ctx = Context.current();
       await deps.client.workflow.getHandle(nodeWorkflowId(a.nodeId)).signal(nodeOnlineSignal, deps.inventory());
-      const every = Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 3);
+      const every = Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 5);
       const beat = setInterval(() => ctx.heartbeat({ at: Date.now() }), every);
       try {
         ctx.heartbeat({ at: Date.now() });

@@ -1,3 +1,4 @@
+import { diffConfigs } from '../db/queries/retry.ts';
 import type { GpuNode, GpuSlot, Job, JobAttempt, JobTransition } from '../db/schema.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -32,9 +33,10 @@ export function jobJson(j: Job) {
   };
 }
 
-export function attemptJson(a: JobAttempt) {
+export function attemptJson(a: JobAttempt, prev?: JobAttempt) {
   return {
     attempt: a.attempt,
+    changes: prev ? diffConfigs(prev.config, a.config) : [],
     state: a.state,
     config: a.config as unknown as Record<string, unknown>,
     node_id: a.nodeId,

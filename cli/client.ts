@@ -22,7 +22,7 @@ export interface JobJson {
 }
 
 export interface JobDetailJson extends JobJson {
-  attempts: { attempt: number; state: string; node_id: string | null; gpu_indices: number[] | null; pid: number | null; log_path: string | null; exit_code: number | null; signal: string | null; reason: string | null; config: Record<string, unknown> }[];
+  attempts: { attempt: number; changes: { key: string; from: unknown; to: unknown }[]; state: string; node_id: string | null; gpu_indices: number[] | null; pid: number | null; log_path: string | null; exit_code: number | null; signal: string | null; reason: string | null; config: Record<string, unknown> }[];
   history: { attempt: number; from: string | null; to: string; detail: string | null; at: string }[];
 }
 
@@ -48,6 +48,16 @@ export interface SubmitRequest {
   experiment?: string;
   on_lost?: 'requeue' | 'fail';
   max_lost_requeues?: number;
+}
+
+export interface RetryRequest {
+  command?: string[] | string;
+  working_dir?: string;
+  gpus?: number;
+  selector?: Record<string, string>;
+  priority?: number;
+  env?: Record<string, string>;
+  params?: Record<string, unknown>;
 }
 
 export class ApiError extends Error {
@@ -95,6 +105,9 @@ export class GpuplaneClient {
     const params = new URLSearchParams(Object.entries(q).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)]));
     const r = await this.request<{ jobs: JobJson[] }>('GET', `/jobs${params.size ? `?${params}` : ''}`);
     return r.jobs;
+  }
+  retry(id: string, patch: RetryRequest = {}): Promise<JobDetailJson> {
+    return this.request('POST', `/jobs/${encodeURIComponent(id)}/retry`, patch);
   }
   cancel(id: string, reason?: string): Promise<JobJson> {
     return this.request('POST', `/jobs/${encodeURIComponent(id)}/cancel`, reason ? { reason } : {});

@@ -11,6 +11,19 @@ function intArg(name: string, min: number) {
     return Number(v);
   };
 }
+/** `--set lr=0.01` → {lr: 0.01}: JSON values where they parse (numbers, true, null, "x"), else strings. */
+function setArg(v: string, prev: Record<string, unknown> = {}) {
+  const i = v.indexOf('=');
+  if (i <= 0) throw new InvalidArgumentError(`expected KEY=VALUE, got "${v}"`);
+  const raw = v.slice(i + 1);
+  let value: unknown = raw;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    // A plain string.
+  }
+  return { ...prev, [v.slice(0, i)]: value };
+}
 function pairArg(v: string, prev: Record<string, string> = {}) {
   const i = v.indexOf('=');
   if (i <= 0) throw new InvalidArgumentError(`expected KEY=VALUE, got "${v}"`);
@@ -49,8 +62,11 @@ function printJob(j: JobDetailJson) {
     { reason: j.reason ?? '-' },
   );
   log(t.toString());
-  const a = new Table({ style: { head: [] }, head: ['ATTEMPT', 'STATE', 'NODE', 'CARDS', 'PID', 'EXIT', 'REASON', 'LOG'] });
-  for (const x of j.attempts) a.push([x.attempt, x.state, x.node_id ?? '', (x.gpu_indices ?? []).join(','), x.pid ?? '', x.exit_code ?? x.signal ?? '', x.reason ?? '', x.log_path ?? '']);
+  const a = new Table({ style: { head: [] }, head: ['ATTEMPT', 'STATE', 'NODE', 'CARDS', 'PID', 'EXIT', 'REASON', 'CHANGED', 'LOG'] });
+  for (const x of j.attempts) {
+    const changed = x.changes.map((c) => `${c.key}: ${JSON.stringify(c.from)} → ${JSON.stringify(c.to)}`).join('\n');
+    a.push([x.attempt, x.state, x.node_id ?? '', (x.gpu_indices ?? []).join(','), x.pid ?? '', x.exit_code ?? x.signal ?? '', x.reason ?? '', changed, x.log_path ?? '']);
+  }
   log(a.toString());
   const h = new Table({ style: { head: [] }, head: ['AT', 'ATTEMPT', 'FROM', 'TO', 'DETAIL'] });
   for (const x of j.history) h.push([x.at, x.attempt, x.from ?? '', x.to, x.detail ?? '']);
@@ -62,6 +78,7 @@ export function buildProgram(): Command {
     .description('GPUPlane: run training jobs on your own GPU nodes')
     .addOption(new Option('--api <url>', 'API address').env('GPUPLANE_API_URL'))
     .addOption(new Option('--home <dir>', 'where GPUPlane keeps its data').env('GPUPLANE_HOME'))
+    .configureHelp({ helpWidth: 100 })
     .showHelpAfterError(false)
     .configureOutput({ outputError: (s, write) => write(s.split('\n')[0] + '\n') });
   program.hook('preAction', (cmd) => {
@@ -196,6 +213,31 @@ export function buildProgram(): Command {
       const j = await clientOf(cmd).cancel(id);
       if (o.json) log(JSON.stringify(j, null, 2));
       else log(`${j.id}: cancel requested (was ${j.state})`);
+    });
+
+  program
+    .command('retry')
+    .description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config')
+    .argument('<id>')
+    .option('--set <k=v>', 'set a param for the new attempt (repeatable; JSON values)', setArg, {})
+    .option('--gpus <n>', 'cards for the new attempt', intArg('--gpus', 0))
+    .option('--env <K=V>', 'set an environment variable (repeatable)', pairArg)
+    .option('--selector <k=v>', 'replace the node selector (repeatable)', pairArg)
+    .option('--priority <p>', 'new priority', intArg('--priority', -1000))
+    .option('--json', 'print the job as JSON')
+    .action(async (id: string, o, cmd: Command) => {
+      const j = await clientOf(cmd).retry(id, {
+        params: Object.keys(o.set).length ? o.set : undefined,
+        gpus: o.gpus,
+        env: o.env,
+        selector: o.selector,
+        priority: o.priority,
+      });
+      if (o.json) log(JSON.stringify(j, null, 2));
+      else {
+        const last = j.attempts.at(-1)!;
+        log(`${j.id}: attempt ${j.attempt} created${last.changes.length ? ` (${last.changes.map((c) => `${c.key} ${JSON.stringify(c.from)} → ${JSON.stringify(c.to)}`).join(', ')})` : ' (same config)'}`);
+      }
     });
 
   program

@@ -12,7 +12,12 @@ export interface JobTimeouts {
 }
 
 /** Starts the workflow of a job's current attempt; a second start of the same attempt is a no-op. */
-export async function startJobWorkflow(client: Client, job: Pick<Job, 'id' | 'attempt' | 'type' | 'projectId'>, t: JobTimeouts): Promise<void> {
+export async function startJobWorkflow(
+  client: Client,
+  job: Pick<Job, 'id' | 'attempt' | 'type' | 'projectId'>,
+  t: JobTimeouts,
+  opts: { failIfRunning?: boolean } = {},
+): Promise<void> {
   const input: JobWorkflowInput = { jobId: job.id, attempt: job.attempt, ...t };
   try {
     await client.workflow.start('jobWorkflow', {
@@ -27,7 +32,7 @@ export async function startJobWorkflow(client: Client, job: Pick<Job, 'id' | 'at
       ]),
     });
   } catch (err) {
-    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError) || opts.failIfRunning) throw err;
   }
 }
 

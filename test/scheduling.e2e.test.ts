@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ApiError } from '../cli/client.ts';
+import { ApiError, type JobJson } from '../cli/client.ts';
 import { connectClient } from '../temporal/setup.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { pidAlive, until } from './support/poll.ts';
@@ -43,7 +43,7 @@ describe('jobs on GPU nodes through Temporal', () => {
   it('runs five 2-card jobs on two 4-card nodes, at most four at once, cards never shared', async () => {
     const out = path.join(c.work, 'five');
     fs.mkdirSync(out);
-    const jobs = [];
+    const jobs: JobJson[] = [];
     for (let i = 0; i < 5; i++) jobs.push(await c.client.submit({ type: 'CUSTOM', gpus: 2, command: recorder(out, 3) }));
     const done = await Promise.all(jobs.map((j) => c.client.waitFor(j.id, undefined, 90_000)));
     expect(done.map((j) => j.state)).toEqual(Array(5).fill('SUCCEEDED'));

@@ -143,10 +143,11 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
 }
 
 function outcomeOfExit(e: ProcessExit): AttemptOutcome {
-  if (e.spawnError) return { state: 'FAILED', exitCode: e.exitCode, signal: null, reason: e.spawnError };
+  const exit = { logTail: e.logTail, spawnError: e.spawnError };
+  if (e.spawnError) return { state: 'FAILED', exitCode: e.exitCode, signal: null, reason: e.spawnError, exit };
   if (e.exitCode === 0) return { state: 'SUCCEEDED', exitCode: 0, signal: null, reason: null };
   const how = e.signal ? `killed by ${e.signal}` : `exit code ${e.exitCode}`;
-  return { state: 'FAILED', exitCode: e.exitCode, signal: e.signal, reason: how };
+  return { state: 'FAILED', exitCode: e.exitCode, signal: e.signal, reason: how, exit };
 }
 
 /** The node stopped answering: no heartbeat, or nobody picked the attempt up. */

@@ -95,6 +95,8 @@ export interface AttemptOutcome {
   exitCode: number | null;
   signal: string | null;
   reason: string | null;
+  /** For a process that ran: its log tail and start error, from which the reason is classified. */
+  exit?: { logTail: string; spawnError: string | null };
 }
 
 export interface SchedulePassResult {

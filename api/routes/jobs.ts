@@ -1,14 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import { newId } from '../../db/ids.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
-import { getJob, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
+import { createRetryAttempt } from '../../db/queries/retry.ts';
+import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { signalCancel, startJobWorkflow } from '../../temporal/client-ops.ts';
 import { isTerminal } from '../../workflows/types.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
-import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, SubmitJobBody } from '../schemas/jobs.ts';
+import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody } from '../schemas/jobs.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../app.ts';
 
@@ -77,7 +78,45 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);
       const [attempts, history] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id)]);
-      return { ...jobJson(job), attempts: attempts.map(attemptJson), history: history.map(transitionJson) };
+      return { ...jobJson(job), attempts: attempts.map((a, i) => attemptJson(a, attempts[i - 1])), history: history.map(transitionJson) };
+    },
+  );
+
+  app.post(
+    '/jobs/:id/retry',
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: 'Retry a FAILED, CANCELLED or LOST job as its next attempt, with an edited config',
+        params: IdParams,
+        body: RetryBody,
+        response: { 202: JobDetailSchema, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const b = req.body;
+      const command = typeof b.command === 'string' ? ['/bin/sh', '-c', b.command] : b.command;
+      if (command && command.every((c) => c.trim() === '')) throw new DomainError('invalid', 'command must not be empty');
+      const patch = { command, workingDir: b.working_dir, gpus: b.gpus, selector: b.selector, priority: b.priority, env: b.env, params: b.params };
+      const id = req.params.id;
+      await db.transaction(async (tx) => {
+        const job = await getJobForUpdate(tx, id);
+        if (!job) throw notFound('job', id);
+        const made = await createRetryAttempt(tx, job, patch);
+        if (!made) throw new DomainError('conflict', `job ${id} is ${job.state}; only a FAILED, CANCELLED or LOST job can be retried`);
+        try {
+          // Inside the transaction: if Temporal refuses, nothing of the retry is written.
+          await startJobWorkflow(client, made.job, deps.timeouts, { failIfRunning: true });
+        } catch (err) {
+          if (err instanceof WorkflowExecutionAlreadyStartedError) {
+            throw new DomainError('conflict', `job ${id} still has a live workflow (it is being re-queued); try again when it settles`);
+          }
+          throw new DomainError('unavailable', `Temporal did not take the retry of ${id}: ${(err as Error).message}`);
+        }
+      });
+      const job = (await getJob(db, id))!;
+      const [attempts, history] = await Promise.all([listAttempts(db, id), listTransitions(db, id)]);
+      return reply.status(202).send({ ...jobJson(job), attempts: attempts.map((a, i) => attemptJson(a, attempts[i - 1])), history: history.map(transitionJson) });
     },
   );
 

@@ -57,8 +57,11 @@ export const JobSchema = Type.Object(
   { $id: 'Job' },
 );
 
+export const ChangeSchema = Type.Object({ key: Type.String(), from: Type.Unknown(), to: Type.Unknown() });
+
 export const AttemptSchema = Type.Object({
   attempt: Type.Integer(),
+  changes: Type.Array(ChangeSchema, { description: 'config changes from the previous attempt' }),
   state: JobStateSchema,
   config: Type.Record(Type.String(), Type.Unknown()),
   node_id: Nullable(Type.String()),
@@ -94,5 +97,19 @@ export const ListJobsQuery = Type.Object(
   },
   { additionalProperties: false },
 );
+
+export const RetryBody = Type.Object(
+  {
+    command: Type.Optional(SubmitJobBody.properties.command),
+    working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/' })),
+    gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+    selector: Type.Optional(StringMap),
+    priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
+    env: Type.Optional(StringMap),
+    params: Type.Optional(Type.Record(Type.String({ minLength: 1 }), Type.Unknown(), { description: 'merged into the previous params' })),
+  },
+  { additionalProperties: false, description: 'a patch of the last attempt\'s config; env and params are merged key by key' },
+);
+export type RetryBody = Static<typeof RetryBody>;
 
 export const CancelBody = Type.Optional(Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500 })) }, { additionalProperties: false }));

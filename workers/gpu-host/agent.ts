@@ -47,6 +47,10 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       apiUrl: o.apiUrl,
     }),
     maxConcurrentActivityTaskExecutions: 1000,
+    // Heartbeats go out at least every second, so the server's view of this node is never
+    // much older than the agent's own view of its connection (see the fencing watchdog).
+    maxHeartbeatThrottleInterval: '1s',
+    defaultHeartbeatThrottleInterval: '1s',
     shutdownGraceTime: '5s',
   });
   const run = worker.run();
@@ -58,14 +62,52 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     signal: nodeOnlineSignal,
     signalArgs: [inventory],
   });
+  const watchdog = startFencingWatchdog(o.client, processes, o.heartbeatTimeoutMs);
   return {
     inventory,
     inventorySource: source,
     run,
     async shutdown() {
+      watchdog.stop();
       await processes.stopAll();
       worker.shutdown();
       await run;
     },
   };
+}
+
+/**
+ * Self-fencing: when the agent has not reached the Temporal server for half the heartbeat
+ * timeout, the server may soon count its attempts LOST and start them on another node; the
+ * agent kills them first, so one job never runs in two places at once (a network partition
+ * must not produce a zombie twin).
+ */
+export function startFencingWatchdog(client: Client, processes: ProcessTable, heartbeatTimeoutMs: number): { stop(): void } {
+  const fenceAfterMs = heartbeatTimeoutMs / 2;
+  const probeEveryMs = Math.max(250, Math.min(1000, heartbeatTimeoutMs / 10));
+  let lastContact = Date.now();
+  let fenced = false;
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    client.connection
+      .withDeadline(Date.now() + probeEveryMs, () => client.connection.workflowService.getSystemInfo({}))
+      .then(
+        () => {
+          lastContact = Date.now();
+          fenced = false;
+        },
+        () => undefined,
+      )
+      .finally(() => {
+        busy = false;
+        if (!fenced && Date.now() - lastContact > fenceAfterMs && processes.live.size > 0) {
+          fenced = true;
+          void processes.fenceAll();
+        }
+      });
+  }, probeEveryMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
 }

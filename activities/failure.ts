@@ -1,0 +1,38 @@
+/**
+ * Why an attempt failed, read from its exit status and the tail of its log, with a one-line
+ * hint for the edit that a retry needs (the seed: after an OOM or a NaN, change the config
+ * first, or the retry fails the same way).
+ */
+export type FailureKind = 'oom' | 'nan' | 'command_not_found' | 'exit' | 'signal' | 'other';
+
+export interface FailureClass {
+  kind: FailureKind;
+  reason: string;
+}
+
+const OOM = /CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory/i;
+const NAN = /\b(loss|grad(ient)?s?)\b[^\n]{0,40}\b(nan|inf)\b|\b(nan|inf)\b[^\n]{0,20}\bloss\b|non-finite loss|Loss is (nan|inf)/i;
+const NOT_FOUND = /command not found|: not found|No such file or directory/i;
+
+export function classifyFailure(f: { exitCode: number | null; signal: string | null; spawnError?: string | null; logTail: string }): FailureClass {
+  const tail = f.logTail ?? '';
+  if (f.spawnError) {
+    if (/command not found/.test(f.spawnError)) {
+      return { kind: 'command_not_found', reason: `${f.spawnError} — hint: check the command and PATH on the node, then retry with a fixed command` };
+    }
+    return { kind: 'other', reason: f.spawnError };
+  }
+  if (OOM.test(tail) || f.exitCode === 137 || f.signal === 'SIGKILL') {
+    const how = f.signal ? `killed by ${f.signal}` : `exit code ${f.exitCode}`;
+    const what = OOM.test(tail) ? 'out of memory' : 'killed (likely the OOM killer)';
+    return { kind: 'oom', reason: `${what} (${how}) — hint: lower the batch size or use more GPUs, e.g. gpuctl retry ID --set batch_size=… or --gpus N` };
+  }
+  if (NAN.test(tail)) {
+    return { kind: 'nan', reason: `loss became NaN/Inf (exit code ${f.exitCode ?? f.signal}) — hint: lower the learning rate or clip gradients, e.g. gpuctl retry ID --set lr=…` };
+  }
+  if (f.exitCode === 127 && NOT_FOUND.test(tail)) {
+    return { kind: 'command_not_found', reason: 'command not found (exit code 127) — hint: check the command and PATH on the node' };
+  }
+  if (f.signal) return { kind: 'signal', reason: `killed by ${f.signal}` };
+  return { kind: 'exit', reason: `exit code ${f.exitCode} — hint: see the attempt's log (gpuctl job ID shows its path)` };
+}

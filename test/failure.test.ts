@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest';
+import { classifyFailure } from '../activities/failure.ts';
+
+describe('classifyFailure', () => {
+  it('recognises CUDA OOM from the log', () => {
+    const c = classifyFailure({ exitCode: 1, signal: null, logTail: 'RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB' });
+    expect(c.kind).toBe('oom');
+    expect(c.reason).toMatch(/batch size/);
+  });
+  it('treats exit 137 and SIGKILL as the OOM killer', () => {
+    expect(classifyFailure({ exitCode: 137, signal: null, logTail: '' }).kind).toBe('oom');
+    expect(classifyFailure({ exitCode: null, signal: 'SIGKILL', logTail: '' }).kind).toBe('oom');
+  });
+  it('recognises a NaN or Inf loss', () => {
+    expect(classifyFailure({ exitCode: 1, signal: null, logTail: 'step 120 loss nan' }).kind).toBe('nan');
+    expect(classifyFailure({ exitCode: 1, signal: null, logTail: 'ValueError: Loss is inf' }).kind).toBe('nan');
+    expect(classifyFailure({ exitCode: 1, signal: null, logTail: 'loss=0.31 lr=3e-4' }).kind).toBe('exit');
+  });
+  it('recognises a command that is not there', () => {
+    expect(classifyFailure({ exitCode: 127, signal: null, spawnError: 'command not found: trian.py', logTail: '' }).kind).toBe('command_not_found');
+    expect(classifyFailure({ exitCode: 127, signal: null, logTail: 'sh: 1: trian.py: not found' }).kind).toBe('command_not_found');
+  });
+  it('falls back to the exit code with a hint', () => {
+    const c = classifyFailure({ exitCode: 3, signal: null, logTail: 'boom' });
+    expect(c).toEqual({ kind: 'exit', reason: expect.stringContaining('exit code 3') });
+  });
+});
