@@ -162,6 +162,7 @@ export function createControlActivities(deps: ControlDeps) {
           command: job.command,
           workingDir: job.workingDir,
           env: job.env,
+          params: job.params,
           gpuIndices: a.gpuIndices,
         };
       });

@@ -166,6 +166,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
         GPUPLANE_ATTEMPT: String(spec.attempt),
         GPUPLANE_API_URL: deps.apiUrl,
         GPUPLANE_NODE_ID: deps.nodeId,
+        GPUPLANE_PARAMS: JSON.stringify(spec.params ?? {}),
         ...(spec.runId ? { GPUPLANE_RUN_ID: spec.runId } : {}),
       };
       const fd = fs.openSync(logPath, 'a');

@@ -71,6 +71,8 @@ export interface AttemptSpec {
   command: string[];
   workingDir: string;
   env: Record<string, string>;
+  /** Given to the process as JSON in GPUPLANE_PARAMS. */
+  params: Record<string, unknown>;
   gpuIndices: number[];
 }
 

@@ -7,7 +7,9 @@ import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { GpuplaneClient } from '../../cli/client.ts';
 import { ensureNamespace } from '../../temporal/setup.ts';
-import { createDatabase } from './postgres.ts';
+import { startDevServer, type DevServer } from '../../temporal/dev-server.ts';
+import type { TestHost } from './netns.ts';
+import { createDatabase, startThrowawayCluster, type PgCluster } from './postgres.ts';
 import { freePort } from './ports.ts';
 import { until } from './poll.ts';
 
@@ -22,11 +24,15 @@ export class ManagedProcess {
     private readonly args: string[],
     private readonly env: NodeJS.ProcessEnv,
     private readonly readyText: string,
+    /** Run inside this network namespace (a test host of ours). */
+    private readonly netns?: string,
   ) {}
 
   async start(): Promise<void> {
     this.output = '';
-    const child = spawn(process.execPath, [gpuctlPath, ...this.args], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const argv = [process.execPath, gpuctlPath, ...this.args];
+    const [cmd, ...rest] = this.netns ? ['ip', 'netns', 'exec', this.netns, ...argv] : argv;
+    const child = spawn(cmd, rest, { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     child.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
@@ -55,6 +61,8 @@ export interface AgentSpec {
   nodeId: string;
   gpus: number;
   labels?: Record<string, string>;
+  /** Run the agent on this test host (network namespace), reaching Temporal at its hostIp. */
+  host?: TestHost;
 }
 
 export interface Cluster {
@@ -69,6 +77,10 @@ export interface Cluster {
   control: ManagedProcess;
   api: ManagedProcess;
   agents: Map<string, ManagedProcess>;
+  /** Present when the cluster has its own Temporal dev server (ownTemporal). */
+  temporal?: { server: DevServer; restart(): Promise<void> };
+  /** Present when the cluster has its own PostgreSQL (ownPostgres). */
+  postgres?: PgCluster;
   addAgent(spec: AgentSpec): Promise<ManagedProcess>;
   stop(): Promise<void>;
 }
@@ -77,6 +89,10 @@ export interface ClusterOptions {
   agents: AgentSpec[];
   heartbeatTimeoutS?: number;
   backfillHoldS?: number;
+  /** A dev server of its own (restartable), listening on this IP (default 127.0.0.1). */
+  ownTemporal?: { ip?: string };
+  /** A PostgreSQL cluster of its own (restartable). */
+  ownPostgres?: boolean;
 }
 
 /**
@@ -86,12 +102,28 @@ export interface ClusterOptions {
 export async function startCluster(name: string, o: ClusterOptions): Promise<Cluster> {
   const suffix = randomBytes(3).toString('hex');
   const dbName = `t_${name.replace(/\W/g, '_')}_${suffix}`;
-  const pgPort = inject('pgPort');
-  const temporalAddress = inject('temporalAddress');
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
+  const postgres = o.ownPostgres ? await startThrowawayCluster(await freePort()) : undefined;
+  const pgPort = postgres?.port ?? inject('pgPort');
+  let temporal: Cluster['temporal'];
+  let temporalAddress = inject('temporalAddress');
+  if (o.ownTemporal) {
+    const opts = { dbFile: path.join(home, 'temporal.db'), ip: o.ownTemporal.ip, port: await freePort(), uiPort: null, logFile: path.join(home, 'temporal.log') };
+    const box = { server: await startDevServer(opts) };
+    temporal = {
+      get server() {
+        return box.server;
+      },
+      async restart() {
+        await box.server.stop('SIGKILL');
+        box.server = await startDevServer(opts);
+      },
+    };
+    temporalAddress = box.server.address;
+  }
   await createDatabase(`postgres://postgres@127.0.0.1:${pgPort}/postgres`, dbName);
   const namespace = `${name}-${suffix}`;
   await ensureNamespace(temporalAddress, namespace);
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
   const work = path.join(home, 'work');
   fs.mkdirSync(work);
   const apiPort = await freePort();
@@ -139,9 +171,12 @@ export async function startCluster(name: string, o: ClusterOptions): Promise<Clu
     control,
     api,
     agents,
+    temporal,
+    postgres,
     async addAgent(spec) {
       const labelArgs = Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
-      const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs], env, `agent ${spec.nodeId}:`);
+      const agentEnv = spec.host ? { ...env, TEMPORAL_ADDRESS: temporalAddress.replace(/^[^:]+/, spec.host.hostIp) } : env;
+      const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
       await p.start();
       agents.set(spec.nodeId, p);
       await until(`node ${spec.nodeId} ONLINE`, async () => (await client.nodes()).some((n) => n.id === spec.nodeId && n.status === 'ONLINE'));
@@ -150,6 +185,8 @@ export async function startCluster(name: string, o: ClusterOptions): Promise<Clu
     async stop() {
       await Promise.all([...agents.values()].map((a) => a.kill('SIGTERM')));
       await Promise.all([api.kill('SIGTERM'), control.kill('SIGTERM')]);
+      await temporal?.server.stop();
+      postgres?.remove();
       fs.rmSync(home, { recursive: true, force: true });
     },
   };

@@ -1,0 +1,121 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCluster, type Cluster } from './support/cluster.ts';
+import { pidAlive, until } from './support/poll.ts';
+
+describe('failure is normal: LOST, re-queue and retry_job', () => {
+  let c: Cluster;
+  beforeAll(async () => {
+    c = await startCluster('lost', {
+      heartbeatTimeoutS: 4,
+      agents: [
+        { nodeId: 'l1', gpus: 1 },
+        { nodeId: 'l2', gpus: 1 },
+      ],
+    });
+  });
+  afterAll(async () => {
+    await c?.stop();
+  });
+
+  const runsOf = async (jobId: string) => {
+    const db = new pg.Client({ connectionString: c.dbUrl });
+    await db.connect();
+    try {
+      return (await db.query<{ id: string; attempt: number; status: string }>('select id, attempt, status from runs where job_id = $1 order by attempt', [jobId])).rows;
+    } finally {
+      await db.end();
+    }
+  };
+
+  it('a SIGKILLed agent: the job goes LOST, re-queues onto the other node as attempt 2 with its own Run, and finishes', async () => {
+    const pidFile = path.join(c.work, 'lost-pid');
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: `echo $$ >> ${pidFile}; sleep 6` });
+    const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
+    const victim = running.node_id!;
+    const survivor = victim === 'l1' ? 'l2' : 'l1';
+    const firstPid = Number(await until('pid', () => fs.existsSync(pidFile) && fs.readFileSync(pidFile, 'utf8').trim().split('\n')[0]));
+
+    await c.agents.get(victim)!.kill('SIGKILL');
+    // Its process does not outlive it: the shim fences the attempt when the agent's socket closes.
+    await until('orphan gone', () => !pidAlive(firstPid), 15_000);
+
+    const done = await c.client.waitFor(job.id, undefined, 60_000);
+    expect(done.state).toBe('SUCCEEDED');
+    expect(done.attempt).toBe(2);
+    expect(done.attempts.map((a) => [a.attempt, a.state, a.node_id])).toEqual([
+      [1, 'LOST', victim],
+      [2, 'SUCCEEDED', survivor],
+    ]);
+    expect(done.history.map((h) => h.to)).toEqual(['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'LOST', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED']);
+    const runs = await runsOf(job.id);
+    expect(runs.map((r) => [r.attempt, r.status])).toEqual([
+      [1, 'LOST'],
+      [2, 'SUCCEEDED'],
+    ]);
+    expect(runs[0].id).not.toBe(runs[1].id);
+
+    const nodes = await c.client.nodes();
+    expect(nodes.find((n) => n.id === victim)!.status).toBe('OFFLINE');
+    // The agent comes back: the node is ONLINE again.
+    await c.addAgent({ nodeId: victim, gpus: 1 });
+  });
+
+  it('on_lost=fail marks the job FAILED with reason lost', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, on_lost: 'fail', command: 'sleep 30' });
+    const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
+    await c.agents.get(running.node_id!)!.kill('SIGKILL');
+    const done = await c.client.waitFor(job.id, undefined, 60_000);
+    expect(done.state).toBe('FAILED');
+    expect(done.reason).toMatch(/^lost/);
+    await c.addAgent({ nodeId: running.node_id!, gpus: 1 });
+  });
+
+  it('exit 1, then a retry with an edited param runs as attempt 2 under the same id, its Run separate', async () => {
+    const cmd = `echo "params $GPUPLANE_PARAMS"; case "$GPUPLANE_PARAMS" in *'"lr":0.01'*) exit 0;; *) echo "loss nan"; exit 1;; esac`;
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: cmd, params: { lr: 0.1, batch: 32 } });
+    const failed = await c.client.waitFor(job.id, undefined, 30_000);
+    expect(failed.state).toBe('FAILED');
+    expect(failed.reason).toMatch(/NaN.*hint/);
+
+    const retried = await c.client.retry(job.id, { params: { lr: 0.01 } });
+    expect(retried.id).toBe(job.id);
+    expect(retried.attempt).toBe(2);
+    expect(retried.attempts[1].changes).toEqual([{ key: 'params.lr', from: 0.1, to: 0.01 }]);
+    const done = await c.client.waitFor(job.id, undefined, 30_000);
+    expect(done.state).toBe('SUCCEEDED');
+    expect(done.attempts.map((a) => [a.attempt, a.state, (a.config.params as { lr: number }).lr])).toEqual([
+      [1, 'FAILED', 0.1],
+      [2, 'SUCCEEDED', 0.01],
+    ]);
+    expect(fs.readFileSync(done.attempts[1].log_path!, 'utf8')).toContain('"lr":0.01');
+    const runs = await runsOf(job.id);
+    expect(runs.map((r) => [r.attempt, r.status])).toEqual([
+      [1, 'FAILED'],
+      [2, 'SUCCEEDED'],
+    ]);
+  });
+
+  it('refuses to retry a running job (409) or with an invalid patch (400), changing nothing', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'sleep 20' });
+    await c.client.waitFor(job.id, ['RUNNING'], 30_000);
+    await expect(c.client.retry(job.id, { params: { x: 1 } })).rejects.toMatchObject({ status: 409 });
+    await c.client.cancel(job.id);
+    const before = await c.client.waitFor(job.id, undefined, 30_000);
+    expect(before.state).toBe('CANCELLED');
+    for (const bad of [{ gpus: -2 }, { gpus: 'many' }, { command: [] }, { nope: 1 }, { working_dir: 'relative' }]) {
+      await expect(c.client.retry(job.id, bad as never)).rejects.toMatchObject({ status: 400 });
+    }
+    const after = await c.client.job(job.id);
+    expect(after).toEqual(before);
+    await expect(c.client.retry('job-missing')).rejects.toMatchObject({ status: 404 });
+  });
+
+  it('classifies an OOM from the log tail and hints at the edit', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'echo "RuntimeError: CUDA out of memory. Tried to allocate 20.00 GiB" >&2; exit 1' });
+    const done = await c.client.waitFor(job.id, undefined, 30_000);
+    expect(done.reason).toMatch(/out of memory.*hint: lower the batch size/);
+  });
+});
