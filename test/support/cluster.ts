@@ -9,6 +9,7 @@ import { GpuplaneClient } from '../../cli/client.ts';
 import { ensureNamespace } from '../../temporal/setup.ts';
 import { startDevServer, type DevServer } from '../../temporal/dev-server.ts';
 import type { TestHost } from './netns.ts';
+import { startTcpProxy } from './tcp-proxy.ts';
 import { createDatabase, startThrowawayCluster, type PgCluster } from './postgres.ts';
 import { freePort } from './ports.ts';
 import { until } from './poll.ts';
@@ -89,8 +90,8 @@ export interface ClusterOptions {
   agents: AgentSpec[];
   heartbeatTimeoutS?: number;
   backfillHoldS?: number;
-  /** A dev server of its own (restartable), listening on this IP (default 127.0.0.1). */
-  ownTemporal?: { ip?: string };
+  /** A dev server of its own (restartable); `exposeTo` forwards it to a test host's side of the veth. */
+  ownTemporal?: { exposeTo?: TestHost };
   /** A PostgreSQL cluster of its own (restartable). */
   ownPostgres?: boolean;
 }
@@ -106,9 +107,10 @@ export async function startCluster(name: string, o: ClusterOptions): Promise<Clu
   const postgres = o.ownPostgres ? await startThrowawayCluster(await freePort()) : undefined;
   const pgPort = postgres?.port ?? inject('pgPort');
   let temporal: Cluster['temporal'];
+  let exposed: { address: string; close(): Promise<void> } | undefined;
   let temporalAddress = inject('temporalAddress');
   if (o.ownTemporal) {
-    const opts = { dbFile: path.join(home, 'temporal.db'), ip: o.ownTemporal.ip, port: await freePort(), uiPort: null, logFile: path.join(home, 'temporal.log') };
+    const opts = { dbFile: path.join(home, 'temporal.db'), port: await freePort(), uiPort: null, logFile: path.join(home, 'temporal.log') };
     const box = { server: await startDevServer(opts) };
     temporal = {
       get server() {
@@ -120,6 +122,10 @@ export async function startCluster(name: string, o: ClusterOptions): Promise<Clu
       },
     };
     temporalAddress = box.server.address;
+    if (o.ownTemporal.exposeTo) {
+      const proxy = await startTcpProxy(o.ownTemporal.exposeTo.hostIp, opts.port);
+      exposed = { address: `${o.ownTemporal.exposeTo.hostIp}:${proxy.port}`, close: proxy.close };
+    }
   }
   await createDatabase(`postgres://postgres@127.0.0.1:${pgPort}/postgres`, dbName);
   const namespace = `${name}-${suffix}`;
@@ -146,17 +152,7 @@ export async function startCluster(name: string, o: ClusterOptions): Promise<Clu
   const api = new ManagedProcess('api', ['api'], env, 'API listening');
   const client = new GpuplaneClient(apiUrl);
   const agents = new Map<string, ManagedProcess>();
-  // Namespaces registered a moment ago can take a few seconds to be served everywhere.
-  await until('namespace usable', async () => {
-    try {
-      await control.start();
-      return true;
-    } catch (err) {
-      await control.kill();
-      if (/[Nn]amespace/.test(String(err))) return false;
-      throw err;
-    }
-  }, 60_000);
+  await control.start();
   await api.start();
 
   const cluster: Cluster = {
@@ -175,7 +171,8 @@ export async function startCluster(name: string, o: ClusterOptions): Promise<Clu
     postgres,
     async addAgent(spec) {
       const labelArgs = Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
-      const agentEnv = spec.host ? { ...env, TEMPORAL_ADDRESS: temporalAddress.replace(/^[^:]+/, spec.host.hostIp) } : env;
+      if (spec.host && !exposed) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
+      const agentEnv = spec.host ? { ...env, TEMPORAL_ADDRESS: exposed!.address } : env;
       const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
       await p.start();
       agents.set(spec.nodeId, p);
@@ -185,6 +182,7 @@ export async function startCluster(name: string, o: ClusterOptions): Promise<Clu
     async stop() {
       await Promise.all([...agents.values()].map((a) => a.kill('SIGTERM')));
       await Promise.all([api.kill('SIGTERM'), control.kill('SIGTERM')]);
+      await exposed?.close();
       await temporal?.server.stop();
       postgres?.remove();
       fs.rmSync(home, { recursive: true, force: true });

@@ -35,6 +35,18 @@ export async function reconcileCreatedJobs(db: Db, client: Client, t: JobTimeout
   return created.length;
 }
 
+async function retryFor(ms: number, fn: () => Promise<void>): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (let delay = 200; ; delay = Math.min(delay * 2, 2000)) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
+
 export async function startControlWorker(o: ControlWorkerOptions): Promise<ControlWorker> {
   const worker = await Worker.create({
     connection: o.connection,
@@ -46,8 +58,11 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     maxConcurrentWorkflowTaskExecutions: 50,
   });
   const run = worker.run();
-  await reconcileCreatedJobs(o.db, o.client, o.timeouts);
-  await wakeScheduler(o.client);
+  // A namespace registered a moment ago takes a few seconds to be served everywhere.
+  await retryFor(30_000, async () => {
+    await reconcileCreatedJobs(o.db, o.client, o.timeouts);
+    await wakeScheduler(o.client);
+  });
   return {
     run,
     async shutdown() {

@@ -1,0 +1,66 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCluster, type Cluster } from './support/cluster.ts';
+import { createTestHost, type TestHost } from './support/netns.ts';
+import { pidAlive, until } from './support/poll.ts';
+
+/** Start/end lines per process, written by the job itself (the trap records a kill). */
+function recorder(dir: string, seconds: number): string {
+  return [
+    `f="${dir}/$GPUPLANE_JOB_ID-$GPUPLANE_ATTEMPT"`,
+    `echo "start $(date +%s%3N) $$ $GPUPLANE_NODE_ID" >> "$f"`,
+    `trap 'echo "end $(date +%s%3N) killed" >> "$f"; exit 143' TERM`,
+    `sleep ${seconds} & wait $!`,
+    `echo "end $(date +%s%3N) done" >> "$f"`,
+  ].join('; ');
+}
+
+describe('a network partition', () => {
+  let c: Cluster;
+  let host: TestHost;
+  beforeAll(async () => {
+    host = createTestHost('part', 77);
+    // Temporal listens on our side of the veth, so the agent on the test host can reach it.
+    c = await startCluster('partition', { heartbeatTimeoutS: 6, ownTemporal: { exposeTo: host }, agents: [] });
+  });
+  afterAll(async () => {
+    await c?.stop();
+    host?.remove();
+  });
+
+  it('makes the attempt LOST and re-queues it; the stale process is killed and never overlaps the new one', async () => {
+    await c.addAgent({ nodeId: 'island', gpus: 1, host });
+    const out = path.join(c.work, 'part');
+    fs.mkdirSync(out);
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorder(out, 25) });
+    const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
+    expect(running.node_id).toBe('island');
+    await c.addAgent({ nodeId: 'mainland', gpus: 1 });
+    const first = path.join(out, `${job.id}-1`);
+    const firstPid = Number(await until('attempt 1 started', () => fs.existsSync(first) && fs.readFileSync(first, 'utf8').split(' ')[2]));
+
+    host.cut();
+    await until('attempt 2 running on mainland', async () => {
+      const j = await c.client.job(job.id);
+      return j.attempt === 2 && j.state === 'RUNNING' && j.node_id === 'mainland';
+    }, 60_000);
+    const j = await c.client.job(job.id);
+    expect(j.attempts[0].state).toBe('LOST');
+    expect((await c.client.nodes()).find((n) => n.id === 'island')!.status).toBe('OFFLINE');
+    // The island fenced itself: its process is gone although it never heard from the server.
+    await until('stale process killed', () => !pidAlive(firstPid), 20_000);
+
+    host.heal();
+    await until('island ONLINE again', async () => (await c.client.nodes()).find((n) => n.id === 'island')!.status === 'ONLINE', 60_000);
+
+    const done = await c.client.waitFor(job.id, undefined, 90_000);
+    expect(done.state).toBe('SUCCEEDED');
+    const a1 = fs.readFileSync(first, 'utf8').trim().split('\n');
+    const a2 = fs.readFileSync(path.join(out, `${job.id}-2`), 'utf8').trim().split('\n');
+    const t = (line: string) => Number(line.split(' ')[1]);
+    expect(a1[1]).toContain('killed');
+    // Never two processes of one job at once: attempt 1 ended before attempt 2 began.
+    expect(t(a1[1])).toBeLessThanOrEqual(t(a2[0]));
+  });
+});
