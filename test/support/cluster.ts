@@ -100,15 +100,26 @@ export interface ClusterOptions {
  * A whole GPUPlane on real processes: its own PostgreSQL database and Temporal namespace on
  * the shared servers, a control worker, the API and one agent per spec.
  */
-export async function startCluster(name: string, o: ClusterOptions): Promise<Cluster> {
+/** The shared servers of a test run (vitest's globalSetup provides them; a bench passes its own). */
+export interface SharedServices {
+  pgPort: number;
+  temporalAddress: string;
+  workflowBundle: string;
+}
+
+function injected(): SharedServices {
+  return { pgPort: inject('pgPort'), temporalAddress: inject('temporalAddress'), workflowBundle: inject('workflowBundle') };
+}
+
+export async function startCluster(name: string, o: ClusterOptions, shared: SharedServices = injected()): Promise<Cluster> {
   const suffix = randomBytes(3).toString('hex');
   const dbName = `t_${name.replace(/\W/g, '_')}_${suffix}`;
   const home = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
   const postgres = o.ownPostgres ? await startThrowawayCluster(await freePort()) : undefined;
-  const pgPort = postgres?.port ?? inject('pgPort');
+  const pgPort = postgres?.port ?? shared.pgPort;
   let temporal: Cluster['temporal'];
   let exposed: { address: string; close(): Promise<void> } | undefined;
-  let temporalAddress = inject('temporalAddress');
+  let temporalAddress = shared.temporalAddress;
   if (o.ownTemporal) {
     const opts = { dbFile: path.join(home, 'temporal.db'), port: await freePort(), uiPort: null, logFile: path.join(home, 'temporal.log') };
     const box = { server: await startDevServer(opts) };
@@ -143,7 +154,7 @@ export async function startCluster(name: string, o: ClusterOptions): Promise<Clu
     GPUPLANE_HOME: home,
     GPUPLANE_API_PORT: String(apiPort),
     GPUPLANE_API_URL: apiUrl,
-    GPUPLANE_WORKFLOW_BUNDLE: inject('workflowBundle'),
+    GPUPLANE_WORKFLOW_BUNDLE: shared.workflowBundle,
     GPUPLANE_HEARTBEAT_TIMEOUT_S: String(o.heartbeatTimeoutS ?? 5),
     GPUPLANE_KILL_GRACE_S: '2',
     GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
