@@ -1,0 +1,183 @@
+/**
+ * bench/chaos: 200 jobs on 10 fake nodes while agents and the control worker are SIGKILLed and
+ * restarted at random. Prints jobs lost, duplicate concurrent attempts, double-owned cards and
+ * the mean time from an agent kill to the re-queue of its attempts.
+ *
+ *   npm run bench:chaos [-- --jobs 200 --nodes 10 --seed 7]
+ *
+ * Every part is real and separate: a throwaway PostgreSQL, the Temporal dev server, and
+ * `gpuctl control-worker`, `gpuctl api` and one `gpuctl agent` process per node.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import pg from 'pg';
+import { startDevServer } from '../temporal/dev-server.ts';
+import { workflowsPath } from '../workers/control/worker.ts';
+import { startCluster, type ManagedProcess } from '../test/support/cluster.ts';
+import { startThrowawayCluster } from '../test/support/postgres.ts';
+import { freePort } from '../test/support/ports.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    jobs: { type: 'string', default: '200' },
+    nodes: { type: 'string', default: '10' },
+    seed: { type: 'string', default: '7' },
+    'heartbeat-timeout': { type: 'string', default: '5' },
+  },
+  strict: true,
+});
+const JOBS = Number(args.jobs);
+const NODES = Number(args.nodes);
+const HB = Number(args['heartbeat-timeout']);
+let seed = Number(args.seed);
+const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+const say = (s: string) => process.stdout.write(`${s}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function recorder(dir: string): string {
+  const secs = (1 + Math.floor(rand() * 4)).toString();
+  return [
+    `f="${dir}/$GPUPLANE_JOB_ID-$GPUPLANE_ATTEMPT"`,
+    `echo "start $(date +%s%3N) $GPUPLANE_NODE_ID $CUDA_VISIBLE_DEVICES" >> "$f"`,
+    `trap 'echo "end $(date +%s%3N)" >> "$f"; exit 143' TERM`,
+    `sleep ${secs} & wait $!`,
+    `echo "end $(date +%s%3N)" >> "$f"`,
+  ].join('; ');
+}
+
+async function main() {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-chaos-'));
+  const pgc = await startThrowawayCluster(await freePort());
+  const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, logFile: path.join(scratch, 'temporal.log') });
+  const { code } = await bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });
+  const bundle = path.join(scratch, 'bundle.js');
+  fs.writeFileSync(bundle, code);
+  say(`bench/chaos: ${JOBS} jobs, ${NODES} nodes × 2 cards, heartbeat timeout ${HB} s, seed ${args.seed}`);
+
+  const c = await startCluster(
+    'chaos',
+    { heartbeatTimeoutS: HB, agents: Array.from({ length: NODES }, (_, i) => ({ nodeId: `c${i}`, gpus: 2 })) },
+    { pgPort: pgc.port, temporalAddress: temporal.address, workflowBundle: bundle },
+  );
+  const out = path.join(c.work, 'spans');
+  fs.mkdirSync(out);
+  const db = new pg.Client({ connectionString: c.dbUrl });
+  await db.connect();
+
+  const ids: string[] = [];
+  for (let i = 0; i < JOBS; i++) {
+    ids.push((await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorder(out), max_lost_requeues: 20 })).id);
+  }
+  const t0 = Date.now();
+
+  // Chaos: every 1.5-4 s kill an agent (back after 2-8 s) or, one time in five, the control worker.
+  const kills: { node: string; at: number }[] = [];
+  let killsControl = 0;
+  let doubleOwned = 0;
+  let samples = 0;
+  let stop = false;
+  const restarts: Promise<void>[] = [];
+  const chaos = (async () => {
+    while (!stop) {
+      await sleep(1500 + rand() * 2500);
+      if (stop) break;
+      if (rand() < 0.2) {
+        await c.control.kill('SIGKILL');
+        killsControl++;
+        await sleep(1000 + rand() * 2000);
+        await c.control.start();
+        continue;
+      }
+      const node = `c${Math.floor(rand() * NODES)}`;
+      const agent = c.agents.get(node) as ManagedProcess;
+      if (!agent.child || agent.child.exitCode !== null || agent.child.signalCode !== null) continue;
+      await agent.kill('SIGKILL');
+      kills.push({ node, at: Date.now() });
+      const back = 2000 + rand() * 6000;
+      restarts.push(sleep(back).then(() => agent.start()));
+    }
+  })();
+  // Watch for two live jobs holding the same card, every 250 ms, straight from the catalogue.
+  const watch = (async () => {
+    while (!stop) {
+      const r = await db.query<{ n: number }>(`
+        select count(*)::int as n from (
+          select j.node_id, card, count(*) from jobs j, jsonb_array_elements_text(j.gpu_indices) card
+          where j.state in ('DISPATCHING', 'RUNNING') group by j.node_id, card having count(*) > 1) x`);
+      doubleOwned += r.rows[0].n;
+      samples++;
+      await sleep(250);
+    }
+  })();
+
+  for (;;) {
+    const r = await db.query<{ n: number }>(`select count(*)::int as n from jobs where state in ('SUCCEEDED', 'FAILED', 'CANCELLED')`);
+    if (r.rows[0].n >= JOBS || Date.now() - t0 > 15 * 60_000) break;
+    await sleep(1000);
+  }
+  stop = true;
+  await chaos;
+  await watch;
+  await Promise.all(restarts);
+  const seconds = (Date.now() - t0) / 1000;
+
+  const states = await db.query<{ state: string; n: number }>(`select state, count(*)::int as n from jobs group by state`);
+  const lost = JOBS - (states.rows.find((s) => s.state === 'SUCCEEDED')?.n ?? 0);
+
+  // Duplicate concurrent attempts: two processes of one job alive at the same time.
+  let duplicates = 0;
+  for (const id of ids) {
+    const spans = fs
+      .readdirSync(out)
+      .filter((f) => f.startsWith(`${id}-`))
+      .map((f) => {
+        const lines = fs.readFileSync(path.join(out, f), 'utf8').trim().split('\n');
+        const start = Number(lines[0].split(' ')[1]);
+        const end = lines[1] ? Number(lines[1].split(' ')[1]) : Number.POSITIVE_INFINITY;
+        return { start, end };
+      });
+    for (let i = 0; i < spans.length; i++) for (let j = i + 1; j < spans.length; j++) if (spans[i].start < spans[j].end && spans[j].start < spans[i].end) duplicates++;
+  }
+
+  // Kill → re-queue: for each agent kill, its attempts' LOST → next QUEUED transition.
+  const lostRows = await db.query<{ job_id: string; attempt: number; node_id: string; requeued: Date }>(`
+    select a.job_id, a.attempt, a.node_id, t.at as requeued
+    from job_attempts a join job_transitions t on t.job_id = a.job_id and t.attempt = a.attempt + 1 and t.to_state = 'QUEUED'
+    where a.state = 'LOST'`);
+  const gaps: number[] = [];
+  for (const row of lostRows.rows) {
+    const k = kills.filter((x) => x.node === row.node_id && x.at <= row.requeued.getTime()).at(-1);
+    if (k) gaps.push(row.requeued.getTime() - k.at);
+  }
+  const mean = gaps.length ? gaps.reduce((a, b) => a + b, 0) / gaps.length : NaN;
+  const attempts = await db.query<{ n: number }>(`select count(*)::int as n from job_attempts`);
+
+  const lines = [
+    `${JOBS} jobs in ${seconds.toFixed(0)} s; ${kills.length} agent kills, ${killsControl} control-worker kills; ${attempts.rows[0].n} attempts (${lostRows.rows.length} LOST and re-queued)`,
+    `jobs lost: ${lost} (${states.rows.map((s) => `${s.state} ${s.n}`).join(', ')})`,
+    `duplicate concurrent attempts: ${duplicates}`,
+    `double-owned cards: ${doubleOwned} (in ${samples} samples)`,
+    `mean kill → re-queue: ${(mean / 1000).toFixed(1)} s over ${gaps.length} attempts (heartbeat timeout ${HB} s)`,
+  ];
+  for (const l of lines) say(l);
+  fs.mkdirSync(path.join('bench', 'results'), { recursive: true });
+  fs.writeFileSync(path.join('bench', 'results', 'chaos.txt'), `${new Date().toISOString()}\n${lines.join('\n')}\n`);
+
+  await db.end();
+  await c.stop();
+  await temporal.stop();
+  pgc.remove();
+  fs.rmSync(scratch, { recursive: true, force: true });
+  if (lost || duplicates || doubleOwned) process.exitCode = 1;
+}
+
+main().then(
+  () => process.exit(process.exitCode ?? 0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
