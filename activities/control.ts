@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { and, eq } from 'drizzle-orm';
+import { and, eq, lt } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { getJob, getJobForUpdate, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
@@ -7,6 +7,7 @@ import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
 import { jobAttempts, jobs, runs } from '../db/schema.ts';
 import { dispatchSignal } from '../workflows/job-workflow.ts';
+import { startJobWorkflow, type JobTimeouts } from '../temporal/client-ops.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
 import { wakeSchedulerSignal, type SchedulerInput } from '../workflows/scheduler-workflow.ts';
 import type { AttemptOutcome, AttemptSpec, JobState, NodeInventory, SchedulePassResult } from '../workflows/types.ts';
@@ -16,6 +17,7 @@ import type { Placement } from './placement.ts';
 export interface ControlDeps {
   db: Db;
   client: Client;
+  timeouts: JobTimeouts;
   backfillHoldMs: number;
   /** A DISPATCHING job whose workflow has not moved on after this long gets its grant again. */
   redispatchAfterMs?: number;
@@ -45,6 +47,19 @@ export function coalesce(fn: () => Promise<void>): () => Promise<void> {
       });
     return next;
   };
+}
+
+/**
+ * Jobs left CREATED for longer than `olderThanMs` never got their workflow (the API lost
+ * Temporal between writing the job and starting it): start it now. Idempotent.
+ */
+export async function reconcileCreatedJobs(db: Db, client: Client, t: JobTimeouts, olderThanMs: number): Promise<number> {
+  const created = await db
+    .select()
+    .from(jobs)
+    .where(and(eq(jobs.state, 'CREATED'), lt(jobs.createdAt, new Date(Date.now() - olderThanMs))));
+  for (const job of created) await startJobWorkflow(client, job, t);
+  return created.length;
 }
 
 /** Starts the scheduler if it is not running, and wakes it. */
@@ -102,6 +117,7 @@ export function createControlActivities(deps: ControlDeps) {
       const pass = await runSchedulePass(db, deps.backfillHoldMs);
       const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);
       await sendGrants(client, [...pass.placements, ...stale]);
+      await reconcileCreatedJobs(db, client, deps.timeouts, 30_000);
       return {
         granted: pass.placements.length,
         queued: pass.queued,

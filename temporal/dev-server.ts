@@ -69,12 +69,18 @@ export async function startDevServer(o: DevServerOptions): Promise<DevServer> {
   if (typeof out === 'number') fs.closeSync(out);
   const address = `${o.ip ?? '127.0.0.1'}:${o.port}`;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  await Promise.race([
-    waitForTemporal(address),
-    exited.then(() => {
-      throw new Error(`temporal server start-dev exited early${o.logFile ? `; see ${o.logFile}` : ''}`);
-    }),
-  ]);
+  try {
+    await Promise.race([
+      waitForTemporal(address),
+      exited.then(() => {
+        throw new Error(`temporal server start-dev exited early${o.logFile ? `; see ${o.logFile}` : ''}`);
+      }),
+    ]);
+  } catch (err) {
+    // It runs in its own process group: never leave it behind.
+    child.kill('SIGKILL');
+    throw err;
+  }
   return {
     address,
     uiUrl: o.uiPort === null ? null : `http://${o.ip ?? '127.0.0.1'}:${o.uiPort}`,

@@ -163,8 +163,16 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
   const api = new ManagedProcess('api', ['api'], env, 'API listening');
   const client = new GpuplaneClient(apiUrl);
   const agents = new Map<string, ManagedProcess>();
-  await control.start();
-  await api.start();
+  try {
+    await control.start();
+    await api.start();
+  } catch (err) {
+    await Promise.all([control.kill(), api.kill()]);
+    await exposed?.close();
+    await temporal?.server.stop('SIGKILL');
+    postgres?.remove();
+    throw err;
+  }
 
   const cluster: Cluster = {
     name,
@@ -199,6 +207,11 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       fs.rmSync(home, { recursive: true, force: true });
     },
   };
-  for (const a of o.agents) await cluster.addAgent(a);
+  try {
+    for (const a of o.agents) await cluster.addAgent(a);
+  } catch (err) {
+    await cluster.stop();
+    throw err;
+  }
   return cluster;
 }

@@ -1,10 +1,9 @@
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { createControlActivities, wakeScheduler } from '../../activities/control.ts';
+import { createControlActivities, reconcileCreatedJobs, wakeScheduler } from '../../activities/control.ts';
 import type { Db } from '../../db/client.ts';
-import { getJob, jobIdsInState } from '../../db/queries/jobs.ts';
-import { startJobWorkflow, type JobTimeouts } from '../../temporal/client-ops.ts';
+import type { JobTimeouts } from '../../temporal/client-ops.ts';
 import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
 
 export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
@@ -25,16 +24,6 @@ export interface ControlWorker {
   shutdown(): Promise<void>;
 }
 
-/** Jobs created whose workflow never started (the API died in between) get it now. */
-export async function reconcileCreatedJobs(db: Db, client: Client, t: JobTimeouts): Promise<number> {
-  const created = await jobIdsInState(db, ['CREATED']);
-  for (const j of created) {
-    const job = await getJob(db, j.id);
-    if (job) await startJobWorkflow(client, job, t);
-  }
-  return created.length;
-}
-
 async function retryFor(ms: number, fn: () => Promise<void>): Promise<void> {
   const deadline = Date.now() + ms;
   for (let delay = 200; ; delay = Math.min(delay * 2, 2000)) {
@@ -53,14 +42,14 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     namespace: o.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
     ...(o.workflowBundlePath ? { workflowBundle: { codePath: o.workflowBundlePath } } : { workflowsPath }),
-    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs }),
+    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, timeouts: o.timeouts }),
     maxConcurrentActivityTaskExecutions: 50,
     maxConcurrentWorkflowTaskExecutions: 50,
   });
   const run = worker.run();
   // A namespace registered a moment ago takes a few seconds to be served everywhere.
   await retryFor(30_000, async () => {
-    await reconcileCreatedJobs(o.db, o.client, o.timeouts);
+    await reconcileCreatedJobs(o.db, o.client, o.timeouts, 0);
     await wakeScheduler(o.client);
   });
   return {
