@@ -8,7 +8,8 @@ import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
 import { jobAttempts, jobs, runs } from '../db/schema.ts';
 import { dispatchSignal } from '../workflows/job-workflow.ts';
 import { startJobWorkflow, type JobTimeouts } from '../temporal/client-ops.ts';
-import { CONTROL_TASK_QUEUE, jobWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
+import { CONTROL_TASK_QUEUE, jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
+import { nodeSuspectSignal } from '../workflows/node-workflow.ts';
 import { wakeSchedulerSignal, type SchedulerInput } from '../workflows/scheduler-workflow.ts';
 import type { AttemptOutcome, AttemptSpec, JobState, NodeInventory, SchedulePassResult } from '../workflows/types.ts';
 import { classifyFailure } from './failure.ts';
@@ -200,6 +201,7 @@ export function createControlActivities(deps: ControlDeps) {
     },
 
     async finishAttempt(a: { jobId: string; attempt: number; outcome: AttemptOutcome }): Promise<{ state: JobState; requeue: boolean }> {
+      let suspectNode: string | null = null;
       const result = await db.transaction(async (tx) => {
         const job = await getJobForUpdate(tx, a.jobId);
         if (!job) throw new Error(`job ${a.jobId} does not exist`);
@@ -232,6 +234,12 @@ export function createControlActivities(deps: ControlDeps) {
           .update(runs)
           .set({ status: to, endedAt: now })
           .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
+        if (o.state === 'LOST' && job.nodeId) {
+          // Its agent stopped answering: take its cards out of the pool now, not when the
+          // node's own lease expires, so the re-queued attempt goes elsewhere.
+          await setNodeOffline(tx, job.nodeId);
+          suspectNode = job.nodeId;
+        }
         if (requeue) {
           const [prev] = await tx
             .select()
@@ -245,6 +253,12 @@ export function createControlActivities(deps: ControlDeps) {
         }
         return { state: to, requeue };
       });
+      if (suspectNode) {
+        await client.workflow
+          .getHandle(nodeWorkflowId(suspectNode))
+          .signal(nodeSuspectSignal)
+          .catch(() => undefined);
+      }
       await wake();
       return result;
     },

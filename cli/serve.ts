@@ -28,7 +28,7 @@ export function onShutdown(fn: () => Promise<void>): void {
 }
 
 export function timeoutsOf(c: GpuplaneConfig): JobTimeouts {
-  return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, pickupTimeoutMs: Math.max(30_000, c.heartbeatTimeoutMs * 3) };
+  return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, pickupTimeoutMs: Math.max(10_000, c.heartbeatTimeoutMs * 2) };
 }
 
 export async function openConfiguredDatabase(c: GpuplaneConfig, allowEmbedded: boolean): Promise<DatabaseHandle> {

@@ -1,4 +1,4 @@
-import { ActivityCancellationType, condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, CancellationScope, condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
 import { gpuHostTaskQueue } from './names.ts';
@@ -6,6 +6,11 @@ import type { NodeInventory } from './types.ts';
 
 /** Sent by the agent when it starts and by its lease activity whenever a lease begins. */
 export const nodeOnlineSignal = defineSignal<[NodeInventory]>('nodeOnline');
+/**
+ * Sent when an attempt on this node went LOST: the node is suspect. The current lease is
+ * dropped; a live agent takes the next one within a heartbeat and the node is ONLINE again.
+ */
+export const nodeSuspectSignal = defineSignal('nodeSuspect');
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '1 minute',
@@ -24,8 +29,12 @@ export interface NodeWorkflowInput {
  */
 export async function nodeWorkflow(input: NodeWorkflowInput): Promise<void> {
   let latest: NodeInventory | null = null;
+  let leaseScope: CancellationScope | null = null;
   setHandler(nodeOnlineSignal, (inv) => {
     latest = inv;
+  });
+  setHandler(nodeSuspectSignal, () => {
+    leaseScope?.cancel();
   });
   const host = proxyActivities<GpuHostActivities>({
     taskQueue: gpuHostTaskQueue(input.nodeId),
@@ -39,8 +48,10 @@ export async function nodeWorkflow(input: NodeWorkflowInput): Promise<void> {
   for (let i = 0; i < 200; i++) {
     if (leaseDone) {
       leaseDone = false;
-      void host
-        .nodeLease({ nodeId: input.nodeId })
+      const scope = new CancellationScope();
+      leaseScope = scope;
+      void scope
+        .run(() => host.nodeLease({ nodeId: input.nodeId }))
         .catch(() => undefined)
         .then(async () => {
           await control.markNodeOffline({ nodeId: input.nodeId });
