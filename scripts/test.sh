@@ -8,4 +8,10 @@ npx tsc --noEmit
 npx eslint .
 npx drizzle-kit check >/dev/null
 echo "== tests"
-npx vitest run "$@"
+report="$(mktemp)"
+status=0
+npx vitest run --reporter=default --reporter=json --outputFile.json="$report" "$@" || status=$?
+# One plain closing line that any CI reads: "N passed, N failed".
+node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); console.log(`${r.numPassedTests} passed, ${r.numFailedTests} failed` + (r.numPendingTests ? `, ${r.numPendingTests} skipped` : ""))' "$report" || true
+rm -f "$report"
+exit "$status"
