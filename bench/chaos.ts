@@ -19,6 +19,7 @@ import { workflowsPath } from '../workers/control/worker.ts';
 import { startCluster, type ManagedProcess } from '../test/support/cluster.ts';
 import { startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';
+import { parseRecord, recorderScript } from '../test/support/recorder.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -38,14 +39,7 @@ const say = (s: string) => process.stdout.write(`${s}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function recorder(dir: string): string {
-  const secs = (1 + Math.floor(rand() * 4)).toString();
-  return [
-    `f="${dir}/$GPUPLANE_JOB_ID-$GPUPLANE_ATTEMPT"`,
-    `echo "start $(date +%s%3N) $GPUPLANE_NODE_ID $CUDA_VISIBLE_DEVICES" >> "$f"`,
-    `trap 'echo "end $(date +%s%3N)" >> "$f"; exit 143' TERM`,
-    `sleep ${secs} & wait $!`,
-    `echo "end $(date +%s%3N)" >> "$f"`,
-  ].join('; ');
+  return recorderScript(dir, 1 + Math.floor(rand() * 4));
 }
 
 async function main() {
@@ -133,12 +127,7 @@ async function main() {
     const spans = fs
       .readdirSync(out)
       .filter((f) => f.startsWith(`${id}-`))
-      .map((f) => {
-        const lines = fs.readFileSync(path.join(out, f), 'utf8').trim().split('\n');
-        const start = Number(lines[0].split(' ')[1]);
-        const end = lines[1] ? Number(lines[1].split(' ')[1]) : Number.POSITIVE_INFINITY;
-        return { start, end };
-      });
+      .map((f) => parseRecord(fs.readFileSync(path.join(out, f), 'utf8')));
     for (let i = 0; i < spans.length; i++) for (let j = i + 1; j < spans.length; j++) if (spans[i].start < spans[j].end && spans[j].start < spans[i].end) duplicates++;
   }
 

@@ -4,7 +4,10 @@ import type { GpuplaneConfig } from '../config.ts';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { startApiServer } from '../api/server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
-import { startControlWorker } from '../workers/control/worker.ts';
+import { startControlWorker, type ControlWorker } from '../workers/control/worker.ts';
+import type { Client } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
+import type { Db } from '../db/client.ts';
 import { startAgent } from '../workers/gpu-host/agent.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 
@@ -50,20 +53,25 @@ export async function serveApi(c: GpuplaneConfig, log: (s: string) => void): Pro
   });
 }
 
-export async function serveControl(c: GpuplaneConfig, log: (s: string) => void): Promise<void> {
-  const database = await openConfiguredDatabase(c, false);
-  await ensureNamespace(c.temporalAddress, c.temporalNamespace);
-  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
-  const connection = await connectWorker(c.temporalAddress);
-  const worker = await startControlWorker({
-    db: database.db,
-    client: temporal.client,
+/** The control worker as the configuration says; `gpuctl up` and `gpuctl control-worker` share it. */
+export function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: Client, connection: NativeConnection): Promise<ControlWorker> {
+  return startControlWorker({
+    db,
+    client,
     connection,
     namespace: c.temporalNamespace,
     backfillHoldMs: c.backfillHoldMs,
     timeouts: timeoutsOf(c),
     workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,
   });
+}
+
+export async function serveControl(c: GpuplaneConfig, log: (s: string) => void): Promise<void> {
+  const database = await openConfiguredDatabase(c, false);
+  await ensureNamespace(c.temporalAddress, c.temporalNamespace);
+  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
+  const connection = await connectWorker(c.temporalAddress);
+  const worker = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   log(`control worker polling ${c.temporalAddress} (namespace ${c.temporalNamespace})`);
   onShutdown(async () => {
     await worker.shutdown();

@@ -5,10 +5,9 @@ import type { GpuplaneConfig } from '../config.ts';
 import { startApiServer } from '../api/server.ts';
 import { startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
-import { startControlWorker } from '../workers/control/worker.ts';
 import { startAgent } from '../workers/gpu-host/agent.ts';
 import { readInventory } from '../workers/gpu-host/inventory.ts';
-import { onShutdown, openConfiguredDatabase, timeoutsOf, type AgentFlags } from './serve.ts';
+import { onShutdown, openConfiguredDatabase, startConfiguredControlWorker, timeoutsOf, type AgentFlags } from './serve.ts';
 
 export interface UpFlags extends Partial<AgentFlags> {
   temporalUiPort: number;
@@ -39,14 +38,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   log(`database: ${database.kind === 'pglite' ? `PGlite in ${path.join(c.home, 'pglite')}` : 'PostgreSQL (DATABASE_URL)'}`);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
   const connection = await connectWorker(c.temporalAddress);
-  const control = await startControlWorker({
-    db: database.db,
-    client: temporal.client,
-    connection,
-    namespace: c.temporalNamespace,
-    backfillHoldMs: c.backfillHoldMs,
-    timeouts: timeoutsOf(c),
-  });
+  const control = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   const api = await startApiServer(
     { db: database.db, client: temporal.client, timeouts: timeoutsOf(c), temporalUiUrl: dev?.uiUrl ?? null },
     c.apiHost,

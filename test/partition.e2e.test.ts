@@ -4,17 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { createTestHost, type TestHost } from './support/netns.ts';
 import { pidAlive, until } from './support/poll.ts';
+import { parseRecord, recorderScript } from './support/recorder.ts';
 
-/** Start/end lines per process, written by the job itself (the trap records a kill). */
-function recorder(dir: string, seconds: number): string {
-  return [
-    `f="${dir}/$GPUPLANE_JOB_ID-$GPUPLANE_ATTEMPT"`,
-    `echo "start $(date +%s%3N) $$ $GPUPLANE_NODE_ID" >> "$f"`,
-    `trap 'echo "end $(date +%s%3N) killed" >> "$f"; exit 143' TERM`,
-    `sleep ${seconds} & wait $!`,
-    `echo "end $(date +%s%3N) done" >> "$f"`,
-  ].join('; ');
-}
 
 describe('a network partition', () => {
   let c: Cluster;
@@ -33,7 +24,7 @@ describe('a network partition', () => {
     await c.addAgent({ nodeId: 'island', gpus: 1, host });
     const out = path.join(c.work, 'part');
     fs.mkdirSync(out);
-    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorder(out, 12) });
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorderScript(out, 12) });
     const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     expect(running.node_id).toBe('island');
     await c.addAgent({ nodeId: 'mainland', gpus: 1 });
@@ -56,11 +47,10 @@ describe('a network partition', () => {
 
     const done = await c.client.waitFor(job.id, undefined, 90_000);
     expect(done.state).toBe('SUCCEEDED');
-    const a1 = fs.readFileSync(first, 'utf8').trim().split('\n');
-    const a2 = fs.readFileSync(path.join(out, `${job.id}-2`), 'utf8').trim().split('\n');
-    const t = (line: string) => Number(line.split(' ')[1]);
-    expect(a1[1]).toContain('killed');
+    const a1 = parseRecord(fs.readFileSync(first, 'utf8'));
+    const a2 = parseRecord(fs.readFileSync(path.join(out, `${job.id}-2`), 'utf8'));
+    expect(a1.killed).toBe(true);
     // Never two processes of one job at once: attempt 1 ended before attempt 2 began.
-    expect(t(a1[1])).toBeLessThanOrEqual(t(a2[0]));
+    expect(a1.end).toBeLessThanOrEqual(a2.start);
   });
 });
