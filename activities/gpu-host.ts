@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Readable } from 'node:stream';
@@ -10,7 +11,7 @@ import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-workflow.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
 
-const shimPath = fileURLToPath(new URL('../workers/gpu-host/job-shim.mjs', import.meta.url));
+const shimPath = fileURLToPath(new URL('../workers/gpu-host/job-shim.sh', import.meta.url));
 
 export interface GpuHostDeps {
   nodeId: string;
@@ -22,9 +23,16 @@ export interface GpuHostDeps {
 }
 
 interface ShimReport {
-  code?: number | null;
-  signal?: string | null;
-  spawnError?: string;
+  code: number | null;
+  signal: string | null;
+}
+
+const signalNames = new Map(Object.entries(os.constants.signals).map(([name, n]) => [n, name]));
+
+/** A shell wait status: 128 + N is "killed by signal N". */
+export function decodeWaitStatus(status: number): ShimReport {
+  if (status > 128 && signalNames.has(status - 128)) return { code: null, signal: signalNames.get(status - 128)! };
+  return { code: status, signal: null };
 }
 
 interface Live {
@@ -119,11 +127,8 @@ function shimReport(child: ChildProcess): Promise<ShimReport | null> {
       buf += d.toString();
       const nl = buf.indexOf('\n');
       if (nl >= 0) {
-        try {
-          finish(JSON.parse(buf.slice(0, nl)) as ShimReport);
-        } catch {
-          finish(null);
-        }
+        const n = Number(buf.slice(0, nl));
+        finish(Number.isInteger(n) ? decodeWaitStatus(n) : null);
       }
     });
     sock.on('error', () => undefined);
@@ -170,7 +175,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
         ...(spec.runId ? { GPUPLANE_RUN_ID: spec.runId } : {}),
       };
       const fd = fs.openSync(logPath, 'a');
-      const child = spawn(process.execPath, [shimPath, String(deps.processes.killGraceMs), ...spec.command], {
+      const child = spawn('/bin/sh', [shimPath, String(deps.processes.killGraceMs / 1000), ...spec.command], {
         cwd: spec.workingDir,
         env,
         detached: true,
@@ -202,10 +207,6 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       const r = await entry.exited;
       if (entry.fenced) throw fenced();
       if (deps.processes.draining) throw agentShutdown();
-      if (r?.spawnError) {
-        const notFound = r.spawnError === 'ENOENT';
-        return { exitCode: notFound ? 127 : null, signal: null, spawnError: notFound ? `command not found: ${spec.command[0]}` : `could not start ${spec.command[0]}: ${r.spawnError}`, logTail: '', logPath };
-      }
       return { exitCode: r?.code ?? null, signal: r?.signal ?? null, spawnError: null, logTail: readTail(logPath), logPath };
     },
 
