@@ -7,10 +7,16 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   echo "== npm ci"
   npm ci --no-audit --no-fund
 fi
-if [ "${1:-}" = "--with-postgres" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  echo "== installing PostgreSQL (Debian package)"
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
+if [ "${1:-}" = "--with-postgres" ]; then
+  # The tests need Debian's PostgreSQL server, and iproute2 for the network-partition test.
+  missing=""
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
+  command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
+  if [ -n "$missing" ]; then
+    echo "== installing Debian packages:$missing"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+  fi
 fi
 echo "== Temporal CLI: $(bash temporal/ensure-temporal.sh)"
