@@ -200,6 +200,18 @@ export function createControlActivities(deps: ControlDeps) {
       );
     },
 
+    async noteReattached(a: { jobId: string; attempt: number; pid: number }): Promise<void> {
+      await db.transaction((tx) =>
+        transitionJob(tx, {
+          jobId: a.jobId,
+          attempt: a.attempt,
+          from: ['RUNNING'],
+          to: 'RUNNING',
+          detail: `agent restarted and re-attached to pid ${a.pid}`,
+        }),
+      );
+    },
+
     async finishAttempt(a: { jobId: string; attempt: number; outcome: AttemptOutcome }): Promise<{ state: JobState; requeue: boolean }> {
       let suspectNode: string | null = null;
       const result = await db.transaction(async (tx) => {

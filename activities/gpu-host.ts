@@ -20,6 +20,8 @@ export interface GpuHostDeps {
   inventory: () => NodeInventory;
   logDir: string;
   apiUrl: string;
+  /** How long an attempt's shim waits for a restarted agent to adopt it before killing it. */
+  adoptWindowS: number;
 }
 
 interface ShimReport {
@@ -38,10 +40,21 @@ export function decodeWaitStatus(status: number): ShimReport {
 interface Live {
   jobId: string;
   attempt: number;
-  child: ChildProcess;
+  /** The shim's pid, which is also its process group id. */
+  pid: number;
   /** How the command ended, as its shim reported it (null: the shim died without a word). */
   exited: Promise<ShimReport | null>;
   fenced: boolean;
+  /** For an adopted attempt: fences it unless a watchJob claims it in time. */
+  claimTimer?: NodeJS.Timeout;
+}
+
+/** What the agent keeps on disk about each attempt it runs, so that a restarted agent can adopt it. */
+export interface AttemptRecord {
+  spec: AttemptSpec;
+  pid: number;
+  startTime: string;
+  logPath: string;
 }
 
 /** The processes an agent runs, one per job at most; it outlives any one activity. */
@@ -52,14 +65,28 @@ export class ProcessTable {
   private readonly shutdown = new AbortController();
   /** Resolves when the agent starts shutting down. */
   readonly shuttingDown = new Promise<void>((r) => this.shutdown.signal.addEventListener('abort', () => r()));
-  constructor(readonly killGraceMs: number) {}
+  constructor(
+    readonly killGraceMs: number,
+    /** Where attempt records, adoption marks and exit statuses live. */
+    readonly runDir: string,
+  ) {
+    fs.mkdirSync(runDir, { recursive: true });
+  }
+
+  file(jobId: string, kind: 'json' | 'adopt' | 'status'): string {
+    return path.join(this.runDir, `${jobId}.${kind}`);
+  }
+
+  forget(jobId: string): void {
+    for (const kind of ['json', 'adopt', 'status'] as const) fs.rmSync(this.file(jobId, kind), { force: true });
+  }
 
   /** SIGTERM to the whole process group, SIGKILL after the grace period. */
   async stop(entry: Live): Promise<void> {
-    killGroup(entry.child, 'SIGTERM');
+    killGroup(entry.pid, 'SIGTERM');
     const grace = new Promise<void>((r) => setTimeout(r, this.killGraceMs).unref());
     await Promise.race([entry.exited, grace]);
-    killGroup(entry.child, 'SIGKILL');
+    killGroup(entry.pid, 'SIGKILL');
     await entry.exited;
   }
 
@@ -82,6 +109,73 @@ export class ProcessTable {
     this.shutdown.abort();
     await Promise.all([...this.live.values()].map((e) => this.stop(e)));
   }
+
+  /**
+   * A restarted agent adopts the attempts of its previous life that still run (same pid and
+   * start time): it tells their shims it is their owner now, so they are not fenced, and
+   * returns them so their workflows can switch to watching them.
+   */
+  adoptSurvivors(claimWithinMs: number): AttemptRecord[] {
+    const adopted: AttemptRecord[] = [];
+    for (const f of fs.readdirSync(this.runDir).filter((x) => x.endsWith('.json'))) {
+      let rec: AttemptRecord;
+      try {
+        rec = JSON.parse(fs.readFileSync(path.join(this.runDir, f), 'utf8')) as AttemptRecord;
+      } catch {
+        continue;
+      }
+      const jobId = rec.spec.jobId;
+      const alive = processStartTime(rec.pid) === rec.startTime;
+      if (!alive && !fs.existsSync(this.file(jobId, 'status'))) {
+        this.forget(jobId); // fenced or killed while no agent watched: its attempt goes LOST
+        continue;
+      }
+      if (alive) fs.writeFileSync(this.file(jobId, 'adopt'), String(process.pid));
+      const entry: Live = { jobId, attempt: rec.spec.attempt, pid: rec.pid, exited: watchStatus(rec.pid, this.file(jobId, 'status')), fenced: false };
+      // If its workflow has moved on (it counted the attempt LOST before we were back), no
+      // watchJob comes: the adopted process is fenced before a new attempt could overlap it.
+      entry.claimTimer = setTimeout(() => {
+        if (this.live.get(jobId) !== entry) return;
+        entry.fenced = true;
+        void this.stop(entry).then(() => {
+          this.live.delete(jobId);
+          this.forget(jobId);
+        });
+      }, claimWithinMs);
+      entry.claimTimer.unref();
+      this.live.set(jobId, entry);
+      adopted.push(rec);
+    }
+    return adopted;
+  }
+}
+
+/** Field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot. */
+export function processStartTime(pid: number): string | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** For an adopted attempt (not our child): its shim's status file, or null once it is gone without one. */
+function watchStatus(pid: number, statusFile: string): Promise<ShimReport | null> {
+  return new Promise((resolve) => {
+    const check = () => {
+      if (fs.existsSync(statusFile)) {
+        const n = Number(fs.readFileSync(statusFile, 'utf8').trim());
+        return resolve(Number.isInteger(n) ? decodeWaitStatus(n) : null);
+      }
+      if (processStartTime(pid) === null) {
+        // One more look: the status may land just as the shim exits.
+        return setTimeout(() => resolve(fs.existsSync(statusFile) ? decodeWaitStatus(Number(fs.readFileSync(statusFile, 'utf8').trim())) : null), 200);
+      }
+      setTimeout(check, 200);
+    };
+    check();
+  });
 }
 
 const TAIL_BYTES = 8192;
@@ -103,10 +197,9 @@ export function readTail(file: string, bytes = TAIL_BYTES): string {
   }
 }
 
-function killGroup(child: ChildProcess, sig: NodeJS.Signals): void {
-  if (child.pid === undefined) return;
+function killGroup(pid: number, sig: NodeJS.Signals): void {
   try {
-    process.kill(-child.pid, sig);
+    process.kill(-pid, sig);
   } catch {
     // Already gone.
   }
@@ -143,6 +236,8 @@ function shimReport(child: ChildProcess): Promise<ShimReport | null> {
 export const AGENT_SHUTDOWN = 'AgentShutdown';
 const agentShutdown = () =>
   ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the agent shut down while the attempt ran', nonRetryable: true });
+const vanished = () =>
+  ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the attempt\'s process vanished while no agent watched it', nonRetryable: true });
 const fenced = () =>
   ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the agent lost the Temporal server and killed the attempt (fencing)', nonRetryable: true });
 
@@ -151,9 +246,36 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
   const live = deps.processes.live;
   const stop = (e: Live) => deps.processes.stop(e);
 
+  /** Heartbeats while the attempt lives; kills its group when cancelled; reports how it ended. */
+  async function supervise(entry: Live, logPath: string): Promise<ProcessExit> {
+    const ctx = Context.current();
+    try {
+      const every = Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 5);
+      const beat = setInterval(() => ctx.heartbeat({ pid: entry.pid }), every);
+      try {
+        ctx.heartbeat({ pid: entry.pid });
+        await Promise.race([entry.exited, ctx.cancelled]);
+      } finally {
+        clearInterval(beat);
+      }
+    } catch (err) {
+      // Cancelled by the user, or the server no longer knows this attempt: kill the group.
+      await stop(entry);
+      if (deps.processes.draining || entry.fenced) throw agentShutdown();
+      throw err;
+    } finally {
+      if (live.get(entry.jobId) === entry) live.delete(entry.jobId);
+    }
+    const r = await entry.exited;
+    if (entry.fenced) throw fenced();
+    if (deps.processes.draining) throw agentShutdown();
+    deps.processes.forget(entry.jobId);
+    if (r === null) throw vanished();
+    return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: readTail(logPath), logPath };
+  }
+
   return {
     async runJob(spec: AttemptSpec): Promise<ProcessExit> {
-      const ctx = Context.current();
       // Fencing: an older attempt of the same job must never run beside this one.
       const older = live.get(spec.jobId);
       if (older && older.attempt !== spec.attempt) await stop(older);
@@ -174,40 +296,37 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
         GPUPLANE_PARAMS: JSON.stringify(spec.params ?? {}),
         ...(spec.runId ? { GPUPLANE_RUN_ID: spec.runId } : {}),
       };
+      const pt = deps.processes;
+      pt.forget(spec.jobId);
       const fd = fs.openSync(logPath, 'a');
-      const child = spawn('/bin/sh', [shimPath, String(deps.processes.killGraceMs / 1000), ...spec.command], {
-        cwd: spec.workingDir,
-        env,
-        detached: true,
-        stdio: ['ignore', fd, fd, 'pipe'],
-      });
+      const child = spawn(
+        '/bin/sh',
+        [shimPath, String(pt.killGraceMs / 1000), String(deps.adoptWindowS), pt.file(spec.jobId, 'adopt'), pt.file(spec.jobId, 'status'), ...spec.command],
+        { cwd: spec.workingDir, env, detached: true, stdio: ['ignore', fd, fd, 'pipe'] },
+      );
       fs.closeSync(fd);
-      const entry: Live = { jobId: spec.jobId, attempt: spec.attempt, child, exited: shimReport(child), fenced: false };
+      const pid = child.pid ?? -1;
+      const entry: Live = { jobId: spec.jobId, attempt: spec.attempt, pid, exited: shimReport(child), fenced: false };
       live.set(spec.jobId, entry);
+      const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath };
+      fs.writeFileSync(pt.file(spec.jobId, 'json'), JSON.stringify(record));
       try {
-        await deps.client.workflow
-          .getHandle(jobWorkflowId(spec.jobId))
-          .signal(attemptStartedSignal, { attempt: spec.attempt, pid: child.pid ?? -1, logPath });
-        const every = Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 5);
-        const beat = setInterval(() => ctx.heartbeat({ pid: child.pid }), every);
-        try {
-          ctx.heartbeat({ pid: child.pid });
-          await Promise.race([entry.exited, ctx.cancelled]);
-        } finally {
-          clearInterval(beat);
-        }
+        await deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid, logPath });
       } catch (err) {
-        // Cancelled by the user, or the server no longer knows this attempt: kill the group.
         await stop(entry);
-        if (deps.processes.draining || entry.fenced) throw agentShutdown();
+        live.delete(spec.jobId);
+        pt.forget(spec.jobId);
         throw err;
-      } finally {
-        if (live.get(spec.jobId) === entry) live.delete(spec.jobId);
       }
-      const r = await entry.exited;
-      if (entry.fenced) throw fenced();
-      if (deps.processes.draining) throw agentShutdown();
-      return { exitCode: r?.code ?? null, signal: r?.signal ?? null, spawnError: null, logTail: readTail(logPath), logPath };
+      return supervise(entry, logPath);
+    },
+
+    /** Watches an attempt this agent adopted after a restart, as runJob would have. */
+    async watchJob(a: { jobId: string; attempt: number; logPath: string }): Promise<ProcessExit> {
+      const entry = live.get(a.jobId);
+      if (!entry || entry.attempt !== a.attempt || entry.fenced) throw vanished();
+      clearTimeout(entry.claimTimer);
+      return supervise(entry, a.logPath);
     },
 
     async nodeLease(a: { nodeId: string }): Promise<void> {

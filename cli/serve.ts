@@ -103,7 +103,7 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
     heartbeatTimeoutMs: c.heartbeatTimeoutMs,
     killGraceMs: c.killGraceMs,
   });
-  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs`);
+  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
     await agent.shutdown();
     await connection.close();

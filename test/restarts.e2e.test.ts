@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobJson } from '../cli/client.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
@@ -68,7 +69,22 @@ describe('restarting any one process', () => {
     expect((await c.client.waitFor(after.id, undefined, 30_000)).state).toBe('SUCCEEDED');
   });
 
-  it('an agent: its attempt is LOST and re-queued on its return (no other node to take it)', async () => {
+  it('an agent restarted while its job runs re-attaches: the job finishes as attempt 1, its log still growing', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 1; done' });
+    const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
+    const logPath = running.attempts[0].log_path!;
+    await until('ticking', () => fs.existsSync(logPath) && fs.readFileSync(logPath, 'utf8').includes('tick 2'));
+    await c.agents.get('r1')!.kill('SIGKILL');
+    const agent = await c.addAgent({ nodeId: 'r1', gpus: 1 });
+    expect(agent.output).toContain('re-attached to 1 running attempt');
+    const done = await c.client.waitFor(job.id, undefined, 60_000);
+    expect(done.state).toBe('SUCCEEDED');
+    expect(done.attempts.map((a) => [a.attempt, a.state])).toEqual([[1, 'SUCCEEDED']]);
+    expect(fs.readFileSync(logPath, 'utf8')).toContain('tick 8');
+    expect(done.history.some((h) => h.detail?.includes('re-attached'))).toBe(true);
+  });
+
+  it('an agent gone longer than its adoption window: its attempt is fenced, LOST and re-queued on its return', async () => {
     const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'sleep 2' });
     await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     await c.agents.get('r1')!.kill('SIGKILL');

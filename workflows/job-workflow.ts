@@ -24,6 +24,8 @@ import type { AttemptOutcome, AttemptStarted, DispatchGrant, JobState, JobWorkfl
 export const dispatchSignal = defineSignal<[DispatchGrant]>('dispatch');
 /** The agent reports that the attempt's process is up. */
 export const attemptStartedSignal = defineSignal<[AttemptStarted]>('attemptStarted');
+/** A restarted agent found this attempt's process still running and adopted it. */
+export const reattachSignal = defineSignal<[AttemptStarted]>('reattach');
 /** A user asks to cancel the job. */
 export const cancelJobSignal = defineSignal<[{ reason?: string }]>('cancelJob');
 export const jobStateQuery = defineQuery<JobState>('jobState');
@@ -52,6 +54,10 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   });
   setHandler(attemptStartedSignal, (s) => {
     if (s.attempt === attempt && started === null) started = s;
+  });
+  let reattach: AttemptStarted | null = null;
+  setHandler(reattachSignal, (r) => {
+    if (r.attempt === attempt && reattach === null) reattach = r;
   });
   setHandler(cancelJobSignal, () => {
     cancelRequested = true;
@@ -97,29 +103,49 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   });
 
-  const scope = new CancellationScope();
-  let exit: ProcessExit | null = null;
-  let failure: unknown = null;
-  let done = false;
-  const running = scope
-    .run(() => host.runJob(spec))
-    .then(
-      (r) => {
-        exit = r;
-      },
-      (e: unknown) => {
-        failure = e;
-      },
-    )
-    .finally(() => {
-      done = true;
-    });
+  // The activity that watches the process: runJob, or watchJob after the agent restarted and
+  // re-attached. Only the current one's outcome counts; a replaced one is cancelled and ignored.
+  interface Watch {
+    scope: CancellationScope;
+    done: boolean;
+    exit: ProcessExit | null;
+    failure: unknown;
+  }
+  const launch = (fn: () => Promise<ProcessExit>): Watch => {
+    const w: Watch = { scope: new CancellationScope(), done: false, exit: null, failure: null };
+    void w.scope
+      .run(fn)
+      .then(
+        (r) => {
+          w.exit = r;
+        },
+        (e: unknown) => {
+          w.failure = e;
+        },
+      )
+      .finally(() => {
+        w.done = true;
+      });
+    return w;
+  };
+  let current = launch(() => host.runJob(spec));
 
   let markedRunning = false;
   let cancelSent = false;
-  while (!done) {
-    await condition(() => done || (cancelRequested && !cancelSent) || (started !== null && !markedRunning));
-    if (started !== null && !markedRunning && !done) {
+  let reattached = false;
+  while (!current.done) {
+    await condition(
+      () => current.done || (cancelRequested && !cancelSent) || (started !== null && !markedRunning) || (reattach !== null && !reattached),
+    );
+    if (reattach !== null && !reattached && !current.done && !cancelSent) {
+      reattached = true;
+      const r: AttemptStarted = reattach;
+      const previous = current;
+      current = launch(() => host.watchJob({ jobId, attempt, logPath: r.logPath }));
+      previous.scope.cancel();
+      await control.noteReattached({ jobId, attempt, pid: r.pid });
+    }
+    if (started !== null && !markedRunning && !current.done) {
       markedRunning = true;
       const s: AttemptStarted = started;
       await control.markRunning({ jobId, attempt, pid: s.pid, logPath: s.logPath });
@@ -127,10 +153,10 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     }
     if (cancelRequested && !cancelSent) {
       cancelSent = true;
-      scope.cancel();
+      current.scope.cancel();
     }
   }
-  await running;
+  const { exit, failure } = current;
 
   if (exit !== null) return finish(outcomeOfExit(exit));
   if (cancelRequested && isCancellation(failure)) {

@@ -3,7 +3,8 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createGpuHostActivities, ProcessTable } from '../../activities/gpu-host.ts';
-import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, nodeWorkflowId } from '../../workflows/names.ts';
+import { reattachSignal } from '../../workflows/job-workflow.ts';
+import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
 import { nodeOnlineSignal, type NodeWorkflowInput } from '../../workflows/node-workflow.ts';
 import type { NodeInventory } from '../../workflows/types.ts';
 import { readInventory } from './inventory.ts';
@@ -23,6 +24,8 @@ export interface AgentOptions {
 
 export interface Agent {
   inventory: NodeInventory;
+  /** Attempts of a previous run of this agent that it re-attached to. */
+  adopted: number;
   inventorySource: string;
   run: Promise<void>;
   shutdown(): Promise<void>;
@@ -33,7 +36,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(o.nodeId)) throw new Error(`node id "${o.nodeId}" must be 1-64 letters, digits, '.', '_' or '-'`);
   const { gpus, source } = await readInventory(o.nodeId, o.fakeGpus);
   const inventory: NodeInventory = { nodeId: o.nodeId, labels: o.labels, hostname: os.hostname(), gpus };
-  const processes = new ProcessTable(o.killGraceMs);
+  const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'));
   const worker = await Worker.create({
     connection: o.connection,
     namespace: o.namespace,
@@ -45,6 +48,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       inventory: () => inventory,
       logDir: path.join(o.dataDir, 'logs'),
       apiUrl: o.apiUrl,
+      // Within half the heartbeat timeout, so an unadopted attempt is dead before the server
+      // could count it LOST and start it elsewhere.
+      adoptWindowS: Math.max(1, Math.floor(o.heartbeatTimeoutMs / 2000)),
     }),
     maxConcurrentActivityTaskExecutions: 1000,
     // Heartbeats go out at least every second, so the server's view of this node is never
@@ -54,6 +60,14 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     shutdownGraceTime: '5s',
   });
   const run = worker.run();
+  // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
+  const adopted = processes.adoptSurvivors(o.heartbeatTimeoutMs / 2);
+  for (const rec of adopted) {
+    await o.client.workflow
+      .getHandle(jobWorkflowId(rec.spec.jobId))
+      .signal(reattachSignal, { attempt: rec.spec.attempt, pid: rec.pid, logPath: rec.logPath })
+      .catch(() => undefined);
+  }
   const args: [NodeWorkflowInput] = [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs }];
   await o.client.workflow.signalWithStart('nodeWorkflow', {
     workflowId: nodeWorkflowId(o.nodeId),
@@ -65,6 +79,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const watchdog = startFencingWatchdog(o.client, processes, o.heartbeatTimeoutMs);
   return {
     inventory,
+    adopted: adopted.length,
     inventorySource: source,
     run,
     async shutdown() {

@@ -1,25 +1,48 @@
 #!/bin/sh
 # The process an agent starts for each attempt (POSIX sh: a few ms, where a Node shim costs
 # ~50 ms of CPU a job). It leads the attempt's process group, runs the job's command in it,
-# and reports the command's wait status on fd 3, a socket to the agent. When that socket closes
-# (the agent died), it kills the whole group: an attempt never outlives the agent that answers
-# for it (fencing).
+# writes the command's wait status to <status-file> (and to fd 3, a socket to the agent).
 #
-#   sh job-shim.sh <grace-seconds> <cmd> [args...]
+# Fencing with re-attach: a watcher checks that the owning agent lives (the parent, or the pid
+# a restarted agent wrote into <adopt-file>). When the owner is gone, a new agent has
+# <window> seconds to adopt the attempt; otherwise the whole group is killed, so an attempt
+# never outlives the agents that answer for it.
+#
+#   sh job-shim.sh <grace-s> <window-s> <adopt-file> <status-file> <cmd> [args...]
 grace=$1
-shift
+window=$2
+adopt=$3
+status_file=$4
+shift 4
 "$@" 3>&- &
 child=$!
 # Set only now, so the command keeps the default TERM; the shim stays to report.
 trap '' TERM INT
 (
-  while read -r _; do :; done <&3
-  kill -TERM 0
-  sleep "$grace"
-  kill -KILL 0
-) &
+  owner=$PPID
+  while :; do
+    if [ -s "$adopt" ]; then owner=$(cat "$adopt"); fi
+    if kill -0 "$owner" 2>/dev/null; then
+      sleep 0.2
+      continue
+    fi
+    gone=$owner
+    ticks=$((window * 5))
+    while [ "$ticks" -gt 0 ]; do
+      if [ -s "$adopt" ] && [ "$(cat "$adopt")" != "$gone" ]; then break; fi
+      sleep 0.2
+      ticks=$((ticks - 1))
+    done
+    if [ "$ticks" -gt 0 ]; then continue; fi
+    kill -TERM 0
+    sleep "$grace"
+    kill -KILL 0
+  done
+) 3>&- &
 watcher=$!
 wait "$child"
 status=$?
 kill -KILL "$watcher" 2>/dev/null
-printf '%s\n' "$status" >&3
+printf '%s\n' "$status" > "$status_file.tmp" && mv "$status_file.tmp" "$status_file"
+printf '%s\n' "$status" >&3 2>/dev/null
+exit 0
