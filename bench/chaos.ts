@@ -143,9 +143,10 @@ async function main() {
   }
   const mean = gaps.length ? gaps.reduce((a, b) => a + b, 0) / gaps.length : NaN;
   const attempts = await db.query<{ n: number }>(`select count(*)::int as n from job_attempts`);
+  const reattached = await db.query<{ n: number }>(`select count(*)::int as n from job_transitions where detail like '%re-attached%'`);
 
   const lines = [
-    `${JOBS} jobs in ${seconds.toFixed(0)} s; ${kills.length} agent kills, ${killsControl} control-worker kills; ${attempts.rows[0].n} attempts (${lostRows.rows.length} LOST and re-queued)`,
+    `${JOBS} jobs in ${seconds.toFixed(0)} s; ${kills.length} agent kills, ${killsControl} control-worker kills; ${attempts.rows[0].n} attempts (${lostRows.rows.length} LOST and re-queued, ${reattached.rows[0].n} re-attached by a restarted agent)`,
     `jobs lost: ${lost} (${states.rows.map((s) => `${s.state} ${s.n}`).join(', ')})`,
     `duplicate concurrent attempts: ${duplicates}`,
     `double-owned cards: ${doubleOwned} (in ${samples} samples)`,
