@@ -73,12 +73,12 @@ export class ProcessTable {
     fs.mkdirSync(runDir, { recursive: true });
   }
 
-  file(jobId: string, kind: 'json' | 'adopt' | 'status'): string {
+  file(jobId: string, kind: 'json' | 'adopt' | 'status' | 'fenced'): string {
     return path.join(this.runDir, `${jobId}.${kind}`);
   }
 
   forget(jobId: string): void {
-    for (const kind of ['json', 'adopt', 'status'] as const) fs.rmSync(this.file(jobId, kind), { force: true });
+    for (const kind of ['json', 'adopt', 'status', 'fenced'] as const) fs.rmSync(this.file(jobId, kind), { force: true });
   }
 
   /** SIGTERM to the whole process group, SIGKILL after the grace period. */
@@ -126,8 +126,11 @@ export class ProcessTable {
       }
       const jobId = rec.spec.jobId;
       const alive = processStartTime(rec.pid) === rec.startTime;
-      if (!alive && !fs.existsSync(this.file(jobId, 'status'))) {
-        this.forget(jobId); // fenced or killed while no agent watched: its attempt goes LOST
+      const fencedByShim = fs.existsSync(this.file(jobId, 'fenced'));
+      if (fencedByShim || (!alive && !fs.existsSync(this.file(jobId, 'status')))) {
+        // Fenced, or killed, while no agent watched: its attempt goes LOST. (A fenced shim may
+        // still be waiting out its grace period; the workflow never hears of it again.)
+        if (!alive) this.forget(jobId);
         continue;
       }
       if (alive) fs.writeFileSync(this.file(jobId, 'adopt'), String(process.pid));
@@ -301,7 +304,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       const fd = fs.openSync(logPath, 'a');
       const child = spawn(
         '/bin/sh',
-        [shimPath, String(pt.killGraceMs / 1000), String(deps.adoptWindowS), pt.file(spec.jobId, 'adopt'), pt.file(spec.jobId, 'status'), ...spec.command],
+        [shimPath, String(pt.killGraceMs / 1000), String(deps.adoptWindowS), path.join(pt.runDir, spec.jobId), ...spec.command],
         { cwd: spec.workingDir, env, detached: true, stdio: ['ignore', fd, fd, 'pipe'] },
       );
       fs.closeSync(fd);

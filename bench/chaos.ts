@@ -152,6 +152,8 @@ async function main() {
     `double-owned cards: ${doubleOwned} (in ${samples} samples)`,
     `mean kill → re-queue: ${(mean / 1000).toFixed(1)} s over ${gaps.length} attempts (heartbeat timeout ${HB} s)`,
   ];
+  const bad = await db.query<{ id: string; state: string; attempt: number; reason: string | null }>(`select id, state, attempt, reason from jobs where state <> 'SUCCEEDED'`);
+  for (const b of bad.rows) lines.push(`  not succeeded: ${b.id} ${b.state} attempt ${b.attempt}: ${b.reason ?? ''}`);
   for (const l of lines) say(l);
   fs.mkdirSync(path.join('bench', 'results'), { recursive: true });
   fs.writeFileSync(path.join('bench', 'results', 'chaos.txt'), `${new Date().toISOString()}\n${lines.join('\n')}\n`);

@@ -102,12 +102,20 @@ export function buildProgram(): Command {
     await up(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, temporalUiPort: o.temporalUiPort }, log);
   });
 
-  agentOptions(program.command('agent').description('run a GPU-host worker for this node').requiredOption('--node-id <id>', 'this node\'s id')).action(
-    async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number }) => {
-      const { serveAgent } = await import('./serve.ts');
-      await serveAgent(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus }, log);
-    },
-  );
+  agentOptions(
+    program
+      .command('agent')
+      .description('run a GPU-host worker for this node')
+      .requiredOption('--node-id <id>', 'this node\'s id')
+      .addOption(
+        new Option('--on-stop <mode>', 'on SIGTERM/SIGINT: detach leaves running jobs for a restarted agent to re-attach; kill stops them')
+          .choices(['detach', 'kill'])
+          .default('detach'),
+      ),
+  ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; onStop: 'detach' | 'kill' }) => {
+    const { serveAgent } = await import('./serve.ts');
+    await serveAgent(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, onStop: o.onStop }, log);
+  });
 
   program
     .command('api')

@@ -86,6 +86,8 @@ export interface AgentFlags {
   nodeId: string;
   labels: Record<string, string>;
   fakeGpus?: number;
+  /** On SIGTERM/SIGINT: leave attempts for a restarted agent to re-attach (detach), or kill them. */
+  onStop?: 'detach' | 'kill';
 }
 
 export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void): Promise<void> {
@@ -105,6 +107,13 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
   });
   log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
+    if (f.onStop === 'detach') {
+      // Leave the attempts running and unreported, as if the agent had vanished: a new agent
+      // started within half the heartbeat timeout re-attaches to them (a rolling upgrade);
+      // otherwise their shims fence them and they go LOST.
+      process.stderr.write(`gpuctl: detaching from ${agent.running()} running attempt(s); restart the agent within ${Math.floor(c.heartbeatTimeoutMs / 2000)} s to re-attach\n`);
+      process.exit(0);
+    }
     await agent.shutdown();
     await connection.close();
     await temporal.close();

@@ -69,12 +69,12 @@ describe('restarting any one process', () => {
     expect((await c.client.waitFor(after.id, undefined, 30_000)).state).toBe('SUCCEEDED');
   });
 
-  it('an agent restarted while its job runs re-attaches: the job finishes as attempt 1, its log still growing', async () => {
+  it.each(['SIGKILL', 'SIGTERM'] as const)('an agent restarted (%s) while its job runs re-attaches: the job finishes as attempt 1, its log still growing', async (signal) => {
     const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'for i in 1 2 3 4 5 6 7 8; do echo tick $i; sleep 1; done' });
     const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     const logPath = running.attempts[0].log_path!;
     await until('ticking', () => fs.existsSync(logPath) && fs.readFileSync(logPath, 'utf8').includes('tick 2'));
-    await c.agents.get('r1')!.kill('SIGKILL');
+    await c.agents.get('r1')!.kill(signal);
     const agent = await c.addAgent({ nodeId: 'r1', gpus: 1 });
     expect(agent.output).toContain('re-attached to 1 running attempt');
     const done = await c.client.waitFor(job.id, undefined, 60_000);

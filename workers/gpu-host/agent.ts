@@ -26,6 +26,8 @@ export interface Agent {
   inventory: NodeInventory;
   /** Attempts of a previous run of this agent that it re-attached to. */
   adopted: number;
+  /** Attempts running now. */
+  running(): number;
   inventorySource: string;
   run: Promise<void>;
   shutdown(): Promise<void>;
@@ -80,6 +82,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   return {
     inventory,
     adopted: adopted.length,
+    running: () => processes.live.size,
     inventorySource: source,
     run,
     async shutdown() {

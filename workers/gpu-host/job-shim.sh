@@ -1,19 +1,21 @@
 #!/bin/sh
 # The process an agent starts for each attempt (POSIX sh: a few ms, where a Node shim costs
 # ~50 ms of CPU a job). It leads the attempt's process group, runs the job's command in it,
-# writes the command's wait status to <status-file> (and to fd 3, a socket to the agent).
+# writes the command's wait status to <state>.status (and to fd 3, a socket to the agent).
 #
 # Fencing with re-attach: a watcher checks that the owning agent lives (the parent, or the pid
-# a restarted agent wrote into <adopt-file>). When the owner is gone, a new agent has
-# <window> seconds to adopt the attempt; otherwise the whole group is killed, so an attempt
-# never outlives the agents that answer for it.
+# a restarted agent wrote into <state>.adopt). When the owner is gone, a new agent has
+# <window> seconds to adopt the attempt; otherwise it marks <state>.fenced and kills the whole
+# group, so an attempt never outlives the agents that answer for it, and a fenced attempt's
+# status is never taken for the job's own.
 #
-#   sh job-shim.sh <grace-s> <window-s> <adopt-file> <status-file> <cmd> [args...]
+#   sh job-shim.sh <grace-s> <window-s> <state-path-prefix> <cmd> [args...]
 grace=$1
 window=$2
-adopt=$3
-status_file=$4
-shift 4
+adopt="$3.adopt"
+status_file="$3.status"
+fenced_file="$3.fenced"
+shift 3
 "$@" 3>&- &
 child=$!
 # Set only now, so the command keeps the default TERM; the shim stays to report.
@@ -34,6 +36,7 @@ trap '' TERM INT
       ticks=$((ticks - 1))
     done
     if [ "$ticks" -gt 0 ]; then continue; fi
+    : > "$fenced_file"
     kill -TERM 0
     sleep "$grace"
     kill -KILL 0
@@ -43,6 +46,7 @@ watcher=$!
 wait "$child"
 status=$?
 kill -KILL "$watcher" 2>/dev/null
+[ -e "$fenced_file" ] && exit 0
 printf '%s\n' "$status" > "$status_file.tmp" && mv "$status_file.tmp" "$status_file"
 printf '%s\n' "$status" >&3 2>/dev/null
 exit 0
