@@ -99,6 +99,7 @@ export class ProcessTable {
     await Promise.all(
       [...this.live.values()].map((e) => {
         e.fenced = true;
+        this.markFenced(e.jobId);
         return this.stop(e);
       }),
     );
@@ -107,7 +108,21 @@ export class ProcessTable {
   async stopAll(): Promise<void> {
     this.draining = true;
     this.shutdown.abort();
-    await Promise.all([...this.live.values()].map((e) => this.stop(e)));
+    await Promise.all(
+      [...this.live.values()].map((e) => {
+        this.markFenced(e.jobId);
+        return this.stop(e);
+      }),
+    );
+  }
+
+  /** An attempt we kill on purpose must never be adopted later and taken for the job's outcome. */
+  private markFenced(jobId: string): void {
+    try {
+      fs.writeFileSync(this.file(jobId, 'fenced'), '');
+    } catch {
+      // The run dir is gone: nothing left to adopt either.
+    }
   }
 
   /**
@@ -228,9 +243,10 @@ function shimReport(child: ChildProcess): Promise<ShimReport | null> {
       }
     });
     sock.on('error', () => undefined);
-    child.once('exit', (code, signal) => {
-      // Give a report in flight a moment, then fall back to the shim's own status.
-      setTimeout(() => finish(buf ? null : { code, signal }), 50);
+    child.once('exit', (_code, signal) => {
+      // Give a report in flight a moment. A shim killed by a signal took its command with it;
+      // one that exited without a word (it fenced) reports nothing the job could own.
+      setTimeout(() => finish(signal ? { code: null, signal } : null), 50);
     });
   });
 }
@@ -265,6 +281,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       // Cancelled by the user, or the server no longer knows this attempt: kill the group.
       await stop(entry);
       if (deps.processes.draining || entry.fenced) throw agentShutdown();
+      deps.processes.forget(entry.jobId);
       throw err;
     } finally {
       if (live.get(entry.jobId) === entry) live.delete(entry.jobId);
