@@ -107,6 +107,9 @@ export function createControlActivities(deps: ControlDeps) {
         if (moved !== null) return 'QUEUED' as const;
         const job = await getJob(tx, a.jobId);
         if (!job) throw new Error(`job ${a.jobId} does not exist`);
+        // A retry of this activity after its commit: the attempt is queued (or already granted
+        // cards, whose grant the scheduler re-sends); the workflow must go on waiting for it.
+        if (job.attempt === a.attempt && (job.state === 'QUEUED' || job.state === 'DISPATCHING')) return 'QUEUED' as const;
         return job.state;
       });
       if (state === 'QUEUED') await wake();
@@ -229,6 +232,9 @@ export function createControlActivities(deps: ControlDeps) {
             reason = `lost: ${o.reason ?? 'node stopped answering'}`;
           } else if (job.lostCount < job.maxLostRequeues) {
             requeue = true;
+          } else {
+            to = 'FAILED';
+            reason = `lost: ${o.reason ?? 'node stopped answering'}; re-queues exhausted (${job.maxLostRequeues})`;
           }
         }
         const moved = await transitionJob(tx, {
@@ -246,7 +252,7 @@ export function createControlActivities(deps: ControlDeps) {
           .update(runs)
           .set({ status: to, endedAt: now })
           .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
-        if (o.state === 'LOST' && job.nodeId) {
+        if ((o.state === 'LOST' || o.nodeLost) && job.nodeId) {
           // Its agent stopped answering: take its cards out of the pool now, not when the
           // node's own lease expires, so the re-queued attempt goes elsewhere.
           await setNodeOffline(tx, job.nodeId);

@@ -69,6 +69,11 @@ export class ProcessTable {
     readonly killGraceMs: number,
     /** Where attempt records, adoption marks and exit statuses live. */
     readonly runDir: string,
+    /**
+     * SIGTERM → SIGKILL grace when fencing: short enough that a fenced process is dead before
+     * the server could count its attempt LOST and start it elsewhere.
+     */
+    readonly fenceGraceMs: number = killGraceMs,
   ) {
     fs.mkdirSync(runDir, { recursive: true });
   }
@@ -82,9 +87,9 @@ export class ProcessTable {
   }
 
   /** SIGTERM to the whole process group, SIGKILL after the grace period. */
-  async stop(entry: Live): Promise<void> {
+  async stop(entry: Live, graceMs = this.killGraceMs): Promise<void> {
     killGroup(entry.pid, 'SIGTERM');
-    const grace = new Promise<void>((r) => setTimeout(r, this.killGraceMs).unref());
+    const grace = new Promise<void>((r) => setTimeout(r, graceMs).unref());
     await Promise.race([entry.exited, grace]);
     killGroup(entry.pid, 'SIGKILL');
     await entry.exited;
@@ -100,7 +105,7 @@ export class ProcessTable {
       [...this.live.values()].map((e) => {
         e.fenced = true;
         this.markFenced(e.jobId);
-        return this.stop(e);
+        return this.stop(e, this.fenceGraceMs);
       }),
     );
   }
@@ -155,7 +160,7 @@ export class ProcessTable {
       entry.claimTimer = setTimeout(() => {
         if (this.live.get(jobId) !== entry) return;
         entry.fenced = true;
-        void this.stop(entry).then(() => {
+        void this.stop(entry, this.fenceGraceMs).then(() => {
           this.live.delete(jobId);
           this.forget(jobId);
         });
@@ -165,6 +170,18 @@ export class ProcessTable {
       adopted.push(rec);
     }
     return adopted;
+  }
+}
+
+/** Why a working dir cannot host an attempt, or null when it can. */
+function workingDirProblem(dir: string): string | null {
+  try {
+    if (!fs.statSync(dir).isDirectory()) return `working dir is not a directory: ${dir}`;
+    fs.accessSync(dir, fs.constants.X_OK);
+    return null;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' ? `working dir not found: ${dir}` : `working dir not usable (${code}): ${dir}`;
   }
 }
 
@@ -216,6 +233,8 @@ export function readTail(file: string, bytes = TAIL_BYTES): string {
 }
 
 function killGroup(pid: number, sig: NodeJS.Signals): void {
+  // Never a pid of 0 or below: -0 is our own group, -1 everything we may signal.
+  if (!(pid > 1)) return;
   try {
     process.kill(-pid, sig);
   } catch {
@@ -302,9 +321,8 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
 
       const logPath = path.join(deps.logDir, spec.jobId, `attempt-${spec.attempt}.log`);
       fs.mkdirSync(path.dirname(logPath), { recursive: true });
-      if (!fs.existsSync(spec.workingDir)) {
-        return { exitCode: null, signal: null, spawnError: `working dir not found: ${spec.workingDir}`, logTail: '', logPath };
-      }
+      const dirProblem = workingDirProblem(spec.workingDir);
+      if (dirProblem) return { exitCode: null, signal: null, spawnError: dirProblem, logTail: '', logPath };
       const env: NodeJS.ProcessEnv = {
         ...process.env,
         ...spec.env,
@@ -319,13 +337,26 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       const pt = deps.processes;
       pt.forget(spec.jobId);
       const fd = fs.openSync(logPath, 'a');
-      const child = spawn(
-        '/bin/sh',
-        [shimPath, String(pt.killGraceMs / 1000), String(deps.adoptWindowS), path.join(pt.runDir, spec.jobId), ...spec.command],
-        { cwd: spec.workingDir, env, detached: true, stdio: ['ignore', fd, fd, 'pipe'] },
-      );
-      fs.closeSync(fd);
-      const pid = child.pid ?? -1;
+      let child: ChildProcess;
+      try {
+        child = spawn(
+          '/bin/sh',
+          [shimPath, String(pt.fenceGraceMs / 1000), String(deps.adoptWindowS), path.join(pt.runDir, spec.jobId), ...spec.command],
+          { cwd: spec.workingDir, env, detached: true, stdio: ['ignore', fd, fd, 'pipe'] },
+        );
+      } catch (err) {
+        return { exitCode: null, signal: null, spawnError: `could not start the attempt: ${(err as Error).message}`, logTail: '', logPath };
+      } finally {
+        fs.closeSync(fd);
+      }
+      // A start that fails later (EACCES on the working dir, say) arrives as an event; unheard,
+      // it would take the whole agent down.
+      const startError = new Promise<Error>((resolve) => child.once('error', resolve));
+      if (child.pid === undefined) {
+        const err = await startError;
+        return { exitCode: null, signal: null, spawnError: `could not start the attempt: ${err.message}`, logTail: '', logPath };
+      }
+      const pid = child.pid;
       const entry: Live = { jobId: spec.jobId, attempt: spec.attempt, pid, exited: shimReport(child), fenced: false };
       live.set(spec.jobId, entry);
       const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath };

@@ -111,12 +111,17 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
       // Leave the attempts running and unreported, as if the agent had vanished: a new agent
       // started within half the heartbeat timeout re-attaches to them (a rolling upgrade);
       // otherwise their shims fence them and they go LOST.
-      process.stderr.write(`gpuctl: detaching from ${agent.running()} running attempt(s); restart the agent within ${Math.floor(c.heartbeatTimeoutMs / 2000)} s to re-attach\n`);
+      process.stderr.write(`gpuctl: detaching from ${agent.running()} running attempt(s); restart the agent within ${Math.floor((c.heartbeatTimeoutMs * 0.4) / 1000)} s to re-attach\n`);
       process.exit(0);
     }
     await agent.shutdown();
     await connection.close();
     await temporal.close();
   });
-  await agent.run.catch(() => undefined);
+  try {
+    await agent.run;
+  } catch (err) {
+    process.stderr.write(`gpuctl: the agent's Temporal worker failed; its attempts were stopped: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
 }

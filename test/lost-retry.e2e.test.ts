@@ -63,13 +63,17 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
     await c.addAgent({ nodeId: victim, gpus: 1 });
   });
 
-  it('on_lost=fail marks the job FAILED with reason lost', async () => {
-    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, on_lost: 'fail', command: 'sleep 30' });
+  it.each([
+    ['on_lost=fail', { on_lost: 'fail' as const }, /^lost/],
+    ['max_lost_requeues=0', { max_lost_requeues: 0 }, /re-queues exhausted/],
+  ])('%s ends the job FAILED with reason lost', async (_what, policy, reason) => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'sleep 30', ...policy });
     const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     await c.agents.get(running.node_id!)!.kill('SIGKILL');
     const done = await c.client.waitFor(job.id, undefined, 60_000);
     expect(done.state).toBe('FAILED');
-    expect(done.reason).toMatch(/^lost/);
+    expect(done.reason).toMatch(reason);
+    expect(done.attempt).toBe(1);
     await c.addAgent({ nodeId: running.node_id!, gpus: 1 });
   });
 

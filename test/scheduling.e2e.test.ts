@@ -173,6 +173,23 @@ describe('jobs on GPU nodes through Temporal', () => {
     expect(j.reason).toContain('command not found');
   });
 
+  it('a working dir that is not a directory fails the job, not the agent', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, working_dir: '/etc/hostname', command: 'true' });
+    const j = await c.client.waitFor(job.id, undefined, 30_000);
+    expect(j.state).toBe('FAILED');
+    expect(j.reason).toContain('not a directory');
+    expect((await c.client.nodes()).filter((n) => n.status === 'ONLINE').map((n) => n.id)).toEqual(expect.arrayContaining(['node-a', 'node-b']));
+  });
+
+  it('a job that sets its own PATH still runs under a working shim', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, env: { PATH: '/nonexistent' }, command: ['/bin/sh', '-c', 'echo "path=$PATH"; exec /bin/sleep 1'] });
+    const j = await c.client.waitFor(job.id, undefined, 30_000);
+    expect(j.state).toBe('SUCCEEDED');
+    const log = fs.readFileSync(j.attempts[0].log_path!, 'utf8');
+    expect(log).toContain('path=/nonexistent');
+    expect(log).not.toContain('not found');
+  });
+
   it('answers unknown ids with 404', async () => {
     await expect(c.client.job('job-nope')).rejects.toBeInstanceOf(ApiError);
     await expect(c.client.cancel('job-nope')).rejects.toMatchObject({ status: 404 });

@@ -7,7 +7,6 @@ import {
   continueAsNew,
   defineQuery,
   defineSignal,
-  isCancellation,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -46,7 +45,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   let state = 'CREATED' as JobState;
   let grant: DispatchGrant | null = null;
   let started: AttemptStarted | null = null;
-  let cancelRequested = false;
+  let cancelRequested = input.cancelRequested ?? false;
 
   setHandler(jobStateQuery, () => state);
   setHandler(dispatchSignal, (g) => {
@@ -55,9 +54,10 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   setHandler(attemptStartedSignal, (s) => {
     if (s.attempt === attempt && started === null) started = s;
   });
-  let reattach: AttemptStarted | null = null;
+  // Every restart of the agent during this attempt re-attaches afresh.
+  const reattaches: AttemptStarted[] = [];
   setHandler(reattachSignal, (r) => {
-    if (r.attempt === attempt && reattach === null) reattach = r;
+    if (r.attempt === attempt) reattaches.push(r);
   });
   setHandler(cancelJobSignal, () => {
     cancelRequested = true;
@@ -71,7 +71,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     const recorded = await control.finishAttempt({ jobId, attempt, outcome });
     setState(recorded.state);
     if (recorded.requeue) {
-      await continueAsNew<typeof jobWorkflow>({ ...input, attempt: attempt + 1 });
+      await continueAsNew<typeof jobWorkflow>({ ...input, attempt: attempt + 1, cancelRequested });
     }
     return { jobId, attempt, ...outcome, state: recorded.state };
   };
@@ -132,17 +132,23 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
 
   let markedRunning = false;
   let cancelSent = false;
-  let reattached = false;
+  let reattachesSeen = 0;
   while (!current.done) {
     await condition(
-      () => current.done || (cancelRequested && !cancelSent) || (started !== null && !markedRunning) || (reattach !== null && !reattached),
+      () => current.done || (cancelRequested && !cancelSent) || (started !== null && !markedRunning) || reattaches.length > reattachesSeen,
     );
-    if (reattach !== null && !reattached && !current.done && !cancelSent) {
-      reattached = true;
-      const r: AttemptStarted = reattach;
+    if (reattaches.length > reattachesSeen && !current.done && !cancelSent) {
+      const r: AttemptStarted = reattaches[reattaches.length - 1];
+      reattachesSeen = reattaches.length;
       const previous = current;
       current = launch(() => host.watchJob({ jobId, attempt, logPath: r.logPath }));
       previous.scope.cancel();
+      if (!markedRunning) {
+        // The agent died before its "started" signal went out; the process runs all the same.
+        markedRunning = true;
+        await control.markRunning({ jobId, attempt, pid: r.pid, logPath: r.logPath });
+        if (state === 'DISPATCHING') setState('RUNNING');
+      }
       await control.noteReattached({ jobId, attempt, pid: r.pid });
     }
     if (started !== null && !markedRunning && !current.done) {
@@ -159,8 +165,11 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   const { exit, failure } = current;
 
   if (exit !== null) return finish(outcomeOfExit(exit));
-  if (cancelRequested && isCancellation(failure)) {
-    return finish({ state: 'CANCELLED', exitCode: null, signal: null, reason: 'cancelled by user' });
+  if (cancelRequested) {
+    // Whatever ended the attempt (the cancel itself, or a node that could not acknowledge
+    // it), the user asked for it to stop: it is not re-queued.
+    const unreachable = isLost(failure);
+    return finish({ state: 'CANCELLED', exitCode: null, signal: null, reason: unreachable ? 'cancelled by user (node unreachable)' : 'cancelled by user', nodeLost: unreachable });
   }
   if (isLost(failure)) {
     return finish({ state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${g.nodeId}` });

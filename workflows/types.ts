@@ -43,6 +43,8 @@ export interface JobWorkflowInput {
   heartbeatTimeoutMs: number;
   /** How long a dispatched attempt may wait for its node to pick it up before it counts as LOST. */
   pickupTimeoutMs: number;
+  /** A cancel that arrived while the previous attempt was being re-queued. */
+  cancelRequested?: boolean;
 }
 
 export interface JobWorkflowResult {
@@ -97,6 +99,8 @@ export interface AttemptOutcome {
   exitCode: number | null;
   signal: string | null;
   reason: string | null;
+  /** The node stopped answering during this attempt (set with LOST, or a cancel it could not acknowledge). */
+  nodeLost?: boolean;
   /** For a process that ran: its log tail and start error, from which the reason is classified. */
   exit?: { logTail: string; spawnError: string | null };
 }

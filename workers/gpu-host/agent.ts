@@ -38,7 +38,11 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(o.nodeId)) throw new Error(`node id "${o.nodeId}" must be 1-64 letters, digits, '.', '_' or '-'`);
   const { gpus, source } = await readInventory(o.nodeId, o.fakeGpus);
   const inventory: NodeInventory = { nodeId: o.nodeId, labels: o.labels, hostname: os.hostname(), gpus };
-  const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'));
+  // Fencing must finish before the server counts an attempt LOST (one heartbeat timeout T):
+  // the watchdog and the shim start fencing at 0.4 T and allow SIGTERM at most 0.4 T - 1 s
+  // more, so the process is gone by 0.8 T plus a probe interval.
+  const fenceGraceMs = Math.max(500, Math.min(o.killGraceMs, o.heartbeatTimeoutMs * 0.4 - 1000));
+  const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), fenceGraceMs);
   const worker = await Worker.create({
     connection: o.connection,
     namespace: o.namespace,
@@ -52,7 +56,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       apiUrl: o.apiUrl,
       // Within half the heartbeat timeout, so an unadopted attempt is dead before the server
       // could count it LOST and start it elsewhere.
-      adoptWindowS: Math.max(1, Math.floor(o.heartbeatTimeoutMs / 2000)),
+      adoptWindowS: Math.max(1, Math.floor((o.heartbeatTimeoutMs * 0.4) / 1000)),
     }),
     maxConcurrentActivityTaskExecutions: 1000,
     // Heartbeats go out at least every second, so the server's view of this node is never
@@ -61,9 +65,14 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     defaultHeartbeatThrottleInterval: '1s',
     shutdownGraceTime: '5s',
   });
-  const run = worker.run();
+  // If the worker itself dies, nothing reports for its attempts any more: stop them, so the
+  // agent never lingers with processes that the server will count LOST and start elsewhere.
+  const run = worker.run().catch(async (err: unknown) => {
+    await processes.stopAll();
+    throw err;
+  });
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
-  const adopted = processes.adoptSurvivors(o.heartbeatTimeoutMs / 2);
+  const adopted = processes.adoptSurvivors(o.heartbeatTimeoutMs * 0.4);
   for (const rec of adopted) {
     await o.client.workflow
       .getHandle(jobWorkflowId(rec.spec.jobId))
@@ -101,7 +110,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
  * must not produce a zombie twin).
  */
 export function startFencingWatchdog(client: Client, processes: ProcessTable, heartbeatTimeoutMs: number): { stop(): void } {
-  const fenceAfterMs = heartbeatTimeoutMs / 2;
+  const fenceAfterMs = heartbeatTimeoutMs * 0.4;
   const probeEveryMs = Math.max(250, Math.min(1000, heartbeatTimeoutMs / 10));
   let lastContact = Date.now();
   let fenced = false;

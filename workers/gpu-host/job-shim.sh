@@ -18,8 +18,11 @@ fenced_file="$3.fenced"
 shift 3
 "$@" 3>&- &
 child=$!
-# Set only now, so the command keeps the default TERM; the shim stays to report.
+# Set only now, so the command keeps the default TERM and the job's own PATH; the shim stays
+# to report, with the system's tools whatever PATH the job was given.
 trap '' TERM INT
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
 (
   owner=$PPID
   while :; do
