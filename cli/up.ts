@@ -70,7 +70,8 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   log(`  web console  ${api.url}/`);
   log(`  Temporal UI  ${dev?.uiUrl ?? '(external Temporal; see its own UI)'}`);
   log(`  data         ${c.home}`);
-  log(`Try: gpuctl submit --gpus 1 -- nvidia-smi -L     Ctrl-C stops everything.`);
+  const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;
+  log(`Try: node cli/gpuctl.mjs submit --gpus 1 -- ${example}     Ctrl-C stops everything.`);
   onShutdown(async () => {
     await agent.shutdown();
     await api.close();
