@@ -1,7 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
+import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
+import type { Job } from '../../db/schema.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
@@ -13,6 +15,19 @@ import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, Submi
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../app.ts';
 
+/** argv as given, or one string run by /bin/sh -c; a blank command is refused. */
+function normalizeCommand(command: string | string[]): string[] {
+  const argv = typeof command === 'string' ? ['/bin/sh', '-c', command] : command;
+  if (argv.every((c) => c.trim() === '')) throw new DomainError('invalid', 'command must not be empty');
+  return argv;
+}
+
+/** A job with its attempts (each with what changed from the one before) and its history. */
+async function jobDetail(db: Db, job: Job) {
+  const [attempts, history] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id)]);
+  return { ...jobJson(job), attempts: attempts.map((a, i) => attemptJson(a, attempts[i - 1])), history: history.map(transitionJson) };
+}
+
 export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db, client } = deps;
 
@@ -21,8 +36,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     { schema: { tags: ['jobs'], summary: 'Submit a job', body: SubmitJobBody, response: { 201: JobSchema, ...errorResponses } } },
     async (req, reply) => {
       const b = req.body;
-      const command = typeof b.command === 'string' ? ['/bin/sh', '-c', b.command] : b.command;
-      if (command.every((c) => c.trim() === '')) throw new DomainError('invalid', 'command must not be empty');
+      const command = normalizeCommand(b.command);
       if (b.experiment && !b.project) throw new DomainError('invalid', 'experiment needs a project');
       const job = await db.transaction(async (tx) => {
         const projectId = b.project ? await ensureProject(tx, b.project) : null;
@@ -77,8 +91,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     async (req) => {
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);
-      const [attempts, history] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id)]);
-      return { ...jobJson(job), attempts: attempts.map((a, i) => attemptJson(a, attempts[i - 1])), history: history.map(transitionJson) };
+      return jobDetail(db, job);
     },
   );
 
@@ -95,8 +108,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     },
     async (req, reply) => {
       const b = req.body;
-      const command = typeof b.command === 'string' ? ['/bin/sh', '-c', b.command] : b.command;
-      if (command && command.every((c) => c.trim() === '')) throw new DomainError('invalid', 'command must not be empty');
+      const command = b.command === undefined ? undefined : normalizeCommand(b.command);
       const patch = { command, workingDir: b.working_dir, gpus: b.gpus, selector: b.selector, priority: b.priority, env: b.env, params: b.params };
       const id = req.params.id;
       await db.transaction(async (tx) => {
@@ -115,8 +127,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         }
       });
       const job = (await getJob(db, id))!;
-      const [attempts, history] = await Promise.all([listAttempts(db, id), listTransitions(db, id)]);
-      return reply.status(202).send({ ...jobJson(job), attempts: attempts.map((a, i) => attemptJson(a, attempts[i - 1])), history: history.map(transitionJson) });
+      return reply.status(202).send(await jobDetail(db, job));
     },
   );
 
