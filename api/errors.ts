@@ -20,15 +20,12 @@ export const notFound = (what: string, id: string) => new DomainError('not_found
 
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | DomainError, req, reply) => {
-    if (err instanceof DomainError) {
-      return reply.status(err.status).send({ error: err.code, message: err.message });
-    }
-    if ((err as FastifyError).validation) {
-      return reply.status(400).send({ error: 'invalid', message: err.message });
-    }
-    const status = (err as FastifyError).statusCode ?? 500;
+    const status = err instanceof DomainError ? err.status : (err as FastifyError).validation ? 400 : ((err as FastifyError).statusCode ?? 500);
+    // Every 5xx reaches the log whole, stack included; an unexpected one reaches the client
+    // only as a generic body.
+    if (status >= 500) req.log.error({ err, method: req.method, url: req.url, statusCode: status }, 'request failed');
+    if (err instanceof DomainError) return reply.status(status).send({ error: err.code, message: err.message });
     if (status < 500) return reply.status(status).send({ error: 'invalid', message: err.message });
-    req.log.error({ err }, 'request failed');
     return reply.status(500).send({ error: 'internal', message: 'internal error; see the API log' });
   });
   app.setNotFoundHandler((req, reply) => {

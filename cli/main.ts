@@ -1,7 +1,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
-import Table from 'cli-table3';
 import { loadConfig } from '../config.ts';
-import { ApiError, GpuplaneClient, type JobDetailJson, type JobJson } from './client.ts';
+import { ApiError, GpuplaneClient, type JobDetailJson } from './client.ts';
+import { createLogger, LOG_LEVELS, type LogLevel } from './logger.ts';
+import { renderJob, renderJobs, renderNodes } from './render.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 
@@ -38,41 +39,6 @@ function clientOf(cmd: Command): GpuplaneClient {
   return new GpuplaneClient(o.api ?? loadConfig().apiUrl);
 }
 
-function printJobs(jobs: JobJson[]) {
-  const t = new Table({ style: { head: [] }, head: ['ID', 'TYPE', 'STATE', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'REASON', 'CREATED'] });
-  for (const j of jobs) {
-    t.push([j.id, j.type, j.state, j.attempt, j.gpus, j.priority, j.node_id ?? '', (j.gpu_indices ?? []).join(','), j.reason ?? '', j.created_at]);
-  }
-  log(t.toString());
-}
-
-function printJob(j: JobDetailJson) {
-  const t = new Table({ style: { head: [] } });
-  t.push(
-    { id: j.id },
-    { type: j.type },
-    { state: j.state },
-    { attempt: String(j.attempt) },
-    { command: j.command.join(' ') },
-    { working_dir: j.working_dir },
-    { gpus: `${j.gpus}${j.gpu_indices ? ` on ${j.node_id} [${j.gpu_indices.join(',')}]` : ''}` },
-    { selector: Object.entries(j.selector).map(([k, v]) => `${k}=${v}`).join(' ') || '-' },
-    { priority: String(j.priority) },
-    { exit: j.exit_code === null ? (j.signal ?? '-') : String(j.exit_code) },
-    { reason: j.reason ?? '-' },
-  );
-  log(t.toString());
-  const a = new Table({ style: { head: [] }, head: ['ATTEMPT', 'STATE', 'NODE', 'CARDS', 'PID', 'EXIT', 'REASON', 'CHANGED', 'LOG'] });
-  for (const x of j.attempts) {
-    const changed = x.changes.map((c) => `${c.key}: ${JSON.stringify(c.from)} → ${JSON.stringify(c.to)}`).join('\n');
-    a.push([x.attempt, x.state, x.node_id ?? '', (x.gpu_indices ?? []).join(','), x.pid ?? '', x.exit_code ?? x.signal ?? '', x.reason ?? '', changed, x.log_path ?? '']);
-  }
-  log(a.toString());
-  const h = new Table({ style: { head: [] }, head: ['AT', 'ATTEMPT', 'FROM', 'TO', 'DETAIL'] });
-  for (const x of j.history) h.push([x.at, x.attempt, x.from ?? '', x.to, x.detail ?? '']);
-  log(h.toString());
-}
-
 export function buildProgram(): Command {
   const program = new Command('gpuctl')
     .description('GPUPlane: run training jobs on your own GPU nodes')
@@ -86,10 +52,13 @@ export function buildProgram(): Command {
     if (home) process.env.GPUPLANE_HOME = home;
   });
 
+  const logLevel = () =>
+    new Option('--log-level <level>', 'log at this level and above (JSON lines on stderr)').choices(LOG_LEVELS).default('info').env('GPUPLANE_LOG_LEVEL');
   const agentOptions = (c: Command) =>
     c
       .option('--label <k=v>', 'a node label (repeatable)', pairArg, {})
-      .option('--fake-gpus <n>', 'pretend to have N cards (no nvidia-smi needed)', intArg('--fake-gpus', 0));
+      .option('--fake-gpus <n>', 'pretend to have N cards (no nvidia-smi needed)', intArg('--fake-gpus', 0))
+      .addOption(logLevel());
 
   agentOptions(
     program
@@ -97,9 +66,9 @@ export function buildProgram(): Command {
       .description('start Temporal dev server, API, control worker and one local agent on the embedded defaults')
       .option('--node-id <id>', 'the local agent\'s node id (default: hostname)')
       .option('--temporal-ui-port <port>', 'Temporal Web UI port', intArg('--temporal-ui-port', 1), 8233),
-  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; temporalUiPort: number }) => {
+  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; temporalUiPort: number; logLevel: LogLevel }) => {
     const { up } = await import('./up.ts');
-    await up(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, temporalUiPort: o.temporalUiPort }, log);
+    await up(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, temporalUiPort: o.temporalUiPort }, log, createLogger(o.logLevel));
   });
 
   agentOptions(
@@ -112,25 +81,27 @@ export function buildProgram(): Command {
           .choices(['detach', 'kill'])
           .default('detach'),
       ),
-  ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; onStop: 'detach' | 'kill' }) => {
+  ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; onStop: 'detach' | 'kill'; logLevel: LogLevel }) => {
     const { serveAgent } = await import('./serve.ts');
-    await serveAgent(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, onStop: o.onStop }, log);
+    await serveAgent(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, onStop: o.onStop }, log, createLogger(o.logLevel));
   });
 
   program
     .command('api')
     .description('run the API server alone (needs DATABASE_URL)')
-    .action(async () => {
+    .addOption(logLevel())
+    .action(async (o: { logLevel: LogLevel }) => {
       const { serveApi } = await import('./serve.ts');
-      await serveApi(loadConfig(), log);
+      await serveApi(loadConfig(), log, createLogger(o.logLevel));
     });
 
   program
     .command('control-worker')
     .description('run the control worker alone (needs DATABASE_URL)')
-    .action(async () => {
+    .addOption(logLevel())
+    .action(async (o: { logLevel: LogLevel }) => {
       const { serveControl } = await import('./serve.ts');
-      await serveControl(loadConfig(), log);
+      await serveControl(loadConfig(), log, createLogger(o.logLevel));
     });
 
   program
@@ -177,7 +148,7 @@ export function buildProgram(): Command {
     .action(async (o, cmd: Command) => {
       const jobs = await clientOf(cmd).jobs({ state: o.state, type: o.type, project: o.project, limit: o.limit });
       if (o.json) log(JSON.stringify(jobs, null, 2));
-      else printJobs(jobs);
+      else log(renderJobs(jobs));
     });
 
   program
@@ -188,7 +159,7 @@ export function buildProgram(): Command {
     .action(async (id: string, o, cmd: Command) => {
       const j = await clientOf(cmd).job(id);
       if (o.json) log(JSON.stringify(j, null, 2));
-      else printJob(j);
+      else log(renderJob(j));
     });
 
   program
@@ -258,19 +229,7 @@ export function buildProgram(): Command {
         log(JSON.stringify(nodes, null, 2));
         return;
       }
-      const t = new Table({ style: { head: [] }, head: ['NODE', 'STATUS', 'LABELS', 'CARDS', 'FREE', 'OWNERS'] });
-      for (const n of nodes) {
-        const present = n.gpus.filter((g) => g.present);
-        t.push([
-          n.id,
-          n.status,
-          Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(' '),
-          present.length,
-          present.filter((g) => !g.owner_job_id).length,
-          present.filter((g) => g.owner_job_id).map((g) => `${g.index}:${g.owner_job_id}`).join(' '),
-        ]);
-      }
-      log(t.toString());
+      log(renderNodes(nodes));
     });
 
   return program;

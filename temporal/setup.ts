@@ -1,8 +1,10 @@
 import { Connection, type Client } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import { Client as TemporalClient } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, type LogEntry } from '@temporalio/worker';
+import { NativeConnection, Runtime } from '@temporalio/worker';
+import type { Logger } from 'pino';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+import { temporalLevelOf, temporalLogger } from './logger.ts';
 
 const KEYWORD = 2; // temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
 
@@ -34,29 +36,26 @@ export async function connectClient(address: string, namespace: string): Promise
   return { client, close: () => connection.close() };
 }
 
-export async function connectWorker(address: string): Promise<NativeConnection> {
-  installTemporalRuntime((process.env.GPUPLANE_TEMPORAL_LOG_LEVEL as 'WARN' | undefined) ?? 'WARN');
+/** A worker connection; the first one installs the Temporal runtime, logging through `logger`. */
+export async function connectWorker(address: string, logger: Logger): Promise<NativeConnection> {
+  installTemporalRuntime(logger);
   return NativeConnection.connect({ address });
 }
 
 let runtimeInstalled = false;
 /**
- * Installs the Temporal worker runtime once per process: warnings and errors only, and no
- * signal handlers of its own, so our shutdown stops the agent, API and workers in order.
+ * Installs the Temporal worker runtime once per process: its TypeScript side and its native
+ * core both log through our pino logger at its level, and it has no signal handlers of its
+ * own, so our shutdown stops the agent, API and workers in order.
  */
-export function installTemporalRuntime(level: 'WARN' | 'INFO' | 'DEBUG' = 'WARN'): void {
+export function installTemporalRuntime(logger: Logger): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  // An agent's worker has no workflows by design; the SDK's warning about that is noise.
-  const logger = new DefaultLogger(level, (entry) => {
-    if (entry.message.startsWith('No workflows registered')) return;
-    // An attempt or lease ended by its own agent's shutdown is expected, not a warning.
-    if ((entry.meta?.error as { type?: string } | undefined)?.type === 'AgentShutdown') return;
-    defaultLog(entry);
+  const level = temporalLevelOf(logger);
+  Runtime.install({
+    logger: temporalLogger(logger),
+    // Native crates other than Temporal's own (gRPC, HTTP/2) only from warnings up.
+    telemetryOptions: { logging: { filter: { core: level, other: level === 'ERROR' ? 'ERROR' : 'WARN' }, forward: {} } },
+    shutdownSignals: [],
   });
-  const defaultLog = (entry: LogEntry) => {
-    const meta = entry.meta && Object.keys(entry.meta).length ? entry.meta : '';
-    process.stderr.write(`${new Date(Number(entry.timestampNanos / 1_000_000n)).toISOString()} [${entry.level}] ${entry.message} ${meta ? JSON.stringify(meta) : ''}\n`);
-  };
-  Runtime.install({ logger, shutdownSignals: [] });
 }

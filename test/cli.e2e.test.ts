@@ -55,6 +55,49 @@ describe('gpuctl', () => {
     expect((await gpuctl('nodes')).stdout).toContain('c1');
   });
 
+  it('prints borderless, uncoloured tables when piped', async () => {
+    const id = (await gpuctl('submit', '--type', 'CUSTOM', '--gpus', '1', '--', 'sh', '-c', 'echo oops; exit 3')).stdout.trim();
+    expect((await gpuctl('wait', id)).code).toBe(3);
+    const jobs = await gpuctl('jobs');
+    const job = await gpuctl('job', id);
+    const nodes = await gpuctl('nodes');
+    // NO_COLOR wins even where a library would be told to force colour.
+    const forced = await exec(process.execPath, [gpuctlPath, 'job', id], { env: { ...c.env, GPUPLANE_API_URL: c.apiUrl, NO_COLOR: '1', FORCE_COLOR: '3' } });
+    for (const out of [jobs.stdout, job.stdout, nodes.stdout, forced.stdout]) {
+      expect(out).not.toContain('\x1b');
+      expect(out).not.toMatch(/[\u2500-\u257f]/); // box drawing: ─ │ ┌ ┼ …
+    }
+    expect(jobs.stdout.split('\n')[0]).toMatch(/^ID {2,}TYPE {2,}STATE {2,}ATT {2,}GPUS {2,}PRIO {2,}NODE {2,}CARDS {2,}AGE {2,}REASON$/);
+    expect(jobs.stdout).toMatch(new RegExp(`^${id} +CUSTOM +FAILED +1 +1 +0 +c1 .*\\d+s +exit code 3`, 'm'));
+    const [block, attempts, history] = job.stdout.trimEnd().split('\n\n');
+    expect(block).toMatch(new RegExp(`^id: +${id}$`, 'm'));
+    expect(block).toMatch(/^command: +sh -c 'echo oops; exit 3'$/m);
+    expect(block).toMatch(/^reason: +exit code 3 — hint: see the attempt's log \(gpuctl job ID shows its path\)$/m);
+    expect(block).toMatch(/^log: +\/.*attempt-1\.log$/m);
+    expect(attempts).toMatch(/^ATTEMPT {2,}STATE {2,}NODE {2,}CARDS {2,}PID {2,}EXIT {2,}REASON {2,}CHANGED\n1 {2,}FAILED {2,}c1 /);
+    expect(history.split('\n')[0]).toMatch(/^AT {2,}ATTEMPT {2,}FROM {2,}TO {2,}DETAIL$/);
+    expect(history).toMatch(/ RUNNING {2,}FAILED/);
+    // Long reasons are cut in tables: no line of `gpuctl jobs` is wider than its capped columns allow.
+    expect(Math.max(...jobs.stdout.split('\n').map((l) => l.length))).toBeLessThan(160);
+    expect(nodes.stdout).toMatch(/^c1 {2,}ONLINE {2,}kind=test {2,}2 {2,}/m);
+  });
+
+  it('logs JSON lines on stderr from the API and the workers', async () => {
+    // stdout and stderr share one buffer: take the lines that are whole JSON objects.
+    const json = (out: string) =>
+      out.split('\n').flatMap((l) => {
+        try {
+          const v: unknown = JSON.parse(l);
+          return v && typeof v === 'object' ? [v as Record<string, unknown>] : [];
+        } catch {
+          return [];
+        }
+      });
+    expect(json(c.api.output)).toContainEqual(expect.objectContaining({ level: 'info', msg: expect.stringMatching(/^Server listening at /) }));
+    expect(json(c.control.output)).toContainEqual(expect.objectContaining({ level: 'info', component: 'temporal', msg: 'Worker state changed' }));
+    expect(json(c.agents.get('c1')!.output)).toContainEqual(expect.objectContaining({ level: 'info', component: 'temporal', msg: 'Worker state changed' }));
+  });
+
   it('fails with one line and a non-zero status on bad input', async () => {
     for (const args of [
       ['submit', '--gpus', '-1', '--', 'true'],

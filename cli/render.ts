@@ -1,0 +1,84 @@
+/** What `gpuctl jobs`, `gpuctl job ID` and `gpuctl nodes` print for people; `--json` prints everything. */
+import type { JobDetailJson, JobJson, NodeJson } from './client.ts';
+import { age, keyValues, shellJoin, table } from './table.ts';
+
+const REASON_WIDTH = 40;
+const cards = (indices: number[] | null) => (indices ?? []).join(',');
+const pairs = (o: Record<string, unknown>) =>
+  Object.entries(o)
+    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .join(' ');
+
+export function renderJobs(jobs: JobJson[], now = Date.now()): string {
+  return table(
+    ['ID', 'TYPE', 'STATE', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'AGE', 'REASON'],
+    jobs.map((j) => [j.id, j.type, j.state, j.attempt, j.gpus, j.priority, j.node_id ?? '', cards(j.gpu_indices), age(j.created_at, now), j.reason ?? '']),
+    { NODE: 24, REASON: REASON_WIDTH },
+  );
+}
+
+/** A `key: value` block, then the attempts, then the state history. */
+export function renderJob(j: JobDetailJson): string {
+  // The newest log there is: a queued retry has none yet, and its predecessor's is the one to read.
+  const log = [...j.attempts].reverse().find((a) => a.log_path)?.log_path;
+  const params = (j.params ?? {}) as Record<string, unknown>;
+  const block = keyValues([
+    ['id', j.id],
+    ['type', j.type],
+    ['state', j.state],
+    ['attempt', j.attempt],
+    ['command', shellJoin(j.command)],
+    ['working_dir', j.working_dir],
+    ['gpus', `${j.gpus}${j.gpu_indices ? ` on ${j.node_id} [${cards(j.gpu_indices)}]` : ''}`],
+    ['selector', pairs(j.selector)],
+    ['params', pairs(params)],
+    ['priority', j.priority],
+    ['exit', j.exit_code ?? j.signal],
+    ['reason', j.reason],
+    ['created', j.created_at],
+    ['started', j.started_at],
+    ['ended', j.ended_at],
+    ['log', log],
+  ]);
+  const attempts = table(
+    ['ATTEMPT', 'STATE', 'NODE', 'CARDS', 'PID', 'EXIT', 'REASON', 'CHANGED'],
+    j.attempts.map((a) => [
+      a.attempt,
+      a.state,
+      a.node_id ?? '',
+      cards(a.gpu_indices),
+      a.pid ?? '',
+      a.exit_code ?? a.signal ?? '',
+      a.reason ?? '',
+      a.changes.map((c) => `${c.key}: ${JSON.stringify(c.from)} → ${JSON.stringify(c.to)}`).join(', '),
+    ]),
+    { NODE: 24, REASON: REASON_WIDTH, CHANGED: REASON_WIDTH },
+  );
+  const history = table(
+    ['AT', 'ATTEMPT', 'FROM', 'TO', 'DETAIL'],
+    j.history.map((h) => [h.at, h.attempt, h.from ?? '', h.to, h.detail ?? '']),
+    { DETAIL: 80 },
+  );
+  return `${block}\n\n${attempts}\n\n${history}`;
+}
+
+export function renderNodes(nodes: NodeJson[]): string {
+  return table(
+    ['NODE', 'STATUS', 'LABELS', 'CARDS', 'FREE', 'OWNERS'],
+    nodes.map((n) => {
+      const present = n.gpus.filter((g) => g.present);
+      // One entry a job, with its cards: job-a:0,1 job-b:2.
+      const owners = new Map<string, number[]>();
+      for (const g of present) if (g.owner_job_id) owners.set(g.owner_job_id, [...(owners.get(g.owner_job_id) ?? []), g.index]);
+      return [
+        n.id,
+        n.status,
+        pairs(n.labels),
+        present.length,
+        present.filter((g) => !g.owner_job_id).length,
+        [...owners].map(([job, idx]) => `${job}:${idx.join(',')}`).join(' '),
+      ];
+    }),
+    { NODE: 24, LABELS: 40, OWNERS: 60 },
+  );
+}

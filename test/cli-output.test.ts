@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import type { JobJson } from '../cli/client.ts';
+import { renderJobs } from '../cli/render.ts';
+import { age, cell, keyValues, shellJoin, table } from '../cli/table.ts';
+
+const BOX = /[\u2500-\u257f]/;
+
+describe('CLI tables', () => {
+  it('are borderless and uncoloured, with capital headers and columns two or more spaces apart', () => {
+    const out = table(['ID', 'STATE'], [['job-1', 'RUNNING'], ['job-22', 'FAILED']]);
+    expect(out).toBe(['ID       STATE', 'job-1    RUNNING', 'job-22   FAILED'].join('\n'));
+    expect(out).not.toMatch(BOX);
+    expect(out).not.toContain('\x1b');
+  });
+
+  it('cut long cells to their column width and keep a row on one line', () => {
+    const out = table(['ID', 'REASON'], [['job-1', `a\nb\t${'x'.repeat(100)}`]], { REASON: 20 });
+    const lines = out.split('\n');
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toBe(`job-1   a b ${'x'.repeat(15)}…`);
+  });
+
+  it('strip colour codes and control characters that a job log put in a reason', () => {
+    expect(cell('\x1b[31mCUDA out of memory\x1b[0m\r\n')).toBe('CUDA out of memory');
+    expect(keyValues([['reason', '\x1b[1mbad\x1b[0m\x07 end'], ['exit', null]])).toBe('reason: bad end\nexit:   -');
+  });
+
+  it('print jobs with a kubectl-style AGE and a bounded width', () => {
+    const now = Date.parse('2025-01-01T12:00:00Z');
+    const job = {
+      id: 'job-abc',
+      type: 'TRAIN',
+      state: 'FAILED',
+      attempt: 1,
+      gpus: 1,
+      priority: 0,
+      node_id: 'n1',
+      gpu_indices: [0],
+      reason: 'exit code 3 — hint: '.padEnd(500, 'z'),
+      created_at: '2025-01-01T11:55:00Z',
+    } as JobJson;
+    const out = renderJobs([job], now);
+    expect(out.split('\n')[0]).toMatch(/^ID\s{2,}TYPE\s{2,}STATE\s{2,}ATT\s{2,}GPUS\s{2,}PRIO\s{2,}NODE\s{2,}CARDS\s{2,}AGE\s{2,}REASON$/);
+    expect(out).toMatch(/ {2}5m {2,}exit code 3 — hint: z+…$/m);
+    expect(Math.max(...out.split('\n').map((l) => l.length))).toBeLessThan(120);
+  });
+
+  it('show ages and commands as people read them', () => {
+    const now = Date.parse('2025-01-10T00:00:00Z');
+    expect(['2025-01-09T23:59:15Z', '2025-01-09T23:30:00Z', '2025-01-09T20:00:00Z', '2025-01-01T00:00:00Z'].map((t) => age(t, now))).toEqual(['45s', '30m', '4h', '9d']);
+    expect(shellJoin(['sh', '-c', "echo 'hi' && exit 3", ''])).toBe(`sh -c 'echo '\\''hi'\\'' && exit 3' ''`);
+  });
+});
