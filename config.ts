@@ -1,5 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
+import { DEFAULT_LOST_AFTER_S } from './domain/liveness.ts';
 
 /** Everything GPUPlane reads from the environment, with its default, in one place. */
 export interface GpuplaneConfig {
@@ -10,7 +11,10 @@ export interface GpuplaneConfig {
   apiHost: string;
   apiPort: number;
   apiUrl: string;
+  /** Heartbeat timeout of node leases and running attempts: after it, a silent node is suspect. */
   heartbeatTimeoutMs: number;
+  /** Silence after which a node's attempts are LOST (see domain/liveness.ts). */
+  lostAfterMs: number;
   killGraceMs: number;
   backfillHoldMs: number;
 }
@@ -36,6 +40,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     apiPort,
     apiUrl: overrides.apiUrl ?? process.env.GPUPLANE_API_URL ?? `http://${apiHost}:${apiPort}`,
     heartbeatTimeoutMs: overrides.heartbeatTimeoutMs ?? intFromEnv('GPUPLANE_HEARTBEAT_TIMEOUT_S', 10) * 1000,
+    lostAfterMs: overrides.lostAfterMs ?? intFromEnv('GPUPLANE_LOST_AFTER_S', DEFAULT_LOST_AFTER_S) * 1000,
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,
     backfillHoldMs: overrides.backfillHoldMs ?? intFromEnv('GPUPLANE_BACKFILL_HOLD_S', 300) * 1000,
   };

@@ -2,15 +2,16 @@ import type { Client } from '@temporalio/client';
 import { and, eq, lt } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
-import { getJob, getJobForUpdate, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
+import { getJob, getJobForUpdate, noteJob, ownedCards, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
 import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
 import { jobAttempts, jobs, runs } from '../db/schema.ts';
-import { dispatchSignal } from '../workflows/job-workflow.ts';
+import { dispatchSignal } from '../workflows/job-messages.ts';
 import { startJobWorkflow, type JobTimeouts } from '../temporal/client-ops.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
-import { nodeSuspectSignal } from '../workflows/node-workflow.ts';
-import { wakeSchedulerSignal, type SchedulerInput } from '../workflows/scheduler-workflow.ts';
+import { nodeSuspectSignal } from '../workflows/node-messages.ts';
+import { wakeSchedulerSignal } from '../workflows/scheduler-messages.ts';
+import type { SchedulerInput } from '../workflows/scheduler-workflow.ts';
 import type { AttemptOutcome, AttemptSpec, JobState, NodeInventory, SchedulePassResult } from '../workflows/types.ts';
 import { classifyFailure } from './failure.ts';
 import type { Placement } from './placement.ts';
@@ -130,15 +131,15 @@ export function createControlActivities(deps: ControlDeps) {
       };
     },
 
-    async cancelBeforeStart(a: { jobId: string; attempt: number }): Promise<{ state: JobState }> {
+    async cancelBeforeStart(a: { jobId: string; attempt: number; reason?: string }): Promise<{ state: JobState }> {
       const { state, freed } = await db.transaction(async (tx) => {
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
           from: ['CREATED', 'QUEUED', 'DISPATCHING', 'LOST'],
           to: 'CANCELLED',
-          detail: 'cancelled before it started',
-          job: { endedAt: new Date() },
+          detail: `${a.reason ?? 'cancelled'} before it started`,
+          job: { endedAt: new Date(), reason: a.reason ?? 'cancelled' },
           attemptRow: { endedAt: new Date() },
         });
         const freed = await releaseSlots(tx, a.jobId, a.attempt);
@@ -149,10 +150,19 @@ export function createControlActivities(deps: ControlDeps) {
       return { state };
     },
 
-    async beginAttempt(a: { jobId: string; attempt: number; nodeId: string; gpuIndices: number[] }): Promise<AttemptSpec> {
+    /**
+     * Creates the attempt's Run and returns what its node needs. The node and cards come from
+     * the database: an attempt the scheduler did not move to DISPATCHING (a stale or forged
+     * dispatch signal) gets null and stays where it is.
+     */
+    async beginAttempt(a: { jobId: string; attempt: number }): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
       return db.transaction(async (tx) => {
         const job = await getJobForUpdate(tx, a.jobId);
         if (!job) throw new Error(`job ${a.jobId} does not exist`);
+        if (job.attempt !== a.attempt || job.state !== 'DISPATCHING' || !job.nodeId || !job.gpuIndices) return null;
+        const owned = await ownedCards(tx, a.jobId, a.attempt);
+        const wanted = [...job.gpuIndices].sort((x, y) => x - y).join(',');
+        if (owned.indices.join(',') !== wanted || (wanted !== '' && owned.nodeId !== job.nodeId)) return null;
         let runId: string | null = null;
         if (job.type !== 'CUSTOM') {
           const [existing] = await tx
@@ -179,11 +189,12 @@ export function createControlActivities(deps: ControlDeps) {
           attempt: a.attempt,
           type: job.type,
           runId,
+          nodeId: job.nodeId,
           command: job.command,
           workingDir: job.workingDir,
           env: job.env,
           params: job.params,
-          gpuIndices: a.gpuIndices,
+          gpuIndices: job.gpuIndices,
         };
       });
     },
@@ -203,16 +214,8 @@ export function createControlActivities(deps: ControlDeps) {
       );
     },
 
-    async noteReattached(a: { jobId: string; attempt: number; pid: number }): Promise<void> {
-      await db.transaction((tx) =>
-        transitionJob(tx, {
-          jobId: a.jobId,
-          attempt: a.attempt,
-          from: ['RUNNING'],
-          to: 'RUNNING',
-          detail: `agent restarted and re-attached to pid ${a.pid}`,
-        }),
-      );
+    async noteAttempt(a: { jobId: string; attempt: number; detail: string }): Promise<void> {
+      await noteJob(db, a);
     },
 
     async finishAttempt(a: { jobId: string; attempt: number; outcome: AttemptOutcome }): Promise<{ state: JobState; requeue: boolean }> {
@@ -277,6 +280,32 @@ export function createControlActivities(deps: ControlDeps) {
           .signal(nodeSuspectSignal)
           .catch(() => undefined);
       }
+      await wake();
+      return result;
+    },
+
+    /** Ends a job whose workflow was closed in Temporal; its process is already stopped. */
+    async settleJob(a: { jobId: string; attempt: number; state: 'FAILED' | 'CANCELLED'; reason: string }): Promise<{ state: JobState }> {
+      const result = await db.transaction(async (tx) => {
+        const now = new Date();
+        const moved = await transitionJob(tx, {
+          jobId: a.jobId,
+          attempt: a.attempt,
+          from: ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'LOST'],
+          to: a.state,
+          detail: a.reason,
+          job: { reason: a.reason, endedAt: now },
+          attemptRow: { reason: a.reason, endedAt: now },
+        });
+        await releaseSlots(tx, a.jobId, a.attempt);
+        if (moved !== null) {
+          await tx
+            .update(runs)
+            .set({ status: a.state, endedAt: now })
+            .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
+        }
+        return { state: moved !== null ? a.state : ((await getJob(tx, a.jobId))?.state ?? a.state) };
+      });
       await wake();
       return result;
     },

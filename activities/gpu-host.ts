@@ -1,17 +1,18 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import type { Readable } from 'node:stream';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { attemptStartedSignal } from '../workflows/job-workflow.ts';
+import { baseJobEnv } from '../domain/job-env.ts';
+import { livenessPlan, PROBE_INTERVAL_MS } from '../domain/liveness.ts';
+import { attemptStartedSignal } from '../workflows/job-messages.ts';
 import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
-import { nodeOnlineSignal } from '../workflows/node-workflow.ts';
+import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
+import { killGroup, readTail, workingDirProblem } from '../workers/gpu-host/proc.ts';
+import { SpawnFailed, type Live, type ProcessTable } from '../workers/gpu-host/process-table.ts';
 
-const shimPath = fileURLToPath(new URL('../workers/gpu-host/job-shim.sh', import.meta.url));
+export { decodeWaitStatus, processStartTime, readTail } from '../workers/gpu-host/proc.ts';
+export { ProcessTable, type AttemptRecord } from '../workers/gpu-host/process-table.ts';
 
 export interface GpuHostDeps {
   nodeId: string;
@@ -20,275 +21,40 @@ export interface GpuHostDeps {
   inventory: () => NodeInventory;
   logDir: string;
   apiUrl: string;
-  /** How long an attempt's shim waits for a restarted agent to adopt it before killing it. */
-  adoptWindowS: number;
-}
-
-interface ShimReport {
-  code: number | null;
-  signal: string | null;
-}
-
-const signalNames = new Map(Object.entries(os.constants.signals).map(([name, n]) => [n, name]));
-
-/** A shell wait status: 128 + N is "killed by signal N". */
-export function decodeWaitStatus(status: number): ShimReport {
-  if (status > 128 && signalNames.has(status - 128)) return { code: null, signal: signalNames.get(status - 128)! };
-  return { code: status, signal: null };
-}
-
-interface Live {
-  jobId: string;
-  attempt: number;
-  /** The shim's pid, which is also its process group id. */
-  pid: number;
-  /** How the command ended, as its shim reported it (null: the shim died without a word). */
-  exited: Promise<ShimReport | null>;
-  fenced: boolean;
-  /** For an adopted attempt: fences it unless a watchJob claims it in time. */
-  claimTimer?: NodeJS.Timeout;
-}
-
-/** What the agent keeps on disk about each attempt it runs, so that a restarted agent can adopt it. */
-export interface AttemptRecord {
-  spec: AttemptSpec;
-  pid: number;
-  startTime: string;
-  logPath: string;
-}
-
-/** The processes an agent runs, one per job at most; it outlives any one activity. */
-export class ProcessTable {
-  readonly live = new Map<string, Live>();
-  /** Set while the agent shuts down: its attempts end LOST (and re-queue), not FAILED. */
-  draining = false;
-  private readonly shutdown = new AbortController();
-  /** Resolves when the agent starts shutting down. */
-  readonly shuttingDown = new Promise<void>((r) => this.shutdown.signal.addEventListener('abort', () => r()));
-  constructor(
-    readonly killGraceMs: number,
-    /** Where attempt records, adoption marks and exit statuses live. */
-    readonly runDir: string,
-    /**
-     * SIGTERM → SIGKILL grace when fencing: short enough that a fenced process is dead before
-     * the server could count its attempt LOST and start it elsewhere.
-     */
-    readonly fenceGraceMs: number = killGraceMs,
-  ) {
-    fs.mkdirSync(runDir, { recursive: true });
-  }
-
-  file(jobId: string, kind: 'json' | 'adopt' | 'status' | 'fenced'): string {
-    return path.join(this.runDir, `${jobId}.${kind}`);
-  }
-
-  forget(jobId: string): void {
-    for (const kind of ['json', 'adopt', 'status', 'fenced'] as const) fs.rmSync(this.file(jobId, kind), { force: true });
-  }
-
-  /** SIGTERM to the whole process group, SIGKILL after the grace period. */
-  async stop(entry: Live, graceMs = this.killGraceMs): Promise<void> {
-    killGroup(entry.pid, 'SIGTERM');
-    const grace = new Promise<void>((r) => setTimeout(r, graceMs).unref());
-    await Promise.race([entry.exited, grace]);
-    killGroup(entry.pid, 'SIGKILL');
-    await entry.exited;
-  }
-
-  /**
-   * Fencing: kills every attempt at once. Called when the agent has lost the Temporal server
-   * for long enough that the server may already count these attempts LOST and start them
-   * elsewhere, so that one job never runs twice at the same time.
-   */
-  async fenceAll(): Promise<void> {
-    await Promise.all(
-      [...this.live.values()].map((e) => {
-        e.fenced = true;
-        this.markFenced(e.jobId);
-        return this.stop(e, this.fenceGraceMs);
-      }),
-    );
-  }
-
-  async stopAll(): Promise<void> {
-    this.draining = true;
-    this.shutdown.abort();
-    await Promise.all(
-      [...this.live.values()].map((e) => {
-        this.markFenced(e.jobId);
-        return this.stop(e);
-      }),
-    );
-  }
-
-  /** An attempt we kill on purpose must never be adopted later and taken for the job's outcome. */
-  private markFenced(jobId: string): void {
-    try {
-      fs.writeFileSync(this.file(jobId, 'fenced'), '');
-    } catch {
-      // The run dir is gone: nothing left to adopt either.
-    }
-  }
-
-  /**
-   * A restarted agent adopts the attempts of its previous life that still run (same pid and
-   * start time): it tells their shims it is their owner now, so they are not fenced, and
-   * returns them so their workflows can switch to watching them.
-   */
-  adoptSurvivors(claimWithinMs: number): AttemptRecord[] {
-    const adopted: AttemptRecord[] = [];
-    for (const f of fs.readdirSync(this.runDir).filter((x) => x.endsWith('.json'))) {
-      let rec: AttemptRecord;
-      try {
-        rec = JSON.parse(fs.readFileSync(path.join(this.runDir, f), 'utf8')) as AttemptRecord;
-      } catch {
-        continue;
-      }
-      const jobId = rec.spec.jobId;
-      const alive = processStartTime(rec.pid) === rec.startTime;
-      const fencedByShim = fs.existsSync(this.file(jobId, 'fenced'));
-      if (fencedByShim || (!alive && !fs.existsSync(this.file(jobId, 'status')))) {
-        // Fenced, or killed, while no agent watched: its attempt goes LOST. (A fenced shim may
-        // still be waiting out its grace period; the workflow never hears of it again.)
-        if (!alive) this.forget(jobId);
-        continue;
-      }
-      if (alive) fs.writeFileSync(this.file(jobId, 'adopt'), String(process.pid));
-      const entry: Live = { jobId, attempt: rec.spec.attempt, pid: rec.pid, exited: watchStatus(rec.pid, this.file(jobId, 'status')), fenced: false };
-      // If its workflow has moved on (it counted the attempt LOST before we were back), no
-      // watchJob comes: the adopted process is fenced before a new attempt could overlap it.
-      entry.claimTimer = setTimeout(() => {
-        if (this.live.get(jobId) !== entry) return;
-        entry.fenced = true;
-        void this.stop(entry, this.fenceGraceMs).then(() => {
-          this.live.delete(jobId);
-          this.forget(jobId);
-        });
-      }, claimWithinMs);
-      entry.claimTimer.unref();
-      this.live.set(jobId, entry);
-      adopted.push(rec);
-    }
-    return adopted;
-  }
-}
-
-/** Why a working dir cannot host an attempt, or null when it can. */
-function workingDirProblem(dir: string): string | null {
-  try {
-    if (!fs.statSync(dir).isDirectory()) return `working dir is not a directory: ${dir}`;
-    fs.accessSync(dir, fs.constants.X_OK);
-    return null;
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? `working dir not found: ${dir}` : `working dir not usable (${code}): ${dir}`;
-  }
-}
-
-/** Field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot. */
-export function processStartTime(pid: number): string | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
-  } catch {
-    return null;
-  }
-}
-
-/** For an adopted attempt (not our child): its shim's status file, or null once it is gone without one. */
-function watchStatus(pid: number, statusFile: string): Promise<ShimReport | null> {
-  return new Promise((resolve) => {
-    const check = () => {
-      if (fs.existsSync(statusFile)) {
-        const n = Number(fs.readFileSync(statusFile, 'utf8').trim());
-        return resolve(Number.isInteger(n) ? decodeWaitStatus(n) : null);
-      }
-      if (processStartTime(pid) === null) {
-        // One more look: the status may land just as the shim exits.
-        return setTimeout(() => resolve(fs.existsSync(statusFile) ? decodeWaitStatus(Number(fs.readFileSync(statusFile, 'utf8').trim())) : null), 200);
-      }
-      setTimeout(check, 200);
-    };
-    check();
-  });
-}
-
-const TAIL_BYTES = 8192;
-
-export function readTail(file: string, bytes = TAIL_BYTES): string {
-  try {
-    const fd = fs.openSync(file, 'r');
-    try {
-      const size = fs.fstatSync(fd).size;
-      const start = Math.max(0, size - bytes);
-      const buf = Buffer.alloc(size - start);
-      fs.readSync(fd, buf, 0, buf.length, start);
-      return buf.toString('utf8');
-    } finally {
-      fs.closeSync(fd);
-    }
-  } catch {
-    return '';
-  }
-}
-
-function killGroup(pid: number, sig: NodeJS.Signals): void {
-  // Never a pid of 0 or below: -0 is our own group, -1 everything we may signal.
-  if (!(pid > 1)) return;
-  try {
-    process.kill(-pid, sig);
-  } catch {
-    // Already gone.
-  }
-}
-
-/** Reads the shim's one-line report from fd 3; null if it closed without one. */
-function shimReport(child: ChildProcess): Promise<ShimReport | null> {
-  const sock = child.stdio[3] as Readable;
-  return new Promise((resolve) => {
-    let buf = '';
-    let done = false;
-    const finish = (r: ShimReport | null) => {
-      if (done) return;
-      done = true;
-      resolve(r);
-    };
-    sock.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const nl = buf.indexOf('\n');
-      if (nl >= 0) {
-        const n = Number(buf.slice(0, nl));
-        finish(Number.isInteger(n) ? decodeWaitStatus(n) : null);
-      }
-    });
-    sock.on('error', () => undefined);
-    child.once('exit', (_code, signal) => {
-      // Give a report in flight a moment. A shim killed by a signal took its command with it;
-      // one that exited without a word (it fenced) reports nothing the job could own.
-      setTimeout(() => finish(signal ? { code: null, signal } : null), 50);
-    });
-  });
+  /** Names of the agent's environment that jobs get besides the documented base. */
+  passEnv: readonly string[];
 }
 
 /** An attempt cut short by its agent's shutdown did not fail: the job workflow treats it as LOST. */
 export const AGENT_SHUTDOWN = 'AgentShutdown';
-const agentShutdown = () =>
-  ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the agent shut down while the attempt ran', nonRetryable: true });
-const vanished = () =>
-  ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the attempt\'s process vanished while no agent watched it', nonRetryable: true });
-const fenced = () =>
-  ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'the agent lost the Temporal server and killed the attempt (fencing)', nonRetryable: true });
+const lostFailure = (message: string) => ApplicationFailure.create({ type: AGENT_SHUTDOWN, message, nonRetryable: true });
+const agentShutdown = () => lostFailure('the agent shut down while the attempt ran');
+const vanished = () => lostFailure("the attempt's process vanished while no agent watched it");
+const fenced = () => lostFailure('the agent lost the Temporal server and killed the attempt (fencing)');
 
-/** The GPU-host worker's activities: run one attempt's process, and hold the node's lease. */
+/** Is the workflow that this activity belongs to still open? (Asked while an attempt waits for a new watcher.) */
+async function workflowOpen(client: Client, jobId: string): Promise<boolean> {
+  const d = await client.workflow.getHandle(jobWorkflowId(jobId)).describe();
+  return d.status.name === 'RUNNING';
+}
+
+/** The GPU-host worker's activities: run one attempt's process, watch it, and hold the node's lease. */
 export function createGpuHostActivities(deps: GpuHostDeps) {
-  const live = deps.processes.live;
-  const stop = (e: Live) => deps.processes.stop(e);
+  const pt = deps.processes;
+  const live = pt.live;
 
-  /** Heartbeats while the attempt lives; kills its group when cancelled; reports how it ended. */
+  /**
+   * Heartbeats while the attempt lives; reports how it ended. A cancel asked by the workflow
+   * kills the group. When the server forgets this activity instead (its heartbeat timed out
+   * while the control plane was away, or the workflow was terminated), the process is left
+   * running for a watchJob to take over, and fenced if none comes.
+   */
   async function supervise(entry: Live, logPath: string): Promise<ProcessExit> {
     const ctx = Context.current();
+    const token = pt.claim(entry);
+    const mine = () => entry.watcher === token;
     try {
-      const every = Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 5);
+      const every = Math.min(PROBE_INTERVAL_MS, Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 5));
       const beat = setInterval(() => ctx.heartbeat({ pid: entry.pid }), every);
       try {
         ctx.heartbeat({ pid: entry.pid });
@@ -297,97 +63,109 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
         clearInterval(beat);
       }
     } catch (err) {
-      // Cancelled by the user, or the server no longer knows this attempt: kill the group.
-      await stop(entry);
-      if (deps.processes.draining || entry.fenced) throw agentShutdown();
-      deps.processes.forget(entry.jobId);
+      if (!mine()) throw err;
+      if (ctx.cancellationDetails?.cancelRequested || pt.draining) {
+        await pt.stop(entry);
+        if (live.get(entry.jobId) === entry) live.delete(entry.jobId);
+        if (pt.draining || entry.fenced) throw agentShutdown();
+        throw err;
+      }
+      pt.orphan(entry, entry.fenceAfterMs, () => workflowOpen(deps.client, entry.jobId));
       throw err;
-    } finally {
-      if (live.get(entry.jobId) === entry) live.delete(entry.jobId);
     }
     const r = await entry.exited;
+    // Whatever the main process left in its group (dataloader workers, say) dies before its
+    // cards are given to someone else.
+    killGroup(entry.pid, 'SIGKILL');
+    if (mine() && live.get(entry.jobId) === entry) live.delete(entry.jobId);
     if (entry.fenced) throw fenced();
-    if (deps.processes.draining) throw agentShutdown();
-    deps.processes.forget(entry.jobId);
+    if (pt.draining) throw agentShutdown();
     if (r === null) throw vanished();
     return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: readTail(logPath), logPath };
   }
 
+  const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
+  const spawnError = (logPath: string, message: string): ProcessExit => ({ exitCode: null, signal: null, spawnError: message, logTail: '', logPath });
+
+  function jobEnv(spec: AttemptSpec): NodeJS.ProcessEnv {
+    return {
+      ...baseJobEnv(process.env, deps.passEnv),
+      ...spec.env,
+      // nvidia-smi numbers cards in PCI bus order; CUDA numbers them fastest-first unless told.
+      CUDA_DEVICE_ORDER: 'PCI_BUS_ID',
+      CUDA_VISIBLE_DEVICES: spec.gpuIndices.join(','),
+      GPUPLANE_JOB_ID: spec.jobId,
+      GPUPLANE_ATTEMPT: String(spec.attempt),
+      GPUPLANE_API_URL: deps.apiUrl,
+      GPUPLANE_NODE_ID: deps.nodeId,
+      GPUPLANE_PARAMS: JSON.stringify(spec.params ?? {}),
+      ...(spec.runId ? { GPUPLANE_RUN_ID: spec.runId } : {}),
+    };
+  }
+
   return {
     async runJob(spec: AttemptSpec): Promise<ProcessExit> {
+      const logPath = logPathOf(spec.jobId, spec.attempt);
+      const existing = live.get(spec.jobId);
+      // The same attempt again (a reset workflow, a duplicate task): watch it, never start a twin.
+      if (existing && existing.attempt === spec.attempt && !existing.fenced) return supervise(existing, logPath);
       // Fencing: an older attempt of the same job must never run beside this one.
-      const older = live.get(spec.jobId);
-      if (older && older.attempt !== spec.attempt) await stop(older);
+      if (existing) await pt.fence(existing);
+      const ended = pt.endedStatus(spec.jobId, spec.attempt);
+      if (ended) return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: readTail(logPath), logPath };
 
-      const logPath = path.join(deps.logDir, spec.jobId, `attempt-${spec.attempt}.log`);
       fs.mkdirSync(path.dirname(logPath), { recursive: true });
       const dirProblem = workingDirProblem(spec.workingDir);
-      if (dirProblem) return { exitCode: null, signal: null, spawnError: dirProblem, logTail: '', logPath };
-      const env: NodeJS.ProcessEnv = {
-        ...process.env,
-        ...spec.env,
-        CUDA_VISIBLE_DEVICES: spec.gpuIndices.join(','),
-        GPUPLANE_JOB_ID: spec.jobId,
-        GPUPLANE_ATTEMPT: String(spec.attempt),
-        GPUPLANE_API_URL: deps.apiUrl,
-        GPUPLANE_NODE_ID: deps.nodeId,
-        GPUPLANE_PARAMS: JSON.stringify(spec.params ?? {}),
-        ...(spec.runId ? { GPUPLANE_RUN_ID: spec.runId } : {}),
-      };
-      const pt = deps.processes;
-      pt.forget(spec.jobId);
-      const fd = fs.openSync(logPath, 'a');
-      let child: ChildProcess;
+      if (dirProblem) return spawnError(logPath, dirProblem);
+      const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
+      let entry: Live;
       try {
-        child = spawn(
-          '/bin/sh',
-          [shimPath, String(pt.fenceGraceMs / 1000), String(deps.adoptWindowS), path.join(pt.runDir, spec.jobId), ...spec.command],
-          { cwd: spec.workingDir, env, detached: true, stdio: ['ignore', fd, fd, 'pipe'] },
-        );
+        entry = pt.spawn(spec, jobEnv(spec), logPath, plan);
       } catch (err) {
-        return { exitCode: null, signal: null, spawnError: `could not start the attempt: ${(err as Error).message}`, logTail: '', logPath };
-      } finally {
-        fs.closeSync(fd);
+        const why = err instanceof SpawnFailed ? await err.error : (err as Error);
+        return spawnError(logPath, `could not start the attempt: ${why.message}`);
       }
-      // A start that fails later (EACCES on the working dir, say) arrives as an event; unheard,
-      // it would take the whole agent down.
-      const startError = new Promise<Error>((resolve) => child.once('error', resolve));
-      if (child.pid === undefined) {
-        const err = await startError;
-        return { exitCode: null, signal: null, spawnError: `could not start the attempt: ${err.message}`, logTail: '', logPath };
-      }
-      const pid = child.pid;
-      const entry: Live = { jobId: spec.jobId, attempt: spec.attempt, pid, exited: shimReport(child), fenced: false };
-      live.set(spec.jobId, entry);
-      const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath };
-      fs.writeFileSync(pt.file(spec.jobId, 'json'), JSON.stringify(record));
       try {
-        await deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid, logPath });
+        await deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: entry.pid, logPath });
       } catch (err) {
-        await stop(entry);
+        await pt.stop(entry);
         live.delete(spec.jobId);
-        pt.forget(spec.jobId);
+        pt.forget(spec.jobId, spec.attempt);
         throw err;
       }
       return supervise(entry, logPath);
     },
 
-    /** Watches an attempt this agent adopted after a restart, as runJob would have. */
-    async watchJob(a: { jobId: string; attempt: number; logPath: string }): Promise<ProcessExit> {
+    /**
+     * Takes over watching an attempt on this node: after the agent restarted, or after the
+     * server stopped hearing runJob's heartbeats (a control-plane outage). An attempt that
+     * ended meanwhile reports its status from the shim's file.
+     */
+    async watchJob(a: { jobId: string; attempt: number }): Promise<ProcessExit> {
+      const logPath = logPathOf(a.jobId, a.attempt);
       const entry = live.get(a.jobId);
-      if (!entry || entry.attempt !== a.attempt || entry.fenced) throw vanished();
-      clearTimeout(entry.claimTimer);
-      return supervise(entry, a.logPath);
+      if (entry && entry.attempt === a.attempt && !entry.fenced) return supervise(entry, logPath);
+      const ended = pt.endedStatus(a.jobId, a.attempt);
+      if (ended) return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: readTail(logPath), logPath };
+      throw vanished();
+    },
+
+    /** Kills an attempt whose workflow is gone (see settleJobWorkflow); done once it is dead. */
+    async stopAttempt(a: { jobId: string; attempt: number }): Promise<{ stopped: boolean }> {
+      const entry = live.get(a.jobId);
+      if (!entry || entry.attempt !== a.attempt) return { stopped: false };
+      await pt.fence(entry);
+      return { stopped: true };
     },
 
     async nodeLease(a: { nodeId: string }): Promise<void> {
       const ctx = Context.current();
       await deps.client.workflow.getHandle(nodeWorkflowId(a.nodeId)).signal(nodeOnlineSignal, deps.inventory());
-      const every = Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 5);
+      const every = Math.min(PROBE_INTERVAL_MS, Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 5));
       const beat = setInterval(() => ctx.heartbeat({ at: Date.now() }), every);
       try {
         ctx.heartbeat({ at: Date.now() });
-        await Promise.race([ctx.cancelled, deps.processes.shuttingDown]);
+        await Promise.race([ctx.cancelled, pt.shuttingDown]);
       } finally {
         clearInterval(beat);
       }

@@ -16,6 +16,7 @@ import { parseArgs } from 'node:util';
 import { Worker } from '@temporalio/worker';
 import { sql } from 'drizzle-orm';
 import { GpuplaneClient } from '../cli/client.ts';
+import { createLogger } from '../cli/logger.ts';
 import { openDatabase } from '../db/client.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { runSchedulePass } from '../db/queries/schedule.ts';
@@ -62,7 +63,7 @@ async function main() {
   say(`bench/dispatch: ${JOBS} jobs a shape, ${SAMPLES} latency samples, ${QUEUE} queued for the pass; ${os.cpus().length} cores`);
   const pgc = await startThrowawayCluster(pgPort);
   const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: tPort, uiPort: null, logFile: path.join(scratch, 'temporal.log') });
-  const connection = await connectWorker(temporal.address);
+  const connection = await connectWorker(temporal.address, createLogger('warn'));
   const results: string[] = [];
   try {
     // A fresh catalogue and namespace per shape, so one shape's leftovers do not slow the next.
@@ -71,13 +72,13 @@ async function main() {
       const database = await openDatabase({ url: pgc.url(name), poolSize: 20 });
       await ensureNamespace(temporal.address, name);
       const t = await connectClient(temporal.address, name);
-      const timeouts = { heartbeatTimeoutMs: 10_000, pickupTimeoutMs: 60_000 };
+      const timeouts = { heartbeatTimeoutMs: 10_000, lostAfterMs: 60_000 };
       const control = await startControlWorker({ db: database.db, client: t.client, connection, namespace: name, backfillHoldMs: 300_000, timeouts });
       const api = await startApiServer({ db: database.db, client: t.client, timeouts }, '127.0.0.1', 0);
       const agents: Agent[] = [];
       for (const n of nodes) {
         agents.push(
-          await startAgent({ nodeId: n.id, labels: {}, fakeGpus: n.gpus, client: t.client, connection, namespace: name, apiUrl: api.url, dataDir: path.join(scratch, name, n.id), heartbeatTimeoutMs: 10_000, killGraceMs: 1000 }),
+          await startAgent({ nodeId: n.id, labels: {}, fakeGpus: n.gpus, client: t.client, connection, namespace: name, apiUrl: api.url, dataDir: path.join(scratch, name, n.id), heartbeatTimeoutMs: 10_000, lostAfterMs: 60_000, killGraceMs: 1000 }),
         );
       }
       const client = new GpuplaneClient(api.url);

@@ -10,6 +10,8 @@ import type { NativeConnection } from '@temporalio/worker';
 import type { Db } from '../db/client.ts';
 import { startAgent } from '../workers/gpu-host/agent.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
+import { livenessPlan } from '../domain/liveness.ts';
+import type { Logger } from 'pino';
 
 /** Runs cleanup once on SIGINT/SIGTERM, then exits. */
 export function onShutdown(fn: () => Promise<void>): void {
@@ -31,7 +33,7 @@ export function onShutdown(fn: () => Promise<void>): void {
 }
 
 export function timeoutsOf(c: GpuplaneConfig): JobTimeouts {
-  return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, pickupTimeoutMs: Math.max(10_000, c.heartbeatTimeoutMs * 2) };
+  return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, lostAfterMs: c.lostAfterMs };
 }
 
 export async function openConfiguredDatabase(c: GpuplaneConfig, allowEmbedded: boolean): Promise<DatabaseHandle> {
@@ -41,10 +43,10 @@ export async function openConfiguredDatabase(c: GpuplaneConfig, allowEmbedded: b
   return openDatabase({ url: c.databaseUrl, dataDir: path.join(c.home, 'pglite') });
 }
 
-export async function serveApi(c: GpuplaneConfig, log: (s: string) => void): Promise<void> {
+export async function serveApi(c: GpuplaneConfig, log: (s: string) => void, logger: Logger): Promise<void> {
   const database = await openConfiguredDatabase(c, false);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
-  const api = await startApiServer({ db: database.db, client: temporal.client, timeouts: timeoutsOf(c) }, c.apiHost, c.apiPort);
+  const api = await startApiServer({ db: database.db, client: temporal.client, timeouts: timeoutsOf(c) }, c.apiHost, c.apiPort, logger);
   log(`API listening on ${api.url}`);
   onShutdown(async () => {
     await api.close();
@@ -66,11 +68,11 @@ export function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: 
   });
 }
 
-export async function serveControl(c: GpuplaneConfig, log: (s: string) => void): Promise<void> {
+export async function serveControl(c: GpuplaneConfig, log: (s: string) => void, logger: Logger): Promise<void> {
   const database = await openConfiguredDatabase(c, false);
   await ensureNamespace(c.temporalAddress, c.temporalNamespace);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
-  const connection = await connectWorker(c.temporalAddress);
+  const connection = await connectWorker(c.temporalAddress, logger);
   const worker = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   log(`control worker polling ${c.temporalAddress} (namespace ${c.temporalNamespace})`);
   onShutdown(async () => {
@@ -88,11 +90,13 @@ export interface AgentFlags {
   fakeGpus?: number;
   /** On SIGTERM/SIGINT: leave attempts for a restarted agent to re-attach (detach), or kill them. */
   onStop?: 'detach' | 'kill';
+  /** Names of the agent's environment that jobs also get (never secrets: domain/job-env.ts). */
+  passEnv?: string[];
 }
 
-export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void): Promise<void> {
+export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void, logger: Logger): Promise<void> {
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
-  const connection = await connectWorker(c.temporalAddress);
+  const connection = await connectWorker(c.temporalAddress, logger);
   const dataDir = path.join(c.home, 'agent', f.nodeId);
   fs.mkdirSync(dataDir, { recursive: true });
   const agent = await startAgent({
@@ -103,7 +107,9 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
     apiUrl: c.apiUrl,
     dataDir,
     heartbeatTimeoutMs: c.heartbeatTimeoutMs,
+    lostAfterMs: c.lostAfterMs,
     killGraceMs: c.killGraceMs,
+    passEnv: f.passEnv,
   });
   log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
@@ -111,7 +117,7 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
       // Leave the attempts running and unreported, as if the agent had vanished: a new agent
       // started within half the heartbeat timeout re-attaches to them (a rolling upgrade);
       // otherwise their shims fence them and they go LOST.
-      process.stderr.write(`gpuctl: detaching from ${agent.running()} running attempt(s); restart the agent within ${Math.floor((c.heartbeatTimeoutMs * 0.4) / 1000)} s to re-attach\n`);
+      process.stderr.write(`gpuctl: detaching from ${agent.running()} running attempt(s); restart the agent within ${Math.floor(livenessPlan(c.lostAfterMs, c.killGraceMs).fenceAfterMs / 1000)} s to re-attach\n`);
       process.exit(0);
     }
     await agent.shutdown();

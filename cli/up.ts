@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import type { Logger } from 'pino';
 import os from 'node:os';
 import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
@@ -14,7 +15,7 @@ export interface UpFlags extends Partial<AgentFlags> {
 }
 
 /** Everything on one machine: Temporal dev server, API, control worker and one local agent. */
-export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void): Promise<void> {
+export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void, logger: Logger): Promise<void> {
   fs.mkdirSync(c.home, { recursive: true });
   let dev: DevServer | null = null;
   const already = await waitForTemporal(c.temporalAddress, 500).then(
@@ -37,12 +38,13 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   const database = await openConfiguredDatabase(c, true);
   log(`database: ${database.kind === 'pglite' ? `PGlite in ${path.join(c.home, 'pglite')}` : 'PostgreSQL (DATABASE_URL)'}`);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
-  const connection = await connectWorker(c.temporalAddress);
+  const connection = await connectWorker(c.temporalAddress, logger);
   const control = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   const api = await startApiServer(
     { db: database.db, client: temporal.client, timeouts: timeoutsOf(c), temporalUiUrl: dev?.uiUrl ?? null },
     c.apiHost,
     c.apiPort,
+    logger,
   );
   let fakeGpus = f.fakeGpus;
   if (fakeGpus === undefined && (await readInventory('probe')).gpus.length === 0) {
@@ -61,6 +63,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     apiUrl: api.url,
     dataDir,
     heartbeatTimeoutMs: c.heartbeatTimeoutMs,
+    lostAfterMs: c.lostAfterMs,
     killGraceMs: c.killGraceMs,
   });
   log(`local agent ${nodeId}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource})`);

@@ -1,14 +1,16 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import type { Job } from '../db/schema.ts';
-import { cancelJobSignal } from '../workflows/job-workflow.ts';
+import { cancelJobSignal } from '../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../workflows/names.ts';
 import { SA_JOB_ID, SA_JOB_STATE, SA_JOB_TYPE, SA_PROJECT } from '../workflows/search-attributes.ts';
 import type { JobWorkflowInput } from '../workflows/types.ts';
 
 export interface JobTimeouts {
+  /** After this silence a node is suspect and its attempts are handed to watchJob. */
   heartbeatTimeoutMs: number;
-  pickupTimeoutMs: number;
+  /** After this silence a node's attempts are LOST (domain/liveness.ts). */
+  lostAfterMs: number;
 }
 
 /** Starts the workflow of a job's current attempt; a second start of the same attempt is a no-op. */
@@ -18,7 +20,7 @@ export async function startJobWorkflow(
   t: JobTimeouts,
   opts: { failIfRunning?: boolean } = {},
 ): Promise<void> {
-  const input: JobWorkflowInput = { jobId: job.id, attempt: job.attempt, ...t };
+  const input: JobWorkflowInput = { jobId: job.id, attempt: job.attempt, heartbeatTimeoutMs: t.heartbeatTimeoutMs, lostAfterMs: t.lostAfterMs };
   try {
     await client.workflow.start('jobWorkflow', {
       workflowId: jobWorkflowId(job.id),

@@ -13,7 +13,7 @@ describe('a network partition', () => {
   beforeAll(async () => {
     host = createTestHost('part', 77);
     // Temporal listens on our side of the veth, so the agent on the test host can reach it.
-    c = await startCluster('partition', { heartbeatTimeoutS: 6, ownTemporal: { exposeTo: host }, agents: [] });
+    c = await startCluster('partition', { heartbeatTimeoutS: 4, lostAfterS: 15, ownTemporal: { exposeTo: host }, agents: [] });
   });
   afterAll(async () => {
     await c?.stop();

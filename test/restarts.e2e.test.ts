@@ -11,7 +11,7 @@ import { until } from './support/poll.ts';
 describe('restarting any one process', () => {
   let c: Cluster;
   beforeAll(async () => {
-    c = await startCluster('restarts', { heartbeatTimeoutS: 16, ownTemporal: {}, ownPostgres: true, agents: [{ nodeId: 'r1', gpus: 1 }] });
+    c = await startCluster('restarts', { heartbeatTimeoutS: 5, lostAfterS: 20, ownTemporal: {}, ownPostgres: true, agents: [{ nodeId: 'r1', gpus: 1 }] });
   });
   afterAll(async () => {
     await c?.stop();

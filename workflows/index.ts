@@ -1,3 +1,4 @@
 export { jobWorkflow } from './job-workflow.ts';
 export { schedulerWorkflow } from './scheduler-workflow.ts';
 export { nodeWorkflow } from './node-workflow.ts';
+export { settleJobWorkflow } from './settle-workflow.ts';

@@ -5,8 +5,6 @@ import {
   CancellationScope,
   condition,
   continueAsNew,
-  defineQuery,
-  defineSignal,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -15,19 +13,10 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
+import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, reattachSignal } from './job-messages.ts';
 import { gpuHostTaskQueue } from './names.ts';
 import { SA_JOB_STATE, SA_NODE } from './search-attributes.ts';
-import type { AttemptOutcome, AttemptStarted, DispatchGrant, JobState, JobWorkflowInput, JobWorkflowResult, ProcessExit } from './types.ts';
-
-/** The scheduler hands an attempt its node and cards. */
-export const dispatchSignal = defineSignal<[DispatchGrant]>('dispatch');
-/** The agent reports that the attempt's process is up. */
-export const attemptStartedSignal = defineSignal<[AttemptStarted]>('attemptStarted');
-/** A restarted agent found this attempt's process still running and adopted it. */
-export const reattachSignal = defineSignal<[AttemptStarted]>('reattach');
-/** A user asks to cancel the job. */
-export const cancelJobSignal = defineSignal<[{ reason?: string }]>('cancelJob');
-export const jobStateQuery = defineQuery<JobState>('jobState');
+import type { AttemptOutcome, AttemptSpec, AttemptStarted, JobState, JobWorkflowInput, JobWorkflowResult, ProcessExit } from './types.ts';
 
 // Short database writes run as local activities: no round trip through the server's task
 // queue, and a few history events fewer per job.
@@ -36,20 +25,28 @@ const control = proxyLocalActivities<ControlActivities>({
   retry: { initialInterval: '200ms', maximumInterval: '10s' },
 });
 
+/** A node may miss this many heartbeat timeouts in one attempt and still be taken back. */
+const MAX_TAKEOVERS = 100;
+
 /**
  * One attempt of one job. Each attempt is a run of the workflow `job/<jobId>`; a LOST
  * attempt that policy re-queues continues as new with attempt + 1.
+ *
+ * Everything runs in a non-cancellable scope: a cancel request from the Temporal UI or CLI
+ * becomes the same cancel as a user's, so the process is killed, the cards are freed and the
+ * job ends CANCELLED with a reason, instead of the workflow vanishing mid-attempt.
  */
 export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowResult> {
   const { jobId, attempt } = input;
   let state = 'CREATED' as JobState;
-  let grant: DispatchGrant | null = null;
+  let granted = false;
   let started: AttemptStarted | null = null;
   let cancelRequested = input.cancelRequested ?? false;
+  let cancelReason = input.cancelReason ?? 'cancelled by user';
 
   setHandler(jobStateQuery, () => state);
   setHandler(dispatchSignal, (g) => {
-    if (g.attempt === attempt && grant === null) grant = g;
+    if (g.attempt === attempt) granted = true;
   });
   setHandler(attemptStartedSignal, (s) => {
     if (s.attempt === attempt && started === null) started = s;
@@ -59,9 +56,13 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   setHandler(reattachSignal, (r) => {
     if (r.attempt === attempt) reattaches.push(r);
   });
-  setHandler(cancelJobSignal, () => {
+  const requestCancel = (reason: string) => {
+    if (cancelRequested) return;
     cancelRequested = true;
-  });
+    cancelReason = reason;
+  };
+  setHandler(cancelJobSignal, (c) => requestCancel(c.reason ? `cancelled by user: ${c.reason}` : 'cancelled by user'));
+  CancellationScope.current().cancelRequested.catch(() => requestCancel('cancelled in Temporal (workflow cancel request)'));
 
   const setState = (s: JobState, nodeId?: string) => {
     state = s;
@@ -71,110 +72,132 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     const recorded = await control.finishAttempt({ jobId, attempt, outcome });
     setState(recorded.state);
     if (recorded.requeue) {
-      await continueAsNew<typeof jobWorkflow>({ ...input, attempt: attempt + 1, cancelRequested });
+      await continueAsNew<typeof jobWorkflow>({ ...input, attempt: attempt + 1, cancelRequested, cancelReason });
     }
     return { jobId, attempt, ...outcome, state: recorded.state };
   };
 
-  const enq = await control.enqueueAttempt({ jobId, attempt });
-  if (enq.state !== 'QUEUED') {
-    // Already settled (cancelled before the workflow ran, or a duplicate start).
-    setState(enq.state);
-    return { jobId, attempt, state: enq.state, exitCode: null, signal: null, reason: 'already settled' };
-  }
-  setState('QUEUED');
+  return CancellationScope.nonCancellable(async () => {
+    const enq = await control.enqueueAttempt({ jobId, attempt });
+    if (enq.state !== 'QUEUED') {
+      // Already settled (cancelled before the workflow ran, or a duplicate start).
+      setState(enq.state);
+      return { jobId, attempt, state: enq.state, exitCode: null, signal: null, reason: 'already settled' };
+    }
+    setState('QUEUED');
 
-  await condition(() => grant !== null || cancelRequested);
-  if (grant === null) {
-    const r = await control.cancelBeforeStart({ jobId, attempt });
-    setState(r.state);
-    return { jobId, attempt, state: r.state, exitCode: null, signal: null, reason: 'cancelled while queued' };
-  }
-  const g: DispatchGrant = grant;
-  setState('DISPATCHING', g.nodeId);
-  const spec = await control.beginAttempt({ jobId, attempt, nodeId: g.nodeId, gpuIndices: g.gpuIndices });
-
-  const host = proxyActivities<GpuHostActivities>({
-    taskQueue: gpuHostTaskQueue(g.nodeId),
-    scheduleToStartTimeout: input.pickupTimeoutMs,
-    startToCloseTimeout: '3650 days',
-    heartbeatTimeout: input.heartbeatTimeoutMs,
-    retry: { maximumAttempts: 1 },
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-  });
-
-  // The activity that watches the process: runJob, or watchJob after the agent restarted and
-  // re-attached. Only the current one's outcome counts; a replaced one is cancelled and ignored.
-  interface Watch {
-    scope: CancellationScope;
-    done: boolean;
-    exit: ProcessExit | null;
-    failure: unknown;
-  }
-  const launch = (fn: () => Promise<ProcessExit>): Watch => {
-    const w: Watch = { scope: new CancellationScope(), done: false, exit: null, failure: null };
-    void w.scope
-      .run(fn)
-      .then(
-        (r) => {
-          w.exit = r;
-        },
-        (e: unknown) => {
-          w.failure = e;
-        },
-      )
-      .finally(() => {
-        w.done = true;
-      });
-    return w;
-  };
-  let current = launch(() => host.runJob(spec));
-
-  let markedRunning = false;
-  let cancelSent = false;
-  let reattachesSeen = 0;
-  while (!current.done) {
-    await condition(
-      () => current.done || (cancelRequested && !cancelSent) || (started !== null && !markedRunning) || reattaches.length > reattachesSeen,
-    );
-    if (reattaches.length > reattachesSeen && !current.done && !cancelSent) {
-      const r: AttemptStarted = reattaches[reattaches.length - 1];
-      reattachesSeen = reattaches.length;
-      const previous = current;
-      current = launch(() => host.watchJob({ jobId, attempt, logPath: r.logPath }));
-      previous.scope.cancel();
-      if (!markedRunning) {
-        // The agent died before its "started" signal went out; the process runs all the same.
-        markedRunning = true;
-        await control.markRunning({ jobId, attempt, pid: r.pid, logPath: r.logPath });
-        if (state === 'DISPATCHING') setState('RUNNING');
+    // The dispatch signal only wakes us: the node and cards come from the database, which
+    // refuses an attempt that the scheduler did not move to DISPATCHING.
+    let spec: AttemptSpec | null = null;
+    while (spec === null) {
+      await condition(() => granted || cancelRequested);
+      if (cancelRequested) {
+        const r = await control.cancelBeforeStart({ jobId, attempt, reason: cancelReason });
+        setState(r.state);
+        return { jobId, attempt, state: r.state, exitCode: null, signal: null, reason: cancelReason };
       }
-      await control.noteReattached({ jobId, attempt, pid: r.pid });
+      granted = false;
+      const begun = await control.beginAttempt({ jobId, attempt });
+      if (begun) spec = { ...begun, lostAfterMs: input.lostAfterMs };
     }
-    if (started !== null && !markedRunning && !current.done) {
-      markedRunning = true;
-      const s: AttemptStarted = started;
-      await control.markRunning({ jobId, attempt, pid: s.pid, logPath: s.logPath });
-      if (state === 'DISPATCHING') setState('RUNNING');
-    }
-    if (cancelRequested && !cancelSent) {
-      cancelSent = true;
-      current.scope.cancel();
-    }
-  }
-  const { exit, failure } = current;
+    const s: AttemptSpec = spec;
+    setState('DISPATCHING', s.nodeId);
 
-  if (exit !== null) return finish(outcomeOfExit(exit));
-  if (cancelRequested) {
-    // Whatever ended the attempt (the cancel itself, or a node that could not acknowledge
-    // it), the user asked for it to stop: it is not re-queued.
-    const unreachable = isLost(failure);
-    return finish({ state: 'CANCELLED', exitCode: null, signal: null, reason: unreachable ? 'cancelled by user (node unreachable)' : 'cancelled by user', nodeLost: unreachable });
-  }
-  if (isLost(failure)) {
-    return finish({ state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${g.nodeId}` });
-  }
-  return finish({ state: 'FAILED', exitCode: null, signal: null, reason: failureMessage(failure) });
+    const onNode = {
+      taskQueue: gpuHostTaskQueue(s.nodeId),
+      startToCloseTimeout: '3650 days',
+      heartbeatTimeout: input.heartbeatTimeoutMs,
+      retry: { maximumAttempts: 1 },
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    } as const;
+    // A node that never picks the attempt up within lost-after is LOST (domain/liveness.ts).
+    const runner = proxyActivities<GpuHostActivities>({ ...onNode, scheduleToStartTimeout: input.lostAfterMs });
+    // After a missed heartbeat timeout, the rest of lost-after is the node's to take the attempt back.
+    const watcher = proxyActivities<GpuHostActivities>({ ...onNode, scheduleToStartTimeout: Math.max(1000, input.lostAfterMs - input.heartbeatTimeoutMs) });
+
+    // The activity that watches the process: runJob, then watchJob after the agent restarted
+    // or after the server stopped hearing from it for a heartbeat timeout. Only the current
+    // one's outcome counts; a replaced one is cancelled and ignored.
+    interface Watch {
+      scope: CancellationScope;
+      done: boolean;
+      exit: ProcessExit | null;
+      failure: unknown;
+    }
+    const launch = (fn: () => Promise<ProcessExit>): Watch => {
+      const w: Watch = { scope: new CancellationScope(), done: false, exit: null, failure: null };
+      void w.scope
+        .run(fn)
+        .then(
+          (r) => {
+            w.exit = r;
+          },
+          (e: unknown) => {
+            w.failure = e;
+          },
+        )
+        .finally(() => {
+          w.done = true;
+        });
+      return w;
+    };
+    let current = launch(() => runner.runJob(s));
+
+    let markedRunning = false;
+    let cancelSent = false;
+    let reattachesSeen = 0;
+    let takeovers = 0;
+    const markRunning = async (r: AttemptStarted) => {
+      markedRunning = true;
+      await control.markRunning({ jobId, attempt, pid: r.pid, logPath: r.logPath });
+      if (state === 'DISPATCHING') setState('RUNNING');
+    };
+    for (;;) {
+      await condition(
+        () => current.done || (cancelRequested && !cancelSent) || (started !== null && !markedRunning) || reattaches.length > reattachesSeen,
+      );
+      if (reattaches.length > reattachesSeen && !current.done && !cancelSent) {
+        const r: AttemptStarted = reattaches[reattaches.length - 1];
+        reattachesSeen = reattaches.length;
+        const previous = current;
+        current = launch(() => watcher.watchJob({ jobId, attempt }));
+        previous.scope.cancel();
+        // The agent may have died before its "started" signal went out; the process runs all the same.
+        if (!markedRunning) await markRunning(r);
+        await control.noteAttempt({ jobId, attempt, detail: `agent restarted and re-attached to pid ${r.pid}` });
+      }
+      // Recorded even when the attempt's end arrived in the same activation as its start.
+      if (started !== null && !markedRunning) await markRunning(started);
+      if (cancelRequested && !cancelSent) {
+        cancelSent = true;
+        current.scope.cancel();
+      }
+      if (!current.done) continue;
+      if (current.exit === null && !cancelRequested && missedHeartbeat(current.failure) && takeovers < MAX_TAKEOVERS) {
+        // Temporal, the network or the node was away for a heartbeat timeout. The process may
+        // well be running: a live agent takes the attempt back within a second; a node still
+        // silent at lost-after has fenced itself, and the attempt is LOST.
+        takeovers += 1;
+        current = launch(() => watcher.watchJob({ jobId, attempt }));
+        await control.noteAttempt({ jobId, attempt, detail: `no heartbeat from node ${s.nodeId} for ${input.heartbeatTimeoutMs / 1000} s; waiting for it to take the attempt back` });
+        continue;
+      }
+      break;
+    }
+    const { exit, failure } = current;
+
+    if (exit !== null) return finish(outcomeOfExit(exit));
+    if (cancelRequested) {
+      // Whatever ended the attempt (the cancel itself, or a node that could not acknowledge
+      // it), it was asked to stop: it is not re-queued.
+      const unreachable = isLost(failure);
+      return finish({ state: 'CANCELLED', exitCode: null, signal: null, reason: unreachable ? `${cancelReason} (node unreachable)` : cancelReason, nodeLost: unreachable });
+    }
+    if (isLost(failure)) {
+      return finish({ state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${s.nodeId}: ${failureMessage(failure)}` });
+    }
+    return finish({ state: 'FAILED', exitCode: null, signal: null, reason: failureMessage(failure) });
+  });
 }
 
 function outcomeOfExit(e: ProcessExit): AttemptOutcome {
@@ -185,7 +208,11 @@ function outcomeOfExit(e: ProcessExit): AttemptOutcome {
   return { state: 'FAILED', exitCode: e.exitCode, signal: e.signal, reason: how, exit };
 }
 
-/** The node stopped answering: no heartbeat, or nobody picked the attempt up. */
+function missedHeartbeat(err: unknown): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'HEARTBEAT';
+}
+
+/** The node stopped answering: no heartbeat, nobody picked the attempt up, or its agent gave it up. */
 function isLost(err: unknown): boolean {
   if (!(err instanceof ActivityFailure)) return false;
   const cause = err.cause;
@@ -197,6 +224,10 @@ function isLost(err: unknown): boolean {
 }
 
 function failureMessage(err: unknown): string {
-  if (err instanceof ActivityFailure && err.cause) return err.cause.message;
+  if (err instanceof ActivityFailure && err.cause) {
+    const c = err.cause;
+    if (c instanceof TimeoutFailure) return c.timeoutType === 'SCHEDULE_TO_START' ? 'no agent took the attempt in time' : `${(c.timeoutType ?? 'activity').toLowerCase()} timeout`;
+    return c.message;
+  }
   return err instanceof Error ? err.message : String(err);
 }

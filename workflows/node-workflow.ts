@@ -1,16 +1,9 @@
-import { ActivityCancellationType, CancellationScope, condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, CancellationScope, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
 import { gpuHostTaskQueue } from './names.ts';
+import { nodeOnlineSignal, nodeSuspectSignal } from './node-messages.ts';
 import type { NodeInventory } from './types.ts';
-
-/** Sent by the agent when it starts and by its lease activity whenever a lease begins. */
-export const nodeOnlineSignal = defineSignal<[NodeInventory]>('nodeOnline');
-/**
- * Sent when an attempt on this node went LOST: the node is suspect. The current lease is
- * dropped; a live agent takes the next one within a heartbeat and the node is ONLINE again.
- */
-export const nodeSuspectSignal = defineSignal('nodeSuspect');
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '1 minute',

@@ -1,8 +1,6 @@
-import { condition, continueAsNew, defineSignal, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
-
-/** Something changed that may let a queued job run: a job queued, cards freed, a node joined. */
-export const wakeSchedulerSignal = defineSignal('wakeScheduler');
+import { wakeSchedulerSignal } from './scheduler-messages.ts';
 
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '2 minutes',

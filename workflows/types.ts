@@ -1,24 +1,7 @@
 /** Types shared by workflows, activities, the API and the CLI. No runtime imports here. */
 
-export const JOB_TYPES = ['TRAIN', 'EVALUATE', 'CUSTOM'] as const;
-export type JobType = (typeof JOB_TYPES)[number];
-
-export const JOB_STATES = [
-  'CREATED',
-  'QUEUED',
-  'DISPATCHING',
-  'RUNNING',
-  'SUCCEEDED',
-  'FAILED',
-  'CANCELLED',
-  'LOST',
-] as const;
-export type JobState = (typeof JOB_STATES)[number];
-
-export const TERMINAL_STATES: readonly JobState[] = ['SUCCEEDED', 'FAILED', 'CANCELLED'];
-export function isTerminal(state: JobState): boolean {
-  return TERMINAL_STATES.includes(state);
-}
+export { isTerminal, JOB_STATES, JOB_TYPES, OPEN_STATES, TERMINAL_STATES, type JobState, type JobType } from '../domain/job-states.ts';
+import type { JobState, JobType } from '../domain/job-states.ts';
 
 export type OnLostPolicy = 'requeue' | 'fail';
 export type NodeStatus = 'ONLINE' | 'OFFLINE';
@@ -40,11 +23,13 @@ export interface NodeInventory {
 export interface JobWorkflowInput {
   jobId: string;
   attempt: number;
+  /** Heartbeat timeout of the attempt's activities: after it the node is suspect, not yet lost. */
   heartbeatTimeoutMs: number;
-  /** How long a dispatched attempt may wait for its node to pick it up before it counts as LOST. */
-  pickupTimeoutMs: number;
+  /** Silence after which the attempt is LOST (domain/liveness.ts); also the longest pickup wait. */
+  lostAfterMs: number;
   /** A cancel that arrived while the previous attempt was being re-queued. */
   cancelRequested?: boolean;
+  cancelReason?: string;
 }
 
 export interface JobWorkflowResult {
@@ -70,12 +55,16 @@ export interface AttemptSpec {
   attempt: number;
   type: JobType;
   runId: string | null;
+  /** Where the database placed the attempt. */
+  nodeId: string;
   command: string[];
   workingDir: string;
   env: Record<string, string>;
   /** Given to the process as JSON in GPUPLANE_PARAMS. */
   params: Record<string, unknown>;
   gpuIndices: number[];
+  /** The attempt's lost-after: its agent fences it before that much silence (domain/liveness.ts). */
+  lostAfterMs: number;
 }
 
 export interface AttemptStarted {

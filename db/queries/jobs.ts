@@ -1,7 +1,7 @@
 import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { gpuSlots, jobAttempts, jobs, jobTransitions, type AttemptConfig, type Job } from '../schema.ts';
-import type { JobState, JobType } from '../../workflows/types.ts';
+import { canTransition, type JobState, type JobType } from '../../domain/job-states.ts';
 
 export type NewJob = typeof jobs.$inferInsert;
 
@@ -75,7 +75,8 @@ export interface TransitionArgs {
 }
 
 /**
- * Moves a job's live attempt from one of `from` to `to`, writing its history line.
+ * Moves a job's live attempt from one of `from` to `to`, writing its history line. Only moves
+ * in the transition table (domain/job-states.ts) are made.
  * Returns the previous state, or null when the job was not in an allowed state
  * (a late or duplicate message: the caller treats it as already handled).
  */
@@ -87,6 +88,11 @@ export async function transitionJob(ex: Executor, a: TransitionArgs): Promise<Jo
     .where(and(eq(jobs.id, a.jobId), eq(jobs.attempt, a.attempt)))
     .for('update');
   if (!prev || !a.from.includes(prev.state)) return null;
+  if (!canTransition(prev.state, a.to)) {
+    // A caller asked for a move the state machine does not have: refuse it, loudly.
+    console.warn(JSON.stringify({ level: 'warn', msg: 'refused job transition', jobId: a.jobId, attempt: a.attempt, from: prev.state, to: a.to }));
+    return null;
+  }
   await ex.update(jobs).set({ ...a.job, state: a.to, updatedAt: now }).where(eq(jobs.id, a.jobId));
   await ex
     .update(jobAttempts)
@@ -120,4 +126,23 @@ export async function jobIdsInState(ex: Executor, states: JobState[]): Promise<{
 export async function countByState(ex: Executor): Promise<Record<string, number>> {
   const rows = await ex.select({ state: jobs.state, n: sql<number>`count(*)::int` }).from(jobs).groupBy(jobs.state);
   return Object.fromEntries(rows.map((r) => [r.state, r.n]));
+}
+
+/** A line in the job's history that changes nothing (a re-attach, a missed heartbeat). */
+export async function noteJob(ex: Executor, a: { jobId: string; attempt: number; detail: string }): Promise<boolean> {
+  const [job] = await ex.select({ state: jobs.state }).from(jobs).where(and(eq(jobs.id, a.jobId), eq(jobs.attempt, a.attempt)));
+  if (!job) return false;
+  await ex.insert(jobTransitions).values({ jobId: a.jobId, attempt: a.attempt, fromState: job.state, toState: job.state, detail: a.detail });
+  return true;
+}
+
+/** The cards an attempt owns, by the table that keeps one owner per card. */
+export async function ownedCards(ex: Executor, jobId: string, attempt: number): Promise<{ nodeId: string | null; indices: number[] }> {
+  const rows = await ex
+    .select({ nodeId: gpuSlots.nodeId, index: gpuSlots.index })
+    .from(gpuSlots)
+    .where(and(eq(gpuSlots.ownerJobId, jobId), eq(gpuSlots.ownerAttempt, attempt)))
+    .orderBy(gpuSlots.index);
+  const nodes = new Set(rows.map((r) => r.nodeId));
+  return { nodeId: nodes.size === 1 ? rows[0].nodeId : null, indices: rows.map((r) => r.index) };
 }

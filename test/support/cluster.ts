@@ -79,7 +79,7 @@ export interface Cluster {
   api: ManagedProcess;
   agents: Map<string, ManagedProcess>;
   /** Present when the cluster has its own Temporal dev server (ownTemporal). */
-  temporal?: { server: DevServer; restart(): Promise<void> };
+  temporal?: { server: DevServer; restart(downMs?: number): Promise<void> };
   /** Present when the cluster has its own PostgreSQL (ownPostgres). */
   postgres?: PgCluster;
   addAgent(spec: AgentSpec): Promise<ManagedProcess>;
@@ -89,6 +89,8 @@ export interface Cluster {
 export interface ClusterOptions {
   agents: AgentSpec[];
   heartbeatTimeoutS?: number;
+  /** Silence after which a node's attempts are LOST (GPUPLANE_LOST_AFTER_S). */
+  lostAfterS?: number;
   backfillHoldS?: number;
   /** A dev server of its own (restartable); `exposeTo` forwards it to a test host's side of the veth. */
   ownTemporal?: { exposeTo?: TestHost };
@@ -127,8 +129,9 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       get server() {
         return box.server;
       },
-      async restart() {
+      async restart(downMs = 0) {
         await box.server.stop('SIGKILL');
+        await new Promise((r) => setTimeout(r, downMs));
         box.server = await startDevServer(opts);
       },
     };
@@ -155,7 +158,8 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     GPUPLANE_API_PORT: String(apiPort),
     GPUPLANE_API_URL: apiUrl,
     GPUPLANE_WORKFLOW_BUNDLE: shared.workflowBundle,
-    GPUPLANE_HEARTBEAT_TIMEOUT_S: String(o.heartbeatTimeoutS ?? 5),
+    GPUPLANE_HEARTBEAT_TIMEOUT_S: String(o.heartbeatTimeoutS ?? 4),
+    GPUPLANE_LOST_AFTER_S: String(o.lostAfterS ?? 12),
     GPUPLANE_KILL_GRACE_S: '2',
     GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
   };

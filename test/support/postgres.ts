@@ -19,6 +19,8 @@ export interface PgCluster {
   url(db: string): string;
   stop(mode?: 'fast' | 'immediate'): void;
   start(): Promise<void>;
+  /** SIGSTOP (or SIGCONT) the postmaster and every backend: a server that hangs, connections open. */
+  signalAll(sig: 'SIGSTOP' | 'SIGCONT'): void;
   remove(): void;
 }
 
@@ -58,6 +60,22 @@ export async function startThrowawayCluster(port: number): Promise<PgCluster> {
         const p = spawn(c, a, { stdio: 'ignore' });
         p.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`pg_ctl start exited ${code}; see ${dir}/log`))));
       });
+    },
+    signalAll(sig) {
+      const postmaster = Number(fs.readFileSync(path.join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+      const children = fs
+        .readdirSync('/proc')
+        .filter((d) => /^\d+$/.test(d))
+        .filter((d) => {
+          try {
+            const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+            return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
+          } catch {
+            return false;
+          }
+        })
+        .map(Number);
+      for (const pid of [postmaster, ...children]) process.kill(pid, sig);
     },
     remove() {
       cluster.stop('immediate');

@@ -5,6 +5,7 @@ import { createControlActivities, reconcileCreatedJobs, wakeScheduler } from '..
 import type { Db } from '../../db/client.ts';
 import type { JobTimeouts } from '../../temporal/client-ops.ts';
 import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
+import { reconcileClosedJobWorkflows, reconcileMissingJobWorkflows } from './reconcile.ts';
 
 export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 
@@ -15,6 +16,8 @@ export interface ControlWorkerOptions {
   namespace: string;
   backfillHoldMs: number;
   timeouts: JobTimeouts;
+  /** How often the reconciler looks for job workflows closed in Temporal and restarts the scheduler. */
+  reconcileEveryMs?: number;
   /** A pre-built workflow bundle (see bundleWorkflowCode); built from workflows/ when absent. */
   workflowBundlePath?: string;
 }
@@ -47,14 +50,35 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     maxConcurrentWorkflowTaskExecutions: 50,
   });
   const run = worker.run();
+  let lastScan = new Date(Date.now() - 7 * 24 * 3600_000);
+  const reconcile = async () => {
+    const started = new Date();
+    // Brings the scheduler back if it was terminated or cancelled in the Temporal UI.
+    await wakeScheduler(o.client);
+    await reconcileClosedJobWorkflows(o.db, o.client, o.timeouts, new Date(lastScan.getTime() - 60_000));
+    lastScan = started;
+  };
   // A namespace registered a moment ago takes a few seconds to be served everywhere.
   await retryFor(30_000, async () => {
     await reconcileCreatedJobs(o.db, o.client, o.timeouts, 0);
-    await wakeScheduler(o.client);
+    await reconcileMissingJobWorkflows(o.db, o.client, o.timeouts);
+    await reconcile();
   });
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    reconcile()
+      .catch(() => undefined)
+      .finally(() => {
+        busy = false;
+      });
+  }, o.reconcileEveryMs ?? 5000);
+  timer.unref();
   return {
     run,
     async shutdown() {
+      clearInterval(timer);
       worker.shutdown();
       await run;
     },

@@ -3,9 +3,11 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createGpuHostActivities, ProcessTable } from '../../activities/gpu-host.ts';
-import { reattachSignal } from '../../workflows/job-workflow.ts';
+import { livenessPlan, PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
+import { reattachSignal } from '../../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
-import { nodeOnlineSignal, type NodeWorkflowInput } from '../../workflows/node-workflow.ts';
+import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
+import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
 import type { NodeInventory } from '../../workflows/types.ts';
 import { readInventory } from './inventory.ts';
 
@@ -19,7 +21,11 @@ export interface AgentOptions {
   apiUrl: string;
   dataDir: string;
   heartbeatTimeoutMs: number;
+  /** The cluster's lost-after, for attempts adopted before their workflow speaks again. */
+  lostAfterMs: number;
   killGraceMs: number;
+  /** Names of the agent's environment that jobs get besides the documented base (domain/job-env.ts). */
+  passEnv?: string[];
 }
 
 export interface Agent {
@@ -38,11 +44,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(o.nodeId)) throw new Error(`node id "${o.nodeId}" must be 1-64 letters, digits, '.', '_' or '-'`);
   const { gpus, source } = await readInventory(o.nodeId, o.fakeGpus);
   const inventory: NodeInventory = { nodeId: o.nodeId, labels: o.labels, hostname: os.hostname(), gpus };
-  // Fencing must finish before the server counts an attempt LOST (one heartbeat timeout T):
-  // the watchdog and the shim start fencing at 0.4 T and allow SIGTERM at most 0.4 T - 1 s
-  // more, so the process is gone by 0.8 T plus a probe interval.
-  const fenceGraceMs = Math.max(500, Math.min(o.killGraceMs, o.heartbeatTimeoutMs * 0.4 - 1000));
-  const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), fenceGraceMs);
+  const plan = livenessPlan(o.lostAfterMs, o.killGraceMs);
+  const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'));
   const worker = await Worker.create({
     connection: o.connection,
     namespace: o.namespace,
@@ -54,9 +57,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       inventory: () => inventory,
       logDir: path.join(o.dataDir, 'logs'),
       apiUrl: o.apiUrl,
-      // Within half the heartbeat timeout, so an unadopted attempt is dead before the server
-      // could count it LOST and start it elsewhere.
-      adoptWindowS: Math.max(1, Math.floor((o.heartbeatTimeoutMs * 0.4) / 1000)),
+      passEnv: o.passEnv ?? [],
     }),
     maxConcurrentActivityTaskExecutions: 1000,
     // Heartbeats go out at least every second, so the server's view of this node is never
@@ -72,22 +73,37 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     throw err;
   });
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
-  const adopted = processes.adoptSurvivors(o.heartbeatTimeoutMs * 0.4);
+  const adopted = processes.adoptSurvivors(plan, async (rec) => {
+    const d = await o.client.workflow.getHandle(jobWorkflowId(rec.spec.jobId)).describe();
+    return d.status.name === 'RUNNING';
+  });
   for (const rec of adopted) {
     await o.client.workflow
       .getHandle(jobWorkflowId(rec.spec.jobId))
       .signal(reattachSignal, { attempt: rec.spec.attempt, pid: rec.pid, logPath: rec.logPath })
       .catch(() => undefined);
   }
-  const args: [NodeWorkflowInput] = [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs }];
-  await o.client.workflow.signalWithStart('nodeWorkflow', {
-    workflowId: nodeWorkflowId(o.nodeId),
-    taskQueue: CONTROL_TASK_QUEUE,
-    args,
-    signal: nodeOnlineSignal,
-    signalArgs: [inventory],
-  });
-  const watchdog = startFencingWatchdog(o.client, processes, o.heartbeatTimeoutMs);
+  const joinNode = () =>
+    o.client.workflow.signalWithStart('nodeWorkflow', {
+      workflowId: nodeWorkflowId(o.nodeId),
+      taskQueue: CONTROL_TASK_QUEUE,
+      args: [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs }] as [NodeWorkflowInput],
+      signal: nodeOnlineSignal,
+      signalArgs: [inventory],
+    });
+  await joinNode();
+  const watchdog = startFencingWatchdog(o.client, processes);
+  // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent
+  // starts it again when no lease has been heard of for a heartbeat timeout.
+  const rejoin = setInterval(() => {
+    void o.client.workflow
+      .getHandle(nodeWorkflowId(o.nodeId))
+      .describe()
+      .then((d) => (d.status.name === 'RUNNING' ? undefined : joinNode()), (err: unknown) => ((err as Error).name === 'WorkflowNotFoundError' ? joinNode() : undefined))
+      .catch(() => undefined);
+    processes.sweep(Math.max(10 * 60_000, 2 * o.lostAfterMs));
+  }, Math.max(PROBE_INTERVAL_MS, o.heartbeatTimeoutMs / 2));
+  rejoin.unref();
   return {
     inventory,
     adopted: adopted.length,
@@ -95,6 +111,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     inventorySource: source,
     run,
     async shutdown() {
+      clearInterval(rejoin);
       watchdog.stop();
       await processes.stopAll();
       worker.shutdown();
@@ -104,37 +121,31 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
 }
 
 /**
- * Self-fencing: when the agent has not reached the Temporal server for half the heartbeat
- * timeout, the server may soon count its attempts LOST and start them on another node; the
- * agent kills them first, so one job never runs in two places at once (a network partition
- * must not produce a zombie twin).
+ * Self-fencing: an agent that has not reached the Temporal server for an attempt's
+ * fence-after may be cut off alone, and its attempts may soon be LOST and started on another
+ * node; it kills them first, so one job never runs in two places at once. It cannot tell
+ * "cut off" from "the control plane is down", so fence-after is also the longest control-plane
+ * outage that kills nothing (domain/liveness.ts).
  */
-export function startFencingWatchdog(client: Client, processes: ProcessTable, heartbeatTimeoutMs: number): { stop(): void } {
-  const fenceAfterMs = heartbeatTimeoutMs * 0.4;
-  const probeEveryMs = Math.max(250, Math.min(1000, heartbeatTimeoutMs / 10));
+export function startFencingWatchdog(client: Client, processes: ProcessTable): { stop(): void } {
   let lastContact = Date.now();
-  let fenced = false;
   let busy = false;
   const timer = setInterval(() => {
     if (busy) return;
     busy = true;
     client.connection
-      .withDeadline(Date.now() + probeEveryMs, () => client.connection.workflowService.getSystemInfo({}))
+      .withDeadline(Date.now() + PROBE_INTERVAL_MS, () => client.connection.workflowService.getSystemInfo({}))
       .then(
         () => {
           lastContact = Date.now();
-          fenced = false;
         },
         () => undefined,
       )
       .finally(() => {
         busy = false;
-        if (!fenced && Date.now() - lastContact > fenceAfterMs && processes.live.size > 0) {
-          fenced = true;
-          void processes.fenceAll();
-        }
+        void processes.fenceSilentFor(Date.now() - lastContact);
       });
-  }, probeEveryMs);
+  }, PROBE_INTERVAL_MS);
   timer.unref();
   return { stop: () => clearInterval(timer) };
 }

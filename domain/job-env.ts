@@ -1,0 +1,23 @@
+/**
+ * A job's environment is not the agent's. It is a documented base taken from the agent's
+ * environment, plus the names the operator passes through (`gpuctl agent --pass-env NAME`),
+ * minus anything that looks like a secret of the agent or the control plane, plus the job's
+ * own `env`, plus what GPUPlane sets for it.
+ */
+export const BASE_ENV = ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'LANG', 'LANGUAGE', 'TZ', 'TMPDIR', 'TERM'] as const;
+
+/** DATABASE_URL and anything named like a credential never reaches a job from the agent. */
+export function isSecretName(name: string): boolean {
+  const n = name.toUpperCase();
+  return n === 'DATABASE_URL' || n.includes('TOKEN') || n.includes('SECRET') || n.includes('PASSWORD') || n.endsWith('_KEY');
+}
+
+export function baseJobEnv(agentEnv: NodeJS.ProcessEnv, passThrough: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(agentEnv)) {
+    if (v === undefined) continue;
+    const wanted = (BASE_ENV as readonly string[]).includes(k) || k.startsWith('LC_') || passThrough.includes(k);
+    if (wanted && !isSecretName(k)) out[k] = v;
+  }
+  return out;
+}

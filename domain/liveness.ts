@@ -1,0 +1,41 @@
+/**
+ * When a silent node's attempts count as LOST, and when a node that lost the control plane
+ * kills its own attempts (fencing). One rule decides both, so that a control-plane outage
+ * shorter than the tolerance kills nothing, and a node cut off alone is always dead before
+ * its jobs start elsewhere.
+ *
+ *   t = 0            the node's last heartbeat reached Temporal
+ *   t = H            the attempt's heartbeat timeout: the workflow stops trusting runJob and
+ *                    hands the attempt to watchJob on the same node (any live agent takes it
+ *                    over within a second: after a control-plane outage, that is what happens)
+ *   t = fenceAfter   an agent that has reached no Temporal server since t = 0 starts killing
+ *                    its attempts (SIGTERM, SIGKILL after fenceGrace)
+ *   t = lostAfter    nobody took the watchJob: the attempt is LOST and re-queued by policy
+ *
+ * An agent cannot tell "I am cut off" from "the control plane is down", so the outage it
+ * tolerates is fenceAfter, and lostAfter must follow it by the fence grace plus the slack of
+ * one probe interval and one heartbeat interval.
+ */
+export interface LivenessPlan {
+  /** Silence after which the attempts of a node are LOST (GPUPLANE_LOST_AFTER_S). */
+  lostAfterMs: number;
+  /** Silence after which an agent fences its attempts: the longest outage that kills nothing. */
+  fenceAfterMs: number;
+  /** SIGTERM → SIGKILL grace when fencing. */
+  fenceGraceMs: number;
+}
+
+/** The agent probes the server this often; heartbeats go out at least this often too. */
+export const PROBE_INTERVAL_MS = 1000;
+/** probe interval + heartbeat interval + a second of margin. */
+const SLACK_MS = 3 * PROBE_INTERVAL_MS;
+
+export const DEFAULT_LOST_AFTER_S = 75;
+/** The shortest lost-after that leaves room for fencing. */
+export const MIN_LOST_AFTER_MS = 5000;
+
+export function livenessPlan(lostAfterMs: number, killGraceMs: number): LivenessPlan {
+  if (!(lostAfterMs >= MIN_LOST_AFTER_MS)) throw new Error(`lost-after must be at least ${MIN_LOST_AFTER_MS / 1000} s, got ${lostAfterMs / 1000} s`);
+  const fenceGraceMs = Math.max(500, Math.min(killGraceMs, lostAfterMs * 0.1));
+  return { lostAfterMs, fenceAfterMs: lostAfterMs - fenceGraceMs - SLACK_MS, fenceGraceMs };
+}

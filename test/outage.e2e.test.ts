@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { JobJson } from '../cli/client.ts';
+import { startCluster, type Cluster } from './support/cluster.ts';
+
+/**
+ * Invariant 7: a control-plane outage of up to 60 s kills no running job and starts no second
+ * attempt, on the default timing (heartbeat timeout 10 s, lost-after 75 s). Each case has two
+ * jobs running and one queued behind them.
+ */
+describe('a control-plane outage, on the default timing', () => {
+  let c: Cluster;
+  beforeAll(async () => {
+    c = await startCluster('outage', { heartbeatTimeoutS: 10, lostAfterS: 75, ownTemporal: {}, ownPostgres: true, agents: [{ nodeId: 'o1', gpus: 2 }] });
+  });
+  afterAll(async () => {
+    await c?.stop();
+  });
+
+  async function twoRunningOneQueued(seconds: number): Promise<JobJson[]> {
+    const running = [];
+    for (let i = 0; i < 2; i++) running.push(await c.client.submit({ type: 'CUSTOM', gpus: 1, command: `sleep ${seconds}` }));
+    for (const j of running) await c.client.waitFor(j.id, ['RUNNING'], 30_000);
+    const queued = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'true' });
+    await c.client.waitFor(queued.id, ['QUEUED'], 30_000);
+    return [...running, queued];
+  }
+
+  async function allSucceedOnFirstAttempt(jobs: JobJson[]) {
+    for (const j of jobs) {
+      const done = await c.client.waitFor(j.id, undefined, 180_000);
+      expect(done.state, `${j.id}: ${done.reason}`).toBe('SUCCEEDED');
+      expect(done.attempts.map((a) => a.state)).toEqual(['SUCCEEDED']);
+    }
+    const [a, b, queued] = await Promise.all(jobs.map((j) => c.client.job(j.id)));
+    // The queued job ran only once a card was free again.
+    expect(Date.parse(queued.history.find((h) => h.to === 'RUNNING')!.at)).toBeGreaterThanOrEqual(
+      Math.min(...[a, b].map((x) => Date.parse(x.history.find((h) => h.to === 'SUCCEEDED')!.at))),
+    );
+    const owned = (await c.client.nodes()).flatMap((n) => n.gpus).filter((g) => g.owner_job_id);
+    expect(owned).toEqual([]);
+  }
+
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it.each([30, 60])('the Temporal server paused (SIGSTOP) for %i s', async (seconds) => {
+    const jobs = await twoRunningOneQueued(seconds + 15);
+    const pid = c.temporal!.server.child.pid!;
+    process.kill(pid, 'SIGSTOP');
+    try {
+      await pause(seconds * 1000);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    await allSucceedOnFirstAttempt(jobs);
+  });
+
+  it('PostgreSQL paused (SIGSTOP, connections open) for 30 s', async () => {
+    const jobs = await twoRunningOneQueued(45);
+    c.postgres!.signalAll('SIGSTOP');
+    try {
+      await pause(30_000);
+    } finally {
+      c.postgres!.signalAll('SIGCONT');
+    }
+    await allSucceedOnFirstAttempt(jobs);
+  });
+
+  it('the Temporal server SIGKILLed and started again 20 s later', async () => {
+    const jobs = await twoRunningOneQueued(35);
+    await c.temporal!.restart(20_000);
+    await allSucceedOnFirstAttempt(jobs);
+  });
+});

@@ -1,0 +1,93 @@
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { inArray } from 'drizzle-orm';
+import type { Db } from '../../db/client.ts';
+import { getJob } from '../../db/queries/jobs.ts';
+import { jobs, type Job } from '../../db/schema.ts';
+import { startJobWorkflow, type JobTimeouts } from '../../temporal/client-ops.ts';
+import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../../workflows/names.ts';
+import type { SettleJobInput } from '../../workflows/settle-workflow.ts';
+import type { JobState } from '../../workflows/types.ts';
+
+/** Open in the database, so a closed workflow leaves them stranded (CREATED has its own reconciler). */
+const STRANDABLE: JobState[] = ['QUEUED', 'DISPATCHING', 'RUNNING', 'LOST'];
+
+/** Why the latest run of a workflow closed, in words for the job's history. */
+async function closeReason(client: Client, workflowId: string, runId: string, status: string): Promise<string> {
+  const how = status.toLowerCase().replace('_', ' ');
+  try {
+    const res = await client.workflowService.getWorkflowExecutionHistory({
+      namespace: client.options.namespace,
+      execution: { workflowId, runId },
+      // HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT: only the event that closed the run.
+      historyEventFilterType: 2,
+    });
+    const ev = res.history?.events?.[0];
+    const t = ev?.workflowExecutionTerminatedEventAttributes;
+    if (t) return `workflow terminated in Temporal${t.identity ? ` by ${t.identity}` : ''}${t.reason ? `: ${t.reason}` : ''}`;
+    const f = ev?.workflowExecutionFailedEventAttributes?.failure?.message;
+    if (f) return `workflow failed in Temporal: ${f}`;
+  } catch {
+    // The reason is a courtesy; the state is what matters.
+  }
+  return `workflow ${how} in Temporal`;
+}
+
+async function settle(client: Client, job: Job, state: SettleJobInput['state'], reason: string, t: JobTimeouts): Promise<boolean> {
+  const input: SettleJobInput = { jobId: job.id, attempt: job.attempt, nodeId: job.state === 'QUEUED' ? null : job.nodeId, state, reason, lostAfterMs: t.lostAfterMs };
+  try {
+    await client.workflow.start('settleJobWorkflow', {
+      workflowId: jobWorkflowId(job.id),
+      taskQueue: CONTROL_TASK_QUEUE,
+      args: [input],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw err;
+  }
+}
+
+/**
+ * Jobs whose workflow was closed behind their back (Terminate, Reset or Cancel in the Temporal
+ * UI or CLI) since `since`: each gets a settle workflow under its own id, which stops the
+ * process on its node, then ends the job with a reason and frees its cards.
+ */
+export async function reconcileClosedJobWorkflows(db: Db, client: Client, t: JobTimeouts, since: Date): Promise<number> {
+  const query = `WorkflowType = 'jobWorkflow' AND ExecutionStatus != 'Running' AND ExecutionStatus != 'ContinuedAsNew' AND CloseTime > '${since.toISOString()}'`;
+  const seen = new Set<string>();
+  let settled = 0;
+  for await (const wf of client.workflow.list({ query })) {
+    if (seen.has(wf.workflowId)) continue;
+    seen.add(wf.workflowId);
+    const job = await getJob(db, wf.workflowId.slice('job/'.length));
+    if (!job || !STRANDABLE.includes(job.state)) continue;
+    // The latest run must be closed too: a re-queued, retried or reset job has a newer one.
+    const latest = await client.workflow.getHandle(wf.workflowId).describe();
+    if (latest.status.name === 'RUNNING' || latest.type !== 'jobWorkflow') continue;
+    const reason = await closeReason(client, wf.workflowId, latest.runId, latest.status.name);
+    if (await settle(client, job, latest.status.name === 'CANCELLED' ? 'CANCELLED' : 'FAILED', reason, t)) settled += 1;
+  }
+  return settled;
+}
+
+/**
+ * The reverse case, at start: open jobs whose workflow Temporal does not know at all (a wiped
+ * or replaced Temporal). A queued job gets its workflow again; a placed one is ended.
+ */
+export async function reconcileMissingJobWorkflows(db: Db, client: Client, t: JobTimeouts): Promise<number> {
+  const open = await db.select().from(jobs).where(inArray(jobs.state, STRANDABLE)).limit(10_000);
+  let fixed = 0;
+  for (const job of open) {
+    try {
+      await client.workflow.getHandle(jobWorkflowId(job.id)).describe();
+      continue;
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    }
+    if (job.state === 'QUEUED') await startJobWorkflow(client, job, t);
+    else await settle(client, job, 'FAILED', 'its workflow is missing from Temporal', t);
+    fixed += 1;
+  }
+  return fixed;
+}

@@ -1,0 +1,307 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import type { AttemptSpec } from '../../workflows/types.ts';
+import { decodeWaitStatus, killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
+
+const shimPath = fileURLToPath(new URL('./job-shim.sh', import.meta.url));
+
+/** One attempt's process as the agent runs it (through job-shim.sh, the leader of its group). */
+export interface Live {
+  jobId: string;
+  attempt: number;
+  /** The shim's pid, which is also its process group id. */
+  pid: number;
+  /** How the command ended, as its shim reported it (null: the shim died without a word). */
+  exited: Promise<WaitStatus | null>;
+  fenced: boolean;
+  /** Silence after which its workflow counts it LOST (the agent fences it before that). */
+  lostAfterMs: number;
+  fenceGraceMs: number;
+  fenceAfterMs: number;
+  /** Bumped by each activity that takes over watching it: only the newest one may kill it. */
+  watcher: number;
+  /** While nobody watches it (adopted, or its activity vanished): fences it unless claimed in time. */
+  claimTimer?: NodeJS.Timeout;
+}
+
+/** What the agent keeps on disk about each attempt it runs, so that a restarted agent can adopt it. */
+export interface AttemptRecord {
+  spec: AttemptSpec;
+  pid: number;
+  startTime: string;
+  logPath: string;
+}
+
+type StateFile = 'json' | 'adopt' | 'status' | 'fenced';
+
+/** The processes an agent runs, one per job at most; it outlives any one activity. */
+export class ProcessTable {
+  readonly live = new Map<string, Live>();
+  /** Set while the agent shuts down: its attempts end LOST (and re-queue), not FAILED. */
+  draining = false;
+  private readonly shutdown = new AbortController();
+  /** Resolves when the agent starts shutting down. */
+  readonly shuttingDown = new Promise<void>((r) => this.shutdown.signal.addEventListener('abort', () => r()));
+  constructor(
+    readonly killGraceMs: number,
+    /** Where attempt records, adoption marks and exit statuses live. */
+    readonly runDir: string,
+  ) {
+    fs.mkdirSync(runDir, { recursive: true });
+  }
+
+  /** State files are keyed by job and attempt: an older attempt's files never speak for a newer one. */
+  file(jobId: string, attempt: number, kind: StateFile): string {
+    return path.join(this.runDir, `${jobId}.${attempt}.${kind}`);
+  }
+
+  forget(jobId: string, attempt: number): void {
+    for (const kind of ['json', 'adopt', 'status', 'fenced'] as const) fs.rmSync(this.file(jobId, attempt, kind), { force: true });
+  }
+
+  /** How an attempt that ended on this node ended, from the shim's status file. */
+  endedStatus(jobId: string, attempt: number): WaitStatus | null {
+    if (fs.existsSync(this.file(jobId, attempt, 'fenced'))) return null;
+    return readStatusFile(this.file(jobId, attempt, 'status'));
+  }
+
+  /** Starts the attempt's shim; the caller has checked the working dir. */
+  spawn(spec: AttemptSpec, env: NodeJS.ProcessEnv, logPath: string, timing: { fenceAfterMs: number; fenceGraceMs: number }): Live {
+    this.forget(spec.jobId, spec.attempt);
+    const fd = fs.openSync(logPath, 'a');
+    let child: ChildProcess;
+    try {
+      const state = path.join(this.runDir, `${spec.jobId}.${spec.attempt}`);
+      // The shim waits this long for a restarted agent before fencing: up to the point where
+      // the agent's own watchdog would fence it too.
+      const adoptWindowS = Math.max(1, Math.floor(timing.fenceAfterMs / 1000));
+      child = spawn('/bin/sh', [shimPath, String(timing.fenceGraceMs / 1000), String(adoptWindowS), state, ...spec.command], {
+        cwd: spec.workingDir,
+        env,
+        detached: true,
+        stdio: ['ignore', fd, fd, 'pipe'],
+      });
+    } finally {
+      fs.closeSync(fd);
+    }
+    if (child.pid === undefined) {
+      // The start failed; the error arrives as an event.
+      throw new SpawnFailed(new Promise<Error>((resolve) => child.once('error', resolve)));
+    }
+    child.once('error', () => undefined);
+    const pid = child.pid;
+    const entry: Live = {
+      jobId: spec.jobId,
+      attempt: spec.attempt,
+      pid,
+      exited: shimReport(child, this.file(spec.jobId, spec.attempt, 'status')),
+      fenced: false,
+      lostAfterMs: spec.lostAfterMs,
+      ...timing,
+      watcher: 0,
+    };
+    this.live.set(spec.jobId, entry);
+    const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath };
+    fs.writeFileSync(this.file(spec.jobId, spec.attempt, 'json'), JSON.stringify(record));
+    return entry;
+  }
+
+  /** SIGTERM to the whole process group, SIGKILL after the grace period. */
+  async stop(entry: Live, graceMs = this.killGraceMs): Promise<void> {
+    this.unclaimed(entry);
+    killGroup(entry.pid, 'SIGTERM');
+    const grace = new Promise<void>((r) => setTimeout(r, graceMs).unref());
+    await Promise.race([entry.exited, grace]);
+    killGroup(entry.pid, 'SIGKILL');
+    await entry.exited;
+  }
+
+  /**
+   * Fencing: kills an attempt that its workflow may already count LOST (and start elsewhere),
+   * marking it so its status is never taken for the job's own.
+   */
+  async fence(entry: Live): Promise<void> {
+    entry.fenced = true;
+    this.markFenced(entry);
+    await this.stop(entry, entry.fenceGraceMs);
+    if (this.live.get(entry.jobId) === entry) this.live.delete(entry.jobId);
+  }
+
+  /** Fences every attempt whose fencing deadline has passed since the agent last reached Temporal. */
+  async fenceSilentFor(silentMs: number): Promise<number> {
+    const due = [...this.live.values()].filter((e) => !e.fenced && silentMs > e.fenceAfterMs);
+    await Promise.all(due.map((e) => this.fence(e)));
+    return due.length;
+  }
+
+  async stopAll(): Promise<void> {
+    this.draining = true;
+    this.shutdown.abort();
+    await Promise.all(
+      [...this.live.values()].map((e) => {
+        this.markFenced(e);
+        return this.stop(e);
+      }),
+    );
+  }
+
+  /** A new activity watches the attempt from now on; returns its token. */
+  claim(entry: Live): number {
+    this.unclaimed(entry);
+    entry.watcher += 1;
+    return entry.watcher;
+  }
+
+  /**
+   * Nobody watches the attempt any more (its activity vanished from the server, or the agent
+   * restarted). It keeps running for `withinMs` in case its workflow hands it to a watchJob;
+   * `stillWanted` is asked every second and may fence it sooner (the workflow has closed).
+   */
+  orphan(entry: Live, withinMs: number, stillWanted: () => Promise<boolean>): void {
+    this.unclaimed(entry);
+    const deadline = Date.now() + withinMs;
+    const token = entry.watcher;
+    const tick = () => {
+      if (this.live.get(entry.jobId) !== entry || entry.watcher !== token || entry.fenced) return;
+      if (Date.now() > deadline) {
+        void this.fence(entry);
+        return;
+      }
+      stillWanted().then(
+        (wanted) => {
+          if (this.live.get(entry.jobId) !== entry || entry.watcher !== token || entry.fenced) return;
+          if (!wanted) void this.fence(entry);
+          else entry.claimTimer = setTimeout(tick, 1000).unref();
+        },
+        () => {
+          entry.claimTimer = setTimeout(tick, 1000).unref();
+        },
+      );
+    };
+    entry.claimTimer = setTimeout(tick, 0).unref();
+  }
+
+  private unclaimed(entry: Live): void {
+    clearTimeout(entry.claimTimer);
+    entry.claimTimer = undefined;
+  }
+
+  /** An attempt we kill on purpose must never be adopted later and taken for the job's outcome. */
+  private markFenced(entry: Live): void {
+    try {
+      fs.writeFileSync(this.file(entry.jobId, entry.attempt, 'fenced'), '');
+    } catch {
+      // The run dir is gone: nothing left to adopt either.
+    }
+  }
+
+  /** Records of attempts that ended, kept so a late watchJob can still read their status. */
+  sweep(olderThanMs: number): void {
+    const cutoff = Date.now() - olderThanMs;
+    for (const f of fs.readdirSync(this.runDir)) {
+      const m = /^(.+)\.(\d+)\.json$/.exec(f);
+      if (!m || this.live.get(m[1])?.attempt === Number(m[2])) continue;
+      try {
+        if (fs.statSync(path.join(this.runDir, f)).mtimeMs > cutoff) continue;
+        const rec = JSON.parse(fs.readFileSync(path.join(this.runDir, f), 'utf8')) as AttemptRecord;
+        if (processStartTime(rec.pid) === rec.startTime) continue;
+      } catch {
+        // Unreadable: gone with the rest.
+      }
+      this.forget(m[1], Number(m[2]));
+    }
+  }
+
+  /**
+   * A restarted agent adopts the attempts of its previous life that still run (same pid and
+   * start time): it tells their shims it is their owner now, so they are not fenced, and
+   * returns them so their workflows can switch to watching them.
+   */
+  adoptSurvivors(defaults: { lostAfterMs: number; fenceAfterMs: number; fenceGraceMs: number }, stillWanted: (r: AttemptRecord) => Promise<boolean>): AttemptRecord[] {
+    const adopted: AttemptRecord[] = [];
+    for (const f of fs.readdirSync(this.runDir).filter((x) => x.endsWith('.json'))) {
+      let rec: AttemptRecord;
+      try {
+        rec = JSON.parse(fs.readFileSync(path.join(this.runDir, f), 'utf8')) as AttemptRecord;
+      } catch {
+        continue;
+      }
+      const { jobId, attempt } = rec.spec;
+      const alive = processStartTime(rec.pid) === rec.startTime;
+      if (!alive || fs.existsSync(this.file(jobId, attempt, 'fenced'))) continue;
+      fs.writeFileSync(this.file(jobId, attempt, 'adopt'), String(process.pid));
+      const entry: Live = {
+        jobId,
+        attempt,
+        pid: rec.pid,
+        exited: watchStatus(rec.pid, this.file(jobId, attempt, 'status')),
+        fenced: false,
+        ...defaults,
+        lostAfterMs: rec.spec.lostAfterMs ?? defaults.lostAfterMs,
+        watcher: 0,
+      };
+      this.live.set(jobId, entry);
+      // If its workflow has moved on (it counted the attempt LOST before we were back), no
+      // watchJob comes: the adopted process is fenced before a new attempt could overlap it.
+      this.orphan(entry, entry.fenceAfterMs, () => stillWanted(rec));
+      adopted.push(rec);
+    }
+    return adopted;
+  }
+}
+
+export class SpawnFailed extends Error {
+  constructor(readonly error: Promise<Error>) {
+    super('could not start the attempt');
+  }
+}
+
+/** For an adopted attempt (not our child): its shim's status file, or null once it is gone without one. */
+function watchStatus(pid: number, statusFile: string): Promise<WaitStatus | null> {
+  return new Promise((resolve) => {
+    const check = () => {
+      const s = readStatusFile(statusFile);
+      if (s) return resolve(s);
+      if (processStartTime(pid) === null) {
+        // One more look: the status may land just as the shim exits.
+        return setTimeout(() => resolve(readStatusFile(statusFile)), 200);
+      }
+      setTimeout(check, 200);
+    };
+    check();
+  });
+}
+
+/**
+ * The shim's one-line report from fd 3. The shim writes its status file before the report, so
+ * when it exits with no report read (a pipe cut short, a busy event loop), the file has it.
+ */
+function shimReport(child: ChildProcess, statusFile: string): Promise<WaitStatus | null> {
+  const sock = child.stdio[3] as Readable;
+  return new Promise((resolve) => {
+    let buf = '';
+    let done = false;
+    const finish = (r: WaitStatus | null) => {
+      if (done) return;
+      done = true;
+      resolve(r);
+    };
+    sock.on('data', (d: Buffer) => {
+      buf += d.toString();
+      const nl = buf.indexOf('\n');
+      if (nl >= 0) {
+        const n = Number(buf.slice(0, nl));
+        if (Number.isInteger(n)) finish(decodeWaitStatus(n));
+      }
+    });
+    sock.on('error', () => undefined);
+    child.once('exit', (_code, signal) => {
+      // A shim killed by a signal took its command with it; one that exited without a status
+      // file (it fenced) reports nothing the job could own.
+      finish(readStatusFile(statusFile) ?? (signal ? { code: null, signal } : null));
+    });
+  });
+}

@@ -1,0 +1,16 @@
+/** Signals and queries of the job workflow (`job/<jobId>`): what clients, activities and the agent may send it. */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type { AttemptStarted, DispatchGrant, JobState } from './types.ts';
+
+/**
+ * The scheduler has given the attempt a node and cards. Only a wake-up: the node and cards the
+ * attempt uses are read from the database, so a stale or forged grant places nothing.
+ */
+export const dispatchSignal = defineSignal<[DispatchGrant]>('dispatch');
+/** The agent reports that the attempt's process is up. */
+export const attemptStartedSignal = defineSignal<[AttemptStarted]>('attemptStarted');
+/** A restarted agent found this attempt's process still running and adopted it. */
+export const reattachSignal = defineSignal<[AttemptStarted]>('reattach');
+/** A user asks to cancel the job. */
+export const cancelJobSignal = defineSignal<[{ reason?: string }]>('cancelJob');
+export const jobStateQuery = defineQuery<JobState>('jobState');

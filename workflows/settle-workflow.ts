@@ -1,0 +1,41 @@
+import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
+import type { ControlActivities } from '../activities/control.ts';
+import type { GpuHostActivities } from '../activities/gpu-host.ts';
+import { gpuHostTaskQueue } from './names.ts';
+import type { JobState } from './types.ts';
+
+const control = proxyLocalActivities<ControlActivities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '200ms', maximumInterval: '10s' },
+});
+
+export interface SettleJobInput {
+  jobId: string;
+  attempt: number;
+  /** The node the attempt was placed on, if any: its process is stopped there first. */
+  nodeId: string | null;
+  state: Extract<JobState, 'FAILED' | 'CANCELLED'>;
+  reason: string;
+  /** A node that does not take the stop within this long has fenced the attempt itself. */
+  lostAfterMs: number;
+}
+
+/**
+ * Ends a job whose own workflow was closed behind its back (terminated, reset or cancelled in
+ * the Temporal UI or CLI, or gone from Temporal): started by the control worker's reconciler
+ * under the same id `job/<jobId>`. The attempt's process is stopped before its cards are
+ * freed, so no other job ever shares a card with it.
+ */
+export async function settleJobWorkflow(input: SettleJobInput): Promise<void> {
+  if (input.nodeId) {
+    const host = proxyActivities<GpuHostActivities>({
+      taskQueue: gpuHostTaskQueue(input.nodeId),
+      scheduleToStartTimeout: input.lostAfterMs,
+      startToCloseTimeout: '10 minutes',
+      retry: { maximumAttempts: 3 },
+    });
+    // A node that never answers fences the attempt by itself before lost-after (domain/liveness.ts).
+    await host.stopAttempt({ jobId: input.jobId, attempt: input.attempt }).catch(() => undefined);
+  }
+  await control.settleJob({ jobId: input.jobId, attempt: input.attempt, state: input.state, reason: input.reason });
+}
