@@ -155,11 +155,13 @@ export function createControlActivities(deps: ControlDeps) {
      * the database: an attempt the scheduler did not move to DISPATCHING (a stale or forged
      * dispatch signal) gets null and stays where it is.
      */
-    async beginAttempt(a: { jobId: string; attempt: number }): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
+    async beginAttempt(a: { jobId: string; attempt: number; resume?: boolean }): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
       return db.transaction(async (tx) => {
         const job = await getJobForUpdate(tx, a.jobId);
         if (!job) throw new Error(`job ${a.jobId} does not exist`);
-        if (job.attempt !== a.attempt || job.state !== 'DISPATCHING' || !job.nodeId || !job.gpuIndices) return null;
+        // resume: a workflow reset in Temporal finds its attempt already RUNNING and watches it again.
+        const expected = a.resume ? 'RUNNING' : 'DISPATCHING';
+        if (job.attempt !== a.attempt || job.state !== expected || !job.nodeId || !job.gpuIndices) return null;
         const owned = await ownedCards(tx, a.jobId, a.attempt);
         const wanted = [...job.gpuIndices].sort((x, y) => x - y).join(',');
         if (owned.indices.join(',') !== wanted || (wanted !== '' && owned.nodeId !== job.nodeId)) return null;

@@ -79,16 +79,19 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
 
   return CancellationScope.nonCancellable(async () => {
     const enq = await control.enqueueAttempt({ jobId, attempt });
-    if (enq.state !== 'QUEUED') {
+    // A run reset in Temporal to before its attempt started finds the attempt running: it
+    // watches the process again instead of leaving it unwatched.
+    const resumed = enq.state === 'RUNNING' ? await control.beginAttempt({ jobId, attempt, resume: true }) : null;
+    if (enq.state !== 'QUEUED' && !resumed) {
       // Already settled (cancelled before the workflow ran, or a duplicate start).
       setState(enq.state);
       return { jobId, attempt, state: enq.state, exitCode: null, signal: null, reason: 'already settled' };
     }
-    setState('QUEUED');
 
     // The dispatch signal only wakes us: the node and cards come from the database, which
     // refuses an attempt that the scheduler did not move to DISPATCHING.
-    let spec: AttemptSpec | null = null;
+    let spec: AttemptSpec | null = resumed ? { ...resumed, lostAfterMs: input.lostAfterMs } : null;
+    if (!resumed) setState('QUEUED');
     while (spec === null) {
       await condition(() => granted || cancelRequested);
       if (cancelRequested) {
@@ -101,7 +104,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
       if (begun) spec = { ...begun, lostAfterMs: input.lostAfterMs };
     }
     const s: AttemptSpec = spec;
-    setState('DISPATCHING', s.nodeId);
+    setState(resumed ? 'RUNNING' : 'DISPATCHING', s.nodeId);
 
     const onNode = {
       taskQueue: gpuHostTaskQueue(s.nodeId),
@@ -141,9 +144,10 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
         });
       return w;
     };
-    let current = launch(() => runner.runJob(s));
+    let current = launch(() => (resumed ? watcher.watchJob({ jobId, attempt }) : runner.runJob(s)));
+    if (resumed) await control.noteAttempt({ jobId, attempt, detail: `workflow restarted in Temporal (reset); watching the attempt on node ${s.nodeId} again` });
 
-    let markedRunning = false;
+    let markedRunning = resumed !== null;
     let cancelSent = false;
     let reattachesSeen = 0;
     let takeovers = 0;
