@@ -2,7 +2,8 @@
  * Pure placement logic of one scheduling pass: which queued job gets which cards.
  *
  * Rule (written down as the issue asks):
- *  - Jobs are considered in order: priority (higher first), then queue time (older first).
+ *  - Jobs are considered in order: priority (higher first), then queue time (older first), then
+ *    id, whatever order the caller passes them in.
  *  - A job gets all its cards on one ONLINE node whose labels contain every selector pair.
  *    Among the nodes with room it takes the one with the fewest free cards (best fit), so
  *    large holes stay open for large jobs; cards are taken lowest index first.
@@ -43,11 +44,17 @@ export function selectorMatches(selector: Record<string, string>, labels: Record
   return Object.entries(selector).every(([k, v]) => labels[k] === v);
 }
 
-export function planPlacements(queue: QueuedJob[], nodeList: NodeRoom[], now: Date, holdMs: number): Placement[] {
+/** The order jobs are taken in: priority (higher first), queue time (older first), then id so ties are stable. */
+export function queueOrder(a: QueuedJob, b: QueuedJob): number {
+  return b.priority - a.priority || a.queuedAt.getTime() - b.queuedAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[], now: Date, holdMs: number): Placement[] {
+  const ordered = [...queue].sort(queueOrder);
   const room = nodeList.map((n) => ({ ...n, free: [...n.free], reservedFor: null as string | null }));
   const placements: Placement[] = [];
   let freeTotal = room.reduce((s, n) => s + n.free.length, 0);
-  for (const job of queue) {
+  for (const job of ordered) {
     if (freeTotal === 0 && job.gpus > 0) {
       // Nothing left to hand out; zero-card jobs could still go, so only those continue.
       continue;

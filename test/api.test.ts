@@ -2,18 +2,22 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
+import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp } from '../api/app.ts';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
-import { insertJob, transitionJob } from '../db/queries/jobs.ts';
+import { getJob, insertJob, listAttempts, listTransitions, transitionJob } from '../db/queries/jobs.ts';
 import { connectClient, ensureNamespace } from '../temporal/setup.ts';
+import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../workflows/names.ts';
+import { SA_JOB_ID } from '../workflows/search-attributes.ts';
 
 /** The API through app.inject, on PGlite, with a real Temporal client. */
 describe('API input handling', () => {
   let app: FastifyInstance;
   let database: DatabaseHandle;
   let closeTemporal: () => Promise<void>;
+  let temporal: Client;
 
   beforeAll(async () => {
     database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-api-')) });
@@ -21,7 +25,8 @@ describe('API input handling', () => {
     await ensureNamespace(inject('temporalAddress'), ns);
     const t = await connectClient(inject('temporalAddress'), ns);
     closeTemporal = t.close;
-    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, pickupTimeoutMs: 30_000 } });
+    temporal = t.client;
+    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
   });
   afterAll(async () => {
     await app?.close();
@@ -69,7 +74,11 @@ describe('API input handling', () => {
 
   it('refuses to cancel a job that already ended, with 409', async () => {
     await insertJob(database.db, { id: 'job-done', type: 'CUSTOM', state: 'CREATED', gpus: 0, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} });
-    await database.db.transaction((tx) => transitionJob(tx, { jobId: 'job-done', attempt: 1, from: ['CREATED'], to: 'SUCCEEDED' }));
+    // The transition table allows no shortcut to SUCCEEDED: walk the job there.
+    const path = ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED'] as const;
+    for (let i = 1; i < path.length; i++) {
+      expect(await database.db.transaction((tx) => transitionJob(tx, { jobId: 'job-done', attempt: 1, from: [path[i - 1]], to: path[i] }))).toBe(path[i - 1]);
+    }
     const res = await app.inject({ method: 'POST', url: '/api/v1/jobs/job-done/cancel', payload: {} });
     expect(res.statusCode).toBe(409);
     expect(res.json().message).toContain('SUCCEEDED');
@@ -90,6 +99,15 @@ describe('API input handling', () => {
     expect(job.project_id).toMatch(/^prj-/);
     const listed = await app.inject({ method: 'GET', url: '/api/v1/jobs?project=vision' });
     expect(listed.json().jobs.map((j: { id: string }) => j.id)).toEqual([job.id]);
+    // Recorded CREATED as attempt 1, with the first line of its history.
+    const row = await getJob(database.db, job.id);
+    expect(row).toMatchObject({ state: 'CREATED', attempt: 1, gpus: 0, command: ['/bin/sh', '-c', 'echo hi'], projectId: job.project_id });
+    expect((await listAttempts(database.db, job.id)).map((a) => [a.attempt, a.state])).toEqual([[1, 'CREATED']]);
+    expect((await listTransitions(database.db, job.id)).map((t) => [t.attempt, t.fromState, t.toState])).toEqual([[1, null, 'CREATED']]);
+    // Its workflow was started on the control queue under the job's workflow id (no worker runs here, so it waits).
+    const wf = await temporal.workflow.getHandle(jobWorkflowId(job.id)).describe();
+    expect(wf).toMatchObject({ workflowId: `job/${job.id}`, type: 'jobWorkflow', taskQueue: CONTROL_TASK_QUEUE, status: { name: 'RUNNING' } });
+    expect(wf.typedSearchAttributes.get(SA_JOB_ID)).toBe(job.id);
   });
 
   it('serves an OpenAPI document that lists every route', async () => {

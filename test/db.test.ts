@@ -6,7 +6,7 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
-import { runSchedulePass } from '../db/queries/schedule.ts';
+import { claimSlots, runSchedulePass } from '../db/queries/schedule.ts';
 import { gpuSlots } from '../db/schema.ts';
 import { fakeGpus } from '../workers/gpu-host/inventory.ts';
 import { createDatabase } from './support/postgres.ts';
@@ -50,10 +50,24 @@ describe.each([
     const { db } = await open();
     await upsertNodeOnline(db, { nodeId: 'n1', hostname: 'h', labels: {}, gpus: fakeGpus('n1', 2) });
     await insertJob(db, newJob('j1', 1));
-    // A card row has one owner column; a second row for the same card is refused by the key.
-    await expect(db.insert(gpuSlots).values({ nodeId: 'n1', index: 0, uuid: 'x', name: 'x', memoryMb: 1 })).rejects.toThrow();
+    await insertJob(db, newJob('j1b', 1));
+    // The claim is conditional on the card being free: a second claim of an owned card claims nothing.
+    expect(await claimSlots(db, { jobId: 'j1', attempt: 1, nodeId: 'n1', gpuIndices: [0] })).toEqual([0]);
+    expect(await claimSlots(db, { jobId: 'j1b', attempt: 1, nodeId: 'n1', gpuIndices: [0] })).toEqual([]);
+    expect(await claimSlots(db, { jobId: 'j1b', attempt: 1, nodeId: 'n1', gpuIndices: [0, 1] })).toEqual([1]);
+    const owners = await db.select({ index: gpuSlots.index, owner: gpuSlots.ownerJobId }).from(gpuSlots).where(eq(gpuSlots.nodeId, 'n1')).orderBy(gpuSlots.index);
+    expect(owners).toEqual([{ index: 0, owner: 'j1' }, { index: 1, owner: 'j1b' }]);
+    // A card has one row, so it has one owner column: a second row for it is refused by the key.
+    await expect(db.insert(gpuSlots).values({ nodeId: 'n1', index: 0, uuid: 'x', name: 'x', memoryMb: 1 })).rejects.toMatchObject({
+      cause: { code: '23505', constraint: 'gpu_slots_node_id_index_pk' },
+    });
     // An owner without its attempt (or the reverse) is refused by the check.
-    await expect(db.update(gpuSlots).set({ ownerJobId: 'j1' }).where(eq(gpuSlots.index, 0))).rejects.toThrow();
+    await expect(db.update(gpuSlots).set({ ownerAttempt: null }).where(eq(gpuSlots.index, 0))).rejects.toMatchObject({
+      cause: { code: '23514', constraint: 'gpu_slots_owner_pair' },
+    });
+    await expect(db.insert(gpuSlots).values({ nodeId: 'n1', index: 7, uuid: 'y', name: 'y', memoryMb: 1, ownerJobId: 'j1' })).rejects.toMatchObject({
+      cause: { code: '23514', constraint: 'gpu_slots_owner_pair' },
+    });
   });
 
   it('moves a job only from the states it allows, and records each move', async () => {

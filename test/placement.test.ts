@@ -47,8 +47,28 @@ describe('planPlacements', () => {
     expect(p).toEqual([{ jobId: 'small', attempt: 1, nodeId: 'm', gpuIndices: [0] }]);
   });
 
-  it('orders by priority then queue time as given', () => {
-    const p = planPlacements([job('hi', 1, { priority: 9 }), job('lo', 1)], [node('n', [0])], t0, 1000);
-    expect(p.map((x) => x.jobId)).toEqual(['hi']);
+  it('orders the queue itself: priority (higher first), then queue time (older first), then id', () => {
+    const later = new Date(t0.getTime() + 1000);
+    const ordered = [
+      job('hi', 1, { priority: 9, queuedAt: later }),
+      job('mid-old', 1, { priority: 5 }),
+      job('mid-a', 1, { priority: 5, queuedAt: later }),
+      job('mid-b', 1, { priority: 5, queuedAt: later }),
+      job('lo', 1, { priority: -1 }),
+    ];
+    // Five one-card jobs for four cards: whatever order the queue comes in, the lowest one waits.
+    const want = [
+      { jobId: 'hi', gpuIndices: [0] },
+      { jobId: 'mid-old', gpuIndices: [1] },
+      { jobId: 'mid-a', gpuIndices: [2] },
+      { jobId: 'mid-b', gpuIndices: [3] },
+    ];
+    const shuffled = [ordered[3], ordered[4], ordered[1], ordered[0], ordered[2]];
+    for (const queue of [ordered, [...ordered].reverse(), shuffled]) {
+      const given = [...queue];
+      const p = planPlacements(queue, [node('n', [0, 1, 2, 3])], t0, 60_000);
+      expect(p.map(({ jobId, gpuIndices }) => ({ jobId, gpuIndices }))).toEqual(want);
+      expect(queue).toEqual(given); // the caller's array is not reordered
+    }
   });
 });

@@ -1,5 +1,5 @@
 import { and, asc, desc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
-import type { Db } from '../client.ts';
+import type { Db, Executor } from '../client.ts';
 import { gpuSlots, jobs, nodes } from '../schema.ts';
 import { planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../activities/placement.ts';
 import { transitionJob } from './jobs.ts';
@@ -7,6 +7,21 @@ import { transitionJob } from './jobs.ts';
 export interface PassOutcome {
   placements: Placement[];
   queued: number;
+}
+
+/**
+ * Gives the placement's job the cards it names that are still unowned, and returns the
+ * indices it got. The `owner_job_id IS NULL` condition is what keeps one owner per card:
+ * a card someone else holds is not taken, so a caller compares the count with what it asked.
+ */
+export async function claimSlots(ex: Executor, p: Placement): Promise<number[]> {
+  if (p.gpuIndices.length === 0) return [];
+  const rows = await ex
+    .update(gpuSlots)
+    .set({ ownerJobId: p.jobId, ownerAttempt: p.attempt })
+    .where(and(eq(gpuSlots.nodeId, p.nodeId), inArray(gpuSlots.index, p.gpuIndices), isNull(gpuSlots.ownerJobId)))
+    .returning({ index: gpuSlots.index });
+  return rows.map((r) => r.index).sort((a, b) => a - b);
 }
 
 /**
@@ -50,11 +65,7 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date()):
     const placements: Placement[] = [];
     for (const p of planned) {
       if (p.gpuIndices.length > 0) {
-        const claimed = await tx
-          .update(gpuSlots)
-          .set({ ownerJobId: p.jobId, ownerAttempt: p.attempt })
-          .where(and(eq(gpuSlots.nodeId, p.nodeId), inArray(gpuSlots.index, p.gpuIndices), isNull(gpuSlots.ownerJobId)))
-          .returning({ index: gpuSlots.index });
+        const claimed = await claimSlots(tx, p);
         if (claimed.length !== p.gpuIndices.length) throw new Error(`card claim raced for job ${p.jobId}; pass retried`);
       }
       const moved = await transitionJob(tx, {
