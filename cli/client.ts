@@ -1,5 +1,7 @@
 /** A small typed client of the GPUPlane HTTP API; the CLI and the tests both use it. */
 
+import { randomUUID } from 'node:crypto';
+
 export interface JobJson {
   id: string;
   type: string;
@@ -72,21 +74,38 @@ export class ApiError extends Error {
 
 export const TERMINAL = ['SUCCEEDED', 'FAILED', 'CANCELLED'];
 
-export class GpuplaneClient {
-  constructor(readonly baseUrl: string) {}
+export interface ClientOptions {
+  /**
+   * Waits before each retry of a submit that met a connection error or a 503; one retry per
+   * entry. Every try carries the same Idempotency-Key, so a retry never makes a second job.
+   */
+  submitRetryDelaysMs?: number[];
+}
 
-  async request<T>(method: string, p: string, body?: unknown): Promise<T> {
+const SUBMIT_RETRY_DELAYS_MS = [250, 1000, 3000, 6000];
+
+export class GpuplaneClient {
+  constructor(
+    readonly baseUrl: string,
+    readonly opts: ClientOptions = {},
+  ) {}
+
+  async request<T>(method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    const unreachable = (err: unknown) =>
+      new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
     let res: Response;
+    let text: string;
     try {
       res = await fetch(`${this.baseUrl.replace(/\/$/, '')}/api/v1${p}`, {
         method,
-        headers: body === undefined ? {} : { 'content-type': 'application/json' },
+        headers: body === undefined ? headers : { ...headers, 'content-type': 'application/json' },
         body: body === undefined ? undefined : JSON.stringify(body),
       });
+      // A connection cut while the answer is read is as unknown an outcome as one cut before.
+      text = await res.text();
     } catch (err) {
-      throw new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
+      throw unreachable(err);
     }
-    const text = await res.text();
     const data = text ? (JSON.parse(text) as unknown) : undefined;
     if (!res.ok) {
       const e = (data ?? {}) as { error?: string; message?: string };
@@ -95,8 +114,21 @@ export class GpuplaneClient {
     return data as T;
   }
 
-  submit(req: SubmitRequest): Promise<JobJson> {
-    return this.request('POST', '/jobs', req);
+  /**
+   * Submits a job under a fresh Idempotency-Key (or the one given), retrying with backoff while
+   * the API cannot be reached or answers 503: whichever try the server took, one job is made.
+   */
+  async submit(req: SubmitRequest, idempotencyKey: string = randomUUID()): Promise<JobJson> {
+    const delays = this.opts.submitRetryDelaysMs ?? SUBMIT_RETRY_DELAYS_MS;
+    for (let i = 0; ; i++) {
+      try {
+        return await this.request<JobJson>('POST', '/jobs', req, { 'idempotency-key': idempotencyKey });
+      } catch (err) {
+        const retriable = err instanceof ApiError && (err.status === 0 || err.status === 503);
+        if (!retriable || i >= delays.length) throw err;
+        await new Promise((r) => setTimeout(r, delays[i]));
+      }
+    }
   }
   job(id: string): Promise<JobDetailJson> {
     return this.request('GET', `/jobs/${encodeURIComponent(id)}`);

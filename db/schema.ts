@@ -80,6 +80,20 @@ export const jobs = pgTable(
 );
 export type Job = InferSelectModel<typeof jobs>;
 
+/**
+ * The Idempotency-Key of a submit: a retried POST /jobs with the same key and the same body
+ * gets the job the first one made. Written in the job's own transaction, so a key never
+ * points at a job that was not stored, and two concurrent submits cannot both make one.
+ */
+export const idempotencyKeys = pgTable('idempotency_keys', {
+  key: text('key').primaryKey(),
+  /** sha256 of the request body in canonical JSON: the same key with another body is refused. */
+  requestHash: text('request_hash').notNull(),
+  jobId: text('job_id').notNull().references(() => jobs.id),
+  createdAt: createdAt(),
+});
+export type IdempotencyKey = InferSelectModel<typeof idempotencyKeys>;
+
 /** One row per attempt, with the config it ran with, so retries can be compared. */
 export const jobAttempts = pgTable(
   'job_attempts',

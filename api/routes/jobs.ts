@@ -1,9 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
-import type { Job } from '../../db/schema.ts';
+import type { IdempotencyKey, Job } from '../../db/schema.ts';
+import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempotency.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
@@ -11,9 +13,15 @@ import { signalCancel, startJobWorkflow } from '../../temporal/client-ops.ts';
 import { isTerminal } from '../../workflows/types.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
-import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody } from '../schemas/jobs.ts';
+import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
+import { requestHash } from '../idempotency.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../app.ts';
+
+const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
+
+/** Thrown inside the submit transaction to roll back a job whose Idempotency-Key another request took. */
+class KeyTaken extends Error {}
 
 /** argv as given, or one string run by /bin/sh -c; a blank command is refused. */
 function normalizeCommand(command: string | string[]): string[] {
@@ -31,39 +39,85 @@ async function jobDetail(db: Db, job: Job) {
 export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db, client } = deps;
 
+  /** Starts the job's workflow; when Temporal does not take it the job stays CREATED and the caller gets 503. */
+  async function startOrUnavailable(req: FastifyRequest, job: Job, keyed: boolean): Promise<void> {
+    try {
+      await startJobWorkflow(client, job, deps.timeouts);
+    } catch (err) {
+      req.log.warn({ err, jobId: job.id }, 'job recorded but its workflow did not start yet');
+      const retry = keyed ? '; a retry with the same Idempotency-Key returns this job' : '';
+      throw new DomainError('unavailable', `job ${job.id} is recorded as CREATED but Temporal did not take it yet; the control worker starts it when Temporal answers${retry}`);
+    }
+  }
+
+  /** A submit whose key was seen: the job that key made, its workflow started again if it never was. */
+  async function replaySubmit(req: FastifyRequest, reply: FastifyReply, seen: IdempotencyKey, hash: string) {
+    if (seen.requestHash !== hash) {
+      throw new DomainError('conflict', `Idempotency-Key ${JSON.stringify(seen.key)} was already used with a different request body (job ${seen.jobId}); use a new key for a new job`);
+    }
+    const job = await getJob(db, seen.jobId);
+    if (!job) throw notFound('job', seen.jobId);
+    // Starting is idempotent for a live workflow; a job past CREATED has had one, and is not started twice.
+    if (job.state === 'CREATED' && job.attempt === 1) await startOrUnavailable(req, job, true);
+    return reply.status(201).header('idempotent-replayed', 'true').send(jobJson(job));
+  }
+
   app.post(
     '/jobs',
-    { schema: { tags: ['jobs'], summary: 'Submit a job', body: SubmitJobBody, response: { 201: JobSchema, ...errorResponses } } },
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: 'Submit a job',
+        headers: SubmitJobHeaders,
+        body: SubmitJobBody,
+        response: { 201: JobSchema, ...errorResponses },
+      },
+      // A bad key is named in words; the schema's pattern is no message for people.
+      schemaErrorFormatter: (errors, dataVar) =>
+        new Error(dataVar === 'headers' ? BAD_KEY : errors.map((e) => `${dataVar}${e.instancePath ?? ''} ${e.message}`).join(', ')),
+    },
     async (req, reply) => {
       const b = req.body;
       const command = normalizeCommand(b.command);
       if (b.experiment && !b.project) throw new DomainError('invalid', 'experiment needs a project');
-      const job = await db.transaction(async (tx) => {
-        const projectId = b.project ? await ensureProject(tx, b.project) : null;
-        const experimentId = projectId && b.experiment ? await ensureExperiment(tx, projectId, b.experiment) : null;
-        return insertJob(tx, {
-          id: newId('job'),
-          type: b.type ?? 'TRAIN',
-          state: 'CREATED',
-          projectId,
-          experimentId,
-          priority: b.priority ?? 0,
-          gpus: b.gpus ?? 1,
-          selector: b.selector ?? {},
-          command,
-          workingDir: b.working_dir ?? '/tmp',
-          env: b.env ?? {},
-          params: b.params ?? {},
-          onLost: b.on_lost ?? 'requeue',
-          maxLostRequeues: b.max_lost_requeues ?? 3,
-        });
-      });
-      try {
-        await startJobWorkflow(client, job, deps.timeouts);
-      } catch (err) {
-        req.log.warn({ err, jobId: job.id }, 'job recorded but its workflow did not start yet');
-        throw new DomainError('unavailable', `job ${job.id} is recorded as CREATED but Temporal did not take it yet; the control worker starts it when Temporal answers`);
+      const key = req.headers['idempotency-key'];
+      const hash = key === undefined ? '' : requestHash(b);
+      if (key !== undefined) {
+        const seen = await findIdempotencyKey(db, key);
+        if (seen) return replaySubmit(req, reply, seen, hash);
       }
+      let job: Job;
+      try {
+        job = await db.transaction(async (tx) => {
+          const projectId = b.project ? await ensureProject(tx, b.project) : null;
+          const experimentId = projectId && b.experiment ? await ensureExperiment(tx, projectId, b.experiment) : null;
+          const made = await insertJob(tx, {
+            id: newId('job'),
+            type: b.type ?? 'TRAIN',
+            state: 'CREATED',
+            projectId,
+            experimentId,
+            priority: b.priority ?? 0,
+            gpus: b.gpus ?? 1,
+            selector: b.selector ?? {},
+            command,
+            workingDir: b.working_dir ?? '/tmp',
+            env: b.env ?? {},
+            params: b.params ?? {},
+            onLost: b.on_lost ?? 'requeue',
+            maxLostRequeues: b.max_lost_requeues ?? 3,
+          });
+          // The key goes in with the job: a concurrent request with the same key waits here, then finds it taken.
+          if (key !== undefined && !(await claimIdempotencyKey(tx, { key, requestHash: hash, jobId: made.id }))) throw new KeyTaken();
+          return made;
+        });
+      } catch (err) {
+        if (!(err instanceof KeyTaken)) throw err;
+        const seen = await findIdempotencyKey(db, key!);
+        if (!seen) throw new DomainError('unavailable', 'a concurrent request with the same Idempotency-Key did not finish; try again');
+        return replaySubmit(req, reply, seen, hash);
+      }
+      await startOrUnavailable(req, job, key !== undefined);
       return reply.status(201).send(jobJson(job));
     },
   );

@@ -26,6 +26,18 @@ export const SubmitJobBody = Type.Object(
 );
 export type SubmitJobBody = Static<typeof SubmitJobBody>;
 
+export const SubmitJobHeaders = Type.Object({
+  'idempotency-key': Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 200,
+      pattern: '^[\\x20-\\x7E]+$',
+      description:
+        '1-200 printable ASCII characters. A retry with the same key and body returns the job the first request made (201 again, header idempotent-replayed: true) and creates nothing; the same key with another body is 409',
+    }),
+  ),
+});
+
 export const JobSchema = Type.Object(
   {
     id: Type.String(),

@@ -1,0 +1,147 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { sql } from 'drizzle-orm';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildApp } from '../api/app.ts';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { getJob } from '../db/queries/jobs.ts';
+import { connectClient, ensureNamespace } from '../temporal/setup.ts';
+import { jobWorkflowId } from '../workflows/names.ts';
+import { createDatabase } from './support/postgres.ts';
+import { freePort } from './support/ports.ts';
+
+const timeouts = { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 };
+
+async function postgres(): Promise<DatabaseHandle> {
+  const name = `t_idem_${Math.random().toString(36).slice(2, 8)}`;
+  const port = inject('pgPort');
+  await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, name);
+  return openDatabase({ url: `postgres://postgres@127.0.0.1:${port}/${name}` });
+}
+const pglite = () => openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-idem-')) });
+
+/** POST /jobs with an Idempotency-Key, through app.inject, on both databases, with a real Temporal. */
+describe.each([
+  ['PostgreSQL', postgres],
+  ['PGlite', pglite],
+])('submit with an Idempotency-Key on %s', (_name, open) => {
+  let database: DatabaseHandle;
+  let temporal: Client;
+  let closeTemporal: () => Promise<void>;
+  let app: FastifyInstance;
+  /** The same API over a Temporal client whose server cannot be reached. */
+  let cutOff: FastifyInstance;
+  let deadConnection: Connection;
+
+  beforeAll(async () => {
+    database = await open();
+    const ns = `idem-${Math.random().toString(36).slice(2, 8)}`;
+    await ensureNamespace(inject('temporalAddress'), ns);
+    const t = await connectClient(inject('temporalAddress'), ns);
+    temporal = t.client;
+    closeTemporal = t.close;
+    app = await buildApp({ db: database.db, client: temporal, timeouts });
+    // Nothing listens on this port; no retry interceptor, so each start fails at once.
+    deadConnection = Connection.lazy({ address: `127.0.0.1:${await freePort()}`, interceptors: [] });
+    cutOff = await buildApp({ db: database.db, client: new Client({ connection: deadConnection, namespace: ns }), timeouts });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await cutOff?.close();
+    await deadConnection?.close();
+    await closeTemporal?.();
+    await database?.close();
+  });
+
+  const count = async (table: 'jobs' | 'idempotency_keys') => {
+    const r = (await database.db.execute(sql`select count(*)::int as n from ${sql.identifier(table)}`)) as unknown as { rows: { n: number }[] };
+    return r.rows[0].n;
+  };
+  const submit = (payload: object, key?: string, via = app) =>
+    via.inject({ method: 'POST', url: '/api/v1/jobs', payload, headers: key === undefined ? {} : { 'idempotency-key': key } });
+  const workflowStatus = async (jobId: string) => (await temporal.workflow.getHandle(jobWorkflowId(jobId)).describe()).status.name;
+
+  it('a retry with the same key and body returns the same job and creates nothing', async () => {
+    const before = await count('jobs');
+    const first = await submit({ command: ['true'], gpus: 0, params: { lr: 0.1, batch: 8 } }, 'key-same-twice');
+    expect(first.statusCode).toBe(201);
+    expect(first.headers['idempotent-replayed']).toBeUndefined();
+    // Key order in the body does not make it another request.
+    const again = await submit({ params: { batch: 8, lr: 0.1 }, gpus: 0, command: ['true'] }, 'key-same-twice');
+    expect(again.statusCode).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.json().id).toBe(first.json().id);
+    expect(await count('jobs')).toBe(before + 1);
+    expect(await workflowStatus(first.json().id)).toBe('RUNNING');
+    // Without a key, every submit is a new job.
+    const a = await submit({ command: ['true'], gpus: 0 });
+    const b = await submit({ command: ['true'], gpus: 0 });
+    expect(a.json().id).not.toBe(b.json().id);
+    expect(await count('jobs')).toBe(before + 3);
+  });
+
+  it('the same key with a different body is 409 with a message, and changes nothing', async () => {
+    const first = await submit({ command: ['true'], gpus: 0 }, 'key-other-body');
+    expect(first.statusCode).toBe(201);
+    const [jobs, keys] = [await count('jobs'), await count('idempotency_keys')];
+    const res = await submit({ command: ['false'], gpus: 0 }, 'key-other-body');
+    expect(res.statusCode).toBe(409);
+    expect(res.json()).toEqual({ error: 'conflict', message: expect.stringMatching(/Idempotency-Key "key-other-body" was already used with a different request body/) });
+    expect([await count('jobs'), await count('idempotency_keys')]).toEqual([jobs, keys]);
+    expect((await getJob(database.db, first.json().id))?.command).toEqual(['true']);
+  });
+
+  it.each([
+    ['an empty key', ''],
+    ['a key of 201 characters', 'k'.repeat(201)],
+    ['a key with a non-ASCII character', 'clé'],
+    ['a key with a control character', 'a\tb'],
+  ])('refuses %s with 400 and a message, and stores nothing', async (_what, key) => {
+    const before = await count('jobs');
+    const res = await submit({ command: ['true'], gpus: 0 }, key);
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'invalid', message: 'Idempotency-Key must be 1 to 200 printable ASCII characters' });
+    expect(await count('jobs')).toBe(before);
+  });
+
+  it('takes a key of 200 printable characters, spaces and symbols included', async () => {
+    const key = `a !~${'x'.repeat(196)}`;
+    const first = await submit({ command: ['true'], gpus: 0 }, key);
+    const again = await submit({ command: ['true'], gpus: 0 }, key);
+    expect([first.statusCode, again.statusCode]).toEqual([201, 201]);
+    expect(again.json().id).toBe(first.json().id);
+  });
+
+  it('concurrent identical requests make one job', async () => {
+    const before = await count('jobs');
+    const answers = await Promise.all(Array.from({ length: 6 }, () => submit({ command: ['sleep', '1'], gpus: 0 }, 'key-concurrent')));
+    expect(answers.map((r) => r.statusCode)).toEqual(Array(6).fill(201));
+    expect(new Set(answers.map((r) => r.json().id)).size).toBe(1);
+    expect(await count('jobs')).toBe(before + 1);
+  });
+
+  it('a submit Temporal does not take is 503 with one CREATED job, and the retry with the key returns it and starts it', async () => {
+    const before = await count('jobs');
+    const body = { command: ['true'], gpus: 0, priority: 3 };
+    const down = await submit(body, 'key-temporal-down', cutOff);
+    expect(down.statusCode).toBe(503);
+    expect(down.json().message).toMatch(/recorded as CREATED.*same Idempotency-Key/);
+    expect(await count('jobs')).toBe(before + 1);
+    const stored = await database.db.execute(sql`select j.id, j.state from jobs j join idempotency_keys k on k.job_id = j.id where k.key = 'key-temporal-down'`);
+    const [{ id, state }] = (stored as unknown as { rows: { id: string; state: string }[] }).rows;
+    expect(state).toBe('CREATED');
+    expect(down.json().message).toContain(id);
+    // Still down: the retry is 503 again and still makes nothing.
+    expect((await submit(body, 'key-temporal-down', cutOff)).statusCode).toBe(503);
+    expect(await count('jobs')).toBe(before + 1);
+    // Temporal answers again: the retry returns the same job and its workflow now runs.
+    const back = await submit(body, 'key-temporal-down');
+    expect(back.statusCode).toBe(201);
+    expect(back.json()).toMatchObject({ id, state: 'CREATED', priority: 3 });
+    expect(await count('jobs')).toBe(before + 1);
+    expect(await workflowStatus(id)).toBe('RUNNING');
+  });
+});
