@@ -64,6 +64,8 @@ export interface AgentSpec {
   labels?: Record<string, string>;
   /** Run the agent on this test host (network namespace), reaching Temporal at its hostIp. */
   host?: TestHost;
+  /** Extra variables in this agent's environment only (on top of the cluster's). */
+  env?: Record<string, string>;
 }
 
 export interface Cluster {
@@ -195,7 +197,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     async addAgent(spec) {
       const labelArgs = Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
       if (spec.host && !exposed) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
-      const agentEnv = spec.host ? { ...env, TEMPORAL_ADDRESS: exposed!.address } : env;
+      const agentEnv = { ...env, ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address } : {}) };
       const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
       await p.start();
       agents.set(spec.nodeId, p);
