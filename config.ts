@@ -15,6 +15,8 @@ export interface GpuplaneConfig {
   heartbeatTimeoutMs: number;
   /** Silence after which a node's attempts are LOST (see domain/liveness.ts). */
   lostAfterMs: number;
+  /** How long an ended job's workflow waits for retry_job (GPUPLANE_RETRY_RETENTION_S, 7 days). */
+  retryRetentionMs: number;
   killGraceMs: number;
   backfillHoldMs: number;
 }
@@ -41,6 +43,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     apiUrl: overrides.apiUrl ?? process.env.GPUPLANE_API_URL ?? `http://${apiHost}:${apiPort}`,
     heartbeatTimeoutMs: overrides.heartbeatTimeoutMs ?? intFromEnv('GPUPLANE_HEARTBEAT_TIMEOUT_S', 10) * 1000,
     lostAfterMs: overrides.lostAfterMs ?? intFromEnv('GPUPLANE_LOST_AFTER_S', DEFAULT_LOST_AFTER_S) * 1000,
+    retryRetentionMs: overrides.retryRetentionMs ?? intFromEnv('GPUPLANE_RETRY_RETENTION_S', 7 * 24 * 3600) * 1000,
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,
     backfillHoldMs: overrides.backfillHoldMs ?? intFromEnv('GPUPLANE_BACKFILL_HOLD_S', 300) * 1000,
   };

@@ -33,7 +33,7 @@ export function onShutdown(fn: () => Promise<void>): void {
 }
 
 export function timeoutsOf(c: GpuplaneConfig): JobTimeouts {
-  return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, lostAfterMs: c.lostAfterMs };
+  return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, lostAfterMs: c.lostAfterMs, retryRetentionMs: c.retryRetentionMs };
 }
 
 export async function openConfiguredDatabase(c: GpuplaneConfig, allowEmbedded: boolean): Promise<DatabaseHandle> {

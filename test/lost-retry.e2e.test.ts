@@ -1,7 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { temporalBinary } from '../temporal/dev-server.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { pidAlive, until } from './support/poll.ts';
 
@@ -10,6 +12,8 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
   beforeAll(async () => {
     c = await startCluster('lost', {
       heartbeatTimeoutS: 4,
+      // Short enough for the test to wait it out; an immediate retry still finds the workflow open.
+      retryRetentionS: 8,
       agents: [
         { nodeId: 'l1', gpus: 1 },
         { nodeId: 'l2', gpus: 1 },
@@ -19,6 +23,13 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
   afterAll(async () => {
     await c?.stop();
   });
+
+  /** The statuses of every Temporal run of job/<id>, sorted. */
+  const workflowRuns = (jobId: string): string[] => {
+    const out = execFileSync(temporalBinary(), ['workflow', 'list', '--query', `WorkflowId = 'job/${jobId}'`, '-o', 'json', '--address', c.env.TEMPORAL_ADDRESS!, '--namespace', c.namespace], { encoding: 'utf8' });
+    const rows = JSON.parse(out || '[]') as { status: string }[];
+    return rows.map((r) => String(r.status).replace('WORKFLOW_EXECUTION_STATUS_', '')).sort();
+  };
 
   const runsOf = async (jobId: string) => {
     const db = new pg.Client({ connectionString: c.dbUrl });
@@ -102,6 +113,19 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
       [1, 'FAILED'],
       [2, 'SUCCEEDED'],
     ]);
+    // The FAILED attempt's workflow waited for the retry: one continue-as-new chain in Temporal.
+    expect(workflowRuns(job.id)).toEqual(['COMPLETED', 'CONTINUED_AS_NEW']);
+  });
+
+  it('after the retry retention the workflow has completed, and a retry starts it again', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'exit 2' });
+    expect((await c.client.waitFor(job.id, undefined, 30_000)).state).toBe('FAILED');
+    await until('workflow completed after the retention', () => workflowRuns(job.id).join() === 'COMPLETED', 30_000);
+    await c.client.retry(job.id, { command: 'true' });
+    const done = await c.client.waitFor(job.id, undefined, 30_000);
+    expect(done.state).toBe('SUCCEEDED');
+    expect(done.attempt).toBe(2);
+    expect(workflowRuns(job.id)).toEqual(['COMPLETED', 'COMPLETED']);
   });
 
   it('refuses to retry a running job (409) or with an invalid patch (400), changing nothing', async () => {

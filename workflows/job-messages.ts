@@ -1,5 +1,5 @@
 /** Signals and queries of the job workflow (`job/<jobId>`): what clients, activities and the agent may send it. */
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { AttemptStarted, DispatchGrant, JobState } from './types.ts';
 
 /**
@@ -14,3 +14,16 @@ export const reattachSignal = defineSignal<[AttemptStarted]>('reattach');
 /** A user asks to cancel the job. */
 export const cancelJobSignal = defineSignal<[{ reason?: string }]>('cancelJob');
 export const jobStateQuery = defineQuery<JobState>('jobState');
+
+/** What retry_job asks of an ended job: its next attempt, and the validated edit (already stored). */
+export interface RetryRequest {
+  attempt: number;
+  changes: { key: string; from: unknown; to: unknown }[];
+}
+/**
+ * retry_job on a job whose workflow waits after FAILED or CANCELLED: the validator refuses
+ * unless the workflow is waiting for exactly this attempt, so the caller knows the retry took.
+ */
+export const retryJobUpdate = defineUpdate<{ accepted: true }, [RetryRequest]>('retryJob');
+/** The same request, sent with signal-with-start once the workflow's retention has passed. */
+export const retryJobSignal = defineSignal<[RetryRequest]>('retryJob');

@@ -13,7 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
-import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, reattachSignal } from './job-messages.ts';
+import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, reattachSignal, retryJobSignal, retryJobUpdate, type RetryRequest } from './job-messages.ts';
 import { gpuHostTaskQueue } from './names.ts';
 import { SA_JOB_STATE, SA_NODE } from './search-attributes.ts';
 import type { AttemptOutcome, AttemptSpec, AttemptStarted, JobState, JobWorkflowInput, JobWorkflowResult, ProcessExit } from './types.ts';
@@ -62,11 +62,47 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     cancelReason = reason;
   };
   setHandler(cancelJobSignal, (c) => requestCancel(c.reason ? `cancelled by user: ${c.reason}` : 'cancelled by user'));
-  CancellationScope.current().cancelRequested.catch(() => requestCancel('cancelled in Temporal (workflow cancel request)'));
+  let temporalCancel = false;
+  CancellationScope.current().cancelRequested.catch(() => {
+    temporalCancel = true;
+    requestCancel('cancelled in Temporal (workflow cancel request)');
+  });
+
+  // retry_job: an ended job's workflow waits for it, then continues as new with attempt + 1.
+  let awaitingRetry = false;
+  let retry: RetryRequest | null = null;
+  setHandler(
+    retryJobUpdate,
+    (r) => {
+      retry = r;
+      return { accepted: true as const };
+    },
+    {
+      validator: (r) => {
+        if (!awaitingRetry) throw new Error(`attempt ${attempt} of job ${jobId} has not ended; nothing to retry yet`);
+        if (r.attempt !== attempt + 1) throw new Error(`the next attempt of job ${jobId} is ${attempt + 1}, not ${r.attempt}`);
+      },
+    },
+  );
+  // Recorded in the history of the run that signal-with-start began, after the retention.
+  setHandler(retryJobSignal, () => undefined);
 
   const setState = (s: JobState, nodeId?: string) => {
     state = s;
     upsertSearchAttributes([{ key: SA_JOB_STATE, value: s }, ...(nodeId ? [{ key: SA_NODE, value: nodeId }] : [])]);
+  };
+  /**
+   * An ended attempt. A FAILED or CANCELLED job keeps its workflow open for the retry
+   * retention, so that retry_job continues this chain in the Temporal UI; then it completes.
+   */
+  const ended = async (result: JobWorkflowResult): Promise<JobWorkflowResult> => {
+    if (result.state !== 'FAILED' && result.state !== 'CANCELLED') return result;
+    awaitingRetry = true;
+    await condition(() => retry !== null || temporalCancel, input.retryRetentionMs ?? 7 * 24 * 3600_000);
+    awaitingRetry = false;
+    if (retry === null) return result;
+    const next: RetryRequest = retry;
+    return continueAsNew<typeof jobWorkflow>({ ...input, attempt: next.attempt, cancelRequested: false, cancelReason: undefined });
   };
   const finish = async (outcome: AttemptOutcome): Promise<JobWorkflowResult> => {
     const recorded = await control.finishAttempt({ jobId, attempt, outcome });
@@ -74,7 +110,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     if (recorded.requeue) {
       await continueAsNew<typeof jobWorkflow>({ ...input, attempt: attempt + 1, cancelRequested, cancelReason });
     }
-    return { jobId, attempt, ...outcome, state: recorded.state };
+    return ended({ jobId, attempt, ...outcome, state: recorded.state });
   };
 
   return CancellationScope.nonCancellable(async () => {
@@ -85,7 +121,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     if (enq.state !== 'QUEUED' && !resumed) {
       // Already settled (cancelled before the workflow ran, or a duplicate start).
       setState(enq.state);
-      return { jobId, attempt, state: enq.state, exitCode: null, signal: null, reason: 'already settled' };
+      return ended({ jobId, attempt, state: enq.state, exitCode: null, signal: null, reason: 'already settled' });
     }
 
     // The dispatch signal only wakes us: the node and cards come from the database, which
@@ -97,7 +133,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
       if (cancelRequested) {
         const r = await control.cancelBeforeStart({ jobId, attempt, reason: cancelReason });
         setState(r.state);
-        return { jobId, attempt, state: r.state, exitCode: null, signal: null, reason: cancelReason };
+        return ended({ jobId, attempt, state: r.state, exitCode: null, signal: null, reason: cancelReason });
       }
       granted = false;
       const begun = await control.beginAttempt({ jobId, attempt });

@@ -27,6 +27,8 @@ export interface JobWorkflowInput {
   heartbeatTimeoutMs: number;
   /** Silence after which the attempt is LOST (domain/liveness.ts); also the longest pickup wait. */
   lostAfterMs: number;
+  /** How long the workflow of a FAILED or CANCELLED job stays open waiting for retry_job. */
+  retryRetentionMs?: number;
   /** A cancel that arrived while the previous attempt was being re-queued. */
   cancelRequested?: boolean;
   cancelReason?: string;

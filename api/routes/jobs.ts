@@ -9,7 +9,7 @@ import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempo
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
-import { signalCancel, startJobWorkflow } from '../../temporal/client-ops.ts';
+import { requestRetry, RetryRefused, signalCancel, startJobWorkflow } from '../../temporal/client-ops.ts';
 import { isTerminal } from '../../workflows/types.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
@@ -171,11 +171,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         const made = await createRetryAttempt(tx, job, patch);
         if (!made) throw new DomainError('conflict', `job ${id} is ${job.state}; only a FAILED, CANCELLED or LOST job can be retried`);
         try {
-          // Inside the transaction: if Temporal refuses, nothing of the retry is written.
-          await startJobWorkflow(client, made.job, deps.timeouts, { failIfRunning: true });
+          // Inside the transaction: if the workflow refuses or Temporal does not answer,
+          // nothing of the retry is written.
+          await requestRetry(client, made.job, { attempt: made.job.attempt, changes: made.changes }, deps.timeouts);
         } catch (err) {
-          if (err instanceof WorkflowExecutionAlreadyStartedError) {
-            throw new DomainError('conflict', `job ${id} still has a live workflow (it is being re-queued); try again when it settles`);
+          if (err instanceof RetryRefused || err instanceof WorkflowExecutionAlreadyStartedError) {
+            throw new DomainError('conflict', `job ${id} cannot be retried right now (${err.message}); try again when it settles`);
           }
           throw new DomainError('unavailable', `Temporal did not take the retry of ${id}: ${(err as Error).message}`);
         }

@@ -93,6 +93,8 @@ export interface ClusterOptions {
   heartbeatTimeoutS?: number;
   /** Silence after which a node's attempts are LOST (GPUPLANE_LOST_AFTER_S). */
   lostAfterS?: number;
+  /** How long an ended job's workflow waits for retry_job (GPUPLANE_RETRY_RETENTION_S). */
+  retryRetentionS?: number;
   backfillHoldS?: number;
   /** A dev server of its own (restartable); `exposeTo` forwards it to a test host's side of the veth. */
   ownTemporal?: { exposeTo?: TestHost };
@@ -162,6 +164,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     GPUPLANE_WORKFLOW_BUNDLE: shared.workflowBundle,
     GPUPLANE_HEARTBEAT_TIMEOUT_S: String(o.heartbeatTimeoutS ?? 4),
     GPUPLANE_LOST_AFTER_S: String(o.lostAfterS ?? 12),
+    ...(o.retryRetentionS !== undefined ? { GPUPLANE_RETRY_RETENTION_S: String(o.retryRetentionS) } : {}),
     GPUPLANE_KILL_GRACE_S: '2',
     GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
   };

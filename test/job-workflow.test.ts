@@ -1,0 +1,310 @@
+import { randomBytes } from 'node:crypto';
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { AGENT_SHUTDOWN } from '../activities/gpu-host.ts';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { temporalBinary } from '../temporal/dev-server.ts';
+import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, retryJobUpdate } from '../workflows/job-messages.ts';
+import { gpuHostTaskQueue } from '../workflows/names.ts';
+import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+import type { AttemptOutcome, AttemptSpec, JobWorkflowInput, JobWorkflowResult, ProcessExit } from '../workflows/types.ts';
+import { until } from './support/poll.ts';
+
+/**
+ * The job workflow's interleavings against a real Temporal dev server (our binary), with its
+ * activities replaced by recording fakes: what it asks the database to do, in what order.
+ */
+type Call = { name: string; args: Record<string, unknown> };
+const calls = new Map<string, Call[]>();
+/** Per job: what runJob and watchJob do, and whether the database confirms the placement. */
+const script = new Map<string, { runJob?: (spec: AttemptSpec) => Promise<ProcessExit>; watchJob?: () => Promise<ProcessExit>; placed?: () => boolean; nodeId?: string }>();
+const record = (jobId: string, name: string, args: Record<string, unknown>) => {
+  const list = calls.get(jobId) ?? [];
+  list.push({ name, args });
+  calls.set(jobId, list);
+};
+const names = (jobId: string) => (calls.get(jobId) ?? []).map((c) => c.name);
+const exit0: ProcessExit = { exitCode: 0, signal: null, spawnError: null, logTail: '', logPath: '/dev/null' };
+
+const control = {
+  async enqueueAttempt(a: { jobId: string; attempt: number }) {
+    record(a.jobId, 'enqueueAttempt', a);
+    return { state: 'QUEUED' as const };
+  },
+  async beginAttempt(a: { jobId: string; attempt: number }) {
+    record(a.jobId, 'beginAttempt', a);
+    if (script.get(a.jobId)?.placed?.() === false) return null;
+    return { jobId: a.jobId, attempt: a.attempt, type: 'CUSTOM' as const, runId: null, nodeId: script.get(a.jobId)?.nodeId ?? 'n1', command: ['true'], workingDir: '/tmp', env: {}, params: {}, gpuIndices: [0] };
+  },
+  async markRunning(a: { jobId: string; attempt: number; pid: number; logPath: string }) {
+    record(a.jobId, 'markRunning', a);
+  },
+  async noteAttempt(a: { jobId: string; attempt: number; detail: string }) {
+    record(a.jobId, 'noteAttempt', a);
+  },
+  async cancelBeforeStart(a: { jobId: string; attempt: number }) {
+    record(a.jobId, 'cancelBeforeStart', a);
+    return { state: 'CANCELLED' as const };
+  },
+  async finishAttempt(a: { jobId: string; attempt: number; outcome: AttemptOutcome }) {
+    record(a.jobId, 'finishAttempt', a);
+    return { state: a.outcome.state, requeue: false };
+  },
+};
+
+const host = {
+  async runJob(spec: AttemptSpec): Promise<ProcessExit> {
+    record(spec.jobId, 'runJob', { attempt: spec.attempt });
+    return script.get(spec.jobId)!.runJob!(spec);
+  },
+  async watchJob(a: { jobId: string; attempt: number }): Promise<ProcessExit> {
+    record(a.jobId, 'watchJob', a);
+    return script.get(a.jobId)!.watchJob!();
+  },
+};
+
+/** Heartbeats until cancelled, then reports the cancel (a process that was killed). */
+async function runUntilCancelled(): Promise<ProcessExit> {
+  const ctx = Context.current();
+  const beat = setInterval(() => ctx.heartbeat(), 300);
+  try {
+    await ctx.cancelled;
+  } finally {
+    clearInterval(beat);
+  }
+  throw new Error('unreachable');
+}
+
+describe('jobWorkflow interleavings', () => {
+  let env: TestWorkflowEnvironment;
+  let hostWorker: Worker;
+  let hostRun: Promise<void>;
+  const taskQueue = `wf-${randomBytes(3).toString('hex')}`;
+  const bundle = inject('workflowBundle');
+  const controlWorker = () => Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: { codePath: bundle }, activities: control });
+
+  beforeAll(async () => {
+    env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: temporalBinary() }, searchAttributes: SEARCH_ATTRIBUTES } });
+    hostWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: gpuHostTaskQueue('n1'), activities: host });
+    hostRun = hostWorker.run();
+  });
+  afterAll(async () => {
+    hostWorker?.shutdown();
+    await hostRun;
+    await env?.teardown();
+  });
+
+  // An ended job's workflow waits this long for retry_job before it completes.
+  const input = (jobId: string, attempt: number, retryRetentionMs: number): JobWorkflowInput => ({ jobId, attempt, heartbeatTimeoutMs: 2000, lostAfterMs: 8000, retryRetentionMs });
+  const start = (jobId: string, attempt = 1, retryRetentionMs = 200) =>
+    env.client.workflow.start('jobWorkflow', { workflowId: `job/${jobId}`, taskQueue, args: [input(jobId, attempt, retryRetentionMs)] });
+  const newJob = () => `job-${randomBytes(4).toString('hex')}`;
+  const dispatch = { nodeId: 'n1', gpuIndices: [0] };
+
+  it('records RUNNING even when the start report and the exit arrive in one activation', async () => {
+    const jobId = newJob();
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    script.set(jobId, {
+      runJob: async (spec) => {
+        await released;
+        await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 42, logPath: '/tmp/x.log' });
+        return exit0;
+      },
+    });
+    let w = await controlWorker();
+    const handle = await w.runUntil(async () => {
+      const h = await start(jobId);
+      await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+      await until('runJob started', () => names(jobId).includes('runJob'));
+      return h;
+    });
+    // No workflow worker now: the signal and the activity's result pile up in one task.
+    release();
+    await until('exit recorded in history', async () => {
+      const history = await handle.fetchHistory();
+      return history.events?.some((e) => e.activityTaskCompletedEventAttributes);
+    });
+    w = await controlWorker();
+    const result = await w.runUntil(handle.result() as Promise<JobWorkflowResult>);
+    expect(result.state).toBe('SUCCEEDED');
+    expect(names(jobId)).toEqual(['enqueueAttempt', 'beginAttempt', 'runJob', 'markRunning', 'finishAttempt']);
+  });
+
+  it('cancel during DISPATCHING: the attempt is stopped and ends CANCELLED, never marked RUNNING', async () => {
+    const jobId = newJob();
+    script.set(jobId, { runJob: runUntilCancelled });
+    const w = await controlWorker();
+    const result = await w.runUntil(async () => {
+      const h = await start(jobId);
+      await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+      await until('runJob started', () => names(jobId).includes('runJob'));
+      expect(await h.query(jobStateQuery)).toBe('DISPATCHING');
+      await h.signal(cancelJobSignal, { reason: 'wrong config' });
+      return h.result() as Promise<JobWorkflowResult>;
+    });
+    expect(result.state).toBe('CANCELLED');
+    expect(result.reason).toBe('cancelled by user: wrong config');
+    expect(names(jobId)).not.toContain('markRunning');
+    const finish = calls.get(jobId)!.find((c) => c.name === 'finishAttempt')!;
+    expect((finish.args.outcome as AttemptOutcome).state).toBe('CANCELLED');
+  });
+
+  it('LOST during a cancel: a node that never acknowledges ends CANCELLED (node unreachable), not re-queued', async () => {
+    const jobId = newJob();
+    script.set(jobId, {
+      runJob: async (spec) => {
+        await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 7, logPath: '/tmp/y.log' });
+        Context.current().heartbeat();
+        // The node goes silent: no more heartbeats, the cancel never reaches it.
+        return new Promise<ProcessExit>(() => undefined);
+      },
+    });
+    const w = await controlWorker();
+    const result = await w.runUntil(async () => {
+      const h = await start(jobId);
+      await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+      await until('running', async () => (await h.query(jobStateQuery)) === 'RUNNING');
+      await h.signal(cancelJobSignal, {});
+      return h.result() as Promise<JobWorkflowResult>;
+    });
+    expect(result.state).toBe('CANCELLED');
+    const outcome = calls.get(jobId)!.find((c) => c.name === 'finishAttempt')!.args.outcome as AttemptOutcome;
+    expect(outcome.nodeLost).toBe(true);
+    expect(outcome.reason).toContain('node unreachable');
+    expect(names(jobId)).not.toContain('watchJob');
+  });
+
+  it('a missed heartbeat is not LOST: watchJob on the same node takes the attempt back and its exit counts', async () => {
+    const jobId = newJob();
+    script.set(jobId, {
+      runJob: async (spec) => {
+        await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 8, logPath: '/tmp/z.log' });
+        Context.current().heartbeat();
+        return new Promise<ProcessExit>(() => undefined);
+      },
+      watchJob: async () => exit0,
+    });
+    const w = await controlWorker();
+    const result = await w.runUntil(async () => {
+      const h = await start(jobId);
+      await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+      return h.result() as Promise<JobWorkflowResult>;
+    });
+    expect(result.state).toBe('SUCCEEDED');
+    expect(result.attempt).toBe(1);
+    // The note and the watchJob run concurrently; their order varies.
+    expect(names(jobId).slice(0, 4)).toEqual(['enqueueAttempt', 'beginAttempt', 'runJob', 'markRunning']);
+    expect(names(jobId).slice(4, 6).sort()).toEqual(['noteAttempt', 'watchJob']);
+    expect(names(jobId).slice(6)).toEqual(['finishAttempt']);
+  });
+
+  it('a node that took the attempt back but lost the process meanwhile: LOST', async () => {
+    const jobId = newJob();
+    script.set(jobId, {
+      runJob: async (spec) => {
+        await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 9, logPath: '/tmp/w.log' });
+        Context.current().heartbeat();
+        return new Promise<ProcessExit>(() => undefined);
+      },
+      watchJob: async () => {
+        throw ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'vanished', nonRetryable: true });
+      },
+    });
+    const w = await controlWorker();
+    const result = await w.runUntil(async () => {
+      const h = await start(jobId);
+      await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+      return h.result() as Promise<JobWorkflowResult>;
+    });
+    expect(result.state).toBe('LOST');
+    expect(names(jobId).slice(4, 6).sort()).toEqual(['noteAttempt', 'watchJob']);
+    expect(names(jobId).at(-1)).toBe('finishAttempt');
+  });
+
+  it('a node that never takes the attempt: LOST at lost-after, not before', async () => {
+    const jobId = newJob();
+    script.set(jobId, { nodeId: 'ghost' });
+    const w = await controlWorker();
+    const t0 = Date.now();
+    const result = await w.runUntil(async () => {
+      const h = await start(jobId);
+      await h.signal(dispatchSignal, { jobId, attempt: 1, nodeId: 'ghost', gpuIndices: [0] });
+      return h.result() as Promise<JobWorkflowResult>;
+    });
+    expect(result.state).toBe('LOST');
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(8000);
+    expect(names(jobId)).not.toContain('markRunning');
+  });
+
+  it('retry_job: refused while the attempt runs or for the wrong attempt; taken after FAILED as a continue-as-new; a late report of attempt 1 is ignored', async () => {
+    const jobId = newJob();
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    script.set(jobId, {
+      runJob: async (spec) => {
+        await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 10 + spec.attempt, logPath: '/tmp/r.log' });
+        if (spec.attempt === 1) {
+          await released;
+          return { ...exit0, exitCode: 1 };
+        }
+        return exit0;
+      },
+    });
+    const w = await controlWorker();
+    const result = await w.runUntil(async () => {
+      const h = await start(jobId, 1, 60_000);
+      await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+      await until('running', async () => (await h.query(jobStateQuery)) === 'RUNNING');
+      await expect(h.executeUpdate(retryJobUpdate, { args: [{ attempt: 2, changes: [] }] })).rejects.toThrow(WorkflowUpdateFailedError);
+      release();
+      await until('failed', async () => (await h.query(jobStateQuery)) === 'FAILED');
+      await expect(h.executeUpdate(retryJobUpdate, { args: [{ attempt: 3, changes: [] }] })).rejects.toMatchObject({ cause: { message: expect.stringMatching(/next attempt .* is 2/) } });
+      expect(await h.executeUpdate(retryJobUpdate, { args: [{ attempt: 2, changes: [{ key: 'params.lr', from: 0.1, to: 0.01 }] }] })).toEqual({ accepted: true });
+      await until('attempt 2 queued', () => calls.get(jobId)!.some((c) => c.name === 'enqueueAttempt' && c.args.attempt === 2));
+      // A late start report of attempt 1 reaching attempt 2's run changes nothing.
+      await h.signal(attemptStartedSignal, { attempt: 1, pid: 11, logPath: '/tmp/r.log' });
+      await h.signal(dispatchSignal, { jobId, attempt: 2, ...dispatch });
+      return h.result() as Promise<JobWorkflowResult>;
+    });
+    expect(result).toMatchObject({ state: 'SUCCEEDED', attempt: 2 });
+    const running = calls.get(jobId)!.filter((c) => c.name === 'markRunning').map((c) => [c.args.attempt, c.args.pid]);
+    expect(running).toEqual([
+      [1, 11],
+      [2, 12],
+    ]);
+    // One chain: the first run continued as new into the second.
+    const runs = await until('both runs listed', async () => {
+      const list = [];
+      for await (const r of env.client.workflow.list({ query: `WorkflowId = 'job/${jobId}'` })) list.push(r.status.name);
+      return list.length === 2 && list.sort();
+    });
+    expect(runs).toEqual(['COMPLETED', 'CONTINUED_AS_NEW']);
+  });
+
+  it('a dispatch for a stale attempt, or one the database did not place, starts nothing', async () => {
+    const jobId = newJob();
+    let placed = false;
+    script.set(jobId, { runJob: async () => exit0, placed: () => placed });
+    const w = await controlWorker();
+    const result = await w.runUntil(async () => {
+      const h = await start(jobId, 2);
+      await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+      await h.signal(attemptStartedSignal, { attempt: 1, pid: 1, logPath: '/tmp/old.log' });
+      // A grant for this attempt that the database does not back (forged, or stale).
+      await h.signal(dispatchSignal, { jobId, attempt: 2, nodeId: 'elsewhere', gpuIndices: [5] });
+      await until('placement checked', () => names(jobId).includes('beginAttempt'));
+      expect(await h.query(jobStateQuery)).toBe('QUEUED');
+      expect(names(jobId)).not.toContain('runJob');
+      placed = true;
+      await h.signal(dispatchSignal, { jobId, attempt: 2, ...dispatch });
+      return h.result() as Promise<JobWorkflowResult>;
+    });
+    expect(result.state).toBe('SUCCEEDED');
+    expect(names(jobId)).toEqual(['enqueueAttempt', 'beginAttempt', 'beginAttempt', 'runJob', 'finishAttempt']);
+    // The node came from the database's answer, not from the forged signal.
+    expect(calls.get(jobId)!.filter((c) => c.name === 'runJob')).toHaveLength(1);
+  });
+});
