@@ -24,7 +24,7 @@ describe('a network partition', () => {
     await c.addAgent({ nodeId: 'island', gpus: 1, host });
     const out = path.join(c.work, 'part');
     fs.mkdirSync(out);
-    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorderScript(out, 12) });
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorderScript(out, 30) });
     const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     expect(running.node_id).toBe('island');
     await c.addAgent({ nodeId: 'mainland', gpus: 1 });
