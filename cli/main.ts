@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from '../config.ts';
+import { isSecretName } from '../domain/job-env.ts';
 import { ApiError, GpuplaneClient, type JobDetailJson } from './client.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from './logger.ts';
 import { renderJob, renderJobs, renderNodes } from './render.ts';
@@ -31,6 +32,13 @@ function pairArg(v: string, prev: Record<string, string> = {}) {
   return { ...prev, [v.slice(0, i)]: v.slice(i + 1) };
 }
 
+/** `--pass-env NAME`, repeatable; a name that looks like a secret is refused, not silently dropped. */
+function envNameArg(v: string, prev: string[] = []) {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(v)) throw new InvalidArgumentError(`"${v}" is not an environment variable name`);
+  if (isSecretName(v)) throw new InvalidArgumentError(`${v} looks like a secret (DATABASE_URL, *TOKEN*, *SECRET*, *PASSWORD*, *_KEY); give it to the job in its own env instead`);
+  return [...prev, v];
+}
+
 /** Exit statuses of `gpuctl wait`. */
 export const WAIT_EXIT = { SUCCEEDED: 0, FAILED: 3, CANCELLED: 4, TIMEOUT: 5 } as const;
 
@@ -58,6 +66,7 @@ export function buildProgram(): Command {
     c
       .option('--label <k=v>', 'a node label (repeatable)', pairArg, {})
       .option('--fake-gpus <n>', 'pretend to have N cards (no nvidia-smi needed)', intArg('--fake-gpus', 0))
+      .option('--pass-env <name>', "also give jobs this variable of the agent's environment (repeatable; never one named like a secret)", envNameArg, [])
       .addOption(logLevel());
 
   agentOptions(
@@ -66,9 +75,9 @@ export function buildProgram(): Command {
       .description('start Temporal dev server, API, control worker and one local agent on the embedded defaults')
       .option('--node-id <id>', 'the local agent\'s node id (default: hostname)')
       .option('--temporal-ui-port <port>', 'Temporal Web UI port', intArg('--temporal-ui-port', 1), 8233),
-  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; temporalUiPort: number; logLevel: LogLevel }) => {
+  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; temporalUiPort: number; logLevel: LogLevel }) => {
     const { up } = await import('./up.ts');
-    await up(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, temporalUiPort: o.temporalUiPort }, log, createLogger(o.logLevel));
+    await up(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, temporalUiPort: o.temporalUiPort }, log, createLogger(o.logLevel));
   });
 
   agentOptions(
@@ -81,9 +90,9 @@ export function buildProgram(): Command {
           .choices(['detach', 'kill'])
           .default('detach'),
       ),
-  ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; onStop: 'detach' | 'kill'; logLevel: LogLevel }) => {
+  ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; onStop: 'detach' | 'kill'; logLevel: LogLevel }) => {
     const { serveAgent } = await import('./serve.ts');
-    await serveAgent(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, onStop: o.onStop }, log, createLogger(o.logLevel));
+    await serveAgent(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, onStop: o.onStop }, log, createLogger(o.logLevel));
   });
 
   program

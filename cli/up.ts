@@ -65,6 +65,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     heartbeatTimeoutMs: c.heartbeatTimeoutMs,
     lostAfterMs: c.lostAfterMs,
     killGraceMs: c.killGraceMs,
+    passEnv: f.passEnv,
   });
   log(`local agent ${nodeId}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource})`);
   log('');
