@@ -1,20 +1,20 @@
 import type { Client } from '@temporalio/client';
-import { and, eq, lt } from 'drizzle-orm';
+import { and, eq } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { getJob, getJobForUpdate, noteJob, ownedCards, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
 import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
 import { jobAttempts, jobs, runs } from '../db/schema.ts';
-import { dispatchSignal } from '../workflows/job-messages.ts';
-import { startJobWorkflow, type JobTimeouts } from '../temporal/client-ops.ts';
-import { CONTROL_TASK_QUEUE, jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
+import { classifyFailure } from '../domain/failure.ts';
+import type { JobState } from '../domain/job-states.ts';
+import { decideLost } from '../domain/lost-policy.ts';
+import type { NodeInventory } from '../domain/node.ts';
+import type { JobTimeouts } from '../temporal/client-ops.ts';
+import { nodeWorkflowId } from '../workflows/names.ts';
 import { nodeSuspectSignal } from '../workflows/node-messages.ts';
-import { wakeSchedulerSignal } from '../workflows/scheduler-messages.ts';
-import type { SchedulerInput } from '../workflows/scheduler-workflow.ts';
-import type { AttemptOutcome, AttemptSpec, JobState, NodeInventory, SchedulePassResult } from '../workflows/types.ts';
-import { classifyFailure } from './failure.ts';
-import type { Placement } from './placement.ts';
+import type { AttemptOutcome, AttemptSpec, SchedulePassResult } from '../workflows/types.ts';
+import { coalesce, reconcileCreatedJobs, sendGrants, wakeScheduler } from './scheduler-ops.ts';
 
 export interface ControlDeps {
   db: Db;
@@ -24,70 +24,6 @@ export interface ControlDeps {
   /** A DISPATCHING job whose workflow has not moved on after this long gets its grant again. */
   redispatchAfterMs?: number;
   idlePassMs?: number;
-}
-
-/**
- * Wraps a send so that calls made while one is in flight share the next send: every caller
- * still gets a send that began after its call, but a burst of 1,000 becomes a handful.
- */
-export function coalesce(fn: () => Promise<void>): () => Promise<void> {
-  let current: Promise<void> | null = null;
-  let next: Promise<void> | null = null;
-  const launch = () => {
-    current = fn().finally(() => {
-      current = null;
-    });
-    return current;
-  };
-  return () => {
-    if (!current) return launch();
-    next ??= current
-      .catch(() => undefined)
-      .then(() => {
-        next = null;
-        return launch();
-      });
-    return next;
-  };
-}
-
-/**
- * Jobs left CREATED for longer than `olderThanMs` never got their workflow (the API lost
- * Temporal between writing the job and starting it): start it now. Idempotent.
- */
-export async function reconcileCreatedJobs(db: Db, client: Client, t: JobTimeouts, olderThanMs: number): Promise<number> {
-  const created = await db
-    .select()
-    .from(jobs)
-    .where(and(eq(jobs.state, 'CREATED'), lt(jobs.createdAt, new Date(Date.now() - olderThanMs))));
-  for (const job of created) await startJobWorkflow(client, job, t);
-  return created.length;
-}
-
-/** Starts the scheduler if it is not running, and wakes it. */
-export async function wakeScheduler(client: Client, idlePassMs = 15_000): Promise<void> {
-  const args: [SchedulerInput] = [{ pending: true, idlePassMs }];
-  await client.workflow.signalWithStart('schedulerWorkflow', {
-    workflowId: SCHEDULER_WORKFLOW_ID,
-    taskQueue: CONTROL_TASK_QUEUE,
-    args,
-    signal: wakeSchedulerSignal,
-  });
-}
-
-async function sendGrants(client: Client, grants: Placement[]): Promise<void> {
-  const chunk = 64;
-  for (let i = 0; i < grants.length; i += chunk) {
-    await Promise.all(
-      grants.slice(i, i + chunk).map((g) =>
-        client.workflow
-          .getHandle(jobWorkflowId(g.jobId))
-          .signal(dispatchSignal, g)
-          // A job cancelled in the meantime has closed its workflow; its cards were released there.
-          .catch(() => undefined),
-      ),
-    );
-  }
 }
 
 /** The control activities: every database write that orchestration makes. */
@@ -231,17 +167,7 @@ export function createControlActivities(deps: ControlDeps) {
         let to: JobState = o.state;
         let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit }).reason : o.reason;
         let requeue = false;
-        if (o.state === 'LOST') {
-          if (job.onLost === 'fail') {
-            to = 'FAILED';
-            reason = `lost: ${o.reason ?? 'node stopped answering'}`;
-          } else if (job.lostCount < job.maxLostRequeues) {
-            requeue = true;
-          } else {
-            to = 'FAILED';
-            reason = `lost: ${o.reason ?? 'node stopped answering'}; re-queues exhausted (${job.maxLostRequeues})`;
-          }
-        }
+        if (o.state === 'LOST') ({ to, reason, requeue } = decideLost(job, o.reason));
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,

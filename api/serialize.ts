@@ -1,4 +1,4 @@
-import { diffConfigs } from '../db/queries/retry.ts';
+import { diffConfigs } from '../domain/attempt-config.ts';
 import type { GpuNode, GpuSlot, Job, JobAttempt, JobTransition } from '../db/schema.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);

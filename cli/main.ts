@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from '../config.ts';
-import { isSecretName } from '../domain/job-env.ts';
+import { passEnvRefusal } from '../domain/job-env.ts';
 import { ApiError, GpuplaneClient, type JobDetailJson } from './client.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from './logger.ts';
 import { renderJob, renderJobs, renderNodes } from './render.ts';
@@ -34,8 +34,8 @@ function pairArg(v: string, prev: Record<string, string> = {}) {
 
 /** `--pass-env NAME`, repeatable; a name that looks like a secret is refused, not silently dropped. */
 function envNameArg(v: string, prev: string[] = []) {
-  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(v)) throw new InvalidArgumentError(`"${v}" is not an environment variable name`);
-  if (isSecretName(v)) throw new InvalidArgumentError(`${v} looks like a secret (DATABASE_URL, *TOKEN*, *SECRET*, *PASSWORD*, *_KEY); give it to the job in its own env instead`);
+  const refused = passEnvRefusal(v);
+  if (refused) throw new InvalidArgumentError(refused);
   return [...prev, v];
 }
 
@@ -91,7 +91,7 @@ export function buildProgram(): Command {
           .default('detach'),
       ),
   ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; onStop: 'detach' | 'kill'; logLevel: LogLevel }) => {
-    const { serveAgent } = await import('./serve.ts');
+    const { serveAgent } = await import('../workers/gpu-host/serve.ts');
     await serveAgent(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, onStop: o.onStop }, log, createLogger(o.logLevel));
   });
 
@@ -100,7 +100,7 @@ export function buildProgram(): Command {
     .description('run the API server alone (needs DATABASE_URL)')
     .addOption(logLevel())
     .action(async (o: { logLevel: LogLevel }) => {
-      const { serveApi } = await import('./serve.ts');
+      const { serveApi } = await import('../api/serve.ts');
       await serveApi(loadConfig(), log, createLogger(o.logLevel));
     });
 
@@ -109,7 +109,7 @@ export function buildProgram(): Command {
     .description('run the control worker alone (needs DATABASE_URL)')
     .addOption(logLevel())
     .action(async (o: { logLevel: LogLevel }) => {
-      const { serveControl } = await import('./serve.ts');
+      const { serveControl } = await import('../workers/control/serve.ts');
       await serveControl(loadConfig(), log, createLogger(o.logLevel));
     });
 

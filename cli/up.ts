@@ -3,18 +3,22 @@ import type { Logger } from 'pino';
 import os from 'node:os';
 import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
-import { startApiServer } from '../api/server.ts';
+import { startConfiguredApi } from '../api/serve.ts';
+import { onShutdown, openConfiguredDatabase } from '../runtime/process.ts';
 import { startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
-import { startAgent } from '../workers/gpu-host/agent.ts';
+import { startConfiguredControlWorker } from '../workers/control/serve.ts';
 import { readInventory } from '../workers/gpu-host/inventory.ts';
-import { onShutdown, openConfiguredDatabase, startConfiguredControlWorker, timeoutsOf, type AgentFlags } from './serve.ts';
+import { startConfiguredAgent, type AgentFlags } from '../workers/gpu-host/serve.ts';
 
 export interface UpFlags extends Partial<AgentFlags> {
   temporalUiPort: number;
 }
 
-/** Everything on one machine: Temporal dev server, API, control worker and one local agent. */
+/**
+ * Everything on one machine: Temporal dev server, API, control worker and one local agent, the
+ * parts of the three processes composed in one, sharing one database, client and connection.
+ */
 export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void, logger: Logger): Promise<void> {
   fs.mkdirSync(c.home, { recursive: true });
   let dev: DevServer | null = null;
@@ -40,33 +44,15 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
   const connection = await connectWorker(c.temporalAddress, logger);
   const control = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
-  const api = await startApiServer(
-    { db: database.db, client: temporal.client, timeouts: timeoutsOf(c), temporalUiUrl: dev?.uiUrl ?? null },
-    c.apiHost,
-    c.apiPort,
-    logger,
-  );
+  const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: dev?.uiUrl ?? null });
   let fakeGpus = f.fakeGpus;
   if (fakeGpus === undefined && (await readInventory('probe')).gpus.length === 0) {
     fakeGpus = 4;
     log('no nvidia-smi here: the local agent starts with 4 fake cards (--fake-gpus N to choose)');
   }
   const nodeId = f.nodeId ?? os.hostname().replace(/[^A-Za-z0-9._-]/g, '-');
-  const dataDir = path.join(c.home, 'agent', nodeId);
-  const agent = await startAgent({
-    nodeId,
-    labels: f.labels ?? {},
-    fakeGpus,
-    client: temporal.client,
-    connection,
-    namespace: c.temporalNamespace,
-    apiUrl: api.url,
-    dataDir,
-    heartbeatTimeoutMs: c.heartbeatTimeoutMs,
-    lostAfterMs: c.lostAfterMs,
-    killGraceMs: c.killGraceMs,
-    passEnv: f.passEnv,
-  });
+  // Jobs of the local agent reach this API where it really listens (GPUPLANE_API_PORT=0 picks a port).
+  const agent = await startConfiguredAgent(c, { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv }, temporal.client, connection, api.url);
   log(`local agent ${nodeId}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource})`);
   log('');
   log(`GPUPlane is up.`);

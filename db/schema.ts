@@ -13,7 +13,10 @@ import {
   timestamp,
   uniqueIndex,
 } from 'drizzle-orm/pg-core';
-import type { GpuCard, JobState, JobType, NodeStatus, OnLostPolicy } from '../workflows/types.ts';
+import type { AttemptConfig } from '../domain/attempt-config.ts';
+import type { JobState, JobType } from '../domain/job-states.ts';
+import type { OnLostPolicy } from '../domain/lost-policy.ts';
+import type { NodeStatus } from '../domain/node.ts';
 
 const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
@@ -116,15 +119,6 @@ export const jobAttempts = pgTable(
   (t) => [primaryKey({ columns: [t.jobId, t.attempt] })],
 );
 export type JobAttempt = InferSelectModel<typeof jobAttempts>;
-export interface AttemptConfig {
-  command: string[];
-  workingDir: string;
-  env: Record<string, string>;
-  gpus: number;
-  selector: Record<string, string>;
-  priority: number;
-  params: Record<string, unknown>;
-}
 
 /** Every state change, timestamped: the job's history. */
 export const jobTransitions = pgTable(
@@ -175,7 +169,6 @@ export const gpuSlots = pgTable(
   ],
 );
 export type GpuSlot = InferSelectModel<typeof gpuSlots>;
-export type { GpuCard };
 
 export const runs = pgTable(
   'runs',

@@ -12,6 +12,13 @@ export function isSecretName(name: string): boolean {
   return n === 'DATABASE_URL' || n.includes('TOKEN') || n.includes('SECRET') || n.includes('PASSWORD') || n.endsWith('_KEY');
 }
 
+/** Why `name` may not be passed through to jobs (`--pass-env NAME`), or null when it may. */
+export function passEnvRefusal(name: string): string | null {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) return `"${name}" is not an environment variable name`;
+  if (isSecretName(name)) return `${name} looks like a secret (DATABASE_URL, *TOKEN*, *SECRET*, *PASSWORD*, *_KEY); give it to the job in its own env instead`;
+  return null;
+}
+
 export function baseJobEnv(agentEnv: NodeJS.ProcessEnv, passThrough: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(agentEnv)) {

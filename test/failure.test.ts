@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyFailure } from '../activities/failure.ts';
+import { classifyFailure } from '../domain/failure.ts';
 
 describe('classifyFailure', () => {
   it('recognises CUDA OOM from the log', () => {

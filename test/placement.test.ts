@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planPlacements, selectorMatches, type NodeRoom, type QueuedJob } from '../activities/placement.ts';
+import { planPlacements, selectorMatches, type NodeRoom, type QueuedJob } from '../domain/placement.ts';
 
 const t0 = new Date('2026-01-01T00:00:00Z');
 const job = (id: string, gpus: number, extra: Partial<QueuedJob> = {}): QueuedJob => ({ id, attempt: 1, gpus, selector: {}, priority: 0, queuedAt: t0, ...extra });

@@ -1,24 +1,13 @@
-/** Types shared by workflows, activities, the API and the CLI. No runtime imports here. */
+/**
+ * Types shared by workflows, activities, the API and the CLI. No runtime imports here but
+ * domain/ (pure): the concepts (job states, a node's inventory) live there and are re-exported
+ * for workflow code.
+ */
 
 export { isTerminal, JOB_STATES, JOB_TYPES, OPEN_STATES, TERMINAL_STATES, type JobState, type JobType } from '../domain/job-states.ts';
 import type { JobState, JobType } from '../domain/job-states.ts';
 
-export type OnLostPolicy = 'requeue' | 'fail';
-export type NodeStatus = 'ONLINE' | 'OFFLINE';
-
-export interface GpuCard {
-  index: number;
-  uuid: string;
-  name: string;
-  memoryMb: number;
-}
-
-export interface NodeInventory {
-  nodeId: string;
-  labels: Record<string, string>;
-  hostname: string;
-  gpus: GpuCard[];
-}
+export type { NodeInventory } from '../domain/node.ts';
 
 export interface JobWorkflowInput {
   jobId: string;

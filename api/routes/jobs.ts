@@ -10,7 +10,7 @@ import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel, startJobWorkflow } from '../../temporal/client-ops.ts';
-import { isTerminal } from '../../workflows/types.ts';
+import { isTerminal } from '../../domain/job-states.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { JOB_STATES, JOB_TYPES } from '../../workflows/types.ts';
+import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
 import { Nullable, StringMap } from './common.ts';
 
 export const JobTypeSchema = Type.Union(JOB_TYPES.map((t) => Type.Literal(t)));

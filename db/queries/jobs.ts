@@ -1,6 +1,7 @@
 import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
-import { gpuSlots, jobAttempts, jobs, jobTransitions, type AttemptConfig, type Job } from '../schema.ts';
+import { gpuSlots, jobAttempts, jobs, jobTransitions, type Job } from '../schema.ts';
+import type { AttemptConfig } from '../../domain/attempt-config.ts';
 import { canTransition, type JobState, type JobType } from '../../domain/job-states.ts';
 
 export type NewJob = typeof jobs.$inferInsert;

@@ -1,7 +1,7 @@
 import { and, asc, eq, notInArray, sql } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
-import type { NodeInventory } from '../../workflows/types.ts';
+import type { NodeInventory } from '../../domain/node.ts';
 
 /** Records a node as ONLINE with its current labels and cards. Cards that vanished stay, marked absent. */
 export async function upsertNodeOnline(ex: Executor, inv: NodeInventory): Promise<void> {

@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
 import { gpuSlots, jobs, nodes } from '../schema.ts';
-import { planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../activities/placement.ts';
+import { planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { transitionJob } from './jobs.ts';
 
 export interface PassOutcome {

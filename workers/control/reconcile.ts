@@ -6,7 +6,7 @@ import { jobs, type Job } from '../../db/schema.ts';
 import { startJobWorkflow, type JobTimeouts } from '../../temporal/client-ops.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../../workflows/names.ts';
 import type { SettleJobInput } from '../../workflows/settle-workflow.ts';
-import type { JobState } from '../../workflows/types.ts';
+import type { JobState } from '../../domain/job-states.ts';
 
 /** Open in the database, so a closed workflow leaves them stranded (CREATED has its own reconciler). */
 const STRANDABLE: JobState[] = ['QUEUED', 'DISPATCHING', 'RUNNING', 'LOST'];

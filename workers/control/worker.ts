@@ -1,7 +1,8 @@
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { createControlActivities, reconcileCreatedJobs, wakeScheduler } from '../../activities/control.ts';
+import { createControlActivities } from '../../activities/control.ts';
+import { reconcileCreatedJobs, wakeScheduler } from '../../activities/scheduler-ops.ts';
 import type { Db } from '../../db/client.ts';
 import type { JobTimeouts } from '../../temporal/client-ops.ts';
 import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';

@@ -8,7 +8,7 @@ import { reattachSignal } from '../../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
 import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
 import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
-import type { NodeInventory } from '../../workflows/types.ts';
+import type { NodeInventory } from '../../domain/node.ts';
 import { readInventory } from './inventory.ts';
 
 export interface AgentOptions {

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import type { GpuCard } from '../../workflows/types.ts';
+import type { GpuCard } from '../../domain/node.ts';
 
 const run = promisify(execFile);
 

@@ -1,0 +1,61 @@
+/**
+ * An attempt's config: what a job runs with, snapshotted per attempt so that retries can be
+ * compared, and the edit that retry_job applies to the previous one to make the next.
+ */
+export interface AttemptConfig {
+  command: string[];
+  workingDir: string;
+  env: Record<string, string>;
+  gpus: number;
+  selector: Record<string, string>;
+  priority: number;
+  params: Record<string, unknown>;
+}
+
+export interface RetryPatch {
+  command?: string[];
+  workingDir?: string;
+  gpus?: number;
+  selector?: Record<string, string>;
+  priority?: number;
+  /** Merged into the previous attempt's env / params. */
+  env?: Record<string, string>;
+  params?: Record<string, unknown>;
+}
+
+export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
+  return {
+    command: p.command ?? prev.command,
+    workingDir: p.workingDir ?? prev.workingDir,
+    gpus: p.gpus ?? prev.gpus,
+    selector: p.selector ?? prev.selector,
+    priority: p.priority ?? prev.priority,
+    env: { ...prev.env, ...p.env },
+    params: { ...prev.params, ...p.params },
+  };
+}
+
+export interface ConfigChange {
+  key: string;
+  from: unknown;
+  to: unknown;
+}
+
+function flatten(c: AttemptConfig): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const [k, v] of Object.entries(c)) {
+    if (v && typeof v === 'object' && !Array.isArray(v)) {
+      for (const [kk, vv] of Object.entries(v as Record<string, unknown>)) out.set(`${k}.${kk}`, JSON.stringify(vv));
+    } else out.set(k, JSON.stringify(v));
+  }
+  return out;
+}
+
+/** What changed from one attempt's config to the next, key by key (params.lr, gpus, env.X...). */
+export function diffConfigs(a: AttemptConfig, b: AttemptConfig): ConfigChange[] {
+  const fa = flatten(a);
+  const fb = flatten(b);
+  const keys = [...new Set([...fa.keys(), ...fb.keys()])].sort();
+  const parse = (s: string | undefined) => (s === undefined ? null : (JSON.parse(s) as unknown));
+  return keys.filter((k) => fa.get(k) !== fb.get(k)).map((k) => ({ key: k, from: parse(fa.get(k)), to: parse(fb.get(k)) }));
+}

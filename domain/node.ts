@@ -1,0 +1,16 @@
+/** A GPU node as the control plane sees it: its status and the inventory its agent reports. */
+export type NodeStatus = 'ONLINE' | 'OFFLINE';
+
+export interface GpuCard {
+  index: number;
+  uuid: string;
+  name: string;
+  memoryMb: number;
+}
+
+export interface NodeInventory {
+  nodeId: string;
+  labels: Record<string, string>;
+  hostname: string;
+  gpus: GpuCard[];
+}

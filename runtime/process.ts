@@ -1,0 +1,57 @@
+/**
+ * What every GPUPlane process does the same way around its own work: read its database from
+ * the configuration, derive the job timeouts, print its lines, stop cleanly on SIGINT/SIGTERM,
+ * and fail with one line. The entry points (api/main.ts, workers/control/main.ts,
+ * workers/gpu-host/main.ts) and `gpuctl up` share it; it imports none of them.
+ */
+import path from 'node:path';
+import type { GpuplaneConfig } from '../config.ts';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import type { JobTimeouts } from '../temporal/client-ops.ts';
+
+/** A line for people on stdout (logs go to stderr): what a process prints when it is ready. */
+export const printLine = (s: string): void => {
+  process.stdout.write(`${s}\n`);
+};
+
+/** Runs cleanup once on SIGINT/SIGTERM, then exits. */
+export function onShutdown(fn: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (sig: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`gpuctl: ${sig}, shutting down...\n`);
+    fn().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`gpuctl: shutdown failed: ${String(err)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+}
+
+export function timeoutsOf(c: GpuplaneConfig): JobTimeouts {
+  return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, lostAfterMs: c.lostAfterMs, retryRetentionMs: c.retryRetentionMs };
+}
+
+export async function openConfiguredDatabase(c: GpuplaneConfig, allowEmbedded: boolean): Promise<DatabaseHandle> {
+  if (!c.databaseUrl && !allowEmbedded) {
+    throw new Error('DATABASE_URL is not set; the embedded PGlite database lives inside `gpuctl up` only');
+  }
+  return openDatabase({ url: c.databaseUrl, dataDir: path.join(c.home, 'pglite') });
+}
+
+/** An entry point's body: a failure to start ends the process with one line, `name: message`. */
+export function runMain(name: string, fn: () => Promise<void>): void {
+  // Through a promise, so that a throw while the arguments are read (a bad flag) ends the same way.
+  Promise.resolve()
+    .then(fn)
+    .catch((err: unknown) => {
+      const msg = err instanceof Error ? err.message : String(err);
+      process.stderr.write(`${name}: ${msg.split('\n')[0]}\n`);
+      process.exit(1);
+    });
+}

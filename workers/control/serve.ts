@@ -1,0 +1,38 @@
+import type { Client } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import type { GpuplaneConfig } from '../../config.ts';
+import type { Db } from '../../db/client.ts';
+import { onShutdown, openConfiguredDatabase, timeoutsOf } from '../../runtime/process.ts';
+import { connectClient, connectWorker, ensureNamespace } from '../../temporal/setup.ts';
+import { startControlWorker, type ControlWorker } from './worker.ts';
+
+/** The control worker as the configuration says; `gpuctl up` and the control worker process share it. */
+export function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: Client, connection: NativeConnection): Promise<ControlWorker> {
+  return startControlWorker({
+    db,
+    client,
+    connection,
+    namespace: c.temporalNamespace,
+    backfillHoldMs: c.backfillHoldMs,
+    timeouts: timeoutsOf(c),
+    workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,
+  });
+}
+
+/** The control worker process (workers/control/main.ts, `gpuctl control-worker`); returns when its worker stops. */
+export async function serveControl(c: GpuplaneConfig, log: (s: string) => void, logger: Logger): Promise<void> {
+  const database = await openConfiguredDatabase(c, false);
+  await ensureNamespace(c.temporalAddress, c.temporalNamespace);
+  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
+  const connection = await connectWorker(c.temporalAddress, logger);
+  const worker = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
+  log(`control worker polling ${c.temporalAddress} (namespace ${c.temporalNamespace})`);
+  onShutdown(async () => {
+    await worker.shutdown();
+    await connection.close();
+    await temporal.close();
+    await database.close();
+  });
+  await worker.run;
+}

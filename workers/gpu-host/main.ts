@@ -1,0 +1,54 @@
+/**
+ * Entry point of the GPU-host worker (agent) of one node (what `gpuctl agent` runs):
+ *
+ *   GPUPLANE_API_URL=http://api:8787 TEMPORAL_ADDRESS=temporal:7233 \
+ *     node --import tsx workers/gpu-host/main.ts --node-id gpu-01 [--label k=v]… [--fake-gpus N]
+ *     [--pass-env NAME]… [--on-stop detach|kill]
+ *
+ * The flags are `gpuctl agent`'s: --node-id is required; --on-stop defaults to detach. It never
+ * opens the database. Environment (config.ts, with defaults): TEMPORAL_ADDRESS (127.0.0.1:7233),
+ * TEMPORAL_NAMESPACE (default), GPUPLANE_API_URL (http://127.0.0.1:8787, given to jobs),
+ * GPUPLANE_HOME (~/.gpuplane; attempt records and logs under agent/NODE), GPUPLANE_LOST_AFTER_S
+ * (75), GPUPLANE_HEARTBEAT_TIMEOUT_S (10), GPUPLANE_KILL_GRACE_S (10), GPUPLANE_LOG_LEVEL (info;
+ * JSON lines on stderr). Prints "agent NODE: …" on stdout when it polls its queue.
+ */
+import { parseArgs } from 'node:util';
+import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
+import { loadConfig } from '../../config.ts';
+import { passEnvRefusal } from '../../domain/job-env.ts';
+import { printLine, runMain } from '../../runtime/process.ts';
+import { serveAgent, type AgentFlags } from './serve.ts';
+
+/** `gpuctl agent`'s flags, strictly: an unknown or malformed flag is an error. */
+function agentFlagsOf(args: string[]): AgentFlags {
+  const { values: v } = parseArgs({
+    args,
+    strict: true,
+    allowPositionals: false,
+    options: {
+      'node-id': { type: 'string' },
+      label: { type: 'string', multiple: true, default: [] },
+      'fake-gpus': { type: 'string' },
+      'pass-env': { type: 'string', multiple: true, default: [] },
+      'on-stop': { type: 'string', default: 'detach' },
+    },
+  });
+  if (!v['node-id']) throw new Error("required option '--node-id <id>' not specified");
+  const labels: Record<string, string> = {};
+  for (const pair of v.label) {
+    const i = pair.indexOf('=');
+    if (i <= 0) throw new Error(`--label: expected KEY=VALUE, got "${pair}"`);
+    labels[pair.slice(0, i)] = pair.slice(i + 1);
+  }
+  const fake = v['fake-gpus'];
+  if (fake !== undefined && !/^\d+$/.test(fake)) throw new Error('--fake-gpus must be an integer >= 0');
+  for (const name of v['pass-env']) {
+    const refused = passEnvRefusal(name);
+    if (refused) throw new Error(`--pass-env: ${refused}`);
+  }
+  const onStop = v['on-stop'];
+  if (onStop !== 'detach' && onStop !== 'kill') throw new Error(`--on-stop must be detach or kill, got "${onStop}"`);
+  return { nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], onStop };
+}
+
+runMain('agent', () => serveAgent(loadConfig(), agentFlagsOf(process.argv.slice(2)), printLine, createLogger(logLevelFromEnv())));

@@ -1,0 +1,69 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import type { GpuplaneConfig } from '../../config.ts';
+import { livenessPlan } from '../../domain/liveness.ts';
+import { onShutdown } from '../../runtime/process.ts';
+import { connectClient, connectWorker } from '../../temporal/setup.ts';
+import { startAgent, type Agent } from './agent.ts';
+
+export interface AgentFlags {
+  nodeId: string;
+  labels: Record<string, string>;
+  fakeGpus?: number;
+  /** On SIGTERM/SIGINT: leave attempts for a restarted agent to re-attach (detach), or kill them. */
+  onStop?: 'detach' | 'kill';
+  /** Names of the agent's environment that jobs also get (never secrets: domain/job-env.ts). */
+  passEnv?: string[];
+}
+
+/** Where an agent keeps its attempt records and logs. */
+export function agentDataDir(c: GpuplaneConfig, nodeId: string): string {
+  return path.join(c.home, 'agent', nodeId);
+}
+
+/** The agent as the configuration says; `gpuctl up` and the agent process share it. Jobs reach the API at `apiUrl`. */
+export function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: Client, connection: NativeConnection, apiUrl: string): Promise<Agent> {
+  return startAgent({
+    ...f,
+    client,
+    connection,
+    namespace: c.temporalNamespace,
+    apiUrl,
+    dataDir: agentDataDir(c, f.nodeId),
+    heartbeatTimeoutMs: c.heartbeatTimeoutMs,
+    lostAfterMs: c.lostAfterMs,
+    killGraceMs: c.killGraceMs,
+    passEnv: f.passEnv,
+  });
+}
+
+/** The GPU-host worker process of one node (workers/gpu-host/main.ts, `gpuctl agent`): Temporal only, never the database. */
+export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void, logger: Logger): Promise<void> {
+  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
+  const connection = await connectWorker(c.temporalAddress, logger);
+  const dataDir = agentDataDir(c, f.nodeId);
+  fs.mkdirSync(dataDir, { recursive: true });
+  const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl);
+  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
+  onShutdown(async () => {
+    if (f.onStop === 'detach') {
+      // Leave the attempts running and unreported, as if the agent had vanished: a new agent
+      // started within half the heartbeat timeout re-attaches to them (a rolling upgrade);
+      // otherwise their shims fence them and they go LOST.
+      process.stderr.write(`gpuctl: detaching from ${agent.running()} running attempt(s); restart the agent within ${Math.floor(livenessPlan(c.lostAfterMs, c.killGraceMs).fenceAfterMs / 1000)} s to re-attach\n`);
+      process.exit(0);
+    }
+    await agent.shutdown();
+    await connection.close();
+    await temporal.close();
+  });
+  try {
+    await agent.run;
+  } catch (err) {
+    process.stderr.write(`gpuctl: the agent's Temporal worker failed; its attempts were stopped: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+}
