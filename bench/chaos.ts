@@ -1,12 +1,14 @@
 /**
  * bench/chaos: 200 jobs on 10 fake nodes while agents and the control worker are SIGKILLed and
- * restarted at random. Prints jobs lost, duplicate concurrent attempts, double-owned cards and
- * the mean time from an agent kill to the re-queue of its attempts.
+ * restarted at random, and the control plane itself fails: the Temporal server and PostgreSQL
+ * are paused (SIGSTOP for 5-60 s, connections left open) or killed and started again. Prints
+ * jobs lost, duplicate concurrent attempts, double-owned cards and the mean time from an agent
+ * kill to the re-queue of its attempts, on the default timing (heartbeat 10 s, lost-after 75 s).
  *
- *   npm run bench:chaos [-- --jobs 200 --nodes 10 --seed 7]
+ *   npm run bench:chaos [-- --jobs 200 --nodes 10 --seed 7 --heartbeat-timeout 10 --lost-after 75]
  *
- * Every part is real and separate: a throwaway PostgreSQL, the Temporal dev server, and
- * `gpuctl control-worker`, `gpuctl api` and one `gpuctl agent` process per node.
+ * Every part is real and separate: a throwaway PostgreSQL and a Temporal dev server of the
+ * run's own, and `gpuctl control-worker`, `gpuctl api` and one `gpuctl agent` process per node.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -26,13 +28,15 @@ const { values: args } = parseArgs({
     jobs: { type: 'string', default: '200' },
     nodes: { type: 'string', default: '10' },
     seed: { type: 'string', default: '7' },
-    'heartbeat-timeout': { type: 'string', default: '5' },
+    'heartbeat-timeout': { type: 'string', default: '10' },
+    'lost-after': { type: 'string', default: '75' },
   },
   strict: true,
 });
 const JOBS = Number(args.jobs);
 const NODES = Number(args.nodes);
 const HB = Number(args['heartbeat-timeout']);
+const LOST_AFTER = Number(args['lost-after']);
 let seed = Number(args.seed);
 const rand = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
 const say = (s: string) => process.stdout.write(`${s}\n`);
@@ -49,17 +53,30 @@ async function main() {
   const { code } = await bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });
   const bundle = path.join(scratch, 'bundle.js');
   fs.writeFileSync(bundle, code);
-  say(`bench/chaos: ${JOBS} jobs, ${NODES} nodes × 2 cards, heartbeat timeout ${HB} s, seed ${args.seed}`);
+  say(`bench/chaos: ${JOBS} jobs, ${NODES} nodes × 2 cards, heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s, seed ${args.seed}`);
 
+  // The cluster's own Temporal server and PostgreSQL, so that the chaos can pause and kill them.
   const c = await startCluster(
     'chaos',
-    { heartbeatTimeoutS: HB, agents: Array.from({ length: NODES }, (_, i) => ({ nodeId: `c${i}`, gpus: 2 })) },
+    { heartbeatTimeoutS: HB, lostAfterS: LOST_AFTER, ownTemporal: {}, ownPostgres: true, agents: Array.from({ length: NODES }, (_, i) => ({ nodeId: `c${i}`, gpus: 2 })) },
     { pgPort: pgc.port, temporalAddress: temporal.address, workflowBundle: bundle },
   );
   const out = path.join(c.work, 'spans');
   fs.mkdirSync(out);
-  const db = new pg.Client({ connectionString: c.dbUrl });
-  await db.connect();
+  // A pool rides out PostgreSQL's restarts; a query that fails is asked again.
+  const pool = new pg.Pool({ connectionString: c.dbUrl, max: 2 });
+  pool.on('error', () => undefined);
+  const db = {
+    async query<R extends pg.QueryResultRow>(text: string): Promise<pg.QueryResult<R>> {
+      for (;;) {
+        try {
+          return await pool.query<R>(text);
+        } catch {
+          await sleep(500);
+        }
+      }
+    },
+  };
 
   const ids: string[] = [];
   for (let i = 0; i < JOBS; i++) {
@@ -67,9 +84,11 @@ async function main() {
   }
   const t0 = Date.now();
 
-  // Chaos: every 1.5-4 s kill an agent (back after 2-8 s) or, one time in five, the control worker.
+  // Chaos: every 1.5-4 s kill an agent (back after 2-8 s), or the control worker, or the control
+  // plane: pause the Temporal server or PostgreSQL for 5-60 s, or kill one and start it 2-20 s later.
   const kills: { node: string; at: number }[] = [];
   let killsControl = 0;
+  const outages: string[] = [];
   let doubleOwned = 0;
   let samples = 0;
   let stop = false;
@@ -78,7 +97,31 @@ async function main() {
     while (!stop) {
       await sleep(1500 + rand() * 2500);
       if (stop) break;
-      if (rand() < 0.2) {
+      const dice = rand();
+      if (dice < 0.12) {
+        const seconds = 5 + Math.floor(rand() * 56);
+        const target = rand() < 0.5 ? 'Temporal' : 'PostgreSQL';
+        const kill = rand() < 0.35;
+        const started = Date.now();
+        if (target === 'Temporal' && kill) await c.temporal!.restart(Math.min(seconds, 20) * 1000);
+        else if (target === 'Temporal') {
+          const pid = c.temporal!.server.child.pid!;
+          process.kill(pid, 'SIGSTOP');
+          await sleep(seconds * 1000);
+          process.kill(pid, 'SIGCONT');
+        } else if (kill) {
+          c.postgres!.stop('immediate');
+          await sleep(Math.min(seconds, 20) * 1000);
+          await c.postgres!.start();
+        } else {
+          c.postgres!.signalAll('SIGSTOP');
+          await sleep(seconds * 1000);
+          c.postgres!.signalAll('SIGCONT');
+        }
+        outages.push(`${target} ${kill ? 'killed' : 'paused'} ${((Date.now() - started) / 1000).toFixed(0)} s`);
+        continue;
+      }
+      if (dice < 0.3) {
         await c.control.kill('SIGKILL');
         killsControl++;
         await sleep(1000 + rand() * 2000);
@@ -147,10 +190,11 @@ async function main() {
 
   const lines = [
     `${JOBS} jobs in ${seconds.toFixed(0)} s; ${kills.length} agent kills, ${killsControl} control-worker kills; ${attempts.rows[0].n} attempts (${lostRows.rows.length} LOST and re-queued, ${reattached.rows[0].n} re-attached by a restarted agent)`,
+    `control-plane outages: ${outages.length ? outages.join(', ') : 'none'}`,
     `jobs lost: ${lost} (${states.rows.map((s) => `${s.state} ${s.n}`).join(', ')})`,
     `duplicate concurrent attempts: ${duplicates}`,
     `double-owned cards: ${doubleOwned} (in ${samples} samples)`,
-    `mean kill → re-queue: ${(mean / 1000).toFixed(1)} s over ${gaps.length} attempts (heartbeat timeout ${HB} s)`,
+    `mean kill → re-queue: ${(mean / 1000).toFixed(1)} s over ${gaps.length} attempts (heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s)`,
   ];
   const bad = await db.query<{ id: string; state: string; attempt: number; reason: string | null }>(`select id, state, attempt, reason from jobs where state <> 'SUCCEEDED'`);
   for (const b of bad.rows) lines.push(`  not succeeded: ${b.id} ${b.state} attempt ${b.attempt}: ${b.reason ?? ''}`);
@@ -158,7 +202,7 @@ async function main() {
   fs.mkdirSync(path.join('bench', 'results'), { recursive: true });
   fs.writeFileSync(path.join('bench', 'results', 'chaos.txt'), `${new Date().toISOString()}\n${lines.join('\n')}\n`);
 
-  await db.end();
+  await pool.end();
   await c.stop();
   await temporal.stop();
   pgc.remove();
