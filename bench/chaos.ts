@@ -134,7 +134,17 @@ async function main() {
       await agent.kill('SIGKILL');
       kills.push({ node, at: Date.now() });
       const back = 2000 + rand() * 6000;
-      restarts.push(sleep(back).then(() => agent.start()));
+      // An agent that comes back during a control-plane outage waits for it; one that gave up
+      // waiting is started again.
+      restarts.push(sleep(back).then(async () => {
+        for (;;) {
+          try {
+            return await agent.start();
+          } catch {
+            await agent.kill('SIGKILL');
+          }
+        }
+      }));
     }
   })();
   // Watch for two live jobs holding the same card, every 250 ms, straight from the catalogue.

@@ -59,3 +59,18 @@ export function installTemporalRuntime(logger: Logger): void {
     shutdownSignals: [],
   });
 }
+
+/**
+ * Retries `fn` until it succeeds: a process started while Temporal is down (restarting, paused,
+ * or not up yet) waits for it instead of exiting. Backs off to 5 s; says so once a wait begins.
+ */
+export async function untilTemporalAnswers<T>(what: string, fn: () => Promise<T>, logger: Logger): Promise<T> {
+  for (let delay = 250, tries = 0; ; delay = Math.min(delay * 2, 5000), tries++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (tries === 0 || tries % 10 === 0) logger.warn({ err: (err as Error).message }, `${what}: Temporal does not answer yet; retrying`);
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}

@@ -7,6 +7,8 @@ import { startCluster, type Cluster } from './support/cluster.ts';
 import { until } from './support/poll.ts';
 
 const NODE = 'proc-node';
+/** Every job but the fallback one runs on the first agent (the second has cgroups off). */
+const ON_NODE = { cgroups: 'on' };
 
 /** Running, as opposed to gone or a zombie: an orphan's zombie lingers until init reaps it. */
 function running(pid: number): boolean {
@@ -54,7 +56,12 @@ const DEATH_WINDOW_MS = 2000;
 describe('what a job process sees and leaves behind', () => {
   let c: Cluster;
   beforeAll(async () => {
-    c = await startCluster('jobproc', { agents: [{ nodeId: NODE, gpus: 2, env: { MY_SERVICE_TOKEN: 'sekrit', HF_HOME: '/x' } }] });
+    c = await startCluster('jobproc', {
+      agents: [
+        { nodeId: NODE, gpus: 2, labels: { cgroups: 'on' }, env: { MY_SERVICE_TOKEN: 'sekrit', HF_HOME: '/x' } },
+        { nodeId: `${NODE}-nocg`, gpus: 1, labels: { cgroups: 'off' }, env: { GPUPLANE_CGROUPS: 'off' } },
+      ],
+    });
   });
   afterAll(async () => {
     await c?.stop();
@@ -69,7 +76,7 @@ describe('what a job process sees and leaves behind', () => {
   it("gets a documented environment, not the agent's", async () => {
     const dir = scratch('env');
     const own = { WANDB_API_KEY: 'job-own-key', MY_SETTING: 'on' };
-    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, env: own, params: { lr: 0.1 }, command: `env -0 > ${dir}/env` });
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: ON_NODE, env: own, params: { lr: 0.1 }, command: `env -0 > ${dir}/env` });
     const j = await c.client.waitFor(job.id, undefined, 30_000);
     expect(j.state).toBe('SUCCEEDED');
     const env = parseEnv(fs.readFileSync(path.join(dir, 'env'), 'utf8'));
@@ -101,7 +108,7 @@ describe('what a job process sees and leaves behind', () => {
 
   it('kills what the main process left running in its group before the job is SUCCEEDED', async () => {
     const dir = scratch('leftover');
-    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, working_dir: dir, command: 'sleep 300 & echo $! > child.pid; exit 0' });
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: ON_NODE, working_dir: dir, command: 'sleep 300 & echo $! > child.pid; exit 0' });
     const j = await c.client.waitFor(job.id, undefined, 30_000);
     const child = await readPid(path.join(dir, 'child.pid'));
     try {
@@ -112,24 +119,43 @@ describe('what a job process sees and leaves behind', () => {
     }
   });
 
-  it('cannot reach a child that left the group with setsid (no cgroup containment: the documented fallback)', async () => {
-    // The agent kills the attempt's process group; a child that calls setsid starts a session
-    // and group of its own, so it survives its job. Containing it needs a cgroup per attempt
-    // (cgroup.kill), which the agent does not do yet; when it does, the survival asserted here
-    // turns into a death to assert. The in-group child is the witness that the group kill has
-    // happened by the time the escaped one is looked at.
-    const dir = scratch('setsid');
-    const job = await c.client.submit({
-      type: 'CUSTOM',
-      gpus: 1,
-      working_dir: dir,
-      command: `sleep 300 & echo $! > child.pid; setsid sh -c 'echo $$ > escaped.pid; exec sleep 300' & while [ ! -s escaped.pid ]; do sleep 0.05; done; exit 0`,
-    });
+  const SETSID_JOB = `sleep 300 & echo $! > child.pid; setsid sh -c 'echo $$ > escaped.pid; exec sleep 300' & while [ ! -s escaped.pid ]; do sleep 0.05; done; exit 0`;
+
+  it('contains a child that left the group with setsid in the attempt\'s cgroup, where the agent can make one', async () => {
+    // As root with a cgroup2 mount the agent gives each attempt a cgroup of its own; what the
+    // job starts stays in it whatever it does, and cgroup.kill ends it with the attempt.
+    const agent = c.agents.get(NODE)!;
+    const contained = agent.output.includes('attempts in cgroups under');
+    expect(contained, agent.output).toBe(process.getuid?.() === 0 && fs.readFileSync('/proc/self/mountinfo', 'utf8').includes(' - cgroup2 '));
+    if (!contained) return;
+    const dir = scratch('setsid-cgroup');
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, working_dir: dir, selector: ON_NODE, command: SETSID_JOB });
     const j = await c.client.waitFor(job.id, undefined, 30_000);
     const child = await readPid(path.join(dir, 'child.pid'));
     const escaped = await readPid(path.join(dir, 'escaped.pid'));
     try {
       expect(j.state).toBe('SUCCEEDED');
+      expect(processGroup(escaped)).not.toBe(j.attempts[0].pid);
+      await until('the in-group child to die', () => !running(child), DEATH_WINDOW_MS, 20);
+      await until('the setsid child to die too', () => !running(escaped), DEATH_WINDOW_MS, 20);
+    } finally {
+      killQuietly(child);
+      killQuietly(escaped);
+    }
+  });
+
+  it('cannot reach a child that left the group with setsid without cgroups (GPUPLANE_CGROUPS=off: the documented fallback)', async () => {
+    // The agent kills the attempt's process group; a child that calls setsid starts a session
+    // and group of its own, so without a cgroup it survives its job. The in-group child is the
+    // witness that the group kill has happened by the time the escaped one is looked at.
+    const dir = scratch('setsid');
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, working_dir: dir, selector: { cgroups: 'off' }, command: SETSID_JOB });
+    const j = await c.client.waitFor(job.id, undefined, 30_000);
+    const child = await readPid(path.join(dir, 'child.pid'));
+    const escaped = await readPid(path.join(dir, 'escaped.pid'));
+    try {
+      expect(j.state).toBe('SUCCEEDED');
+      expect(j.node_id).toBe(`${NODE}-nocg`);
       await until('the in-group child to die', () => !running(child), DEATH_WINDOW_MS, 20);
       expect(running(escaped)).toBe(true);
       expect(processGroup(escaped)).not.toBe(j.attempts[0].pid);
@@ -143,7 +169,7 @@ describe('what a job process sees and leaves behind', () => {
     const dir = scratch('retry');
     // Attempt 1 exits 3, attempt 2 exits 0. Were the state files keyed by job only, attempt 2
     // would find attempt 1's status file and end FAILED with code 3 without running.
-    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, working_dir: dir, command: 'echo "$GPUPLANE_ATTEMPT" >> ran; [ "$GPUPLANE_ATTEMPT" = 2 ] || exit 3' });
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: ON_NODE, working_dir: dir, command: 'echo "$GPUPLANE_ATTEMPT" >> ran; [ "$GPUPLANE_ATTEMPT" = 2 ] || exit 3' });
     const first = await c.client.waitFor(job.id, undefined, 30_000);
     expect(first).toMatchObject({ state: 'FAILED', attempt: 1, exit_code: 3 });
     await c.client.retry(job.id);
@@ -163,7 +189,7 @@ describe('what a job process sees and leaves behind', () => {
   });
 
   it('never loses the exit status of a job that exits at once: 20 `true` jobs on 2 cards', async () => {
-    const jobs = await Promise.all(Array.from({ length: 20 }, () => c.client.submit({ type: 'CUSTOM', gpus: 1, command: ['true'] })));
+    const jobs = await Promise.all(Array.from({ length: 20 }, () => c.client.submit({ type: 'CUSTOM', gpus: 1, selector: ON_NODE, command: ['true'] })));
     const done = await Promise.all(jobs.map((j) => c.client.waitFor(j.id, undefined, 120_000)));
     for (const j of done) {
       expect({ id: j.id, state: j.state, attempt: j.attempt, exit: j.exit_code, attempts: j.attempts.length }).toEqual({ id: j.id, state: 'SUCCEEDED', attempt: 1, exit: 0, attempts: 1 });
@@ -175,7 +201,7 @@ describe('what a job process sees and leaves behind', () => {
     const dir = scratch('cards');
     // Each job writes its cards, then waits for the other's: both ran at once, on different cards.
     const command = `echo "$CUDA_VISIBLE_DEVICES" > "$GPUPLANE_JOB_ID"; i=0; while [ "$(ls | wc -l)" -lt 2 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; [ "$(ls | wc -l)" -ge 2 ]`;
-    const jobs = await Promise.all([0, 1].map(() => c.client.submit({ type: 'CUSTOM', gpus: 1, working_dir: dir, command })));
+    const jobs = await Promise.all([0, 1].map(() => c.client.submit({ type: 'CUSTOM', gpus: 1, selector: ON_NODE, working_dir: dir, command })));
     const done = await Promise.all(jobs.map((j) => c.client.waitFor(j.id, undefined, 60_000)));
     for (const j of done) {
       expect(j.state).toBe('SUCCEEDED');

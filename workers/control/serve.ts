@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import { onShutdown, openConfiguredDatabase, timeoutsOf } from '../../runtime/process.ts';
-import { connectClient, connectWorker, ensureNamespace } from '../../temporal/setup.ts';
+import { connectClient, connectWorker, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { startControlWorker, type ControlWorker } from './worker.ts';
 
 /** The control worker as the configuration says; `gpuctl up` and the control worker process share it. */
@@ -23,9 +23,9 @@ export function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: 
 /** The control worker process (workers/control/main.ts, `gpuctl control-worker`); returns when its worker stops. */
 export async function serveControl(c: GpuplaneConfig, log: (s: string) => void, logger: Logger): Promise<void> {
   const database = await openConfiguredDatabase(c, false);
-  await ensureNamespace(c.temporalAddress, c.temporalNamespace);
-  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
-  const connection = await connectWorker(c.temporalAddress, logger);
+  await untilTemporalAnswers('register the namespace', () => ensureNamespace(c.temporalAddress, c.temporalNamespace), logger);
+  const temporal = await untilTemporalAnswers('connect', () => connectClient(c.temporalAddress, c.temporalNamespace), logger);
+  const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger), logger);
   const worker = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   log(`control worker polling ${c.temporalAddress} (namespace ${c.temporalNamespace})`);
   onShutdown(async () => {

@@ -9,6 +9,7 @@ import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } f
 import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
 import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
 import type { NodeInventory } from '../../domain/node.ts';
+import { AttemptCgroups } from './cgroup.ts';
 import { readInventory } from './inventory.ts';
 
 export interface AgentOptions {
@@ -35,6 +36,8 @@ export interface Agent {
   /** Attempts running now. */
   running(): number;
   inventorySource: string;
+  /** Where attempts get their own cgroups, or null (process groups only). */
+  cgroupBase: string | null;
   run: Promise<void>;
   shutdown(): Promise<void>;
 }
@@ -45,7 +48,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const { gpus, source } = await readInventory(o.nodeId, o.fakeGpus);
   const inventory: NodeInventory = { nodeId: o.nodeId, labels: o.labels, hostname: os.hostname(), gpus };
   const plan = livenessPlan(o.lostAfterMs, o.killGraceMs);
-  const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'));
+  // GPUPLANE_CGROUPS=off keeps attempts in process groups only, even where cgroups could be used.
+  const cgroups = AttemptCgroups.detect(o.nodeId, process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto');
+  const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), cgroups);
   const worker = await Worker.create({
     connection: o.connection,
     namespace: o.namespace,
@@ -78,10 +83,11 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     return d.status.name === 'RUNNING';
   });
   for (const rec of adopted) {
-    await o.client.workflow
-      .getHandle(jobWorkflowId(rec.spec.jobId))
-      .signal(reattachSignal, { attempt: rec.spec.attempt, pid: rec.pid, logPath: rec.logPath })
-      .catch(() => undefined);
+    // Until it is heard or the attempt is fenced: a restart during a Temporal outage still re-attaches.
+    void retryWhile(
+      () => processes.live.get(rec.spec.jobId)?.attempt === rec.spec.attempt,
+      () => o.client.workflow.getHandle(jobWorkflowId(rec.spec.jobId)).signal(reattachSignal, { attempt: rec.spec.attempt, pid: rec.pid, logPath: rec.logPath }),
+    );
   }
   const joinNode = () =>
     o.client.workflow.signalWithStart('nodeWorkflow', {
@@ -91,7 +97,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       signal: nodeOnlineSignal,
       signalArgs: [inventory],
     });
-  await joinNode();
+  await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
   // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent
   // starts it again when no lease has been heard of for a heartbeat timeout.
@@ -109,6 +115,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     adopted: adopted.length,
     running: () => processes.live.size,
     inventorySource: source,
+    cgroupBase: cgroups?.base ?? null,
     run,
     async shutdown() {
       clearInterval(rejoin);
@@ -148,4 +155,16 @@ export function startFencingWatchdog(client: Client, processes: ProcessTable): {
   }, PROBE_INTERVAL_MS);
   timer.unref();
   return { stop: () => clearInterval(timer) };
+}
+
+/** Retries `fn` every second while `wanted()` holds; ends quietly when it stops holding. */
+async function retryWhile(wanted: () => boolean, fn: () => Promise<unknown>): Promise<void> {
+  while (wanted()) {
+    try {
+      await fn();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, PROBE_INTERVAL_MS));
+    }
+  }
 }

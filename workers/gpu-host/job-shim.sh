@@ -9,13 +9,18 @@
 # group, so an attempt never outlives the agents that answer for it, and a fenced attempt's
 # status is never taken for the job's own.
 #
-#   sh job-shim.sh <grace-s> <window-s> <state-path-prefix> <cmd> [args...]
+# Where the agent made a cgroup for the attempt, the shim moves itself into it first, so the
+# command and everything it starts (setsid or not) stay inside, and fencing kills them all.
+#
+#   sh job-shim.sh <grace-s> <window-s> <state-path-prefix> <cgroup-dir or ""> <cmd> [args...]
 grace=$1
 window=$2
 adopt="$3.adopt"
 status_file="$3.status"
 fenced_file="$3.fenced"
-shift 3
+cgroup=$4
+shift 4
+if [ -n "$cgroup" ]; then echo $$ > "$cgroup/cgroup.procs" 2>/dev/null || cgroup=""; fi
 "$@" 3>&- &
 child=$!
 # Set only now, so the command keeps the default TERM and the job's own PATH; the shim stays
@@ -42,6 +47,7 @@ export PATH
     : > "$fenced_file"
     kill -TERM 0
     sleep "$grace"
+    if [ -n "$cgroup" ]; then echo 1 > "$cgroup/cgroup.kill" 2>/dev/null; fi
     kill -KILL 0
   done
 ) 3>&- &

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { AttemptSpec } from '../../workflows/types.ts';
+import { AttemptCgroups } from './cgroup.ts';
 import { decodeWaitStatus, killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
 
 const shimPath = fileURLToPath(new URL('./job-shim.sh', import.meta.url));
@@ -23,6 +24,8 @@ export interface Live {
   fenceAfterMs: number;
   /** Bumped by each activity that takes over watching it: only the newest one may kill it. */
   watcher: number;
+  /** Its own cgroup, where the agent may make one (workers/gpu-host/cgroup.ts). */
+  cgroup: string | null;
   /** While nobody watches it (adopted, or its activity vanished): fences it unless claimed in time. */
   claimTimer?: NodeJS.Timeout;
 }
@@ -33,6 +36,7 @@ export interface AttemptRecord {
   pid: number;
   startTime: string;
   logPath: string;
+  cgroup?: string | null;
 }
 
 type StateFile = 'json' | 'adopt' | 'status' | 'fenced';
@@ -49,6 +53,8 @@ export class ProcessTable {
     readonly killGraceMs: number,
     /** Where attempt records, adoption marks and exit statuses live. */
     readonly runDir: string,
+    /** Per-attempt cgroups, or null: the process group is then the boundary. */
+    readonly cgroups: AttemptCgroups | null = null,
   ) {
     fs.mkdirSync(runDir, { recursive: true });
   }
@@ -73,12 +79,14 @@ export class ProcessTable {
     this.forget(spec.jobId, spec.attempt);
     const fd = fs.openSync(logPath, 'a');
     let child: ChildProcess;
+    let cgroup: string | null = null;
     try {
       const state = path.join(this.runDir, `${spec.jobId}.${spec.attempt}`);
       // The shim waits this long for a restarted agent before fencing: up to the point where
       // the agent's own watchdog would fence it too.
       const adoptWindowS = Math.max(1, Math.floor(timing.fenceAfterMs / 1000));
-      child = spawn('/bin/sh', [shimPath, String(timing.fenceGraceMs / 1000), String(adoptWindowS), state, ...spec.command], {
+      cgroup = this.cgroups?.create(spec.jobId, spec.attempt) ?? null;
+      child = spawn('/bin/sh', [shimPath, String(timing.fenceGraceMs / 1000), String(adoptWindowS), state, cgroup ?? '', ...spec.command], {
         cwd: spec.workingDir,
         env,
         detached: true,
@@ -102,9 +110,10 @@ export class ProcessTable {
       lostAfterMs: spec.lostAfterMs,
       ...timing,
       watcher: 0,
+      cgroup,
     };
     this.live.set(spec.jobId, entry);
-    const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath };
+    const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath, cgroup };
     fs.writeFileSync(this.file(spec.jobId, spec.attempt, 'json'), JSON.stringify(record));
     return entry;
   }
@@ -116,7 +125,18 @@ export class ProcessTable {
     const grace = new Promise<void>((r) => setTimeout(r, graceMs).unref());
     await Promise.race([entry.exited, grace]);
     killGroup(entry.pid, 'SIGKILL');
+    AttemptCgroups.kill(entry.cgroup);
     await entry.exited;
+    await AttemptCgroups.remove(entry.cgroup);
+  }
+
+  /**
+   * After the main process exited: whatever it left behind (dataloader workers, say; in its
+   * cgroup even what called setsid) dies before its cards are given to someone else.
+   */
+  async killLeftovers(entry: Live): Promise<void> {
+    killGroup(entry.pid, 'SIGKILL');
+    await AttemptCgroups.remove(entry.cgroup);
   }
 
   /**
@@ -242,6 +262,7 @@ export class ProcessTable {
         ...defaults,
         lostAfterMs: rec.spec.lostAfterMs ?? defaults.lostAfterMs,
         watcher: 0,
+        cgroup: rec.cgroup ?? null,
       };
       this.live.set(jobId, entry);
       // If its workflow has moved on (it counted the attempt LOST before we were back), no

@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../../config.ts';
 import { livenessPlan } from '../../domain/liveness.ts';
 import { onShutdown } from '../../runtime/process.ts';
-import { connectClient, connectWorker } from '../../temporal/setup.ts';
+import { connectClient, connectWorker, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { startAgent, type Agent } from './agent.ts';
 
 export interface AgentFlags {
@@ -42,12 +42,12 @@ export function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: C
 
 /** The GPU-host worker process of one node (workers/gpu-host/main.ts, `gpuctl agent`): Temporal only, never the database. */
 export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void, logger: Logger): Promise<void> {
-  const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
-  const connection = await connectWorker(c.temporalAddress, logger);
+  const temporal = await untilTemporalAnswers('connect', () => connectClient(c.temporalAddress, c.temporalNamespace), logger);
+  const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger), logger);
   const dataDir = agentDataDir(c, f.nodeId);
   fs.mkdirSync(dataDir, { recursive: true });
   const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl);
-  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
+  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${agent.cgroupBase ? `attempts in cgroups under ${agent.cgroupBase}` : 'attempts in process groups (no cgroups)'}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
     if (f.onStop === 'detach') {
       // Leave the attempts running and unreported, as if the agent had vanished: a new agent
