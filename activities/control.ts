@@ -32,8 +32,16 @@ export function createControlActivities(deps: ControlDeps) {
   const wake = coalesce(() => wakeScheduler(client, deps.idlePassMs));
 
   return {
-    async enqueueAttempt(a: { jobId: string; attempt: number }): Promise<{ state: JobState }> {
-      const state = await db.transaction(async (tx) => {
+    /**
+     * Moves the attempt to QUEUED. Also answers with the job's current attempt: a workflow whose
+     * attempt the database does not have (a retry whose API call gave up after Temporal took it)
+     * waits for a retry of the attempt the database has.
+     */
+    async enqueueAttempt(a: { jobId: string; attempt: number }): Promise<{ state: JobState; attempt: number }> {
+      const result = await db.transaction(async (tx) => {
+        // By id first: a retry_job in flight holds this row until it commits its new attempt.
+        const job = await getJobForUpdate(tx, a.jobId);
+        if (!job) throw new Error(`job ${a.jobId} does not exist`);
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
@@ -41,16 +49,14 @@ export function createControlActivities(deps: ControlDeps) {
           to: 'QUEUED',
           job: { queuedAt: new Date(), nodeId: null, gpuIndices: null },
         });
-        if (moved !== null) return 'QUEUED' as const;
-        const job = await getJob(tx, a.jobId);
-        if (!job) throw new Error(`job ${a.jobId} does not exist`);
+        if (moved !== null) return { state: 'QUEUED' as const, attempt: a.attempt };
         // A retry of this activity after its commit: the attempt is queued (or already granted
         // cards, whose grant the scheduler re-sends); the workflow must go on waiting for it.
-        if (job.attempt === a.attempt && (job.state === 'QUEUED' || job.state === 'DISPATCHING')) return 'QUEUED' as const;
-        return job.state;
+        if (job.attempt === a.attempt && (job.state === 'QUEUED' || job.state === 'DISPATCHING')) return { state: 'QUEUED' as const, attempt: a.attempt };
+        return { state: job.state, attempt: job.attempt };
       });
-      if (state === 'QUEUED') await wake();
-      return { state };
+      if (result.state === 'QUEUED') await wake();
+      return result;
     },
 
     async schedulePass(): Promise<SchedulePassResult> {

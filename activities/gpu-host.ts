@@ -8,8 +8,9 @@ import { attemptStartedSignal } from '../workflows/job-messages.ts';
 import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
-import { killGroup, readTail, workingDirProblem } from '../workers/gpu-host/proc.ts';
+import { readTail, workingDirProblem } from '../workers/gpu-host/proc.ts';
 import { SpawnFailed, type Live, type ProcessTable } from '../workers/gpu-host/process-table.ts';
+import { attemptWanted } from '../workers/gpu-host/wanted.ts';
 
 export { decodeWaitStatus, processStartTime, readTail } from '../workers/gpu-host/proc.ts';
 export { ProcessTable, type AttemptRecord } from '../workers/gpu-host/process-table.ts';
@@ -31,12 +32,6 @@ const lostFailure = (message: string) => ApplicationFailure.create({ type: AGENT
 const agentShutdown = () => lostFailure('the agent shut down while the attempt ran');
 const vanished = () => lostFailure("the attempt's process vanished while no agent watched it");
 const fenced = () => lostFailure('the agent lost the Temporal server and killed the attempt (fencing)');
-
-/** Is the workflow that this activity belongs to still open? (Asked while an attempt waits for a new watcher.) */
-async function workflowOpen(client: Client, jobId: string): Promise<boolean> {
-  const d = await client.workflow.getHandle(jobWorkflowId(jobId)).describe();
-  return d.status.name === 'RUNNING';
-}
 
 /** The GPU-host worker's activities: run one attempt's process, watch it, and hold the node's lease. */
 export function createGpuHostActivities(deps: GpuHostDeps) {
@@ -70,13 +65,13 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
         if (pt.draining || entry.fenced) throw agentShutdown();
         throw err;
       }
-      pt.orphan(entry, entry.fenceAfterMs, () => workflowOpen(deps.client, entry.jobId));
+      pt.orphan(entry, entry.fenceAfterMs, () => attemptWanted(deps.client, deps.nodeId, entry.jobId));
       throw err;
     }
     const r = await entry.exited;
     // Whatever the main process left in its group (dataloader workers, say) dies before its
     // cards are given to someone else.
-    killGroup(entry.pid, 'SIGKILL');
+    await pt.killLeftovers(entry);
     if (mine() && live.get(entry.jobId) === entry) live.delete(entry.jobId);
     if (entry.fenced) throw fenced();
     if (pt.draining) throw agentShutdown();
@@ -103,37 +98,51 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     };
   }
 
+  async function startAttempt(spec: AttemptSpec): Promise<ProcessExit> {
+    const logPath = logPathOf(spec.jobId, spec.attempt);
+    const existing = live.get(spec.jobId);
+    // The same attempt again (a reset workflow, a duplicate task): watch it, never start a twin.
+    if (existing && existing.attempt === spec.attempt && !existing.fenced) return supervise(existing, logPath);
+    // Fencing: an older attempt of the same job must never run beside this one.
+    if (existing) await pt.fence(existing);
+    // An attempt fenced here is never started again (a Reset replaying its runJob): it is LOST.
+    if (fs.existsSync(pt.file(spec.jobId, spec.attempt, 'fenced'))) throw vanished();
+    const ended = pt.endedStatus(spec.jobId, spec.attempt);
+    if (ended) return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: readTail(logPath), logPath };
+
+    fs.mkdirSync(path.dirname(logPath), { recursive: true });
+    const dirProblem = workingDirProblem(spec.workingDir);
+    if (dirProblem) return spawnError(logPath, dirProblem);
+    const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
+    let entry: Live;
+    try {
+      entry = pt.spawn(spec, jobEnv(spec), logPath, plan);
+    } catch (err) {
+      const why = err instanceof SpawnFailed ? await err.error : (err as Error);
+      return spawnError(logPath, `could not start the attempt: ${why.message}`);
+  }
+    // Told until heard (a blip must not kill a job that started): the workflow records
+    // RUNNING from it; without it the attempt still ends right, from DISPATCHING.
+    const started = entry;
+    void retryWhile(
+      () => live.get(spec.jobId) === started && !started.fenced,
+      () => deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: started.pid, logPath }),
+    );
+    return supervise(entry, logPath);
+  }
+
   return {
     async runJob(spec: AttemptSpec): Promise<ProcessExit> {
-      const logPath = logPathOf(spec.jobId, spec.attempt);
-      const existing = live.get(spec.jobId);
-      // The same attempt again (a reset workflow, a duplicate task): watch it, never start a twin.
-      if (existing && existing.attempt === spec.attempt && !existing.fenced) return supervise(existing, logPath);
-      // Fencing: an older attempt of the same job must never run beside this one.
-      if (existing) await pt.fence(existing);
-      const ended = pt.endedStatus(spec.jobId, spec.attempt);
-      if (ended) return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: readTail(logPath), logPath };
-
-      fs.mkdirSync(path.dirname(logPath), { recursive: true });
-      const dirProblem = workingDirProblem(spec.workingDir);
-      if (dirProblem) return spawnError(logPath, dirProblem);
-      const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
-      let entry: Live;
+      // Heartbeats from the first moment: fencing an older attempt or a slow start must not
+      // look like a silent node.
+      const ctx = Context.current();
+      ctx.heartbeat();
+      const early = setInterval(() => ctx.heartbeat(), PROBE_INTERVAL_MS);
       try {
-        entry = pt.spawn(spec, jobEnv(spec), logPath, plan);
-      } catch (err) {
-        const why = err instanceof SpawnFailed ? await err.error : (err as Error);
-        return spawnError(logPath, `could not start the attempt: ${why.message}`);
+        return await startAttempt(spec);
+      } finally {
+        clearInterval(early);
       }
-      try {
-        await deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: entry.pid, logPath });
-      } catch (err) {
-        await pt.stop(entry);
-        live.delete(spec.jobId);
-        pt.forget(spec.jobId, spec.attempt);
-        throw err;
-      }
-      return supervise(entry, logPath);
     },
 
     /**
@@ -149,6 +158,8 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       if (ended) return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: readTail(logPath), logPath };
       throw vanished();
     },
+
+
 
     /** Kills an attempt whose workflow is gone (see settleJobWorkflow); done once it is dead. */
     async stopAttempt(a: { jobId: string; attempt: number }): Promise<{ stopped: boolean }> {
@@ -176,3 +187,15 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
 }
 
 export type GpuHostActivities = ReturnType<typeof createGpuHostActivities>;
+
+/** Retries `fn` every second while `wanted()` holds; ends quietly when it stops holding. */
+export async function retryWhile(wanted: () => boolean, fn: () => Promise<unknown>): Promise<void> {
+  while (wanted()) {
+    try {
+      await fn();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, PROBE_INTERVAL_MS));
+    }
+  }
+}

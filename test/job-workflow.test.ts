@@ -19,7 +19,10 @@ import { until } from './support/poll.ts';
 type Call = { name: string; args: Record<string, unknown> };
 const calls = new Map<string, Call[]>();
 /** Per job: what runJob and watchJob do, and whether the database confirms the placement. */
-const script = new Map<string, { runJob?: (spec: AttemptSpec) => Promise<ProcessExit>; watchJob?: () => Promise<ProcessExit>; placed?: () => boolean; nodeId?: string }>();
+const script = new Map<
+  string,
+  { runJob?: (spec: AttemptSpec) => Promise<ProcessExit>; watchJob?: () => Promise<ProcessExit>; placed?: () => boolean; nodeId?: string; nodeSilent?: boolean }
+>();
 const record = (jobId: string, name: string, args: Record<string, unknown>) => {
   const list = calls.get(jobId) ?? [];
   list.push({ name, args });
@@ -31,7 +34,7 @@ const exit0: ProcessExit = { exitCode: 0, signal: null, spawnError: null, logTai
 const control = {
   async enqueueAttempt(a: { jobId: string; attempt: number }) {
     record(a.jobId, 'enqueueAttempt', a);
-    return { state: 'QUEUED' as const };
+    return { state: 'QUEUED' as const, attempt: a.attempt };
   },
   async beginAttempt(a: { jobId: string; attempt: number }) {
     record(a.jobId, 'beginAttempt', a);
@@ -63,7 +66,17 @@ const host = {
     record(a.jobId, 'watchJob', a);
     return script.get(a.jobId)!.watchJob!();
   },
+  async stopAttempt(a: { jobId: string; attempt: number }): Promise<{ stopped: boolean }> {
+    record(a.jobId, 'stopAttempt', a);
+    if (script.get(a.jobId)?.nodeSilent) throw new Error('the node does not answer');
+    return { stopped: false };
+  },
 };
+
+/** A node gone quiet: no heartbeat, no result; only the worker's shutdown ends it. */
+function silentUntilShutdown(): Promise<ProcessExit> {
+  return Context.current().cancelled;
+}
 
 /** Heartbeats until cancelled, then reports the cancel (a process that was killed). */
 async function runUntilCancelled(): Promise<ProcessExit> {
@@ -87,7 +100,7 @@ describe('jobWorkflow interleavings', () => {
 
   beforeAll(async () => {
     env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: temporalBinary() }, searchAttributes: SEARCH_ATTRIBUTES } });
-    hostWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: gpuHostTaskQueue('n1'), activities: host });
+    hostWorker = await Worker.create({ connection: env.nativeConnection, taskQueue: gpuHostTaskQueue('n1'), activities: host, shutdownGraceTime: '1s' });
     hostRun = hostWorker.run();
   });
   afterAll(async () => {
@@ -148,6 +161,8 @@ describe('jobWorkflow interleavings', () => {
     expect(result.state).toBe('CANCELLED');
     expect(result.reason).toBe('cancelled by user: wrong config');
     expect(names(jobId)).not.toContain('markRunning');
+    // The process is stopped on its node before the job is CANCELLED and its cards freed.
+    expect(names(jobId).slice(-2)).toEqual(['stopAttempt', 'finishAttempt']);
     const finish = calls.get(jobId)!.find((c) => c.name === 'finishAttempt')!;
     expect((finish.args.outcome as AttemptOutcome).state).toBe('CANCELLED');
   });
@@ -159,8 +174,9 @@ describe('jobWorkflow interleavings', () => {
         await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 7, logPath: '/tmp/y.log' });
         Context.current().heartbeat();
         // The node goes silent: no more heartbeats, the cancel never reaches it.
-        return new Promise<ProcessExit>(() => undefined);
+        return silentUntilShutdown();
       },
+      nodeSilent: true,
     });
     const w = await controlWorker();
     const result = await w.runUntil(async () => {
@@ -183,7 +199,7 @@ describe('jobWorkflow interleavings', () => {
       runJob: async (spec) => {
         await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 8, logPath: '/tmp/z.log' });
         Context.current().heartbeat();
-        return new Promise<ProcessExit>(() => undefined);
+        return silentUntilShutdown();
       },
       watchJob: async () => exit0,
     });
@@ -207,7 +223,7 @@ describe('jobWorkflow interleavings', () => {
       runJob: async (spec) => {
         await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 9, logPath: '/tmp/w.log' });
         Context.current().heartbeat();
-        return new Promise<ProcessExit>(() => undefined);
+        return silentUntilShutdown();
       },
       watchJob: async () => {
         throw ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'vanished', nonRetryable: true });

@@ -25,9 +25,6 @@ const control = proxyLocalActivities<ControlActivities>({
   retry: { initialInterval: '200ms', maximumInterval: '10s' },
 });
 
-/** A node may miss this many heartbeat timeouts in one attempt and still be taken back. */
-const MAX_TAKEOVERS = 100;
-
 /**
  * One attempt of one job. Each attempt is a run of the workflow `job/<jobId>`; a LOST
  * attempt that policy re-queues continues as new with attempt + 1.
@@ -70,6 +67,8 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
 
   // retry_job: an ended job's workflow waits for it, then continues as new with attempt + 1.
   let awaitingRetry = false;
+  // The attempt a retry follows: this run's, or the database's when they differ.
+  let retryBase = attempt;
   let retry: RetryRequest | null = null;
   setHandler(
     retryJobUpdate,
@@ -80,7 +79,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     {
       validator: (r) => {
         if (!awaitingRetry) throw new Error(`attempt ${attempt} of job ${jobId} has not ended; nothing to retry yet`);
-        if (r.attempt !== attempt + 1) throw new Error(`the next attempt of job ${jobId} is ${attempt + 1}, not ${r.attempt}`);
+        if (r.attempt !== retryBase + 1) throw new Error(`the next attempt of job ${jobId} is ${retryBase + 1}, not ${r.attempt}`);
       },
     },
   );
@@ -115,6 +114,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
 
   return CancellationScope.nonCancellable(async () => {
     const enq = await control.enqueueAttempt({ jobId, attempt });
+    if (enq.attempt < attempt) retryBase = enq.attempt;
     // A run reset in Temporal to before its attempt started finds the attempt running: it
     // watches the process again instead of leaving it unwatched.
     const resumed = enq.state === 'RUNNING' ? await control.beginAttempt({ jobId, attempt, resume: true }) : null;
@@ -180,13 +180,12 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
         });
       return w;
     };
-    let current = launch(() => (resumed ? watcher.watchJob({ jobId, attempt }) : runner.runJob(s)));
+    let current = launch(() => (resumed ? runner.watchJob({ jobId, attempt }) : runner.runJob(s)));
     if (resumed) await control.noteAttempt({ jobId, attempt, detail: `workflow restarted in Temporal (reset); watching the attempt on node ${s.nodeId} again` });
 
     let markedRunning = resumed !== null;
     let cancelSent = false;
     let reattachesSeen = 0;
-    let takeovers = 0;
     const markRunning = async (r: AttemptStarted) => {
       markedRunning = true;
       await control.markRunning({ jobId, attempt, pid: r.pid, logPath: r.logPath });
@@ -199,9 +198,9 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
       if (reattaches.length > reattachesSeen && !current.done && !cancelSent) {
         const r: AttemptStarted = reattaches[reattaches.length - 1];
         reattachesSeen = reattaches.length;
-        const previous = current;
+        // The replaced activity is left alone, not cancelled: a cancel reaching the agent means
+        // "stop the job", and the old activity (on the dead agent) times out by itself.
         current = launch(() => watcher.watchJob({ jobId, attempt }));
-        previous.scope.cancel();
         // The agent may have died before its "started" signal went out; the process runs all the same.
         if (!markedRunning) await markRunning(r);
         await control.noteAttempt({ jobId, attempt, detail: `agent restarted and re-attached to pid ${r.pid}` });
@@ -213,11 +212,10 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
         current.scope.cancel();
       }
       if (!current.done) continue;
-      if (current.exit === null && !cancelRequested && missedHeartbeat(current.failure) && takeovers < MAX_TAKEOVERS) {
+      if (current.exit === null && !cancelRequested && missedHeartbeat(current.failure)) {
         // Temporal, the network or the node was away for a heartbeat timeout. The process may
         // well be running: a live agent takes the attempt back within a second; a node still
         // silent at lost-after has fenced itself, and the attempt is LOST.
-        takeovers += 1;
         current = launch(() => watcher.watchJob({ jobId, attempt }));
         await control.noteAttempt({ jobId, attempt, detail: `no heartbeat from node ${s.nodeId} for ${input.heartbeatTimeoutMs / 1000} s; waiting for it to take the attempt back` });
         continue;
@@ -229,8 +227,11 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     if (exit !== null) return finish(outcomeOfExit(exit));
     if (cancelRequested) {
       // Whatever ended the attempt (the cancel itself, or a node that could not acknowledge
-      // it), it was asked to stop: it is not re-queued.
-      const unreachable = isLost(failure);
+      // it), it was asked to stop: it is not re-queued. Its cards are freed only once the
+      // process is known dead: the node stops it, or, silent until lost-after, has fenced it.
+      // A node that missed its heartbeat timeout has the rest of lost-after to answer.
+      const within = missedHeartbeat(failure) ? Math.max(1000, input.lostAfterMs - input.heartbeatTimeoutMs) : input.lostAfterMs;
+      const unreachable = !(await stopOnNode({ jobId, attempt, nodeId: s.nodeId }, within));
       return finish({ state: 'CANCELLED', exitCode: null, signal: null, reason: unreachable ? `${cancelReason} (node unreachable)` : cancelReason, nodeLost: unreachable });
     }
     if (isLost(failure)) {
@@ -238,6 +239,22 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     }
     return finish({ state: 'FAILED', exitCode: null, signal: null, reason: failureMessage(failure) });
   });
+}
+
+/** Stops the attempt's process on its node; false when the node did not answer within `withinMs`. */
+async function stopOnNode(a: { jobId: string; attempt: number; nodeId: string }, withinMs: number): Promise<boolean> {
+  const host = proxyActivities<GpuHostActivities>({
+    taskQueue: gpuHostTaskQueue(a.nodeId),
+    scheduleToStartTimeout: withinMs,
+    startToCloseTimeout: '10 minutes',
+    retry: { maximumAttempts: 1 },
+  });
+  try {
+    await host.stopAttempt({ jobId: a.jobId, attempt: a.attempt });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function outcomeOfExit(e: ProcessExit): AttemptOutcome {

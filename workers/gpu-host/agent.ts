@@ -11,6 +11,7 @@ import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
 import type { NodeInventory } from '../../domain/node.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { readInventory } from './inventory.ts';
+import { attemptWanted } from './wanted.ts';
 
 export interface AgentOptions {
   nodeId: string;
@@ -47,7 +48,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(o.nodeId)) throw new Error(`node id "${o.nodeId}" must be 1-64 letters, digits, '.', '_' or '-'`);
   const { gpus, source } = await readInventory(o.nodeId, o.fakeGpus);
   const inventory: NodeInventory = { nodeId: o.nodeId, labels: o.labels, hostname: os.hostname(), gpus };
-  const plan = livenessPlan(o.lostAfterMs, o.killGraceMs);
+  // Fails fast on a lost-after too short to fence in.
+  livenessPlan(o.lostAfterMs, o.killGraceMs);
   // GPUPLANE_CGROUPS=off keeps attempts in process groups only, even where cgroups could be used.
   const cgroups = AttemptCgroups.detect(o.nodeId, process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto');
   const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), cgroups);
@@ -78,10 +80,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     throw err;
   });
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
-  const adopted = processes.adoptSurvivors(plan, async (rec) => {
-    const d = await o.client.workflow.getHandle(jobWorkflowId(rec.spec.jobId)).describe();
-    return d.status.name === 'RUNNING';
-  });
+  const adopted = processes.adoptSurvivors(o.lostAfterMs, (rec) => attemptWanted(o.client, o.nodeId, rec.spec.jobId));
   for (const rec of adopted) {
     // Until it is heard or the attempt is fenced: a restart during a Temporal outage still re-attaches.
     void retryWhile(
@@ -107,7 +106,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       .describe()
       .then((d) => (d.status.name === 'RUNNING' ? undefined : joinNode()), (err: unknown) => ((err as Error).name === 'WorkflowNotFoundError' ? joinNode() : undefined))
       .catch(() => undefined);
-    processes.sweep(Math.max(10 * 60_000, 2 * o.lostAfterMs));
+    processes.sweep(Math.max(60 * 60_000, 4 * o.lostAfterMs));
   }, Math.max(PROBE_INTERVAL_MS, o.heartbeatTimeoutMs / 2));
   rejoin.unref();
   return {
@@ -135,7 +134,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
  * outage that kills nothing (domain/liveness.ts).
  */
 export function startFencingWatchdog(client: Client, processes: ProcessTable): { stop(): void } {
-  let lastContact = Date.now();
+  // Counted from the node's last contact, this life's or the previous one's: an agent restarted
+  // during a partition must not grant its attempts a fresh fence-after.
+  let lastContact = processes.lastContactMs() ?? Date.now();
   let busy = false;
   const timer = setInterval(() => {
     if (busy) return;
@@ -145,6 +146,7 @@ export function startFencingWatchdog(client: Client, processes: ProcessTable): {
       .then(
         () => {
           lastContact = Date.now();
+          processes.touchContact();
         },
         () => undefined,
       )
@@ -168,3 +170,4 @@ async function retryWhile(wanted: () => boolean, fn: () => Promise<unknown>): Pr
     }
   }
 }
+

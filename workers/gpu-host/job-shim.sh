@@ -4,10 +4,11 @@
 # writes the command's wait status to <state>.status (and to fd 3, a socket to the agent).
 #
 # Fencing with re-attach: a watcher checks that the owning agent lives (the parent, or the pid
-# a restarted agent wrote into <state>.adopt). When the owner is gone, a new agent has
-# <window> seconds to adopt the attempt; otherwise it marks <state>.fenced and kills the whole
-# group, so an attempt never outlives the agents that answer for it, and a fenced attempt's
-# status is never taken for the job's own.
+# a restarted agent wrote into <state>.adopt). When the owner is gone, a new agent may adopt the
+# attempt until no agent of the node has reached Temporal for <window> seconds (the mtime of
+# <state dir>/contact, which agents touch after every successful probe); then it marks
+# <state>.fenced and kills the whole group, so an attempt never outlives the agents that answer
+# for it, and a fenced attempt's status is never taken for the job's own.
 #
 # Where the agent made a cgroup for the attempt, the shim moves itself into it first, so the
 # command and everything it starts (setsid or not) stay inside, and fencing kills them all.
@@ -19,6 +20,7 @@ adopt="$3.adopt"
 status_file="$3.status"
 fenced_file="$3.fenced"
 cgroup=$4
+contact="${3%/*}/contact"
 shift 4
 if [ -n "$cgroup" ]; then echo $$ > "$cgroup/cgroup.procs" 2>/dev/null || cgroup=""; fi
 "$@" 3>&- &
@@ -36,14 +38,14 @@ export PATH
       sleep 0.2
       continue
     fi
-    gone=$owner
-    ticks=$((window * 5))
-    while [ "$ticks" -gt 0 ]; do
-      if [ -s "$adopt" ] && [ "$(cat "$adopt")" != "$gone" ]; then break; fi
+    # No agent owns the attempt. A restarted one may adopt it; but once no agent of this node
+    # has reached Temporal for <window> seconds (the stamp the agents keep), the attempt may be
+    # LOST and started elsewhere soon: fence it.
+    last=$(stat -c %Y "$contact" 2>/dev/null || echo 0)
+    if [ $(($(date +%s) - last)) -le "$window" ]; then
       sleep 0.2
-      ticks=$((ticks - 1))
-    done
-    if [ "$ticks" -gt 0 ]; then continue; fi
+      continue
+    fi
     : > "$fenced_file"
     kill -TERM 0
     sleep "$grace"
@@ -55,7 +57,12 @@ watcher=$!
 wait "$child"
 status=$?
 kill -KILL "$watcher" 2>/dev/null
-[ -e "$fenced_file" ] && exit 0
-printf '%s\n' "$status" > "$status_file.tmp" && mv "$status_file.tmp" "$status_file"
-printf '%s\n' "$status" >&3 2>/dev/null
+if [ ! -e "$fenced_file" ]; then
+  printf '%s\n' "$status" > "$status_file.tmp" && mv "$status_file.tmp" "$status_file"
+  printf '%s\n' "$status" >&3 2>/dev/null
+fi
+# Whatever the command left behind (in its group, or anywhere in its cgroup) dies with it, even
+# with no agent watching, and even a child that ignores SIGTERM.
+if [ -n "$cgroup" ]; then echo 1 > "$cgroup/cgroup.kill" 2>/dev/null; fi
+kill -KILL 0
 exit 0

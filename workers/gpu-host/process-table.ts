@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { AttemptSpec } from '../../workflows/types.ts';
+import { livenessPlan } from '../../domain/liveness.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { decodeWaitStatus, killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
 
@@ -62,6 +63,28 @@ export class ProcessTable {
   /** State files are keyed by job and attempt: an older attempt's files never speak for a newer one. */
   file(jobId: string, attempt: number, kind: StateFile): string {
     return path.join(this.runDir, `${jobId}.${attempt}.${kind}`);
+  }
+
+  /** The stamp of this node's last contact with Temporal, which the shims fence by. */
+  get contactFile(): string {
+    return path.join(this.runDir, 'contact');
+  }
+
+  touchContact(): void {
+    try {
+      fs.writeFileSync(this.contactFile, '');
+    } catch {
+      // The run dir is gone: the shims fence, as they should without an agent.
+    }
+  }
+
+  /** When an agent of this node last reached Temporal (this life or the one before), if ever. */
+  lastContactMs(): number | null {
+    try {
+      return fs.statSync(this.contactFile).mtimeMs;
+    } catch {
+      return null;
+    }
   }
 
   forget(jobId: string, attempt: number): void {
@@ -218,20 +241,28 @@ export class ProcessTable {
     }
   }
 
-  /** Records of attempts that ended, kept so a late watchJob can still read their status. */
+  /**
+   * Records of attempts that ended are kept so that a late watchJob (after a control-plane
+   * outage, or an agent restart) can still read their status; they go once their status file
+   * is older than `olderThanMs`. Records without a status whose process is gone are fenced or
+   * vanished attempts: they go too.
+   */
   sweep(olderThanMs: number): void {
     const cutoff = Date.now() - olderThanMs;
     for (const f of fs.readdirSync(this.runDir)) {
       const m = /^(.+)\.(\d+)\.json$/.exec(f);
       if (!m || this.live.get(m[1])?.attempt === Number(m[2])) continue;
+      const [jobId, attempt] = [m[1], Number(m[2])];
       try {
-        if (fs.statSync(path.join(this.runDir, f)).mtimeMs > cutoff) continue;
         const rec = JSON.parse(fs.readFileSync(path.join(this.runDir, f), 'utf8')) as AttemptRecord;
         if (processStartTime(rec.pid) === rec.startTime) continue;
+        const status = this.file(jobId, attempt, 'status');
+        const endedAt = fs.existsSync(status) ? fs.statSync(status).mtimeMs : fs.statSync(path.join(this.runDir, f)).mtimeMs;
+        if (endedAt > cutoff) continue;
       } catch {
         // Unreadable: gone with the rest.
       }
-      this.forget(m[1], Number(m[2]));
+      this.forget(jobId, attempt);
     }
   }
 
@@ -240,7 +271,7 @@ export class ProcessTable {
    * start time): it tells their shims it is their owner now, so they are not fenced, and
    * returns them so their workflows can switch to watching them.
    */
-  adoptSurvivors(defaults: { lostAfterMs: number; fenceAfterMs: number; fenceGraceMs: number }, stillWanted: (r: AttemptRecord) => Promise<boolean>): AttemptRecord[] {
+  adoptSurvivors(defaultLostAfterMs: number, stillWanted: (r: AttemptRecord) => Promise<boolean>): AttemptRecord[] {
     const adopted: AttemptRecord[] = [];
     for (const f of fs.readdirSync(this.runDir).filter((x) => x.endsWith('.json'))) {
       let rec: AttemptRecord;
@@ -259,8 +290,8 @@ export class ProcessTable {
         pid: rec.pid,
         exited: watchStatus(rec.pid, this.file(jobId, attempt, 'status')),
         fenced: false,
-        ...defaults,
-        lostAfterMs: rec.spec.lostAfterMs ?? defaults.lostAfterMs,
+        // The attempt's own timing, from its spec; the agent's only for records that lack it.
+        ...livenessPlan(rec.spec.lostAfterMs ?? defaultLostAfterMs, this.killGraceMs),
         watcher: 0,
         cgroup: rec.cgroup ?? null,
       };
