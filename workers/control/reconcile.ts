@@ -54,7 +54,8 @@ async function settle(client: Client, job: Job, state: SettleJobInput['state'], 
  * process on its node, then ends the job with a reason and frees its cards.
  */
 export async function reconcileClosedJobWorkflows(db: Db, client: Client, t: JobTimeouts, since: Date): Promise<number> {
-  const query = `WorkflowType = 'jobWorkflow' AND ExecutionStatus != 'Running' AND ExecutionStatus != 'ContinuedAsNew' AND CloseTime > '${since.toISOString()}'`;
+  // A settle workflow closed before it finished (terminated in its turn) is looked at again too.
+  const query = `(WorkflowType = 'jobWorkflow' OR WorkflowType = 'settleJobWorkflow') AND ExecutionStatus != 'Running' AND ExecutionStatus != 'ContinuedAsNew' AND CloseTime > '${since.toISOString()}'`;
   const seen = new Set<string>();
   let settled = 0;
   for await (const wf of client.workflow.list({ query })) {
@@ -64,7 +65,7 @@ export async function reconcileClosedJobWorkflows(db: Db, client: Client, t: Job
     if (!job || !STRANDABLE.includes(job.state)) continue;
     // The latest run must be closed too: a re-queued, retried or reset job has a newer one.
     const latest = await client.workflow.getHandle(wf.workflowId).describe();
-    if (latest.status.name === 'RUNNING' || latest.type !== 'jobWorkflow') continue;
+    if (latest.status.name === 'RUNNING') continue;
     const reason = await closeReason(client, wf.workflowId, latest.runId, latest.status.name);
     if (await settle(client, job, latest.status.name === 'CANCELLED' ? 'CANCELLED' : 'FAILED', reason, t)) settled += 1;
   }
