@@ -9,7 +9,8 @@ import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
 import { readTail, workingDirProblem } from '../workers/gpu-host/proc.ts';
-import { SpawnFailed, type Live, type ProcessTable } from '../workers/gpu-host/process-table.ts';
+import type { Live, ProcessTable } from '../workers/gpu-host/process-table.ts';
+import { SpawnFailed } from '../workers/gpu-host/shim.ts';
 import { attemptWanted } from '../workers/gpu-host/wanted.ts';
 
 export { decodeWaitStatus, processStartTime, readTail } from '../workers/gpu-host/proc.ts';

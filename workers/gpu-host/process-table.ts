@@ -1,14 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import type { AttemptSpec } from '../../workflows/types.ts';
 import { livenessPlan } from '../../domain/liveness.ts';
 import { AttemptCgroups } from './cgroup.ts';
-import { decodeWaitStatus, killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
+import { killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
+import { shimReport, startShim, watchStatus } from './shim.ts';
 
-const shimPath = fileURLToPath(new URL('./job-shim.sh', import.meta.url));
 
 /** One attempt's process as the agent runs it (through job-shim.sh, the leader of its group). */
 export interface Live {
@@ -100,30 +97,21 @@ export class ProcessTable {
   /** Starts the attempt's shim; the caller has checked the working dir. */
   spawn(spec: AttemptSpec, env: NodeJS.ProcessEnv, logPath: string, timing: { fenceAfterMs: number; fenceGraceMs: number }): Live {
     this.forget(spec.jobId, spec.attempt);
-    const fd = fs.openSync(logPath, 'a');
-    let child: ChildProcess;
-    let cgroup: string | null = null;
-    try {
-      const state = path.join(this.runDir, `${spec.jobId}.${spec.attempt}`);
-      // The shim waits this long for a restarted agent before fencing: up to the point where
-      // the agent's own watchdog would fence it too.
-      const adoptWindowS = Math.max(1, Math.floor(timing.fenceAfterMs / 1000));
-      cgroup = this.cgroups?.create(spec.jobId, spec.attempt) ?? null;
-      child = spawn('/bin/sh', [shimPath, String(timing.fenceGraceMs / 1000), String(adoptWindowS), state, cgroup ?? '', ...spec.command], {
-        cwd: spec.workingDir,
-        env,
-        detached: true,
-        stdio: ['ignore', fd, fd, 'pipe'],
-      });
-    } finally {
-      fs.closeSync(fd);
-    }
-    if (child.pid === undefined) {
-      // The start failed; the error arrives as an event.
-      throw new SpawnFailed(new Promise<Error>((resolve) => child.once('error', resolve)));
-    }
+    const cgroup = this.cgroups?.create(spec.jobId, spec.attempt) ?? null;
+    const child = startShim({
+      state: path.join(this.runDir, `${spec.jobId}.${spec.attempt}`),
+      fenceGraceMs: timing.fenceGraceMs,
+      // An agent-less shim waits this long since the node's last contact before fencing: the
+      // same point at which the agent's own watchdog would fence.
+      windowS: Math.max(1, Math.floor(timing.fenceAfterMs / 1000)),
+      cgroup,
+      command: spec.command,
+      cwd: spec.workingDir,
+      env,
+      logPath,
+    });
     child.once('error', () => undefined);
-    const pid = child.pid;
+    const pid = child.pid!;
     const entry: Live = {
       jobId: spec.jobId,
       attempt: spec.attempt,
@@ -305,55 +293,4 @@ export class ProcessTable {
   }
 }
 
-export class SpawnFailed extends Error {
-  constructor(readonly error: Promise<Error>) {
-    super('could not start the attempt');
-  }
-}
 
-/** For an adopted attempt (not our child): its shim's status file, or null once it is gone without one. */
-function watchStatus(pid: number, statusFile: string): Promise<WaitStatus | null> {
-  return new Promise((resolve) => {
-    const check = () => {
-      const s = readStatusFile(statusFile);
-      if (s) return resolve(s);
-      if (processStartTime(pid) === null) {
-        // One more look: the status may land just as the shim exits.
-        return setTimeout(() => resolve(readStatusFile(statusFile)), 200);
-      }
-      setTimeout(check, 200);
-    };
-    check();
-  });
-}
-
-/**
- * The shim's one-line report from fd 3. The shim writes its status file before the report, so
- * when it exits with no report read (a pipe cut short, a busy event loop), the file has it.
- */
-function shimReport(child: ChildProcess, statusFile: string): Promise<WaitStatus | null> {
-  const sock = child.stdio[3] as Readable;
-  return new Promise((resolve) => {
-    let buf = '';
-    let done = false;
-    const finish = (r: WaitStatus | null) => {
-      if (done) return;
-      done = true;
-      resolve(r);
-    };
-    sock.on('data', (d: Buffer) => {
-      buf += d.toString();
-      const nl = buf.indexOf('\n');
-      if (nl >= 0) {
-        const n = Number(buf.slice(0, nl));
-        if (Number.isInteger(n)) finish(decodeWaitStatus(n));
-      }
-    });
-    sock.on('error', () => undefined);
-    child.once('exit', (_code, signal) => {
-      // A shim killed by a signal took its command with it; one that exited without a status
-      // file (it fenced) reports nothing the job could own.
-      finish(readStatusFile(statusFile) ?? (signal ? { code: null, signal } : null));
-    });
-  });
-}

@@ -1,0 +1,98 @@
+/**
+ * The agent's side of workers/gpu-host/job-shim.sh: starting a shim for an attempt, and
+ * reading how its command ended (the one-line report on fd 3, else the status file).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import type { Readable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { decodeWaitStatus, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
+
+const shimPath = fileURLToPath(new URL('./job-shim.sh', import.meta.url));
+
+export class SpawnFailed extends Error {
+  constructor(readonly error: Promise<Error>) {
+    super('could not start the attempt');
+  }
+}
+
+export interface ShimArgs {
+  /** Path prefix of the attempt's state files (<prefix>.status, .fenced, .adopt). */
+  state: string;
+  fenceGraceMs: number;
+  /** Seconds without contact after which an agent-less shim fences. */
+  windowS: number;
+  cgroup: string | null;
+  command: string[];
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  logPath: string;
+}
+
+/** Starts the shim, leader of a new process group, its output appended to the attempt's log. */
+export function startShim(a: ShimArgs): ChildProcess {
+  const fd = fs.openSync(a.logPath, 'a');
+  let child: ChildProcess;
+  try {
+    child = spawn('/bin/sh', [shimPath, String(a.fenceGraceMs / 1000), String(a.windowS), a.state, a.cgroup ?? '', ...a.command], {
+      cwd: a.cwd,
+      env: a.env,
+      detached: true,
+      stdio: ['ignore', fd, fd, 'pipe'],
+    });
+  } finally {
+    fs.closeSync(fd);
+  }
+  if (child.pid === undefined) {
+    // The start failed; the error arrives as an event.
+    throw new SpawnFailed(new Promise<Error>((resolve) => child.once('error', resolve)));
+  }
+  return child;
+}
+
+/** For an adopted attempt (not our child): its shim's status file, or null once it is gone without one. */
+export function watchStatus(pid: number, statusFile: string): Promise<WaitStatus | null> {
+  return new Promise((resolve) => {
+    const check = () => {
+      const s = readStatusFile(statusFile);
+      if (s) return resolve(s);
+      if (processStartTime(pid) === null) {
+        // One more look: the status may land just as the shim exits.
+        return setTimeout(() => resolve(readStatusFile(statusFile)), 200);
+      }
+      setTimeout(check, 200);
+    };
+    check();
+  });
+}
+
+/**
+ * The shim's one-line report from fd 3. The shim writes its status file before the report, so
+ * when it exits with no report read (a pipe cut short, a busy event loop), the file has it.
+ */
+export function shimReport(child: ChildProcess, statusFile: string): Promise<WaitStatus | null> {
+  const sock = child.stdio[3] as Readable;
+  return new Promise((resolve) => {
+    let buf = '';
+    let done = false;
+    const finish = (r: WaitStatus | null) => {
+      if (done) return;
+      done = true;
+      resolve(r);
+    };
+    sock.on('data', (d: Buffer) => {
+      buf += d.toString();
+      const nl = buf.indexOf('\n');
+      if (nl >= 0) {
+        const n = Number(buf.slice(0, nl));
+        if (Number.isInteger(n)) finish(decodeWaitStatus(n));
+      }
+    });
+    sock.on('error', () => undefined);
+    child.once('exit', (_code, signal) => {
+      // A shim killed by a signal took its command with it; one that exited without a status
+      // file (it fenced) reports nothing the job could own.
+      finish(readStatusFile(statusFile) ?? (signal ? { code: null, signal } : null));
+    });
+  });
+}
