@@ -11,17 +11,12 @@
  * run's own, and `gpuctl control-worker`, `gpuctl api` and one `gpuctl agent` process per node.
  */
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import pg from 'pg';
-import { startDevServer } from '../temporal/dev-server.ts';
-import { workflowsPath } from '../workers/control/worker.ts';
 import { startCluster, type ManagedProcess } from '../test/support/cluster.ts';
-import { startThrowawayCluster } from '../test/support/postgres.ts';
-import { freePort } from '../test/support/ports.ts';
 import { parseRecord, recorderScript } from '../test/support/recorder.ts';
+import { startSharedServices } from '../test/support/services.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -47,19 +42,14 @@ function recorder(dir: string): string {
 }
 
 async function main() {
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-chaos-'));
-  const pgc = await startThrowawayCluster(await freePort());
-  const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, logFile: path.join(scratch, 'temporal.log') });
-  const { code } = await bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });
-  const bundle = path.join(scratch, 'bundle.js');
-  fs.writeFileSync(bundle, code);
+  const services = await startSharedServices('chaos');
   say(`bench/chaos: ${JOBS} jobs, ${NODES} nodes × 2 cards, heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s, seed ${args.seed}`);
 
   // The cluster's own Temporal server and PostgreSQL, so that the chaos can pause and kill them.
   const c = await startCluster(
     'chaos',
     { heartbeatTimeoutS: HB, lostAfterS: LOST_AFTER, ownTemporal: {}, ownPostgres: true, agents: Array.from({ length: NODES }, (_, i) => ({ nodeId: `c${i}`, gpus: 2 })) },
-    { pgPort: pgc.port, temporalAddress: temporal.address, workflowBundle: bundle },
+    services,
   );
   const out = path.join(c.work, 'spans');
   fs.mkdirSync(out);
@@ -214,9 +204,7 @@ async function main() {
 
   await pool.end();
   await c.stop();
-  await temporal.stop();
-  pgc.remove();
-  fs.rmSync(scratch, { recursive: true, force: true });
+  await services.stop();
   if (lost || duplicates || doubleOwned) process.exitCode = 1;
 }
 

@@ -8,18 +8,11 @@
  * shims fence the jobs: nothing of the node answers any more). Prints, per job, the time from
  * the kill to LOST and to RUNNING on the other node.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { livenessPlan } from '../domain/liveness.ts';
-import { startDevServer } from '../temporal/dev-server.ts';
-import { workflowsPath } from '../workers/control/worker.ts';
 import { startCluster } from '../test/support/cluster.ts';
 import { until } from '../test/support/poll.ts';
-import { startThrowawayCluster } from '../test/support/postgres.ts';
-import { freePort } from '../test/support/ports.ts';
+import { startSharedServices } from '../test/support/services.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -35,15 +28,10 @@ const JOBS = Number(args.jobs);
 const say = (s: string) => process.stdout.write(`${s}\n`);
 
 async function main() {
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-lost-'));
-  const pgc = await startThrowawayCluster(await freePort());
-  const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null });
-  const { code } = await bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });
-  const bundle = path.join(scratch, 'bundle.js');
-  fs.writeFileSync(bundle, code);
+  const services = await startSharedServices('lost');
   const plan = livenessPlan(LOST_AFTER * 1000, 2000);
   say(`bench/lost: heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s (agents fence after ${(plan.fenceAfterMs / 1000).toFixed(1)} s), ${JOBS} jobs on the dying node`);
-  const c = await startCluster('lost', { heartbeatTimeoutS: HB, lostAfterS: LOST_AFTER, agents: [{ nodeId: 'doomed', gpus: JOBS }] }, { pgPort: pgc.port, temporalAddress: temporal.address, workflowBundle: bundle });
+  const c = await startCluster('lost', { heartbeatTimeoutS: HB, lostAfterS: LOST_AFTER, agents: [{ nodeId: 'doomed', gpus: JOBS }] }, services);
   try {
     const jobs: { id: string }[] = [];
     for (let i = 0; i < JOBS; i++) jobs.push(await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'sleep 600' }));
@@ -72,9 +60,7 @@ async function main() {
     for (const j of jobs) await c.client.cancel(j.id);
   } finally {
     await c.stop();
-    await temporal.stop();
-    pgc.remove();
-    fs.rmSync(scratch, { recursive: true, force: true });
+    await services.stop();
   }
 }
 

@@ -13,21 +13,17 @@
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { bundleWorkflowCode } from '@temporalio/worker';
-import { startDevServer, temporalBinary } from '../temporal/dev-server.ts';
+import { temporalBinary } from '../temporal/dev-server.ts';
 import { connectClient } from '../temporal/setup.ts';
-import { workflowsPath } from '../workers/control/worker.ts';
 import { jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
 import { startCluster, type SharedServices } from '../test/support/cluster.ts';
-import { startThrowawayCluster } from '../test/support/postgres.ts';
-import { freePort } from '../test/support/ports.ts';
 import { until } from '../test/support/poll.ts';
+import { startSharedServices } from '../test/support/services.ts';
 
 const { values: args } = parseArgs({ options: { suffix: { type: 'string' }, overwrite: { type: 'boolean', default: false } }, strict: true });
 const outDir = fileURLToPath(new URL('../test/histories/', import.meta.url));
@@ -204,24 +200,16 @@ function expectState(job: { id: string; state: string; attempt: number; reason: 
 }
 
 async function main(): Promise<void> {
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-record-'));
-  const pgc = await startThrowawayCluster(await freePort());
-  const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, logFile: path.join(scratch, 'temporal.log') });
+  const shared = await startSharedServices('record');
   try {
-    const { code } = await bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });
-    const bundle = path.join(scratch, 'bundle.js');
-    fs.writeFileSync(bundle, code);
     fs.mkdirSync(outDir, { recursive: true });
-    const shared: SharedServices = { pgPort: pgc.port, temporalAddress: temporal.address, workflowBundle: bundle };
     await mainScenarios(shared);
     await lostScenario(shared);
     const total = written.reduce((n, w) => n + w.bytes, 0);
     say(`\n${written.length} histories written, ${total} bytes:`);
     for (const w of written) say(`  ${w.name.padEnd(42)} ${String(w.events).padStart(4)} events ${String(w.bytes).padStart(8)} bytes`);
   } finally {
-    await temporal.stop();
-    pgc.remove();
-    fs.rmSync(scratch, { recursive: true, force: true });
+    await shared.stop();
   }
 }
 

@@ -1,12 +1,5 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import type { TestProject } from 'vitest/node';
-import { startDevServer, type DevServer } from '../temporal/dev-server.ts';
-import { workflowsPath } from '../workers/control/worker.ts';
-import { startThrowawayCluster, type PgCluster } from './support/postgres.ts';
-import { freePort } from './support/ports.ts';
+import { startSharedServices, type RunningServices } from './support/services.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -16,26 +9,16 @@ declare module 'vitest' {
   }
 }
 
-let pgCluster: PgCluster | undefined;
-let temporal: DevServer | undefined;
-let scratch: string | undefined;
+let services: RunningServices | undefined;
 
 /** One real PostgreSQL cluster and one real Temporal dev server for the whole run. */
 export async function setup(project: TestProject): Promise<void> {
-  scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-test-'));
-  const [pgPort, tPort] = [await freePort(), await freePort()];
-  pgCluster = await startThrowawayCluster(pgPort);
-  temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: tPort, uiPort: null, logFile: path.join(scratch, 'temporal.log') });
-  const { code } = await bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });
-  const bundle = path.join(scratch, 'workflow-bundle.js');
-  fs.writeFileSync(bundle, code);
-  project.provide('pgPort', pgPort);
-  project.provide('temporalAddress', temporal.address);
-  project.provide('workflowBundle', bundle);
+  services = await startSharedServices('test');
+  project.provide('pgPort', services.pgPort);
+  project.provide('temporalAddress', services.temporalAddress);
+  project.provide('workflowBundle', services.workflowBundle);
 }
 
 export async function teardown(): Promise<void> {
-  await temporal?.stop();
-  pgCluster?.remove();
-  if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
+  await services?.stop();
 }

@@ -2,7 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { createGpuHostActivities, ProcessTable } from '../../activities/gpu-host.ts';
+import { createGpuHostActivities, ProcessTable, retryWhile } from '../../activities/gpu-host.ts';
 import { livenessPlan, PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
 import { reattachSignal } from '../../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
@@ -158,16 +158,3 @@ export function startFencingWatchdog(client: Client, processes: ProcessTable): {
   timer.unref();
   return { stop: () => clearInterval(timer) };
 }
-
-/** Retries `fn` every second while `wanted()` holds; ends quietly when it stops holding. */
-async function retryWhile(wanted: () => boolean, fn: () => Promise<unknown>): Promise<void> {
-  while (wanted()) {
-    try {
-      await fn();
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, PROBE_INTERVAL_MS));
-    }
-  }
-}
-

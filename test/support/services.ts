@@ -1,0 +1,45 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { startDevServer } from '../../temporal/dev-server.ts';
+import { workflowsPath } from '../../workers/control/worker.ts';
+import type { SharedServices } from './cluster.ts';
+import { startThrowawayCluster } from './postgres.ts';
+import { freePort } from './ports.ts';
+
+export interface RunningServices extends SharedServices {
+  /** A scratch folder of the run's own, removed by stop(). */
+  scratch: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * What a test run, a benchmark or the history recorder shares: a throwaway PostgreSQL cluster,
+ * a Temporal dev server and a workflow bundle built once.
+ */
+export async function startSharedServices(name: string): Promise<RunningServices> {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
+  const pgc = await startThrowawayCluster(await freePort());
+  const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, logFile: path.join(scratch, 'temporal.log') });
+  try {
+    const { code } = await bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });
+    const workflowBundle = path.join(scratch, 'workflow-bundle.js');
+    fs.writeFileSync(workflowBundle, code);
+    return {
+      scratch,
+      pgPort: pgc.port,
+      temporalAddress: temporal.address,
+      workflowBundle,
+      async stop() {
+        await temporal.stop();
+        pgc.remove();
+        fs.rmSync(scratch, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    await temporal.stop();
+    pgc.remove();
+    throw err;
+  }
+}
