@@ -122,13 +122,14 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       const why = err instanceof SpawnFailed ? await err.error : (err as Error);
       return spawnError(logPath, `could not start the attempt: ${why.message}`);
   }
-    // Told until heard (a blip must not kill a job that started): the workflow records
-    // RUNNING from it; without it the attempt still ends right, from DISPATCHING.
+    // The workflow records RUNNING from this signal, sent before the exit can be reported. A
+    // blip must not kill a job that started: on failure it is retried in the background, and
+    // without it the attempt still ends right, from DISPATCHING.
     const started = entry;
-    void retryWhile(
-      () => live.get(spec.jobId) === started && !started.fenced,
-      () => deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: started.pid, logPath }),
-    );
+    const report = () => deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: started.pid, logPath });
+    await report().catch(() => {
+      void retryWhile(() => live.get(spec.jobId) === started && !started.fenced, report);
+    });
     return supervise(entry, logPath);
   }
 
