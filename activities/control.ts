@@ -102,8 +102,9 @@ export function createControlActivities(deps: ControlDeps) {
         const job = await getJobForUpdate(tx, a.jobId);
         if (!job) throw new Error(`job ${a.jobId} does not exist`);
         // resume: a workflow reset in Temporal finds its attempt already RUNNING and watches it again.
-        const expected = a.resume ? 'RUNNING' : 'DISPATCHING';
-        if (job.attempt !== a.attempt || job.state !== expected || !job.nodeId || !job.gpuIndices) return null;
+        // A grant re-applied after a Reset can find the attempt already RUNNING: it is watched again.
+        const resumed = job.state === 'RUNNING';
+        if (job.attempt !== a.attempt || !(job.state === 'DISPATCHING' || resumed) || (a.resume && !resumed) || !job.nodeId || !job.gpuIndices) return null;
         const owned = await ownedCards(tx, a.jobId, a.attempt);
         const wanted = [...job.gpuIndices].sort((x, y) => x - y).join(',');
         if (owned.indices.join(',') !== wanted || (wanted !== '' && owned.nodeId !== job.nodeId)) return null;
@@ -139,6 +140,7 @@ export function createControlActivities(deps: ControlDeps) {
           env: job.env,
           params: job.params,
           gpuIndices: job.gpuIndices,
+          ...(resumed ? { resumed: true } : {}),
         };
       });
     },

@@ -140,7 +140,8 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
       if (begun) spec = { ...begun, lostAfterMs: input.lostAfterMs };
     }
     const s: AttemptSpec = spec;
-    setState(resumed ? 'RUNNING' : 'DISPATCHING', s.nodeId);
+    const watchOnly = s.resumed === true;
+    setState(watchOnly ? 'RUNNING' : 'DISPATCHING', s.nodeId);
 
     const onNode = {
       taskQueue: gpuHostTaskQueue(s.nodeId),
@@ -180,10 +181,10 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
         });
       return w;
     };
-    let current = launch(() => (resumed ? runner.watchJob({ jobId, attempt }) : runner.runJob(s)));
-    if (resumed) await control.noteAttempt({ jobId, attempt, detail: `workflow restarted in Temporal (reset); watching the attempt on node ${s.nodeId} again` });
+    let current = launch(() => (watchOnly ? runner.watchJob({ jobId, attempt }) : runner.runJob(s)));
+    if (watchOnly) await control.noteAttempt({ jobId, attempt, detail: `workflow restarted in Temporal (reset); watching the attempt on node ${s.nodeId} again` });
 
-    let markedRunning = resumed !== null;
+    let markedRunning = watchOnly;
     let cancelSent = false;
     let reattachesSeen = 0;
     const markRunning = async (r: AttemptStarted) => {

@@ -56,6 +56,8 @@ export interface AttemptSpec {
   gpuIndices: number[];
   /** The attempt's lost-after: its agent fences it before that much silence (domain/liveness.ts). */
   lostAfterMs: number;
+  /** Already RUNNING (a workflow Reset in Temporal): watch the process, never start it again. */
+  resumed?: boolean;
 }
 
 export interface AttemptStarted {
