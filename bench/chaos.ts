@@ -196,6 +196,8 @@ async function main() {
     `double-owned cards: ${doubleOwned} (in ${samples} samples)`,
     `mean kill → re-queue: ${(mean / 1000).toFixed(1)} s over ${gaps.length} attempts (heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s)`,
   ];
+  const lostReasons = await db.query<{ job_id: string; attempt: number; reason: string | null }>(`select job_id, attempt, reason from job_attempts where state = 'LOST'`);
+  for (const r of lostReasons.rows) lines.push(`  LOST: ${r.job_id} attempt ${r.attempt}: ${r.reason ?? ''}`);
   const bad = await db.query<{ id: string; state: string; attempt: number; reason: string | null }>(`select id, state, attempt, reason from jobs where state <> 'SUCCEEDED'`);
   for (const b of bad.rows) lines.push(`  not succeeded: ${b.id} ${b.state} attempt ${b.attempt}: ${b.reason ?? ''}`);
   for (const l of lines) say(l);
