@@ -32,6 +32,8 @@ export const AGENT_SHUTDOWN = 'AgentShutdown';
 const lostFailure = (message: string) => ApplicationFailure.create({ type: AGENT_SHUTDOWN, message, nonRetryable: true });
 const agentShutdown = () => lostFailure('the agent shut down while the attempt ran');
 const vanished = () => lostFailure("the attempt's process vanished while no agent watched it");
+const fencedHere = () => lostFailure('the attempt was fenced on this node (its agent lost Temporal, or its workflow no longer ran it here)');
+const unknownHere = () => lostFailure('this node has no record of the attempt (its agent died before starting it)');
 const fenced = () => lostFailure('the agent lost the Temporal server and killed the attempt (fencing)');
 
 /** The GPU-host worker's activities: run one attempt's process, watch it, and hold the node's lease. */
@@ -107,7 +109,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     // Fencing: an older attempt of the same job must never run beside this one.
     if (existing) await pt.fence(existing);
     // An attempt fenced here is never started again (a Reset replaying its runJob): it is LOST.
-    if (fs.existsSync(pt.file(spec.jobId, spec.attempt, 'fenced'))) throw vanished();
+    if (fs.existsSync(pt.file(spec.jobId, spec.attempt, 'fenced'))) throw fencedHere();
     const ended = pt.endedStatus(spec.jobId, spec.attempt);
     if (ended) return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: readTail(logPath), logPath };
 
@@ -158,6 +160,8 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       if (entry && entry.attempt === a.attempt && !entry.fenced) return supervise(entry, logPath);
       const ended = pt.endedStatus(a.jobId, a.attempt);
       if (ended) return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: readTail(logPath), logPath };
+      if (fs.existsSync(pt.file(a.jobId, a.attempt, 'fenced'))) throw fencedHere();
+      if (!fs.existsSync(pt.file(a.jobId, a.attempt, 'json'))) throw unknownHere();
       throw vanished();
     },
 
