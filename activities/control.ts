@@ -221,7 +221,7 @@ export function createControlActivities(deps: ControlDeps) {
     },
 
     /** Ends a job whose workflow was closed in Temporal; its process is already stopped. */
-    async settleJob(a: { jobId: string; attempt: number; state: 'FAILED' | 'CANCELLED'; reason: string }): Promise<{ state: JobState }> {
+    async settleJob(a: { jobId: string; attempt: number; state: 'SUCCEEDED' | 'FAILED' | 'CANCELLED'; reason: string }): Promise<{ state: JobState }> {
       const result = await db.transaction(async (tx) => {
         const now = new Date();
         const moved = await transitionJob(tx, {

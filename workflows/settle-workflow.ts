@@ -14,7 +14,7 @@ export interface SettleJobInput {
   attempt: number;
   /** The node the attempt was placed on, if any: its process is stopped there first. */
   nodeId: string | null;
-  state: Extract<JobState, 'FAILED' | 'CANCELLED'>;
+  state: Extract<JobState, 'SUCCEEDED' | 'FAILED' | 'CANCELLED'>;
   reason: string;
   /** A node that does not take the stop within this long has fenced the attempt itself. */
   lostAfterMs: number;

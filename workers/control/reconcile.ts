@@ -7,6 +7,7 @@ import { startJobWorkflow, type JobTimeouts } from '../../temporal/client-ops.ts
 import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../../workflows/names.ts';
 import type { SettleJobInput } from '../../workflows/settle-workflow.ts';
 import type { JobState } from '../../domain/job-states.ts';
+import type { JobWorkflowResult } from '../../workflows/types.ts';
 
 /** Open in the database, so a closed workflow leaves them stranded (CREATED has its own reconciler). */
 const STRANDABLE: JobState[] = ['QUEUED', 'DISPATCHING', 'RUNNING', 'LOST'];
@@ -66,6 +67,15 @@ export async function reconcileClosedJobWorkflows(db: Db, client: Client, t: Job
     // The latest run must be closed too: a re-queued, retried or reset job has a newer one.
     const latest = await client.workflow.getHandle(wf.workflowId).describe();
     if (latest.status.name === 'RUNNING') continue;
+    // A run that completed knows how its attempt ended: the database lost that write (a
+    // PostgreSQL crash that dropped its last commits). Its history is the truth.
+    const result = latest.status.name === 'COMPLETED' && latest.type === 'jobWorkflow' ? ((await client.workflow.getHandle(wf.workflowId, latest.runId).result()) as JobWorkflowResult) : null;
+    if (result && result.attempt === job.attempt && (result.state === 'SUCCEEDED' || result.state === 'FAILED' || result.state === 'CANCELLED')) {
+      const why = `recovered from the workflow's history (the database had lost it)${result.reason ? `: ${result.reason}` : ''}`;
+      // The process has ended by then: nothing to stop on the node.
+      if (await settle(client, { ...job, state: 'QUEUED' }, result.state, why, t)) settled += 1;
+      continue;
+    }
     const reason = await closeReason(client, wf.workflowId, latest.runId, latest.status.name);
     if (await settle(client, job, latest.status.name === 'CANCELLED' ? 'CANCELLED' : 'FAILED', reason, t)) settled += 1;
   }
