@@ -115,10 +115,7 @@ async function mainScenarios(shared: SharedServices): Promise<void> {
     await c.client.retry(bad.id, { command: 'true' });
     const retried = await c.client.waitFor(bad.id, undefined, 60_000);
     expectState(retried, 'SUCCEEDED', 2);
-    await closed(t.client, jobWorkflowId(bad.id));
-    const [failedRun, retryRun] = await chain(t.client, jobWorkflowId(bad.id));
-    await record(t.client, 'job-failed-then-retried-run1', jobWorkflowId(bad.id), failedRun);
-    await record(t.client, 'job-failed-then-retried-run2', jobWorkflowId(bad.id), retryRun);
+    await recordChain(t.client, 'job-failed-then-retried', jobWorkflowId(bad.id));
 
     say('job cancelled while RUNNING (its workflow completes after the retry retention)');
     const long = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'sleep 60' });
@@ -178,10 +175,7 @@ async function lostScenario(shared: SharedServices): Promise<void> {
     await c.agents.get(victim)!.kill('SIGKILL');
     const done = await c.client.waitFor(job.id, undefined, 90_000);
     expectState(done, 'SUCCEEDED', 2);
-    await closed(t.client, jobWorkflowId(job.id));
-    const [lostRun, requeuedRun] = await chain(t.client, jobWorkflowId(job.id));
-    await record(t.client, 'job-lost-then-requeued-run1', jobWorkflowId(job.id), lostRun);
-    await record(t.client, 'job-lost-then-requeued-run2', jobWorkflowId(job.id), requeuedRun);
+    await recordChain(t.client, 'job-lost-then-requeued', jobWorkflowId(job.id));
 
     say('node workflows: one that stayed up, one whose agent was killed and came back');
     await c.addAgent({ nodeId: victim, gpus: 1 });
@@ -197,6 +191,14 @@ function expectState(job: { id: string; state: string; attempt: number; reason: 
   if (job.state !== state || (attempt !== undefined && job.attempt !== attempt)) {
     throw new Error(`job ${job.id}: expected ${state}${attempt ? ` as attempt ${attempt}` : ''}, got ${job.state} attempt ${job.attempt} (${job.reason ?? ''})`);
   }
+}
+
+/** A job whose first run continued as new into a second: both runs, once the chain has closed. */
+async function recordChain(client: Client, name: string, workflowId: string): Promise<void> {
+  await closed(client, workflowId);
+  const [first, second] = await chain(client, workflowId);
+  await record(client, `${name}-run1`, workflowId, first);
+  await record(client, `${name}-run2`, workflowId, second);
 }
 
 async function main(): Promise<void> {
