@@ -27,6 +27,9 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     () => false,
   );
   if (already) log(`a Temporal server already answers at ${c.temporalAddress}; using it`);
+  if (process.env.TEMPORAL_ADDRESS && !already) {
+    throw new Error(`no Temporal server answers at ${c.temporalAddress}; TEMPORAL_ADDRESS is set, so gpuctl up uses that server and starts none (unset it for the embedded dev server)`);
+  }
   if (!process.env.TEMPORAL_ADDRESS && !already) {
     const [host, port] = c.temporalAddress.split(':');
     log(`starting Temporal dev server on ${c.temporalAddress} (state in ${path.join(c.home, 'temporal.db')})...`);
