@@ -7,7 +7,9 @@ import { startCluster, type Cluster } from './support/cluster.ts';
  * attempt, on the default timing (heartbeat timeout 10 s, lost-after 75 s). Each case has two
  * jobs running and one queued behind them.
  */
-describe('a control-plane outage, on the default timing', () => {
+// Each case waits out a real outage and then jobs of up to 75 s; the assertions, not vitest's
+// default 120 s, decide (a slow recovery must show as a wrong state, not a timeout).
+describe('a control-plane outage, on the default timing', { timeout: 300_000 }, () => {
   let c: Cluster;
   beforeAll(async () => {
     c = await startCluster('outage', { heartbeatTimeoutS: 10, lostAfterS: 75, ownTemporal: {}, ownPostgres: true, agents: [{ nodeId: 'o1', gpus: 2 }] });
