@@ -6,6 +6,7 @@ import { getJob, getJobForUpdate, noteJob, ownedCards, releaseSlots, transitionJ
 import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
 import { jobAttempts, jobs, runs } from '../db/schema.ts';
+import { runStatusOfAttempt } from '../domain/run-status.ts';
 import { classifyFailure } from '../domain/failure.ts';
 import type { JobState } from '../domain/job-states.ts';
 import { decideLost } from '../domain/lost-policy.ts';
@@ -124,7 +125,7 @@ export function createControlActivities(deps: ControlDeps) {
               attempt: a.attempt,
               source: 'job',
               name: `${job.id}#${a.attempt}`,
-              status: 'RUNNING',
+              status: 'running',
               params: job.params,
             });
           }
@@ -189,7 +190,7 @@ export function createControlActivities(deps: ControlDeps) {
         if (moved === null) return { state: job.state, requeue: false };
         await tx
           .update(runs)
-          .set({ status: to, endedAt: now })
+          .set({ status: runStatusOfAttempt(to), endedAt: now })
           .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
         if ((o.state === 'LOST' || o.nodeLost) && job.nodeId) {
           // Its agent stopped answering: take its cards out of the pool now, not when the
@@ -237,7 +238,7 @@ export function createControlActivities(deps: ControlDeps) {
         if (moved !== null) {
           await tx
             .update(runs)
-            .set({ status: a.state, endedAt: now })
+            .set({ status: runStatusOfAttempt(a.state), endedAt: now })
             .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
         }
         return { state: moved !== null ? a.state : ((await getJob(tx, a.jobId))?.state ?? a.state) };

@@ -8,7 +8,9 @@ import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 import { installErrorHandler } from './errors.ts';
 import { jobRoutes } from './routes/jobs.ts';
+import { logRoutes } from './routes/logs.ts';
 import { nodeRoutes } from './routes/nodes.ts';
+import { runRoutes } from './routes/runs.ts';
 import { ErrorBody } from './schemas/common.ts';
 
 export interface ApiDeps {
@@ -39,6 +41,8 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     async (api) => {
       await api.register(jobRoutes, deps);
       await api.register(nodeRoutes, deps);
+      await api.register(runRoutes, deps);
+      await api.register(logRoutes, deps);
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database' } }, async () => {
         await deps.db.execute(sql`select 1`);

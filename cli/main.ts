@@ -1,7 +1,11 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from '../config.ts';
 import { passEnvRefusal } from '../domain/job-env.ts';
-import { ApiError, GpuplaneClient, type JobDetailJson } from './client.ts';
+import { ApiError, type JobDetailJson } from './client.ts';
+import { clientOf } from './client-of.ts';
+import { registerImportCommand } from './commands/import-run.ts';
+import { registerLogCommands } from './commands/logs.ts';
+import { registerRunCommands } from './commands/runs.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from './logger.ts';
 import { renderJob, renderJobs, renderNodes } from './render.ts';
 
@@ -42,10 +46,6 @@ function envNameArg(v: string, prev: string[] = []) {
 /** Exit statuses of `gpuctl wait`. */
 export const WAIT_EXIT = { SUCCEEDED: 0, FAILED: 3, CANCELLED: 4, TIMEOUT: 5 } as const;
 
-function clientOf(cmd: Command): GpuplaneClient {
-  const o = cmd.optsWithGlobals<{ api?: string }>();
-  return new GpuplaneClient(o.api ?? loadConfig().apiUrl);
-}
 
 export function buildProgram(): Command {
   const program = new Command('gpuctl')
@@ -241,6 +241,9 @@ export function buildProgram(): Command {
       log(renderNodes(nodes));
     });
 
+  registerRunCommands(program);
+  registerLogCommands(program);
+  registerImportCommand(program);
   return program;
 }
 

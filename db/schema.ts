@@ -1,6 +1,9 @@
 import { sql, type InferSelectModel } from 'drizzle-orm';
 import {
+  bigint,
   bigserial,
+  boolean,
+  customType,
   check,
   doublePrecision,
   foreignKey,
@@ -17,7 +20,9 @@ import type { AttemptConfig } from '../domain/attempt-config.ts';
 import type { JobState, JobType } from '../domain/job-states.ts';
 import type { OnLostPolicy } from '../domain/lost-policy.ts';
 import type { NodeStatus } from '../domain/node.ts';
+import type { RunStatus } from '../domain/run-status.ts';
 
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
 const createdAt = () => timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow();
 const ts = (name: string) => timestamp(name, { withTimezone: true, mode: 'date' });
 
@@ -170,6 +175,8 @@ export const gpuSlots = pgTable(
 );
 export type GpuSlot = InferSelectModel<typeof gpuSlots>;
 
+export type RunSource = 'job' | 'sdk' | 'import';
+
 export const runs = pgTable(
   'runs',
   {
@@ -178,16 +185,27 @@ export const runs = pgTable(
     experimentId: text('experiment_id').references(() => experiments.id),
     jobId: text('job_id').references(() => jobs.id),
     attempt: integer('attempt'),
-    source: text('source').$type<'job' | 'sdk' | 'import'>().notNull(),
+    source: text('source').$type<RunSource>().notNull(),
     name: text('name'),
-    status: text('status').notNull(),
+    status: text('status').$type<RunStatus>().notNull(),
     params: jsonb('params').$type<Record<string, unknown>>().notNull().default({}),
+    tags: jsonb('tags').$type<Record<string, string>>().notNull().default({}),
+    /** Tags another system set about itself (MLflow's `mlflow.*`), kept apart from the user's. */
+    systemTags: jsonb('system_tags').$type<Record<string, string>>().notNull().default({}),
+    /** What an import came from (`mlflow:<run uuid>`, `tensorboard:<hash>`…): importing it again finds this run. */
+    externalKey: text('external_key').unique(),
     createdAt: createdAt(),
+    startedAt: ts('started_at').notNull().defaultNow(),
     endedAt: ts('ended_at'),
+    /** Last sign of life of an SDK run; one silent for GPUPLANE_RUN_STALE_S is marked crashed. */
+    heartbeatAt: ts('heartbeat_at').notNull().defaultNow(),
   },
   (t) => [
     uniqueIndex('runs_job_attempt').on(t.jobId, t.attempt),
     check('runs_source_known', sql`${t.source} in ('job', 'sdk', 'import')`),
+    check('runs_status_known', sql`${t.status} in ('running', 'finished', 'failed', 'crashed', 'cancelled')`),
+    index('runs_created').on(t.createdAt),
+    index('runs_running_heartbeat').on(t.heartbeatAt).where(sql`${t.status} = 'running'`),
   ],
 );
 export type Run = InferSelectModel<typeof runs>;
@@ -222,22 +240,28 @@ export const evaluations = pgTable('evaluations', {
 });
 export type Evaluation = InferSelectModel<typeof evaluations>;
 
-export const metricPoints = pgTable(
-  'metric_points',
+/**
+ * Raw metric points, one row per key per batch: steps, values and times as parallel arrays.
+ * NaN and ±Infinity are stored as such. Charts read the rollups; raw points serve narrow ranges.
+ */
+export const metricChunks = pgTable(
+  'metric_chunks',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
     runId: text('run_id').notNull().references(() => runs.id),
     key: text('key').notNull(),
-    step: integer('step').notNull(),
-    value: doublePrecision('value').notNull(),
-    at: ts('at').notNull().defaultNow(),
-    batchId: text('batch_id'),
+    stepMin: bigint('step_min', { mode: 'number' }).notNull(),
+    stepMax: bigint('step_max', { mode: 'number' }).notNull(),
+    steps: bigint('steps', { mode: 'number' }).array().notNull(),
+    values: doublePrecision('values').array().notNull(),
+    /** Epoch milliseconds per point. */
+    times: bigint('times', { mode: 'number' }).array().notNull(),
   },
-  (t) => [index('metric_points_run_key_step').on(t.runId, t.key, t.step)],
+  (t) => [index('metric_chunks_run_key_step').on(t.runId, t.key, t.stepMin)],
 );
-export type MetricPoint = InferSelectModel<typeof metricPoints>;
+export type MetricChunk = InferSelectModel<typeof metricChunks>;
 
-/** Idempotency: a batch id accepted once is never stored again. */
+/** Idempotency: a batch key accepted once for a run is never stored again. */
 export const metricBatches = pgTable(
   'metric_batches',
   {
@@ -249,42 +273,96 @@ export const metricBatches = pgTable(
   (t) => [primaryKey({ columns: [t.runId, t.batchId] })],
 );
 
+/**
+ * Min/max/sum/count per bucket of `width` steps (widths 16, 64, … 4^10), kept as points
+ * arrive, so a chart of N buckets over any range reads at most N rows. min/max skip NaN
+ * (null when a bucket holds only NaN); nan_count says how many there were.
+ */
 export const metricRollups = pgTable(
   'metric_rollups',
   {
     runId: text('run_id').notNull().references(() => runs.id),
     key: text('key').notNull(),
-    bucketSize: integer('bucket_size').notNull(),
-    bucket: integer('bucket').notNull(),
+    width: integer('width').notNull(),
+    bucket: bigint('bucket', { mode: 'number' }).notNull(),
     count: integer('count').notNull(),
-    min: doublePrecision('min').notNull(),
-    max: doublePrecision('max').notNull(),
+    nanCount: integer('nan_count').notNull(),
+    min: doublePrecision('min'),
+    max: doublePrecision('max'),
     sum: doublePrecision('sum').notNull(),
-    last: doublePrecision('last').notNull(),
   },
-  (t) => [primaryKey({ columns: [t.runId, t.key, t.bucketSize, t.bucket] })],
+  (t) => [primaryKey({ columns: [t.runId, t.key, t.width, t.bucket] })],
 );
 export type MetricRollup = InferSelectModel<typeof metricRollups>;
 
+/** Per run and key: last, min and max, each with its step. */
+export const metricSummaries = pgTable(
+  'metric_summaries',
+  {
+    runId: text('run_id').notNull().references(() => runs.id),
+    key: text('key').notNull(),
+    count: bigint('count', { mode: 'number' }).notNull(),
+    nanCount: bigint('nan_count', { mode: 'number' }).notNull(),
+    firstStep: bigint('first_step', { mode: 'number' }).notNull(),
+    lastStep: bigint('last_step', { mode: 'number' }).notNull(),
+    last: doublePrecision('last').notNull(),
+    min: doublePrecision('min'),
+    minStep: bigint('min_step', { mode: 'number' }),
+    max: doublePrecision('max'),
+    maxStep: bigint('max_step', { mode: 'number' }),
+  },
+  (t) => [primaryKey({ columns: [t.runId, t.key] })],
+);
+export type MetricSummary = InferSelectModel<typeof metricSummaries>;
+
+/** Every job and run lifecycle change, and the events users add. */
 export const events = pgTable(
   'events',
   {
     id: bigserial('id', { mode: 'number' }).primaryKey(),
-    runId: text('run_id').notNull().references(() => runs.id),
+    runId: text('run_id').references(() => runs.id),
+    jobId: text('job_id').references(() => jobs.id),
+    attempt: integer('attempt'),
     kind: text('kind').notNull(),
+    level: text('level').$type<'info' | 'warning' | 'error'>().notNull().default('info'),
     message: text('message').notNull(),
     data: jsonb('data').$type<Record<string, unknown>>(),
     at: ts('at').notNull().defaultNow(),
   },
-  (t) => [index('events_run').on(t.runId, t.id)],
+  (t) => [index('events_run').on(t.runId, t.id), index('events_job').on(t.jobId, t.id)],
 );
 export type RunEvent = InferSelectModel<typeof events>;
 
-export const runLogRefs = pgTable('run_log_refs', {
-  id: bigserial('id', { mode: 'number' }).primaryKey(),
-  runId: text('run_id').notNull().references(() => runs.id),
-  nodeId: text('node_id'),
-  uri: text('uri').notNull(),
-  createdAt: createdAt(),
-});
+/** The shipped output of an attempt: chunks at byte offsets, so a resent chunk is stored once and a gap is seen. */
+export const logChunks = pgTable(
+  'log_chunks',
+  {
+    jobId: text('job_id').notNull().references(() => jobs.id),
+    attempt: integer('attempt').notNull(),
+    stream: text('stream').$type<'stdout' | 'stderr'>().notNull(),
+    offset: bigint('offset', { mode: 'number' }).notNull(),
+    data: bytea('data').notNull(),
+    at: ts('at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.attempt, t.stream, t.offset] })],
+);
+export type LogChunk = InferSelectModel<typeof logChunks>;
+
+/** Where an attempt's stream lives and how much of it has been shipped; `complete` once the process ended and all was shipped. */
+export const runLogRefs = pgTable(
+  'run_log_refs',
+  {
+    jobId: text('job_id').notNull().references(() => jobs.id),
+    attempt: integer('attempt').notNull(),
+    stream: text('stream').$type<'stdout' | 'stderr'>().notNull(),
+    runId: text('run_id').references(() => runs.id),
+    nodeId: text('node_id'),
+    /** The file on its node, for an operator; readers use the shipped chunks. */
+    location: text('location'),
+    sizeBytes: bigint('size_bytes', { mode: 'number' }).notNull().default(0),
+    complete: boolean('complete').notNull().default(false),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.attempt, t.stream] })],
+);
 export type RunLogRef = InferSelectModel<typeof runLogRefs>;

@@ -65,8 +65,8 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
     expect(done.history.some((h) => h.attempt === 1 && h.from === 'RUNNING' && h.to === 'RUNNING' && h.detail?.includes(`no heartbeat from node ${victim}`))).toBe(true);
     const runs = await runsOf(job.id);
     expect(runs.map((r) => [r.attempt, r.status])).toEqual([
-      [1, 'LOST'],
-      [2, 'SUCCEEDED'],
+      [1, 'crashed'],
+      [2, 'finished'],
     ]);
     expect(runs[0].id).not.toBe(runs[1].id);
 
@@ -110,8 +110,8 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
     expect(fs.readFileSync(done.attempts[1].log_path!, 'utf8')).toContain('"lr":0.01');
     const runs = await runsOf(job.id);
     expect(runs.map((r) => [r.attempt, r.status])).toEqual([
-      [1, 'FAILED'],
-      [2, 'SUCCEEDED'],
+      [1, 'failed'],
+      [2, 'finished'],
     ]);
     // The FAILED attempt's workflow waited for the retry: one continue-as-new chain in Temporal.
     expect(workflowRuns(job.id)).toEqual(['COMPLETED', 'CONTINUED_AS_NEW']);

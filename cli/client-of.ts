@@ -1,0 +1,12 @@
+import type { Command } from 'commander';
+import { loadConfig } from '../config.ts';
+import { GpuplaneClient } from './client.ts';
+
+/** The API client for a command: `--api`, else GPUPLANE_API_URL, else the configured address. */
+export function clientOf(cmd: Command): GpuplaneClient {
+  const o = cmd.optsWithGlobals<{ api?: string }>();
+  return new GpuplaneClient(o.api ?? loadConfig().apiUrl);
+}
+
+/** Writes one line to stdout. */
+export const out = (s: string) => process.stdout.write(`${s}\n`);

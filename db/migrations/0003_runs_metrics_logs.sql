@@ -1,0 +1,69 @@
+CREATE TABLE "log_chunks" (
+	"job_id" text NOT NULL,
+	"attempt" integer NOT NULL,
+	"stream" text NOT NULL,
+	"offset" bigint NOT NULL,
+	"data" "bytea" NOT NULL,
+	"at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "log_chunks_job_id_attempt_stream_offset_pk" PRIMARY KEY("job_id","attempt","stream","offset")
+);
+--> statement-breakpoint
+CREATE TABLE "metric_chunks" (
+	"id" bigserial PRIMARY KEY NOT NULL,
+	"run_id" text NOT NULL,
+	"key" text NOT NULL,
+	"step_min" bigint NOT NULL,
+	"step_max" bigint NOT NULL,
+	"steps" bigint[] NOT NULL,
+	"values" double precision[] NOT NULL,
+	"times" bigint[] NOT NULL
+);
+--> statement-breakpoint
+CREATE TABLE "metric_rollups" (
+	"run_id" text NOT NULL,
+	"key" text NOT NULL,
+	"width" integer NOT NULL,
+	"bucket" bigint NOT NULL,
+	"count" integer NOT NULL,
+	"nan_count" integer NOT NULL,
+	"min" double precision,
+	"max" double precision,
+	"sum" double precision NOT NULL,
+	CONSTRAINT "metric_rollups_run_id_key_width_bucket_pk" PRIMARY KEY("run_id","key","width","bucket")
+);
+--> statement-breakpoint
+CREATE TABLE "metric_summaries" (
+	"run_id" text NOT NULL,
+	"key" text NOT NULL,
+	"count" bigint NOT NULL,
+	"nan_count" bigint NOT NULL,
+	"first_step" bigint NOT NULL,
+	"last_step" bigint NOT NULL,
+	"last" double precision NOT NULL,
+	"min" double precision,
+	"min_step" bigint,
+	"max" double precision,
+	"max_step" bigint,
+	CONSTRAINT "metric_summaries_run_id_key_pk" PRIMARY KEY("run_id","key")
+);
+--> statement-breakpoint
+CREATE TABLE "run_log_refs" (
+	"job_id" text NOT NULL,
+	"attempt" integer NOT NULL,
+	"stream" text NOT NULL,
+	"run_id" text,
+	"node_id" text,
+	"location" text,
+	"size_bytes" bigint DEFAULT 0 NOT NULL,
+	"complete" boolean DEFAULT false NOT NULL,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL,
+	CONSTRAINT "run_log_refs_job_id_attempt_stream_pk" PRIMARY KEY("job_id","attempt","stream")
+);
+--> statement-breakpoint
+ALTER TABLE "log_chunks" ADD CONSTRAINT "log_chunks_job_id_jobs_id_fk" FOREIGN KEY ("job_id") REFERENCES "public"."jobs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "metric_chunks" ADD CONSTRAINT "metric_chunks_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "metric_rollups" ADD CONSTRAINT "metric_rollups_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "metric_summaries" ADD CONSTRAINT "metric_summaries_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "run_log_refs" ADD CONSTRAINT "run_log_refs_job_id_jobs_id_fk" FOREIGN KEY ("job_id") REFERENCES "public"."jobs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "run_log_refs" ADD CONSTRAINT "run_log_refs_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+CREATE INDEX "metric_chunks_run_key_step" ON "metric_chunks" USING btree ("run_id","key","step_min");
