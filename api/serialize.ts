@@ -1,5 +1,6 @@
 import { diffConfigs } from '../domain/attempt-config.ts';
-import type { GpuNode, GpuSlot, Job, JobAttempt, JobTransition } from '../db/schema.ts';
+import type { GpuNode, GpuSlot, Job, JobAttempt, JobTransition, RunEvent } from '../db/schema.ts';
+import type { RunWithNames } from '../db/queries/runs.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -72,4 +73,31 @@ export function nodeJson(n: GpuNode & { slots: GpuSlot[] }) {
       owner_attempt: s.ownerAttempt,
     })),
   };
+}
+
+export function runJson(r: RunWithNames) {
+  return {
+    id: r.id,
+    project: r.projectName,
+    experiment: r.experimentName,
+    project_id: r.projectId,
+    experiment_id: r.experimentId,
+    job_id: r.jobId,
+    attempt: r.attempt,
+    source: r.source,
+    name: r.name,
+    status: r.status,
+    params: r.params,
+    tags: r.tags,
+    system_tags: r.systemTags,
+    external_key: r.externalKey,
+    created_at: r.createdAt.toISOString(),
+    started_at: r.startedAt.toISOString(),
+    ended_at: iso(r.endedAt),
+    heartbeat_at: r.heartbeatAt.toISOString(),
+  };
+}
+
+export function eventJson(e: RunEvent) {
+  return { id: e.id, run_id: e.runId, job_id: e.jobId, attempt: e.attempt, kind: e.kind, level: e.level, message: e.message, data: e.data, at: e.at.toISOString() };
 }

@@ -1,6 +1,6 @@
 import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
-import { gpuSlots, jobAttempts, jobs, jobTransitions, type Job } from '../schema.ts';
+import { events, gpuSlots, jobAttempts, jobs, jobTransitions, type Job } from '../schema.ts';
 import type { AttemptConfig } from '../../domain/attempt-config.ts';
 import { canTransition, type JobState, type JobType } from '../../domain/job-states.ts';
 
@@ -23,6 +23,7 @@ export async function insertJob(ex: Executor, job: NewJob): Promise<Job> {
   const [row] = await ex.insert(jobs).values({ ...job, state: 'CREATED', attempt: 1 }).returning();
   await ex.insert(jobAttempts).values({ jobId: row.id, attempt: 1, config: attemptConfigOf(row), state: 'CREATED' });
   await ex.insert(jobTransitions).values({ jobId: row.id, attempt: 1, fromState: null, toState: 'CREATED' });
+  await ex.insert(events).values({ jobId: row.id, attempt: 1, kind: 'job.state', message: `${row.type} job created`, data: { from: null, to: 'CREATED' } });
   return row;
 }
 
@@ -107,6 +108,18 @@ export async function transitionJob(ex: Executor, a: TransitionArgs): Promise<Jo
     detail: a.detail ?? null,
     at: now,
   });
+  // The same change as an Event, beside the run events and the users' own.
+  if (prev.state !== a.to || a.detail) {
+    await ex.insert(events).values({
+      jobId: a.jobId,
+      attempt: a.attempt,
+      kind: 'job.state',
+      level: a.to === 'FAILED' || a.to === 'LOST' ? 'error' : 'info',
+      message: prev.state === a.to ? `${a.to}: ${a.detail}` : `${prev.state} → ${a.to}${a.detail ? `: ${a.detail}` : ''}`,
+      data: { from: prev.state, to: a.to },
+      at: now,
+    });
+  }
   return prev.state;
 }
 

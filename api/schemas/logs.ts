@@ -1,0 +1,62 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Nullable } from './common.ts';
+
+const StreamName = Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]);
+/** Query values arrive as strings (types are not coerced): integers are spelt out by pattern. */
+const UInt = (description: string) => Type.String({ pattern: '^[0-9]{1,15}$', description });
+
+export const IngestParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 128 }),
+  attempt: Type.String({ pattern: '^[1-9][0-9]{0,8}$' }),
+  stream: StreamName,
+});
+
+export const IngestQuery = Type.Object(
+  {
+    offset: UInt('byte offset of the body in the stream: must be at most the stored size (409 otherwise)'),
+    final: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'the process ended and this body holds the last bytes' })),
+    node: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'node the stream is shipped from' })),
+    location: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: "the stream's file on its node" })),
+  },
+  { additionalProperties: false },
+);
+
+export const IngestResult = Type.Object({
+  size_bytes: Type.Integer({ description: 'bytes stored for the stream, after this body' }),
+  stored_bytes: Type.Integer({ description: 'bytes of this body that were new' }),
+  complete: Type.Boolean(),
+});
+
+export const IngestGap = Type.Object({
+  error: Type.String(),
+  message: Type.String(),
+  expected_offset: Type.Integer({ description: 'the stored size: resend from this byte' }),
+  complete: Type.Boolean({ description: 'the stream is complete and takes no new bytes' }),
+});
+
+export const ReadLogsQuery = Type.Object(
+  {
+    attempt: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,8}$', description: "default: the job's current attempt" })),
+    stream: Type.Optional(Type.Union([StreamName, Type.Literal('all')], { description: 'default all: both streams, interleaved line by line in arrival order' })),
+    offset: Type.Optional(UInt('start at this byte of the stream (one stream only)')),
+    follow: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'keep the response open and send bytes as they arrive, until the attempt ended and its streams are complete' })),
+  },
+  { additionalProperties: false },
+);
+export type ReadLogsQuery = Static<typeof ReadLogsQuery>;
+
+export const RefsQuery = Type.Object({ attempt: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,8}$' })) }, { additionalProperties: false });
+
+export const LogRefSchema = Type.Object({
+  job_id: Type.String(),
+  attempt: Type.Integer(),
+  stream: StreamName,
+  run_id: Nullable(Type.String()),
+  node_id: Nullable(Type.String()),
+  location: Nullable(Type.String({ description: "the stream's file on its node (for an operator; read logs through the API)" })),
+  size_bytes: Type.Integer(),
+  complete: Type.Boolean({ description: 'the process ended and every byte was shipped' }),
+  updated_at: Type.String({ format: 'date-time' }),
+});
+
+export const LogText = Type.String({ description: 'the log bytes, text/plain' });

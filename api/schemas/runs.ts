@@ -1,0 +1,184 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { MAX_BATCH_POINTS, METRIC_KEY_RULE } from '../../domain/metrics.ts';
+import { RUN_STATUSES } from '../../domain/run-status.ts';
+import { Nullable, StringMap } from './common.ts';
+
+export const RunStatusSchema = Type.Union(RUN_STATUSES.map((s) => Type.Literal(s)));
+const Name = Type.String({ minLength: 1, maxLength: 200 });
+const Params = Type.Record(Type.String({ minLength: 1, maxLength: 250 }), Type.Unknown());
+const Tags = Type.Record(Type.String({ minLength: 1, maxLength: 250 }), Type.String({ maxLength: 5000 }));
+const Time = Type.String({ format: 'date-time' });
+
+export const IdempotencyHeaders = Type.Object({
+  'idempotency-key': Type.Optional(
+    Type.String({ minLength: 1, maxLength: 200, pattern: '^[\\x20-\\x7E]+$', description: '1-200 printable ASCII characters: a retried request with the same key is applied once' }),
+  ),
+});
+
+export const CreateRunBody = Type.Object(
+  {
+    project: Name,
+    experiment: Type.Optional(Name),
+    name: Type.Optional(Name),
+    params: Type.Optional(Params),
+    tags: Type.Optional(Tags),
+    system_tags: Type.Optional(Tags),
+    source: Type.Optional(Type.Union([Type.Literal('sdk'), Type.Literal('import')])),
+    external_key: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'what an import came from; a second import of it returns the first run' })),
+    status: Type.Optional(RunStatusSchema),
+    started_at: Type.Optional(Time),
+    ended_at: Type.Optional(Time),
+  },
+  { additionalProperties: false, description: 'A run of its own (an SDK run, or an import); project and experiment (default "default") are created on first use' },
+);
+export type CreateRunBody = Static<typeof CreateRunBody>;
+
+export const PatchRunBody = Type.Object(
+  { name: Type.Optional(Name), params: Type.Optional(Params), tags: Type.Optional(Tags) },
+  { additionalProperties: false, description: 'params and tags are merged key by key' },
+);
+
+export const FinishRunBody = Type.Optional(
+  Type.Object(
+    { status: Type.Optional(Type.Union([Type.Literal('finished'), Type.Literal('failed'), Type.Literal('cancelled')])) },
+    { additionalProperties: false },
+  ),
+);
+
+export const ListRunsQuery = Type.Object(
+  {
+    project: Type.Optional(Type.String({ minLength: 1 })),
+    experiment: Type.Optional(Type.String({ minLength: 1 })),
+    status: Type.Optional(RunStatusSchema),
+    job: Type.Optional(Type.String({ minLength: 1 })),
+    limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$', description: 'at most 1000; default 100' })),
+  },
+  { additionalProperties: false },
+);
+
+export const RunSchema = Type.Object(
+  {
+    id: Type.String(),
+    project: Nullable(Type.String()),
+    experiment: Nullable(Type.String()),
+    project_id: Nullable(Type.String()),
+    experiment_id: Nullable(Type.String()),
+    job_id: Nullable(Type.String()),
+    attempt: Nullable(Type.Integer()),
+    source: Type.String(),
+    name: Nullable(Type.String()),
+    status: RunStatusSchema,
+    params: Type.Record(Type.String(), Type.Unknown()),
+    tags: StringMap,
+    system_tags: StringMap,
+    external_key: Nullable(Type.String()),
+    created_at: Time,
+    started_at: Time,
+    ended_at: Nullable(Time),
+    heartbeat_at: Time,
+  },
+  { $id: 'Run' },
+);
+
+/** A metric value: a number, or "NaN" / "Infinity" / "-Infinity" (JSON has none of them). */
+export const MetricValue = Type.Union([Type.Number(), Type.String()], { description: 'a number, or "NaN", "Infinity", "-Infinity"' });
+
+export const SummarySchema = Type.Object({
+  count: Type.Integer(),
+  nan_count: Type.Integer(),
+  first_step: Type.Integer(),
+  last_step: Type.Integer(),
+  last: MetricValue,
+  min: Nullable(MetricValue),
+  min_step: Nullable(Type.Integer()),
+  max: Nullable(MetricValue),
+  max_step: Nullable(Type.Integer()),
+});
+
+export const RunDetailSchema = Type.Intersect([Type.Omit(RunSchema, []), Type.Object({ metrics: Type.Record(Type.String(), SummarySchema) })]);
+
+export const MetricsBody = Type.Object(
+  {
+    points: Type.Array(
+      Type.Object(
+        {
+          key: Type.String({ description: METRIC_KEY_RULE }),
+          step: Type.Number({ description: 'an integer >= 0' }),
+          value: MetricValue,
+          ts: Type.Optional(Type.Number({ description: 'epoch milliseconds; default: when the batch arrived' })),
+        },
+        { additionalProperties: false },
+      ),
+      { maxItems: MAX_BATCH_POINTS },
+    ),
+  },
+  { additionalProperties: false },
+);
+export type MetricsBody = Static<typeof MetricsBody>;
+
+export const MetricsWritten = Type.Object({ stored: Type.Integer(), points: Type.Integer(), replayed: Type.Boolean() });
+
+const StepParam = Type.String({ pattern: '^[0-9]{1,16}$' });
+export const MetricsQuery = Type.Object(
+  {
+    keys: Type.Optional(Type.String({ description: 'comma-separated; default all keys of the run' })),
+    points: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$', description: 'at most this many points or buckets per key; default 1000, at most 10000' })),
+    step_min: Type.Optional(StepParam),
+    step_max: Type.Optional(StepParam),
+  },
+  { additionalProperties: false },
+);
+
+export const CompareQuery = Type.Object(
+  {
+    runs: Type.String({ minLength: 1, description: 'comma-separated run ids, at most 50' }),
+    keys: Type.Optional(Type.String()),
+    points: Type.Optional(MetricsQuery.properties.points),
+    step_min: Type.Optional(StepParam),
+    step_max: Type.Optional(StepParam),
+  },
+  { additionalProperties: false },
+);
+
+export const SeriesSchema = Type.Object({
+  key: Type.String(),
+  width: Type.Integer({ description: '1: raw points; more: buckets of this many steps' }),
+  points: Type.Optional(Type.Array(Type.Object({ step: Type.Integer(), value: MetricValue, ts: Type.Integer() }))),
+  buckets: Type.Optional(
+    Type.Array(
+      Type.Object({
+        step: Type.Integer(),
+        step_end: Type.Integer(),
+        count: Type.Integer(),
+        nan_count: Type.Integer(),
+        min: Nullable(MetricValue),
+        max: Nullable(MetricValue),
+        mean: Nullable(MetricValue),
+      }),
+    ),
+  ),
+});
+
+export const RunMetricsSchema = Type.Object({ run_id: Type.String(), series: Type.Array(SeriesSchema), summaries: Type.Record(Type.String(), SummarySchema) });
+
+export const EventBody = Type.Object(
+  {
+    kind: Type.String({ pattern: '^[a-z][a-z0-9_.\\-]{0,63}$', description: 'lower-case, e.g. "eval.done"' }),
+    message: Type.String({ minLength: 1, maxLength: 10_000 }),
+    level: Type.Optional(Type.Union([Type.Literal('info'), Type.Literal('warning'), Type.Literal('error')])),
+    data: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  },
+  { additionalProperties: false },
+);
+
+export const EventSchema = Type.Object({
+  id: Type.Integer(),
+  run_id: Nullable(Type.String()),
+  job_id: Nullable(Type.String()),
+  attempt: Nullable(Type.Integer()),
+  kind: Type.String(),
+  level: Type.String(),
+  message: Type.String(),
+  data: Nullable(Type.Record(Type.String(), Type.Unknown())),
+  at: Time,
+});

@@ -1,0 +1,141 @@
+import { and, asc, eq, gt, gte, sql } from 'drizzle-orm';
+import type { Executor, Tx } from '../client.ts';
+import { jobAttempts, logChunks, runLogRefs, runs, type RunLogRef } from '../schema.ts';
+
+export const LOG_STREAMS = ['stdout', 'stderr'] as const;
+export type LogStream = (typeof LOG_STREAMS)[number];
+/** The largest chunk the API stores; reads look back this far for the chunk that holds an offset. */
+export const MAX_LOG_CHUNK = 256 * 1024;
+
+export type AppendResult =
+  /** Stored (or already held: an overlap is trimmed, a full repeat stores nothing). */
+  | { kind: 'stored'; sizeBytes: number; complete: boolean; storedBytes: number }
+  /** The chunk starts past what is stored: the shipper must resend from `expected`. */
+  | { kind: 'gap'; expected: number }
+  /** New bytes for a stream already marked complete. */
+  | { kind: 'complete'; sizeBytes: number };
+
+export interface AppendChunk {
+  jobId: string;
+  attempt: number;
+  stream: LogStream;
+  offset: number;
+  data: Buffer;
+  /** The shipper has sent everything: the process ended and this chunk is its last. */
+  final: boolean;
+  nodeId: string | null;
+  location: string | null;
+}
+
+/**
+ * Appends a chunk at `offset` of an attempt's stream, in the caller's transaction. The stream's
+ * ref row is locked first, so two shippers of one attempt (an agent and its successor) never
+ * store the same bytes twice: bytes already held are acknowledged and dropped, and a chunk that
+ * would leave a hole is refused.
+ */
+export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResult> {
+  const key = and(eq(runLogRefs.jobId, c.jobId), eq(runLogRefs.attempt, c.attempt), eq(runLogRefs.stream, c.stream));
+  await tx.insert(runLogRefs).values({ jobId: c.jobId, attempt: c.attempt, stream: c.stream }).onConflictDoNothing();
+  const [ref] = await tx.select().from(runLogRefs).where(key).for('update');
+  const stored = ref.sizeBytes;
+  if (c.offset > stored) return { kind: 'gap', expected: stored };
+  const fresh = c.data.subarray(Math.min(c.data.length, stored - c.offset));
+  if (fresh.length > 0 && ref.complete) return { kind: 'complete', sizeBytes: stored };
+  if (fresh.length > 0) await tx.insert(logChunks).values({ jobId: c.jobId, attempt: c.attempt, stream: c.stream, offset: stored, data: Buffer.from(fresh) });
+  const [run] = ref.runId ? [{ id: ref.runId }] : await tx.select({ id: runs.id }).from(runs).where(and(eq(runs.jobId, c.jobId), eq(runs.attempt, c.attempt)));
+  const sizeBytes = stored + fresh.length;
+  const complete = ref.complete || c.final;
+  await tx
+    .update(runLogRefs)
+    .set({
+      sizeBytes,
+      complete,
+      runId: run?.id ?? null,
+      nodeId: c.nodeId ?? ref.nodeId,
+      location: c.location ?? ref.location,
+      updatedAt: new Date(),
+    })
+    .where(key);
+  return { kind: 'stored', sizeBytes, complete, storedBytes: fresh.length };
+}
+
+export async function attemptExists(ex: Executor, jobId: string, attempt: number): Promise<boolean> {
+  const [row] = await ex
+    .select({ attempt: jobAttempts.attempt })
+    .from(jobAttempts)
+    .where(and(eq(jobAttempts.jobId, jobId), eq(jobAttempts.attempt, attempt)));
+  return row !== undefined;
+}
+
+export async function listLogRefs(ex: Executor, jobId: string, attempt?: number): Promise<RunLogRef[]> {
+  return ex
+    .select()
+    .from(runLogRefs)
+    .where(and(eq(runLogRefs.jobId, jobId), attempt === undefined ? undefined : eq(runLogRefs.attempt, attempt)))
+    .orderBy(asc(runLogRefs.attempt), asc(runLogRefs.stream));
+}
+
+export interface StoredChunk {
+  stream: LogStream;
+  offset: number;
+  data: Buffer;
+  at: Date;
+}
+
+/**
+ * Up to `limit` chunks of a stream from byte `from` on, in order; the first may start before
+ * `from` (the caller trims it). Chunks are contiguous: the API never stores a hole.
+ */
+export async function readLogChunks(ex: Executor, q: { jobId: string; attempt: number; stream: LogStream; from: number; limit: number }): Promise<StoredChunk[]> {
+  const rows = await ex
+    .select({ offset: logChunks.offset, data: logChunks.data, at: logChunks.at })
+    .from(logChunks)
+    .where(
+      and(
+        eq(logChunks.jobId, q.jobId),
+        eq(logChunks.attempt, q.attempt),
+        eq(logChunks.stream, q.stream),
+        // The index narrows to one chunk's length before the offset; the length test keeps the one that holds it.
+        gte(logChunks.offset, q.from - MAX_LOG_CHUNK),
+        gt(sql`${logChunks.offset} + octet_length(${logChunks.data})`, q.from),
+      ),
+    )
+    .orderBy(asc(logChunks.offset))
+    .limit(q.limit);
+  return rows.map((r) => ({ stream: q.stream, offset: Number(r.offset), data: Buffer.from(r.data), at: r.at }));
+}
+
+/**
+ * The last `bytes` of each shipped stream (stdout, then stderr), for failure hints; null when
+ * nothing of the attempt was shipped.
+ */
+export async function readLogTail(ex: Executor, jobId: string, attempt: number, bytes = 8192): Promise<string | null> {
+  const refs = await listLogRefs(ex, jobId, attempt);
+  if (!refs.some((r) => r.sizeBytes > 0)) return null;
+  const parts: string[] = [];
+  for (const stream of LOG_STREAMS) {
+    const ref = refs.find((r) => r.stream === stream);
+    if (!ref || ref.sizeBytes === 0) continue;
+    const from = Math.max(0, ref.sizeBytes - bytes);
+    const chunks = await readLogChunks(ex, { jobId, attempt, stream, from, limit: bytes + 1 });
+    const all = Buffer.concat(chunks.map((c) => c.data));
+    const start = chunks.length ? from - chunks[0].offset : 0;
+    parts.push(all.subarray(Math.max(0, start)).toString('utf8'));
+  }
+  return parts.join('\n');
+}
+
+/** When an attempt ended (null while it runs or waits), and whether it ever started. */
+export async function attemptTimes(ex: Executor, jobId: string, attempt: number): Promise<{ startedAt: Date | null; endedAt: Date | null } | undefined> {
+  const [row] = await ex
+    .select({ startedAt: jobAttempts.startedAt, endedAt: jobAttempts.endedAt })
+    .from(jobAttempts)
+    .where(and(eq(jobAttempts.jobId, jobId), eq(jobAttempts.attempt, attempt)));
+  return row;
+}
+
+/** The job and attempt of a Run (null job for an SDK run), or undefined when no such run. */
+export async function runAttempt(ex: Executor, runId: string): Promise<{ jobId: string | null; attempt: number | null } | undefined> {
+  const [row] = await ex.select({ jobId: runs.jobId, attempt: runs.attempt }).from(runs).where(eq(runs.id, runId));
+  return row;
+}

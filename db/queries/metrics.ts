@@ -1,0 +1,152 @@
+import { sql, type SQL } from 'drizzle-orm';
+import type { Executor } from '../client.ts';
+import { rollupsOf, summaryOf, type Bucket, type KeySeries } from '../../domain/metrics.ts';
+
+/** Rows of a raw query, on either driver. */
+async function rows<T>(ex: Executor, q: SQL): Promise<T[]> {
+  return ((await ex.execute(q)) as unknown as { rows: T[] }).rows;
+}
+
+/**
+ * PostgreSQL array literals built here rather than by a driver: one string parameter per
+ * array whatever its length, and the same on `pg` and PGlite. `String(NaN)` is "NaN" and
+ * `String(-Infinity)` is "-Infinity", which is what float8 reads.
+ */
+const numArray = (a: readonly number[]) => `{${a.join(',')}}`;
+const nullableNumArray = (a: readonly (number | null)[]) => `{${a.map((v) => (v === null ? 'NULL' : String(v))).join(',')}}`;
+const textArray = (a: readonly string[]) => `{${a.map((s) => `"${s.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
+
+/** Claims a batch's Idempotency-Key for a run; false when that batch was stored before. */
+export async function claimBatch(ex: Executor, runId: string, batchId: string, points: number): Promise<boolean> {
+  const r = await rows<{ batch_id: string }>(
+    ex,
+    sql`insert into metric_batches (run_id, batch_id, points) values (${runId}, ${batchId}, ${points}) on conflict do nothing returning batch_id`,
+  );
+  return r.length > 0;
+}
+
+/** Stores one batch: a raw chunk per key, the rollup buckets and the summaries it changes. */
+export async function writeSeries(ex: Executor, runId: string, series: readonly KeySeries[]): Promise<void> {
+  const chunkRows = series.map((s) => {
+    let lo = s.steps[0];
+    let hi = s.steps[0];
+    for (const st of s.steps) {
+      if (st < lo) lo = st;
+      if (st > hi) hi = st;
+    }
+    return sql`(${runId}, ${s.key}, ${lo}, ${hi}, ${numArray(s.steps)}::int8[], ${numArray(s.values)}::float8[], ${numArray(s.times)}::int8[])`;
+  });
+  await ex.execute(sql`insert into metric_chunks (run_id, key, step_min, step_max, steps, values, times) values ${sql.join(chunkRows, sql`, `)}`);
+
+  // Sorted, so two batches of one run take the bucket rows' locks in the same order.
+  const r = series.flatMap(rollupsOf).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.width - b.width || a.bucket - b.bucket));
+  await ex.execute(sql`
+    insert into metric_rollups (run_id, key, width, bucket, count, nan_count, min, max, sum)
+    select ${runId}, * from unnest(${textArray(r.map((x) => x.key))}::text[], ${numArray(r.map((x) => x.width))}::int[],
+      ${numArray(r.map((x) => x.bucket))}::int8[], ${numArray(r.map((x) => x.count))}::int[], ${numArray(r.map((x) => x.nanCount))}::int[],
+      ${nullableNumArray(r.map((x) => x.min))}::float8[], ${nullableNumArray(r.map((x) => x.max))}::float8[], ${numArray(r.map((x) => x.sum))}::float8[])
+    on conflict (run_id, key, width, bucket) do update set
+      count = metric_rollups.count + excluded.count,
+      nan_count = metric_rollups.nan_count + excluded.nan_count,
+      min = least(metric_rollups.min, excluded.min),
+      max = greatest(metric_rollups.max, excluded.max),
+      sum = metric_rollups.sum + excluded.sum`);
+
+  const d = series.map(summaryOf).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  // least/greatest skip NULLs; a min/max step moves only with a strictly better value.
+  await ex.execute(sql`
+    insert into metric_summaries (run_id, key, count, nan_count, first_step, last_step, last, min, min_step, max, max_step)
+    select ${runId}, * from unnest(${textArray(d.map((x) => x.key))}::text[], ${numArray(d.map((x) => x.count))}::int8[],
+      ${numArray(d.map((x) => x.nanCount))}::int8[], ${numArray(d.map((x) => x.firstStep))}::int8[], ${numArray(d.map((x) => x.lastStep))}::int8[],
+      ${numArray(d.map((x) => x.last))}::float8[], ${nullableNumArray(d.map((x) => x.min))}::float8[], ${nullableNumArray(d.map((x) => x.minStep))}::int8[],
+      ${nullableNumArray(d.map((x) => x.max))}::float8[], ${nullableNumArray(d.map((x) => x.maxStep))}::int8[])
+    on conflict (run_id, key) do update set
+      count = metric_summaries.count + excluded.count,
+      nan_count = metric_summaries.nan_count + excluded.nan_count,
+      first_step = least(metric_summaries.first_step, excluded.first_step),
+      last = case when excluded.last_step >= metric_summaries.last_step then excluded.last else metric_summaries.last end,
+      last_step = greatest(metric_summaries.last_step, excluded.last_step),
+      min_step = case when metric_summaries.min is null or excluded.min < metric_summaries.min then excluded.min_step else metric_summaries.min_step end,
+      min = least(metric_summaries.min, excluded.min),
+      max_step = case when metric_summaries.max is null or excluded.max > metric_summaries.max then excluded.max_step else metric_summaries.max_step end,
+      max = greatest(metric_summaries.max, excluded.max)`);
+}
+
+export interface SummaryRow {
+  key: string;
+  count: number;
+  nanCount: number;
+  firstStep: number;
+  lastStep: number;
+  last: number;
+  min: number | null;
+  minStep: number | null;
+  max: number | null;
+  maxStep: number | null;
+}
+
+/** Numbers come back as strings from int8 and as "NaN" text from some drivers: read them as numbers. */
+const num = (v: unknown): number => (typeof v === 'number' ? v : Number(v));
+const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : num(v));
+
+export async function summaries(ex: Executor, runId: string, keys?: readonly string[]): Promise<SummaryRow[]> {
+  const filter = keys && keys.length > 0 ? sql` and key = any(${textArray(keys)}::text[])` : sql``;
+  const r = await rows<Record<string, unknown>>(
+    ex,
+    sql`select key, count, nan_count, first_step, last_step, last, min, min_step, max, max_step from metric_summaries where run_id = ${runId}${filter} order by key`,
+  );
+  return r.map((x) => ({
+    key: x.key as string,
+    count: num(x.count),
+    nanCount: num(x.nan_count),
+    firstStep: num(x.first_step),
+    lastStep: num(x.last_step),
+    last: num(x.last),
+    min: numOrNull(x.min),
+    minStep: numOrNull(x.min_step),
+    max: numOrNull(x.max),
+    maxStep: numOrNull(x.max_step),
+  }));
+}
+
+/** A float8[] or int8[] as the driver hands it back: an array (maybe of strings), or PostgreSQL's text form. */
+function numbersOf(v: unknown): number[] {
+  if (Array.isArray(v)) return v.map(num);
+  const s = String(v);
+  return s.length <= 2 ? [] : s.slice(1, -1).split(',').map(Number);
+}
+
+/** The raw points of one key with steps in [lo, hi], in step order (a step logged twice keeps both). */
+export async function rawPoints(ex: Executor, runId: string, key: string, lo: number, hi: number): Promise<{ steps: number[]; values: number[]; times: number[] }> {
+  const r = await rows<{ steps: unknown; values: unknown; times: unknown }>(
+    ex,
+    sql`select steps::text as steps, values::text as values, times::text as times from metric_chunks
+        where run_id = ${runId} and key = ${key} and step_min <= ${hi} and step_max >= ${lo} order by step_min, id`,
+  );
+  const pts: { step: number; value: number; time: number; seq: number }[] = [];
+  let seq = 0;
+  for (const c of r) {
+    const steps = numbersOf(c.steps);
+    const values = numbersOf(c.values);
+    const times = numbersOf(c.times);
+    for (let i = 0; i < steps.length; i++) {
+      if (steps[i] >= lo && steps[i] <= hi) pts.push({ step: steps[i], value: values[i], time: times[i], seq: seq++ });
+    }
+  }
+  pts.sort((a, b) => a.step - b.step || a.seq - b.seq);
+  return { steps: pts.map((p) => p.step), values: pts.map((p) => p.value), times: pts.map((p) => p.time) };
+}
+
+/** Stored rollup buckets of one key at `width`, covering steps [lo, hi]. */
+export async function rollupBuckets(ex: Executor, runId: string, key: string, width: number, lo: number, hi: number): Promise<Bucket[]> {
+  const r = await rows<Record<string, unknown>>(
+    ex,
+    sql`select bucket, count, nan_count, min::text as min, max::text as max, sum::text as sum from metric_rollups
+        where run_id = ${runId} and key = ${key} and width = ${width} and bucket between ${Math.floor(lo / width)} and ${Math.floor(hi / width)}
+        order by bucket`,
+  );
+  return r.map((x) => {
+    const b = num(x.bucket);
+    return { step: b * width, stepEnd: b * width + width - 1, count: num(x.count), nanCount: num(x.nan_count), min: numOrNull(x.min), max: numOrNull(x.max), sum: num(x.sum) };
+  });
+}

@@ -1,0 +1,138 @@
+import { and, desc, eq, inArray, lt, or, sql, type SQL } from 'drizzle-orm';
+import type { Executor } from '../client.ts';
+import { events, experiments, projects, runs, type Run, type RunEvent } from '../schema.ts';
+import type { RunStatus } from '../../domain/run-status.ts';
+
+export interface RunWithNames extends Run {
+  projectName: string | null;
+  experimentName: string | null;
+}
+
+const withNames = {
+  run: runs,
+  projectName: projects.name,
+  experimentName: experiments.name,
+};
+
+function flatten(r: { run: Run; projectName: string | null; experimentName: string | null }): RunWithNames {
+  return { ...r.run, projectName: r.projectName, experimentName: r.experimentName };
+}
+
+export async function getRun(ex: Executor, id: string): Promise<RunWithNames | undefined> {
+  const [r] = await ex
+    .select(withNames)
+    .from(runs)
+    .leftJoin(projects, eq(projects.id, runs.projectId))
+    .leftJoin(experiments, eq(experiments.id, runs.experimentId))
+    .where(eq(runs.id, id));
+  return r ? flatten(r) : undefined;
+}
+
+export async function getRunByExternalKey(ex: Executor, key: string): Promise<Run | undefined> {
+  const [r] = await ex.select().from(runs).where(eq(runs.externalKey, key));
+  return r;
+}
+
+export async function insertRun(ex: Executor, values: typeof runs.$inferInsert): Promise<Run | undefined> {
+  const [r] = await ex.insert(runs).values(values).onConflictDoNothing({ target: runs.externalKey }).returning();
+  return r;
+}
+
+export async function listRuns(
+  ex: Executor,
+  q: { projectId?: string; experimentId?: string; status?: RunStatus; jobId?: string; limit: number },
+): Promise<RunWithNames[]> {
+  const conds: SQL[] = [];
+  if (q.projectId) conds.push(eq(runs.projectId, q.projectId));
+  if (q.experimentId) conds.push(eq(runs.experimentId, q.experimentId));
+  if (q.status) conds.push(eq(runs.status, q.status));
+  if (q.jobId) conds.push(eq(runs.jobId, q.jobId));
+  const r = await ex
+    .select(withNames)
+    .from(runs)
+    .leftJoin(projects, eq(projects.id, runs.projectId))
+    .leftJoin(experiments, eq(experiments.id, runs.experimentId))
+    .where(conds.length ? and(...conds) : undefined)
+    .orderBy(desc(runs.createdAt), desc(runs.id))
+    .limit(q.limit);
+  return r.map(flatten);
+}
+
+/** Merges params and tags into a run, and renames it. */
+export async function patchRun(ex: Executor, id: string, p: { params?: Record<string, unknown>; tags?: Record<string, string>; name?: string }): Promise<boolean> {
+  const set: Record<string, unknown> = {};
+  if (p.params) set.params = sql`${runs.params} || ${JSON.stringify(p.params)}::jsonb`;
+  if (p.tags) set.tags = sql`${runs.tags} || ${JSON.stringify(p.tags)}::jsonb`;
+  if (p.name !== undefined) set.name = p.name;
+  if (Object.keys(set).length === 0) return (await ex.select({ id: runs.id }).from(runs).where(eq(runs.id, id))).length > 0;
+  const r = await ex.update(runs).set(set).where(eq(runs.id, id)).returning({ id: runs.id });
+  return r.length > 0;
+}
+
+/**
+ * A sign of life from a run's writer. An SDK run marked crashed that reports again was only
+ * cut off: it is running again, and says so in its events. Returns the run's status, or
+ * undefined when there is no such run. The row lock also orders the batches of one run.
+ */
+export async function touchRun(ex: Executor, id: string): Promise<RunStatus | undefined> {
+  const [r] = await ex
+    .update(runs)
+    .set({ heartbeatAt: new Date(), status: sql`case when ${runs.status} = 'crashed' and ${runs.jobId} is null and ${runs.source} = 'sdk' then 'running' else ${runs.status} end`, endedAt: sql`case when ${runs.status} = 'crashed' and ${runs.jobId} is null and ${runs.source} = 'sdk' then null else ${runs.endedAt} end` })
+    .where(eq(runs.id, id))
+    .returning({ status: runs.status });
+  return r?.status;
+}
+
+/** Ends a running run; false when it had already ended (its status is not changed). */
+export async function endRun(ex: Executor, id: string, status: Exclude<RunStatus, 'running'>, reason: string): Promise<boolean> {
+  const now = new Date();
+  const r = await ex
+    .update(runs)
+    .set({ status, endedAt: now })
+    .where(and(eq(runs.id, id), eq(runs.status, 'running')))
+    .returning({ id: runs.id, jobId: runs.jobId, attempt: runs.attempt });
+  if (r.length === 0) return false;
+  await addEvent(ex, { runId: id, jobId: r[0].jobId, attempt: r[0].attempt, kind: 'run.status', level: status === 'finished' ? 'info' : 'warning', message: `run ${status}: ${reason}`, data: { status } });
+  return true;
+}
+
+/**
+ * Marks crashed every SDK run with no job whose writer has been silent since `before`: a
+ * process that died without finish() must not leave its run running forever. (A job's run
+ * follows its job's attempt instead.)
+ */
+export async function crashSilentRuns(ex: Executor, before: Date): Promise<string[]> {
+  const r = await ex
+    .update(runs)
+    .set({ status: 'crashed', endedAt: new Date() })
+    .where(and(eq(runs.status, 'running'), sql`${runs.jobId} is null`, eq(runs.source, 'sdk'), lt(runs.heartbeatAt, before)))
+    .returning({ id: runs.id, heartbeatAt: runs.heartbeatAt });
+  for (const x of r) {
+    await addEvent(ex, { runId: x.id, kind: 'run.status', level: 'error', message: `run crashed: no sign of life from its process since ${x.heartbeatAt.toISOString()}`, data: { status: 'crashed' } });
+  }
+  return r.map((x) => x.id);
+}
+
+export async function addEvent(
+  ex: Executor,
+  e: { runId?: string | null; jobId?: string | null; attempt?: number | null; kind: string; level?: 'info' | 'warning' | 'error'; message: string; data?: Record<string, unknown> | null },
+): Promise<RunEvent> {
+  const [row] = await ex
+    .insert(events)
+    .values({ runId: e.runId ?? null, jobId: e.jobId ?? null, attempt: e.attempt ?? null, kind: e.kind, level: e.level ?? 'info', message: e.message, data: e.data ?? null })
+    .returning();
+  return row;
+}
+
+/** A run's events: its own, and those of the job attempt it observes. */
+export async function runEvents(ex: Executor, run: Run, limit: number): Promise<RunEvent[]> {
+  const own = eq(events.runId, run.id);
+  const where = run.jobId && run.attempt !== null ? or(own, and(eq(events.jobId, run.jobId), eq(events.attempt, run.attempt))) : own;
+  return ex.select().from(events).where(where).orderBy(events.id).limit(limit);
+}
+
+export async function jobEvents(ex: Executor, jobId: string, limit: number): Promise<RunEvent[]> {
+  const runIds = (await ex.select({ id: runs.id }).from(runs).where(eq(runs.jobId, jobId))).map((r) => r.id);
+  const where = runIds.length ? or(eq(events.jobId, jobId), inArray(events.runId, runIds)) : eq(events.jobId, jobId);
+  return ex.select().from(events).where(where).orderBy(events.id).limit(limit);
+}
