@@ -18,6 +18,8 @@ export interface GpuplaneConfig {
   /** How long an ended job's workflow waits for retry_job (GPUPLANE_RETRY_RETENTION_S, 7 days). */
   retryRetentionMs: number;
   killGraceMs: number;
+  /** An SDK run silent this long is marked crashed (GPUPLANE_RUN_STALE_S, 120 s). */
+  runStaleMs: number;
   backfillHoldMs: number;
 }
 
@@ -45,6 +47,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     lostAfterMs: overrides.lostAfterMs ?? intFromEnv('GPUPLANE_LOST_AFTER_S', DEFAULT_LOST_AFTER_S) * 1000,
     retryRetentionMs: overrides.retryRetentionMs ?? intFromEnv('GPUPLANE_RETRY_RETENTION_S', 7 * 24 * 3600) * 1000,
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,
+    runStaleMs: overrides.runStaleMs ?? intFromEnv('GPUPLANE_RUN_STALE_S', 120) * 1000,
     backfillHoldMs: overrides.backfillHoldMs ?? intFromEnv('GPUPLANE_BACKFILL_HOLD_S', 300) * 1000,
   };
 }

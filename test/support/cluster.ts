@@ -95,6 +95,8 @@ export interface ClusterOptions {
   lostAfterS?: number;
   /** How long an ended job's workflow waits for retry_job (GPUPLANE_RETRY_RETENTION_S). */
   retryRetentionS?: number;
+  /** An SDK run silent this long is marked crashed (GPUPLANE_RUN_STALE_S). */
+  runStaleS?: number;
   backfillHoldS?: number;
   /** A dev server of its own (restartable); `exposeTo` forwards it to a test host's side of the veth. */
   ownTemporal?: { exposeTo?: TestHost };
@@ -166,6 +168,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     GPUPLANE_LOST_AFTER_S: String(o.lostAfterS ?? 12),
     ...(o.retryRetentionS !== undefined ? { GPUPLANE_RETRY_RETENTION_S: String(o.retryRetentionS) } : {}),
     GPUPLANE_KILL_GRACE_S: '2',
+    ...(o.runStaleS !== undefined ? { GPUPLANE_RUN_STALE_S: String(o.runStaleS) } : {}),
     GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
   };
   const control = new ManagedProcess('control worker', ['control-worker'], env, 'control worker polling');

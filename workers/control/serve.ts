@@ -15,6 +15,7 @@ export function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: 
     connection,
     namespace: c.temporalNamespace,
     backfillHoldMs: c.backfillHoldMs,
+    runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,
   });

@@ -3,6 +3,7 @@ import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createControlActivities } from '../../activities/control.ts';
 import { reconcileCreatedJobs, wakeScheduler } from '../../activities/scheduler-ops.ts';
+import { crashSilentRuns } from '../../db/queries/runs.ts';
 import type { Db } from '../../db/client.ts';
 import type { JobTimeouts } from '../../temporal/client-ops.ts';
 import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
@@ -19,6 +20,8 @@ export interface ControlWorkerOptions {
   timeouts: JobTimeouts;
   /** How often the reconciler looks for job workflows closed in Temporal and restarts the scheduler. */
   reconcileEveryMs?: number;
+  /** An SDK run silent this long is marked crashed. */
+  runStaleMs?: number;
   /** A pre-built workflow bundle (see bundleWorkflowCode); built from workflows/ when absent. */
   workflowBundlePath?: string;
 }
@@ -76,10 +79,17 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
       });
   }, o.reconcileEveryMs ?? 5000);
   timer.unref();
+  // Needs only the database: runs of processes that died without finish() end crashed even while Temporal is away.
+  const staleMs = o.runStaleMs ?? 120_000;
+  const crashSweep = setInterval(() => {
+    o.db.transaction((tx) => crashSilentRuns(tx, new Date(Date.now() - staleMs))).catch(() => undefined);
+  }, Math.min(Math.max(staleMs / 4, 500), 10_000));
+  crashSweep.unref();
   return {
     run,
     async shutdown() {
       clearInterval(timer);
+      clearInterval(crashSweep);
       worker.shutdown();
       await run;
     },
