@@ -241,8 +241,11 @@ export const evaluations = pgTable('evaluations', {
 export type Evaluation = InferSelectModel<typeof evaluations>;
 
 /**
- * Raw metric points, one row per key per batch: steps, values and times as parallel arrays.
- * NaN and ±Infinity are stored as such. Charts read the rollups; raw points serve narrow ranges.
+ * Raw metric points, one row per key per batch: steps, values and times (epoch ms) as
+ * little-endian float64 arrays in bytea, so PostgreSQL stores them without parsing a number
+ * and NaN and ±Infinity stay what they were. Steps that go up by a fixed stride (the usual
+ * case) are stored as that stride alone, and times that are all the same as one time.
+ * Charts read the rollups; raw points serve narrow ranges.
  */
 export const metricChunks = pgTable(
   'metric_chunks',
@@ -252,10 +255,12 @@ export const metricChunks = pgTable(
     key: text('key').notNull(),
     stepMin: bigint('step_min', { mode: 'number' }).notNull(),
     stepMax: bigint('step_max', { mode: 'number' }).notNull(),
-    steps: bigint('steps', { mode: 'number' }).array().notNull(),
-    values: doublePrecision('values').array().notNull(),
-    /** Epoch milliseconds per point. */
-    times: bigint('times', { mode: 'number' }).array().notNull(),
+    count: integer('count').notNull(),
+    /** When set, the steps are step_min + i × stride and `steps` is empty. */
+    stride: bigint('stride', { mode: 'number' }),
+    steps: bytea('steps').notNull(),
+    values: bytea('values').notNull(),
+    times: bytea('times').notNull(),
   },
   (t) => [index('metric_chunks_run_key_step').on(t.runId, t.key, t.stepMin)],
 );
@@ -274,7 +279,7 @@ export const metricBatches = pgTable(
 );
 
 /**
- * Min/max/sum/count per bucket of `width` steps (widths 16, 64, … 4^10), kept as points
+ * Min/max/sum/count per bucket of `width` steps (widths 64, 256, … 4^10), kept as points
  * arrive, so a chart of N buckets over any range reads at most N rows. min/max skip NaN
  * (null when a bucket holds only NaN); nan_count says how many there were.
  */

@@ -7,8 +7,11 @@
 export const METRIC_KEY_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.\-/ :]{0,249}$/;
 export const METRIC_KEY_RULE = '1-250 characters of letters, digits, _ . - / : and space, starting with a letter, digit or _';
 export const MAX_BATCH_POINTS = 10_000;
-/** Rollup bucket widths in steps: 16, 64, … 4^10. A query of N buckets reads the smallest width that fits. */
-export const ROLLUP_WIDTHS = [16, 64, 256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576] as const;
+/**
+ * Rollup bucket widths in steps: 64, 256, … 4^10. A query of N buckets reads the smallest width
+ * that fits; a range too narrow for 64-step buckets is bucketed from raw points (at most 64 N).
+ */
+export const ROLLUP_WIDTHS = [64, 256, 1024, 4096, 16_384, 65_536, 262_144, 1_048_576] as const;
 
 /** JSON has no NaN: these strings stand for the non-finite values, in requests and responses. */
 const NON_FINITE: Record<string, number> = { NaN: Number.NaN, Infinity: Number.POSITIVE_INFINITY, '-Infinity': Number.NEGATIVE_INFINITY };
@@ -91,26 +94,43 @@ export function parseBatch(points: readonly WirePoint[], now: number): KeySeries
   return [...byKey.values()];
 }
 
-/** The rollup buckets one key's points add to, at every width. */
+/** The rollup buckets one key's points add to, at every width: the finest from the points, each wider one from the one below. */
 export function rollupsOf(s: KeySeries): RollupRow[] {
-  const out: RollupRow[] = [];
-  for (const width of ROLLUP_WIDTHS) {
-    const buckets = new Map<number, RollupRow>();
-    for (let i = 0; i < s.steps.length; i++) {
-      const bucket = Math.floor(s.steps[i] / width);
-      let r = buckets.get(bucket);
-      if (!r) buckets.set(bucket, (r = { key: s.key, width, bucket, count: 0, nanCount: 0, min: null, max: null, sum: 0 }));
-      const v = s.values[i];
-      r.count++;
-      if (Number.isNaN(v)) {
-        r.nanCount++;
+  const finest = ROLLUP_WIDTHS[0];
+  const first = new Map<number, RollupRow>();
+  for (let i = 0; i < s.steps.length; i++) {
+    const bucket = Math.floor(s.steps[i] / finest);
+    let r = first.get(bucket);
+    if (!r) first.set(bucket, (r = { key: s.key, width: finest, bucket, count: 0, nanCount: 0, min: null, max: null, sum: 0 }));
+    const v = s.values[i];
+    r.count++;
+    if (Number.isNaN(v)) {
+      r.nanCount++;
+      continue;
+    }
+    r.sum += v;
+    if (r.min === null || v < r.min) r.min = v;
+    if (r.max === null || v > r.max) r.max = v;
+  }
+  const out = [...first.values()];
+  let level = out;
+  for (const width of ROLLUP_WIDTHS.slice(1)) {
+    const next = new Map<number, RollupRow>();
+    for (const b of level) {
+      const bucket = Math.floor((b.bucket * b.width) / width);
+      const r = next.get(bucket);
+      if (!r) {
+        next.set(bucket, { ...b, width, bucket });
         continue;
       }
-      r.sum += v;
-      if (r.min === null || v < r.min) r.min = v;
-      if (r.max === null || v > r.max) r.max = v;
+      r.count += b.count;
+      r.nanCount += b.nanCount;
+      r.sum += b.sum;
+      if (b.min !== null && (r.min === null || b.min < r.min)) r.min = b.min;
+      if (b.max !== null && (r.max === null || b.max > r.max)) r.max = b.max;
     }
-    for (const r of buckets.values()) out.push(r);
+    level = [...next.values()];
+    out.push(...level);
   }
   return out;
 }

@@ -37,7 +37,7 @@ export const IngestGap = Type.Object({
 export const ReadLogsQuery = Type.Object(
   {
     attempt: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,8}$', description: "default: the job's current attempt" })),
-    stream: Type.Optional(Type.Union([StreamName, Type.Literal('all')], { description: 'default all: both streams, interleaved line by line in arrival order' })),
+    stream: Type.Optional(Type.Union([Type.Literal('stdout'), Type.Literal('stderr'), Type.Literal('all')], { description: 'default all: both streams, interleaved line by line in arrival order' })),
     offset: Type.Optional(UInt('start at this byte of the stream (one stream only)')),
     follow: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'keep the response open and send bytes as they arrive, until the attempt ended and its streams are complete' })),
   },

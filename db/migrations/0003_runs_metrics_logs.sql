@@ -14,9 +14,11 @@ CREATE TABLE "metric_chunks" (
 	"key" text NOT NULL,
 	"step_min" bigint NOT NULL,
 	"step_max" bigint NOT NULL,
-	"steps" bigint[] NOT NULL,
-	"values" double precision[] NOT NULL,
-	"times" bigint[] NOT NULL
+	"count" integer NOT NULL,
+	"stride" bigint,
+	"steps" "bytea" NOT NULL,
+	"values" "bytea" NOT NULL,
+	"times" "bytea" NOT NULL
 );
 --> statement-breakpoint
 CREATE TABLE "metric_rollups" (

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { rollupsOf, summaryOf, type Bucket, type KeySeries } from '../../domain/metrics.ts';
@@ -12,9 +13,22 @@ async function rows<T>(ex: Executor, q: SQL): Promise<T[]> {
  * array whatever its length, and the same on `pg` and PGlite. `String(NaN)` is "NaN" and
  * `String(-Infinity)` is "-Infinity", which is what float8 reads.
  */
+const f64 = (a: readonly number[]) => Buffer.from(Float64Array.from(a).buffer);
+if (os.endianness() !== 'LE') throw new Error('metric chunks are stored little-endian; this platform is not');
 const numArray = (a: readonly number[]) => `{${a.join(',')}}`;
 const nullableNumArray = (a: readonly (number | null)[]) => `{${a.map((v) => (v === null ? 'NULL' : String(v))).join(',')}}`;
 const textArray = (a: readonly string[]) => `{${a.map((s) => `"${s.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
+
+const EMPTY = Buffer.alloc(0);
+
+/** The fixed stride of steps that go strictly up by one (a lone step has stride 1), or null. */
+function strideOf(steps: readonly number[]): number | null {
+  if (steps.length === 1) return 1;
+  const d = steps[1] - steps[0];
+  if (d <= 0) return null;
+  for (let i = 2; i < steps.length; i++) if (steps[i] - steps[i - 1] !== d) return null;
+  return d;
+}
 
 /** Claims a batch's Idempotency-Key for a run; false when that batch was stored before. */
 export async function claimBatch(ex: Executor, runId: string, batchId: string, points: number): Promise<boolean> {
@@ -34,9 +48,11 @@ export async function writeSeries(ex: Executor, runId: string, series: readonly 
       if (st < lo) lo = st;
       if (st > hi) hi = st;
     }
-    return sql`(${runId}, ${s.key}, ${lo}, ${hi}, ${numArray(s.steps)}::int8[], ${numArray(s.values)}::float8[], ${numArray(s.times)}::int8[])`;
+    const stride = strideOf(s.steps);
+    const times = s.times.every((t) => t === s.times[0]) ? [s.times[0]] : s.times;
+    return sql`(${runId}, ${s.key}, ${lo}, ${hi}, ${s.steps.length}, ${stride}, ${stride === null ? f64(s.steps) : EMPTY}, ${f64(s.values)}, ${f64(times)})`;
   });
-  await ex.execute(sql`insert into metric_chunks (run_id, key, step_min, step_max, steps, values, times) values ${sql.join(chunkRows, sql`, `)}`);
+  await ex.execute(sql`insert into metric_chunks (run_id, key, step_min, step_max, count, stride, steps, values, times) values ${sql.join(chunkRows, sql`, `)}`);
 
   // Sorted, so two batches of one run take the bucket rows' locks in the same order.
   const r = series.flatMap(rollupsOf).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.width - b.width || a.bucket - b.bucket));
@@ -109,28 +125,30 @@ export async function summaries(ex: Executor, runId: string, keys?: readonly str
   }));
 }
 
-/** A float8[] or int8[] as the driver hands it back: an array (maybe of strings), or PostgreSQL's text form. */
-function numbersOf(v: unknown): number[] {
-  if (Array.isArray(v)) return v.map(num);
-  const s = String(v);
-  return s.length <= 2 ? [] : s.slice(1, -1).split(',').map(Number);
+/** A stored float64 array: a Buffer from `pg`, a Uint8Array from PGlite; copied, as neither is 8-byte aligned for sure. */
+function numbersOf(v: unknown): Float64Array {
+  const bytes = v as Uint8Array;
+  return new Float64Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
 }
 
 /** The raw points of one key with steps in [lo, hi], in step order (a step logged twice keeps both). */
 export async function rawPoints(ex: Executor, runId: string, key: string, lo: number, hi: number): Promise<{ steps: number[]; values: number[]; times: number[] }> {
-  const r = await rows<{ steps: unknown; values: unknown; times: unknown }>(
+  const r = await rows<{ step_min: unknown; count: number; stride: unknown; steps: unknown; values: unknown; times: unknown }>(
     ex,
-    sql`select steps::text as steps, values::text as values, times::text as times from metric_chunks
+    sql`select step_min, count, stride, steps, values, times from metric_chunks
         where run_id = ${runId} and key = ${key} and step_min <= ${hi} and step_max >= ${lo} order by step_min, id`,
   );
   const pts: { step: number; value: number; time: number; seq: number }[] = [];
   let seq = 0;
   for (const c of r) {
-    const steps = numbersOf(c.steps);
     const values = numbersOf(c.values);
     const times = numbersOf(c.times);
-    for (let i = 0; i < steps.length; i++) {
-      if (steps[i] >= lo && steps[i] <= hi) pts.push({ step: steps[i], value: values[i], time: times[i], seq: seq++ });
+    const stride = numOrNull(c.stride);
+    const first = num(c.step_min);
+    const steps = stride === null ? numbersOf(c.steps) : null;
+    for (let i = 0; i < values.length; i++) {
+      const step = steps ? steps[i] : first + i * stride!;
+      if (step >= lo && step <= hi) pts.push({ step, value: values[i], time: times.length === 1 ? times[0] : times[i], seq: seq++ });
     }
   }
   pts.sort((a, b) => a.step - b.step || a.seq - b.seq);
