@@ -9,4 +9,4 @@ export function clientOf(cmd: Command): GpuplaneClient {
 }
 
 /** Writes one line to stdout. */
-export const out = (s: string) => process.stdout.write(`${s}\n`);
+export const out = (s: string): void => void process.stdout.write(`${s}\n`);
