@@ -1,0 +1,133 @@
+/** The calls `gpuctl import-run` makes: runs, metric batches and events (docs: /tmp contract). */
+
+import { ApiError, GpuplaneClient } from './client.ts';
+
+export type WireValue = number | 'NaN' | 'Infinity' | '-Infinity';
+
+export interface CreateRunRequest {
+  project: string;
+  experiment?: string;
+  name?: string;
+  params?: Record<string, unknown>;
+  tags?: Record<string, string>;
+  system_tags?: Record<string, string>;
+  source?: 'sdk' | 'import';
+  external_key?: string;
+  status?: 'running' | 'finished' | 'failed' | 'crashed' | 'cancelled';
+  started_at?: string;
+  ended_at?: string;
+}
+
+export interface RunJson {
+  id: string;
+  project: string | null;
+  experiment: string | null;
+  source: string;
+  name: string | null;
+  status: string;
+  params: Record<string, unknown>;
+  tags: Record<string, string>;
+  system_tags: Record<string, string>;
+  external_key: string | null;
+  started_at: string;
+  ended_at: string | null;
+  [k: string]: unknown;
+}
+
+export interface MetricsWritten {
+  stored: number;
+  points?: number;
+  replayed: boolean;
+}
+
+export interface SeriesJson {
+  key: string;
+  width: number;
+  points?: { step: number; value: WireValue; ts: number }[];
+  buckets?: unknown[];
+}
+
+export interface EventJson {
+  id: number;
+  kind: string;
+  level: string;
+  message: string;
+  data: Record<string, unknown> | null;
+  at: string;
+}
+
+/** JSON has no NaN: the API's strings for the non-finite values. */
+export function encodeValue(v: number): WireValue {
+  if (Number.isNaN(v)) return 'NaN';
+  if (v === Infinity) return 'Infinity';
+  if (v === -Infinity) return '-Infinity';
+  return v;
+}
+export function decodeValue(v: WireValue): number {
+  return v === 'NaN' ? NaN : v === 'Infinity' ? Infinity : v === '-Infinity' ? -Infinity : v;
+}
+
+const RETRY_DELAYS_MS = [250, 1000, 3000, 6000];
+
+/**
+ * The client an import uses. Every write it retries is idempotent (a run by its external_key, a
+ * batch by its Idempotency-Key), so a retry after a lost answer never stores anything twice.
+ */
+export class ImportClient extends GpuplaneClient {
+  private async retrying<T>(call: () => Promise<T>): Promise<T> {
+    for (let i = 0; ; i++) {
+      try {
+        return await call();
+      } catch (err) {
+        const retriable = err instanceof ApiError && (err.status === 0 || err.status === 503);
+        if (!retriable || i >= RETRY_DELAYS_MS.length) throw err;
+        await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[i]));
+      }
+    }
+  }
+
+  /** Creates a run, or finds the one an earlier import made from the same external_key. */
+  async createRun(req: CreateRunRequest): Promise<{ run: RunJson; created: boolean }> {
+    return this.retrying(async () => {
+      let res: Response;
+      let text: string;
+      try {
+        res = await fetch(`${this.baseUrl.replace(/\/$/, '')}/api/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(req) });
+        text = await res.text();
+      } catch (err) {
+        throw new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
+      }
+      const data = text ? (JSON.parse(text) as unknown) : undefined;
+      if (!res.ok) {
+        const e = (data ?? {}) as { error?: string; message?: string };
+        throw new ApiError(res.status, e.error ?? 'error', e.message ?? `HTTP ${res.status}`);
+      }
+      return { run: data as RunJson, created: res.status === 201 && res.headers.get('idempotent-replayed') !== 'true' };
+    });
+  }
+
+  postMetrics(runId: string, points: { key: string; step: number; value: number; ts?: number }[], idempotencyKey: string): Promise<MetricsWritten> {
+    const body = { points: points.map((p) => ({ key: p.key, step: p.step, value: encodeValue(p.value), ...(p.ts === undefined ? {} : { ts: p.ts }) })) };
+    return this.retrying(() => this.request<MetricsWritten>('POST', `/runs/${encodeURIComponent(runId)}/metrics`, body, { 'idempotency-key': idempotencyKey }));
+  }
+
+  run(id: string): Promise<RunJson & { metrics: Record<string, { count: number }> }> {
+    return this.request('GET', `/runs/${encodeURIComponent(id)}`);
+  }
+
+  async metrics(runId: string, q: { keys?: string[]; points?: number } = {}): Promise<{ run_id: string; series: SeriesJson[] }> {
+    const params = new URLSearchParams();
+    if (q.keys) params.set('keys', q.keys.join(','));
+    if (q.points) params.set('points', String(q.points));
+    return this.request('GET', `/runs/${encodeURIComponent(runId)}/metrics${params.size ? `?${params}` : ''}`);
+  }
+
+  async events(runId: string): Promise<EventJson[]> {
+    return (await this.request<{ events: EventJson[] }>('GET', `/runs/${encodeURIComponent(runId)}/events?limit=10000`)).events;
+  }
+
+  /** Not idempotent on the server: the importer skips events the run already has. */
+  postEvent(runId: string, ev: { kind: string; message: string; level?: string; data?: Record<string, unknown> }): Promise<EventJson> {
+    return this.request('POST', `/runs/${encodeURIComponent(runId)}/events`, ev);
+  }
+}
