@@ -1,0 +1,109 @@
+"""A tiny JSON-over-HTTP client on http.client: one keep-alive connection, no retries of its own."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from typing import Any, Mapping, Optional, Tuple
+from urllib.parse import urlsplit
+
+API_PREFIX = "/api/v1"
+
+
+class Unreachable(Exception):
+    """No answer: refused, reset, timed out. The request may or may not have been processed."""
+
+
+class ApiError(Exception):
+    """The API answered with a status that is not 2xx."""
+
+    def __init__(self, status: int, body: Any, method: str, path: str):
+        self.status = status
+        self.body = body
+        msg = body.get("message") if isinstance(body, dict) else None
+        super().__init__(f"{method} {path}: HTTP {status}" + (f": {msg}" if msg else ""))
+
+    @property
+    def retryable(self) -> bool:
+        # 408/429 and 5xx (503 = a dependency of the API is down) are worth another try.
+        return self.status in (408, 429) or self.status >= 500
+
+
+def base_path(api_url: str) -> Tuple[str, str, int, str]:
+    """(scheme, host, port, path prefix ending in /api/v1) of an API address, with or without /api/v1."""
+    u = urlsplit(api_url.strip())
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ValueError(f"not an http(s) API address: {api_url!r}")
+    port = u.port or (443 if u.scheme == "https" else 80)
+    path = u.path.rstrip("/")
+    if not path.endswith(API_PREFIX):
+        path += API_PREFIX
+    return u.scheme, u.hostname, port, path
+
+
+class Transport:
+    """Not thread-safe: each thread that talks to the API has its own."""
+
+    def __init__(self, api_url: str, timeout_s: float):
+        self.api_url = api_url
+        self._scheme, self._host, self._port, self._prefix = base_path(api_url)
+        self._timeout = timeout_s
+        self._conn: Optional[http.client.HTTPConnection] = None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except OSError:
+                pass
+            self._conn = None
+
+    def _connection(self) -> http.client.HTTPConnection:
+        if self._conn is None:
+            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+            self._conn = cls(self._host, self._port, timeout=self._timeout)
+        return self._conn
+
+    def request(self, method: str, path: str, body: Optional[bytes] = None, headers: Optional[Mapping[str, str]] = None) -> Any:
+        """The parsed JSON answer (None when empty). Raises Unreachable or ApiError."""
+        h = {"Accept": "application/json"}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        if headers:
+            h.update(headers)
+        full = self._prefix + path
+        # A kept-alive connection the server has closed fails on first use: one fresh try, at once.
+        for attempt in (0, 1):
+            reused = self._conn is not None
+            conn = self._connection()
+            try:
+                conn.request(method, full, body=body, headers=h)
+                resp = conn.getresponse()
+                raw = resp.read()
+                status = resp.status
+                if resp.getheader("connection", "").lower() == "close":
+                    self.close()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as err:
+                self.close()
+                if reused and attempt == 0:
+                    continue
+                raise Unreachable(f"{method} {full}: {err!r}") from None
+            except (OSError, http.client.HTTPException, socket.timeout) as err:
+                self.close()
+                raise Unreachable(f"{method} {full}: {err!r}") from None
+        parsed: Any = None
+        if raw:
+            try:
+                parsed = json.loads(raw)
+            except ValueError:
+                parsed = raw.decode("utf-8", "replace")
+        if not 200 <= status < 300:
+            raise ApiError(status, parsed, method, full)
+        return parsed
+
+
+def dumps(obj: Any) -> bytes:
+    """Strict JSON (allow_nan=False): callers pass values through clean_json first, so a NaN here is a bug."""
+    return json.dumps(obj, allow_nan=False, separators=(",", ":")).encode("utf-8")

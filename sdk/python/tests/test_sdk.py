@@ -1,0 +1,251 @@
+"""Unit tests of the SDK against a stub API (python3 -m unittest discover -s sdk/python/tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import unittest
+import warnings
+from typing import Any, Dict
+from unittest import mock
+
+sys.dont_write_bytecode = True  # no .pyc files in the repo
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import gpuplane  # noqa: E402
+from gpuplane._encode import Encoder, value_json  # noqa: E402
+from stub_api import StubApi  # noqa: E402
+
+FAST = {
+    "GPUPLANE_SDK_FLUSH_INTERVAL_S": "0.05",
+    "GPUPLANE_SDK_MAX_BACKOFF_S": "0.1",
+    "GPUPLANE_SDK_INIT_TIMEOUT_S": "2",
+    "GPUPLANE_SDK_FLUSH_TIMEOUT_S": "10",
+    "GPUPLANE_SDK_REQUEST_TIMEOUT_S": "2",
+}
+
+
+def until(what: str, check: Any, timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = check()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+class EncoderTest(unittest.TestCase):
+    def test_values(self) -> None:
+        self.assertEqual(value_json(1.5), "1.5")
+        self.assertEqual(value_json(3), "3.0")
+        self.assertEqual(value_json(True), "1.0")
+        self.assertEqual(value_json(float("nan")), '"NaN"')
+        self.assertEqual(value_json(float("inf")), '"Infinity"')
+        self.assertEqual(value_json(float("-inf")), '"-Infinity"')
+        self.assertIsNone(value_json("abc"))
+        self.assertIsNone(value_json(None))
+        self.assertIsNone(value_json(10**400))
+
+    def test_batches_are_cut_at_the_point_and_byte_limits(self) -> None:
+        keys = iter(range(1000))
+        warned = []
+        enc = Encoder(3, 10_000, lambda: f"k{next(keys)}", warned.append)
+        out: list = []
+        dropped = enc.encode([{"a": 1, "b": float("nan"), "bad key!": 2, "c": "x"}, 0, 1.0, {"a": 2}, 1, 2.0, {"a": 3}, 2, 3.0], out)
+        self.assertEqual(dropped, 2)
+        self.assertEqual([b.points for b in out], [3, 1])
+        self.assertEqual([b.key for b in out], ["k0", "k1"])
+        pts = json.loads(out[0].body)["points"]
+        self.assertEqual(pts[0], {"key": "a", "step": 0, "ts": 1000, "value": 1.0})
+        self.assertEqual(pts[1]["value"], "NaN")
+        self.assertEqual(len(warned), 2)
+        small = Encoder(10_000, 200, lambda: "k", warned.append)
+        out = []
+        small.encode([x for i in range(20) for x in ({"loss": i}, i, 0.0)], out)
+        self.assertGreater(len(out), 1)
+        self.assertTrue(all(len(b.body) < 300 for b in out))
+        self.assertEqual(sum(b.points for b in out), 20)
+
+
+class RunTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.api = StubApi()
+        self.env = mock.patch.dict(os.environ, {**FAST, "GPUPLANE_API_URL": self.api.url})
+        self.env.start()
+        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_PARAMS", "GPUPLANE_SDK_MAX_BUFFER"):
+            os.environ.pop(k, None)
+
+    def tearDown(self) -> None:
+        gpuplane.finish(timeout=1)
+        self.env.stop()
+        self.api.close()
+
+    def stored(self, rid: str) -> Dict[str, list]:
+        out: Dict[str, list] = {}
+        for p in self.api.points[rid]:
+            out.setdefault(p["key"], []).append((p["step"], p["value"]))
+        return out
+
+    def test_registers_logs_and_finishes(self) -> None:
+        run = gpuplane.init("proj", "exp", "r1", {"lr": 0.1, "bad": float("nan")})
+        self.assertIsNotNone(run.id)
+        body = self.api.runs[run.id]
+        self.assertEqual((body["project"], body["experiment"], body["name"], body["source"]), ("proj", "exp", "r1", "sdk"))
+        self.assertEqual(body["params"], {"lr": 0.1, "bad": "NaN"})
+        for i in range(10):
+            gpuplane.log({"loss": 1.0 / (i + 1), "acc": i})
+        gpuplane.log({"weird": float("inf"), "neg": float("-inf"), "n": float("nan")}, step=100)
+        gpuplane.log({"after": 1})
+        gpuplane.event("checkpoint.saved", "saved", {"path": "/x", "score": float("nan")}, "warning")
+        gpuplane.finish()
+        s = self.stored(run.id)
+        self.assertEqual([st for st, _ in s["loss"]], list(range(10)))
+        self.assertEqual(s["weird"], [(100, "Infinity")])
+        self.assertEqual(s["neg"], [(100, "-Infinity")])
+        self.assertEqual(s["n"], [(100, "NaN")])
+        self.assertEqual(s["after"], [(101, 1.0)])
+        self.assertEqual(self.api.events[run.id], [{"kind": "checkpoint.saved", "message": "saved", "level": "warning", "data": {"path": "/x", "score": "NaN"}}])
+        self.assertEqual(self.api.runs[run.id]["status"], "finished")
+
+    def test_a_batch_whose_answer_was_lost_is_retried_under_its_key(self) -> None:
+        self.api.drop_metrics_responses = 2
+        run = gpuplane.init("proj")
+        for i in range(2000):
+            run.log({"loss": float(i)}, step=i)
+            if i == 999:
+                until("a first batch", lambda: self.api.replays >= 1)
+        run.finish()
+        steps = [p["step"] for p in self.api.points[run.id]]
+        self.assertEqual(sorted(steps), list(range(2000)))
+        self.assertGreaterEqual(self.api.replays, 2)
+        keys = [k for m, p, k in self.api.requests if p.endswith("/metrics")]
+        self.assertEqual(len(keys) - len(set(keys)), self.api.replays)
+
+    def test_503_and_a_down_api_lose_nothing(self) -> None:
+        run = gpuplane.init("proj")
+        self.api.fail_next = 3
+        for i in range(100):
+            run.log({"a": i})
+        time.sleep(0.3)
+        self.api.down = True
+        for i in range(100, 300):
+            run.log({"a": i})
+        time.sleep(0.5)
+        self.api.down = False
+        run.finish()
+        self.assertEqual(sorted(st for st, _ in self.stored(run.id)["a"]), list(range(300)))
+
+    def test_the_buffer_is_bounded_and_drops_the_newest(self) -> None:
+        os.environ["GPUPLANE_SDK_MAX_BUFFER"] = "100"
+        run = gpuplane.init("proj")
+        self.api.down = True
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            for i in range(150):
+                run.log({"a": i}, step=i)
+        full = [x for x in w if "GPUPLANE_SDK_MAX_BUFFER" in str(x.message)]
+        self.assertEqual(len(full), 1)
+        self.assertEqual(run.dropped, 50)
+        self.api.down = False
+        run.finish()
+        self.assertEqual([st for st, _ in self.stored(run.id)["a"]], list(range(100)))
+        ev = self.api.events[run.id]
+        self.assertEqual(ev[-1]["kind"], "sdk.points_dropped")
+        self.assertEqual(ev[-1]["data"]["dropped_points"], 50)
+
+    def test_an_api_away_at_init_registers_later(self) -> None:
+        os.environ["GPUPLANE_SDK_INIT_TIMEOUT_S"] = "0.2"
+        self.api.down = True
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            run = gpuplane.init("proj", params={"x": 1})
+        self.assertIsNone(run.id)
+        run.log({"a": 1})
+        time.sleep(0.3)
+        self.api.down = False
+        run.finish()
+        self.assertIsNotNone(run.id)
+        self.assertEqual(len(self.api.runs), 1)
+        self.assertEqual(self.stored(run.id)["a"], [(0, 1.0)])
+
+    def test_a_bad_project_fails_init(self) -> None:
+        self.api.route = lambda *a: (400, {"error": "invalid", "message": "project: bad"}, False)  # type: ignore[method-assign]
+        with self.assertRaises(gpuplane.ApiError) as ctx:
+            gpuplane.init("bad project")
+        self.assertIn("project: bad", str(ctx.exception))
+
+    def test_under_a_job_it_attaches_and_does_not_set_the_status(self) -> None:
+        rid = self.api.route("POST", "/api/v1/runs", {"project": "p", "params": {"lr": 1}}, None)[1]["id"]
+        os.environ["GPUPLANE_RUN_ID"] = rid
+        os.environ["GPUPLANE_PARAMS"] = json.dumps({"lr": 1, "epochs": 3})
+        run = gpuplane.init("ignored", params={"batch": 32})
+        self.assertTrue(run.attached)
+        self.assertEqual(run.id, rid)
+        self.assertEqual(run.params, {"lr": 1, "epochs": 3, "batch": 32})
+        self.assertEqual(self.api.runs[rid]["params"], {"lr": 1, "batch": 32})
+        run.log({"loss": 0.5})
+        run.finish("failed")
+        self.assertEqual(self.api.runs[rid]["status"], "running")
+        self.assertEqual(self.stored(rid)["loss"], [(0, 0.5)])
+        self.assertEqual(len(self.api.runs), 1)
+
+    def test_heartbeats(self) -> None:
+        os.environ["GPUPLANE_SDK_HEARTBEAT_S"] = "0.1"
+        run = gpuplane.init("proj")
+        until("two heartbeats", lambda: self.api.heartbeats >= 2, 5)
+        run.finish()
+
+    def test_steps_and_bad_input(self) -> None:
+        run = gpuplane.init("proj")
+        with self.assertRaises(ValueError):
+            run.log({"a": 1}, step=-1)
+        with self.assertRaises(TypeError):
+            run.log({"a": 1}, step=1.5)  # type: ignore[arg-type]
+        with self.assertRaises(ValueError):
+            run.event("Bad Kind", "x")
+        with self.assertRaises(ValueError):
+            run.finish("done")
+        run.log({"a": 1}, step=5)
+        run.log({"a": 2})
+        run.finish()
+        self.assertEqual(self.stored(run.id)["a"], [(5, 1.0), (6, 2.0)])
+
+
+class ExitTest(unittest.TestCase):
+    """atexit and sys.excepthook, in a child interpreter."""
+
+    def run_script(self, api: StubApi, body: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, **FAST, "GPUPLANE_API_URL": api.url, "PYTHONPATH": os.path.dirname(HERE)}
+        env.pop("GPUPLANE_RUN_ID", None)
+        return subprocess.run([sys.executable, "-c", "import gpuplane\n" + body], env=env, capture_output=True, text=True, timeout=60)
+
+    def test_exit_finishes_and_an_uncaught_exception_fails(self) -> None:
+        api = StubApi()
+        try:
+            ok = self.run_script(api, "r = gpuplane.init('p', name='ok')\nfor i in range(50): gpuplane.log({'a': i})\n")
+            self.assertEqual(ok.returncode, 0, ok.stderr)
+            bad = self.run_script(api, "r = gpuplane.init('p', name='bad')\ngpuplane.log({'a': 1})\nraise RuntimeError('boom')\n")
+            self.assertNotEqual(bad.returncode, 0)
+            self.assertIn("RuntimeError: boom", bad.stderr)
+            intr = self.run_script(api, "r = gpuplane.init('p', name='ctrl-c')\nraise KeyboardInterrupt\n")
+            self.assertNotEqual(intr.returncode, 0)
+            by_name = {r["name"]: r for r in api.runs.values()}
+            self.assertEqual(by_name["ctrl-c"]["status"], "cancelled")
+            self.assertEqual(by_name["ok"]["status"], "finished")
+            self.assertEqual(len(api.points[by_name["ok"]["id"]]), 50)
+            self.assertEqual(by_name["bad"]["status"], "failed")
+            self.assertEqual(len(api.points[by_name["bad"]["id"]]), 1)
+            self.assertEqual(api.events[by_name["bad"]["id"]][0]["kind"], "sdk.exception")
+        finally:
+            api.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

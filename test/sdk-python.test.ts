@@ -1,0 +1,276 @@
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startFlakyProxy } from './support/flaky-proxy.ts';
+import { until } from './support/poll.ts';
+import { startSdkApi, type EventsJson, type RunJson, type SdkApi, type SeriesJson } from './support/sdk-api.ts';
+
+const root = path.resolve(import.meta.dirname, '..');
+const sdkDir = path.join(root, 'sdk', 'python');
+/** Short intervals so outages and retries fit in seconds; no .pyc files in the repo. */
+const fastEnv = {
+  GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1',
+  GPUPLANE_SDK_MAX_BACKOFF_S: '0.3',
+  GPUPLANE_SDK_INIT_TIMEOUT_S: '1',
+  GPUPLANE_SDK_REQUEST_TIMEOUT_S: '5',
+  GPUPLANE_SDK_FLUSH_TIMEOUT_S: '30',
+  PYTHONDONTWRITEBYTECODE: '1',
+  PYTHONUNBUFFERED: '1',
+};
+
+interface Script {
+  /** Resolves with the first stdout line matching `re`. */
+  line(re: RegExp): Promise<string>;
+  send(text: string): void;
+  done: Promise<{ code: number | null; stdout: string; stderr: string }>;
+}
+
+/** Runs `code` in python3 with the SDK on PYTHONPATH and the API at `apiUrl`. */
+function python(code: string, apiUrl: string, env: Record<string, string> = {}): Script {
+  const child = spawn('python3', ['-c', code], {
+    cwd: root,
+    env: { ...process.env, GPUPLANE_RUN_ID: '', ...fastEnv, PYTHONPATH: sdkDir, GPUPLANE_API_URL: apiUrl, ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  const watchers: { re: RegExp; resolve: (s: string) => void }[] = [];
+  /** Complete lines only: a line may arrive in two chunks. */
+  const lines = () => stdout.split('\n').slice(0, -1);
+  child.stdout.on('data', (d: Buffer) => {
+    stdout += d.toString();
+    for (const w of [...watchers]) {
+      const m = lines().find((l) => w.re.test(l));
+      if (m !== undefined) {
+        watchers.splice(watchers.indexOf(w), 1);
+        w.resolve(m);
+      }
+    }
+  });
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
+  return {
+    line: (re) =>
+      Promise.race([
+        new Promise<string>((resolve) => {
+          const m = lines().find((l) => re.test(l));
+          if (m !== undefined) resolve(m);
+          else watchers.push({ re, resolve });
+        }),
+        done.then((r) => {
+          throw new Error(`script exited ${r.code} before printing ${re}:\n${r.stdout}\n${r.stderr}`);
+        }),
+      ]),
+    send: (text) => child.stdin.write(text),
+    done,
+  };
+}
+
+const runIdOf = (out: string) => /^run (\S+)$/m.exec(out)?.[1] ?? '';
+
+describe('the Python SDK against the real API', () => {
+  let api: SdkApi;
+
+  beforeAll(async () => {
+    api = await startSdkApi(inject('temporalAddress'), 'sdk-py');
+  });
+  afterAll(async () => {
+    await api?.close();
+  });
+
+  it('passes its unit tests (stub API)', () => {
+    const r = spawnSync('python3', ['-m', 'unittest', 'discover', '-s', path.join(sdkDir, 'tests')], { cwd: root, env: { ...process.env, ...fastEnv }, encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/^OK/m);
+  });
+
+  it('installs with pip from the repo, offline (standard-library build backend)', () => {
+    const venv = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-venv-'));
+    try {
+      const env = { ...process.env, PYTHONDONTWRITEBYTECODE: '1', PIP_NO_INDEX: '1', PIP_DISABLE_PIP_VERSION_CHECK: '1' };
+      expect(spawnSync('python3', ['-m', 'venv', '--without-pip', venv], { env }).status).toBe(0);
+      const py = path.join(venv, 'bin', 'python');
+      const pip = spawnSync('python3', ['-m', 'pip', '--python', py, 'install', '--no-deps', sdkDir], { env, encoding: 'utf8', timeout: 60_000 });
+      expect(pip.status, pip.stderr).toBe(0);
+      const r = spawnSync(py, ['-c', 'import gpuplane; print(gpuplane.__version__, gpuplane.__file__)'], { cwd: os.tmpdir(), env, encoding: 'utf8' });
+      expect(r.stdout).toContain(`0.1.0 ${venv}`);
+    } finally {
+      fs.rmSync(venv, { recursive: true, force: true });
+    }
+  });
+
+  it('self-registers, stores params, metrics (NaN and ±Inf too), events, and the finish status', async () => {
+    const s = python(
+      `
+import gpuplane
+run = gpuplane.init("sdk-py-a", "exp-1", "first", {"lr": 0.001, "layers": [64, 64], "warmup": float("inf")})
+print("run", run.id, flush=True)
+for i in range(3000):
+    gpuplane.log({"loss": 1.0 / (i + 1)})
+gpuplane.log({"weird": float("nan"), "big": float("inf"), "small": float("-inf"), "loss": 0.0}, step=5000)
+gpuplane.event("checkpoint.saved", "epoch 1", {"path": "/ckpt/1", "score": float("nan")}, level="warning")
+gpuplane.finish()
+`,
+      api.url,
+    );
+    const r = await s.done;
+    expect(r.code, r.stderr).toBe(0);
+    const id = runIdOf(r.stdout);
+    const run = await api.get<RunJson>(`/runs/${id}`);
+    expect(run).toMatchObject({ project: 'sdk-py-a', experiment: 'exp-1', name: 'first', source: 'sdk', status: 'finished' });
+    expect(run.params).toEqual({ lr: 0.001, layers: [64, 64], warmup: 'Infinity' });
+    expect(run.system_tags.sdk).toBe('gpuplane-python/0.1.0');
+    expect(run.metrics.loss).toMatchObject({ count: 3001, first_step: 0, last_step: 5000, last: 0 });
+    expect(run.metrics.weird).toMatchObject({ count: 1, nan_count: 1 });
+    const m = await api.get<SeriesJson>(`/runs/${id}/metrics?keys=weird,big,small`);
+    const values = Object.fromEntries(m.series.map((x) => [x.key, x.points?.map((p) => [p.step, p.value])]));
+    expect(values).toEqual({ weird: [[5000, 'NaN']], big: [[5000, 'Infinity']], small: [[5000, '-Infinity']] });
+    const ev = (await api.get<EventsJson>(`/runs/${id}/events`)).events.find((e) => e.kind === 'checkpoint.saved');
+    expect(ev).toMatchObject({ level: 'warning', message: 'epoch 1', data: { path: '/ckpt/1', score: 'NaN' } });
+  });
+
+  it("under a job, attaches to the job's run, merges params, and leaves the status to the job", async () => {
+    const made = await api.app.inject({ method: 'POST', url: '/api/v1/runs', payload: { project: 'sdk-py-job', params: { lr: 1 } } });
+    const id = (made.json() as RunJson).id;
+    const s = python(
+      `
+import gpuplane
+run = gpuplane.init("ignored", params={"batch": 32})
+print("attached", run.attached, run.id == ${JSON.stringify(id)}, sorted(run.params.items()), flush=True)
+gpuplane.log({"loss": 0.5})
+gpuplane.finish("failed")
+`,
+      api.url,
+      { GPUPLANE_RUN_ID: id, GPUPLANE_PARAMS: JSON.stringify({ lr: 1, epochs: 3 }) },
+    );
+    const r = await s.done;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("attached True True [('batch', 32), ('epochs', 3), ('lr', 1)]");
+    expect(await api.get<RunJson>(`/runs/${id}`)).toMatchObject({ status: 'running', params: { lr: 1, batch: 32 }, metrics: { loss: { count: 1 } } });
+  });
+
+  it('finishes the run at exit, and fails it on an uncaught exception', async () => {
+    const ok = python(`import gpuplane\nr = gpuplane.init("sdk-py-b", name="ok")\nprint("run", r.id, flush=True)\nfor i in range(10): gpuplane.log({"a": i})\n`, api.url);
+    const bad = python(`import gpuplane\nr = gpuplane.init("sdk-py-b", name="bad")\nprint("run", r.id, flush=True)\ngpuplane.log({"a": 1})\nraise RuntimeError("boom")\n`, api.url);
+    const [okR, badR] = await Promise.all([ok.done, bad.done]);
+    expect(okR.code, okR.stderr).toBe(0);
+    expect(badR.code).toBe(1);
+    expect(badR.stderr).toContain('RuntimeError: boom');
+    const okRun = await api.get<RunJson>(`/runs/${runIdOf(okR.stdout)}`);
+    expect(okRun).toMatchObject({ status: 'finished', metrics: { a: { count: 10 } } });
+    const badRun = await api.get<RunJson>(`/runs/${runIdOf(badR.stdout)}`);
+    expect(badRun).toMatchObject({ status: 'failed', metrics: { a: { count: 1 } } });
+    const events = (await api.get<EventsJson>(`/runs/${badRun.id}/events`)).events;
+    expect(events.find((e) => e.kind === 'sdk.exception')?.message).toBe('RuntimeError: boom');
+  });
+
+  it('loses nothing while the API is away (at start and mid-run), and stores every point once', async () => {
+    const proxy = await startFlakyProxy(api.port, { paused: true });
+    try {
+      const s = python(
+        `
+import sys, gpuplane
+run = gpuplane.init("sdk-py-c", params={"n": 20000})
+for i in range(10000):
+    gpuplane.log({"x": float(i), "y": -i}, step=i)
+print("half", flush=True)
+sys.stdin.readline()
+for i in range(10000, 20000):
+    gpuplane.log({"x": float(i), "y": -i}, step=i)
+print("logged", flush=True)
+sys.stdin.readline()
+gpuplane.finish()
+print("run", run.id, flush=True)
+`,
+        `http://127.0.0.1:${proxy.port}`,
+      );
+      // Nothing listens yet: init gives up waiting after 1 s and registers in the background.
+      await s.line(/^half$/);
+      await proxy.resume();
+      await until('the run registered', async () => (await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-c')).runs[0], 15_000);
+      await proxy.pause();
+      s.send('\n');
+      await s.line(/^logged$/);
+      await new Promise((r) => setTimeout(r, 1500)); // a few failed flushes while it is away
+      await proxy.resume();
+      s.send('\n');
+      const r = await s.done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toContain('not reachable yet');
+      const run = await api.get<RunJson>(`/runs/${runIdOf(r.stdout)}`);
+      expect(run.status).toBe('finished');
+      expect(run.params).toEqual({ n: 20000 });
+      for (const k of ['x', 'y']) expect(run.metrics[k]).toMatchObject({ count: 20000, first_step: 0, last_step: 19999 });
+      expect((await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-c')).runs).toHaveLength(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('stores a batch whose answer was lost exactly once (same Idempotency-Key on the retry)', async () => {
+    const proxy = await startFlakyProxy(api.port);
+    try {
+      proxy.dropResponses(/^POST \S+\/metrics /, 2);
+      const s = python(
+        `
+import gpuplane
+run = gpuplane.init("sdk-py-d")
+for i in range(12000):
+    run.log({"loss": float(i)}, step=i)
+run.finish()
+print("run", run.id, flush=True)
+`,
+        `http://127.0.0.1:${proxy.port}`,
+      );
+      const r = await s.done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(proxy.stats.dropped).toBe(2);
+      // The server said "replayed" to a retry at least once (the two lost answers may be one batch's two tries).
+      expect(proxy.stats.replayed).toBeGreaterThanOrEqual(1);
+      const run = await api.get<RunJson>(`/runs/${runIdOf(r.stdout)}`);
+      expect(run.metrics.loss).toMatchObject({ count: 12000, first_step: 0, last_step: 11999 });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('bounds the buffer: past GPUPLANE_SDK_MAX_BUFFER the newest points are dropped, counted and reported once', async () => {
+    const proxy = await startFlakyProxy(api.port);
+    try {
+      const s = python(
+        `
+import sys, gpuplane
+run = gpuplane.init("sdk-py-e")
+print("ready", flush=True)
+sys.stdin.readline()
+for i in range(1500):
+    run.log({"a": float(i)}, step=i)
+print("dropped", run.dropped, flush=True)
+sys.stdin.readline()
+run.finish()
+print("run", run.id, flush=True)
+`,
+        `http://127.0.0.1:${proxy.port}`,
+        { GPUPLANE_SDK_MAX_BUFFER: '1000' },
+      );
+      await s.line(/^ready$/);
+      await proxy.pause();
+      s.send('\n');
+      expect(await s.line(/^dropped /)).toBe('dropped 500');
+      await proxy.resume();
+      s.send('\n');
+      const r = await s.done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr.match(/GPUPLANE_SDK_MAX_BUFFER/g)).toHaveLength(1);
+      const id = runIdOf(r.stdout);
+      const run = await api.get<RunJson>(`/runs/${id}`);
+      expect(run.metrics.a).toMatchObject({ count: 1000, first_step: 0, last_step: 999 });
+      const ev = (await api.get<EventsJson>(`/runs/${id}/events`)).events.find((e) => e.kind === 'sdk.points_dropped');
+      expect(ev?.data).toMatchObject({ dropped_points: 500, max_buffer: 1000 });
+    } finally {
+      await proxy.close();
+    }
+  });
+});

@@ -1,0 +1,159 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import * as gpuplane from '../sdk/ts/index.ts';
+import { startFlakyProxy } from './support/flaky-proxy.ts';
+import { until } from './support/poll.ts';
+import { startSdkApi, type EventsJson, type RunJson, type SdkApi, type SeriesJson } from './support/sdk-api.ts';
+
+const root = path.resolve(import.meta.dirname, '..');
+const fast = { flushIntervalS: 0.1, maxBackoffS: 0.3, initTimeoutS: 1, requestTimeoutS: 5 };
+
+describe('the TypeScript SDK against the real API', () => {
+  let api: SdkApi;
+  const warnings: string[] = [];
+  /** No GPUPLANE_* of the test process's own, fast intervals, warnings collected. */
+  const opts = (apiUrl: string, more: Partial<gpuplane.SdkSettings> = {}, env: Record<string, string> = {}): gpuplane.InitOptions => ({
+    apiUrl,
+    env,
+    settings: { ...fast, ...more },
+    autoFinish: false,
+    warn: (m) => warnings.push(m),
+  });
+
+  beforeAll(async () => {
+    api = await startSdkApi(inject('temporalAddress'), 'sdk-ts');
+  });
+  afterAll(async () => {
+    await gpuplane.finish(undefined, 1);
+    await api?.close();
+  });
+
+  it('self-registers, stores params, metrics (NaN and ±Inf too), events, and the finish status', async () => {
+    const run = await gpuplane.init('sdk-ts-a', 'exp-1', 'first', { lr: 0.001, layers: [64, 64], warmup: Infinity }, opts(api.url));
+    expect(run.id).toMatch(/^run/);
+    for (let i = 0; i < 3000; i++) gpuplane.log({ loss: 1 / (i + 1) });
+    gpuplane.log({ weird: NaN, big: Infinity, small: -Infinity, loss: 0 }, 5000);
+    gpuplane.event('checkpoint.saved', 'epoch 1', { path: '/ckpt/1', score: NaN }, 'warning');
+    expect(() => gpuplane.log({ a: 1 }, -1)).toThrow(/step/);
+    expect(() => gpuplane.event('Bad Kind', 'x')).toThrow(/kind/);
+    await gpuplane.finish();
+    const got = await api.get<RunJson>(`/runs/${run.id}`);
+    expect(got).toMatchObject({ project: 'sdk-ts-a', experiment: 'exp-1', name: 'first', source: 'sdk', status: 'finished' });
+    expect(got.params).toEqual({ lr: 0.001, layers: [64, 64], warmup: 'Infinity' });
+    expect(got.system_tags.sdk).toBe('gpuplane-ts/0.1.0');
+    expect(got.metrics.loss).toMatchObject({ count: 3001, first_step: 0, last_step: 5000, last: 0 });
+    const m = await api.get<SeriesJson>(`/runs/${run.id}/metrics?keys=weird,big,small`);
+    const values = Object.fromEntries(m.series.map((x) => [x.key, x.points?.map((p) => [p.step, p.value])]));
+    expect(values).toEqual({ weird: [[5000, 'NaN']], big: [[5000, 'Infinity']], small: [[5000, '-Infinity']] });
+    const ev = (await api.get<EventsJson>(`/runs/${run.id}/events`)).events.find((e) => e.kind === 'checkpoint.saved');
+    expect(ev).toMatchObject({ level: 'warning', message: 'epoch 1', data: { path: '/ckpt/1', score: 'NaN' } });
+  });
+
+  it("under a job, attaches to the job's run, merges params, and leaves the status alone", async () => {
+    const made = await api.app.inject({ method: 'POST', url: '/api/v1/runs', payload: { project: 'sdk-ts-b', params: { lr: 1 } } });
+    const id = (made.json() as RunJson).id;
+    const env = { GPUPLANE_RUN_ID: id, GPUPLANE_API_URL: api.url, GPUPLANE_PARAMS: JSON.stringify({ lr: 1, epochs: 3 }) };
+    const run = await gpuplane.init('ignored', undefined, undefined, { batch: 32 }, { ...opts(api.url, {}, env), apiUrl: undefined });
+    expect(run.attached).toBe(true);
+    expect(run.id).toBe(id);
+    expect(run.params).toEqual({ lr: 1, epochs: 3, batch: 32 });
+    run.log({ loss: 0.5 });
+    await gpuplane.finish('failed');
+    const got = await api.get<RunJson>(`/runs/${id}`);
+    expect(got).toMatchObject({ status: 'running', params: { lr: 1, batch: 32 }, metrics: { loss: { count: 1 } } });
+  });
+
+  it('sends heartbeats while the run is open', async () => {
+    const run = await gpuplane.init('sdk-ts-beat', undefined, undefined, undefined, opts(api.url, { heartbeatS: 0.2 }));
+    const first = (await api.get<RunJson & { heartbeat_at: string }>(`/runs/${run.id}`)).heartbeat_at;
+    await until('a heartbeat', async () => (await api.get<RunJson & { heartbeat_at: string }>(`/runs/${run.id}`)).heartbeat_at > first, 5000);
+    await gpuplane.finish();
+  });
+
+  it('loses nothing while the API is away (at start and mid-run), and stores every point once', async () => {
+    const proxy = await startFlakyProxy(api.port, { paused: true });
+    try {
+      const before = warnings.length;
+      const run = await gpuplane.init('sdk-ts-c', undefined, undefined, { n: 20000 }, opts(`http://127.0.0.1:${proxy.port}`));
+      expect(run.id).toBeNull();
+      expect(warnings.slice(before).join('\n')).toContain('not reachable yet');
+      for (let i = 0; i < 10_000; i++) run.log({ x: i, y: -i }, i);
+      await proxy.resume();
+      await until('the run registered', () => run.id, 15_000);
+      await proxy.pause();
+      for (let i = 10_000; i < 20_000; i++) run.log({ x: i, y: -i }, i);
+      await new Promise((r) => setTimeout(r, 1500)); // a few failed flushes while it is away
+      await proxy.resume();
+      await gpuplane.finish();
+      const got = await api.get<RunJson>(`/runs/${run.id}`);
+      expect(got.status).toBe('finished');
+      for (const k of ['x', 'y']) expect(got.metrics[k]).toMatchObject({ count: 20000, first_step: 0, last_step: 19999 });
+      expect((await api.get<{ runs: RunJson[] }>('/runs?project=sdk-ts-c')).runs).toHaveLength(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('stores a batch whose answer was lost exactly once (same Idempotency-Key on the retry)', async () => {
+    const proxy = await startFlakyProxy(api.port);
+    try {
+      proxy.dropResponses(/^POST \S+\/metrics /, 2);
+      const run = await gpuplane.init('sdk-ts-d', undefined, undefined, undefined, opts(`http://127.0.0.1:${proxy.port}`));
+      for (let i = 0; i < 12_000; i++) run.log({ loss: i }, i);
+      await gpuplane.finish();
+      expect(proxy.stats.dropped).toBe(2);
+      expect(proxy.stats.replayed).toBeGreaterThanOrEqual(1);
+      expect((await api.get<RunJson>(`/runs/${run.id}`)).metrics.loss).toMatchObject({ count: 12000, first_step: 0, last_step: 11999 });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('bounds the buffer: past maxBuffer the newest points are dropped, counted and reported once', async () => {
+    const proxy = await startFlakyProxy(api.port);
+    try {
+      const run = await gpuplane.init('sdk-ts-e', undefined, undefined, undefined, opts(`http://127.0.0.1:${proxy.port}`, { maxBuffer: 1000 }));
+      await proxy.pause();
+      const before = warnings.length;
+      for (let i = 0; i < 1500; i++) run.log({ a: i }, i);
+      expect(run.dropped).toBe(500);
+      expect(warnings.slice(before).filter((w) => w.includes('GPUPLANE_SDK_MAX_BUFFER'))).toHaveLength(1);
+      await proxy.resume();
+      await gpuplane.finish();
+      expect((await api.get<RunJson>(`/runs/${run.id}`)).metrics.a).toMatchObject({ count: 1000, first_step: 0, last_step: 999 });
+      const ev = (await api.get<EventsJson>(`/runs/${run.id}/events`)).events.find((e) => e.kind === 'sdk.points_dropped');
+      expect(ev?.data).toMatchObject({ dropped_points: 500, max_buffer: 1000 });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('finishes a run the program left open when the process is about to exit (beforeExit)', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-sdk-ts-'));
+    try {
+      const script = path.join(dir, 'train.mts');
+      fs.writeFileSync(
+        script,
+        `import * as gpuplane from ${JSON.stringify(path.join(root, 'sdk/ts/index.ts'))};\n` +
+          `const run = await gpuplane.init('sdk-ts-f', 'exit', 'left-open');\n` +
+          `for (let i = 0; i < 100; i++) gpuplane.log({ a: i });\n` +
+          `console.log('run', run.id);\n`,
+      );
+      // Not spawnSync: the API answering the script lives in this process's event loop.
+      const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+        const env = { ...process.env, GPUPLANE_RUN_ID: '', GPUPLANE_API_URL: api.url, GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' };
+        execFile(process.execPath, ['--import', 'tsx', script], { cwd: root, env, timeout: 60_000 }, (err, stdout, stderr) =>
+          resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
+        );
+      });
+      expect(r.code, r.stderr).toBe(0);
+      const id = /^run (\S+)$/m.exec(r.stdout)?.[1];
+      expect(await api.get<RunJson>(`/runs/${id}`)).toMatchObject({ status: 'finished', metrics: { a: { count: 100 } } });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
