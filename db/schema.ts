@@ -332,9 +332,11 @@ export const events = pgTable(
     level: text('level').$type<'info' | 'warning' | 'error'>().notNull().default('info'),
     message: text('message').notNull(),
     data: jsonb('data').$type<Record<string, unknown>>(),
+    /** The Idempotency-Key of the request that added it: a retried POST adds it once. */
+    idempotencyKey: text('idempotency_key'),
     at: ts('at').notNull().defaultNow(),
   },
-  (t) => [index('events_run').on(t.runId, t.id), index('events_job').on(t.jobId, t.id)],
+  (t) => [index('events_run').on(t.runId, t.id), index('events_job').on(t.jobId, t.id), uniqueIndex('events_run_idempotency_key').on(t.runId, t.idempotencyKey)],
 );
 export type RunEvent = InferSelectModel<typeof events>;
 

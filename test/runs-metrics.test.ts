@@ -175,11 +175,16 @@ describe.each<Backend>(['postgres', 'pglite'])('runs and metrics on %s', (kind) 
     const e = await post(`/runs/${run.id}/events`, { kind: 'eval.done', message: 'top-1 0.71', data: { top1: 0.71 } });
     expect(e.statusCode).toBe(201);
     expect((await post(`/runs/${run.id}/events`, { kind: 'Bad Kind', message: 'x' })).statusCode).toBe(400);
+    // A retried POST with the same key adds the event once.
+    const keyed = { kind: 'ckpt.saved', message: 'epoch 1' };
+    const [k1, k2] = [await post(`/runs/${run.id}/events`, keyed, { 'idempotency-key': 'ev-1' }), await post(`/runs/${run.id}/events`, keyed, { 'idempotency-key': 'ev-1' })];
+    expect(k2.json().id).toBe(k1.json().id);
+    expect(k2.headers['idempotent-replayed']).toBe('true');
     const fin = await post(`/runs/${run.id}/finish`, { status: 'failed' });
     expect(fin.json()).toMatchObject({ status: 'failed' });
     expect((await post(`/runs/${run.id}/finish`, { status: 'finished' })).statusCode).toBe(409);
     const ev = await get(`/runs/${run.id}/events`);
-    expect(ev.events.map((x: { kind: string }) => x.kind)).toEqual(['run.status', 'eval.done', 'run.status']);
+    expect(ev.events.map((x: { kind: string }) => x.kind)).toEqual(['run.status', 'eval.done', 'ckpt.saved', 'run.status']);
   });
 
   it('marks a silent SDK run crashed, not running forever; one that reports again runs again', async () => {

@@ -4,7 +4,7 @@ import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
 import { claimBatch, rawPoints, rollupBuckets, summaries, writeSeries, type SummaryRow } from '../../db/queries/metrics.ts';
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
-import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, jobEvents, listRuns, patchRun, runEvents, touchRun } from '../../db/queries/runs.ts';
+import { addEvent, addKeyedEvent, endRun, getRun, getRunByExternalKey, insertRun, jobEvents, listRuns, patchRun, runEvents, touchRun } from '../../db/queries/runs.ts';
 import { experiments } from '../../db/schema.ts';
 import { and, eq } from 'drizzle-orm';
 import { getJob } from '../../db/queries/jobs.ts';
@@ -296,12 +296,25 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.post(
     '/runs/:id/events',
-    { schema: { tags: ['events'], summary: 'Add an event of your own to a run', params: IdParams, body: EventBody, response: { 201: EventSchema, ...errorResponses } } },
+    {
+      schema: {
+        tags: ['events'],
+        summary: 'Add an event of your own to a run (a retried Idempotency-Key adds it once)',
+        params: IdParams,
+        headers: IdempotencyHeaders,
+        body: EventBody,
+        response: { 201: EventSchema, ...errorResponses },
+      },
+    },
     async (req, reply) => {
       const run = await mustGetRun(req.params.id);
       const b = req.body;
-      const e = await addEvent(db, { runId: run.id, jobId: run.jobId, attempt: run.attempt, kind: b.kind, level: b.level, message: b.message, data: b.data });
-      return reply.status(201).send(eventJson(e));
+      const fields = { runId: run.id, jobId: run.jobId, attempt: run.attempt, kind: b.kind, level: b.level, message: b.message, data: b.data };
+      const key = req.headers['idempotency-key'];
+      if (key === undefined) return reply.status(201).send(eventJson(await addEvent(db, fields)));
+      const { event, replayed } = await addKeyedEvent(db, { ...fields, key });
+      if (replayed) reply.header('idempotent-replayed', 'true');
+      return reply.status(201).send(eventJson(event));
     },
   );
 

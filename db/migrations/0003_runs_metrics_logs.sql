@@ -62,10 +62,12 @@ CREATE TABLE "run_log_refs" (
 	CONSTRAINT "run_log_refs_job_id_attempt_stream_pk" PRIMARY KEY("job_id","attempt","stream")
 );
 --> statement-breakpoint
+ALTER TABLE "events" ADD COLUMN "idempotency_key" text;--> statement-breakpoint
 ALTER TABLE "log_chunks" ADD CONSTRAINT "log_chunks_job_id_jobs_id_fk" FOREIGN KEY ("job_id") REFERENCES "public"."jobs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "metric_chunks" ADD CONSTRAINT "metric_chunks_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "metric_rollups" ADD CONSTRAINT "metric_rollups_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "metric_summaries" ADD CONSTRAINT "metric_summaries_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "run_log_refs" ADD CONSTRAINT "run_log_refs_job_id_jobs_id_fk" FOREIGN KEY ("job_id") REFERENCES "public"."jobs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "run_log_refs" ADD CONSTRAINT "run_log_refs_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
-CREATE INDEX "metric_chunks_run_key_step" ON "metric_chunks" USING btree ("run_id","key","step_min");
+CREATE INDEX "metric_chunks_run_key_step" ON "metric_chunks" USING btree ("run_id","key","step_min");--> statement-breakpoint
+CREATE UNIQUE INDEX "events_run_idempotency_key" ON "events" USING btree ("run_id","idempotency_key");

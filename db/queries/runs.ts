@@ -124,6 +124,21 @@ export async function addEvent(
   return row;
 }
 
+/** Adds a run's event under an Idempotency-Key; a key seen before returns the event it added, and `replayed`. */
+export async function addKeyedEvent(
+  ex: Executor,
+  e: { runId: string; jobId: string | null; attempt: number | null; kind: string; level?: 'info' | 'warning' | 'error'; message: string; data?: Record<string, unknown> | null; key: string },
+): Promise<{ event: RunEvent; replayed: boolean }> {
+  const [row] = await ex
+    .insert(events)
+    .values({ runId: e.runId, jobId: e.jobId, attempt: e.attempt, kind: e.kind, level: e.level ?? 'info', message: e.message, data: e.data ?? null, idempotencyKey: e.key })
+    .onConflictDoNothing({ target: [events.runId, events.idempotencyKey] })
+    .returning();
+  if (row) return { event: row, replayed: false };
+  const [seen] = await ex.select().from(events).where(and(eq(events.runId, e.runId), eq(events.idempotencyKey, e.key)));
+  return { event: seen, replayed: true };
+}
+
 /** A run's events: its own, and those of the job attempt it observes. */
 export async function runEvents(ex: Executor, run: Run, limit: number): Promise<RunEvent[]> {
   const own = eq(events.runId, run.id);
