@@ -9,8 +9,9 @@ import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
 import { readTail, workingDirProblem } from '../workers/gpu-host/proc.ts';
+import type { LogShipping } from '../workers/gpu-host/log-shipper.ts';
 import type { Live, ProcessTable } from '../workers/gpu-host/process-table.ts';
-import { SpawnFailed } from '../workers/gpu-host/shim.ts';
+import { SpawnFailed, stderrPathOf } from '../workers/gpu-host/shim.ts';
 import { attemptWanted } from '../workers/gpu-host/wanted.ts';
 
 export { decodeWaitStatus, processStartTime, readTail } from '../workers/gpu-host/proc.ts';
@@ -25,6 +26,16 @@ export interface GpuHostDeps {
   apiUrl: string;
   /** Names of the agent's environment that jobs get besides the documented base. */
   passEnv: readonly string[];
+  /** Ships each attempt's stdout/stderr to the API (absent: logs stay on the node only). */
+  logs?: LogShipping;
+}
+
+/** How long an exit report waits for the rest of its log to reach the API (failure hints read it there). */
+const LOG_FLUSH_MS = 3000;
+
+/** The end of both of an attempt's log files, for failure hints when the shipped log has nothing. */
+function attemptTail(logPath: string): string {
+  return [readTail(logPath), readTail(stderrPathOf(logPath))].filter(Boolean).join('\n');
 }
 
 /** An attempt cut short by its agent's shutdown did not fail: the job workflow treats it as LOST. */
@@ -42,6 +53,21 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
   const live = pt.live;
 
   /**
+   * Ships the attempt's log (from where the API's copy ends) and waits a bounded time for the
+   * rest of it, heartbeating meanwhile: the workflow reads failure hints from the shipped log.
+   */
+  async function shipRest(ctx: Context, jobId: string, attempt: number, logPath: string, ended: Promise<unknown>): Promise<void> {
+    if (!deps.logs) return;
+    deps.logs.ship(jobId, attempt, logPath, ended);
+    const beat = setInterval(() => ctx.heartbeat(), 1000);
+    try {
+      await deps.logs.flush(jobId, attempt, LOG_FLUSH_MS);
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
+  /**
    * Heartbeats while the attempt lives; reports how it ended. A cancel asked by the workflow
    * kills the group. When the server forgets this activity instead (its heartbeat timed out
    * while the control plane was away, or the workflow was terminated), the process is left
@@ -49,6 +75,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
    */
   async function supervise(entry: Live, logPath: string): Promise<ProcessExit> {
     const ctx = Context.current();
+    deps.logs?.ship(entry.jobId, entry.attempt, logPath, entry.exited);
     const token = pt.claim(entry);
     const mine = () => entry.watcher === token;
     try {
@@ -79,7 +106,14 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     if (entry.fenced) throw fenced();
     if (pt.draining) throw agentShutdown();
     if (r === null) throw vanished();
-    return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: readTail(logPath), logPath };
+    await shipRest(ctx, entry.jobId, entry.attempt, logPath, entry.exited);
+    return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
+  }
+
+  /** An attempt that ended while nobody watched: the rest of its log is shipped before its status is reported. */
+  async function endedExit(jobId: string, attempt: number, logPath: string, ended: { code: number | null; signal: string | null }): Promise<ProcessExit> {
+    await shipRest(Context.current(), jobId, attempt, logPath, Promise.resolve());
+    return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
   }
 
   const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
@@ -111,7 +145,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     // An attempt fenced here is never started again (a Reset replaying its runJob): it is LOST.
     if (fs.existsSync(pt.file(spec.jobId, spec.attempt, 'fenced'))) throw fencedHere();
     const ended = pt.endedStatus(spec.jobId, spec.attempt);
-    if (ended) return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: readTail(logPath), logPath };
+    if (ended) return endedExit(spec.jobId, spec.attempt, logPath, ended);
 
     fs.mkdirSync(path.dirname(logPath), { recursive: true });
     const dirProblem = workingDirProblem(spec.workingDir);
@@ -123,7 +157,8 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     } catch (err) {
       const why = err instanceof SpawnFailed ? await err.error : (err as Error);
       return spawnError(logPath, `could not start the attempt: ${why.message}`);
-  }
+    }
+    deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true);
     // The workflow records RUNNING from this signal, sent before the exit can be reported. A
     // blip must not kill a job that started: on failure it is retried in the background, and
     // without it the attempt still ends right, from DISPATCHING.
@@ -159,7 +194,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       const entry = live.get(a.jobId);
       if (entry && entry.attempt === a.attempt && !entry.fenced) return supervise(entry, logPath);
       const ended = pt.endedStatus(a.jobId, a.attempt);
-      if (ended) return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: readTail(logPath), logPath };
+      if (ended) return endedExit(a.jobId, a.attempt, logPath, ended);
       if (fs.existsSync(pt.file(a.jobId, a.attempt, 'fenced'))) throw fencedHere();
       if (!fs.existsSync(pt.file(a.jobId, a.attempt, 'json'))) throw unknownHere();
       throw vanished();

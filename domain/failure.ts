@@ -34,5 +34,5 @@ export function classifyFailure(f: { exitCode: number | null; signal: string | n
     return { kind: 'command_not_found', reason: 'command not found (exit code 127) — hint: check the command and PATH on the node' };
   }
   if (f.signal) return { kind: 'signal', reason: `killed by ${f.signal}` };
-  return { kind: 'exit', reason: `exit code ${f.exitCode} — hint: see the attempt's log (gpuctl job ID shows its path)` };
+  return { kind: 'exit', reason: `exit code ${f.exitCode} — hint: see the attempt's log (gpuctl logs ID)` };
 }

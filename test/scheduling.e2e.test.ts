@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiError, type JobJson } from '../cli/client.ts';
+import { readLogs } from '../cli/client-logs.ts';
 import { connectClient } from '../temporal/setup.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { pidAlive, until } from './support/poll.ts';
@@ -163,7 +164,8 @@ describe('jobs on GPU nodes through Temporal', () => {
     expect(j.state).toBe('FAILED');
     expect(j.exit_code).toBe(3);
     expect(j.reason).toContain('exit code 3');
-    expect(fs.readFileSync(j.attempts[0].log_path!, 'utf8')).toContain('bad');
+    // stderr is shipped to the API (the node's file for it lies beside log_path, which holds stdout).
+    expect(await readLogs(c.client, job.id, { stream: 'stderr' })).toBe('bad\n');
   });
 
   it('a command that does not exist fails with a clear reason', async () => {

@@ -2,6 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
+import type { Logger } from 'pino';
 import { createGpuHostActivities, ProcessTable, retryWhile } from '../../activities/gpu-host.ts';
 import { livenessPlan, PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
 import { reattachSignal } from '../../workflows/job-messages.ts';
@@ -9,8 +10,10 @@ import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } f
 import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
 import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
 import type { NodeInventory } from '../../domain/node.ts';
+import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { readInventory } from './inventory.ts';
+import { LogShipping } from './log-shipper.ts';
 import { attemptWanted } from './wanted.ts';
 
 export interface AgentOptions {
@@ -28,6 +31,8 @@ export interface AgentOptions {
   killGraceMs: number;
   /** Names of the agent's environment that jobs get besides the documented base (domain/job-env.ts). */
   passEnv?: string[];
+  /** For what goes wrong in the background (log shipping); default: a logger on stderr at GPUPLANE_LOG_LEVEL. */
+  logger?: Logger;
 }
 
 export interface Agent {
@@ -43,6 +48,9 @@ export interface Agent {
   shutdown(): Promise<void>;
 }
 
+/** On shutdown, how long the logs of the attempts it stopped get to reach the API. */
+const LOG_DRAIN_MS = 3000;
+
 /** The GPU-host worker: activities only, on the node's own task queue. */
 export async function startAgent(o: AgentOptions): Promise<Agent> {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(o.nodeId)) throw new Error(`node id "${o.nodeId}" must be 1-64 letters, digits, '.', '_' or '-'`);
@@ -53,6 +61,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   // GPUPLANE_CGROUPS=off keeps attempts in process groups only, even where cgroups could be used.
   const cgroups = AttemptCgroups.detect(o.nodeId, process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto');
   const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), cgroups);
+  const logger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'log-shipper', nodeId: o.nodeId });
+  const logs = new LogShipping({ apiUrl: o.apiUrl, nodeId: o.nodeId, warn: (msg, err) => logger.warn(err ? { err } : {}, msg) });
   const worker = await Worker.create({
     connection: o.connection,
     namespace: o.namespace,
@@ -65,6 +75,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       logDir: path.join(o.dataDir, 'logs'),
       apiUrl: o.apiUrl,
       passEnv: o.passEnv ?? [],
+      logs,
     }),
     maxConcurrentActivityTaskExecutions: 1000,
     // Heartbeats go out at least every second, so the server's view of this node is never
@@ -82,6 +93,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
   const adopted = processes.adoptSurvivors(o.lostAfterMs, (rec) => attemptWanted(o.client, o.nodeId, rec.spec.jobId));
   for (const rec of adopted) {
+    // Its log goes on being shipped from where the API's copy ends.
+    logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited);
     // Until it is heard or the attempt is fenced: a restart during a Temporal outage still re-attaches.
     void retryWhile(
       () => processes.live.get(rec.spec.jobId)?.attempt === rec.spec.attempt,
@@ -120,6 +133,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       clearInterval(rejoin);
       watchdog.stop();
       await processes.stopAll();
+      await logs.stopAll(LOG_DRAIN_MS);
       worker.shutdown();
       await run;
     },

@@ -26,22 +26,36 @@ export interface ShimArgs {
   command: string[];
   cwd: string;
   env: NodeJS.ProcessEnv;
+  /** Where stdout goes; stderr goes to stderrPathOf(logPath), beside it. */
   logPath: string;
 }
 
-/** Starts the shim, leader of a new process group, its output appended to the attempt's log. */
+/**
+ * The attempt's stderr file, beside its stdout file (the log path): `attempt-1.log` →
+ * `attempt-1.stderr.log`. Two files, so each stream is shipped in its own order.
+ */
+export function stderrPathOf(logPath: string): string {
+  return `${logPath.replace(/\.log$/, '')}.stderr.log`;
+}
+
+/** Starts the shim, leader of a new process group, its stdout and stderr appended to the attempt's two log files. */
 export function startShim(a: ShimArgs): ChildProcess {
-  const fd = fs.openSync(a.logPath, 'a');
+  const out = fs.openSync(a.logPath, 'a');
   let child: ChildProcess;
   try {
-    child = spawn('/bin/sh', [shimPath, String(a.fenceGraceMs / 1000), String(a.windowS), a.state, a.cgroup ?? '', ...a.command], {
-      cwd: a.cwd,
-      env: a.env,
-      detached: true,
-      stdio: ['ignore', fd, fd, 'pipe'],
-    });
+    const err = fs.openSync(stderrPathOf(a.logPath), 'a');
+    try {
+      child = spawn('/bin/sh', [shimPath, String(a.fenceGraceMs / 1000), String(a.windowS), a.state, a.cgroup ?? '', ...a.command], {
+        cwd: a.cwd,
+        env: a.env,
+        detached: true,
+        stdio: ['ignore', out, err, 'pipe'],
+      });
+    } finally {
+      fs.closeSync(err);
+    }
   } finally {
-    fs.closeSync(fd);
+    fs.closeSync(out);
   }
   if (child.pid === undefined) {
     // The start failed; the error arrives as an event.

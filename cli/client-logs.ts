@@ -1,0 +1,79 @@
+/** The logs part of the API client (cli/client.ts holds the rest): reading, following and listing shipped logs. */
+import { ApiError, type GpuplaneClient } from './client.ts';
+
+export type LogStreamName = 'stdout' | 'stderr' | 'all';
+
+export interface LogRefJson {
+  job_id: string;
+  attempt: number;
+  stream: 'stdout' | 'stderr';
+  run_id: string | null;
+  node_id: string | null;
+  location: string | null;
+  size_bytes: number;
+  complete: boolean;
+  updated_at: string;
+}
+
+export interface LogQuery {
+  /** Default: the job's current attempt (ignored for a run, which is one attempt). */
+  attempt?: number;
+  /** Default all: both streams, interleaved by line in arrival order. */
+  stream?: LogStreamName;
+  /** Start at this byte (one stream only). */
+  offset?: number;
+  /** Keep the response open until the attempt ended and its streams are complete. */
+  follow?: boolean;
+}
+
+/** An open log response: which attempt it is of, and its bytes as they arrive. */
+export interface OpenLog {
+  jobId: string;
+  attempt: number;
+  body: AsyncIterable<Uint8Array>;
+}
+
+/** A run id (`run-…`) reads its attempt's log through /runs; anything else is a job id. */
+export const isRunId = (id: string) => id.startsWith('run-');
+
+/** Opens the log of a job (or of a run's attempt, for a run id); errors are ApiErrors as the rest of the client's. */
+export async function openLogs(c: GpuplaneClient, id: string, q: LogQuery = {}): Promise<OpenLog> {
+  const params = new URLSearchParams();
+  if (q.attempt !== undefined && !isRunId(id)) params.set('attempt', String(q.attempt));
+  if (q.stream) params.set('stream', q.stream);
+  if (q.offset !== undefined) params.set('offset', String(q.offset));
+  if (q.follow) params.set('follow', 'true');
+  const what = isRunId(id) ? 'runs' : 'jobs';
+  const url = `${c.baseUrl.replace(/\/$/, '')}/api/v1/${what}/${encodeURIComponent(id)}/logs${params.size ? `?${params}` : ''}`;
+  let res: Response;
+  try {
+    res = await fetch(url);
+  } catch (err) {
+    throw new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${c.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
+  }
+  if (!res.ok || !res.body) {
+    const text = await res.text().catch(() => '');
+    let e: { error?: string; message?: string } = {};
+    try {
+      e = JSON.parse(text) as typeof e;
+    } catch {
+      // Not our error body.
+    }
+    throw new ApiError(res.status, e.error ?? 'error', e.message ?? `HTTP ${res.status}`);
+  }
+  return { jobId: res.headers.get('x-gpuplane-job') ?? id, attempt: Number(res.headers.get('x-gpuplane-attempt')), body: res.body };
+}
+
+/** The whole log as text (what is shipped now; with follow, what is shipped until the attempt ends). */
+export async function readLogs(c: GpuplaneClient, id: string, q: LogQuery = {}): Promise<string> {
+  const { body } = await openLogs(c, id, q);
+  const parts: Buffer[] = [];
+  for await (const b of body) parts.push(Buffer.from(b));
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/** Where each stream of a job's attempts was shipped from, its size and whether it is complete. */
+export async function logRefs(c: GpuplaneClient, jobId: string, attempt?: number): Promise<LogRefJson[]> {
+  const r = await c.request<{ refs: LogRefJson[] }>('GET', `/jobs/${encodeURIComponent(jobId)}/logs/refs${attempt === undefined ? '' : `?attempt=${attempt}`}`);
+  return r.refs;
+}

@@ -1,0 +1,172 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { and, eq } from 'drizzle-orm';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../api/app.ts';
+import { GpuplaneClient } from '../cli/client.ts';
+import { logRefs, readLogs } from '../cli/client-logs.ts';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { newId } from '../db/ids.ts';
+import { insertJob } from '../db/queries/jobs.ts';
+import { readLogTail } from '../db/queries/logs.ts';
+import { jobAttempts, runs } from '../db/schema.ts';
+import { LogShipper } from '../workers/gpu-host/log-shipper.ts';
+import { until } from './support/poll.ts';
+
+/** Log ingest and reads through app.inject on PGlite; the shipper against the same app on a real port. */
+describe('shipped logs: the API', () => {
+  let app: FastifyInstance;
+  let database: DatabaseHandle;
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-logs-api-'));
+    database = await openDatabase({ dataDir: path.join(dir, 'pglite') });
+    // The log routes never touch Temporal.
+    app = await buildApp({ db: database.db, client: {} as Client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await database?.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const newJob = async () => (await insertJob(database.db, { id: newId('job'), type: 'CUSTOM', state: 'CREATED', gpus: 0, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} })).id;
+  const ship = (jobId: string, stream: string, offset: number, body: string | Buffer, extra = '') =>
+    app.inject({
+      method: 'POST',
+      url: `/api/v1/jobs/${jobId}/attempts/1/logs/${stream}?offset=${offset}${extra}`,
+      headers: { 'content-type': 'application/octet-stream' },
+      payload: typeof body === 'string' ? Buffer.from(body) : body,
+    });
+  const read = async (jobId: string, q = '') => {
+    const res = await app.inject({ method: 'GET', url: `/api/v1/jobs/${jobId}/logs${q}` });
+    return { status: res.statusCode, body: res.body, headers: res.headers };
+  };
+  const setAttempt = (jobId: string, set: { startedAt?: Date; endedAt?: Date }) =>
+    database.db.update(jobAttempts).set(set).where(and(eq(jobAttempts.jobId, jobId), eq(jobAttempts.attempt, 1)));
+
+  it('stores chunks in order; an overlap is trimmed, a repeat stores nothing, a gap is 409 with the offset to resend from', async () => {
+    const id = await newJob();
+    expect((await ship(id, 'stdout', 0, 'one\n')).json()).toEqual({ size_bytes: 4, stored_bytes: 4, complete: false });
+    // A shipper that re-sends bytes the API has (its ack was lost) plus new ones: only the new ones are stored.
+    expect((await ship(id, 'stdout', 2, 'e\ntwo\n')).json()).toEqual({ size_bytes: 8, stored_bytes: 4, complete: false });
+    expect((await ship(id, 'stdout', 0, 'one\n')).json()).toEqual({ size_bytes: 8, stored_bytes: 0, complete: false });
+    const gap = await ship(id, 'stdout', 20, 'lost?\n');
+    expect(gap.statusCode).toBe(409);
+    expect(gap.json()).toMatchObject({ error: 'conflict', expected_offset: 8, complete: false });
+    expect((await ship(id, 'stdout', 8, 'three\n', '&final=true&node=n1&location=/x/attempt-1.log')).json()).toEqual({ size_bytes: 14, stored_bytes: 6, complete: true });
+    // Complete: a repeat is acknowledged, new bytes are refused.
+    expect((await ship(id, 'stdout', 8, 'three\n')).statusCode).toBe(200);
+    expect((await ship(id, 'stdout', 14, 'more\n')).json()).toMatchObject({ expected_offset: 14, complete: true });
+    expect((await read(id, '?stream=stdout')).body).toBe('one\ntwo\nthree\n');
+    expect((await read(id, '?stream=stdout&offset=5')).body).toBe('wo\nthree\n');
+    const refs = (await app.inject({ method: 'GET', url: `/api/v1/jobs/${id}/logs/refs` })).json().refs;
+    expect(refs).toEqual([expect.objectContaining({ job_id: id, attempt: 1, stream: 'stdout', node_id: 'n1', location: '/x/attempt-1.log', size_bytes: 14, complete: true, run_id: null })]);
+  });
+
+  it('refuses a bad stream, an unknown job or attempt, bad offsets and a chunk over 256 KiB', async () => {
+    const id = await newJob();
+    const bad = await ship(id, 'stdlog', 0, 'x');
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error).toBe('invalid');
+    expect((await ship('job-nope', 'stdout', 0, 'x')).statusCode).toBe(404);
+    const noAttempt = await app.inject({ method: 'POST', url: `/api/v1/jobs/${id}/attempts/7/logs/stdout?offset=0`, headers: { 'content-type': 'application/octet-stream' }, payload: Buffer.from('x') });
+    expect(noAttempt.statusCode).toBe(404);
+    expect(noAttempt.json().message).toContain('#7');
+    expect((await ship(id, 'stdout', -1, 'x')).statusCode).toBe(400);
+    expect((await app.inject({ method: 'POST', url: `/api/v1/jobs/${id}/attempts/1/logs/stdout`, headers: { 'content-type': 'application/octet-stream' }, payload: Buffer.from('x') })).statusCode).toBe(400);
+    expect((await ship(id, 'stdout', 0, Buffer.alloc(256 * 1024 + 1, 97))).statusCode).toBe(413);
+    expect((await ship(id, 'stdout', 0, Buffer.alloc(256 * 1024, 97))).json().size_bytes).toBe(256 * 1024);
+    expect((await read('job-nope')).status).toBe(404);
+    expect((await read(id, '?offset=3')).status).toBe(400);
+    expect((await read(id, '?stream=both')).status).toBe(400);
+    expect((await read(id, '?attempt=2')).status).toBe(404);
+  });
+
+  it('interleaves both streams by line in arrival order, never splicing a line', async () => {
+    const id = await newJob();
+    await ship(id, 'stdout', 0, 'out 1\nout 2 starts');
+    await ship(id, 'stderr', 0, 'err 1\n');
+    await ship(id, 'stdout', 18, ' and ends\n');
+    await ship(id, 'stderr', 6, 'err 2 (no newline)');
+    const all = await read(id);
+    expect(all.headers['content-type']).toMatch(/^text\/plain/);
+    expect(all.headers['x-gpuplane-attempt']).toBe('1');
+    expect(all.body).toBe('out 1\nerr 1\nout 2 starts and ends\nerr 2 (no newline)');
+    expect((await read(id, '?stream=stderr')).body).toBe('err 1\nerr 2 (no newline)');
+    expect(await readLogTail(database.db, id, 1)).toBe('out 1\nout 2 starts and ends\n\nerr 1\nerr 2 (no newline)');
+    expect(await readLogTail(database.db, await newJob(), 1)).toBeNull();
+  });
+
+  it("a job's Run reads its attempt's log; an SDK run has none", async () => {
+    const id = await newJob();
+    const runId = newId('run');
+    await database.db.insert(runs).values({ id: runId, jobId: id, attempt: 1, source: 'job', status: 'running' });
+    await ship(id, 'stdout', 0, 'from the run\n');
+    expect((await app.inject({ method: 'GET', url: `/api/v1/runs/${runId}/logs` })).body).toBe('from the run\n');
+    expect((await app.inject({ method: 'GET', url: `/api/v1/jobs/${id}/logs/refs?attempt=1` })).json().refs[0].run_id).toBe(runId);
+    const sdk = newId('run');
+    await database.db.insert(runs).values({ id: sdk, source: 'sdk', status: 'running' });
+    expect((await app.inject({ method: 'GET', url: `/api/v1/runs/${sdk}/logs` })).statusCode).toBe(404);
+    expect((await app.inject({ method: 'GET', url: `/api/v1/runs/run-nope/logs` })).statusCode).toBe(404);
+  });
+
+  it('follow streams until the attempt ended and its streams are complete', async () => {
+    const id = await newJob();
+    await setAttempt(id, { startedAt: new Date() });
+    await ship(id, 'stdout', 0, 'a\n');
+    let settled = false;
+    const followed = read(id, '?follow=true').finally(() => (settled = true));
+    await new Promise((r) => setTimeout(r, 700));
+    await ship(id, 'stdout', 2, 'b\n', '&final=true');
+    await ship(id, 'stderr', 0, 'e\n');
+    await new Promise((r) => setTimeout(r, 700));
+    // Ended, but stderr is not complete yet: still open.
+    await setAttempt(id, { endedAt: new Date() });
+    await new Promise((r) => setTimeout(r, 700));
+    expect(settled).toBe(false);
+    await ship(id, 'stderr', 2, 'f\n', '&final=true');
+    const r = await followed;
+    expect(r.body).toBe('a\nb\ne\nf\n');
+  });
+
+  describe('the shipper, over HTTP', () => {
+    let url: string;
+    beforeAll(async () => {
+      url = await app.listen({ port: 0, host: '127.0.0.1' });
+    });
+
+    it('ships a growing file; a second shipper (a restarted agent) goes on from what the API has: no gap, no duplicate', async () => {
+      const id = await newJob();
+      const files = { stdout: path.join(dir, `${id}.log`), stderr: path.join(dir, `${id}.stderr.log`) };
+      fs.writeFileSync(files.stdout, '');
+      const lines = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => `line ${from + i}\n`).join('');
+      const client = new GpuplaneClient(url);
+      const first = new LogShipper({ apiUrl: url, nodeId: 'n1', jobId: id, attempt: 1, files, ended: new Promise(() => undefined), pollMs: 50 });
+      fs.appendFileSync(files.stdout, lines(0, 100));
+      await until('first part shipped', async () => (await logRefs(client, id, 1)).find((r) => r.stream === 'stdout')?.size_bytes === lines(0, 100).length);
+      first.stop();
+      await first.done;
+      // Written while no shipper ran, plus a big burst: more than one chunk.
+      fs.appendFileSync(files.stdout, lines(100, 30_000));
+      fs.writeFileSync(files.stderr, 'warning\n');
+      let end!: () => void;
+      const second = new LogShipper({ apiUrl: url, nodeId: 'n1', jobId: id, attempt: 1, files, ended: new Promise<void>((r) => (end = r)), pollMs: 50 });
+      fs.appendFileSync(files.stdout, lines(30_000, 30_010));
+      end();
+      expect(await second.flush(20_000)).toBe(true);
+      expect(await readLogs(client, id, { stream: 'stdout' })).toBe(lines(0, 30_010));
+      expect(await readLogs(client, id, { stream: 'stderr' })).toBe('warning\n');
+      const refs = await logRefs(client, id, 1);
+      expect(refs.map((r) => [r.stream, r.complete])).toEqual([
+        ['stderr', true],
+        ['stdout', true],
+      ]);
+      expect(refs.find((r) => r.stream === 'stdout')!.size_bytes).toBe(lines(0, 30_010).length);
+    });
+  });
+});
