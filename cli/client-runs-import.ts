@@ -1,8 +1,10 @@
 /** The calls `gpuctl import-run` makes: runs, metric batches and events (docs: /tmp contract). */
 
+import { encodeValue } from '../domain/metrics.ts';
 import { ApiError, GpuplaneClient } from './client.ts';
+import type { MetricValue as WireValue, RunJson, SeriesJson } from './client-runs.ts';
 
-export type WireValue = number | 'NaN' | 'Infinity' | '-Infinity';
+export type { RunJson, SeriesJson, WireValue };
 
 export interface CreateRunRequest {
   project: string;
@@ -18,33 +20,10 @@ export interface CreateRunRequest {
   ended_at?: string;
 }
 
-export interface RunJson {
-  id: string;
-  project: string | null;
-  experiment: string | null;
-  source: string;
-  name: string | null;
-  status: string;
-  params: Record<string, unknown>;
-  tags: Record<string, string>;
-  system_tags: Record<string, string>;
-  external_key: string | null;
-  started_at: string;
-  ended_at: string | null;
-  [k: string]: unknown;
-}
-
 export interface MetricsWritten {
   stored: number;
   points?: number;
   replayed: boolean;
-}
-
-export interface SeriesJson {
-  key: string;
-  width: number;
-  points?: { step: number; value: WireValue; ts: number }[];
-  buckets?: unknown[];
 }
 
 export interface EventJson {
@@ -57,12 +36,6 @@ export interface EventJson {
 }
 
 /** JSON has no NaN: the API's strings for the non-finite values. */
-export function encodeValue(v: number): WireValue {
-  if (Number.isNaN(v)) return 'NaN';
-  if (v === Infinity) return 'Infinity';
-  if (v === -Infinity) return '-Infinity';
-  return v;
-}
 export function decodeValue(v: WireValue): number {
   return v === 'NaN' ? NaN : v === 'Infinity' ? Infinity : v === '-Infinity' ? -Infinity : v;
 }

@@ -94,6 +94,18 @@ export function parseBatch(points: readonly WirePoint[], now: number): KeySeries
   return [...byKey.values()];
 }
 
+/** Counts one value into a bucket: NaN only in its count and NaN count, everything else in sum, min and max. */
+function addPoint(r: { count: number; nanCount: number; sum: number; min: number | null; max: number | null }, v: number): void {
+  r.count++;
+  if (Number.isNaN(v)) {
+    r.nanCount++;
+    return;
+  }
+  r.sum += v;
+  if (r.min === null || v < r.min) r.min = v;
+  if (r.max === null || v > r.max) r.max = v;
+}
+
 /** The rollup buckets one key's points add to, at every width: the finest from the points, each wider one from the one below. */
 export function rollupsOf(s: KeySeries): RollupRow[] {
   const finest = ROLLUP_WIDTHS[0];
@@ -102,15 +114,7 @@ export function rollupsOf(s: KeySeries): RollupRow[] {
     const bucket = Math.floor(s.steps[i] / finest);
     let r = first.get(bucket);
     if (!r) first.set(bucket, (r = { key: s.key, width: finest, bucket, count: 0, nanCount: 0, min: null, max: null, sum: 0 }));
-    const v = s.values[i];
-    r.count++;
-    if (Number.isNaN(v)) {
-      r.nanCount++;
-      continue;
-    }
-    r.sum += v;
-    if (r.min === null || v < r.min) r.min = v;
-    if (r.max === null || v > r.max) r.max = v;
+    addPoint(r, s.values[i]);
   }
   const out = [...first.values()];
   let level = out;
@@ -195,15 +199,7 @@ export function bucketRaw(steps: readonly number[], values: readonly number[], w
     const b = Math.floor(steps[i] / width);
     let r = m.get(b);
     if (!r) m.set(b, (r = { step: b * width, stepEnd: b * width + width - 1, count: 0, nanCount: 0, min: null, max: null, sum: 0 }));
-    const v = values[i];
-    r.count++;
-    if (Number.isNaN(v)) {
-      r.nanCount++;
-      continue;
-    }
-    r.sum += v;
-    if (r.min === null || v < r.min) r.min = v;
-    if (r.max === null || v > r.max) r.max = v;
+    addPoint(r, values[i]);
   }
   return [...m.values()].sort((a, b) => a.step - b.step);
 }

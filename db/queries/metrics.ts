@@ -1,7 +1,7 @@
 import os from 'node:os';
 import { sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
-import { rollupsOf, summaryOf, type Bucket, type KeySeries } from '../../domain/metrics.ts';
+import { rollupsOf, summaryOf, type Bucket, type KeySeries, type SummaryDelta } from '../../domain/metrics.ts';
 
 /** Rows of a raw query, on either driver. */
 async function rows<T>(ex: Executor, q: SQL): Promise<T[]> {
@@ -88,18 +88,8 @@ export async function writeSeries(ex: Executor, runId: string, series: readonly 
       max = greatest(metric_summaries.max, excluded.max)`);
 }
 
-export interface SummaryRow {
-  key: string;
-  count: number;
-  nanCount: number;
-  firstStep: number;
-  lastStep: number;
-  last: number;
-  min: number | null;
-  minStep: number | null;
-  max: number | null;
-  maxStep: number | null;
-}
+/** A stored summary has the fields of what one batch adds to it. */
+export type SummaryRow = SummaryDelta;
 
 /** Numbers come back as strings from int8 and as "NaN" text from some drivers: read them as numbers. */
 const num = (v: unknown): number => (typeof v === 'number' ? v : Number(v));
