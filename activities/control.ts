@@ -5,6 +5,7 @@ import { newId } from '../db/ids.ts';
 import { getJob, getJobForUpdate, noteJob, ownedCards, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
 import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { readLogTail } from '../db/queries/logs.ts';
+import { nonFiniteLastKeys } from '../db/queries/metrics.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
 import { jobAttempts, jobs, runs } from '../db/schema.ts';
 import { runStatusOfAttempt } from '../domain/run-status.ts';
@@ -177,7 +178,8 @@ export function createControlActivities(deps: ControlDeps) {
         let to: JobState = o.state;
         // Hints read the shipped log; the tail the agent sent stands in when nothing was shipped.
         const shipped = o.state === 'FAILED' && o.exit ? await readLogTail(tx, a.jobId, a.attempt) : null;
-        let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail }).reason : o.reason;
+        const nonFiniteMetrics = o.state === 'FAILED' && o.exit ? await nonFiniteLastKeys(tx, a.jobId, a.attempt) : [];
+        let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics }).reason : o.reason;
         let requeue = false;
         if (o.state === 'LOST') ({ to, reason, requeue } = decideLost(job, o.reason));
         const moved = await transitionJob(tx, {

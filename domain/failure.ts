@@ -14,7 +14,11 @@ const OOM = /CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError|C
 const NAN = /\b(loss|grad(ient)?s?)\b[^\n]{0,40}\b(nan|inf)\b|\b(nan|inf)\b[^\n]{0,20}\bloss\b|non-finite loss|Loss is (nan|inf)/i;
 const NOT_FOUND = /command not found|: not found|No such file or directory/i;
 
-export function classifyFailure(f: { exitCode: number | null; signal: string | null; spawnError?: string | null; logTail: string }): FailureClass {
+/**
+ * `nonFiniteMetrics`: the attempt's run's metric keys whose last value was NaN or ±Inf. A loss
+ * that went NaN is a NaN failure even when the script printed nothing about it.
+ */
+export function classifyFailure(f: { exitCode: number | null; signal: string | null; spawnError?: string | null; logTail: string; nonFiniteMetrics?: string[] }): FailureClass {
   const tail = f.logTail ?? '';
   if (f.spawnError) {
     if (/command not found/.test(f.spawnError)) {
@@ -29,6 +33,11 @@ export function classifyFailure(f: { exitCode: number | null; signal: string | n
   }
   if (NAN.test(tail)) {
     return { kind: 'nan', reason: `loss became NaN/Inf (exit code ${f.exitCode ?? f.signal}) — hint: lower the learning rate or clip gradients, e.g. gpuctl retry ID --set lr=…` };
+  }
+  const nonFinite = f.nonFiniteMetrics ?? [];
+  if (nonFinite.length > 0) {
+    const keys = nonFinite.slice(0, 3).join(', ') + (nonFinite.length > 3 ? ', …' : '');
+    return { kind: 'nan', reason: `metric ${keys} ended NaN/Inf (exit code ${f.exitCode ?? f.signal}) — hint: lower the learning rate or clip gradients, e.g. gpuctl retry ID --set lr=…` };
   }
   if (f.exitCode === 127 && NOT_FOUND.test(tail)) {
     return { kind: 'command_not_found', reason: 'command not found (exit code 127) — hint: check the command and PATH on the node' };

@@ -2,6 +2,14 @@ import { describe, expect, it } from 'vitest';
 import { classifyFailure } from '../domain/failure.ts';
 
 describe('classifyFailure', () => {
+  it('reads a NaN failure from the metrics when the log says nothing about it', () => {
+    const c = classifyFailure({ exitCode: 1, signal: null, logTail: 'Traceback: ValueError', nonFiniteMetrics: ['train/loss'] });
+    expect(c.kind).toBe('nan');
+    expect(c.reason).toMatch(/^metric train\/loss ended NaN\/Inf \(exit code 1\) — hint: lower the learning rate/);
+    // The log's OOM wins: a NaN after running out of memory is not the cause.
+    expect(classifyFailure({ exitCode: 1, signal: null, logTail: 'CUDA out of memory', nonFiniteMetrics: ['loss'] }).kind).toBe('oom');
+  });
+
   it('recognises CUDA OOM from the log', () => {
     const c = classifyFailure({ exitCode: 1, signal: null, logTail: 'RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB' });
     expect(c.kind).toBe('oom');

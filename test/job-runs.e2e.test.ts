@@ -57,6 +57,14 @@ describe("a job's run, reported by the SDK", () => {
     expect(run.metrics['train/loss']).toMatchObject({ count: 251, last_step: 250 });
   });
 
+  it('a loss that went NaN is the failure hint even when the log never says so', async () => {
+    // The script prints its loss at steps 0 and 100 only: the log has no "nan" in it.
+    const job = await c.client.submit(train({ steps: 1000, nan_at: 101, fail_at: 150 }));
+    const done = await c.client.waitFor(job.id, undefined, 90_000);
+    expect(done.state).toBe('FAILED');
+    expect(done.reason).toMatch(/^metric train\/loss ended NaN\/Inf \(exit code 1\) — hint: lower the learning rate/);
+  });
+
   it('an SDK run whose process is killed is marked crashed, not left running', async () => {
     // Run by hand (no job), killed before finish(): only its silence tells.
     const job = await c.client.submit({

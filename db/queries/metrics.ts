@@ -95,6 +95,17 @@ export type SummaryRow = SummaryDelta;
 const num = (v: unknown): number => (typeof v === 'number' ? v : Number(v));
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : num(v));
 
+/** Keys whose last value is NaN or ±Inf, in the run of a job's attempt: what a failure hint looks for. */
+export async function nonFiniteLastKeys(ex: Executor, jobId: string, attempt: number): Promise<string[]> {
+  const r = await rows<{ key: string }>(
+    ex,
+    sql`select s.key from metric_summaries s join runs r on r.id = s.run_id
+        where r.job_id = ${jobId} and r.attempt = ${attempt} and (s.last = 'NaN'::float8 or s.last in ('Infinity'::float8, '-Infinity'::float8))
+        order by s.key`,
+  );
+  return r.map((x) => x.key);
+}
+
 export async function summaries(ex: Executor, runId: string, keys?: readonly string[]): Promise<SummaryRow[]> {
   const filter = keys && keys.length > 0 ? sql` and key = any(${textArray(keys)}::text[])` : sql``;
   const r = await rows<Record<string, unknown>>(
