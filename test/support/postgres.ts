@@ -39,9 +39,12 @@ export async function startThrowawayCluster(port: number): Promise<PgCluster> {
     execFileSync(c, a, { stdio: 'pipe' });
   };
   run('initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8']);
+  // fsync off: a throwaway cluster need not survive a power cut. synchronous_commit stays on, so
+  // a commit's WAL is written (to the page cache) before COMMIT returns: the tests kill and
+  // restart PostgreSQL (stop 'immediate', SIGKILL), and a committed job must still be there.
   fs.appendFileSync(
     path.join(data, 'postgresql.conf'),
-    `\nlisten_addresses = '127.0.0.1'\nport = ${port}\nunix_socket_directories = '${dir}'\nfsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 300\n`,
+    `\nlisten_addresses = '127.0.0.1'\nport = ${port}\nunix_socket_directories = '${dir}'\nfsync = off\nsynchronous_commit = on\nfull_page_writes = off\nmax_connections = 300\n`,
   );
   const cluster: PgCluster = {
     port,
