@@ -10,6 +10,7 @@ import { installErrorHandler } from './errors.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { logRoutes } from './routes/logs.ts';
 import { nodeRoutes } from './routes/nodes.ts';
+import { projectRoutes } from './routes/projects.ts';
 import { runRoutes } from './routes/runs.ts';
 import { ErrorBody } from './schemas/common.ts';
 
@@ -42,6 +43,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(jobRoutes, deps);
       await api.register(nodeRoutes, deps);
       await api.register(runRoutes, deps);
+      await api.register(projectRoutes, deps);
       await api.register(logRoutes, deps);
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database' } }, async () => {

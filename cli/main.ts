@@ -5,6 +5,7 @@ import { ApiError, type JobDetailJson } from './client.ts';
 import { clientOf } from './client-of.ts';
 import { registerImportCommand } from './commands/import-run.ts';
 import { registerLogCommands } from './commands/logs.ts';
+import { registerPrimaryMetricCommand } from './commands/primary-metric.ts';
 import { registerRunCommands } from './commands/runs.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from './logger.ts';
 import { renderJob, renderJobs, renderNodes } from './render.ts';
@@ -244,6 +245,7 @@ export function buildProgram(): Command {
   registerRunCommands(program);
   registerLogCommands(program);
   registerImportCommand(program);
+  registerPrimaryMetricCommand(program);
   return program;
 }
 

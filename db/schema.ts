@@ -20,6 +20,7 @@ import type { AttemptConfig } from '../domain/attempt-config.ts';
 import type { JobState, JobType } from '../domain/job-states.ts';
 import type { OnLostPolicy } from '../domain/lost-policy.ts';
 import type { NodeStatus } from '../domain/node.ts';
+import type { MetricGoal } from '../domain/primary-metric.ts';
 import type { RunStatus } from '../domain/run-status.ts';
 
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
@@ -30,7 +31,7 @@ export const projects = pgTable('projects', {
   id: text('id').primaryKey(),
   name: text('name').notNull().unique(),
   primaryMetric: text('primary_metric'),
-  primaryMetricMode: text('primary_metric_mode').$type<'min' | 'max'>(),
+  primaryMetricMode: text('primary_metric_mode').$type<MetricGoal>(),
   createdAt: createdAt(),
 });
 export type Project = InferSelectModel<typeof projects>;
@@ -42,7 +43,7 @@ export const experiments = pgTable(
     projectId: text('project_id').notNull().references(() => projects.id),
     name: text('name').notNull(),
     primaryMetric: text('primary_metric'),
-    primaryMetricMode: text('primary_metric_mode').$type<'min' | 'max'>(),
+    primaryMetricMode: text('primary_metric_mode').$type<MetricGoal>(),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex('experiments_project_name').on(t.projectId, t.name)],
@@ -216,10 +217,10 @@ export const checkpoints = pgTable(
     id: text('id').primaryKey(),
     runId: text('run_id').notNull().references(() => runs.id),
     parentCheckpointId: text('parent_checkpoint_id'),
-    step: integer('step'),
+    step: bigint('step', { mode: 'number' }),
     uri: text('uri').notNull(),
     fingerprint: text('fingerprint').notNull(),
-    sizeBytes: integer('size_bytes'),
+    sizeBytes: bigint('size_bytes', { mode: 'number' }),
     trainMetrics: jsonb('train_metrics').$type<Record<string, number>>(),
     createdAt: createdAt(),
   },

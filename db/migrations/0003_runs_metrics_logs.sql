@@ -62,6 +62,8 @@ CREATE TABLE "run_log_refs" (
 	CONSTRAINT "run_log_refs_job_id_attempt_stream_pk" PRIMARY KEY("job_id","attempt","stream")
 );
 --> statement-breakpoint
+ALTER TABLE "checkpoints" ALTER COLUMN "step" SET DATA TYPE bigint;--> statement-breakpoint
+ALTER TABLE "checkpoints" ALTER COLUMN "size_bytes" SET DATA TYPE bigint;--> statement-breakpoint
 ALTER TABLE "events" ADD COLUMN "idempotency_key" text;--> statement-breakpoint
 ALTER TABLE "log_chunks" ADD CONSTRAINT "log_chunks_job_id_jobs_id_fk" FOREIGN KEY ("job_id") REFERENCES "public"."jobs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "metric_chunks" ADD CONSTRAINT "metric_chunks_run_id_runs_id_fk" FOREIGN KEY ("run_id") REFERENCES "public"."runs"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint

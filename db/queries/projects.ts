@@ -2,6 +2,7 @@ import { and, eq } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { experiments, projects } from '../schema.ts';
+import { settingOf, type MetricSetting } from '../../domain/primary-metric.ts';
 
 /** Finds a project by name, creating it on first use. */
 export async function ensureProject(ex: Executor, name: string): Promise<string> {
@@ -25,4 +26,33 @@ export async function ensureExperiment(ex: Executor, projectId: string, name: st
     .from(experiments)
     .where(and(eq(experiments.projectId, projectId), eq(experiments.name, name)));
   return row.id;
+}
+
+export interface ProjectMetrics {
+  project: MetricSetting | null;
+  experiment: MetricSetting | null;
+}
+
+/** The primary metric settings of a project and, when named, one of its experiments; undefined when the project does not exist. */
+export async function primaryMetricSettings(ex: Executor, project: string, experiment?: string): Promise<ProjectMetrics | undefined> {
+  const [p] = await ex.select().from(projects).where(eq(projects.name, project));
+  if (!p) return undefined;
+  let e: MetricSetting | null = null;
+  if (experiment) {
+    const [row] = await ex.select().from(experiments).where(and(eq(experiments.projectId, p.id), eq(experiments.name, experiment)));
+    e = row ? settingOf(row.primaryMetric, row.primaryMetricMode) : null;
+  }
+  return { project: settingOf(p.primaryMetric, p.primaryMetricMode), experiment: e };
+}
+
+/** Sets (or with null clears) a project's primary metric, creating the project on first use. */
+export async function setProjectMetric(ex: Executor, project: string, m: MetricSetting | null): Promise<void> {
+  const id = await ensureProject(ex, project);
+  await ex.update(projects).set({ primaryMetric: m?.name ?? null, primaryMetricMode: m?.goal ?? null }).where(eq(projects.id, id));
+}
+
+/** Sets (or with null clears) an experiment's primary metric, creating project and experiment on first use. */
+export async function setExperimentMetric(ex: Executor, project: string, experiment: string, m: MetricSetting | null): Promise<void> {
+  const id = await ensureExperiment(ex, await ensureProject(ex, project), experiment);
+  await ex.update(experiments).set({ primaryMetric: m?.name ?? null, primaryMetricMode: m?.goal ?? null }).where(eq(experiments.id, id));
 }

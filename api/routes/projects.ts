@@ -1,0 +1,68 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Db } from '../../db/client.ts';
+import { primaryMetricSettings, setExperimentMetric, setProjectMetric } from '../../db/queries/projects.ts';
+import { METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
+import { resolvePrimaryMetric, type MetricSetting } from '../../domain/primary-metric.ts';
+import { DomainError } from '../errors.ts';
+import { errorResponses } from '../schemas/common.ts';
+import { ExperimentParams, PrimaryMetricBody, ProjectParams, ResolvedMetricSchema, ResolveQuery } from '../schemas/projects.ts';
+import type { ApiDeps } from '../app.ts';
+
+function checked(m: MetricSetting): MetricSetting {
+  if (!METRIC_KEY_PATTERN.test(m.name)) throw new DomainError('invalid', `name ${JSON.stringify(m.name)} is not a metric key (${METRIC_KEY_RULE})`);
+  return m;
+}
+
+/** The primary metric in force for a project (and experiment), with the level it came from. */
+async function resolved(db: Db, project: string, experiment?: string) {
+  const s = (await primaryMetricSettings(db, project, experiment)) ?? { project: null, experiment: null };
+  return resolvePrimaryMetric(s.experiment, s.project);
+}
+
+/** Primary metrics of projects and experiments: what decides the best checkpoint. */
+export const projectRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
+  const { db } = deps;
+  const reply200 = { 200: ResolvedMetricSchema, ...errorResponses };
+
+  app.get(
+    '/primary-metric',
+    { schema: { tags: ['projects'], summary: 'The primary metric in force for a project or experiment, and where it came from', querystring: ResolveQuery, response: reply200 } },
+    async (req) => resolved(db, req.query.project, req.query.experiment),
+  );
+
+  app.put(
+    '/projects/:project/primary-metric',
+    { schema: { tags: ['projects'], summary: "Set a project's primary metric (the project is created on first use)", params: ProjectParams, body: PrimaryMetricBody, response: reply200 } },
+    async (req) => {
+      await db.transaction((tx) => setProjectMetric(tx, req.params.project, checked(req.body)));
+      return resolved(db, req.params.project);
+    },
+  );
+
+  app.delete(
+    '/projects/:project/primary-metric',
+    { schema: { tags: ['projects'], summary: "Clear a project's primary metric (the default applies again)", params: ProjectParams, response: reply200 } },
+    async (req) => {
+      await db.transaction((tx) => setProjectMetric(tx, req.params.project, null));
+      return resolved(db, req.params.project);
+    },
+  );
+
+  app.put(
+    '/projects/:project/experiments/:experiment/primary-metric',
+    { schema: { tags: ['projects'], summary: "Set an experiment's primary metric; it overrides the project's", params: ExperimentParams, body: PrimaryMetricBody, response: reply200 } },
+    async (req) => {
+      await db.transaction((tx) => setExperimentMetric(tx, req.params.project, req.params.experiment, checked(req.body)));
+      return resolved(db, req.params.project, req.params.experiment);
+    },
+  );
+
+  app.delete(
+    '/projects/:project/experiments/:experiment/primary-metric',
+    { schema: { tags: ['projects'], summary: "Clear an experiment's primary metric (the project's applies again)", params: ExperimentParams, response: reply200 } },
+    async (req) => {
+      await db.transaction((tx) => setExperimentMetric(tx, req.params.project, req.params.experiment, null));
+      return resolved(db, req.params.project, req.params.experiment);
+    },
+  );
+};

@@ -1,0 +1,24 @@
+import { Type } from '@sinclair/typebox';
+import { METRIC_KEY_RULE } from '../../domain/metrics.ts';
+
+const Goal = Type.Union([Type.Literal('min'), Type.Literal('max')]);
+
+export const PrimaryMetricBody = Type.Object(
+  { name: Type.String({ minLength: 1, maxLength: 250, description: METRIC_KEY_RULE }), goal: Goal },
+  { additionalProperties: false, description: 'the metric that decides the best checkpoint, and whether lower or higher is better' },
+);
+
+export const ResolvedMetricSchema = Type.Object({
+  name: Type.String(),
+  goal: Goal,
+  level: Type.Union([Type.Literal('experiment'), Type.Literal('project'), Type.Literal('default')], {
+    description: 'where it came from: the experiment, else the project, else the default (minimise eval/loss where runs have it, else maximise eval/accuracy)',
+  }),
+});
+
+export const ProjectParams = Type.Object({ project: Type.String({ minLength: 1, maxLength: 200 }) });
+export const ExperimentParams = Type.Object({ project: Type.String({ minLength: 1, maxLength: 200 }), experiment: Type.String({ minLength: 1, maxLength: 200 }) });
+export const ResolveQuery = Type.Object(
+  { project: Type.String({ minLength: 1, maxLength: 200 }), experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })) },
+  { additionalProperties: false },
+);

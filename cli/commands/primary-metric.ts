@@ -1,0 +1,34 @@
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { clientOf, out } from '../client-of.ts';
+
+interface ResolvedJson {
+  name: string;
+  goal: 'min' | 'max';
+  level: 'experiment' | 'project' | 'default';
+}
+
+/** `gpuctl primary-metric PROJECT [EXPERIMENT] [--set NAME --goal min|max | --clear]`. */
+export function registerPrimaryMetricCommand(program: Command): void {
+  program
+    .command('primary-metric')
+    .description("show, set or clear the metric that decides a project's or experiment's best checkpoint")
+    .argument('<project>', 'project name')
+    .argument('[experiment]', 'experiment name (its setting overrides the project\'s)')
+    .option('--set <metric>', 'the metric name, e.g. eval/accuracy')
+    .addOption(new Option('--goal <goal>', 'with --set: whether lower or higher is better').choices(['min', 'max']))
+    .option('--clear', 'remove the setting at this level')
+    .option('--json', 'print JSON')
+    .action(async (project: string, experiment: string | undefined, o: { set?: string; goal?: 'min' | 'max'; clear?: boolean; json?: boolean }, cmd: Command) => {
+      if (o.set && o.clear) throw new InvalidArgumentError('--set and --clear exclude each other');
+      if (o.set && !o.goal) throw new InvalidArgumentError('--set needs --goal min or --goal max');
+      if (o.goal && !o.set) throw new InvalidArgumentError('--goal goes with --set');
+      const c = clientOf(cmd);
+      const at = `/projects/${encodeURIComponent(project)}${experiment ? `/experiments/${encodeURIComponent(experiment)}` : ''}/primary-metric`;
+      const r = o.set
+        ? await c.request<ResolvedJson>('PUT', at, { name: o.set, goal: o.goal })
+        : o.clear
+          ? await c.request<ResolvedJson>('DELETE', at)
+          : await c.request<ResolvedJson>('GET', `/primary-metric?${new URLSearchParams({ project, ...(experiment ? { experiment } : {}) })}`);
+      out(o.json ? JSON.stringify(r) : `${r.goal === 'min' ? 'minimise' : 'maximise'} ${r.name} (from the ${r.level === 'default' ? 'global default' : r.level})`);
+    });
+}

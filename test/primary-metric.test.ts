@@ -1,0 +1,79 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../api/app.ts';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { resolvePrimaryMetric } from '../domain/primary-metric.ts';
+
+describe('resolvePrimaryMetric', () => {
+  it('takes the experiment, else the project, else the default, and says which', () => {
+    const e = { name: 'eval/f1', goal: 'max' as const };
+    const p = { name: 'eval/wer', goal: 'min' as const };
+    expect(resolvePrimaryMetric(e, p)).toEqual({ ...e, level: 'experiment' });
+    expect(resolvePrimaryMetric(null, p)).toEqual({ ...p, level: 'project' });
+    expect(resolvePrimaryMetric(null, null)).toEqual({ name: 'eval/loss', goal: 'min', level: 'default' });
+    // The default minimises eval/loss where the runs have it, else maximises eval/accuracy.
+    expect(resolvePrimaryMetric(null, null, new Set(['eval/accuracy']))).toEqual({ name: 'eval/accuracy', goal: 'max', level: 'default' });
+    expect(resolvePrimaryMetric(null, null, new Set(['eval/accuracy', 'eval/loss']))).toMatchObject({ name: 'eval/loss' });
+  });
+});
+
+describe('primary metric through the API and gpuctl', () => {
+  let app: FastifyInstance;
+  let database: DatabaseHandle;
+  let api: string;
+
+  beforeAll(async () => {
+    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-metric-')) });
+    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  });
+  afterAll(async () => {
+    await app?.close();
+    await database?.close();
+  });
+
+  const call = async (method: 'GET' | 'PUT' | 'DELETE', url: string, payload?: object) => {
+    const r = await app.inject({ method, url: `/api/v1${url}`, ...(payload ? { payload } : {}) });
+    return { status: r.statusCode, body: r.json() };
+  };
+
+  it("an experiment's setting overrides its project's, which overrides the default", async () => {
+    expect((await call('GET', '/primary-metric?project=vision&experiment=resnet')).body).toEqual({ name: 'eval/loss', goal: 'min', level: 'default' });
+    expect((await call('PUT', '/projects/vision/primary-metric', { name: 'eval/top1', goal: 'max' })).body).toEqual({ name: 'eval/top1', goal: 'max', level: 'project' });
+    expect((await call('GET', '/primary-metric?project=vision&experiment=resnet')).body).toMatchObject({ name: 'eval/top1', level: 'project' });
+    await call('PUT', '/projects/vision/experiments/resnet/primary-metric', { name: 'eval/top5', goal: 'max' });
+    expect((await call('GET', '/primary-metric?project=vision&experiment=resnet')).body).toEqual({ name: 'eval/top5', goal: 'max', level: 'experiment' });
+    // Another experiment of the project still gets the project's.
+    expect((await call('GET', '/primary-metric?project=vision&experiment=vit')).body).toMatchObject({ name: 'eval/top1', level: 'project' });
+    expect((await call('DELETE', '/projects/vision/experiments/resnet/primary-metric')).body).toMatchObject({ name: 'eval/top1', level: 'project' });
+    expect((await call('DELETE', '/projects/vision/primary-metric')).body).toMatchObject({ name: 'eval/loss', level: 'default' });
+  });
+
+  it('refuses a bad metric name or goal and changes nothing', async () => {
+    await call('PUT', '/projects/nlp/primary-metric', { name: 'eval/bleu', goal: 'max' });
+    for (const body of [{ name: 'bad name!', goal: 'max' }, { name: 'eval/x', goal: 'up' }, { name: 'eval/x' }, { name: 'eval/x', goal: 'min', extra: 1 }]) {
+      const r = await call('PUT', '/projects/nlp/primary-metric', body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(r.body.message).toBeTruthy();
+    }
+    expect((await call('GET', '/primary-metric?project=nlp')).body).toMatchObject({ name: 'eval/bleu', level: 'project' });
+  });
+
+  it('gpuctl primary-metric shows, sets and clears, and fails in one line on bad flags', async () => {
+    const run = promisify(execFile);
+    const cli = (...args: string[]) => run(process.execPath, ['cli/gpuctl.mjs', '--api', api, 'primary-metric', ...args]);
+    expect((await cli('speech', '--set', 'eval/wer', '--goal', 'min')).stdout.trim()).toBe('minimise eval/wer (from the project)');
+    expect((await cli('speech', 'conformer')).stdout.trim()).toBe('minimise eval/wer (from the project)');
+    expect(JSON.parse((await cli('speech', 'conformer', '--set', 'eval/cer', '--goal', 'min', '--json')).stdout)).toEqual({ name: 'eval/cer', goal: 'min', level: 'experiment' });
+    expect((await cli('speech', '--clear')).stdout.trim()).toBe('minimise eval/loss (from the global default)');
+    const bad = await cli('speech', '--set', 'eval/wer').catch((e: { code: number; stderr: string }) => e);
+    expect((bad as { code: number }).code).not.toBe(0);
+    expect((bad as { stderr: string }).stderr.trim().split('\n')).toHaveLength(1);
+  });
+});
