@@ -21,6 +21,7 @@ import type { JobState, JobType } from '../domain/job-states.ts';
 import type { OnLostPolicy } from '../domain/lost-policy.ts';
 import type { NodeStatus } from '../domain/node.ts';
 import type { MetricGoal } from '../domain/primary-metric.ts';
+import type { EvalPolicy } from '../domain/eval-policy.ts';
 import type { RunStatus } from '../domain/run-status.ts';
 
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
@@ -44,6 +45,9 @@ export const experiments = pgTable(
     name: text('name').notNull(),
     primaryMetric: text('primary_metric'),
     primaryMetricMode: text('primary_metric_mode').$type<MetricGoal>(),
+    /** Retention (opt-in): keep the best K and the latest N checkpoints of each run, delete the others' files. */
+    keepBest: integer('keep_best'),
+    keepLatest: integer('keep_latest'),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex('experiments_project_name').on(t.projectId, t.name)],
@@ -67,6 +71,16 @@ export const jobs = pgTable(
     params: jsonb('params').$type<Record<string, unknown>>().notNull(),
     onLost: text('on_lost').$type<OnLostPolicy>().notNull().default('requeue'),
     maxLostRequeues: integer('max_lost_requeues').notNull().default(3),
+    /** A folder (relative to working_dir) whose checkpoints the agent registers while the job runs (`--watch`). */
+    watchDir: text('watch_dir'),
+    /** The checkpoint this training job resumes from: the parent of its run's first checkpoint. */
+    resumeFrom: text('resume_from'),
+    /** When a TRAIN job's checkpoints are evaluated: each one, every Nth, or the final one, with the eval command. */
+    evalPolicy: jsonb('eval_policy').$type<EvalPolicy>(),
+    /** For an EVALUATE job: the checkpoint it evaluates. */
+    checkpointId: text('checkpoint_id'),
+    /** For an EVALUATE job started by a training job: that job. */
+    parentJobId: text('parent_job_id'),
     lostCount: integer('lost_count').notNull().default(0),
     attempt: integer('attempt').notNull().default(1),
     nodeId: text('node_id'),
@@ -218,27 +232,43 @@ export const checkpoints = pgTable(
     runId: text('run_id').notNull().references(() => runs.id),
     parentCheckpointId: text('parent_checkpoint_id'),
     step: bigint('step', { mode: 'number' }),
+    /** The job attempt whose watcher registered it. */
+    jobId: text('job_id').references(() => jobs.id),
+    attempt: integer('attempt'),
+    nodeId: text('node_id'),
+    /** Absolute path on the node (a file or a directory). */
     uri: text('uri').notNull(),
+    /** sha256 over the checkpoint's files (relative path, size, content), as `sha256:<hex>`. */
     fingerprint: text('fingerprint').notNull(),
+    /** Set when retention deleted its files. */
+    deletedAt: ts('deleted_at'),
     sizeBytes: bigint('size_bytes', { mode: 'number' }),
     trainMetrics: jsonb('train_metrics').$type<Record<string, number>>(),
     createdAt: createdAt(),
   },
   (t) => [
     foreignKey({ columns: [t.parentCheckpointId], foreignColumns: [t.id] }),
-    uniqueIndex('checkpoints_run_fingerprint').on(t.runId, t.fingerprint),
+    uniqueIndex('checkpoints_run_uri_fingerprint').on(t.runId, t.uri, t.fingerprint),
+    index('checkpoints_run').on(t.runId, t.createdAt),
   ],
 );
 export type Checkpoint = InferSelectModel<typeof checkpoints>;
 
-export const evaluations = pgTable('evaluations', {
-  id: text('id').primaryKey(),
-  checkpointId: text('checkpoint_id').notNull().references(() => checkpoints.id),
-  jobId: text('job_id').references(() => jobs.id),
-  status: text('status').notNull(),
-  metrics: jsonb('metrics').$type<Record<string, number>>(),
-  createdAt: createdAt(),
-});
+export const evaluations = pgTable(
+  'evaluations',
+  {
+    id: text('id').primaryKey(),
+    checkpointId: text('checkpoint_id').notNull().references(() => checkpoints.id),
+    jobId: text('job_id').references(() => jobs.id),
+    /** pending | running | succeeded | failed | cancelled */
+    status: text('status').notNull(),
+    metrics: jsonb('metrics').$type<Record<string, number>>(),
+    reason: text('reason'),
+    createdAt: createdAt(),
+    endedAt: ts('ended_at'),
+  },
+  (t) => [uniqueIndex('evaluations_job').on(t.jobId), index('evaluations_checkpoint').on(t.checkpointId)],
+);
 export type Evaluation = InferSelectModel<typeof evaluations>;
 
 /**
