@@ -8,6 +8,8 @@ import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 import { installErrorHandler } from './errors.ts';
 import { jobRoutes } from './routes/jobs.ts';
+import { checkpointRoutes } from './routes/checkpoints.ts';
+import { evaluationRoutes } from './routes/evaluations.ts';
 import { logRoutes } from './routes/logs.ts';
 import { nodeRoutes } from './routes/nodes.ts';
 import { projectRoutes } from './routes/projects.ts';
@@ -44,6 +46,8 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(nodeRoutes, deps);
       await api.register(runRoutes, deps);
       await api.register(projectRoutes, deps);
+      await api.register(checkpointRoutes, deps);
+      await api.register(evaluationRoutes, deps);
       await api.register(logRoutes, deps);
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database' } }, async () => {

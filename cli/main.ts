@@ -3,6 +3,8 @@ import { loadConfig } from '../config.ts';
 import { passEnvRefusal } from '../domain/job-env.ts';
 import { ApiError, type JobDetailJson } from './client.ts';
 import { clientOf } from './client-of.ts';
+import { registerCheckpointCommands } from './commands/checkpoints.ts';
+import { registerEvalCommand } from './commands/eval.ts';
 import { registerImportCommand } from './commands/import-run.ts';
 import { registerLogCommands } from './commands/logs.ts';
 import { registerPrimaryMetricCommand } from './commands/primary-metric.ts';
@@ -246,6 +248,8 @@ export function buildProgram(): Command {
   registerLogCommands(program);
   registerImportCommand(program);
   registerPrimaryMetricCommand(program);
+  registerCheckpointCommands(program);
+  registerEvalCommand(program);
   return program;
 }
 
