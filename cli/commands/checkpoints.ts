@@ -1,4 +1,143 @@
-import type { Command } from 'commander';
+import { Command, InvalidArgumentError } from 'commander';
+import { clientOf, out } from '../client-of.ts';
+import {
+  bestCheckpoint,
+  getCheckpoint,
+  listCheckpoints,
+  type BestJson,
+  type CheckpointDetailJson,
+  type CheckpointScopeQuery,
+  type ListedCheckpointJson,
+  type ResolvedMetricJson,
+} from '../client-checkpoints.ts';
+import type { MetricValue } from '../client-runs.ts';
+import { keyValues, table } from '../table.ts';
+
+const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+
+/** Bytes as people read them: 512 B, 1.5 KiB, 312 GiB. */
+export function humanSize(bytes: number | null): string {
+  if (bytes === null) return '-';
+  let v = bytes;
+  let u = 0;
+  while (v >= 1024 && u < UNITS.length - 1) {
+    v /= 1024;
+    u += 1;
+  }
+  return u === 0 ? `${v} B` : `${v >= 100 ? Math.round(v) : Number(v.toPrecision(3))} ${UNITS[u]}`;
+}
+
+const fmt = (v: MetricValue | null | undefined) => (v === null || v === undefined ? '-' : typeof v === 'string' ? v : Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(6))));
+const when = (iso: string | null) => (iso ? iso.replace('T', ' ').replace(/\.\d+Z$/, 'Z') : '-');
+const pairs = (m: Record<string, MetricValue> | null) => (m ? Object.entries(m).map(([k, v]) => `${k}=${fmt(v)}`).join(' ') : '');
+export const metricLine = (m: ResolvedMetricJson) => `${m.goal === 'min' ? 'minimise' : 'maximise'} ${m.name} (from the ${m.level === 'default' ? 'global default' : m.level})`;
+
+export function renderCheckpoints(list: ListedCheckpointJson[], metric: ResolvedMetricJson): string {
+  const t = table(
+    ['ID', 'RUN', 'STEP', 'SIZE', 'EVAL', 'CREATED'],
+    list.map((c) => [c.id, c.run_id, c.step ?? '-', c.deleted_at ? 'deleted' : humanSize(c.size_bytes), fmt(c.eval_value), when(c.created_at)]),
+  );
+  return `${t}\n\nEVAL: ${metricLine(metric)}`;
+}
+
+export function renderCheckpoint(c: CheckpointDetailJson): string {
+  const parts = [
+    keyValues([
+      ['id', c.id],
+      ['run', c.run_id],
+      ['job', c.job_id ? `${c.job_id} attempt ${c.attempt}` : null],
+      ['node', c.node_id],
+      ['path', c.uri],
+      ['fingerprint', c.fingerprint],
+      ['size', humanSize(c.size_bytes)],
+      ['step', c.step],
+      ['train metrics', pairs(c.train_metrics)],
+      ['parent', c.parent_checkpoint_id],
+      ['created', when(c.created_at)],
+      ['deleted', c.deleted_at ? when(c.deleted_at) : null],
+    ]),
+  ];
+  parts.push(
+    c.evaluations.length
+      ? table(
+          ['EVALUATION', 'STATUS', 'JOB', 'METRICS', 'ENDED'],
+          c.evaluations.map((e) => [e.id, e.status, e.job_id ?? '', e.status === 'succeeded' ? pairs(e.metrics) : (e.reason ?? ''), when(e.ended_at)]),
+          { METRICS: 80 },
+        )
+      : 'no evaluations',
+  );
+  if (c.chain.length) parts.push(`resume chain (parent first):\n${table(['CHECKPOINT', 'RUN', 'JOB', 'STEP'], c.chain.map((p) => [p.id, p.run_id, p.job_id ? `${p.job_id}#${p.attempt}` : '', p.step ?? '-']))}`);
+  return parts.join('\n\n');
+}
+
+export function renderBest(b: BestJson): string {
+  const c = b.checkpoint;
+  return keyValues([
+    ['best', c.id],
+    ['run', c.run_id],
+    ['step', c.step],
+    ['path', c.uri],
+    ['metric', `${b.metric.name} = ${fmt(b.value)}${b.fallback ? ' (fallback: training-time value)' : ''}`],
+    ['goal', b.metric.goal === 'min' ? 'minimise' : 'maximise'],
+    ['level', b.metric.level === 'default' ? 'global default' : b.metric.level],
+    ['ranked', `${b.ranked} checkpoint${b.ranked === 1 ? '' : 's'}`],
+  ]);
+}
+
+interface ScopeOptions {
+  run?: string;
+  project?: string;
+  experiment?: string;
+}
+
+function scopeOf(o: ScopeOptions, required: boolean): CheckpointScopeQuery {
+  if (o.run && (o.project || o.experiment)) throw new InvalidArgumentError('give either --run, or --project (and --experiment), not both');
+  if (o.experiment && !o.project) throw new InvalidArgumentError('--experiment needs --project');
+  if (required && !o.run && !o.project) throw new InvalidArgumentError('give --run R, or --project P (and optionally --experiment E)');
+  return { run: o.run, project: o.project, experiment: o.experiment };
+}
+
+function intArg(name: string, min: number, max: number) {
+  return (v: string) => {
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new InvalidArgumentError(`${name} must be an integer from ${min} to ${max}`);
+    return Number(v);
+  };
+}
 
 /** `gpuctl checkpoints`, `gpuctl checkpoint ID`, `gpuctl best`. */
-export function registerCheckpointCommands(_program: Command): void {}
+export function registerCheckpointCommands(program: Command): void {
+  program
+    .command('checkpoints')
+    .description("a run's, experiment's or project's checkpoints, newest first, with the primary metric's evaluated value")
+    .option('--run <id>', "this run's checkpoints")
+    .option('--project <name>', "this project's checkpoints")
+    .option('--experiment <name>', "only this experiment's (needs --project)")
+    .option('--limit <n>', 'at most this many (1-1000)', intArg('--limit', 1, 1000), 100)
+    .option('--json', 'print JSON')
+    .action(async (o: ScopeOptions & { limit: number; json?: boolean }, cmd: Command) => {
+      const r = await listCheckpoints(clientOf(cmd), { ...scopeOf(o, true), limit: o.limit });
+      out(o.json ? JSON.stringify(r, null, 2) : r.checkpoints.length ? renderCheckpoints(r.checkpoints, r.metric) : 'no checkpoints');
+    });
+
+  program
+    .command('checkpoint')
+    .description('a checkpoint: where it is, its evaluations, and its resume chain')
+    .argument('<id>', 'checkpoint id')
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
+      const c = await getCheckpoint(clientOf(cmd), id);
+      out(o.json ? JSON.stringify(c, null, 2) : renderCheckpoint(c));
+    });
+
+  program
+    .command('best')
+    .description('the best checkpoint by the primary metric: evaluated values first, training-time values only as a fallback')
+    .option('--run <id>', "among this run's checkpoints")
+    .option('--project <name>', "among this project's checkpoints")
+    .option('--experiment <name>', "among this experiment's (needs --project)")
+    .option('--json', 'print JSON')
+    .action(async (o: ScopeOptions & { json?: boolean }, cmd: Command) => {
+      const b = await bestCheckpoint(clientOf(cmd), scopeOf(o, true));
+      out(o.json ? JSON.stringify(b, null, 2) : renderBest(b));
+    });
+}

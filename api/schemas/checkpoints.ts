@@ -1,0 +1,81 @@
+import { Type } from '@sinclair/typebox';
+import { Nullable } from './common.ts';
+import { MetricValue } from './runs.ts';
+
+const Time = Type.String({ format: 'date-time' });
+const MetricMap = Type.Record(Type.String(), MetricValue);
+
+const scopeFields = {
+  run: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: "a run's checkpoints" })),
+  project: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "a project's checkpoints (with experiment: that experiment's)" })),
+  experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'needs project' })),
+};
+
+export const ListCheckpointsQuery = Type.Object(
+  { ...scopeFields, limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$', description: 'at most 1000; default 100' })) },
+  { additionalProperties: false, description: 'exactly one scope: run, or project (and optionally experiment)' },
+);
+
+export const BestQuery = Type.Object(scopeFields, { additionalProperties: false, description: 'exactly one scope: run, or project (and optionally experiment)' });
+
+export const ResolvedMetricSchema = Type.Object({
+  name: Type.String(),
+  goal: Type.Union([Type.Literal('min'), Type.Literal('max')]),
+  level: Type.Union([Type.Literal('experiment'), Type.Literal('project'), Type.Literal('default')], { description: 'where the metric came from' }),
+});
+
+export const CheckpointSchema = Type.Object(
+  {
+    id: Type.String(),
+    run_id: Type.String(),
+    job_id: Nullable(Type.String()),
+    attempt: Nullable(Type.Integer()),
+    node_id: Nullable(Type.String()),
+    uri: Type.String({ description: 'absolute path on the node' }),
+    fingerprint: Type.String(),
+    size_bytes: Nullable(Type.Integer()),
+    step: Nullable(Type.Integer()),
+    train_metrics: Nullable(MetricMap),
+    parent_checkpoint_id: Nullable(Type.String()),
+    created_at: Time,
+    deleted_at: Nullable(Time),
+  },
+  { $id: 'Checkpoint' },
+);
+
+const ListedCheckpoint = Type.Intersect([
+  Type.Omit(CheckpointSchema, []),
+  Type.Object({
+    eval_metrics: Type.Union([MetricMap, Type.Null()], { description: "its latest succeeded evaluation's metrics" }),
+    eval_value: Type.Union([MetricValue, Type.Null()], { description: "the primary metric's value in that evaluation" }),
+  }),
+]);
+
+export const CheckpointListSchema = Type.Object({ metric: ResolvedMetricSchema, checkpoints: Type.Array(ListedCheckpoint) });
+
+export const EvaluationSchema = Type.Object({
+  id: Type.String(),
+  checkpoint_id: Type.String(),
+  job_id: Nullable(Type.String()),
+  status: Type.String(),
+  metrics: Nullable(MetricMap),
+  reason: Nullable(Type.String()),
+  created_at: Time,
+  ended_at: Nullable(Time),
+});
+
+export const CheckpointDetailSchema = Type.Intersect([
+  Type.Omit(CheckpointSchema, []),
+  Type.Object({
+    evaluations: Type.Array(EvaluationSchema, { description: 'newest first' }),
+    chain: Type.Array(Type.Omit(CheckpointSchema, []), { description: 'its ancestors, parent first, to the root; across runs and attempts' }),
+  }),
+]);
+
+export const BestSchema = Type.Object({
+  checkpoint: ListedCheckpoint,
+  metric: ResolvedMetricSchema,
+  value: MetricValue,
+  fallback: Type.Boolean({ description: 'true: no checkpoint had an evaluation of the metric, so training-time values decided' }),
+  ranked: Type.Integer({ description: 'how many checkpoints had a value to rank by' }),
+});

@@ -1,0 +1,208 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { count } from 'drizzle-orm';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../api/app.ts';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
+import { checkpoints, evaluations, runs } from '../db/schema.ts';
+import { bestCheckpoint, metricFor, rankCheckpoints, type BestCandidate } from '../domain/best-checkpoint.ts';
+import { checkpointsToDelete } from '../domain/retention.ts';
+
+const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
+const cand = (id: string, step: number | null, evalMetrics: Record<string, unknown> | null, trainMetrics: Record<string, unknown> | null, created = step ?? 0): BestCandidate => ({
+  id,
+  step,
+  createdAt: at(created),
+  evalMetrics,
+  trainMetrics,
+});
+const none = { experiment: null, project: null };
+
+describe('best checkpoint ranking', () => {
+  it('ranks by the evaluated value even where the training-time best disagrees', () => {
+    const cs = [cand('a', 100, { 'eval/loss': 0.4 }, { 'eval/loss': 0.9 }), cand('b', 200, { 'eval/loss': 0.6 }, { 'eval/loss': 0.3 }), cand('c', 300, null, { 'eval/loss': 0.1 })];
+    const best = bestCheckpoint(cs, metricFor(cs, none))!;
+    expect(best).toMatchObject({ value: 0.4, fallback: false, ranked: 2, metric: { name: 'eval/loss', goal: 'min', level: 'default' } });
+    expect(best.checkpoint.id).toBe('a');
+  });
+
+  it('falls back to training-time values only where no checkpoint has an evaluation of the metric, and says so', () => {
+    const cs = [cand('a', 100, { 'eval/other': 1 }, { 'eval/loss': 0.9 }), cand('b', 200, null, { 'eval/loss': 0.3 }), cand('c', 300, null, null)];
+    expect(bestCheckpoint(cs, { name: 'eval/loss', goal: 'min', level: 'project' })).toMatchObject({ checkpoint: { id: 'b' }, value: 0.3, fallback: true, ranked: 2 });
+    expect(bestCheckpoint([cand('x', 1, null, null)], { name: 'eval/loss', goal: 'min', level: 'default' })).toBeUndefined();
+  });
+
+  it('never picks NaN; ties go to the later step, then the later created', () => {
+    const cs = [cand('a', 100, { acc: 0.8 }, null), cand('b', 300, { acc: 0.8 }, null), cand('c', 200, { acc: 'NaN' }, null), cand('d', 50, { acc: 0.1 }, null)];
+    const { ranked } = rankCheckpoints(cs, { name: 'acc', goal: 'max' });
+    expect(ranked.map((r) => r.checkpoint.id)).toEqual(['b', 'a', 'd']);
+    const same = [cand('early', 5, { acc: 1 }, null, 1), cand('late', 5, { acc: 1 }, null, 2)];
+    expect(rankCheckpoints(same, { name: 'acc', goal: 'max' }).ranked[0].checkpoint.id).toBe('late');
+    expect(rankCheckpoints([cand('n', 1, { acc: Number.NaN }, null)], { name: 'acc', goal: 'min' }).ranked).toEqual([]);
+  });
+
+  it("takes the experiment's metric over the project's, and the project's over the default", () => {
+    const cs = [cand('a', 1, { 'eval/accuracy': 0.7, 'eval/f1': 0.2 }, null), cand('b', 2, { 'eval/accuracy': 0.6, 'eval/f1': 0.9 }, null)];
+    // The default maximises eval/accuracy where the evaluations have no eval/loss.
+    expect(bestCheckpoint(cs, metricFor(cs, none))).toMatchObject({ checkpoint: { id: 'a' }, metric: { name: 'eval/accuracy', goal: 'max', level: 'default' } });
+    const project = { name: 'eval/accuracy', goal: 'min' as const };
+    expect(bestCheckpoint(cs, metricFor(cs, { experiment: null, project }))).toMatchObject({ checkpoint: { id: 'b' }, metric: { level: 'project' } });
+    const experiment = { name: 'eval/f1', goal: 'max' as const };
+    expect(bestCheckpoint(cs, metricFor(cs, { experiment, project }))).toMatchObject({ checkpoint: { id: 'b' }, value: 0.9, metric: { name: 'eval/f1', level: 'experiment' } });
+  });
+});
+
+describe('retention', () => {
+  const loss = { name: 'eval/loss', goal: 'min' as const };
+  const cs = [
+    { ...cand('s1', 1, { 'eval/loss': 0.1 }, null), deletedAt: null },
+    { ...cand('s2', 2, { 'eval/loss': 0.5 }, null), deletedAt: null },
+    { ...cand('s3', 3, { 'eval/loss': 0.2 }, null), deletedAt: null },
+    { ...cand('s4', 4, null, null), deletedAt: null },
+    { ...cand('s5', 5, null, null), deletedAt: null },
+    { ...cand('s6', 6, null, null), deletedAt: null },
+    { ...cand('s0', 0, null, null), deletedAt: at(99) },
+  ];
+  const noGuards = { resumeParents: new Set<string>(), underEvaluation: new Set<string>() };
+
+  it('keeps the best K and the latest N, and deletes the others oldest first', () => {
+    expect(checkpointsToDelete(cs, loss, { keepBest: 2, keepLatest: 1 }, noGuards)).toEqual(['s2', 's4', 's5']);
+    expect(checkpointsToDelete(cs, loss, { keepBest: null, keepLatest: null }, noGuards)).toEqual([]);
+  });
+
+  it('never deletes the best, a resume parent in use, or one under evaluation', () => {
+    expect(checkpointsToDelete(cs, loss, { keepBest: 0, keepLatest: 0 }, noGuards)).toEqual(['s2', 's3', 's4', 's5', 's6']);
+    expect(checkpointsToDelete(cs, loss, { keepBest: 0, keepLatest: 1 }, { resumeParents: new Set(['s2']), underEvaluation: new Set(['s5']) })).toEqual(['s3', 's4']);
+  });
+});
+
+describe('checkpoint registry API and gpuctl', () => {
+  let app: FastifyInstance;
+  let database: DatabaseHandle;
+  let api: string;
+
+  beforeAll(async () => {
+    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-ckpt-')) });
+    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    const db = database.db;
+    const projectId = await ensureProject(db, 'vision');
+    const resnet = await ensureExperiment(db, projectId, 'resnet');
+    const vit = await ensureExperiment(db, projectId, 'vit');
+    const lonely = await ensureProject(db, 'empty');
+    const run = (id: string, experimentId: string, p = projectId) => ({ id, projectId: p, experimentId, source: 'sdk' as const, status: 'finished' as const });
+    await db.insert(runs).values([run('run-a1', resnet), run('run-a2', resnet), run('run-v', vit), run('run-e', await ensureExperiment(db, lonely, 'default'), lonely)]);
+    const ck = (id: string, runId: string, step: number, trainLoss: number, parent: string | null, s: number) => ({
+      id,
+      runId,
+      step,
+      uri: `/ckpt/${id}`,
+      fingerprint: `sha256:${id}`,
+      sizeBytes: 300 * 2 ** 30,
+      trainMetrics: { 'eval/loss': trainLoss, 'train/loss': trainLoss },
+      parentCheckpointId: parent,
+      createdAt: at(s),
+    });
+    // run-a1: ckpt-1 evaluates best although ckpt-3's training-time loss is lowest.
+    await db.insert(checkpoints).values(ck('ckpt-1', 'run-a1', 100, 0.9, null, 1));
+    await db.insert(checkpoints).values(ck('ckpt-2', 'run-a1', 200, 0.5, 'ckpt-1', 2));
+    await db.insert(checkpoints).values(ck('ckpt-3', 'run-a1', 300, 0.2, 'ckpt-2', 3));
+    // run-a2 resumed from ckpt-2: its chain crosses runs.
+    await db.insert(checkpoints).values(ck('ckpt-4', 'run-a2', 400, 0.4, 'ckpt-2', 4));
+    // run-v: never evaluated, so best there is a training-time fallback.
+    await db.insert(checkpoints).values([ck('ckpt-5', 'run-v', 10, 0.8, null, 5), ck('ckpt-6', 'run-v', 20, 0.7, 'ckpt-5', 6)]);
+    const ev = (id: string, checkpointId: string, status: string, metrics: Record<string, number> | null, s: number) => ({ id, checkpointId, status, metrics, createdAt: at(s), endedAt: at(s + 1) });
+    await db.insert(evaluations).values([
+      ev('eval-1', 'ckpt-1', 'succeeded', { 'eval/loss': 0.3, 'eval/accuracy': 0.8 }, 10),
+      ev('eval-2', 'ckpt-2', 'succeeded', { 'eval/loss': 0.35, 'eval/accuracy': 0.9 }, 11),
+      ev('eval-2b', 'ckpt-2', 'failed', null, 12),
+      ev('eval-3', 'ckpt-3', 'running', null, 13),
+      ev('eval-4', 'ckpt-4', 'succeeded', { 'eval/loss': 0.6, 'eval/accuracy': 0.7 }, 14),
+    ]);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await database?.close();
+  });
+
+  const call = async (url: string, method: 'GET' | 'PUT' = 'GET', payload?: object) => {
+    const r = await app.inject({ method, url: `/api/v1${url}`, ...(payload ? { payload } : {}) });
+    return { status: r.statusCode, body: r.json() };
+  };
+
+  it('lists by run, experiment or project, newest first, with the evaluated value of the primary metric', async () => {
+    const byRun = await call('/checkpoints?run=run-a1');
+    expect(byRun.status).toBe(200);
+    expect(byRun.body.metric).toEqual({ name: 'eval/loss', goal: 'min', level: 'default' });
+    expect(byRun.body.checkpoints.map((c: { id: string; eval_value: number | null }) => [c.id, c.eval_value])).toEqual([
+      ['ckpt-3', null],
+      ['ckpt-2', 0.35],
+      ['ckpt-1', 0.3],
+    ]);
+    expect(byRun.body.checkpoints[0]).toMatchObject({ run_id: 'run-a1', step: 300, size_bytes: 300 * 2 ** 30, parent_checkpoint_id: 'ckpt-2' });
+    expect((await call('/checkpoints?project=vision&experiment=resnet')).body.checkpoints.map((c: { id: string }) => c.id)).toEqual(['ckpt-4', 'ckpt-3', 'ckpt-2', 'ckpt-1']);
+    expect((await call('/checkpoints?project=vision&limit=2')).body.checkpoints.map((c: { id: string }) => c.id)).toEqual(['ckpt-6', 'ckpt-5']);
+  });
+
+  it('gets one with its evaluations and its chain across runs', async () => {
+    const r = await call('/checkpoints/ckpt-4');
+    expect(r.status).toBe(200);
+    expect(r.body.evaluations.map((e: { id: string }) => e.id)).toEqual(['eval-4']);
+    expect(r.body.chain.map((c: { id: string; run_id: string }) => `${c.id}@${c.run_id}`)).toEqual(['ckpt-2@run-a1', 'ckpt-1@run-a1']);
+    expect((await call('/checkpoints/ckpt-2')).body.evaluations.map((e: { status: string }) => e.status)).toEqual(['failed', 'succeeded']);
+    expect((await call('/checkpoints/ckpt-1')).body.chain).toEqual([]);
+    expect(await call('/checkpoints/ckpt-nope')).toMatchObject({ status: 404, body: { message: 'checkpoint ckpt-nope not found' } });
+  });
+
+  it('best is the evaluated best, says its metric and level, and follows experiment > project > default', async () => {
+    const best = await call('/checkpoints/best?run=run-a1');
+    expect(best.status).toBe(200);
+    expect(best.body).toMatchObject({ checkpoint: { id: 'ckpt-1' }, metric: { name: 'eval/loss', goal: 'min', level: 'default' }, value: 0.3, fallback: false, ranked: 2 });
+    await call('/projects/vision/primary-metric', 'PUT', { name: 'eval/accuracy', goal: 'max' });
+    expect((await call('/checkpoints/best?project=vision&experiment=resnet')).body).toMatchObject({ checkpoint: { id: 'ckpt-2' }, metric: { level: 'project' }, value: 0.9, ranked: 3 });
+    await call('/projects/vision/experiments/resnet/primary-metric', 'PUT', { name: 'eval/loss', goal: 'max' });
+    expect((await call('/checkpoints/best?run=run-a2')).body).toMatchObject({ checkpoint: { id: 'ckpt-4' }, metric: { name: 'eval/loss', goal: 'max', level: 'experiment' } });
+    // run-v (experiment vit) has no evaluations: the project's metric is in no training metrics either.
+    expect(await call('/checkpoints/best?run=run-v')).toMatchObject({ status: 404, body: { message: expect.stringContaining('none of the 2 checkpoints of run run-v has eval/accuracy') } });
+    await call('/projects/vision/experiments/vit/primary-metric', 'PUT', { name: 'train/loss', goal: 'min' });
+    expect((await call('/checkpoints/best?project=vision&experiment=vit')).body).toMatchObject({ checkpoint: { id: 'ckpt-6' }, value: 0.7, fallback: true, metric: { level: 'experiment' } });
+  });
+
+  it('refuses a bad scope with 400 and a message, and answers 404 where there is nothing', async () => {
+    const before = (await database.db.select({ n: count() }).from(checkpoints))[0].n;
+    for (const url of ['/checkpoints', '/checkpoints/best', '/checkpoints?run=run-a1&project=vision', '/checkpoints/best?experiment=resnet', '/checkpoints?project=vision&limit=0', '/checkpoints?run=run-a1&bogus=1']) {
+      const r = await call(url);
+      expect(r.status, url).toBe(400);
+      expect(r.body.message, url).toBeTruthy();
+    }
+    expect(await call('/checkpoints/best?project=empty')).toMatchObject({ status: 404, body: { message: 'project empty has no checkpoints' } });
+    expect(await call('/checkpoints/best?run=run-nope')).toMatchObject({ status: 404, body: { message: 'run run-nope not found' } });
+    expect((await call('/checkpoints?project=vision&experiment=nope')).status).toBe(404);
+    expect((await database.db.select({ n: count() }).from(checkpoints))[0].n).toBe(before);
+  });
+
+  it('gpuctl checkpoints, checkpoint and best print tables, JSON, and one-line errors', async () => {
+    const run = promisify(execFile);
+    const cli = (...args: string[]) => run(process.execPath, ['cli/gpuctl.mjs', '--api', api, ...args]);
+    const [list, best, one, bad] = await Promise.all([
+      cli('checkpoints', '--run', 'run-v'),
+      cli('best', '--project', 'vision', '--experiment', 'vit'),
+      cli('checkpoint', 'ckpt-4', '--json'),
+      cli('best', '--experiment', 'x').catch((e: { code: number; stderr: string }) => e),
+    ]);
+    expect(list.stdout).toMatch(/^ID\s+RUN\s+STEP\s+SIZE\s+EVAL\s+CREATED/);
+    expect(list.stdout).toMatch(/ckpt-6\s+run-v\s+20\s+300 GiB\s+-\s+2026-01-01 00:00:06Z/);
+    expect(best.stdout).toContain('ckpt-6');
+    expect(best.stdout).toContain('train/loss = 0.7 (fallback: training-time value)');
+    expect(best.stdout).toMatch(/level:\s+experiment/);
+    expect(JSON.parse(one.stdout).chain).toHaveLength(2);
+    expect((bad as { code: number }).code).not.toBe(0);
+    expect((bad as { stderr: string }).stderr.trim().split('\n')).toEqual(['gpuctl: --experiment needs --project']);
+  });
+});
