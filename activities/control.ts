@@ -5,7 +5,10 @@ import { newId } from '../db/ids.ts';
 import { getJob, getJobForUpdate, noteJob, ownedCards, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
 import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { readLogTail } from '../db/queries/logs.ts';
-import { nonFiniteLastKeys } from '../db/queries/metrics.ts';
+import { registerCheckpoint as registerCheckpointRow, type CheckpointRegistration } from '../db/queries/checkpoint-register.ts';
+import { nonFiniteLastKeys, writeSeries } from '../db/queries/metrics.ts';
+import { markEvaluationRunning, readStdoutTail, settleEvaluation } from '../db/queries/evaluations.ts';
+import { EVAL_STDOUT_TAIL_BYTES, MISSING_METRICS_LINE, metricsToWire, parseEvalStdout, type EvalResult } from '../domain/eval-result.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
 import { jobAttempts, jobs, runs } from '../db/schema.ts';
 import { runStatusOfAttempt } from '../domain/run-status.ts';
@@ -143,6 +146,7 @@ export function createControlActivities(deps: ControlDeps) {
           env: job.env,
           params: job.params,
           gpuIndices: job.gpuIndices,
+          ...(job.watchDir ? { watchDir: job.watchDir } : {}),
           ...(resumed ? { resumed: true } : {}),
         };
       });
@@ -150,8 +154,8 @@ export function createControlActivities(deps: ControlDeps) {
 
     async markRunning(a: { jobId: string; attempt: number; pid: number; logPath: string }): Promise<void> {
       const now = new Date();
-      await db.transaction((tx) =>
-        transitionJob(tx, {
+      await db.transaction(async (tx) => {
+        const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
           from: ['DISPATCHING'],
@@ -159,8 +163,10 @@ export function createControlActivities(deps: ControlDeps) {
           detail: `pid ${a.pid}`,
           job: { startedAt: now },
           attemptRow: { startedAt: now, pid: a.pid, logPath: a.logPath },
-        }),
-      );
+        });
+        // An EVALUATE job's evaluation runs with it (a no-op for any other job).
+        if (moved !== null) await markEvaluationRunning(tx, a.jobId);
+      });
     },
 
     async noteAttempt(a: { jobId: string; attempt: number; detail: string }): Promise<void> {
@@ -182,6 +188,17 @@ export function createControlActivities(deps: ControlDeps) {
         let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics }).reason : o.reason;
         let requeue = false;
         if (o.state === 'LOST') ({ to, reason, requeue } = decideLost(job, o.reason));
+        // An evaluation that exited 0 succeeded only if its stdout holds its result.
+        const evaluation = job.type === 'EVALUATE' && job.checkpointId !== null;
+        let evalResult: EvalResult | null = null;
+        if (evaluation && to === 'SUCCEEDED') {
+          const out = await readStdoutTail(tx, a.jobId, a.attempt, EVAL_STDOUT_TAIL_BYTES);
+          evalResult = out ? parseEvalStdout(out.text, out.partialStart) : { ok: false, reason: `${MISSING_METRICS_LINE} (no stdout was shipped)` };
+          if (!evalResult.ok) {
+            to = 'FAILED';
+            reason = out && !out.complete && evalResult.reason === MISSING_METRICS_LINE ? `${MISSING_METRICS_LINE} (its stdout was not fully shipped)` : evalResult.reason;
+          }
+        }
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
@@ -197,6 +214,16 @@ export function createControlActivities(deps: ControlDeps) {
           .update(runs)
           .set({ status: runStatusOfAttempt(to), endedAt: now })
           .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
+        if (evaluation) {
+          if (requeue) await settleEvaluation(tx, a.jobId, { status: 'pending', at: now });
+          else if (to === 'SUCCEEDED' && evalResult?.ok) {
+            await settleEvaluation(tx, a.jobId, { status: 'succeeded', metrics: metricsToWire(evalResult.metrics), at: now });
+            // The result is also the metrics of the evaluation's run (step 0), for `gpuctl metrics`.
+            const [run] = await tx.select({ id: runs.id }).from(runs).where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
+            const keys = Object.entries(evalResult.metrics);
+            if (run) await writeSeries(tx, run.id, keys.map(([key, v]) => ({ key, steps: [0], values: [v], times: [now.getTime()] })));
+          } else await settleEvaluation(tx, a.jobId, { status: to === 'CANCELLED' ? 'cancelled' : 'failed', reason, at: now });
+        }
         if ((o.state === 'LOST' || o.nodeLost) && job.nodeId) {
           // Its agent stopped answering: take its cards out of the pool now, not when the
           // node's own lease expires, so the re-queued attempt goes elsewhere.
@@ -259,6 +286,12 @@ export function createControlActivities(deps: ControlDeps) {
 
     async markNodeOffline(a: { nodeId: string }): Promise<void> {
       await setNodeOffline(db, a.nodeId);
+    },
+
+    /** Registers a checkpoint the attempt's watcher found (idempotent by run, path and fingerprint). */
+    async registerCheckpoint(a: CheckpointRegistration): Promise<{ checkpointId: string | null; created: boolean }> {
+      const r = await registerCheckpointRow(db, a);
+      return { checkpointId: r?.checkpoint.id ?? null, created: r?.created ?? false };
     },
   };
 }

@@ -9,8 +9,9 @@ import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
 import { readTail, workingDirProblem } from '../workers/gpu-host/proc.ts';
+import type { CheckpointWatching } from '../workers/gpu-host/checkpoint-watching.ts';
 import type { LogShipping } from '../workers/gpu-host/log-shipper.ts';
-import type { Live, ProcessTable } from '../workers/gpu-host/process-table.ts';
+import type { AttemptRecord, Live, ProcessTable } from '../workers/gpu-host/process-table.ts';
 import { SpawnFailed, stderrPathOf } from '../workers/gpu-host/shim.ts';
 import { attemptWanted } from '../workers/gpu-host/wanted.ts';
 
@@ -28,10 +29,14 @@ export interface GpuHostDeps {
   passEnv: readonly string[];
   /** Ships each attempt's stdout/stderr to the API (absent: logs stay on the node only). */
   logs?: LogShipping;
+  /** Watches the checkpoint folder of attempts submitted with `--watch` (absent: none is watched). */
+  checkpoints?: CheckpointWatching;
 }
 
 /** How long an exit report waits for the rest of its log to reach the API (failure hints read it there). */
 const LOG_FLUSH_MS = 3000;
+/** How long an exit report waits for the final checkpoint scan (hashing large files) to reach the workflow. */
+const CHECKPOINT_SETTLE_MS = 10 * 60_000;
 
 /** The end of both of an attempt's log files, for failure hints when the shipped log has nothing. */
 function attemptTail(logPath: string): string {
@@ -62,6 +67,20 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     const beat = setInterval(() => ctx.heartbeat(), 1000);
     try {
       await deps.logs.flush(jobId, attempt, LOG_FLUSH_MS);
+    } finally {
+      clearInterval(beat);
+    }
+  }
+
+  /**
+   * Waits for the attempt's final checkpoint scan to reach its workflow, heartbeating: the
+   * last checkpoint is registered before the exit is reported.
+   */
+  async function settleCheckpoints(ctx: Context, jobId: string, attempt: number): Promise<void> {
+    if (!deps.checkpoints) return;
+    const beat = setInterval(() => ctx.heartbeat(), 1000);
+    try {
+      await deps.checkpoints.settle(jobId, attempt, CHECKPOINT_SETTLE_MS);
     } finally {
       clearInterval(beat);
     }
@@ -106,14 +125,29 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     if (entry.fenced) throw fenced();
     if (pt.draining) throw agentShutdown();
     if (r === null) throw vanished();
+    await settleCheckpoints(ctx, entry.jobId, entry.attempt);
     await shipRest(ctx, entry.jobId, entry.attempt, logPath, entry.exited);
     return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
   }
 
   /** An attempt that ended while nobody watched: the rest of its log is shipped before its status is reported. */
   async function endedExit(jobId: string, attempt: number, logPath: string, ended: { code: number | null; signal: string | null }): Promise<ProcessExit> {
+    // Its checkpoints, the last ones written while no agent watched included, are scanned once.
+    const rec = readRecord(jobId, attempt);
+    if (rec && deps.checkpoints) {
+      deps.checkpoints.watch(rec.spec, Promise.resolve());
+      await settleCheckpoints(Context.current(), jobId, attempt);
+    }
     await shipRest(Context.current(), jobId, attempt, logPath, Promise.resolve());
     return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
+  }
+
+  function readRecord(jobId: string, attempt: number): AttemptRecord | null {
+    try {
+      return JSON.parse(fs.readFileSync(pt.file(jobId, attempt, 'json'), 'utf8')) as AttemptRecord;
+    } catch {
+      return null;
+    }
   }
 
   const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
@@ -159,6 +193,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       return spawnError(logPath, `could not start the attempt: ${why.message}`);
     }
     deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true);
+    deps.checkpoints?.watch(spec, entry.exited);
     // The workflow records RUNNING from this signal, sent before the exit can be reported. A
     // blip must not kill a job that started: on failure it is retried in the background, and
     // without it the attempt still ends right, from DISPATCHING.

@@ -50,6 +50,10 @@ export interface SubmitRequest {
   experiment?: string;
   on_lost?: 'requeue' | 'fail';
   max_lost_requeues?: number;
+  /** Checkpoint folder, relative to working_dir. */
+  watch_dir?: string;
+  /** Checkpoint id the job resumes from. */
+  resume_from?: string;
 }
 
 export interface RetryRequest {

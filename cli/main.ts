@@ -129,6 +129,8 @@ export function buildProgram(): Command {
     .option('--project <name>', 'project')
     .option('--experiment <name>', 'experiment within the project')
     .addOption(new Option('--on-lost <policy>', 'what a lost node does to it').choices(['requeue', 'fail']))
+    .option('--watch <dir>', 'checkpoint folder to register from while the job runs, relative to the working dir')
+    .option('--resume-from <ckpt>', 'id of the checkpoint the job resumes from (the parent of its first checkpoint)')
     .option('--json', 'print the whole job as JSON')
     .argument('<command...>', 'the command, after --')
     .action(async (command: string[], o, cmd: Command) => {
@@ -144,6 +146,8 @@ export function buildProgram(): Command {
         project: o.project,
         experiment: o.experiment,
         on_lost: o.onLost,
+        watch_dir: o.watch,
+        resume_from: o.resumeFrom,
       });
       if (o.json) log(JSON.stringify(job, null, 2));
       else log(job.id);

@@ -1,6 +1,6 @@
 /** Signals and queries of the job workflow (`job/<jobId>`): what clients, activities and the agent may send it. */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { AttemptStarted, DispatchGrant, JobState } from './types.ts';
+import type { AttemptStarted, CheckpointFound, DispatchGrant, JobState } from './types.ts';
 
 /**
  * The scheduler has given the attempt a node and cards. Only a wake-up: the node and cards the
@@ -11,6 +11,11 @@ export const dispatchSignal = defineSignal<[DispatchGrant]>('dispatch');
 export const attemptStartedSignal = defineSignal<[AttemptStarted]>('attemptStarted');
 /** A restarted agent found this attempt's process still running and adopted it. */
 export const reattachSignal = defineSignal<[AttemptStarted]>('reattach');
+/**
+ * The agent's checkpoint watcher found a complete checkpoint of this attempt (`--watch`). The
+ * workflow registers it in the database; a stale attempt's report is ignored.
+ */
+export const checkpointFoundSignal = defineSignal<[CheckpointFound]>('checkpointFound');
 /** A user asks to cancel the job. */
 export const cancelJobSignal = defineSignal<[{ reason?: string }]>('cancelJob');
 export const jobStateQuery = defineQuery<JobState>('jobState');

@@ -1,6 +1,7 @@
 import {
   ActivityCancellationType,
   ActivityFailure,
+  allHandlersFinished,
   ApplicationFailure,
   CancellationScope,
   condition,
@@ -13,7 +14,7 @@ import {
 } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
-import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, reattachSignal, retryJobSignal, retryJobUpdate, type RetryRequest } from './job-messages.ts';
+import { attemptStartedSignal, cancelJobSignal, checkpointFoundSignal, dispatchSignal, jobStateQuery, reattachSignal, retryJobSignal, retryJobUpdate, type RetryRequest } from './job-messages.ts';
 import { gpuHostTaskQueue } from './names.ts';
 import { SA_JOB_STATE, SA_NODE } from './search-attributes.ts';
 import type { AttemptOutcome, AttemptSpec, AttemptStarted, JobState, JobWorkflowInput, JobWorkflowResult, ProcessExit } from './types.ts';
@@ -52,6 +53,17 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   const reattaches: AttemptStarted[] = [];
   setHandler(reattachSignal, (r) => {
     if (r.attempt === attempt) reattaches.push(r);
+  });
+  // Checkpoints the agent's watcher found: registered one at a time, in the order they came,
+  // so that each is chained to the one before it.
+  let registrations: Promise<unknown> = Promise.resolve();
+  setHandler(checkpointFoundSignal, async (c) => {
+    if (c.attempt !== attempt) return;
+    const mine = registrations.then(() =>
+      control.registerCheckpoint({ jobId, attempt, uri: c.uri, fingerprint: c.fingerprint, sizeBytes: c.sizeBytes, step: c.step }),
+    );
+    registrations = mine.catch(() => undefined);
+    await mine;
   });
   const requestCancel = (reason: string) => {
     if (cancelRequested) return;
@@ -95,10 +107,13 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
    * retention, so that retry_job continues this chain in the Temporal UI; then it completes.
    */
   const ended = async (result: JobWorkflowResult): Promise<JobWorkflowResult> => {
+    // A registration still running finishes first: the last checkpoint is never dropped.
+    await condition(allHandlersFinished);
     if (result.state !== 'FAILED' && result.state !== 'CANCELLED') return result;
     awaitingRetry = true;
     await condition(() => retry !== null || temporalCancel, input.retryRetentionMs ?? 7 * 24 * 3600_000);
     awaitingRetry = false;
+    await condition(allHandlersFinished);
     if (retry === null) return result;
     const next: RetryRequest = retry;
     return continueAsNew<typeof jobWorkflow>({ ...input, attempt: next.attempt, cancelRequested: false, cancelReason: undefined });
@@ -107,6 +122,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     const recorded = await control.finishAttempt({ jobId, attempt, outcome });
     setState(recorded.state);
     if (recorded.requeue) {
+      await condition(allHandlersFinished);
       await continueAsNew<typeof jobWorkflow>({ ...input, attempt: attempt + 1, cancelRequested, cancelReason });
     }
     return ended({ jobId, attempt, ...outcome, state: recorded.state });

@@ -56,6 +56,8 @@ export interface AttemptSpec {
   gpuIndices: number[];
   /** The attempt's lost-after: its agent fences it before that much silence (domain/liveness.ts). */
   lostAfterMs: number;
+  /** The job's checkpoint folder, relative to workingDir (`--watch`); absent: nothing is watched. */
+  watchDir?: string;
   /** Already RUNNING (a workflow Reset in Temporal): watch the process, never start it again. */
   resumed?: boolean;
 }
@@ -64,6 +66,18 @@ export interface AttemptStarted {
   attempt: number;
   pid: number;
   logPath: string;
+}
+
+/** A complete checkpoint, as the agent's watcher found it (workers/gpu-host/checkpoint-watcher.ts). */
+export interface CheckpointFound {
+  attempt: number;
+  /** Absolute path on the node: a file or a directory. */
+  uri: string;
+  /** `sha256:<hex>` (workers/gpu-host/fingerprint.ts). */
+  fingerprint: string;
+  sizeBytes: number;
+  /** Parsed from the name (domain/checkpoint-name.ts), or null. */
+  step: number | null;
 }
 
 /** How a process ended, as the agent saw it. */

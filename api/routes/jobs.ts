@@ -1,10 +1,12 @@
+import path from 'node:path';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { eq } from 'drizzle-orm';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
-import type { IdempotencyKey, Job } from '../../db/schema.ts';
+import { checkpoints, type IdempotencyKey, type Job } from '../../db/schema.ts';
 import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempotency.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
@@ -24,6 +26,20 @@ const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
 class KeyTaken extends Error {}
 
 /** argv as given, or one string run by /bin/sh -c; a blank command is refused. */
+/** A checkpoint folder relative to the working dir, normalised; one that leaves it is refused. */
+function normalizeWatchDir(dir: string): string {
+  if (dir.includes('\0')) throw new DomainError('invalid', 'watch_dir must not contain NUL');
+  if (path.posix.isAbsolute(dir)) throw new DomainError('invalid', 'watch_dir must be relative to working_dir');
+  const norm = path.posix.normalize(dir).replace(/\/+$/, '');
+  if (norm === '..' || norm.startsWith('../')) throw new DomainError('invalid', 'watch_dir must stay inside working_dir (no `..` out of it)');
+  return norm === '' ? '.' : norm;
+}
+
+async function checkpointExists(db: Db, id: string): Promise<boolean> {
+  const [row] = await db.select({ id: checkpoints.id }).from(checkpoints).where(eq(checkpoints.id, id));
+  return row !== undefined;
+}
+
 function normalizeCommand(command: string | string[]): string[] {
   const argv = typeof command === 'string' ? ['/bin/sh', '-c', command] : command;
   if (argv.every((c) => c.trim() === '')) throw new DomainError('invalid', 'command must not be empty');
@@ -80,6 +96,10 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const b = req.body;
       const command = normalizeCommand(b.command);
       if (b.experiment && !b.project) throw new DomainError('invalid', 'experiment needs a project');
+      const watchDir = b.watch_dir === undefined ? null : normalizeWatchDir(b.watch_dir);
+      if (b.resume_from !== undefined && !(await checkpointExists(db, b.resume_from))) {
+        throw new DomainError('invalid', `resume_from: checkpoint ${b.resume_from} does not exist`);
+      }
       const key = req.headers['idempotency-key'];
       const hash = key === undefined ? '' : requestHash(b);
       if (key !== undefined) {
@@ -106,6 +126,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
             params: b.params ?? {},
             onLost: b.on_lost ?? 'requeue',
             maxLostRequeues: b.max_lost_requeues ?? 3,
+            watchDir,
+            resumeFrom: b.resume_from ?? null,
           });
           // The key goes in with the job: a concurrent request with the same key waits here, then finds it taken.
           if (key !== undefined && !(await claimIdempotencyKey(tx, { key, requestHash: hash, jobId: made.id }))) throw new KeyTaken();

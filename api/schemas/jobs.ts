@@ -5,6 +5,16 @@ import { Nullable, StringMap } from './common.ts';
 export const JobTypeSchema = Type.Union(JOB_TYPES.map((t) => Type.Literal(t)));
 export const JobStateSchema = Type.Union(JOB_STATES.map((s) => Type.Literal(s)));
 
+export const EvalPolicySchema = Type.Object(
+  {
+    when: Type.Union([Type.Literal('each'), Type.Literal('every'), Type.Literal('final')], { description: 'each checkpoint, every Nth, or the final one' }),
+    n: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000, description: 'with every: evaluate the 1st, (n+1)th, … checkpoint' })),
+    command: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, description: 'the eval command (argv); it gets GPUPLANE_CHECKPOINT_PATH and GPUPLANE_CHECKPOINT_ID' }),
+    gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+  },
+  { additionalProperties: false },
+);
+
 export const SubmitJobBody = Type.Object(
   {
     type: Type.Optional(JobTypeSchema),
@@ -21,6 +31,10 @@ export const SubmitJobBody = Type.Object(
     experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     on_lost: Type.Optional(Type.Union([Type.Literal('requeue'), Type.Literal('fail')])),
     max_lost_requeues: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+    watch_dir: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 1000, description: 'checkpoint folder the agent watches while the job runs, relative to working_dir (no `..` out of it)' }),
+    ),
+    resume_from: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the checkpoint the job resumes from: the parent of its first checkpoint' })),
   },
   { additionalProperties: false },
 );
@@ -56,6 +70,11 @@ export const JobSchema = Type.Object(
     on_lost: Type.String(),
     max_lost_requeues: Type.Integer(),
     lost_count: Type.Integer(),
+    watch_dir: Nullable(Type.String({ description: 'checkpoint folder the agent watches, relative to working_dir' })),
+    resume_from: Nullable(Type.String({ description: 'the checkpoint this job resumes from' })),
+    eval_policy: Nullable(EvalPolicySchema),
+    checkpoint_id: Nullable(Type.String({ description: 'for an EVALUATE job: the checkpoint it evaluates' })),
+    parent_job_id: Nullable(Type.String({ description: 'for an EVALUATE job: the training job it evaluates' })),
     node_id: Nullable(Type.String()),
     gpu_indices: Nullable(Type.Array(Type.Integer())),
     exit_code: Nullable(Type.Integer()),

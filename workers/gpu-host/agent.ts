@@ -13,6 +13,7 @@ import type { NodeInventory } from '../../domain/node.ts';
 import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { readInventory } from './inventory.ts';
+import { CheckpointWatching } from './checkpoint-watching.ts';
 import { LogShipping } from './log-shipper.ts';
 import { attemptWanted } from './wanted.ts';
 
@@ -63,6 +64,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), cgroups);
   const logger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'log-shipper', nodeId: o.nodeId });
   const logs = new LogShipping({ apiUrl: o.apiUrl, nodeId: o.nodeId, warn: (msg, err) => logger.warn(err ? { err } : {}, msg) });
+  const ckptLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'checkpoint-watcher', nodeId: o.nodeId });
+  const checkpoints = new CheckpointWatching({ client: o.client, warn: (msg, err) => ckptLogger.warn(err ? { err } : {}, msg) });
   const worker = await Worker.create({
     connection: o.connection,
     namespace: o.namespace,
@@ -76,6 +79,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       apiUrl: o.apiUrl,
       passEnv: o.passEnv ?? [],
       logs,
+      checkpoints,
     }),
     maxConcurrentActivityTaskExecutions: 1000,
     // Heartbeats go out at least every second, so the server's view of this node is never
@@ -95,6 +99,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   for (const rec of adopted) {
     // Its log goes on being shipped from where the API's copy ends.
     logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited);
+    // Its checkpoint folder is watched again: the initial scan reports what was written while
+    // the agent was down (and again what it reported before, which registers nothing twice).
+    checkpoints.watch(rec.spec, processes.live.get(rec.spec.jobId)!.exited);
     // Until it is heard or the attempt is fenced: a restart during a Temporal outage still re-attaches.
     void retryWhile(
       () => processes.live.get(rec.spec.jobId)?.attempt === rec.spec.attempt,
@@ -132,6 +139,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     async shutdown() {
       clearInterval(rejoin);
       watchdog.stop();
+      // Before the attempts are stopped: a checkpoint cut off by the stop is not final.
+      await checkpoints.stopAll();
       await processes.stopAll();
       await logs.stopAll(LOG_DRAIN_MS);
       worker.shutdown();

@@ -1,0 +1,52 @@
+/** Client calls for evaluations, over the same request() as the rest of the CLI. */
+import type { GpuplaneClient } from './client.ts';
+import type { MetricValue } from './client-runs.ts';
+
+export type EvaluationStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+export const EVALUATION_ENDED: readonly EvaluationStatus[] = ['succeeded', 'failed', 'cancelled'];
+
+export interface EvaluationJson {
+  id: string;
+  checkpoint_id: string;
+  job_id: string | null;
+  job_state: string | null;
+  status: EvaluationStatus;
+  metrics: Record<string, MetricValue> | null;
+  reason: string | null;
+  created_at: string;
+  ended_at: string | null;
+}
+
+export interface StartEvaluationRequest {
+  command?: string[] | string;
+  gpus?: number;
+  env?: Record<string, string>;
+  selector?: Record<string, string>;
+  working_dir?: string;
+  priority?: number;
+}
+
+const enc = encodeURIComponent;
+
+export function startEvaluation(c: GpuplaneClient, checkpointId: string, req: StartEvaluationRequest = {}): Promise<EvaluationJson> {
+  return c.request('POST', `/checkpoints/${enc(checkpointId)}/evaluations`, req);
+}
+
+export function getEvaluation(c: GpuplaneClient, id: string): Promise<EvaluationJson> {
+  return c.request('GET', `/evaluations/${enc(id)}`);
+}
+
+export async function listEvaluations(c: GpuplaneClient, checkpointId: string): Promise<EvaluationJson[]> {
+  return (await c.request<{ evaluations: EvaluationJson[] }>('GET', `/checkpoints/${enc(checkpointId)}/evaluations`)).evaluations;
+}
+
+/** Polls until the evaluation has ended (succeeded, failed or cancelled) or the deadline passes. */
+export async function waitForEvaluation(c: GpuplaneClient, id: string, timeoutMs = 3_600_000, intervalMs = 500): Promise<EvaluationJson> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const e = await getEvaluation(c, id);
+    if (EVALUATION_ENDED.includes(e.status)) return e;
+    if (Date.now() > deadline) throw new Error(`evaluation ${id} is still ${e.status} after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}

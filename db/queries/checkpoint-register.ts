@@ -1,0 +1,97 @@
+/**
+ * Registration of a checkpoint found by an attempt's watcher (the job workflow's
+ * `registerCheckpoint` activity). Idempotent: the same run, path and fingerprint is one row.
+ */
+import { and, desc, eq } from 'drizzle-orm';
+import type { Db, Executor } from '../client.ts';
+import { newId } from '../ids.ts';
+import { checkpoints, jobAttempts, jobs, runs, type Checkpoint } from '../schema.ts';
+import { rawPoints, summaries } from './metrics.ts';
+
+export interface CheckpointRegistration {
+  jobId: string;
+  attempt: number;
+  uri: string;
+  fingerprint: string;
+  sizeBytes: number;
+  step: number | null;
+}
+
+/** The value of each of the run's metric keys at `step`: its nearest point at or before it. */
+export async function metricsAtStep(ex: Executor, runId: string, step: number | null): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const s of await summaries(ex, runId)) {
+    // Without a step, the values the run has now.
+    if (step === null) {
+      if (Number.isFinite(s.last)) out[s.key] = s.last;
+      continue;
+    }
+    if (s.firstStep > step) continue;
+    if (s.lastStep <= step) {
+      if (Number.isFinite(s.last)) out[s.key] = s.last;
+      continue;
+    }
+    // A widening window back from the step: one read for runs that log every step.
+    for (let width = 1024; ; width *= 16) {
+      const lo = Math.max(s.firstStep, step - width);
+      const pts = await rawPoints(ex, runId, s.key, lo, step);
+      if (pts.values.length > 0) {
+        const v = pts.values[pts.values.length - 1];
+        if (Number.isFinite(v)) out[s.key] = v;
+        break;
+      }
+      if (lo === s.firstStep) break;
+    }
+  }
+  return out;
+}
+
+/**
+ * Inserts the checkpoint into the run of the job's attempt, chained to the run's previous
+ * checkpoint, or for the run's first to the job's `resume_from`. Null when the attempt has no
+ * run (a CUSTOM job, or an unknown attempt): there is nothing to attach it to.
+ */
+export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Promise<{ checkpoint: Checkpoint; created: boolean } | null> {
+  return db.transaction(async (tx) => {
+    // The run's row is locked: two registrations of one run chain one after the other.
+    const [run] = await tx
+      .select({ id: runs.id })
+      .from(runs)
+      .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)))
+      .for('update');
+    if (!run) return null;
+    const [existing] = await tx
+      .select()
+      .from(checkpoints)
+      .where(and(eq(checkpoints.runId, run.id), eq(checkpoints.uri, a.uri), eq(checkpoints.fingerprint, a.fingerprint)));
+    if (existing) return { checkpoint: existing, created: false };
+    const [previous] = await tx
+      .select({ id: checkpoints.id })
+      .from(checkpoints)
+      .where(eq(checkpoints.runId, run.id))
+      .orderBy(desc(checkpoints.createdAt), desc(checkpoints.id))
+      .limit(1);
+    const [job] = await tx.select({ resumeFrom: jobs.resumeFrom, nodeId: jobs.nodeId, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, a.jobId));
+    const [att] = await tx
+      .select({ nodeId: jobAttempts.nodeId })
+      .from(jobAttempts)
+      .where(and(eq(jobAttempts.jobId, a.jobId), eq(jobAttempts.attempt, a.attempt)));
+    const [row] = await tx
+      .insert(checkpoints)
+      .values({
+        id: newId('ckpt'),
+        runId: run.id,
+        jobId: a.jobId,
+        attempt: a.attempt,
+        nodeId: att?.nodeId ?? (job?.attempt === a.attempt ? job.nodeId : null),
+        uri: a.uri,
+        fingerprint: a.fingerprint,
+        sizeBytes: a.sizeBytes,
+        step: a.step,
+        trainMetrics: await metricsAtStep(tx, run.id, a.step),
+        parentCheckpointId: previous?.id ?? job?.resumeFrom ?? null,
+      })
+      .returning();
+    return { checkpoint: row, created: true };
+  });
+}

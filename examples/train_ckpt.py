@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""A stand-in training loop that saves checkpoints slowly, for the agent's checkpoint watcher.
+
+    gpuctl submit --project demo --watch ckpts --env PYTHONPATH=$PWD/sdk/python \
+        -- python3 examples/train_ckpt.py --out ckpts
+
+Standard library only. Every --every steps it saves a checkpoint named after the step, in turn:
+- `step_<N>.pt`, written in place in chunks with sleeps between them;
+- `ckpt-<N>.pt`, written to `ckpt-<N>.pt.tmp` in chunks, then renamed;
+- `checkpoint-<N>/`, a directory whose files are written one after the other.
+The pauses between writes (--chunk-sleep) must stay below the watcher's debounce. Metrics are
+reported through the SDK (`train/loss`, `train/acc`) at every step.
+"""
+
+import argparse
+import json
+import os
+import random
+import struct
+import sys
+import time
+
+import gpuplane
+
+
+def weights_bytes(w, step):
+    return struct.pack(f"<q{len(w)}d", step, *w)
+
+
+def write_slowly(path, data, chunks, pause):
+    size = max(1, len(data) // chunks)
+    with open(path, "wb") as f:
+        for i in range(0, len(data), size):
+            f.write(data[i : i + size])
+            f.flush()
+            os.fsync(f.fileno())
+            time.sleep(pause)
+
+
+def save(out, step, kind, w, chunks, pause):
+    data = weights_bytes(w, step)
+    if kind == 0:
+        write_slowly(os.path.join(out, f"step_{step}.pt"), data, chunks, pause)
+    elif kind == 1:
+        final = os.path.join(out, f"ckpt-{step}.pt")
+        write_slowly(final + ".tmp", data, chunks, pause)
+        os.rename(final + ".tmp", final)
+    else:
+        d = os.path.join(out, f"checkpoint-{step}")
+        os.makedirs(d, exist_ok=True)
+        write_slowly(os.path.join(d, "model.bin"), data, chunks, pause)
+        with open(os.path.join(d, "meta.json"), "w") as f:
+            json.dump({"step": step}, f)
+
+
+def main() -> int:
+    job_params = json.loads(os.environ.get("GPUPLANE_PARAMS") or "{}")
+    p = argparse.ArgumentParser()
+    p.add_argument("--project", default="demo")
+    p.add_argument("--experiment", default="checkpoints")
+    p.add_argument("--out", default=job_params.get("out", "ckpts"))
+    p.add_argument("--steps", type=int, default=int(job_params.get("steps", 60)))
+    p.add_argument("--every", type=int, default=int(job_params.get("every", 20)))
+    p.add_argument("--dim", type=int, default=int(job_params.get("dim", 4096)))
+    p.add_argument("--chunks", type=int, default=int(job_params.get("chunks", 4)))
+    p.add_argument("--chunk-sleep", type=float, default=float(job_params.get("chunk_sleep", 0.2)))
+    p.add_argument("--step-sleep", type=float, default=float(job_params.get("step_sleep", 0.01)))
+    a = p.parse_args()
+
+    os.makedirs(a.out, exist_ok=True)
+    run = gpuplane.init(a.project, a.experiment, params={"steps": a.steps, "every": a.every})
+    rng = random.Random(0)
+    w = [rng.uniform(-1, 1) for _ in range(a.dim)]
+    loss = 2.0
+    saved = 0
+    for step in range(1, a.steps + 1):
+        w = [x * 0.99 + rng.uniform(-0.01, 0.01) for x in w]
+        loss = loss * 0.97 + rng.uniform(-0.01, 0.01)
+        run.log({"train/loss": loss, "train/acc": 1 - loss / 2}, step=step)
+        time.sleep(a.step_sleep)
+        if step % a.every == 0:
+            save(a.out, step, saved % 3, w, a.chunks, a.chunk_sleep)
+            print(f"saved step {step}", flush=True)
+            saved += 1
+    run.finish()
+    print(f"done: loss {loss:.4f}, {saved} checkpoints", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

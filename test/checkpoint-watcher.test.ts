@@ -1,0 +1,129 @@
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { registerCheckpoint } from '../db/queries/checkpoint-register.ts';
+import { insertJob } from '../db/queries/jobs.ts';
+import { runs } from '../db/schema.ts';
+import { isTempName, stepOfName } from '../domain/checkpoint-name.ts';
+import { CheckpointWatcher, type FoundCheckpoint } from '../workers/gpu-host/checkpoint-watcher.ts';
+import { until } from './support/poll.ts';
+
+const DEBOUNCE = 150;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sha = (b: Buffer | string) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
+
+describe('checkpoint names', () => {
+  it.each([
+    ['step_1200.pt', 1200],
+    ['step-1200', 1200],
+    ['model-step=77.bin', 77],
+    ['epoch=3.ckpt', 3],
+    ['epoch_3', 3],
+    ['ckpt-500.pt', 500],
+    ['checkpoint-500', 500],
+    ['epoch=3-step=1200.ckpt', 1200],
+    ['final.pt', null],
+    ['resnet50.pt', null],
+  ])('%s has step %s', (name, step) => expect(stepOfName(name)).toBe(step));
+
+  it('temp names', () => {
+    for (const n of ['a.tmp', 'step_1.pt.part', '.hidden', '.~lock.step_1']) expect(isTempName(n)).toBe(true);
+    for (const n of ['step_1.pt', 'checkpoint-5']) expect(isTempName(n)).toBe(false);
+  });
+});
+
+describe('CheckpointWatcher', () => {
+  let dir: string;
+  let found: FoundCheckpoint[];
+  const watchers: CheckpointWatcher[] = [];
+  const start = async () => {
+    const w = new CheckpointWatcher({ dir, debounceMs: DEBOUNCE, onFound: (c) => void found.push(c) });
+    watchers.push(w);
+    await w.start();
+    return w;
+  };
+  afterEach(async () => {
+    await Promise.all(watchers.splice(0).map((w) => w.close()));
+  });
+  const fresh = () => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-ckw-'));
+    found = [];
+  };
+
+  it('registers a slowly written file once, after it is complete; temp names ignored; rename handled', async () => {
+    fresh();
+    await start();
+    const file = path.join(dir, 'step_100.pt');
+    const chunks = [0, 1, 2, 3, 4].map((i) => Buffer.alloc(4096, i));
+    for (const c of chunks) {
+      fs.appendFileSync(file, c);
+      await sleep(DEBOUNCE / 3);
+    }
+    // Written to a temp name, renamed when complete.
+    fs.writeFileSync(path.join(dir, 'step_200.pt.tmp'), 'half');
+    await sleep(DEBOUNCE / 3);
+    fs.appendFileSync(path.join(dir, 'step_200.pt.tmp'), ' and the rest');
+    fs.renameSync(path.join(dir, 'step_200.pt.tmp'), path.join(dir, 'step_200.pt'));
+    fs.writeFileSync(path.join(dir, '.hidden'), 'x');
+    fs.writeFileSync(path.join(dir, 'other.part'), 'x');
+    await until('two checkpoints', () => found.length >= 2, 10_000, 50);
+    await sleep(DEBOUNCE * 4);
+    expect(found.map((f) => path.basename(f.uri)).sort()).toEqual(['step_100.pt', 'step_200.pt']);
+    const a = found.find((f) => f.uri === file)!;
+    expect(a).toMatchObject({ step: 100, sizeBytes: 5 * 4096, fingerprint: sha(Buffer.concat(chunks)) });
+    expect(found.find((f) => f.step === 200)!.fingerprint).toBe(sha('half and the rest'));
+  });
+
+  it('a directory checkpoint, and a final scan that reports only what is new', async () => {
+    fresh();
+    const w = await start();
+    const ck = path.join(dir, 'checkpoint-300');
+    fs.mkdirSync(path.join(ck, 'sub'), { recursive: true });
+    fs.writeFileSync(path.join(ck, 'model.bin'), 'weights');
+    await sleep(DEBOUNCE / 3);
+    fs.writeFileSync(path.join(ck, 'sub', 'opt.bin'), 'optimizer');
+    await until('the directory', () => found.length >= 1, 10_000, 50);
+    const h = createHash('sha256');
+    for (const [rel, data] of [['model.bin', 'weights'], ['sub/opt.bin', 'optimizer']]) h.update(`${rel}\0${data.length}\0`).update(data);
+    expect(found[0]).toMatchObject({ uri: ck, step: 300, sizeBytes: 16, fingerprint: `sha256:${h.digest('hex')}` });
+    // Written just before the writer exited: caught by the final scan without waiting.
+    fs.writeFileSync(path.join(dir, 'step_400.pt'), 'last');
+    await w.finalScan();
+    expect(found.map((f) => f.step)).toEqual([300, 400]);
+  });
+
+  describe('restart', () => {
+    let db: DatabaseHandle;
+    beforeAll(async () => {
+      db = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-ckdb-')) });
+    });
+    afterAll(async () => {
+      await db?.close();
+    });
+
+    it("a restart's initial scan reports again, and the database keeps one row each", async () => {
+      fresh();
+      const job = await insertJob(db.db, { id: 'job-ck1', type: 'TRAIN', state: 'CREATED', command: ['true'], workingDir: dir, watchDir: '.', gpus: 0, selector: {}, env: {}, params: {} });
+      await db.db.insert(runs).values({ id: 'run-ck1', jobId: job.id, attempt: 1, source: 'job', name: 'r', status: 'running', params: {} });
+      const register = (c: FoundCheckpoint) => registerCheckpoint(db.db, { jobId: job.id, attempt: 1, ...c });
+      fs.writeFileSync(path.join(dir, 'step_1.pt'), 'one');
+      const first = await start();
+      await until('first', () => found.length === 1, 10_000, 50);
+      await first.close();
+      // Written while no watcher ran.
+      fs.writeFileSync(path.join(dir, 'step_2.pt'), 'two');
+      await start();
+      await until('both', () => found.length === 3, 10_000, 50);
+      const results = [];
+      for (const f of found) results.push(await register(f));
+      expect(results.map((r) => r!.created)).toEqual([true, false, true]);
+      const rows = results.map((r) => r!.checkpoint);
+      expect(rows[1].id).toBe(rows[0].id);
+      expect(rows[2].parentCheckpointId).toBe(rows[0].id);
+      expect(rows[2].step).toBe(2);
+    });
+  });
+});

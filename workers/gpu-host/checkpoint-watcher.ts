@@ -1,0 +1,192 @@
+/**
+ * Watches one attempt's checkpoint folder (`--watch DIR`) and reports each complete checkpoint:
+ * a file or a directory directly under DIR. A checkpoint is complete when it has been quiet for
+ * the debounce period and its stat snapshot (size and mtime of every file) is the same at two
+ * observations a debounce apart, and again after its content was hashed. Temp names (hidden,
+ * `*.tmp`, `*.part`, `.~*`) are never looked at, so write-then-rename is seen once, complete,
+ * under the final name.
+ *
+ * Reports are idempotent downstream (the database keeps one row per run, path and fingerprint):
+ * the initial scan of a restarted agent reports everything present again, and a checkpoint
+ * rewritten with new content is a new report.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { watch, type FSWatcher } from 'chokidar';
+import { isTempName, stepOfName } from '../../domain/checkpoint-name.ts';
+import { contentHash, sameSnapshot, snapshot, type Snapshot } from './fingerprint.ts';
+
+export interface FoundCheckpoint {
+  /** Absolute path of the file or directory. */
+  uri: string;
+  /** `sha256:<hex>` (./fingerprint.ts). */
+  fingerprint: string;
+  sizeBytes: number;
+  step: number | null;
+}
+
+export interface CheckpointWatcherOptions {
+  /** Absolute path of the watched folder; it may appear later. */
+  dir: string;
+  debounceMs?: number;
+  /** Called in order, one at a time; a rejection is warned about and the report dropped. */
+  onFound: (c: FoundCheckpoint) => Promise<void> | void;
+  warn?: (msg: string, err?: unknown) => void;
+}
+
+export const DEFAULT_DEBOUNCE_MS = 2000;
+
+/** The debounce of GPUPLANE_CHECKPOINT_DEBOUNCE_MS, else the default. */
+export function debounceFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const v = Number(env.GPUPLANE_CHECKPOINT_DEBOUNCE_MS);
+  return Number.isFinite(v) && v > 0 ? v : DEFAULT_DEBOUNCE_MS;
+}
+
+interface Pending {
+  timer?: NodeJS.Timeout;
+  /** The previous observation; null right after an event. */
+  last: Snapshot | null;
+  checking?: Promise<void>;
+}
+
+export class CheckpointWatcher {
+  private readonly debounceMs: number;
+  private readonly pending = new Map<string, Pending>();
+  /** Name → fingerprint last reported. */
+  private readonly reported = new Map<string, string>();
+  private fsw: FSWatcher | null = null;
+  private waitTimer: NodeJS.Timeout | null = null;
+  private queue: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(private readonly o: CheckpointWatcherOptions) {
+    this.debounceMs = o.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+  }
+
+  /** Starts watching; resolves once the initial scan is under way (or the folder is awaited). */
+  async start(): Promise<void> {
+    if (fs.existsSync(this.o.dir)) return this.attach();
+    // Not created yet: look again each debounce period rather than creating it for the job.
+    await new Promise<void>((resolve) => {
+      const look = () => {
+        if (this.closed) return resolve();
+        if (fs.existsSync(this.o.dir)) return void this.attach().then(resolve, resolve);
+        this.waitTimer = setTimeout(look, Math.min(this.debounceMs, 1000));
+      };
+      look();
+    });
+  }
+
+  private async attach(): Promise<void> {
+    const top = (p: string): string | null => {
+      const rel = path.relative(this.o.dir, p);
+      if (rel === '' || rel.startsWith('..')) return null;
+      return rel.split(path.sep)[0];
+    };
+    const fsw = watch(this.o.dir, {
+      ignoreInitial: false,
+      ignored: (p: string) => {
+        const t = top(p);
+        return t !== null && isTempName(t);
+      },
+    });
+    this.fsw = fsw;
+    fsw.on('all', (_event, p) => {
+      const t = top(p);
+      if (t !== null && !isTempName(t)) this.touch(t);
+    });
+    fsw.on('error', (err) => this.o.warn?.(`checkpoint watcher on ${this.o.dir}`, err));
+    await new Promise<void>((resolve) => fsw.once('ready', () => resolve()));
+  }
+
+  /** Something changed under `name`: it must be quiet for a whole debounce period again. */
+  private touch(name: string): void {
+    if (this.closed) return;
+    const e = this.pending.get(name) ?? { last: null };
+    this.pending.set(name, e);
+    e.last = null;
+    this.schedule(name, e);
+  }
+
+  private schedule(name: string, e: Pending): void {
+    clearTimeout(e.timer);
+    e.timer = setTimeout(() => {
+      e.timer = undefined;
+      if (!e.checking) e.checking = this.check(name, e).finally(() => (e.checking = undefined));
+      else this.schedule(name, e);
+    }, this.debounceMs);
+  }
+
+  private async check(name: string, e: Pending): Promise<void> {
+    const p = path.join(this.o.dir, name);
+    const snap = snapshot(p);
+    if (!snap) {
+      if (this.pending.get(name) === e && !e.timer) this.pending.delete(name);
+      return;
+    }
+    if (snap.writing || !sameSnapshot(e.last, snap)) {
+      e.last = snap;
+      if (!this.closed && !e.timer) this.schedule(name, e);
+      return;
+    }
+    const fingerprint = await contentHash(p, snap).catch(() => null);
+    const after = snapshot(p);
+    if (fingerprint === null || !sameSnapshot(snap, after)) {
+      e.last = after;
+      if (!this.closed && !e.timer) this.schedule(name, e);
+      return;
+    }
+    if (this.pending.get(name) === e && !e.timer) this.pending.delete(name);
+    this.report(name, p, snap, fingerprint);
+  }
+
+  private report(name: string, uri: string, snap: Snapshot, fingerprint: string): void {
+    if (this.reported.get(name) === fingerprint) return;
+    this.reported.set(name, fingerprint);
+    const c: FoundCheckpoint = { uri, fingerprint, sizeBytes: snap.sizeBytes, step: stepOfName(name) };
+    this.queue = this.queue.then(
+      () => this.o.onFound(c),
+      () => undefined,
+    ).catch((err: unknown) => this.o.warn?.(`reporting checkpoint ${uri}`, err));
+  }
+
+  /**
+   * The writer has exited: whatever is there now is final. Every checkpoint present is hashed
+   * and reported unless reported with that fingerprint already; resolves once all reports are
+   * delivered (or dropped).
+   */
+  async finalScan(): Promise<void> {
+    for (const e of this.pending.values()) clearTimeout(e.timer);
+    await Promise.all([...this.pending.values()].map((e) => e.checking));
+    this.pending.clear();
+    let names: string[] = [];
+    try {
+      names = fs.readdirSync(this.o.dir).sort();
+    } catch {
+      // No folder: nothing was saved.
+    }
+    for (const name of names) {
+      if (isTempName(name)) continue;
+      const p = path.join(this.o.dir, name);
+      const snap = snapshot(p);
+      // A directory still holding a temp name was cut off mid-save.
+      if (!snap || snap.writing) continue;
+      const fingerprint = await contentHash(p, snap).catch(() => null);
+      if (fingerprint) this.report(name, p, snap, fingerprint);
+    }
+    await this.queue;
+  }
+
+  /** Stops watching; reports already queued still go out (await `drained()` for them). */
+  async close(): Promise<void> {
+    this.closed = true;
+    if (this.waitTimer) clearTimeout(this.waitTimer);
+    for (const e of this.pending.values()) clearTimeout(e.timer);
+    this.pending.clear();
+    await this.fsw?.close();
+  }
+
+  drained(): Promise<void> {
+    return this.queue;
+  }
+}
