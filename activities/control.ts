@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { and, eq } from 'drizzle-orm';
+import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { getJob, getJobForUpdate, noteJob, ownedCards, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
@@ -7,19 +7,21 @@ import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { readLogTail } from '../db/queries/logs.ts';
 import { registerCheckpoint as registerCheckpointRow, type CheckpointRegistration } from '../db/queries/checkpoint-register.ts';
 import { nonFiniteLastKeys, writeSeries } from '../db/queries/metrics.ts';
-import { markEvaluationRunning, readStdoutTail, settleEvaluation } from '../db/queries/evaluations.ts';
+import { createEvaluationJob, evaluatedBy, markEvaluationRunning, readStdoutTail, settleEvaluation, unstartedEvaluationJobs } from '../db/queries/evaluations.ts';
+import { evaluatesOnRegister } from '../domain/eval-policy.ts';
 import { EVAL_STDOUT_TAIL_BYTES, MISSING_METRICS_LINE, metricsToWire, parseEvalStdout, type EvalResult } from '../domain/eval-result.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
-import { jobAttempts, jobs, runs } from '../db/schema.ts';
+import { checkpoints, jobAttempts, jobs, runs, type Job } from '../db/schema.ts';
 import { runStatusOfAttempt } from '../domain/run-status.ts';
 import { classifyFailure } from '../domain/failure.ts';
 import type { JobState } from '../domain/job-states.ts';
 import { decideLost } from '../domain/lost-policy.ts';
 import type { NodeInventory } from '../domain/node.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
-import { nodeWorkflowId } from '../workflows/names.ts';
+import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
+import { cancelJobSignal } from '../workflows/job-messages.ts';
 import { nodeSuspectSignal } from '../workflows/node-messages.ts';
-import type { AttemptOutcome, AttemptSpec, SchedulePassResult } from '../workflows/types.ts';
+import type { AttemptOutcome, AttemptSpec, EvaluationChild, SchedulePassResult } from '../workflows/types.ts';
 import { coalesce, reconcileCreatedJobs, sendGrants, wakeScheduler } from './scheduler-ops.ts';
 
 export interface ControlDeps {
@@ -289,11 +291,87 @@ export function createControlActivities(deps: ControlDeps) {
     },
 
     /** Registers a checkpoint the attempt's watcher found (idempotent by run, path and fingerprint). */
-    async registerCheckpoint(a: CheckpointRegistration): Promise<{ checkpointId: string | null; created: boolean }> {
+    /**
+     * Registers a checkpoint the agent found; when the job's eval policy says so, also creates
+     * its EVALUATE job (started by the workflow as a child). `finalPolicy`: the job evaluates
+     * its final checkpoint when the attempt has succeeded.
+     */
+    async registerCheckpoint(a: CheckpointRegistration): Promise<{ checkpointId: string | null; created: boolean; evaluate: EvaluationChild | null; finalPolicy: boolean }> {
       const r = await registerCheckpointRow(db, a);
-      return { checkpointId: r?.checkpoint.id ?? null, created: r?.created ?? false };
+      if (!r) return { checkpointId: null, created: false, evaluate: null, finalPolicy: false };
+      const made = await db.transaction(async (tx) => {
+        const train = await getJob(tx, a.jobId);
+        const policy = train?.evalPolicy;
+        const finalPolicy = policy?.when === 'final';
+        if (!policy || !r.created) return { evaluate: null, finalPolicy };
+        const [{ n }] = await tx.select({ n: sql<number>`count(*)::int` }).from(checkpoints).where(eq(checkpoints.runId, r.checkpoint.runId));
+        if (!evaluatesOnRegister(policy, n - 1) || (await evaluatedBy(tx, a.jobId, r.checkpoint.id))) return { evaluate: null, finalPolicy };
+        const e = await createEvaluationJob(tx, r.checkpoint, train);
+        return { evaluate: e ? childOf(e.job) : null, finalPolicy };
+      });
+      return { checkpointId: r.checkpoint.id, created: r.created, ...made };
+    },
+
+    /** The EVALUATE job of an attempt's last checkpoint (eval policy `final`), or null when there is none to make. */
+    async evaluateFinal(a: { jobId: string; attempt: number }): Promise<EvaluationChild | null> {
+      return db.transaction(async (tx) => {
+        const train = await getJob(tx, a.jobId);
+        if (train?.evalPolicy?.when !== 'final') return null;
+        const [last] = await tx
+          .select()
+          .from(checkpoints)
+          .where(and(eq(checkpoints.jobId, a.jobId), eq(checkpoints.attempt, a.attempt)))
+          // The final checkpoint is the one furthest in training, whatever order the watcher found them in.
+          .orderBy(sql`${checkpoints.step} desc nulls last`, desc(checkpoints.createdAt), desc(checkpoints.id))
+          .limit(1);
+        if (!last || (await evaluatedBy(tx, a.jobId, last.id))) return null;
+        const e = await createEvaluationJob(tx, last, train);
+        return e ? childOf(e.job) : null;
+      });
+    },
+
+    /**
+     * Cancelling a training job cancels the evaluations it started that have not started
+     * running. They are CANCELLED in the database first (the scheduler no longer sees them
+     * queued, even once the training job's cards are free), then their workflows are told.
+     */
+    async cancelUnstartedEvaluations(a: { jobId: string }): Promise<string[]> {
+      const reason = `its training job ${a.jobId} was cancelled`;
+      const ids = await db.transaction(async (tx) => {
+        const cancelled: string[] = [];
+        for (const id of await unstartedEvaluationJobs(tx, a.jobId)) {
+          const job = await getJobForUpdate(tx, id);
+          if (!job) continue;
+          const now = new Date();
+          const moved = await transitionJob(tx, {
+            jobId: id,
+            attempt: job.attempt,
+            from: ['CREATED', 'QUEUED'],
+            to: 'CANCELLED',
+            detail: `${reason} before it started`,
+            job: { endedAt: now, reason },
+            attemptRow: { endedAt: now },
+          });
+          if (moved === null) continue;
+          await settleEvaluation(tx, id, { status: 'cancelled', reason, at: now });
+          cancelled.push(id);
+        }
+        return cancelled;
+      });
+      for (const id of ids) {
+        await client.workflow
+          .getHandle(jobWorkflowId(id))
+          .signal(cancelJobSignal, { reason })
+          .catch(() => undefined);
+      }
+      return ids;
     },
   };
+}
+
+/** What the training job's workflow needs to start an EVALUATE job as its child. */
+function childOf(job: Job): EvaluationChild {
+  return { jobId: job.id, type: job.type, projectId: job.projectId };
 }
 
 export type ControlActivities = ReturnType<typeof createControlActivities>;

@@ -54,6 +54,7 @@ export interface SubmitRequest {
   watch_dir?: string;
   /** Checkpoint id the job resumes from. */
   resume_from?: string;
+  eval_policy?: { when: 'each' | 'every' | 'final'; n?: number; command: string[]; gpus?: number };
 }
 
 export interface RetryRequest {

@@ -46,6 +46,14 @@ function envNameArg(v: string, prev: string[] = []) {
   return [...prev, v];
 }
 
+/** `--eval-when each | every:N | final`. */
+function evalWhenArg(v: string): { when: 'each' | 'every' | 'final'; n?: number } {
+  if (v === 'each' || v === 'final') return { when: v };
+  const m = /^every:([1-9]\d{0,5})$/.exec(v);
+  if (m) return { when: 'every', n: Number(m[1]) };
+  throw new InvalidArgumentError('expected each, final or every:N');
+}
+
 /** Exit statuses of `gpuctl wait`. */
 export const WAIT_EXIT = { SUCCEEDED: 0, FAILED: 3, CANCELLED: 4, TIMEOUT: 5 } as const;
 
@@ -131,9 +139,12 @@ export function buildProgram(): Command {
     .addOption(new Option('--on-lost <policy>', 'what a lost node does to it').choices(['requeue', 'fail']))
     .option('--watch <dir>', 'checkpoint folder to register from while the job runs, relative to the working dir')
     .option('--resume-from <ckpt>', 'id of the checkpoint the job resumes from (the parent of its first checkpoint)')
+    .option('--eval <command>', 'evaluate its checkpoints with this command (run by /bin/sh -c as an EVALUATE job; needs --watch)')
+    .option('--eval-when <when>', 'with --eval: each | every:N | final', evalWhenArg, { when: 'each' })
     .option('--json', 'print the whole job as JSON')
     .argument('<command...>', 'the command, after --')
     .action(async (command: string[], o, cmd: Command) => {
+      if (o.eval && !o.watch) throw new InvalidArgumentError('--eval needs --watch: its checkpoints are what it evaluates');
       const job = await clientOf(cmd).submit({
         type: o.type,
         command,
@@ -148,6 +159,7 @@ export function buildProgram(): Command {
         on_lost: o.onLost,
         watch_dir: o.watch,
         resume_from: o.resumeFrom,
+        ...(o.eval ? { eval_policy: { ...o.evalWhen, command: ['/bin/sh', '-c', o.eval] } } : {}),
       });
       if (o.json) log(JSON.stringify(job, null, 2));
       else log(job.id);

@@ -6,18 +6,21 @@ import {
   CancellationScope,
   condition,
   continueAsNew,
+  ParentClosePolicy,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  startChild,
   TimeoutFailure,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
 import { attemptStartedSignal, cancelJobSignal, checkpointFoundSignal, dispatchSignal, jobStateQuery, reattachSignal, retryJobSignal, retryJobUpdate, type RetryRequest } from './job-messages.ts';
-import { gpuHostTaskQueue } from './names.ts';
-import { SA_JOB_STATE, SA_NODE } from './search-attributes.ts';
-import type { AttemptOutcome, AttemptSpec, AttemptStarted, JobState, JobWorkflowInput, JobWorkflowResult, ProcessExit } from './types.ts';
+import { gpuHostTaskQueue, jobWorkflowId } from './names.ts';
+import { SA_JOB_ID, SA_JOB_STATE, SA_JOB_TYPE, SA_NODE, SA_PROJECT } from './search-attributes.ts';
+import type { AttemptOutcome, AttemptSpec, AttemptStarted, EvaluationChild, JobState, JobWorkflowInput, JobWorkflowResult, ProcessExit } from './types.ts';
 
 // Short database writes run as local activities: no round trip through the server's task
 // queue, and a few history events fewer per job.
@@ -54,14 +57,42 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   setHandler(reattachSignal, (r) => {
     if (r.attempt === attempt) reattaches.push(r);
   });
+  /**
+   * An evaluation is an EVALUATE job whose workflow is a child of this one. ABANDON: it outlives
+   * this run (a SUCCEEDED job does not wait for its evaluations, and a LOST re-queue or a retry
+   * continues as new without killing them).
+   */
+  let startedEvaluations = input.startedEvaluations ?? false;
+  let finalPolicy = false;
+  const startEvaluation = async (e: EvaluationChild) => {
+    startedEvaluations = true;
+    try {
+      await startChild(jobWorkflow, {
+        workflowId: jobWorkflowId(e.jobId),
+        taskQueue: workflowInfo().taskQueue,
+        args: [{ jobId: e.jobId, attempt: 1, heartbeatTimeoutMs: input.heartbeatTimeoutMs, lostAfterMs: input.lostAfterMs, ...(input.retryRetentionMs !== undefined ? { retryRetentionMs: input.retryRetentionMs } : {}) }],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        typedSearchAttributes: [
+          { key: SA_JOB_ID, value: e.jobId },
+          { key: SA_JOB_STATE, value: 'CREATED' },
+          { key: SA_JOB_TYPE, value: e.type },
+          { key: SA_PROJECT, value: e.projectId ?? '' },
+        ],
+      });
+    } catch {
+      // Already started (the control worker's reconciler starts CREATED jobs too): it runs either way.
+    }
+  };
   // Checkpoints the agent's watcher found: registered one at a time, in the order they came,
-  // so that each is chained to the one before it.
+  // so that each is chained to the one before it; the eval policy may start an evaluation.
   let registrations: Promise<unknown> = Promise.resolve();
   setHandler(checkpointFoundSignal, async (c) => {
     if (c.attempt !== attempt) return;
-    const mine = registrations.then(() =>
-      control.registerCheckpoint({ jobId, attempt, uri: c.uri, fingerprint: c.fingerprint, sizeBytes: c.sizeBytes, step: c.step }),
-    );
+    const mine = registrations.then(async () => {
+      const r = await control.registerCheckpoint({ jobId, attempt, uri: c.uri, fingerprint: c.fingerprint, sizeBytes: c.sizeBytes, step: c.step });
+      if (r.finalPolicy) finalPolicy = true;
+      if (r.evaluate) await startEvaluation(r.evaluate);
+    });
     registrations = mine.catch(() => undefined);
     await mine;
   });
@@ -109,6 +140,10 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   const ended = async (result: JobWorkflowResult): Promise<JobWorkflowResult> => {
     // A registration still running finishes first: the last checkpoint is never dropped.
     await condition(allHandlersFinished);
+    if (result.state === 'SUCCEEDED' && finalPolicy) {
+      const e = await control.evaluateFinal({ jobId, attempt });
+      if (e) await startEvaluation(e);
+    }
     if (result.state !== 'FAILED' && result.state !== 'CANCELLED') return result;
     awaitingRetry = true;
     await condition(() => retry !== null || temporalCancel, input.retryRetentionMs ?? 7 * 24 * 3600_000);
@@ -116,14 +151,20 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     await condition(allHandlersFinished);
     if (retry === null) return result;
     const next: RetryRequest = retry;
-    return continueAsNew<typeof jobWorkflow>({ ...input, attempt: next.attempt, cancelRequested: false, cancelReason: undefined });
+    return continueAsNew<typeof jobWorkflow>({ ...input, attempt: next.attempt, cancelRequested: false, cancelReason: undefined, ...(startedEvaluations ? { startedEvaluations } : {}) });
   };
   const finish = async (outcome: AttemptOutcome): Promise<JobWorkflowResult> => {
+    // The checkpoints the agent found up to the exit (its final scan included) are registered
+    // before the attempt's end is: a SUCCEEDED job has all its checkpoints.
+    await condition(allHandlersFinished);
+    // Cancelling a training job cancels the evaluations it started that have not started
+    // running, before its cards are freed for them.
+    if (outcome.state === 'CANCELLED' && startedEvaluations) await control.cancelUnstartedEvaluations({ jobId });
     const recorded = await control.finishAttempt({ jobId, attempt, outcome });
     setState(recorded.state);
     if (recorded.requeue) {
       await condition(allHandlersFinished);
-      await continueAsNew<typeof jobWorkflow>({ ...input, attempt: attempt + 1, cancelRequested, cancelReason });
+      await continueAsNew<typeof jobWorkflow>({ ...input, attempt: attempt + 1, cancelRequested, cancelReason, ...(startedEvaluations ? { startedEvaluations } : {}) });
     }
     return ended({ jobId, attempt, ...outcome, state: recorded.state });
   };

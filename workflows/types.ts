@@ -18,9 +18,18 @@ export interface JobWorkflowInput {
   lostAfterMs: number;
   /** How long the workflow of a FAILED or CANCELLED job stays open waiting for retry_job. */
   retryRetentionMs?: number;
+  /** An earlier attempt of this job started evaluations (children that outlive it): a cancel cancels the unstarted ones. */
+  startedEvaluations?: boolean;
   /** A cancel that arrived while the previous attempt was being re-queued. */
   cancelRequested?: boolean;
   cancelReason?: string;
+}
+
+/** An EVALUATE job a training job's workflow starts as its child. */
+export interface EvaluationChild {
+  jobId: string;
+  type: 'TRAIN' | 'EVALUATE' | 'CUSTOM';
+  projectId: string | null;
 }
 
 export interface JobWorkflowResult {

@@ -1,8 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { newId } from '../../db/ids.ts';
-import { insertJob } from '../../db/queries/jobs.ts';
-import { getCheckpointRow, getEvaluation, insertEvaluation, listEvaluations, trainingJobOf, type EvaluationWithJob } from '../../db/queries/evaluations.ts';
-import type { Job } from '../../db/schema.ts';
+import { createEvaluationJob, getCheckpointRow, getEvaluation, listEvaluations, trainingJobOf, type EvaluationWithJob } from '../../db/queries/evaluations.ts';
 import { isTerminal } from '../../domain/job-states.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
 import { DomainError, notFound } from '../errors.ts';
@@ -63,30 +60,18 @@ export const evaluationRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
         if (!ckpt) throw notFound('checkpoint', req.params.id);
         if (ckpt.deletedAt) throw new DomainError('conflict', `checkpoint ${ckpt.id}'s files were deleted by retention (${ckpt.deletedAt.toISOString()}); nothing to evaluate`);
         const train = await trainingJobOf(tx, ckpt);
-        const given = b.command ?? train?.evalPolicy?.command;
-        if (!given) {
+        const made = await createEvaluationJob(tx, ckpt, train, {
+          command: b.command === undefined ? undefined : normalizeCommand(b.command),
+          gpus: b.gpus,
+          env: b.env,
+          selector: b.selector,
+          workingDir: b.working_dir,
+          priority: b.priority,
+        });
+        if (!made) {
           throw new DomainError('invalid', `no command: give one, or evaluate a checkpoint whose training job has an eval policy (${train ? `job ${train.id} has none` : 'this checkpoint has no training job'})`);
         }
-        const job: Job = await insertJob(tx, {
-          id: newId('job'),
-          type: 'EVALUATE',
-          state: 'CREATED',
-          projectId: train?.projectId ?? null,
-          experimentId: train?.experimentId ?? null,
-          priority: b.priority ?? train?.priority ?? 0,
-          gpus: b.gpus ?? train?.evalPolicy?.gpus ?? train?.gpus ?? 1,
-          selector: b.selector ?? train?.selector ?? {},
-          command: normalizeCommand(given),
-          workingDir: b.working_dir ?? train?.workingDir ?? '/tmp',
-          env: { ...train?.env, ...b.env, GPUPLANE_CHECKPOINT_PATH: ckpt.uri, GPUPLANE_CHECKPOINT_ID: ckpt.id },
-          params: { checkpoint_id: ckpt.id, ...(ckpt.step === null ? {} : { checkpoint_step: ckpt.step }) },
-          onLost: train?.onLost ?? 'requeue',
-          maxLostRequeues: train?.maxLostRequeues ?? 3,
-          checkpointId: ckpt.id,
-          parentJobId: train?.id ?? null,
-        });
-        const evaluation = await insertEvaluation(tx, { id: newId('eval'), checkpointId: ckpt.id, jobId: job.id });
-        return { job, evaluation };
+        return made;
       });
       try {
         await startJobWorkflow(client, made.job, deps.timeouts);

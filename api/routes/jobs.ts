@@ -128,6 +128,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
             maxLostRequeues: b.max_lost_requeues ?? 3,
             watchDir,
             resumeFrom: b.resume_from ?? null,
+            evalPolicy: b.eval_policy ?? null,
           });
           // The key goes in with the job: a concurrent request with the same key waits here, then finds it taken.
           if (key !== undefined && !(await claimIdempotencyKey(tx, { key, requestHash: hash, jobId: made.id }))) throw new KeyTaken();

@@ -35,6 +35,7 @@ export const SubmitJobBody = Type.Object(
       Type.String({ minLength: 1, maxLength: 1000, description: 'checkpoint folder the agent watches while the job runs, relative to working_dir (no `..` out of it)' }),
     ),
     resume_from: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the checkpoint the job resumes from: the parent of its first checkpoint' })),
+    eval_policy: Type.Optional(EvalPolicySchema),
   },
   { additionalProperties: false },
 );

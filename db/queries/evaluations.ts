@@ -1,5 +1,7 @@
-import { and, desc, eq, ne } from 'drizzle-orm';
+import { and, desc, eq, inArray, ne } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
+import { newId } from '../ids.ts';
+import { insertJob } from './jobs.ts';
 import { checkpoints, evaluations, jobs, runs, type Checkpoint, type Evaluation, type Job } from '../schema.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import { listLogRefs, readLogChunks } from './logs.ts';
@@ -95,4 +97,59 @@ export async function readStdoutTail(ex: Executor, jobId: string, attempt: numbe
   const all = Buffer.concat(chunks.map((c) => c.data));
   const start = chunks.length ? Math.max(0, from - chunks[0].offset) : 0;
   return { text: all.subarray(start).toString('utf8'), partialStart: from > 0, complete: ref.complete };
+}
+
+export interface EvaluationOverrides {
+  command?: string[];
+  gpus?: number;
+  env?: Record<string, string>;
+  selector?: Record<string, string>;
+  workingDir?: string;
+  priority?: number;
+}
+
+/**
+ * An EVALUATE job of a checkpoint and its pending evaluation, in the caller's transaction. It
+ * inherits the training job's working_dir, gpus, selector and env (the overrides win), and gets
+ * GPUPLANE_CHECKPOINT_PATH and GPUPLANE_CHECKPOINT_ID. Null when there is no command: none given
+ * and the training job has no eval policy.
+ */
+export async function createEvaluationJob(ex: Executor, ckpt: Checkpoint, train: Job | undefined, o: EvaluationOverrides = {}): Promise<{ job: Job; evaluation: Evaluation } | null> {
+  const command = o.command ?? train?.evalPolicy?.command;
+  if (!command) return null;
+  const job = await insertJob(ex, {
+    id: newId('job'),
+    type: 'EVALUATE',
+    state: 'CREATED',
+    projectId: train?.projectId ?? null,
+    experimentId: train?.experimentId ?? null,
+    priority: o.priority ?? train?.priority ?? 0,
+    gpus: o.gpus ?? train?.evalPolicy?.gpus ?? train?.gpus ?? 1,
+    selector: o.selector ?? train?.selector ?? {},
+    command,
+    workingDir: o.workingDir ?? train?.workingDir ?? '/tmp',
+    env: { ...train?.env, ...o.env, GPUPLANE_CHECKPOINT_PATH: ckpt.uri, GPUPLANE_CHECKPOINT_ID: ckpt.id },
+    params: { checkpoint_id: ckpt.id, ...(ckpt.step === null ? {} : { checkpoint_step: ckpt.step }) },
+    onLost: train?.onLost ?? 'requeue',
+    maxLostRequeues: train?.maxLostRequeues ?? 3,
+    checkpointId: ckpt.id,
+    parentJobId: train?.id ?? null,
+  });
+  const evaluation = await insertEvaluation(ex, { id: newId('eval'), checkpointId: ckpt.id, jobId: job.id });
+  return { job, evaluation };
+}
+
+/** A training job's evaluation jobs that have not started yet (CREATED or QUEUED). */
+export async function unstartedEvaluationJobs(ex: Executor, parentJobId: string): Promise<string[]> {
+  const rows = await ex
+    .select({ id: jobs.id })
+    .from(jobs)
+    .where(and(eq(jobs.parentJobId, parentJobId), eq(jobs.type, 'EVALUATE'), inArray(jobs.state, ['CREATED', 'QUEUED'])));
+  return rows.map((r) => r.id);
+}
+
+/** Whether a training job has already started an evaluation of this checkpoint. */
+export async function evaluatedBy(ex: Executor, parentJobId: string, checkpointId: string): Promise<boolean> {
+  const rows = await ex.select({ id: jobs.id }).from(jobs).where(and(eq(jobs.parentJobId, parentJobId), eq(jobs.checkpointId, checkpointId)));
+  return rows.length > 0;
 }

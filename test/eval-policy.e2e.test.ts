@@ -1,0 +1,130 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { connectClient } from '../temporal/setup.ts';
+import { jobWorkflowId } from '../workflows/names.ts';
+import { startCluster, type Cluster } from './support/cluster.ts';
+import { until } from './support/poll.ts';
+
+const repo = path.resolve('.');
+
+interface EvaluationJson {
+  id: string;
+  checkpoint_id: string;
+  job_id: string;
+  status: string;
+  metrics: Record<string, number> | null;
+}
+interface CheckpointJson {
+  id: string;
+  step: number | null;
+}
+
+/** A TRAIN job's eval policy: its checkpoints' EVALUATE jobs are children of its workflow. */
+describe('evaluations started by a training job (eval policy)', () => {
+  let c: Cluster;
+  let temporal: Client;
+  let closeTemporal: () => Promise<void>;
+
+  beforeAll(async () => {
+    // One card: an evaluation queues behind its training job, as on a busy node.
+    c = await startCluster('evalpolicy', { agents: [{ nodeId: 'ev1', gpus: 1, env: { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '400' } }] });
+    const t = await connectClient(inject('temporalAddress'), c.namespace);
+    temporal = t.client;
+    closeTemporal = t.close;
+  });
+  afterAll(async () => {
+    await closeTemporal?.();
+    await c?.stop();
+  });
+
+  const train = (name: string, when: 'each' | 'final', params: Record<string, unknown> = {}) => {
+    const work = path.join(c.work, name);
+    fs.mkdirSync(work, { recursive: true });
+    return c.client.submit({
+      type: 'TRAIN',
+      gpus: 1,
+      project: 'eval-policy',
+      experiment: name,
+      working_dir: work,
+      watch_dir: 'ckpts',
+      params: { chunk_sleep: 0.05, steps: 60, every: 20, ...params },
+      env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
+      command: ['python3', path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
+      eval_policy: { when, command: ['python3', path.join(repo, 'examples/eval_ckpt.py')] },
+    });
+  };
+  const checkpointsOf = async (project: string, experiment: string) =>
+    (await c.client.request<{ checkpoints: CheckpointJson[] }>('GET', `/checkpoints?project=${project}&experiment=${experiment}`)).checkpoints;
+  const evaluationsOf = async (ckpt: string) => (await c.client.request<{ evaluations: EvaluationJson[] }>('GET', `/checkpoints/${ckpt}/evaluations`)).evaluations;
+
+  it('each checkpoint is evaluated by a child EVALUATE job; the training job does not wait for them; best is the evaluated best', async () => {
+    const job = await train('each', 'each');
+    const done = await c.client.waitFor(job.id, undefined, 90_000);
+    expect(done.state).toBe('SUCCEEDED');
+    const ckpts = await checkpointsOf('eval-policy', 'each');
+    expect(ckpts).toHaveLength(3);
+    // The training job ended while its evaluations still queued for its card; they finish after it.
+    const evals = await until(
+      'every checkpoint evaluated',
+      async () => {
+        const all = (await Promise.all(ckpts.map((k) => evaluationsOf(k.id)))).flat();
+        return all.length === 3 && all.every((e) => e.status === 'succeeded') ? all : null;
+      },
+      90_000,
+    );
+    for (const e of evals) {
+      expect(e.metrics).toHaveProperty(['eval/loss']);
+      const evalJob = await c.client.job(e.job_id);
+      expect(evalJob).toMatchObject({ type: 'EVALUATE', parent_job_id: job.id, checkpoint_id: e.checkpoint_id });
+      const d = await temporal.workflow.getHandle(jobWorkflowId(e.job_id)).describe();
+      expect(d.parentExecution?.workflowId).toBe(jobWorkflowId(job.id));
+    }
+    const best = await c.client.request<{ checkpoint: { id: string }; metric: { name: string; level: string }; fallback: boolean; value: number }>(
+      'GET',
+      '/checkpoints/best?project=eval-policy&experiment=each',
+    );
+    expect(best).toMatchObject({ metric: { name: 'eval/loss', level: 'default' }, fallback: false });
+    const lowest = evals.reduce((a, b) => ((a.metrics!['eval/loss'] as number) <= (b.metrics!['eval/loss'] as number) ? a : b));
+    expect(best.value).toBe(lowest.metrics!['eval/loss']);
+  });
+
+  it('a final policy evaluates only the last checkpoint, after the job succeeded', async () => {
+    const job = await train('final', 'final');
+    expect((await c.client.waitFor(job.id, undefined, 90_000)).state).toBe('SUCCEEDED');
+    const ckpts = await checkpointsOf('eval-policy', 'final');
+    expect(ckpts).toHaveLength(3);
+    const newest = ckpts.reduce((a, b) => ((a.step ?? 0) >= (b.step ?? 0) ? a : b));
+    const evals = await until(
+      'the final checkpoint evaluated',
+      async () => {
+        const e = await evaluationsOf(newest.id);
+        return e.length === 1 && e[0].status === 'succeeded' ? e : null;
+      },
+      90_000,
+    );
+    expect(evals[0].metrics).toHaveProperty(['eval/accuracy']);
+    for (const k of ckpts.filter((x) => x.id !== newest.id)) expect(await evaluationsOf(k.id)).toEqual([]);
+  });
+
+  it('cancelling the training job cancels the evaluations it has not started', async () => {
+    // Long enough to register a checkpoint and queue its evaluation behind the job's own card.
+    const job = await train('cancel', 'each', { steps: 100000, every: 20, step_sleep: 0.02 });
+    const [first] = await until('a first checkpoint', async () => {
+      const k = await checkpointsOf('eval-policy', 'cancel');
+      return k.length > 0 ? k : null;
+    }, 60_000);
+    const [queued] = await until('its evaluation queued', async () => {
+      const e = await evaluationsOf(first.id);
+      return e.length > 0 ? e : null;
+    }, 30_000);
+    // Its child workflow queues it behind the training job's card.
+    await until('the evaluation job queued', async () => ((await c.client.job(queued.job_id)).state === 'QUEUED' ? true : null), 30_000);
+    await c.client.cancel(job.id);
+    expect((await c.client.waitFor(job.id, undefined, 60_000)).state).toBe('CANCELLED');
+    const evalJob = await c.client.waitFor(queued.job_id, undefined, 60_000);
+    expect(evalJob.state).toBe('CANCELLED');
+    expect(evalJob.reason).toContain(`its training job ${job.id} was cancelled`);
+  });
+});
