@@ -62,20 +62,8 @@ export class ImportClient extends GpuplaneClient {
   /** Creates a run, or finds the one an earlier import made from the same external_key. */
   async createRun(req: CreateRunRequest): Promise<{ run: RunJson; created: boolean }> {
     return this.retrying(async () => {
-      let res: Response;
-      let text: string;
-      try {
-        res = await fetch(`${this.baseUrl.replace(/\/$/, '')}/api/v1/runs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(req) });
-        text = await res.text();
-      } catch (err) {
-        throw new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
-      }
-      const data = text ? (JSON.parse(text) as unknown) : undefined;
-      if (!res.ok) {
-        const e = (data ?? {}) as { error?: string; message?: string };
-        throw new ApiError(res.status, e.error ?? 'error', e.message ?? `HTTP ${res.status}`);
-      }
-      return { run: data as RunJson, created: res.status === 201 && res.headers.get('idempotent-replayed') !== 'true' };
+      const r = await this.exchange<RunJson>('POST', '/runs', req);
+      return { run: r.data, created: r.status === 201 && r.headers.get('idempotent-replayed') !== 'true' };
     });
   }
 

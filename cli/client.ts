@@ -96,6 +96,11 @@ export class GpuplaneClient {
   ) {}
 
   async request<T>(method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    return (await this.exchange<T>(method, p, body, headers)).data;
+  }
+
+  /** A request with the answer's status and headers (e.g. 201 vs 200 and `idempotent-replayed`). */
+  async exchange<T>(method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ data: T; status: number; headers: Headers }> {
     const unreachable = (err: unknown) =>
       new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
     let res: Response;
@@ -116,7 +121,7 @@ export class GpuplaneClient {
       const e = (data ?? {}) as { error?: string; message?: string };
       throw new ApiError(res.status, e.error ?? 'error', e.message ?? `HTTP ${res.status}`);
     }
-    return data as T;
+    return { data: data as T, status: res.status, headers: res.headers };
   }
 
   /**

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { createEvaluationJob, getCheckpointRow, getEvaluation, listEvaluations, trainingJobOf, type EvaluationWithJob } from '../../db/queries/evaluations.ts';
 import { isTerminal } from '../../domain/job-states.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
+import { normalizeCommand } from '../command.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
 import { EvaluationListSchema, EvaluationSchema, StartEvaluationBody } from '../schemas/evaluations.ts';
@@ -29,13 +30,6 @@ export function evaluationJson(e: EvaluationWithJob) {
     created_at: e.createdAt.toISOString(),
     ended_at: e.endedAt?.toISOString() ?? null,
   };
-}
-
-/** argv as given, or one string run by /bin/sh -c (as POST /jobs); a blank command is refused. */
-function normalizeCommand(command: string | string[]): string[] {
-  const argv = typeof command === 'string' ? ['/bin/sh', '-c', command] : command;
-  if (argv.every((c) => c.trim() === '')) throw new DomainError('invalid', 'command must not be empty');
-  return argv;
 }
 
 /** Evaluations: EVALUATE jobs of a checkpoint and their results. */

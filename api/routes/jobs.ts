@@ -13,6 +13,7 @@ import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel, startJobWorkflow } from '../../temporal/client-ops.ts';
 import { isTerminal } from '../../domain/job-states.ts';
+import { normalizeCommand } from '../command.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
@@ -38,12 +39,6 @@ function normalizeWatchDir(dir: string): string {
 async function checkpointExists(db: Db, id: string): Promise<boolean> {
   const [row] = await db.select({ id: checkpoints.id }).from(checkpoints).where(eq(checkpoints.id, id));
   return row !== undefined;
-}
-
-function normalizeCommand(command: string | string[]): string[] {
-  const argv = typeof command === 'string' ? ['/bin/sh', '-c', command] : command;
-  if (argv.every((c) => c.trim() === '')) throw new DomainError('invalid', 'command must not be empty');
-  return argv;
 }
 
 /** A job with its attempts (each with what changed from the one before) and its history. */
