@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""A stand-in evaluation of a checkpoint (standard library only): run as an EVALUATE job.
+"""The evaluation of a checkpoint of examples/train_ckpt.py: run as an EVALUATE job.
 
     gpuctl eval ckpt-... -- python3 examples/eval_ckpt.py
 
 GPUPlane sets GPUPLANE_CHECKPOINT_PATH (the checkpoint: a file or a directory) and
-GPUPLANE_CHECKPOINT_ID. The score is deterministic: the first number written in the checkpoint
-(the first file of a directory, by name) is its eval/loss, and eval/accuracy is 1 / (1 + loss);
-a checkpoint with no number in it scores from its sha256. The script prints a few log lines,
-then its result as its LAST stdout line:
+GPUPLANE_CHECKPOINT_ID. A checkpoint of train_ckpt.py (a .npy array, or a directory holding
+model.npy) is scored on toy_task.py's held-out set, which training never sees: eval/loss is the
+mean squared error there, eval/accuracy the share of predictions within 0.5 of the target.
+Any other file stands in for a model (tests write one by hand): the first number written in it
+is its eval/loss, and eval/accuracy is 1 / (1 + loss); one with no number scores from its
+sha256. Needs numpy for .npy checkpoints only. The script prints a few log lines, then its
+result as its LAST stdout line:
 
     {"metrics": {"eval/loss": 0.25, "eval/accuracy": 0.8}}
 
@@ -24,6 +27,7 @@ import re
 import sys
 import time
 
+NPY_MAGIC = b"\x93NUMPY"
 NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -35,6 +39,28 @@ def checkpoint_bytes(path: str) -> bytes:
         return b"".join(open(f, "rb").read() for f in files)
     with open(path, "rb") as f:
         return f.read()
+
+
+def model_file(path: str) -> str | None:
+    """The .npy model of a train_ckpt.py checkpoint, or None for any other checkpoint."""
+    f = os.path.join(path, "model.npy") if os.path.isdir(path) else path
+    if not os.path.isfile(f):
+        return None
+    with open(f, "rb") as fh:
+        return f if fh.read(len(NPY_MAGIC)) == NPY_MAGIC else None
+
+
+def evaluate_model(f: str) -> tuple[float, float]:
+    """Held-out loss and accuracy of a train_ckpt.py checkpoint."""
+    import numpy as np
+
+    import toy_task
+
+    with open(f, "rb") as fh:
+        _, proj, w = toy_task.load_checkpoint(fh.read())
+    x, y = toy_task.heldout_set(proj.shape[0], proj)
+    err = x @ w - y
+    return round(float(np.mean(err**2)), 6), round(float(np.mean(np.abs(err) < 0.5)), 6)
 
 
 def score(data: bytes) -> float:
@@ -59,10 +85,15 @@ def main() -> int:
         print("GPUPLANE_CHECKPOINT_PATH is not set: run me as an evaluation", file=sys.stderr)
         return 2
     print(f"evaluating checkpoint {ckpt_id} at {path}", flush=True)
-    data = checkpoint_bytes(path)
-    print(f"read {len(data)} bytes", flush=True)
-    loss = round(score(data), 6)
-    accuracy = round(1.0 / (1.0 + loss), 6)
+    model = model_file(path)
+    if model:
+        loss, accuracy = evaluate_model(model)
+        print(f"scored {model} on the held-out set", flush=True)
+    else:
+        data = checkpoint_bytes(path)
+        print(f"read {len(data)} bytes", flush=True)
+        loss = round(score(data), 6)
+        accuracy = round(1.0 / (1.0 + loss), 6)
     if a.progress:
         for frac in (0.25, 0.5):
             print(json.dumps({"metrics": {"eval/loss": round(loss / frac, 6)}, "partial": frac}), flush=True)

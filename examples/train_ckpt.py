@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""A stand-in training loop that saves checkpoints slowly, for the agent's checkpoint watcher.
+"""A small training loop (numpy) that saves checkpoints slowly, for the agent's checkpoint watcher.
 
     gpuctl submit --project demo --watch ckpts --env PYTHONPATH=$PWD/sdk/python \
         -- python3 examples/train_ckpt.py --out ckpts
 
-Standard library only. Every --every steps it saves a checkpoint named after the step, in turn:
+It fits the toy regression of toy_task.py by gradient descent (learning rate --lr), and
+overfits it: train/loss keeps falling while the held-out loss that examples/eval_ckpt.py
+measures falls, then rises (with the defaults, lowest near step 30 of 60). Needs numpy
+(examples/requirements.txt; `bash scripts/examples-venv.sh` makes a venv with it).
+
+Every --every steps it saves a checkpoint (toy_task's .npy layout) named after the step, in turn:
 - `step_<N>.pt`, written in place in chunks with sleeps between them;
 - `ckpt-<N>.pt`, written to `ckpt-<N>.pt.tmp` in chunks, then renamed;
 - `checkpoint-<N>/`, a directory whose files are written one after the other.
@@ -15,16 +20,13 @@ reported through the SDK (`train/loss`, `train/acc`) at every step.
 import argparse
 import json
 import os
-import random
-import struct
 import sys
 import time
 
+import numpy as np
+
 import gpuplane
-
-
-def weights_bytes(w, step):
-    return struct.pack(f"<q{len(w)}d", step, *w)
+import toy_task
 
 
 def write_slowly(path, data, chunks, pause):
@@ -37,8 +39,7 @@ def write_slowly(path, data, chunks, pause):
             time.sleep(pause)
 
 
-def save(out, step, kind, w, chunks, pause):
-    data = weights_bytes(w, step)
+def save(out, step, kind, data, chunks, pause):
     if kind == 0:
         write_slowly(os.path.join(out, f"step_{step}.pt"), data, chunks, pause)
     elif kind == 1:
@@ -48,7 +49,7 @@ def save(out, step, kind, w, chunks, pause):
     else:
         d = os.path.join(out, f"checkpoint-{step}")
         os.makedirs(d, exist_ok=True)
-        write_slowly(os.path.join(d, "model.bin"), data, chunks, pause)
+        write_slowly(os.path.join(d, "model.npy"), data, chunks, pause)
         with open(os.path.join(d, "meta.json"), "w") as f:
             json.dump({"step": step}, f)
 
@@ -61,25 +62,31 @@ def main() -> int:
     p.add_argument("--out", default=job_params.get("out", "ckpts"))
     p.add_argument("--steps", type=int, default=int(job_params.get("steps", 60)))
     p.add_argument("--every", type=int, default=int(job_params.get("every", 20)))
+    # The model's size in numbers: the frozen projection (dim/64 x 64) plus 64 weights.
     p.add_argument("--dim", type=int, default=int(job_params.get("dim", 4096)))
+    p.add_argument("--lr", type=float, default=float(job_params.get("lr", 0.02)))
     p.add_argument("--chunks", type=int, default=int(job_params.get("chunks", 4)))
     p.add_argument("--chunk-sleep", type=float, default=float(job_params.get("chunk_sleep", 0.2)))
     p.add_argument("--step-sleep", type=float, default=float(job_params.get("step_sleep", 0.01)))
     a = p.parse_args()
 
     os.makedirs(a.out, exist_ok=True)
-    run = gpuplane.init(a.project, a.experiment, params={"steps": a.steps, "every": a.every})
-    rng = random.Random(0)
-    w = [rng.uniform(-1, 1) for _ in range(a.dim)]
-    loss = 2.0
+    run = gpuplane.init(a.project, a.experiment, params={"steps": a.steps, "every": a.every, "lr": a.lr})
+    raw_dim = max(1, a.dim // toy_task.FEATURES)
+    proj = toy_task.projection(raw_dim)
+    f, y = toy_task.train_set(raw_dim, proj)
+    w = np.zeros(toy_task.FEATURES)
+    loss = toy_task.mse(f, y, w)
     saved = 0
     for step in range(1, a.steps + 1):
-        w = [x * 0.99 + rng.uniform(-0.01, 0.01) for x in w]
-        loss = loss * 0.97 + rng.uniform(-0.01, 0.01)
-        run.log({"train/loss": loss, "train/acc": 1 - loss / 2}, step=step)
+        err = f @ w - y
+        w -= a.lr * f.T @ err / len(y)
+        err = f @ w - y
+        loss = float(np.mean(err**2))
+        run.log({"train/loss": loss, "train/acc": float(np.mean(np.abs(err) < 0.5))}, step=step)
         time.sleep(a.step_sleep)
         if step % a.every == 0:
-            save(a.out, step, saved % 3, w, a.chunks, a.chunk_sleep)
+            save(a.out, step, saved % 3, toy_task.checkpoint_bytes(step, proj, w), a.chunks, a.chunk_sleep)
             print(f"saved step {step}", flush=True)
             saved += 1
     run.finish()

@@ -18,5 +18,7 @@ if [ "${1:-}" = "--with-postgres" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
   fi
+  # The example training and evaluation scripts the tests run need numpy: a venv cached outside the checkout.
+  echo "== examples venv: $(bash scripts/examples-venv.sh)"
 fi
 echo "== Temporal CLI: $(bash temporal/ensure-temporal.sh)"

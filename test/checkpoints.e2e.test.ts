@@ -4,6 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.ts';
+import { examplesPython } from './support/examples.ts';
 import { until } from './support/poll.ts';
 
 const repo = path.resolve('.');
@@ -68,7 +69,7 @@ describe('checkpoints of a real training script (--watch)', () => {
       ...(resumeFrom ? { resume_from: resumeFrom } : {}),
       params: { chunk_sleep: 0.15, ...params },
       env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
-      command: ['python3', path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
+      command: [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
     });
     return { job, dir: path.join(work, 'ckpts') };
   }

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { connectClient } from '../temporal/setup.ts';
 import { jobWorkflowId } from '../workflows/names.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
+import { examplesPython } from './support/examples.ts';
 import { until } from './support/poll.ts';
 
 const repo = path.resolve('.');
@@ -19,6 +20,7 @@ interface EvaluationJson {
 interface CheckpointJson {
   id: string;
   step: number | null;
+  train_metrics: Record<string, number> | null;
 }
 
 /** A TRAIN job's eval policy: its checkpoints' EVALUATE jobs are children of its workflow. */
@@ -51,26 +53,30 @@ describe('evaluations started by a training job (eval policy)', () => {
       watch_dir: 'ckpts',
       params: { chunk_sleep: 0.05, steps: 60, every: 20, ...params },
       env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
-      command: ['python3', path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
-      eval_policy: { when, command: ['python3', path.join(repo, 'examples/eval_ckpt.py')] },
+      command: [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
+      eval_policy: { when, command: [examplesPython(), path.join(repo, 'examples/eval_ckpt.py')] },
     });
   };
   const checkpointsOf = async (project: string, experiment: string) =>
     (await c.client.request<{ checkpoints: CheckpointJson[] }>('GET', `/checkpoints?project=${project}&experiment=${experiment}`)).checkpoints;
   const evaluationsOf = async (ckpt: string) => (await c.client.request<{ evaluations: EvaluationJson[] }>('GET', `/checkpoints/${ckpt}/evaluations`)).evaluations;
 
-  it('each checkpoint is evaluated by a child EVALUATE job; the training job does not wait for them; best is the evaluated best', async () => {
-    const job = await train('each', 'each');
+  it('each checkpoint is evaluated by a child EVALUATE job; the training job does not wait for them; best is the evaluated best, not the training-time best', async () => {
+    // The example overfits its small training set: train/loss falls to the end, the held-out
+    // loss is lowest at step 30 of 60.
+    const job = await train('each', 'each', { every: 15 });
     const done = await c.client.waitFor(job.id, undefined, 90_000);
     expect(done.state).toBe('SUCCEEDED');
     const ckpts = await checkpointsOf('eval-policy', 'each');
-    expect(ckpts).toHaveLength(3);
+    expect(ckpts).toHaveLength(4);
+    const trainBest = ckpts.reduce((a, b) => (a.train_metrics!['train/loss'] <= b.train_metrics!['train/loss'] ? a : b));
+    expect(trainBest.step).toBe(60);
     // The training job ended while its evaluations still queued for its card; they finish after it.
     const evals = await until(
       'every checkpoint evaluated',
       async () => {
         const all = (await Promise.all(ckpts.map((k) => evaluationsOf(k.id)))).flat();
-        return all.length === 3 && all.every((e) => e.status === 'succeeded') ? all : null;
+        return all.length === 4 && all.every((e) => e.status === 'succeeded') ? all : null;
       },
       90_000,
     );
@@ -88,6 +94,8 @@ describe('evaluations started by a training job (eval policy)', () => {
     expect(best).toMatchObject({ metric: { name: 'eval/loss', level: 'default' }, fallback: false });
     const lowest = evals.reduce((a, b) => ((a.metrics!['eval/loss'] as number) <= (b.metrics!['eval/loss'] as number) ? a : b));
     expect(best.value).toBe(lowest.metrics!['eval/loss']);
+    expect(best.checkpoint.id).toBe(lowest.checkpoint_id);
+    expect(ckpts.find((k) => k.id === best.checkpoint.id)?.step).toBe(30);
   });
 
   it('a final policy evaluates only the last checkpoint, after the job succeeded', async () => {
