@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
@@ -8,10 +9,11 @@ import { readLogTail } from '../db/queries/logs.ts';
 import { registerCheckpoint as registerCheckpointRow, type CheckpointRegistration } from '../db/queries/checkpoint-register.ts';
 import { nonFiniteLastKeys, writeSeries } from '../db/queries/metrics.ts';
 import { createEvaluationJob, evaluatedBy, markEvaluationRunning, readStdoutTail, settleEvaluation, unstartedEvaluationJobs } from '../db/queries/evaluations.ts';
+import { markCheckpointsDeleted, retentionPlan } from '../db/queries/retention.ts';
 import { evaluatesOnRegister } from '../domain/eval-policy.ts';
 import { EVAL_STDOUT_TAIL_BYTES, MISSING_METRICS_LINE, metricsToWire, parseEvalStdout, type EvalResult } from '../domain/eval-result.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
-import { checkpoints, jobAttempts, jobs, runs, type Job } from '../db/schema.ts';
+import { checkpoints, experiments, jobAttempts, jobs, runs, type Job } from '../db/schema.ts';
 import { runStatusOfAttempt } from '../domain/run-status.ts';
 import { classifyFailure } from '../domain/failure.ts';
 import type { JobState } from '../domain/job-states.ts';
@@ -21,7 +23,7 @@ import type { JobTimeouts } from '../temporal/client-ops.ts';
 import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { cancelJobSignal } from '../workflows/job-messages.ts';
 import { nodeSuspectSignal } from '../workflows/node-messages.ts';
-import type { AttemptOutcome, AttemptSpec, EvaluationChild, SchedulePassResult } from '../workflows/types.ts';
+import type { AttemptOutcome, AttemptSpec, EvaluationChild, RetentionWork, SchedulePassResult } from '../workflows/types.ts';
 import { coalesce, reconcileCreatedJobs, sendGrants, wakeScheduler } from './scheduler-ops.ts';
 
 export interface ControlDeps {
@@ -296,9 +298,18 @@ export function createControlActivities(deps: ControlDeps) {
      * its EVALUATE job (started by the workflow as a child). `finalPolicy`: the job evaluates
      * its final checkpoint when the attempt has succeeded.
      */
-    async registerCheckpoint(a: CheckpointRegistration): Promise<{ checkpointId: string | null; created: boolean; evaluate: EvaluationChild | null; finalPolicy: boolean }> {
+    async registerCheckpoint(
+      a: CheckpointRegistration,
+    ): Promise<{ checkpointId: string | null; created: boolean; evaluate: EvaluationChild | null; finalPolicy: boolean; retention?: boolean }> {
       const r = await registerCheckpointRow(db, a);
       if (!r) return { checkpointId: null, created: false, evaluate: null, finalPolicy: false };
+      const [exp] = await db
+        .select({ keepBest: experiments.keepBest, keepLatest: experiments.keepLatest })
+        .from(runs)
+        .innerJoin(experiments, eq(experiments.id, runs.experimentId))
+        .where(eq(runs.id, r.checkpoint.runId));
+      // Only present when on: the histories of jobs without retention stay as they were.
+      const retention = exp && (exp.keepBest !== null || exp.keepLatest !== null) ? { retention: true } : {};
       const made = await db.transaction(async (tx) => {
         const train = await getJob(tx, a.jobId);
         const policy = train?.evalPolicy;
@@ -309,7 +320,38 @@ export function createControlActivities(deps: ControlDeps) {
         const e = await createEvaluationJob(tx, r.checkpoint, train);
         return { evaluate: e ? childOf(e.job) : null, finalPolicy };
       });
-      return { checkpointId: r.checkpoint.id, created: r.created, ...made };
+      return { checkpointId: r.checkpoint.id, created: r.created, ...made, ...retention };
+    },
+
+    /**
+     * The checkpoints retention deletes now: of the run of a TRAIN attempt, or, for an
+     * EVALUATE job, of the run of the checkpoint it evaluated. Null when nothing is to go.
+     */
+    async planRetention(a: { jobId: string; attempt: number }): Promise<RetentionWork | null> {
+      const job = await getJob(db, a.jobId);
+      if (!job) return null;
+      let runId: string | undefined;
+      if (job.type === 'EVALUATE') {
+        if (!job.checkpointId) return null;
+        [{ runId } = { runId: undefined }] = await db.select({ runId: checkpoints.runId }).from(checkpoints).where(eq(checkpoints.id, job.checkpointId));
+      } else {
+        [{ id: runId } = { id: undefined }] = await db.select({ id: runs.id }).from(runs).where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
+      }
+      const plan = runId ? await retentionPlan(db, runId) : null;
+      if (!plan) return null;
+      // The folder the training job watched: the agent deletes nothing outside it.
+      const [writer] = await db
+        .select({ workingDir: jobs.workingDir, watchDir: jobs.watchDir })
+        .from(checkpoints)
+        .innerJoin(jobs, eq(jobs.id, checkpoints.jobId))
+        .where(eq(checkpoints.id, plan.doomed[0].id));
+      if (!writer?.watchDir) return null;
+      return { nodeId: plan.nodeId, root: path.resolve(writer.workingDir, writer.watchDir), doomed: plan.doomed };
+    },
+
+    /** Records the checkpoints whose files the node deleted. */
+    async markCheckpointsDeleted(a: { ids: string[] }): Promise<number> {
+      return markCheckpointsDeleted(db, a.ids);
     },
 
     /** The EVALUATE job of an attempt's last checkpoint (eval policy `final`), or null when there is none to make. */

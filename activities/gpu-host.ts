@@ -14,6 +14,7 @@ import type { LogShipping } from '../workers/gpu-host/log-shipper.ts';
 import type { AttemptRecord, Live, ProcessTable } from '../workers/gpu-host/process-table.ts';
 import { SpawnFailed, stderrPathOf } from '../workers/gpu-host/shim.ts';
 import { attemptWanted } from '../workers/gpu-host/wanted.ts';
+import { deleteCheckpointFiles, type DeletionResult } from '../workers/gpu-host/retention.ts';
 
 export { decodeWaitStatus, processStartTime, readTail } from '../workers/gpu-host/proc.ts';
 export { ProcessTable, type AttemptRecord } from '../workers/gpu-host/process-table.ts';
@@ -243,6 +244,11 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       if (!entry || entry.attempt !== a.attempt) return { stopped: false };
       await pt.fence(entry);
       return { stopped: true };
+    },
+
+    /** Deletes the files of checkpoints retention let go; only paths inside `root` (the job's watched folder). */
+    async deleteCheckpoints(a: { root: string; uris: string[] }): Promise<DeletionResult> {
+      return deleteCheckpointFiles(a.root, a.uris);
     },
 
     async nodeLease(a: { nodeId: string }): Promise<void> {

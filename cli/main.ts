@@ -8,6 +8,7 @@ import { registerEvalCommand } from './commands/eval.ts';
 import { registerImportCommand } from './commands/import-run.ts';
 import { registerLogCommands } from './commands/logs.ts';
 import { registerPrimaryMetricCommand } from './commands/primary-metric.ts';
+import { registerRetentionCommand } from './commands/retention.ts';
 import { registerRunCommands } from './commands/runs.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from './logger.ts';
 import { renderJob, renderJobs, renderNodes } from './render.ts';
@@ -264,6 +265,7 @@ export function buildProgram(): Command {
   registerLogCommands(program);
   registerImportCommand(program);
   registerPrimaryMetricCommand(program);
+  registerRetentionCommand(program);
   registerCheckpointCommands(program);
   registerEvalCommand(program);
   return program;

@@ -3,13 +3,15 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { count } from 'drizzle-orm';
+import { count, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../api/app.ts';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
-import { checkpoints, evaluations, runs } from '../db/schema.ts';
+import { insertJob } from '../db/queries/jobs.ts';
+import { markCheckpointsDeleted, retentionPlan } from '../db/queries/retention.ts';
+import { checkpoints, evaluations, jobs, runs } from '../db/schema.ts';
 import { bestCheckpoint, metricFor, rankCheckpoints, type BestCandidate } from '../domain/best-checkpoint.ts';
 import { checkpointsToDelete } from '../domain/retention.ts';
 
@@ -204,5 +206,39 @@ describe('checkpoint registry API and gpuctl', () => {
     expect(JSON.parse(one.stdout).chain).toHaveLength(2);
     expect((bad as { code: number }).code).not.toBe(0);
     expect((bad as { stderr: string }).stderr.trim().split('\n')).toEqual(['gpuctl: --experiment needs --project']);
+  });
+
+  it('retention: set and shown through the API and gpuctl; the plan keeps the best, a live resume parent and one under evaluation', async () => {
+    const run = promisify(execFile);
+    const cli = (...args: string[]) => run(process.execPath, ['cli/gpuctl.mjs', '--api', api, ...args]);
+    const db = database.db;
+    expect((await call('/projects/vision/experiments/resnet/retention')).body).toEqual({ keep_best: null, keep_latest: null });
+    // Off: nothing is planned.
+    await db.update(checkpoints).set({ nodeId: 'n1' }).where(eq(checkpoints.runId, 'run-a1'));
+    expect(await retentionPlan(db, 'run-a1')).toBeNull();
+    const bad = await app.inject({ method: 'PUT', url: '/api/v1/projects/vision/experiments/resnet/retention', payload: { keep_best: -1, keep_latest: null } });
+    expect(bad.statusCode).toBe(400);
+    expect((await call('/projects/vision/experiments/resnet/retention')).body).toEqual({ keep_best: null, keep_latest: null });
+    const set = await cli('retention', 'vision', 'resnet', '--keep-best', '1', '--keep-latest', '0');
+    expect(set.stdout.trim()).toBe("each run keeps the best 1 checkpoints (and any under evaluation or resumed from); the others' files are deleted");
+    expect(JSON.parse((await cli('retention', 'vision', 'resnet', '--json')).stdout)).toEqual({ keep_best: 1, keep_latest: 0 });
+    const refused = await cli('retention', 'vision', 'resnet', '--off', '--keep-best', '2').catch((e: { code: number; stderr: string }) => e);
+    expect((refused as { stderr: string }).stderr.trim()).toBe('gpuctl: --off excludes --keep-best and --keep-latest');
+    // resnet's metric is eval/loss, max (set above): ckpt-2 (0.35) is best; ckpt-3 is under evaluation.
+    expect(await retentionPlan(db, 'run-a1')).toEqual({ runId: 'run-a1', nodeId: 'n1', doomed: [{ id: 'ckpt-1', uri: '/ckpt/ckpt-1' }] });
+    // A job not yet ended resumes from ckpt-1: it stays.
+    await insertJob(db, { id: 'job-resume', type: 'TRAIN', state: 'QUEUED', gpus: 1, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {}, resumeFrom: 'ckpt-1' });
+    expect(await retentionPlan(db, 'run-a1')).toBeNull();
+    await db.update(jobs).set({ state: 'SUCCEEDED' }).where(eq(jobs.id, 'job-resume'));
+    // The evaluation of ckpt-3 ends: ckpt-3 is no longer held back, nor best.
+    await db.update(evaluations).set({ status: 'succeeded', metrics: { 'eval/loss': 0.1 } }).where(eq(evaluations.id, 'eval-3'));
+    expect((await retentionPlan(db, 'run-a1'))?.doomed.map((d) => d.id)).toEqual(['ckpt-1', 'ckpt-3']);
+    expect(await markCheckpointsDeleted(db, ['ckpt-1', 'ckpt-3'])).toBe(2);
+    expect(await markCheckpointsDeleted(db, ['ckpt-1'])).toBe(0);
+    expect(await retentionPlan(db, 'run-a1')).toBeNull();
+    // A deleted checkpoint is no candidate for best any more, and says so when listed.
+    expect((await call('/checkpoints/best?run=run-a1')).body.checkpoint.id).toBe('ckpt-2');
+    expect((await call('/checkpoints/ckpt-1')).body.deleted_at).toEqual(expect.any(String));
+    expect((await cli('retention', 'vision', 'resnet', '--off')).stdout.trim()).toBe('retention off: every checkpoint is kept');
   });
 });

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { eq } from 'drizzle-orm';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,9 +7,10 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { registerCheckpoint } from '../db/queries/checkpoint-register.ts';
 import { insertJob } from '../db/queries/jobs.ts';
-import { runs } from '../db/schema.ts';
+import { checkpoints, runs } from '../db/schema.ts';
 import { isTempName, stepOfName } from '../domain/checkpoint-name.ts';
 import { CheckpointWatcher, type FoundCheckpoint } from '../workers/gpu-host/checkpoint-watcher.ts';
+import { deleteCheckpointFiles } from '../workers/gpu-host/retention.ts';
 import { until } from './support/poll.ts';
 
 const DEBOUNCE = 150;
@@ -125,5 +127,48 @@ describe('CheckpointWatcher', () => {
       expect(rows[2].parentCheckpointId).toBe(rows[0].id);
       expect(rows[2].step).toBe(2);
     });
+
+    it('chains checkpoints in step order even when they are registered out of order', async () => {
+      const job = await insertJob(db.db, { id: 'job-ck2', type: 'TRAIN', state: 'CREATED', command: ['true'], workingDir: dir, watchDir: '.', gpus: 0, selector: {}, env: {}, params: {}, resumeFrom: null });
+      await db.db.insert(runs).values({ id: 'run-ck2', jobId: job.id, attempt: 1, source: 'job', name: 'r', status: 'running', params: {} });
+      const reg = async (step: number, name = `step_${step}.pt`) =>
+        (await registerCheckpoint(db.db, { jobId: job.id, attempt: 1, uri: path.join(dir, name), fingerprint: `sha256:${name}`, sizeBytes: 1, step }))!.checkpoint;
+      const c20 = await reg(20);
+      const c60 = await reg(60);
+      // checkpoint-40/ settles after step_60.pt: it goes between them.
+      const c40 = await reg(40, 'checkpoint-40');
+      const c10 = await reg(10);
+      const parents = new Map((await db.db.select().from(checkpoints).where(eq(checkpoints.runId, 'run-ck2'))).map((r) => [r.step, r.parentCheckpointId]));
+      expect(parents).toEqual(new Map([[10, null], [20, c10.id], [40, c20.id], [60, c40.id]]));
+      expect(c60.id).not.toBe(c40.id);
+    });
+  });
+});
+
+describe('deleting checkpoint files for retention (agent side)', () => {
+  it('deletes files and folders inside the watched folder, refuses anything outside it or reached through a symlink', async () => {
+    const base = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-retain-'));
+    const root = path.join(base, 'work', 'ckpts');
+    const outside = path.join(base, 'precious');
+    fs.mkdirSync(path.join(root, 'checkpoint-10'), { recursive: true });
+    fs.mkdirSync(outside);
+    fs.writeFileSync(path.join(root, 'checkpoint-10', 'model.npy'), 'x');
+    fs.writeFileSync(path.join(root, 'step_20.pt'), 'x');
+    fs.writeFileSync(path.join(outside, 'keep.pt'), 'x');
+    fs.symlinkSync(outside, path.join(root, 'link'));
+    const r = await deleteCheckpointFiles(root, [
+      path.join(root, 'checkpoint-10'),
+      path.join(root, 'step_20.pt'),
+      path.join(root, 'gone.pt'),
+      path.join(outside, 'keep.pt'),
+      path.join(root, '..', '..', 'precious', 'keep.pt'),
+      path.join(root, 'link', 'keep.pt'),
+      root,
+      'ckpts/relative.pt',
+    ]);
+    expect(r.deleted).toEqual([path.join(root, 'checkpoint-10'), path.join(root, 'step_20.pt'), path.join(root, 'gone.pt')]);
+    expect(r.refused.map((x) => x.uri)).toEqual([path.join(outside, 'keep.pt'), path.join(root, '..', '..', 'precious', 'keep.pt'), path.join(root, 'link', 'keep.pt'), root, 'ckpts/relative.pt']);
+    expect(fs.readdirSync(root).sort()).toEqual(['link']);
+    expect(fs.existsSync(path.join(outside, 'keep.pt'))).toBe(true);
   });
 });

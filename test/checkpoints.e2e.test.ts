@@ -79,7 +79,9 @@ describe('checkpoints of a real training script (--watch)', () => {
     const onDisk = fs.readdirSync(dir).filter((n) => !n.startsWith('.') && !n.endsWith('.tmp')).map((n) => path.join(dir, n));
     expect(rows.map((r) => r.uri).sort()).toEqual(onDisk.sort());
     for (const r of rows) expect(r.fingerprint, r.uri).toBe(expectedFingerprint(r.uri));
-    rows.forEach((r, i) => i > 0 && expect(r.parent_checkpoint_id).toBe(rows[i - 1].id));
+    // Chained in step order, whatever order the watcher found them in.
+    const bySteps = [...rows].sort((a, b) => Number(a.step) - Number(b.step));
+    bySteps.forEach((r, i) => i > 0 && expect(r.parent_checkpoint_id).toBe(bySteps[i - 1].id));
   }
 
   it('registers exactly the complete checkpoints: fingerprints, steps, parents and training metrics', async () => {

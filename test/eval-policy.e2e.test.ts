@@ -20,6 +20,8 @@ interface EvaluationJson {
 interface CheckpointJson {
   id: string;
   step: number | null;
+  uri: string;
+  deleted_at: string | null;
   train_metrics: Record<string, number> | null;
 }
 
@@ -134,5 +136,30 @@ describe('evaluations started by a training job (eval policy)', () => {
     const evalJob = await c.client.waitFor(queued.job_id, undefined, 60_000);
     expect(evalJob.state).toBe('CANCELLED');
     expect(evalJob.reason).toContain(`its training job ${job.id} was cancelled`);
+  });
+
+  it('retention keeps the evaluated best and the latest, deletes the other files once their evaluations end', async () => {
+    await c.client.request('PUT', '/projects/eval-policy/experiments/retain/retention', { keep_best: 1, keep_latest: 1 });
+    const job = await train('retain', 'each', { every: 15 });
+    expect((await c.client.waitFor(job.id, undefined, 90_000)).state).toBe('SUCCEEDED');
+    const stepsOf = (ks: CheckpointJson[]) => ks.map((k) => k.step).sort((a, b) => a! - b!);
+    const ckpts = await until(
+      'every checkpoint evaluated, and two deleted',
+      async () => {
+        const k = await checkpointsOf('eval-policy', 'retain');
+        const evaluated = (await Promise.all(k.map((x) => evaluationsOf(x.id)))).every((e) => e.length === 1 && e[0].status === 'succeeded');
+        return k.length === 4 && evaluated && k.filter((x) => x.deleted_at).length === 2 ? k : null;
+      },
+      90_000,
+    );
+    expect(stepsOf(ckpts.filter((k) => k.deleted_at))).toEqual([15, 45]);
+    expect(stepsOf(ckpts.filter((k) => !k.deleted_at))).toEqual([30, 60]);
+    for (const k of ckpts) expect(fs.existsSync(k.uri), k.uri).toBe(!k.deleted_at);
+    const best = await c.client.request<{ checkpoint: { id: string; step: number } }>('GET', '/checkpoints/best?project=eval-policy&experiment=retain');
+    expect(best.checkpoint.step).toBe(30);
+    // A deleted checkpoint cannot be evaluated again.
+    const gone = ckpts.find((k) => k.deleted_at)!;
+    const again = await c.client.request('POST', `/checkpoints/${gone.id}/evaluations`, { command: ['true'] }).catch((e: Error) => e);
+    expect(String(again)).toMatch(/deleted by retention/);
   });
 });

@@ -64,13 +64,25 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
    */
   let startedEvaluations = input.startedEvaluations ?? false;
   let finalPolicy = false;
+  // The experiment keeps only some checkpoints (retention): after each registration, and at the
+  // end of each evaluation the job started, the ones let go are deleted on their node.
+  let retention = false;
   const startEvaluation = async (e: EvaluationChild) => {
     startedEvaluations = true;
     try {
       await startChild(jobWorkflow, {
         workflowId: jobWorkflowId(e.jobId),
         taskQueue: workflowInfo().taskQueue,
-        args: [{ jobId: e.jobId, attempt: 1, heartbeatTimeoutMs: input.heartbeatTimeoutMs, lostAfterMs: input.lostAfterMs, ...(input.retryRetentionMs !== undefined ? { retryRetentionMs: input.retryRetentionMs } : {}) }],
+        args: [
+          {
+            jobId: e.jobId,
+            attempt: 1,
+            heartbeatTimeoutMs: input.heartbeatTimeoutMs,
+            lostAfterMs: input.lostAfterMs,
+            ...(input.retryRetentionMs !== undefined ? { retryRetentionMs: input.retryRetentionMs } : {}),
+            ...(retention ? { retentionOnEnd: true } : {}),
+          },
+        ],
         parentClosePolicy: ParentClosePolicy.ABANDON,
         typedSearchAttributes: [
           { key: SA_JOB_ID, value: e.jobId },
@@ -91,7 +103,9 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     const mine = registrations.then(async () => {
       const r = await control.registerCheckpoint({ jobId, attempt, uri: c.uri, fingerprint: c.fingerprint, sizeBytes: c.sizeBytes, step: c.step });
       if (r.finalPolicy) finalPolicy = true;
+      if (r.retention) retention = true;
       if (r.evaluate) await startEvaluation(r.evaluate);
+      if (r.retention && r.created) await applyRetention(jobId, attempt);
     });
     registrations = mine.catch(() => undefined);
     await mine;
@@ -140,6 +154,8 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   const ended = async (result: JobWorkflowResult): Promise<JobWorkflowResult> => {
     // A registration still running finishes first: the last checkpoint is never dropped.
     await condition(allHandlersFinished);
+    // An evaluation no longer holds its checkpoint back from retention.
+    if (input.retentionOnEnd) await applyRetention(jobId, attempt);
     if (result.state === 'SUCCEEDED' && finalPolicy) {
       const e = await control.evaluateFinal({ jobId, attempt });
       if (e) await startEvaluation(e);
@@ -297,6 +313,29 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     }
     return finish({ state: 'FAILED', exitCode: null, signal: null, reason: failureMessage(failure) });
   });
+}
+
+/**
+ * Retention: deletes, on the node that holds them, the files of the checkpoints the job's
+ * experiment no longer keeps, then records them deleted. A node that does not answer within a
+ * minute keeps them until the next registration or evaluation asks again.
+ */
+async function applyRetention(jobId: string, attempt: number): Promise<void> {
+  const work = await control.planRetention({ jobId, attempt });
+  if (!work) return;
+  const host = proxyActivities<GpuHostActivities>({
+    taskQueue: gpuHostTaskQueue(work.nodeId),
+    scheduleToStartTimeout: '1 minute',
+    startToCloseTimeout: '30 minutes',
+    retry: { maximumAttempts: 1 },
+  });
+  try {
+    const r = await host.deleteCheckpoints({ root: work.root, uris: work.doomed.map((d) => d.uri) });
+    const gone = new Set(r.deleted);
+    await control.markCheckpointsDeleted({ ids: work.doomed.filter((d) => gone.has(d.uri)).map((d) => d.id) });
+  } catch {
+    // The node is away: the files stay, and the checkpoints stay live until a later pass.
+  }
 }
 
 /** Stops the attempt's process on its node; false when the node did not answer within `withinMs`. */

@@ -22,6 +22,11 @@ export interface JobWorkflowInput {
   startedEvaluations?: boolean;
   /** A cancel that arrived while the previous attempt was being re-queued. */
   cancelRequested?: boolean;
+  /**
+   * An evaluation whose experiment keeps only some checkpoints (retention): once it ends, the
+   * checkpoints it held back may go.
+   */
+  retentionOnEnd?: boolean;
   cancelReason?: string;
 }
 
@@ -30,6 +35,14 @@ export interface EvaluationChild {
   jobId: string;
   type: 'TRAIN' | 'EVALUATE' | 'CUSTOM';
   projectId: string | null;
+}
+
+/** The checkpoints retention deletes now, on the node that holds them (db/queries/retention.ts). */
+export interface RetentionWork {
+  nodeId: string;
+  /** The job's watched folder on that node: nothing outside it is touched. */
+  root: string;
+  doomed: { id: string; uri: string }[];
 }
 
 export interface JobWorkflowResult {

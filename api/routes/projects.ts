@@ -5,7 +5,8 @@ import { METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 import { resolvePrimaryMetric, type MetricSetting } from '../../domain/primary-metric.ts';
 import { DomainError } from '../errors.ts';
 import { errorResponses } from '../schemas/common.ts';
-import { ExperimentParams, PrimaryMetricBody, ProjectParams, ResolvedMetricSchema, ResolveQuery } from '../schemas/projects.ts';
+import { ExperimentParams, PrimaryMetricBody, ProjectParams, ResolvedMetricSchema, ResolveQuery, RetentionBody, RetentionSchema } from '../schemas/projects.ts';
+import { getRetention, setRetention, type RetentionSetting } from '../../db/queries/retention.ts';
 import type { ApiDeps } from '../app.ts';
 
 function checked(m: MetricSetting): MetricSetting {
@@ -63,6 +64,30 @@ export const projectRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
     async (req) => {
       await db.transaction((tx) => setExperimentMetric(tx, req.params.project, req.params.experiment, null));
       return resolved(db, req.params.project, req.params.experiment);
+    },
+  );
+
+  const retentionJson = (r: RetentionSetting) => ({ keep_best: r.keepBest, keep_latest: r.keepLatest });
+  app.get(
+    '/projects/:project/experiments/:experiment/retention',
+    { schema: { tags: ['projects'], summary: "An experiment's checkpoint retention (both null: off, every checkpoint is kept)", params: ExperimentParams, response: { 200: RetentionSchema, ...errorResponses } } },
+    async (req) => retentionJson(await getRetention(db, req.params.project, req.params.experiment)),
+  );
+
+  app.put(
+    '/projects/:project/experiments/:experiment/retention',
+    {
+      schema: {
+        tags: ['projects'],
+        summary: "Set an experiment's checkpoint retention: keep each run's best K and latest N, delete the others' files (applied at the next registration)",
+        params: ExperimentParams,
+        body: RetentionBody,
+        response: { 200: RetentionSchema, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const b = req.body;
+      return retentionJson(await db.transaction((tx) => setRetention(tx, req.params.project, req.params.experiment, { keepBest: b.keep_best, keepLatest: b.keep_latest })));
     },
   );
 };

@@ -22,3 +22,22 @@ export const ResolveQuery = Type.Object(
   { project: Type.String({ minLength: 1, maxLength: 200 }), experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })) },
   { additionalProperties: false },
 );
+
+const Keep = Type.Union([Type.Integer({ minimum: 0, maximum: 1_000_000 }), Type.Null()]);
+
+export const RetentionBody = Type.Object(
+  {
+    keep_best: Keep,
+    keep_latest: Keep,
+  },
+  {
+    additionalProperties: false,
+    description:
+      "retention of each run's checkpoints: keep the best K (by the primary metric) and the latest N, delete the others' files; both null turns it off. The best, a checkpoint a live job resumes from, and one under evaluation are always kept",
+  },
+);
+
+export const RetentionSchema = Type.Object({
+  keep_best: Type.Union([Type.Integer(), Type.Null()]),
+  keep_latest: Type.Union([Type.Integer(), Type.Null()]),
+});

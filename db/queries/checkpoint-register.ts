@@ -2,7 +2,7 @@
  * Registration of a checkpoint found by an attempt's watcher (the job workflow's
  * `registerCheckpoint` activity). Idempotent: the same run, path and fingerprint is one row.
  */
-import { and, desc, eq } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, lte } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { checkpoints, jobAttempts, jobs, runs, type Checkpoint } from '../schema.ts';
@@ -47,8 +47,9 @@ export async function metricsAtStep(ex: Executor, runId: string, step: number | 
 }
 
 /**
- * Inserts the checkpoint into the run of the job's attempt, chained to the run's previous
- * checkpoint, or for the run's first to the job's `resume_from`. Null when the attempt has no
+ * Inserts the checkpoint into the run of the job's attempt, chained to the run's checkpoint
+ * before it in step order (one found out of order is linked in between), or for the run's first
+ * to the job's `resume_from`. Null when the attempt has no
  * run (a CUSTOM job, or an unknown attempt): there is nothing to attach it to.
  */
 export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Promise<{ checkpoint: Checkpoint; created: boolean } | null> {
@@ -65,12 +66,18 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
       .from(checkpoints)
       .where(and(eq(checkpoints.runId, run.id), eq(checkpoints.uri, a.uri), eq(checkpoints.fingerprint, a.fingerprint)));
     if (existing) return { checkpoint: existing, created: false };
-    const [previous] = await tx
-      .select({ id: checkpoints.id })
-      .from(checkpoints)
-      .where(eq(checkpoints.runId, run.id))
-      .orderBy(desc(checkpoints.createdAt), desc(checkpoints.id))
-      .limit(1);
+    // The checkpoint before it in training: the run's one at the highest step up to its own
+    // (the watcher may find them out of order: a directory can settle after a later file);
+    // without a step, the one registered last.
+    const [previous] =
+      a.step === null
+        ? await tx.select({ id: checkpoints.id }).from(checkpoints).where(eq(checkpoints.runId, run.id)).orderBy(desc(checkpoints.createdAt), desc(checkpoints.id)).limit(1)
+        : await tx
+            .select({ id: checkpoints.id })
+            .from(checkpoints)
+            .where(and(eq(checkpoints.runId, run.id), lte(checkpoints.step, a.step)))
+            .orderBy(desc(checkpoints.step), desc(checkpoints.createdAt), desc(checkpoints.id))
+            .limit(1);
     const [job] = await tx.select({ resumeFrom: jobs.resumeFrom, nodeId: jobs.nodeId, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, a.jobId));
     const [att] = await tx
       .select({ nodeId: jobAttempts.nodeId })
@@ -92,6 +99,16 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
         parentCheckpointId: previous?.id ?? job?.resumeFrom ?? null,
       })
       .returning();
+    if (a.step !== null) {
+      // A later step registered before this one was chained past it: it now follows this one.
+      const [next] = await tx
+        .select({ id: checkpoints.id, parent: checkpoints.parentCheckpointId })
+        .from(checkpoints)
+        .where(and(eq(checkpoints.runId, run.id), gt(checkpoints.step, a.step)))
+        .orderBy(asc(checkpoints.step), asc(checkpoints.createdAt), asc(checkpoints.id))
+        .limit(1);
+      if (next && next.parent === row.parentCheckpointId) await tx.update(checkpoints).set({ parentCheckpointId: row.id }).where(eq(checkpoints.id, next.id));
+    }
     return { checkpoint: row, created: true };
   });
 }

@@ -1,0 +1,102 @@
+/**
+ * Retention of a run's checkpoints (opt-in per experiment: keep the best K and the latest N).
+ * The rule is domain/retention.ts; this reads what it needs and records what was deleted. The
+ * files themselves are deleted by the agent of the node that wrote them (through Temporal).
+ */
+import { and, eq, inArray, isNull, notInArray, sql } from 'drizzle-orm';
+import type { Executor } from '../client.ts';
+import { checkpoints, evaluations, experiments, jobs, runs } from '../schema.ts';
+import { metricFor } from '../../domain/best-checkpoint.ts';
+import { TERMINAL_STATES } from '../../domain/job-states.ts';
+import { settingOf } from '../../domain/primary-metric.ts';
+import { checkpointsToDelete, type RetentionPolicy } from '../../domain/retention.ts';
+import { bestCandidates, metricColumns } from './checkpoints.ts';
+import { ensureExperiment, ensureProject } from './projects.ts';
+
+export interface RetentionSetting {
+  keepBest: number | null;
+  keepLatest: number | null;
+}
+
+/** An experiment's retention; both null (off) when the project or experiment does not exist. */
+export async function getRetention(ex: Executor, project: string, experiment: string): Promise<RetentionSetting> {
+  const rows = await ex
+    .select({ keepBest: experiments.keepBest, keepLatest: experiments.keepLatest })
+    .from(experiments)
+    .where(and(eq(experiments.name, experiment), sql`${experiments.projectId} = (select id from projects where name = ${project})`));
+  return rows[0] ?? { keepBest: null, keepLatest: null };
+}
+
+/** Sets an experiment's retention (nulls turn it off), creating project and experiment on first use. */
+export async function setRetention(ex: Executor, project: string, experiment: string, r: RetentionSetting): Promise<RetentionSetting> {
+  const id = await ensureExperiment(ex, await ensureProject(ex, project), experiment);
+  await ex.update(experiments).set({ keepBest: r.keepBest, keepLatest: r.keepLatest }).where(eq(experiments.id, id));
+  return r;
+}
+
+export interface DoomedCheckpoint {
+  id: string;
+  uri: string;
+}
+
+/** What retention deletes of one run's checkpoints now, with the node that holds them. */
+export interface RetentionPlan {
+  runId: string;
+  nodeId: string;
+  doomed: DoomedCheckpoint[];
+}
+
+/**
+ * The run's checkpoints whose files retention deletes now; null when its experiment has no
+ * retention or nothing is to go. Never the best, one a job not yet ended resumes from, or one
+ * with an evaluation pending or running.
+ */
+export async function retentionPlan(ex: Executor, runId: string): Promise<RetentionPlan | null> {
+  const [run] = await ex
+    .select({ projectId: runs.projectId, experimentId: runs.experimentId, keepBest: experiments.keepBest, keepLatest: experiments.keepLatest })
+    .from(runs)
+    .innerJoin(experiments, eq(experiments.id, runs.experimentId))
+    .where(eq(runs.id, runId));
+  if (!run) return null;
+  const policy: RetentionPolicy = { keepBest: run.keepBest, keepLatest: run.keepLatest };
+  if (policy.keepBest === null && policy.keepLatest === null) return null;
+  const candidates = await bestCandidates(ex, { runId });
+  if (candidates.length === 0) return null;
+  const ids = candidates.map((c) => c.id);
+  const resumeParents = await ex
+    .select({ id: jobs.resumeFrom })
+    .from(jobs)
+    .where(and(inArray(jobs.resumeFrom, ids), notInArray(jobs.state, [...TERMINAL_STATES])));
+  const underEvaluation = await ex
+    .select({ id: evaluations.checkpointId })
+    .from(evaluations)
+    .where(and(inArray(evaluations.checkpointId, ids), inArray(evaluations.status, ['pending', 'running'])));
+  const m = await metricColumns(ex, run.projectId, run.experimentId);
+  const metric = metricFor(candidates, {
+    experiment: m.experiment ? settingOf(m.experiment.primaryMetric, m.experiment.primaryMetricMode) : null,
+    project: m.project ? settingOf(m.project.primaryMetric, m.project.primaryMetricMode) : null,
+  });
+  const doomed = new Set(
+    checkpointsToDelete(candidates, metric, policy, {
+      resumeParents: new Set(resumeParents.map((r) => r.id!)),
+      underEvaluation: new Set(underEvaluation.map((r) => r.id)),
+    }),
+  );
+  const byId = new Map(candidates.map((c) => [c.id, c]));
+  const nodeId = candidates.find((c) => doomed.has(c.id) && c.nodeId)?.nodeId;
+  if (!nodeId) return null;
+  // A run's checkpoints come from one attempt, so from one node; one without a node is left alone.
+  const list = [...doomed].map((id) => byId.get(id)!).filter((c) => c.nodeId === nodeId);
+  return { runId, nodeId, doomed: list.map((c) => ({ id: c.id, uri: c.uri })) };
+}
+
+/** Records that retention deleted these checkpoints' files (the rows, and their evaluations, stay). */
+export async function markCheckpointsDeleted(ex: Executor, ids: readonly string[], at = new Date()): Promise<number> {
+  if (ids.length === 0) return 0;
+  const rows = await ex
+    .update(checkpoints)
+    .set({ deletedAt: at })
+    .where(and(inArray(checkpoints.id, [...ids]), isNull(checkpoints.deletedAt)))
+    .returning({ id: checkpoints.id });
+  return rows.length;
+}
