@@ -148,4 +148,64 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
     const done = await c.client.waitFor(job.id, undefined, 30_000);
     expect(done.reason).toMatch(/out of memory.*hint: lower the batch size/);
   });
+
+  it("an evaluation started by attempt 1 survives that attempt's LOST re-queue and the job's retry_job", async () => {
+    const work = path.join(c.work, 'eval-survives');
+    fs.mkdirSync(work, { recursive: true });
+    const release = path.join(work, 'release');
+    // The evaluation finishes only once the test has re-queued and retried its training job.
+    const evalCmd = `while [ ! -f ${release} ]; do sleep 0.2; done; echo '{"metrics": {"eval/loss": 0.5}}'`;
+    const train = await c.client.submit({
+      type: 'TRAIN',
+      gpus: 1,
+      project: 'survive',
+      working_dir: work,
+      watch_dir: 'ckpts',
+      command: 'mkdir -p ckpts && echo 1 > ckpts/step_1.pt && sleep 600',
+      eval_policy: { when: 'each', command: ['/bin/sh', '-c', evalCmd] },
+    });
+    const running = await c.client.waitFor(train.id, ['RUNNING'], 30_000);
+    const victim = running.node_id!;
+    interface EvalRow {
+      job_id: string;
+      status: string;
+      metrics: Record<string, number> | null;
+    }
+    const evaluations = async () => {
+      const { checkpoints } = await c.client.request<{ checkpoints: { id: string }[] }>('GET', '/checkpoints?project=survive');
+      return checkpoints.length ? (await c.client.request<{ evaluations: EvalRow[] }>('GET', `/checkpoints/${checkpoints[0].id}/evaluations`)).evaluations : [];
+    };
+    const [ev] = await until('the evaluation started', async () => ((await evaluations()).length === 1 ? evaluations() : null), 30_000);
+    // It runs on the other node's card while the training job holds its own.
+    const evalRunning = await c.client.waitFor(ev.job_id, ['RUNNING'], 30_000);
+    expect(evalRunning.node_id).not.toBe(victim);
+
+    // Attempt 1 is LOST and re-queued: the workflow continues as new as attempt 2.
+    await c.agents.get(victim)!.kill('SIGKILL');
+    await until('attempt 2 queued', async () => {
+      const j = await c.client.job(train.id);
+      return j.attempt === 2 && j.state === 'QUEUED' ? j : null;
+    }, 60_000);
+    expect((await c.client.job(ev.job_id)).state).toBe('RUNNING');
+    // Then cancelled and retried: attempt 3, another continue-as-new.
+    await c.client.cancel(train.id);
+    expect((await c.client.waitFor(train.id, undefined, 30_000)).state).toBe('CANCELLED');
+    expect((await c.client.retry(train.id)).attempt).toBe(3);
+    expect((await c.client.job(ev.job_id)).state).toBe('RUNNING');
+
+    fs.writeFileSync(release, '');
+    const evalDone = await c.client.waitFor(ev.job_id, undefined, 30_000);
+    expect(evalDone.state).toBe('SUCCEEDED');
+    expect(evalDone.attempt).toBe(1);
+    expect(evalDone.parent_job_id).toBe(train.id);
+    const [result] = await until('the evaluation attached', async () => {
+      const e = await evaluations();
+      return e[0]?.status === 'succeeded' ? e : null;
+    }, 30_000);
+    expect(result.metrics).toEqual({ 'eval/loss': 0.5 });
+    await c.client.cancel(train.id);
+    await c.client.waitFor(train.id, undefined, 30_000);
+    await c.addAgent({ nodeId: victim, gpus: 1 });
+  }, 120_000);
 });
+
