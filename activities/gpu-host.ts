@@ -9,7 +9,7 @@ import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
 import { readTail, workingDirProblem } from '../workers/gpu-host/proc.ts';
-import type { CheckpointWatching } from '../workers/gpu-host/checkpoint-watching.ts';
+import { attemptEnd, type CheckpointWatching } from '../workers/gpu-host/checkpoint-watching.ts';
 import type { LogShipping } from '../workers/gpu-host/log-shipper.ts';
 import type { AttemptRecord, Live, ProcessTable } from '../workers/gpu-host/process-table.ts';
 import { SpawnFailed, stderrPathOf } from '../workers/gpu-host/shim.ts';
@@ -38,6 +38,15 @@ export interface GpuHostDeps {
 const LOG_FLUSH_MS = 3000;
 /** How long an exit report waits for the final checkpoint scan (hashing large files) to reach the workflow. */
 const CHECKPOINT_SETTLE_MS = 10 * 60_000;
+
+/** When an attempt that ended unwatched ended: its status file's mtime (the shim writes it at the exit), else now. */
+function endedAt(statusFile: string): number {
+  try {
+    return fs.statSync(statusFile).mtimeMs;
+  } catch {
+    return Date.now();
+  }
+}
 
 /** The end of both of an attempt's log files, for failure hints when the shipped log has nothing. */
 function attemptTail(logPath: string): string {
@@ -136,7 +145,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     // Its checkpoints, the last ones written while no agent watched included, are scanned once.
     const rec = readRecord(jobId, attempt);
     if (rec && deps.checkpoints) {
-      deps.checkpoints.watch(rec.spec, Promise.resolve());
+      deps.checkpoints.watch(rec.spec, Promise.resolve({ ...ended, at: endedAt(pt.file(jobId, attempt, 'status')) }));
       await settleCheckpoints(Context.current(), jobId, attempt);
     }
     await shipRest(Context.current(), jobId, attempt, logPath, Promise.resolve());
@@ -194,7 +203,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       return spawnError(logPath, `could not start the attempt: ${why.message}`);
     }
     deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true);
-    deps.checkpoints?.watch(spec, entry.exited);
+    deps.checkpoints?.watch(spec, attemptEnd(entry.exited));
     // The workflow records RUNNING from this signal, sent before the exit can be reported. A
     // blip must not kill a job that started: on failure it is retried in the background, and
     // without it the attempt still ends right, from DISPATCHING.

@@ -97,6 +97,24 @@ describe('CheckpointWatcher', () => {
     expect(found.map((f) => f.step)).toEqual([300, 400]);
   });
 
+  it('after a crash the final scan skips what was written within the debounce before it (it may be cut off)', async () => {
+    fresh();
+    const warned: string[] = [];
+    const w = new CheckpointWatcher({ dir, debounceMs: DEBOUNCE, onFound: (c) => void found.push(c), warn: (m) => warned.push(m) });
+    watchers.push(w);
+    await w.start();
+    const crashedAt = Date.now();
+    // Quiet for longer than the debounce before the crash: complete.
+    fs.writeFileSync(path.join(dir, 'step_10.pt'), 'old enough');
+    const past = new Date(crashedAt - DEBOUNCE * 3);
+    fs.utimesSync(path.join(dir, 'step_10.pt'), past, past);
+    // Still being written in place when the process died.
+    fs.writeFileSync(path.join(dir, 'step_20.pt'), 'half of it');
+    await w.finalScan({ crashedAt });
+    expect(found.map((f) => f.step)).toEqual([10]);
+    expect(warned.join('\n')).toContain('step_20.pt: written within');
+  });
+
   describe('restart', () => {
     let db: DatabaseHandle;
     beforeAll(async () => {

@@ -127,4 +127,22 @@ describe('checkpoints of a real training script (--watch)', () => {
     expect(rows).toHaveLength(10);
     expectExactly(rows, dir);
   }, 90_000);
+
+  it('a process that crashes mid-write leaves its cut-off checkpoint unregistered', async () => {
+    const work = path.join(c.work, 'crash');
+    fs.mkdirSync(work, { recursive: true });
+    const job = await c.client.submit({
+      type: 'TRAIN',
+      gpus: 1,
+      project: 'ckpt-e2e',
+      working_dir: work,
+      watch_dir: 'ckpts',
+      // step_10 is complete and quiet; step_20 is half written in place when the process dies.
+      command: 'mkdir -p ckpts && echo complete > ckpts/step_10.pt && sleep 2 && printf half > ckpts/step_20.pt && kill -9 $$',
+    });
+    const done = await c.client.waitFor(job.id, undefined, 30_000);
+    expect(done.state).toBe('FAILED');
+    expect((await rowsOf(job.id)).map((r) => path.basename(r.uri))).toEqual(['step_10.pt']);
+  });
 });
+

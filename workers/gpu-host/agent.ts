@@ -13,7 +13,7 @@ import type { NodeInventory } from '../../domain/node.ts';
 import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { readInventory } from './inventory.ts';
-import { CheckpointWatching } from './checkpoint-watching.ts';
+import { attemptEnd, CheckpointWatching } from './checkpoint-watching.ts';
 import { LogShipping } from './log-shipper.ts';
 import { attemptWanted } from './wanted.ts';
 
@@ -101,7 +101,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited);
     // Its checkpoint folder is watched again: the initial scan reports what was written while
     // the agent was down (and again what it reported before, which registers nothing twice).
-    checkpoints.watch(rec.spec, processes.live.get(rec.spec.jobId)!.exited);
+    checkpoints.watch(rec.spec, attemptEnd(processes.live.get(rec.spec.jobId)!.exited));
     // Until it is heard or the attempt is fenced: a restart during a Temporal outage still re-attaches.
     void retryWhile(
       () => processes.live.get(rec.spec.jobId)?.attempt === rec.spec.attempt,

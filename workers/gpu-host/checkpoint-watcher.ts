@@ -154,8 +154,12 @@ export class CheckpointWatcher {
    * The writer has exited: whatever is there now is final. Every checkpoint present is hashed
    * and reported unless reported with that fingerprint already; resolves once all reports are
    * delivered (or dropped).
+   *
+   * After a crash (`crashedAt`: when a process that did not exit 0 ended) a checkpoint written
+   * in place may have been cut off mid-write, so one whose last write came within the debounce
+   * before the crash is not reported: only what was already quiet then counts as complete.
    */
-  async finalScan(): Promise<void> {
+  async finalScan(o: { crashedAt?: number } = {}): Promise<void> {
     for (const e of this.pending.values()) clearTimeout(e.timer);
     await Promise.all([...this.pending.values()].map((e) => e.checking));
     this.pending.clear();
@@ -171,6 +175,10 @@ export class CheckpointWatcher {
       const snap = snapshot(p);
       // A directory still holding a temp name was cut off mid-save.
       if (!snap || snap.writing) continue;
+      if (o.crashedAt !== undefined && Math.max(...snap.files.map((f) => f.mtimeMs)) > o.crashedAt - this.debounceMs) {
+        this.o.warn?.(`not registering ${p}: written within ${this.debounceMs} ms before the process crashed, it may be cut off`);
+        continue;
+      }
       const fingerprint = await contentHash(p, snap).catch(() => null);
       if (fingerprint) this.report(name, p, snap, fingerprint);
     }

@@ -10,9 +10,22 @@ import type { Client } from '@temporalio/client';
 import { checkpointFoundSignal } from '../../workflows/job-messages.ts';
 import { jobWorkflowId } from '../../workflows/names.ts';
 import type { AttemptSpec, CheckpointFound } from '../../workflows/types.ts';
+import type { WaitStatus } from './proc.ts';
 import { CheckpointWatcher, debounceFromEnv, type FoundCheckpoint } from './checkpoint-watcher.ts';
 
 const RETRY_MS = 1000;
+
+/** How an attempt's process ended, and when (ms since the epoch). */
+export interface AttemptEnd {
+  code: number | null;
+  signal: string | null;
+  at: number;
+}
+
+/** A process's exit status, stamped with the moment it arrived. */
+export function attemptEnd(exited: Promise<WaitStatus | null>): Promise<AttemptEnd | null> {
+  return exited.then((st) => (st ? { ...st, at: Date.now() } : null));
+}
 
 /** The absolute folder an attempt's `watchDir` names, or null when it has none. */
 export function watchedDirOf(spec: Pick<AttemptSpec, 'workingDir' | 'watchDir'>): string | null {
@@ -61,7 +74,7 @@ export class CheckpointWatching {
    * attempt). An attempt that ended while no agent watched it gets `ended` already resolved: one
    * scan of what it left; reports made before the agent went down cost nothing again.
    */
-  watch(spec: AttemptSpec, ended: Promise<unknown>): void {
+  watch(spec: AttemptSpec, ended: Promise<AttemptEnd | null>): void {
     const dir = watchedDirOf(spec);
     const key = `${spec.jobId}.${spec.attempt}`;
     if (!dir || this.watching.has(key)) return;
@@ -73,9 +86,11 @@ export class CheckpointWatching {
     });
     watcher.start().catch((err: unknown) => this.o.warn?.(`checkpoint watcher on ${dir} did not start`, err));
     const done = ended
-      .catch(() => undefined)
-      .then(async () => {
-        if (!this.stopped) await watcher.finalScan();
+      .catch(() => null)
+      .then(async (end) => {
+        // Only an exit 0 vouches for the last writes; after anything else, recent ones may be cut off.
+        const crashedAt = end && end.code === 0 ? undefined : (end?.at ?? Date.now());
+        if (!this.stopped) await watcher.finalScan({ crashedAt });
       })
       .catch((err: unknown) => this.o.warn?.(`final checkpoint scan of ${dir}`, err))
       .finally(() => watcher.close());
