@@ -98,6 +98,17 @@ describe('evaluations started by a training job (eval policy)', () => {
     expect(best.value).toBe(lowest.metrics!['eval/loss']);
     expect(best.checkpoint.id).toBe(lowest.checkpoint_id);
     expect(ckpts.find((k) => k.id === best.checkpoint.id)?.step).toBe(30);
+
+    // The project's metric overrides the default, and the experiment's the project's.
+    type Best = { checkpoint: { id: string }; metric: { name: string; goal: string; level: string }; fallback: boolean };
+    const bestNow = () => c.client.request<Best>('GET', '/checkpoints/best?project=eval-policy&experiment=each');
+    await c.client.request('PUT', '/projects/eval-policy/primary-metric', { name: 'eval/accuracy', goal: 'min' });
+    const worstAcc = evals.reduce((a, b) => ((a.metrics!['eval/accuracy'] as number) < (b.metrics!['eval/accuracy'] as number) ? a : b));
+    expect(await bestNow()).toMatchObject({ checkpoint: { id: worstAcc.checkpoint_id }, metric: { name: 'eval/accuracy', goal: 'min', level: 'project' }, fallback: false });
+    await c.client.request('PUT', '/projects/eval-policy/experiments/each/primary-metric', { name: 'train/loss', goal: 'min' });
+    // No evaluation has train/loss: the training-time value decides, and the answer says so.
+    expect(await bestNow()).toMatchObject({ checkpoint: { id: trainBest.id }, metric: { name: 'train/loss', level: 'experiment' }, fallback: true });
+    await c.client.request('DELETE', '/projects/eval-policy/primary-metric');
   });
 
   it('a final policy evaluates only the last checkpoint, after the job succeeded', async () => {
