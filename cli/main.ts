@@ -84,12 +84,23 @@ export function buildProgram(): Command {
   agentOptions(
     program
       .command('up')
-      .description('start Temporal dev server, API, control worker and one local agent on the embedded defaults')
+      .description('start Temporal (the dev server, or with --temporal cluster a real server on PostgreSQL), the API, the control worker and one local agent; embedded defaults')
       .option('--node-id <id>', 'the local agent\'s node id (default: hostname)')
-      .option('--temporal-ui-port <port>', 'Temporal Web UI port', intArg('--temporal-ui-port', 1), 8233),
-  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; temporalUiPort: number; logLevel: LogLevel }) => {
+      .option('--temporal-ui-port <port>', 'Temporal Web UI port', intArg('--temporal-ui-port', 1), 8233)
+      .addOption(
+        new Option('--temporal <kind>', 'dev: the Temporal CLI dev server (SQLite in GPUPLANE_HOME); cluster: a real temporal-server with its persistence and visibility in the DATABASE_URL PostgreSQL (built once with go install)')
+          .choices(['dev', 'cluster'])
+          .default('dev'),
+      )
+      .option('--history-shards <n>', 'with --temporal cluster: history shards, fixed once its databases exist', intArg('--history-shards', 1), 4),
+  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number; logLevel: LogLevel }) => {
     const { up } = await import('./up.ts');
-    await up(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, temporalUiPort: o.temporalUiPort }, log, createLogger(o.logLevel));
+    await up(
+      loadConfig(),
+      { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards },
+      log,
+      createLogger(o.logLevel),
+    );
   });
 
   agentOptions(

@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
 import { startConfiguredApi } from '../api/serve.ts';
 import { onShutdown, openConfiguredDatabase } from '../runtime/process.ts';
+import { startTemporalCluster, type TemporalCluster } from '../temporal/cluster.ts';
 import { startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startConfiguredControlWorker } from '../workers/control/serve.ts';
@@ -13,6 +14,24 @@ import { startConfiguredAgent, type AgentFlags } from '../workers/gpu-host/serve
 
 export interface UpFlags extends Partial<AgentFlags> {
   temporalUiPort: number;
+  /** dev: the Temporal CLI's dev server (SQLite); cluster: a real temporal-server on the DATABASE_URL PostgreSQL. */
+  temporal?: 'dev' | 'cluster';
+  historyShards?: number;
+}
+
+/** Starts a real Temporal server whose persistence and visibility live in DATABASE_URL's PostgreSQL. */
+async function startClusterOn(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void): Promise<TemporalCluster> {
+  if (!c.databaseUrl) throw new Error('--temporal cluster keeps Temporal in PostgreSQL: set DATABASE_URL (the embedded PGlite cannot hold it)');
+  const u = new URL(c.databaseUrl);
+  const shards = f.historyShards ?? 4;
+  log(`starting a Temporal cluster (temporal-server, ${shards} history shards, databases gpuplane_temporal and gpuplane_temporal_visibility on ${u.host}) on ${c.temporalAddress}...`);
+  return startTemporalCluster({
+    pg: { host: u.hostname, port: Number(u.port || 5432), user: decodeURIComponent(u.username || 'postgres'), password: u.password ? decodeURIComponent(u.password) : undefined },
+    db: 'gpuplane_temporal',
+    port: Number(c.temporalAddress.split(':')[1]),
+    numHistoryShards: shards,
+    dir: path.join(c.home, 'temporal-cluster'),
+  });
 }
 
 /**
@@ -22,6 +41,7 @@ export interface UpFlags extends Partial<AgentFlags> {
 export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void, logger: Logger): Promise<void> {
   fs.mkdirSync(c.home, { recursive: true });
   let dev: DevServer | null = null;
+  let cluster: TemporalCluster | null = null;
   const already = await waitForTemporal(c.temporalAddress, 500).then(
     () => true,
     () => false,
@@ -30,7 +50,9 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   if (process.env.TEMPORAL_ADDRESS && !already) {
     throw new Error(`no Temporal server answers at ${c.temporalAddress}; TEMPORAL_ADDRESS is set, so gpuctl up uses that server and starts none (unset it for the embedded dev server)`);
   }
-  if (!process.env.TEMPORAL_ADDRESS && !already) {
+  if (!process.env.TEMPORAL_ADDRESS && !already && f.temporal === 'cluster') {
+    cluster = await startClusterOn(c, f, log);
+  } else if (!process.env.TEMPORAL_ADDRESS && !already) {
     const [host, port] = c.temporalAddress.split(':');
     log(`starting Temporal dev server on ${c.temporalAddress} (state in ${path.join(c.home, 'temporal.db')})...`);
     dev = await startDevServer({
@@ -61,7 +83,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   log(`GPUPlane is up.`);
   log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
   log(`  web console  ${api.url}/`);
-  log(`  Temporal UI  ${dev?.uiUrl ?? '(external Temporal; see its own UI)'}`);
+  log(`  Temporal UI  ${dev?.uiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal; see its own UI)')}`);
   log(`  data         ${c.home}`);
   const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;
   log(`Try: node cli/gpuctl.mjs submit --gpus 1 -- ${example}     Ctrl-C stops everything.`);
@@ -73,6 +95,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     await temporal.close();
     await database.close();
     await dev?.stop();
+    await cluster?.stop();
   });
   await Promise.all([control.run, agent.run.catch(() => undefined)]);
 }

@@ -20,5 +20,7 @@ if [ "${1:-}" = "--with-postgres" ]; then
   fi
   # The example training and evaluation scripts the tests run need numpy: a venv cached outside the checkout.
   echo "== examples venv: $(bash scripts/examples-venv.sh)"
+  # The end-to-end test on a real Temporal cluster (temporal-server on PostgreSQL): built once, cached.
+  echo "== Temporal server: $(bash temporal/ensure-temporal-server.sh)"
 fi
 echo "== Temporal CLI: $(bash temporal/ensure-temporal.sh)"

@@ -8,6 +8,7 @@ import { inject } from 'vitest';
 import { GpuplaneClient } from '../../cli/client.ts';
 import { ensureNamespace } from '../../temporal/setup.ts';
 import { startDevServer, type DevServer } from '../../temporal/dev-server.ts';
+import { startTemporalCluster, type TemporalCluster } from '../../temporal/cluster.ts';
 import type { TestHost } from './netns.ts';
 import { startTcpProxy } from './tcp-proxy.ts';
 import { createDatabase, startThrowawayCluster, type PgCluster } from './postgres.ts';
@@ -84,6 +85,8 @@ export interface Cluster {
   temporal?: { server: DevServer; restart(downMs?: number): Promise<void> };
   /** Present when the cluster has its own PostgreSQL (ownPostgres). */
   postgres?: PgCluster;
+  /** Present when the cluster runs on a real Temporal server (realTemporal). */
+  temporalCluster?: TemporalCluster;
   addAgent(spec: AgentSpec): Promise<ManagedProcess>;
   stop(): Promise<void>;
 }
@@ -102,6 +105,8 @@ export interface ClusterOptions {
   ownTemporal?: { exposeTo?: TestHost };
   /** A PostgreSQL cluster of its own (restartable). */
   ownPostgres?: boolean;
+  /** A real Temporal server (temporal/cluster.ts: PostgreSQL persistence and visibility) instead of the shared dev server. */
+  realTemporal?: { numHistoryShards?: number };
 }
 
 /**
@@ -147,6 +152,17 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       exposed = { address: `${o.ownTemporal.exposeTo.hostIp}:${proxy.port}`, close: proxy.close };
     }
   }
+  let temporalCluster: TemporalCluster | undefined;
+  if (o.realTemporal) {
+    temporalCluster = await startTemporalCluster({
+      pg: { host: '127.0.0.1', port: pgPort, user: 'postgres' },
+      db: `temporal_${dbName}`,
+      port: await freePort(),
+      dir: path.join(home, 'temporal-cluster'),
+      numHistoryShards: o.realTemporal.numHistoryShards ?? 4,
+    });
+    temporalAddress = temporalCluster.address;
+  }
   await createDatabase(`postgres://postgres@127.0.0.1:${pgPort}/postgres`, dbName);
   const namespace = `${name}-${suffix}`;
   await ensureNamespace(temporalAddress, namespace);
@@ -182,6 +198,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     await Promise.all([control.kill(), api.kill()]);
     await exposed?.close();
     await temporal?.server.stop('SIGKILL');
+    await temporalCluster?.stop('SIGKILL');
     postgres?.remove();
     throw err;
   }
@@ -200,6 +217,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     agents,
     temporal,
     postgres,
+    temporalCluster,
     async addAgent(spec) {
       const labelArgs = Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
       if (spec.host && !exposed) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
@@ -215,6 +233,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       await Promise.all([api.kill('SIGTERM'), control.kill('SIGTERM')]);
       await exposed?.close();
       await temporal?.server.stop();
+      await temporalCluster?.stop();
       postgres?.remove();
       fs.rmSync(home, { recursive: true, force: true });
     },
