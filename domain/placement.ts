@@ -51,30 +51,55 @@ export function queueOrder(a: QueuedJob, b: QueuedJob): number {
 
 export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[], now: Date, holdMs: number): Placement[] {
   const ordered = [...queue].sort(queueOrder);
-  const room = nodeList.map((n) => ({ ...n, free: [...n.free], reservedFor: null as string | null }));
+  // In id order: the first node found with exactly the cards wanted is the best fit.
+  const room = nodeList.map((n) => ({ ...n, free: [...n.free], reservedFor: null as string | null })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const placements: Placement[] = [];
-  let freeTotal = room.reduce((s, n) => s + n.free.length, 0);
+  // atLeast[k]: how many nodes have k or more free cards. A job of k cards with none to go to
+  // costs nothing more: most of a long queue waits for room that is not there.
+  const atLeast: number[] = [];
+  const take = (n: (typeof room)[number], count: number) => {
+    for (let k = n.free.length - count + 1; k <= n.free.length; k++) atLeast[k]--;
+  };
+  for (const n of room) for (let k = 1; k <= n.free.length; k++) atLeast[k] = (atLeast[k] ?? 0) + 1;
+  // The nodes a selector matches, worked out once per distinct selector (most jobs share one).
+  const matching = new Map<string, typeof room>();
+  const matchingOf = (selector: Record<string, string>) => {
+    const key = JSON.stringify(Object.entries(selector).sort());
+    let m = matching.get(key);
+    if (!m) matching.set(key, (m = room.filter((n) => selectorMatches(selector, n.labels))));
+    return m;
+  };
   for (const job of ordered) {
-    if (freeTotal === 0 && job.gpus > 0) {
-      // Nothing left to hand out; zero-card jobs could still go, so only those continue.
+    const waited = now.getTime() - job.queuedAt.getTime() >= holdMs;
+    // Nothing left to hand out that is big enough (zero-card jobs could still go); a job past
+    // the hold time goes on, to reserve a node.
+    if (job.gpus > 0 && !(atLeast[job.gpus] > 0) && !waited) continue;
+    // Best fit: the node with the fewest free cards that has enough (ties: the lowest id); a
+    // zero-card job takes the one with the most. One scan, no sort: this runs per queued job.
+    let best: (typeof room)[number] | null = null;
+    let eligible = false;
+    for (const n of matchingOf(job.selector)) {
+      if (n.totalCards < job.gpus) continue;
+      eligible = true;
+      if (n.free.length < job.gpus || (n.reservedFor !== null && n.reservedFor !== job.id)) continue;
+      if (best === null) best = n;
+      else if (job.gpus === 0 ? n.free.length >= best.free.length : n.free.length < best.free.length) best = n;
+      if (job.gpus > 0 && best.free.length === job.gpus) break;
+    }
+    if (!eligible) continue;
+    if (best !== null) {
+      take(best, job.gpus);
+      const cards = best.free.splice(0, job.gpus);
+      placements.push({ jobId: job.id, attempt: job.attempt, nodeId: best.id, gpuIndices: cards });
       continue;
     }
-    const eligible = room.filter((n) => n.totalCards >= job.gpus && selectorMatches(job.selector, n.labels));
-    if (eligible.length === 0) continue;
-    const fits = eligible.filter((n) => n.free.length >= job.gpus && (n.reservedFor === null || n.reservedFor === job.id));
-    if (fits.length > 0) {
-      fits.sort((a, b) => a.free.length - b.free.length || a.id.localeCompare(b.id));
-      const node = job.gpus === 0 ? fits[fits.length - 1] : fits[0];
-      const cards = node.free.splice(0, job.gpus);
-      freeTotal -= cards.length;
-      placements.push({ jobId: job.id, attempt: job.attempt, nodeId: node.id, gpuIndices: cards });
-      continue;
-    }
-    if (now.getTime() - job.queuedAt.getTime() >= holdMs) {
-      const open = eligible.filter((n) => n.reservedFor === null).sort((a, b) => b.free.length - a.free.length || a.id.localeCompare(b.id));
+    if (waited) {
+      const open = matchingOf(job.selector)
+        .filter((n) => n.totalCards >= job.gpus && n.reservedFor === null)
+        .sort((a, b) => b.free.length - a.free.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       if (open.length > 0) {
         open[0].reservedFor = job.id;
-        freeTotal -= open[0].free.length;
+        take(open[0], open[0].free.length);
         open[0].free = [];
       }
     }

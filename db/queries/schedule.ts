@@ -1,8 +1,8 @@
-import { and, asc, desc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
 import { gpuSlots, jobs, nodes } from '../schema.ts';
 import { planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
-import { transitionJob } from './jobs.ts';
+import { dispatchPlacements } from './dispatch.ts';
 
 export interface PassOutcome {
   placements: Placement[];
@@ -25,9 +25,12 @@ export async function claimSlots(ex: Executor, p: Placement): Promise<number[]> 
 }
 
 /**
- * One scheduling pass in one transaction: read the queue and the free cards, plan, claim
- * the cards (only cards still unowned: the update's condition is the last word), and move
- * the placed jobs to DISPATCHING.
+ * One scheduling pass in one transaction: read the queue and the free cards, plan, then apply
+ * the whole plan in a few set-based statements (./dispatch.ts): the jobs still QUEUED move to
+ * DISPATCHING with their history lines, and their cards are claimed only where still unowned
+ * (the update's condition is the last word on who owns a card). Nothing is locked while
+ * planning: a job cancelled meanwhile is simply not moved, and a card taken meanwhile makes the
+ * pass fail and be retried.
  */
 export async function runSchedulePass(db: Db, holdMs: number, now = new Date()): Promise<PassOutcome> {
   return db.transaction(async (tx) => {
@@ -41,47 +44,34 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date()):
         queuedAt: jobs.queuedAt,
       })
       .from(jobs)
-      .where(eq(jobs.state, 'QUEUED'))
-      .orderBy(desc(jobs.priority), asc(jobs.queuedAt), asc(jobs.id))
-      .for('update', { skipLocked: true });
+      .where(eq(jobs.state, 'QUEUED'));
     if (queueRows.length === 0) return { placements: [], queued: 0 };
     const queue: QueuedJob[] = queueRows.map((r) => ({ ...r, queuedAt: r.queuedAt ?? now }));
-
-    const online = await tx.select({ id: nodes.id, labels: nodes.labels }).from(nodes).where(eq(nodes.status, 'ONLINE'));
-    const slotRows = online.length
-      ? await tx
-          .select({ nodeId: gpuSlots.nodeId, index: gpuSlots.index, owner: gpuSlots.ownerJobId })
-          .from(gpuSlots)
-          .where(and(inArray(gpuSlots.nodeId, online.map((n) => n.id)), eq(gpuSlots.present, 1)))
-          .orderBy(asc(gpuSlots.nodeId), asc(gpuSlots.index))
-          .for('update')
-      : [];
-    const rooms: NodeRoom[] = online.map((n) => {
-      const mine = slotRows.filter((s) => s.nodeId === n.id);
-      return { id: n.id, labels: n.labels, totalCards: mine.length, free: mine.filter((s) => s.owner === null).map((s) => s.index) };
-    });
-
+    const rooms = await nodeRooms(tx);
     const planned = planPlacements(queue, rooms, now, holdMs);
-    const placements: Placement[] = [];
-    for (const p of planned) {
-      if (p.gpuIndices.length > 0) {
-        const claimed = await claimSlots(tx, p);
-        if (claimed.length !== p.gpuIndices.length) throw new Error(`card claim raced for job ${p.jobId}; pass retried`);
-      }
-      const moved = await transitionJob(tx, {
-        jobId: p.jobId,
-        attempt: p.attempt,
-        from: ['QUEUED'],
-        to: 'DISPATCHING',
-        detail: `node ${p.nodeId} cards [${p.gpuIndices.join(',')}]`,
-        job: { nodeId: p.nodeId, gpuIndices: p.gpuIndices },
-        attemptRow: { nodeId: p.nodeId, gpuIndices: p.gpuIndices },
-      });
-      if (moved === null) throw new Error(`job ${p.jobId} left QUEUED during the pass; pass retried`);
-      placements.push(p);
-    }
+    const placements = await dispatchPlacements(tx, planned, now);
     return { placements, queued: queue.length - placements.length };
   });
+}
+
+/** Every ONLINE node with its labels, its present cards and which of them are free. */
+export async function nodeRooms(ex: Executor): Promise<NodeRoom[]> {
+  const online = await ex.select({ id: nodes.id, labels: nodes.labels }).from(nodes).where(eq(nodes.status, 'ONLINE'));
+  if (online.length === 0) return [];
+  const slotRows = await ex
+    .select({ nodeId: gpuSlots.nodeId, index: gpuSlots.index, owner: gpuSlots.ownerJobId })
+    .from(gpuSlots)
+    .innerJoin(nodes, eq(nodes.id, gpuSlots.nodeId))
+    .where(and(eq(nodes.status, 'ONLINE'), eq(gpuSlots.present, 1)))
+    .orderBy(asc(gpuSlots.nodeId), asc(gpuSlots.index));
+  const rooms = new Map<string, NodeRoom>(online.map((n) => [n.id, { id: n.id, labels: n.labels, totalCards: 0, free: [] }]));
+  for (const s of slotRows) {
+    const r = rooms.get(s.nodeId);
+    if (!r) continue;
+    r.totalCards++;
+    if (s.owner === null) r.free.push(s.index);
+  }
+  return [...rooms.values()];
 }
 
 /** Jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */

@@ -1,0 +1,117 @@
+/**
+ * bench/schedule-pass: what one scheduling pass costs, and how that grows with the queue and
+ * with the cluster. Rows are written straight into a real PostgreSQL database (nodes with 8
+ * cards, `busy` of the cards owned by running jobs, `queued` jobs of 1 to 4 cards); the pass
+ * (db/queries/schedule.ts: read, plan, apply) is what is timed, median of `repeat` runs, each
+ * on the same starting rows (the pass runs in a transaction that is rolled back).
+ *
+ *   node --import tsx bench/schedule-pass.ts [--nodes 1000 --queued 10000 --free 0.1 --grid]
+ */
+import { parseArgs } from 'node:util';
+import { sql } from 'drizzle-orm';
+import { openDatabase, type Db } from '../db/client.ts';
+import { runSchedulePass } from '../db/queries/schedule.ts';
+import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
+import { freePort } from '../test/support/ports.ts';
+
+export interface PassShape {
+  nodes: number;
+  queued: number;
+  /** Share of the cards that are free. */
+  free: number;
+}
+
+export interface PassFigure extends PassShape {
+  placed: number;
+  medianMs: number;
+}
+
+class Rollback extends Error {}
+
+/** Fills a fresh database with the shape, in a handful of set-based statements. */
+async function fill(db: Db, s: PassShape): Promise<void> {
+  const cards = s.nodes * 8;
+  const busy = Math.round(cards * (1 - s.free));
+  await db.execute(sql`
+    insert into nodes (id, hostname, labels, status, last_seen_at)
+    select 'n' || lpad(i::text, 5, '0'), 'h', '{}'::jsonb, 'ONLINE', now() from generate_series(0, ${s.nodes - 1}) i`);
+  await db.execute(sql`
+    insert into gpu_slots (node_id, index, uuid, name, memory_mb, present)
+    select 'n' || lpad(n::text, 5, '0'), g, 'GPU-' || n || '-' || g, 'fake', 81920, 1 from generate_series(0, ${s.nodes - 1}) n, generate_series(0, 7) g`);
+  // The running jobs that hold the busy cards: one card each, spread over the nodes.
+  await db.execute(sql`
+    insert into jobs (id, type, state, gpus, selector, command, working_dir, env, params, attempt)
+    select 'r' || lpad(i::text, 7, '0'), 'CUSTOM', 'RUNNING', 1, '{}'::jsonb, '["true"]'::jsonb, '/tmp', '{}'::jsonb, '{}'::jsonb, 1 from generate_series(0, ${busy - 1}) i`);
+  await db.execute(sql`
+    update gpu_slots s set owner_job_id = b.id, owner_attempt = 1
+    from (select 'r' || lpad(i::text, 7, '0') as id, 'n' || lpad((i % ${s.nodes})::text, 5, '0') as node, i / ${s.nodes} as idx from generate_series(0, ${busy - 1}) i) b
+    where s.node_id = b.node and s.index = b.idx`);
+  await db.execute(sql`
+    insert into jobs (id, type, state, gpus, selector, command, working_dir, env, params, priority, attempt, queued_at)
+    select 'q' || lpad(i::text, 7, '0'), 'CUSTOM', 'QUEUED', 1 + (i % 4), '{}'::jsonb, '["true"]'::jsonb, '/tmp', '{}'::jsonb, '{}'::jsonb, i % 3, 1, now() - (i || ' ms')::interval
+    from generate_series(0, ${s.queued - 1}) i`);
+  await db.execute(sql`
+    insert into job_attempts (job_id, attempt, state, config)
+    select id, 1, state, '{}'::jsonb from jobs`);
+  await db.execute(sql`analyze`);
+}
+
+/** The median time of `repeat` passes over the shape, each rolled back so the next starts alike. */
+export async function measurePass(pgUrl: (db: string) => string, adminUrl: string, s: PassShape, repeat = 5): Promise<PassFigure> {
+  const name = `pass_${s.nodes}_${s.queued}_${Math.round(s.free * 100)}_${Date.now() % 100000}`;
+  await createDatabase(adminUrl, name);
+  const database = await openDatabase({ url: pgUrl(name) });
+  try {
+    await fill(database.db, s);
+    const times: number[] = [];
+    let placed = 0;
+    for (let i = 0; i < repeat; i++) {
+      const t0 = performance.now();
+      await database.db
+        .transaction(async (tx) => {
+          placed = (await runSchedulePass(tx as unknown as Db, 300_000)).placements.length;
+          times.push(performance.now() - t0);
+          throw new Rollback();
+        })
+        .catch((err: unknown) => {
+          if (!(err instanceof Rollback)) throw err;
+        });
+    }
+    times.sort((a, b) => a - b);
+    return { ...s, placed, medianMs: Math.round(times[Math.floor(times.length / 2)]) };
+  } finally {
+    await database.close();
+  }
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: { nodes: { type: 'string', default: '1000' }, queued: { type: 'string', default: '10000' }, free: { type: 'string', default: '0.1' }, grid: { type: 'boolean', default: false } },
+    strict: true,
+  });
+  const pgc = await startThrowawayCluster(await freePort());
+  try {
+    const shapes: PassShape[] = values.grid
+      ? [
+          ...[1000, 10_000, 50_000].map((queued) => ({ nodes: 1000, queued, free: 0.1 })),
+          ...[100, 1000, 4000].map((nodes) => ({ nodes, queued: 10_000, free: 0.1 })),
+        ]
+      : [{ nodes: Number(values.nodes), queued: Number(values.queued), free: Number(values.free) }];
+    for (const s of shapes) {
+      const f = await measurePass(pgc.url, pgc.url('postgres'), s);
+      process.stdout.write(`pass: ${f.nodes} nodes × 8 cards, ${Math.round(f.free * 100)}% free, ${f.queued} queued → ${f.medianMs} ms (placed ${f.placed})\n`);
+    }
+  } finally {
+    pgc.remove();
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,64 @@
+/**
+ * Applying a scheduling pass's plan in set-based statements, whatever its size: one update of
+ * the jobs, one of their attempts, one of the cards, and one insert each of history lines and
+ * events, instead of six statements a job. The same rows and lines as transitionJob writes for
+ * a QUEUED → DISPATCHING move.
+ */
+import { sql } from 'drizzle-orm';
+import type { Executor } from '../client.ts';
+import type { Placement } from '../../domain/placement.ts';
+
+/** The rows of `returning` from a raw statement, on node-postgres and PGlite alike. */
+function rowsOf<T>(r: unknown): T[] {
+  return ((r as { rows?: T[] }).rows ?? (r as T[])) as T[];
+}
+
+/** The placements as a row source `p(job_id, attempt, node_id, gpu_indices, detail)`: one parameter, however many. */
+function recordset(list: readonly Placement[]) {
+  const json = JSON.stringify(list.map((p) => ({ job_id: p.jobId, attempt: p.attempt, node_id: p.nodeId, gpu_indices: p.gpuIndices, detail: `node ${p.nodeId} cards [${p.gpuIndices.join(',')}]` })));
+  return sql`jsonb_to_recordset(${json}::jsonb) as p(job_id text, attempt int, node_id text, gpu_indices jsonb, detail text)`;
+}
+
+/**
+ * Moves the planned jobs that are still QUEUED at their attempt to DISPATCHING on their node
+ * and cards, and claims the cards; returns the placements applied (a job cancelled since the
+ * queue was read is left out). Throws when a card is no longer free, so that the caller's
+ * transaction rolls back and the pass is retried.
+ */
+export async function dispatchPlacements(ex: Executor, planned: readonly Placement[], now: Date): Promise<Placement[]> {
+  if (planned.length === 0) return [];
+  const rows = recordset(planned);
+  const moved = rowsOf<{ id: string }>(
+    await ex.execute(sql`
+      update jobs j set state = 'DISPATCHING', node_id = p.node_id, gpu_indices = p.gpu_indices, updated_at = ${now}
+      from ${rows}
+      where j.id = p.job_id and j.attempt = p.attempt and j.state = 'QUEUED'
+      returning j.id`),
+  );
+  if (moved.length === 0) return [];
+  const ids = new Set(moved.map((m) => m.id));
+  const applied = planned.filter((p) => ids.has(p.jobId));
+  const appliedPlan = applied.length === planned.length ? rows : recordset(applied);
+  const cards = applied.reduce((n, p) => n + p.gpuIndices.length, 0);
+  if (cards > 0) {
+    const claimed = rowsOf<{ index: number }>(
+      await ex.execute(sql`
+        update gpu_slots s set owner_job_id = c.job_id, owner_attempt = c.attempt
+        from (select p.job_id, p.attempt, p.node_id, jsonb_array_elements_text(p.gpu_indices)::int as idx from ${appliedPlan}) c
+        where s.node_id = c.node_id and s.index = c.idx and s.owner_job_id is null
+        returning s.index`),
+    );
+    if (claimed.length !== cards) throw new Error(`card claim raced: ${claimed.length} of ${cards} cards still free; pass retried`);
+  }
+  await ex.execute(sql`
+    update job_attempts a set state = 'DISPATCHING', node_id = p.node_id, gpu_indices = p.gpu_indices
+    from ${appliedPlan}
+    where a.job_id = p.job_id and a.attempt = p.attempt`);
+  await ex.execute(sql`
+    insert into job_transitions (job_id, attempt, from_state, to_state, detail, at)
+    select p.job_id, p.attempt, 'QUEUED', 'DISPATCHING', p.detail, ${now} from ${appliedPlan}`);
+  await ex.execute(sql`
+    insert into events (job_id, attempt, kind, level, message, data, at)
+    select p.job_id, p.attempt, 'job.state', 'info', 'QUEUED → DISPATCHING: ' || p.detail, '{"from":"QUEUED","to":"DISPATCHING"}'::jsonb, ${now} from ${appliedPlan}`);
+  return applied;
+}
