@@ -12,7 +12,7 @@ const layers = ['workflows', 'activities', 'api', 'cli', 'workers', 'temporal', 
 const layerImport = `^(?:\\.\\./)+(?:${layers.join('|')})(?:/|$)|^(?:\\.\\./)+config\\.ts$`;
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'db/migrations/', 'dist/'] },
+  { ignores: ['node_modules/', 'db/migrations/', 'dist/', 'web/dist/'] },
   ...tseslint.configs.recommended,
   {
     files: ['**/*.ts'],

@@ -2,12 +2,12 @@ import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import fs from 'node:fs';
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 import { installErrorHandler } from './errors.ts';
 import { jobRoutes } from './routes/jobs.ts';
+import { consoleAssets, consoleRoutes } from './routes/console.ts';
 import { checkpointRoutes } from './routes/checkpoints.ts';
 import { evaluationRoutes } from './routes/evaluations.ts';
 import { logRoutes } from './routes/logs.ts';
@@ -22,8 +22,6 @@ export interface ApiDeps {
   timeouts: JobTimeouts;
   temporalUiUrl?: string | null;
 }
-
-const consoleHtml = fs.readFileSync(new URL('../web/index.html', import.meta.url), 'utf8');
 
 /** Builds the Fastify app: every route under /api/v1 with its schemas, plus OpenAPI and the console page. */
 export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): Promise<FastifyInstance> {
@@ -49,6 +47,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(checkpointRoutes, deps);
       await api.register(evaluationRoutes, deps);
       await api.register(logRoutes, deps);
+      await api.register(consoleRoutes, deps);
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database' } }, async () => {
         await deps.db.execute(sql`select 1`);
@@ -57,6 +56,6 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     },
     { prefix: '/api/v1' },
   );
-  app.get('/', { schema: { hide: true } }, async (_req, reply) => reply.type('text/html').send(consoleHtml));
+  await app.register(consoleAssets);
   return app;
 }

@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # Installs GPUPlane's dependencies: npm packages, the Temporal CLI (built once, cached outside
-# the checkout) and, with --with-postgres, Debian's PostgreSQL server for the tests.
+# the checkout), the web console's build and, with --with-postgres, what the tests need: Debian's
+# PostgreSQL server, Chromium, the examples' numpy venv and a real Temporal server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "== npm ci"
   npm ci --no-audit --no-fund
 fi
+# The web console, built from web/ into web/dist (served by the API at /) when its sources changed.
+if [ ! -f web/dist/index.html ] || [ -n "$(find web/src web/index.html web/vite.config.ts -newer web/dist/index.html -print -quit)" ]; then
+  echo "== building the web console"
+  npx vite build --config web/vite.config.ts --logLevel warn
+fi
 if [ "${1:-}" = "--with-postgres" ]; then
   # The tests need Debian's PostgreSQL server, and iproute2 for the network-partition test.
   missing=""
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$missing postgresql"
   command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
+  # The console's browser tests drive Debian's Chromium (playwright-core, no browser download).
+  command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
   if [ -n "$missing" ]; then
     echo "== installing Debian packages:$missing"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

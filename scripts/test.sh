@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --with-postgres
 echo "== typecheck, lint, migrations check"
 npx tsc --noEmit
+npx tsc --noEmit -p web
 npx eslint .
 npx drizzle-kit check >/dev/null
 echo "== tests"

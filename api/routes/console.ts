@@ -1,0 +1,161 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { PassThrough } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import fastifyStatic from '@fastify/static';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Db } from '../../db/client.ts';
+import { changedIds, readVersions, type Versions } from '../../db/queries/changes.ts';
+import { CHANGE_TOPICS, ConsoleInfoSchema, StreamText, type ChangeEvent } from '../schemas/console.ts';
+import type { ApiDeps } from '../app.ts';
+
+/** Where `npx vite build --config web/vite.config.ts` writes the console. */
+export const consoleDist = fileURLToPath(new URL('../../web/dist', import.meta.url));
+export const BUILD_HINT = 'the console is not built: run npx vite build --config web/vite.config.ts';
+
+/** How often the shared watcher looks for changes while someone listens. */
+const POLL_MS = 500;
+const PING_MS = 15_000;
+/**
+ * Polls the database for all connected consoles at once: it runs only while someone listens,
+ * and tells each listener what changed (never the data itself: pages refetch what they show).
+ */
+export class ChangeWatcher {
+  private listeners = new Set<(e: ChangeEvent) => void>();
+  private last: Versions | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private failing = false;
+  /** Bumped by stop(): a poll in flight when its loop was stopped does not go on. */
+  private generation = 0;
+
+  constructor(
+    private readonly db: Db,
+    private readonly log: FastifyBaseLogger,
+    private readonly pollMs = POLL_MS,
+  ) {}
+
+  get size(): number {
+    return this.listeners.size;
+  }
+
+  subscribe(fn: (e: ChangeEvent) => void): () => void {
+    this.listeners.add(fn);
+    if (this.listeners.size === 1) this.schedule(0);
+    return () => {
+      this.listeners.delete(fn);
+      if (this.listeners.size === 0) this.stop();
+    };
+  }
+
+  stop(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.last = null;
+    this.generation++;
+  }
+
+  private schedule(ms: number): void {
+    const gen = this.generation;
+    this.timer = setTimeout(() => void this.tick(gen), ms);
+  }
+
+  private async tick(gen: number): Promise<void> {
+    try {
+      const v = await readVersions(this.db);
+      if (gen !== this.generation) return;
+      const prev = this.last;
+      this.last = v;
+      this.failing = false;
+      if (prev) {
+        const topics = CHANGE_TOPICS.filter((t) => v[t] !== prev[t]);
+        if (topics.length) {
+          const ids = await changedIds(this.db, v, prev);
+          if (gen !== this.generation) return;
+          const event: ChangeEvent = { topics, run_ids: ids.runIds, job_ids: ids.jobIds };
+          for (const fn of this.listeners) fn(event);
+        }
+      }
+    } catch (err) {
+      // The database may be restarting: say so once, keep polling.
+      if (!this.failing) this.log.warn({ err }, 'console change watcher: poll failed');
+      this.failing = true;
+    }
+    if (gen === this.generation && this.listeners.size > 0) this.schedule(this.pollMs);
+  }
+}
+
+function registerMissingBuild(app: FastifyInstance): void {
+  const missing = async (_req: FastifyRequest, reply: FastifyReply) => reply.code(503).type('text/plain; charset=utf-8').send(`${BUILD_HINT}\n`);
+  app.get('/', { schema: { hide: true } }, missing);
+  app.get('/assets/*', { schema: { hide: true } }, missing);
+}
+
+/** The web console: its built assets at `/` and the change stream it listens to. */
+export const consoleAssets = async (app: FastifyInstance): Promise<void> => {
+  if (!fs.existsSync(path.join(consoleDist, 'index.html'))) {
+    registerMissingBuild(app);
+    return;
+  }
+  await app.register(fastifyStatic, {
+    root: consoleDist,
+    prefix: '/',
+    cacheControl: false,
+    // Vite names assets by content hash: they never change under one name.
+    setHeaders: (res, file) => res.setHeader('cache-control', file.includes(`${path.sep}assets${path.sep}`) ? 'public, max-age=31536000, immutable' : 'no-cache'),
+  });
+};
+
+/** Under /api/v1: what the console reads about the plane, and GET /stream (server-sent events). */
+export const consoleRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
+  let watcher: ChangeWatcher | null = null;
+  const streams = new Set<PassThrough>();
+  // Open event streams would keep close() waiting for ever: end them first.
+  app.addHook('preClose', async () => {
+    for (const s of streams) s.end();
+    watcher?.stop();
+  });
+
+  app.get(
+    '/console',
+    { schema: { tags: ['console'], summary: 'What the web console needs: the Temporal Web UI and namespace of job workflows', response: { 200: ConsoleInfoSchema } } },
+    async () => ({ temporal_ui: deps.temporalUiUrl ?? null, namespace: deps.client?.options.namespace ?? null }),
+  );
+
+  app.get(
+    '/stream',
+    {
+      schema: {
+        tags: ['console'],
+        summary: 'Server-sent events: a `change` event naming what changed (jobs, nodes, runs, metrics, events, checkpoints) whenever it does',
+        produces: ['text/event-stream'],
+        response: { 200: StreamText },
+      },
+    },
+    async (req, reply) => {
+      watcher ??= new ChangeWatcher(deps.db, app.log);
+      const out = new PassThrough();
+      streams.add(out);
+      const write = (s: string) => {
+        if (!out.writableEnded) out.write(s);
+      };
+      const unsubscribe = watcher.subscribe((e) => write(`event: change\ndata: ${JSON.stringify(e)}\n\n`));
+      const ping = setInterval(() => write(': ping\n\n'), PING_MS);
+      const done = () => {
+        clearInterval(ping);
+        unsubscribe();
+        streams.delete(out);
+        out.end();
+      };
+      reply.raw.once('close', done);
+      out.once('close', done);
+      write('retry: 2000\nevent: hello\ndata: {}\n\n');
+      // The schema describes the text; the body is a stream of it.
+      return (reply as FastifyReply)
+        .type('text/event-stream; charset=utf-8')
+        .header('cache-control', 'no-store')
+        .header('x-accel-buffering', 'no')
+        .send(out);
+    },
+  );
+};

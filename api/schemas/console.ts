@@ -1,0 +1,29 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Nullable } from './common.ts';
+
+/** What the console needs to know about the plane it is served by. */
+export const ConsoleInfoSchema = Type.Object({
+  temporal_ui: Nullable(Type.String({ description: 'base URL of the Temporal Web UI, when the plane runs one' })),
+  namespace: Nullable(Type.String({ description: 'the Temporal namespace the job workflows run in' })),
+});
+export type ConsoleInfo = Static<typeof ConsoleInfoSchema>;
+
+import { CHANGE_TOPICS, type ChangeTopic } from '../../db/queries/changes.ts';
+
+export { CHANGE_TOPICS, type ChangeTopic };
+export const ChangeTopicSchema = Type.Union(CHANGE_TOPICS.map((t) => Type.Literal(t)));
+
+/** The data of one `change` event on GET /stream: what changed since the previous one. */
+export const ChangeEventSchema = Type.Object({
+  topics: Type.Array(ChangeTopicSchema, { description: 'the kinds of things that changed; refetch what you show of them' }),
+  run_ids: Type.Array(Type.String(), { description: 'runs with new metric points or events (empty when more than 200 changed: refetch all)' }),
+  job_ids: Type.Array(Type.String(), { description: 'jobs with new events (empty when more than 200 changed)' }),
+});
+export type ChangeEvent = Omit<Static<typeof ChangeEventSchema>, 'topics'> & { topics: ChangeTopic[] };
+
+export const StreamText = Type.String({
+  description:
+    'text/event-stream. `event: hello` once on connect, then `event: change` with a JSON ChangeEvent ' +
+    '({"topics": [...], "run_ids": [...], "job_ids": [...]}) whenever jobs, nodes, runs, metric points, events or checkpoints change; ' +
+    'a `: ping` comment every 15 s. Nothing but notifications: clients refetch through the other routes.',
+});

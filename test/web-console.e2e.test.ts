@@ -1,0 +1,188 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { align, seriesOf } from '../web/src/charts/series.ts';
+import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
+import { startCluster, type Cluster } from './support/cluster.ts';
+import { until } from './support/poll.ts';
+
+interface Series {
+  key: string;
+  width: number;
+  points?: { step: number; value: number | string }[];
+  buckets?: { step: number; mean: number | string | null; min: number | string | null; max: number | string | null }[];
+}
+interface RunMetrics {
+  run_id: string;
+  series: Series[];
+  summaries: Record<string, { last_step: number }>;
+}
+interface ChartState {
+  runIds: string[];
+  query: { points: number; step_min?: number; step_max?: number };
+  responses: RunMetrics[];
+  data: (number | null)[][];
+  draws: number;
+  zoom: { drawnAt: number | null } | null;
+}
+
+const chart = (page: Page, key: string) => page.evaluate((k) => (window as unknown as { __gpuplaneCharts?: Record<string, ChartState> }).__gpuplaneCharts?.[k] ?? null, key);
+const stateOf = (page: Page) => page.locator('h1 [data-state]').first().getAttribute('data-state');
+
+/** A loss that falls, with one spike at step 1234: drawn as buckets, the spike must stay visible. */
+const points = (from: number, to: number) =>
+  Array.from({ length: to - from }, (_, i) => {
+    const step = from + i;
+    return [
+      { key: 'loss', step, value: step === 1234 ? 50 : 2 / (1 + step / 500) },
+      { key: 'acc', step, value: Math.min(1, step / 4000) },
+    ];
+  }).flat();
+
+/** The real console in Debian's chromium, against a real plane (API, control worker, agent). */
+describe('web console', () => {
+  let c: Cluster;
+  let b: TestBrowser;
+  let page: Page;
+  beforeAll(async () => {
+    ensureConsoleBuilt();
+    b = await launchBrowser();
+    c = await startCluster('webconsole', { agents: [{ nodeId: 'web-node', gpus: 2, labels: { zone: 'lab' } }] });
+    page = await b.context.newPage();
+  });
+  afterAll(async () => {
+    await b?.close();
+    await c?.stop();
+  });
+
+  it('serves the built console from the plane, with no request leaving it', async () => {
+    const outside: string[] = [];
+    page.on('request', (r) => {
+      if (!r.url().startsWith(c.apiUrl)) outside.push(r.url());
+    });
+    await page.goto(`${c.apiUrl}/#/cluster`);
+    await page.locator('[data-node="web-node"]').waitFor();
+    await expect.poll(() => page.locator('[data-node="web-node"] li.card.free').count()).toBe(2);
+    expect(await page.locator('[data-node="web-node"] .label').innerText()).toBe('zone=lab');
+    await page.locator('[data-live="up"]').waitFor();
+    expect(outside).toEqual([]);
+  });
+
+  it('shows a job go QUEUED → RUNNING → SUCCEEDED without a reload, cancels one from its page, and draws its run as the API has it', async () => {
+    // A job holding both cards: the one submitted from the page waits QUEUED behind it.
+    const blocker = await c.client.submit({ type: 'CUSTOM', gpus: 2, command: 'sleep 300' });
+    await c.client.waitFor(blocker.id, ['RUNNING'], 30_000);
+    await page.locator(`[data-node="web-node"] a[href="#/jobs/${blocker.id}"]`).first().waitFor();
+
+    await page.goto(`${c.apiUrl}/#/queue`);
+    await page.evaluate(() => ((window as unknown as { __noReload: boolean }).__noReload = true));
+    await page.getByRole('button', { name: 'Submit a job' }).click();
+    const form = page.getByRole('form', { name: 'submit a job' });
+    await form.locator('input[name=command]').fill('sleep 6');
+    await form.locator('select[name=type]').selectOption('TRAIN');
+    await form.locator('input[name=project]').fill('web-e2e');
+    await form.locator('input[name=experiment]').fill('live');
+    await form.getByRole('button', { name: 'Submit' }).click();
+    await page.waitForURL(/#\/jobs\/job/);
+    const jobId = decodeURIComponent(page.url().split('#/jobs/')[1]);
+    await expect.poll(() => stateOf(page)).toBe('QUEUED');
+
+    // Cancel the blocker from its own page, in a second tab.
+    const other = await b.context.newPage();
+    await other.goto(`${c.apiUrl}/#/jobs/${blocker.id}`);
+    await other.locator('[data-action="cancel"]').click();
+    await until('blocker CANCELLED', async () => (await c.client.job(blocker.id)).state === 'CANCELLED', 30_000);
+    await expect.poll(() => stateOf(other), { timeout: 10_000 }).toBe('CANCELLED');
+    await other.close();
+
+    await expect.poll(() => stateOf(page), { timeout: 30_000 }).toBe('RUNNING');
+    const [run] = (await c.client.request<{ runs: { id: string }[] }>('GET', `/runs?job=${jobId}`)).runs;
+    for (let from = 0; from < 3000; from += 1000) await c.client.request('POST', `/runs/${run.id}/metrics`, { points: points(from, from + 1000) });
+    await expect.poll(() => stateOf(page), { timeout: 30_000 }).toBe('SUCCEEDED');
+    const seen = await page.locator('ol.transitions li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-to')));
+    expect(seen).toEqual(expect.arrayContaining(['QUEUED', 'RUNNING', 'SUCCEEDED']));
+    expect(await page.evaluate(() => (window as unknown as { __noReload?: boolean }).__noReload)).toBe(true);
+
+    // The run's chart: what it drew is what GET /runs/:id/metrics answers for the same query.
+    await page.locator(`a[href="#/runs/${run.id}"]`).click();
+    await page.locator('[data-chart="loss"][data-series="1"]').waitFor();
+    const api = async (q: ChartState['query']) => {
+      const qs = new URLSearchParams({ keys: 'loss', points: String(q.points), ...(q.step_min !== undefined ? { step_min: String(q.step_min), step_max: String(q.step_max) } : {}) });
+      return c.client.request<RunMetrics>('GET', `/runs/${run.id}/metrics?${qs}`);
+    };
+    let s = (await chart(page, 'loss'))!;
+    expect(s.responses).toEqual([await api(s.query)]);
+    const loss = s.responses[0].series[0];
+    expect(loss.buckets, 'a plot narrower than 3000 points gets buckets').toBeDefined();
+    expect(s.data[0]).toEqual(loss.buckets!.map((x) => x.step));
+    expect(s.data[1]).toEqual(loss.buckets!.map((x) => Number(x.mean)));
+    expect(Math.max(...loss.buckets!.map((x) => Number(x.max)))).toBe(50);
+
+    // New points show up on the open chart.
+    await c.client.request('POST', `/runs/${run.id}/metrics`, { points: points(3000, 4000) });
+    await expect.poll(async () => (await chart(page, 'loss'))?.responses[0]?.summaries.loss.last_step, { timeout: 10_000 }).toBe(3999);
+
+    // Zoom: drag across the middle of the plot; the chart fetches finer buckets for that range.
+    const box = (await page.locator('[data-chart="loss"] .u-over').boundingBox())!;
+    await page.mouse.move(box.x + box.width * 0.3, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.32, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    await expect.poll(async () => (await chart(page, 'loss'))?.zoom?.drawnAt ?? null, { timeout: 10_000 }).not.toBeNull();
+    s = (await chart(page, 'loss'))!;
+    expect(s.query.step_min).toBeGreaterThan(0);
+    expect(s.query.step_max).toBeLessThan(3999);
+    expect(s.responses).toEqual([await api(s.query)]);
+    expect(s.responses[0].series[0].width).toBeLessThan(loss.width);
+
+    // The experiment page overlays the run; the checkpoints page names the primary metric.
+    await page.goto(`${c.apiUrl}/#/experiments?project=web-e2e&experiment=live`);
+    await page.locator('[data-chart="loss"][data-series="1"]').waitFor();
+    await page.goto(`${c.apiUrl}/#/checkpoints?project=web-e2e&experiment=live`);
+    await expect.poll(() => page.locator('[data-testid="primary-metric"]').innerText()).toMatch(/eval\/loss|eval\/accuracy/);
+
+    // Retry with an edit, from the cancelled blocker's page: a second attempt with the diff.
+    await page.goto(`${c.apiUrl}/#/jobs/${blocker.id}`);
+    await page.locator('[data-action="retry"]').click();
+    const retry = page.getByRole('form', { name: 'retry with an edit' });
+    await retry.locator('input[name=command]').fill('sleep 1');
+    await retry.locator('input[name=gpus]').fill('1');
+    await retry.getByRole('button', { name: 'Retry' }).click();
+    await expect.poll(() => stateOf(page), { timeout: 30_000 }).toBe('SUCCEEDED');
+    const retried = await c.client.job(blocker.id);
+    expect(retried.attempt).toBe(2);
+    expect(retried.attempts[1].changes.map((x) => x.key).sort()).toEqual(['command', 'gpus']);
+    await page.locator('tr[data-attempt="2"] td.diff').getByText('gpus').waitFor();
+  });
+});
+
+describe('chart series', () => {
+  const metrics = (run: string, steps: number[], v: (s: number) => number) => ({
+    run_id: run,
+    summaries: {},
+    series: [{ key: 'k', width: 10, buckets: steps.map((s) => ({ step: s, step_end: s + 9, count: 10, nan_count: 0, min: v(s) - 1, max: s === 20 ? 99 : v(s) + 1, mean: v(s) })) }],
+  });
+
+  it("lines runs up on their own steps when they share them, keeping each bucket's band", () => {
+    const a = seriesOf(metrics('a', [0, 10, 20], (s) => s), 'k');
+    const b = seriesOf(metrics('b', [10, 20, 30], (s) => -s), 'k');
+    const al = align([a, b], 100);
+    expect(al.snapped).toBe(false);
+    expect(al.x).toEqual([0, 10, 20, 30]);
+    expect(al.y).toEqual([[0, 10, 20, null], [null, -10, -20, -30]]);
+    expect(al.hi[0]).toEqual([1, 11, 99, null]);
+  });
+
+  it('merges runs into pixel columns when their steps do not line up, the spike kept in the band', () => {
+    const steps = Array.from({ length: 100 }, (_, i) => i * 10);
+    const al = align([seriesOf(metrics('a', steps, () => 1), 'k'), seriesOf(metrics('b', steps.map((s) => s + 3), () => 2), 'k')], 10);
+    expect(al.snapped).toBe(true);
+    expect(al.x).toHaveLength(10);
+    expect(Math.max(...al.hi[0]!.map((v) => v ?? 0))).toBe(99);
+    expect(al.y[1].every((v) => v === 2)).toBe(true);
+  });
+
+  it('draws NaN and infinities as gaps', () => {
+    const r = { run_id: 'a', summaries: {}, series: [{ key: 'k', width: 1, points: [{ step: 0, value: 1, ts: 0 }, { step: 1, value: 'NaN', ts: 0 }, { step: 2, value: 'Infinity', ts: 0 }] }] };
+    expect(seriesOf(r, 'k')!.y).toEqual([1, null, null]);
+  });
+});

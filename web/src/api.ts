@@ -1,0 +1,92 @@
+/** The console's only way to the plane: typed calls to /api/v1, one function per route it uses. */
+import type {
+  Best,
+  CheckpointDetail,
+  CheckpointList,
+  CheckpointsQuery,
+  CompareQuery,
+  ConsoleInfo,
+  Evaluation,
+  GpuNode,
+  Job,
+  JobDetail,
+  ListJobsQuery,
+  ListRunsQuery,
+  MetricsQuery,
+  ResolvedMetric,
+  RetryBody,
+  Run,
+  RunDetail,
+  RunEvent,
+  RunMetrics,
+  StartEvaluationBody,
+  SubmitJobBody,
+} from './types.ts';
+
+export const API = '/api/v1';
+
+/** A refusal from the API, with its message for people. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+type Query = Record<string, string | number | undefined>;
+
+function qs(q: Query = {}): string {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== '') p.set(k, String(v));
+  const s = p.toString();
+  return s ? `?${s}` : '';
+}
+
+async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+  const res = await fetch(API + path, {
+    method,
+    signal,
+    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  const json = text ? (JSON.parse(text) as unknown) : null;
+  if (!res.ok) throw new ApiError(res.status, (json as { message?: string } | null)?.message ?? `${method} ${path}: ${res.status}`);
+  return json as T;
+}
+
+const get = <T>(path: string, q?: Query, signal?: AbortSignal) => call<T>('GET', path + qs(q), undefined, signal);
+
+export const api = {
+  info: () => get<ConsoleInfo>('/console'),
+  nodes: () => get<{ nodes: GpuNode[] }>('/nodes').then((r) => r.nodes),
+  jobs: (q: ListJobsQuery = {}) => get<{ jobs: Job[] }>('/jobs', q).then((r) => r.jobs),
+  job: (id: string) => get<JobDetail>(`/jobs/${encodeURIComponent(id)}`),
+  jobEvents: (id: string) => get<{ events: RunEvent[] }>(`/jobs/${encodeURIComponent(id)}/events`).then((r) => r.events),
+  submit: (body: SubmitJobBody) => call<Job>('POST', '/jobs', body),
+  cancel: (id: string) => call<Job>('POST', `/jobs/${encodeURIComponent(id)}/cancel`, { reason: 'cancelled from the console' }),
+  retry: (id: string, body: RetryBody) => call<JobDetail>('POST', `/jobs/${encodeURIComponent(id)}/retry`, body),
+  runs: (q: ListRunsQuery = {}) => get<{ runs: Run[] }>('/runs', q).then((r) => r.runs),
+  run: (id: string) => get<RunDetail>(`/runs/${encodeURIComponent(id)}`),
+  runEvents: (id: string) => get<{ events: RunEvent[] }>(`/runs/${encodeURIComponent(id)}/events`).then((r) => r.events),
+  metrics: (id: string, q: MetricsQuery, signal?: AbortSignal) => get<RunMetrics>(`/runs/${encodeURIComponent(id)}/metrics`, q, signal),
+  compare: (q: CompareQuery, signal?: AbortSignal) => get<{ runs: RunMetrics[] }>('/metrics/compare', q, signal).then((r) => r.runs),
+  primaryMetric: (project: string, experiment?: string) => get<ResolvedMetric>('/primary-metric', { project, experiment }),
+  checkpoints: (q: CheckpointsQuery) => get<CheckpointList>('/checkpoints', q),
+  best: (q: Omit<CheckpointsQuery, 'limit'>) => get<Best>('/checkpoints/best', q),
+  checkpoint: (id: string) => get<CheckpointDetail>(`/checkpoints/${encodeURIComponent(id)}`),
+  evaluate: (id: string, body: StartEvaluationBody) => call<Evaluation>('POST', `/checkpoints/${encodeURIComponent(id)}/evaluations`, body),
+  /** The log of a job's attempt as it grows: calls `onText` with each piece until the attempt's streams end or `signal` aborts. */
+  async followLog(jobId: string, attempt: number, onText: (s: string) => void, signal: AbortSignal): Promise<void> {
+    const res = await fetch(`${API}/jobs/${encodeURIComponent(jobId)}/logs${qs({ attempt, follow: 'true' })}`, { signal });
+    if (!res.ok || !res.body) throw new ApiError(res.status, `log of ${jobId}#${attempt}: ${res.status}`);
+    const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      onText(value);
+    }
+  },
+};

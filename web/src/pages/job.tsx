@@ -1,0 +1,168 @@
+/**
+ * One job: its timeline of states, its attempts with the config diff between them, the failure
+ * reason and its hint, a live log tail, Retry (with an edit) and Cancel, and its workflow in the
+ * Temporal Web UI.
+ */
+import { useState } from 'preact/hooks';
+import { canTransition, isTerminal } from '../../../domain/job-states.ts';
+import { api } from '../api.ts';
+import { ErrorBox, EventList, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
+import { useResource } from '../live.ts';
+import { href } from '../router.ts';
+import type { JobDetail, RetryBody } from '../types.ts';
+import { Attempts, Failure, LogTail, Timeline } from './job-parts.tsx';
+
+function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
+  const [error, setError] = useState<Error | null>(null);
+  const last = job.attempts[job.attempts.length - 1];
+  const cmd = job.command.length === 3 && job.command[0] === '/bin/sh' && job.command[1] === '-c' ? job.command[2] : JSON.stringify(job.command);
+  async function submit(e: Event) {
+    e.preventDefault();
+    const f = new FormData(e.currentTarget as HTMLFormElement);
+    const s = (k: string) => String(f.get(k) ?? '').trim();
+    const body: RetryBody = {};
+    try {
+      if (s('command') && s('command') !== cmd) body.command = s('command').startsWith('[') ? (JSON.parse(s('command')) as string[]) : s('command');
+      if (Number(s('gpus')) !== job.gpus) body.gpus = Number(s('gpus'));
+      if (s('params')) body.params = JSON.parse(s('params')) as Record<string, unknown>;
+      if (s('env')) body.env = JSON.parse(s('env')) as Record<string, string>;
+      await api.retry(job.id, body);
+      onDone();
+    } catch (err) {
+      setError(err as Error);
+    }
+  }
+  return (
+    <form class="retry" onSubmit={submit} aria-label="retry with an edit">
+      <p class="muted">Attempt {(last?.attempt ?? job.attempt) + 1} starts from attempt {last?.attempt ?? job.attempt}'s config with these changes; params and env are merged key by key.</p>
+      <label class="wide">
+        command <input name="command" value={cmd} />
+      </label>
+      <label>
+        GPUs <input name="gpus" type="number" min={0} max={64} value={String(job.gpus)} />
+      </label>
+      <label class="wide">
+        params to change (JSON) <input name="params" placeholder={JSON.stringify(job.params)} />
+      </label>
+      <label class="wide">
+        env to change (JSON) <input name="env" placeholder='{"KEY": "value"}' />
+      </label>
+      <button type="submit">Retry</button>
+      <ErrorBox error={error} />
+    </form>
+  );
+}
+
+export function JobPage({ id }: { id: string }) {
+  const job = useResource(() => api.job(id), [id], { topics: ['jobs'] });
+  const events = useResource(() => api.jobEvents(id), [id], { topics: ['events', 'jobs'], jobId: id });
+  const runs = useResource(() => api.runs({ job: id }), [id], { topics: ['runs'] });
+  const info = useResource(() => api.info(), [], { topics: [] });
+  const [retrying, setRetrying] = useState(false);
+  const [actionError, setActionError] = useState<Error | null>(null);
+  const [logAttempt, setLogAttempt] = useState<number | null>(null);
+  const j = job.data;
+  if (!j) return job.error ? <ErrorBox error={job.error} /> : <Loading what={`job ${id}`} />;
+  const attempt = logAttempt ?? j.attempt;
+  const tui = info.data?.temporal_ui;
+  const workflowUrl = tui ? `${tui.replace(/\/$/, '')}/namespaces/${encodeURIComponent(info.data?.namespace ?? 'default')}/workflows/${encodeURIComponent(`job/${j.id}`)}` : null;
+  const cancel = async () => {
+    setActionError(null);
+    try {
+      await api.cancel(j.id);
+      job.reload();
+    } catch (err) {
+      setActionError(err as Error);
+    }
+  };
+  return (
+    <>
+      <h1>
+        {j.id} <StateBadge state={j.state} />
+        <span class="actions">
+          {!isTerminal(j.state) && (
+            <button class="danger" onClick={cancel} data-action="cancel">
+              Cancel
+            </button>
+          )}
+          {canTransition(j.state, 'CREATED') && (
+            <button onClick={() => setRetrying(!retrying)} data-action="retry">
+              {retrying ? 'Close' : 'Retry…'}
+            </button>
+          )}
+          {workflowUrl && (
+            <a class="button" href={workflowUrl} target="_blank" rel="noreferrer">
+              Workflow in Temporal ↗
+            </a>
+          )}
+        </span>
+      </h1>
+      <ErrorBox error={actionError} />
+      <p class="muted">
+        {j.type} · attempt {j.attempt} · {j.gpus} GPU{j.gpus === 1 ? '' : 's'}
+        {j.node_id ? ` on ${j.node_id}` : ''} · priority {j.priority} · submitted <When at={j.created_at} />
+        {j.parent_job_id && (
+          <>
+            {' '}
+            · evaluates a checkpoint of <JobLink id={j.parent_job_id} />
+          </>
+        )}
+        {!workflowUrl && ` · workflow job/${j.id} (no Temporal Web UI configured)`}
+      </p>
+      <p>
+        <code>{j.command.join(' ')}</code> <span class="muted">in {j.working_dir}</span>
+      </p>
+      {retrying && (
+        <RetryForm
+          job={j}
+          onDone={() => {
+            setRetrying(false);
+            setLogAttempt(null);
+            job.reload();
+          }}
+        />
+      )}
+      {(j.state === 'FAILED' || j.state === 'LOST' || j.state === 'CANCELLED') && <Failure reason={j.reason} />}
+      <Section title="Timeline">
+        <Timeline history={j.history} ended={isTerminal(j.state) ? j.ended_at : null} />
+      </Section>
+      <Section title="Attempts">
+        <Attempts attempts={j.attempts} />
+      </Section>
+      {runs.data && runs.data.length > 0 && (
+        <Section title="Runs">
+          <ul>
+            {runs.data.map((r) => (
+              <li key={r.id}>
+                <RunLink id={r.id} label={`${r.name ?? r.id} (attempt ${r.attempt ?? '?'}, ${r.status})`} />
+                {r.project && (
+                  <>
+                    {' '}
+                    · <a href={href(['experiments'], { project: r.project, experiment: r.experiment ?? undefined })}>experiment {r.project}/{r.experiment}</a>
+                  </>
+                )}
+              </li>
+            ))}
+          </ul>
+        </Section>
+      )}
+      <Section
+        title="Log"
+        actions={
+          j.attempts.length > 1 && (
+            <select value={String(attempt)} onChange={(e) => setLogAttempt(Number((e.target as HTMLSelectElement).value))} aria-label="attempt">
+              {j.attempts.map((a) => (
+                <option key={a.attempt} value={String(a.attempt)}>
+                  attempt {a.attempt}
+                </option>
+              ))}
+            </select>
+          )
+        }
+      >
+        <LogTail jobId={j.id} attempt={attempt} live={j.state === 'RUNNING'} />
+      </Section>
+      <Section title="Events">{events.data ? <EventList events={events.data} /> : <Loading what="events" />}</Section>
+    </>
+  );
+}

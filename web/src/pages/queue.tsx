@@ -1,0 +1,168 @@
+/** Jobs by state, with filters and submission time, and a form to submit one. */
+import { useState } from 'preact/hooks';
+import { api } from '../api.ts';
+import { ErrorBox, JobLink, Loading, StateBadge, When } from '../components.tsx';
+import { useResource } from '../live.ts';
+import { href } from '../router.ts';
+import type { Job, JobState, ListJobsQuery, SubmitJobBody } from '../types.ts';
+
+const STATES: JobState[] = ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'LOST'];
+const TYPES = ['TRAIN', 'EVALUATE', 'CUSTOM'] as const;
+
+function SubmitForm({ onDone }: { onDone: (j: Job) => void }) {
+  const [error, setError] = useState<Error | null>(null);
+  const [busy, setBusy] = useState(false);
+  async function submit(e: Event) {
+    e.preventDefault();
+    const f = new FormData(e.currentTarget as HTMLFormElement);
+    const s = (k: string) => String(f.get(k) ?? '').trim();
+    setBusy(true);
+    setError(null);
+    try {
+      const body: SubmitJobBody = { command: s('command'), type: s('type') as SubmitJobBody['type'], gpus: Number(s('gpus') || '1') };
+      if (s('project')) body.project = s('project');
+      if (s('experiment')) body.experiment = s('experiment');
+      if (s('working_dir')) body.working_dir = s('working_dir');
+      if (s('params')) body.params = JSON.parse(s('params')) as Record<string, unknown>;
+      onDone(await api.submit(body));
+    } catch (err) {
+      setError(err as Error);
+    } finally {
+      setBusy(false);
+    }
+  }
+  return (
+    <form class="submit" onSubmit={submit} aria-label="submit a job">
+      <label class="wide">
+        command <input name="command" required placeholder="python3 train.py --lr 0.1" />
+      </label>
+      <label>
+        type
+        <select name="type">
+          {TYPES.map((t) => (
+            <option key={t}>{t}</option>
+          ))}
+        </select>
+      </label>
+      <label>
+        GPUs <input name="gpus" type="number" min={0} max={64} value="1" />
+      </label>
+      <label>
+        project <input name="project" />
+      </label>
+      <label>
+        experiment <input name="experiment" />
+      </label>
+      <label>
+        working dir <input name="working_dir" placeholder="/tmp" />
+      </label>
+      <label class="wide">
+        params (JSON) <input name="params" placeholder='{"lr": 0.1}' />
+      </label>
+      <button type="submit" disabled={busy}>
+        Submit
+      </button>
+      <ErrorBox error={error} />
+    </form>
+  );
+}
+
+export function QueuePage({ query }: { query: URLSearchParams }) {
+  const state = (query.get('state') ?? '') as JobState | '';
+  const type = query.get('type') ?? '';
+  const project = query.get('project') ?? '';
+  const [showForm, setShowForm] = useState(false);
+  const setFilter = (k: string, v: string) => {
+    const next = { state, type, project, [k]: v };
+    location.hash = href(['queue'], next);
+  };
+  const q: ListJobsQuery = { limit: '500' };
+  if (type) q.type = type as ListJobsQuery['type'];
+  if (project) q.project = project;
+  const jobs = useResource(() => api.jobs(q), [type, project], { topics: ['jobs'] });
+  const all = jobs.data ?? [];
+  const counts = new Map<string, number>();
+  for (const j of all) counts.set(j.state, (counts.get(j.state) ?? 0) + 1);
+  const shown = state ? all.filter((j) => j.state === state) : all;
+  return (
+    <>
+      <h1>
+        Queue <button onClick={() => setShowForm(!showForm)}>{showForm ? 'Close' : 'Submit a job'}</button>
+      </h1>
+      {showForm && (
+        <SubmitForm
+          onDone={(j) => {
+            setShowForm(false);
+            location.hash = href(['jobs', j.id]);
+          }}
+        />
+      )}
+      <div class="filters">
+        <span class="tabs" role="tablist">
+          <a href={href(['queue'], { type, project })} class={state === '' ? 'active' : ''}>
+            all {all.length}
+          </a>
+          {STATES.map((s) => (
+            <a key={s} href={href(['queue'], { state: s, type, project })} class={state === s ? 'active' : ''} data-filter-state={s}>
+              {s.toLowerCase()} {counts.get(s) ?? 0}
+            </a>
+          ))}
+        </span>
+        <select value={type} onChange={(e) => setFilter('type', (e.target as HTMLSelectElement).value)} aria-label="type">
+          <option value="">any type</option>
+          {TYPES.map((t) => (
+            <option key={t}>{t}</option>
+          ))}
+        </select>
+        <input
+          placeholder="project"
+          value={project}
+          aria-label="project"
+          onChange={(e) => setFilter('project', (e.target as HTMLInputElement).value)}
+        />
+      </div>
+      <ErrorBox error={jobs.error} />
+      {!jobs.data ? (
+        <Loading what="jobs" />
+      ) : (
+        <table class="jobs">
+          <thead>
+            <tr>
+              <th>job</th>
+              <th>type</th>
+              <th>state</th>
+              <th>attempt</th>
+              <th>GPUs</th>
+              <th>node</th>
+              <th>priority</th>
+              <th>submitted</th>
+              <th>reason</th>
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((j) => (
+              <tr key={j.id} data-job={j.id}>
+                <td>
+                  <JobLink id={j.id} />
+                </td>
+                <td>{j.type}</td>
+                <td>
+                  <StateBadge state={j.state} />
+                </td>
+                <td>{j.attempt}</td>
+                <td>{j.gpus}</td>
+                <td>{j.node_id ?? ''}</td>
+                <td>{j.priority}</td>
+                <td>
+                  <When at={j.created_at} />
+                </td>
+                <td class="reason">{j.reason ?? ''}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {jobs.data && shown.length === 0 && <p class="muted">No jobs{state ? ` ${state}` : ''}.</p>}
+    </>
+  );
+}

@@ -1,0 +1,119 @@
+/** One run: its metric charts (with every attempt of its job overlaid on demand), params, tags and events. */
+import { useState } from 'preact/hooks';
+import { api } from '../api.ts';
+import { MetricChart, type ChartRun } from '../charts/metric-chart.tsx';
+import { ErrorBox, EventList, JobLink, KeyValues, Loading, Section, StateBadge, When } from '../components.tsx';
+import { metric } from '../format.ts';
+import { useResource } from '../live.ts';
+import { href } from '../router.ts';
+import type { Run, Summary } from '../types.ts';
+
+export const runLabel = (r: Run) => `${r.name ?? r.id}${r.attempt !== null && !(r.name ?? '').endsWith(`#${r.attempt}`) ? ` #${r.attempt}` : ''}`;
+
+function Summaries({ metrics }: { metrics: Record<string, Summary> }) {
+  const keys = Object.keys(metrics).sort();
+  if (keys.length === 0) return <p class="muted">no metrics yet</p>;
+  return (
+    <table class="summaries">
+      <thead>
+        <tr>
+          <th>metric</th>
+          <th>points</th>
+          <th>steps</th>
+          <th>last</th>
+          <th>min (step)</th>
+          <th>max (step)</th>
+          <th>NaN</th>
+        </tr>
+      </thead>
+      <tbody>
+        {keys.map((k) => {
+          const s = metrics[k];
+          return (
+            <tr key={k}>
+              <td>
+                <code>{k}</code>
+              </td>
+              <td>{s.count}</td>
+              <td>
+                {s.first_step}–{s.last_step}
+              </td>
+              <td>{metric(s.last)}</td>
+              <td>
+                {metric(s.min)} ({s.min_step ?? ''})
+              </td>
+              <td>
+                {metric(s.max)} ({s.max_step ?? ''})
+              </td>
+              <td>{s.nan_count || ''}</td>
+            </tr>
+          );
+        })}
+      </tbody>
+    </table>
+  );
+}
+
+export function RunPage({ id }: { id: string }) {
+  const run = useResource(() => api.run(id), [id], { topics: ['runs', 'metrics'], runId: id });
+  const events = useResource(() => api.runEvents(id), [id], { topics: ['events'], runId: id });
+  const jobId = run.data?.job_id ?? null;
+  const siblings = useResource(() => (jobId ? api.runs({ job: jobId }) : Promise.resolve([])), [jobId], { topics: ['runs'] });
+  const [overlay, setOverlay] = useState(false);
+  const r = run.data;
+  if (!r) return run.error ? <ErrorBox error={run.error} /> : <Loading what={`run ${id}`} />;
+  const attempts = (siblings.data ?? []).slice().sort((a, b) => (a.attempt ?? 0) - (b.attempt ?? 0));
+  const chartRuns: ChartRun[] = overlay && attempts.length > 1 ? attempts.map((x) => ({ id: x.id, label: runLabel(x) })) : [{ id: r.id, label: runLabel(r) }];
+  const keys = Object.keys(r.metrics).sort();
+  return (
+    <>
+      <h1>
+        {runLabel(r)} <StateBadge state={r.status} />
+      </h1>
+      <p class="muted">
+        {r.id} · {r.source} run
+        {r.project && (
+          <>
+            {' '}
+            in <a href={href(['experiments'], { project: r.project, experiment: r.experiment ?? undefined })}>{`${r.project}/${r.experiment}`}</a>
+          </>
+        )}
+        {r.job_id && (
+          <>
+            {' '}
+            · job <JobLink id={r.job_id} /> attempt {r.attempt}
+          </>
+        )}{' '}
+        · started <When at={r.started_at} /> {r.ended_at && <>· ended <When at={r.ended_at} /></>} ·{' '}
+        <a href={href(['checkpoints'], { run: r.id })}>checkpoints</a>
+      </p>
+      <Section
+        title="Metrics"
+        actions={
+          attempts.length > 1 && (
+            <label class="toggle">
+              <input type="checkbox" checked={overlay} onChange={() => setOverlay(!overlay)} /> overlay all {attempts.length} attempts of the job
+            </label>
+          )
+        }
+      >
+        <div class="charts">
+          {keys.map((k) => (
+            <MetricChart key={k} chartId={k} metricKey={k} runs={chartRuns} />
+          ))}
+        </div>
+        <Summaries metrics={r.metrics} />
+      </Section>
+      <div class="columns">
+        <Section title="Params">
+          <KeyValues data={r.params} />
+        </Section>
+        <Section title="Tags">
+          <KeyValues data={{ ...r.tags }} empty="no tags" />
+          {Object.keys(r.system_tags).length > 0 && <KeyValues data={r.system_tags} />}
+        </Section>
+      </div>
+      <Section title="Events">{events.data ? <EventList events={events.data} /> : <Loading what="events" />}</Section>
+    </>
+  );
+}

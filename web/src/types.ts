@@ -1,0 +1,45 @@
+/**
+ * The API's own types, read from its TypeBox schemas: a field renamed in api/schemas breaks the
+ * console's type check, not the page. These are type-only imports: nothing of the API's code is
+ * bundled.
+ */
+import type { Static } from '@sinclair/typebox';
+import type { BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery, ResolvedMetricSchema } from '../../api/schemas/checkpoints.ts';
+import type { ChangeEvent, ChangeTopic, ConsoleInfo } from '../../api/schemas/console.ts';
+import type { EvaluationSchema, StartEvaluationBody } from '../../api/schemas/evaluations.ts';
+import type { AttemptSchema, JobDetailSchema, JobSchema, JobStateSchema, ListJobsQuery, RetryBody, SubmitJobBody, TransitionSchema } from '../../api/schemas/jobs.ts';
+import type { NodeSchema, SlotSchema } from '../../api/schemas/nodes.ts';
+import type { CompareQuery, EventSchema, ListRunsQuery, MetricsQuery, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../../api/schemas/runs.ts';
+
+export type { ChangeEvent, ChangeTopic, ConsoleInfo, RetryBody, StartEvaluationBody, SubmitJobBody };
+export type Job = Static<typeof JobSchema>;
+export type JobState = Static<typeof JobStateSchema>;
+export type JobDetail = Static<typeof JobDetailSchema>;
+export type Attempt = Static<typeof AttemptSchema>;
+export type Transition = Static<typeof TransitionSchema>;
+export type ListJobsQuery = Static<typeof ListJobsQuery>;
+export type GpuNode = Static<typeof NodeSchema>;
+export type Slot = Static<typeof SlotSchema>;
+export type Run = Static<typeof RunSchema>;
+export type RunDetail = Static<typeof RunDetailSchema>;
+export type ListRunsQuery = Static<typeof ListRunsQuery>;
+export type RunMetrics = Static<typeof RunMetricsSchema>;
+export type Series = Static<typeof SeriesSchema>;
+export type Summary = Static<typeof SummarySchema>;
+export type MetricsQuery = Static<typeof MetricsQuery>;
+export type CompareQuery = Static<typeof CompareQuery>;
+export type WireValue = Static<typeof MetricValue>;
+export type RunEvent = Static<typeof EventSchema>;
+export type CheckpointList = Static<typeof CheckpointListSchema>;
+export type ListedCheckpoint = CheckpointList['checkpoints'][number];
+export type CheckpointDetail = Static<typeof CheckpointDetailSchema>;
+export type CheckpointsQuery = Static<typeof ListCheckpointsQuery>;
+export type Best = Static<typeof BestSchema>;
+export type ResolvedMetric = Static<typeof ResolvedMetricSchema>;
+export type Evaluation = Static<typeof EvaluationSchema>;
+
+/** A metric value as a number: the wire spells NaN and ±Infinity as strings. */
+export function num(v: WireValue | null | undefined): number | null {
+  if (v === null || v === undefined) return null;
+  return typeof v === 'number' ? v : Number(v);
+}
