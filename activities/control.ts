@@ -12,6 +12,7 @@ import { createEvaluationJob, evaluatedBy, markEvaluationRunning, readStdoutTail
 import { markCheckpointsDeleted, retentionPlan } from '../db/queries/retention.ts';
 import { evaluatesOnRegister } from '../domain/eval-policy.ts';
 import { EVAL_STDOUT_TAIL_BYTES, MISSING_METRICS_LINE, metricsToWire, parseEvalStdout, type EvalResult } from '../domain/eval-result.ts';
+import { placeAlone } from '../db/queries/dispatch.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
 import { checkpoints, experiments, jobAttempts, jobs, runs, type Job } from '../db/schema.ts';
 import { runStatusOfAttempt } from '../domain/run-status.ts';
@@ -47,25 +48,31 @@ export function createControlActivities(deps: ControlDeps) {
      * attempt the database does not have (a retry whose API call gave up after Temporal took it)
      * waits for a retry of the attempt the database has.
      */
-    async enqueueAttempt(a: { jobId: string; attempt: number }): Promise<{ state: JobState; attempt: number }> {
+    async enqueueAttempt(a: { jobId: string; attempt: number }): Promise<{ state: JobState; attempt: number; dispatched?: true }> {
       const result = await db.transaction(async (tx) => {
         // By id first: a retry_job in flight holds this row until it commits its new attempt.
         const job = await getJobForUpdate(tx, a.jobId);
         if (!job) throw new Error(`job ${a.jobId} does not exist`);
+        const now = new Date();
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
           from: ['CREATED', 'LOST'],
           to: 'QUEUED',
-          job: { queuedAt: new Date(), nodeId: null, gpuIndices: null },
+          job: { queuedAt: now, nodeId: null, gpuIndices: null },
         });
-        if (moved !== null) return { state: 'QUEUED' as const, attempt: a.attempt };
+        if (moved !== null) {
+          // Nothing waits ahead of it and a node has room: placed now, without a scheduler pass.
+          const placed = await placeAlone(tx, { id: a.jobId, attempt: a.attempt, gpus: job.gpus, selector: job.selector }, now);
+          return placed ? { state: 'QUEUED' as const, attempt: a.attempt, dispatched: true as const } : { state: 'QUEUED' as const, attempt: a.attempt };
+        }
         // A retry of this activity after its commit: the attempt is queued (or already granted
-        // cards, whose grant the scheduler re-sends); the workflow must go on waiting for it.
-        if (job.attempt === a.attempt && (job.state === 'QUEUED' || job.state === 'DISPATCHING')) return { state: 'QUEUED' as const, attempt: a.attempt };
+        // cards); the workflow must go on waiting for it, or take the cards it was given.
+        if (job.attempt === a.attempt && job.state === 'DISPATCHING') return { state: 'QUEUED' as const, attempt: a.attempt, dispatched: true as const };
+        if (job.attempt === a.attempt && job.state === 'QUEUED') return { state: 'QUEUED' as const, attempt: a.attempt };
         return { state: job.state, attempt: job.attempt };
       });
-      if (result.state === 'QUEUED') await wake();
+      if (result.state === 'QUEUED' && !('dispatched' in result)) await wake();
       return result;
     },
 

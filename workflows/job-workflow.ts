@@ -188,6 +188,8 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   return CancellationScope.nonCancellable(async () => {
     const enq = await control.enqueueAttempt({ jobId, attempt });
     if (enq.attempt < attempt) retryBase = enq.attempt;
+    // Placed at once (the queue was empty and a node had room): no dispatch signal will come.
+    if (enq.dispatched) granted = true;
     // A run reset in Temporal to before its attempt started finds the attempt running: it
     // watches the process again instead of leaving it unwatched.
     const resumed = enq.state === 'RUNNING' ? await control.beginAttempt({ jobId, attempt, resume: true }) : null;

@@ -5,7 +5,7 @@
  * a QUEUED → DISPATCHING move.
  */
 import { sql } from 'drizzle-orm';
-import type { Executor } from '../client.ts';
+import type { Db, Executor } from '../client.ts';
 import type { Placement } from '../../domain/placement.ts';
 
 /** The rows of `returning` from a raw statement, on node-postgres and PGlite alike. */
@@ -61,4 +61,33 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
     insert into events (job_id, attempt, kind, level, message, data, at)
     select p.job_id, p.attempt, 'job.state', 'info', 'QUEUED → DISPATCHING: ' || p.detail, '{"from":"QUEUED","to":"DISPATCHING"}'::jsonb, ${now} from ${appliedPlan}`);
   return applied;
+}
+
+/**
+ * The fast path of a job that finds the queue empty: it is placed at once, in the transaction
+ * that queued it, on the best-fitting node with room (the fewest free cards that suffice, then
+ * the lowest id), instead of waiting for the scheduler's next pass. Null when another job waits
+ * (the pass keeps the queue's order) or no node has room. Runs in a savepoint: a card taken
+ * meanwhile leaves the job QUEUED for the pass.
+ */
+export async function placeAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; selector: Record<string, string> }, now: Date): Promise<Placement | null> {
+  const others = rowsOf<{ id: string }>(await ex.execute(sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`));
+  if (others.length > 0) return null;
+  const [node] = rowsOf<{ node_id: string; free: number[] }>(
+    await ex.execute(sql`
+      select s.node_id, array_agg(s.index order by s.index) as free
+      from gpu_slots s join nodes n on n.id = s.node_id
+      where n.status = 'ONLINE' and s.present = 1 and s.owner_job_id is null and n.labels @> ${JSON.stringify(job.selector)}::jsonb
+      group by s.node_id
+      having count(*) >= ${job.gpus}
+      order by ${job.gpus === 0 ? sql`count(*) desc, s.node_id desc` : sql`count(*), s.node_id`}
+      limit 1`),
+  );
+  if (!node) return null;
+  const placement: Placement = { jobId: job.id, attempt: job.attempt, nodeId: node.node_id, gpuIndices: node.free.map(Number).slice(0, job.gpus) };
+  try {
+    return (await (ex as Db).transaction((sp) => dispatchPlacements(sp, [placement], now)))[0] ?? null;
+  } catch {
+    return null;
+  }
 }
