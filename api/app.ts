@@ -7,6 +7,7 @@ import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 import { installErrorHandler } from './errors.ts';
 import { jobRoutes } from './routes/jobs.ts';
+import { jobCountRoutes } from './routes/job-counts.ts';
 import { consoleAssets, consoleRoutes } from './routes/console.ts';
 import { checkpointRoutes } from './routes/checkpoints.ts';
 import { evaluationRoutes } from './routes/evaluations.ts';
@@ -41,6 +42,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
   await app.register(
     async (api) => {
       await api.register(jobRoutes, deps);
+      await api.register(jobCountRoutes, deps);
       await api.register(nodeRoutes, deps);
       await api.register(runRoutes, deps);
       await api.register(projectRoutes, deps);

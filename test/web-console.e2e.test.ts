@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
+import type { FastifyBaseLogger } from 'fastify';
+import { ChangeWatcher } from '../api/routes/console.ts';
+import type { ChangeEvent } from '../api/schemas/console.ts';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { checkpoints, evaluations, events, runs } from '../db/schema.ts';
 import { align, seriesOf } from '../web/src/charts/series.ts';
 import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
@@ -20,7 +25,7 @@ interface ChartState {
   runIds: string[];
   query: { points: number; step_min?: number; step_max?: number };
   responses: RunMetrics[];
-  data: (number | null)[][];
+  data: (number | null | undefined)[][];
   draws: number;
   zoom: { drawnAt: number | null } | null;
 }
@@ -43,14 +48,17 @@ describe('web console', () => {
   let c: Cluster;
   let b: TestBrowser;
   let page: Page;
+  let h: DatabaseHandle;
   beforeAll(async () => {
     ensureConsoleBuilt();
     b = await launchBrowser();
     c = await startCluster('webconsole', { agents: [{ nodeId: 'web-node', gpus: 2, labels: { zone: 'lab' } }] });
+    h = await openDatabase({ url: c.dbUrl, poolSize: 2 });
     page = await b.context.newPage();
   });
   afterAll(async () => {
     await b?.close();
+    await h?.close();
     await c?.stop();
   });
 
@@ -67,6 +75,27 @@ describe('web console', () => {
     expect(outside).toEqual([]);
   });
 
+  it('names a change again once its writer has committed, so a run written late is not missed', async () => {
+    await h.db.insert(runs).values({ id: 'run-late', source: 'sdk', status: 'running' });
+    const seen: ChangeEvent[] = [];
+    const w = new ChangeWatcher(h.db, { warn: () => undefined } as unknown as FastifyBaseLogger, 50);
+    const stop = w.subscribe((e) => seen.push(e));
+    try {
+      await until('the first poll', () => w.watching, 5000, 20);
+      await h.db.transaction(async (tx) => {
+        await tx.insert(events).values({ runId: 'run-late', kind: 'note', message: 'written late' });
+        // The counter moved at once, the row is not committed: the change names no run yet.
+        const first = await until('a change of events', () => seen.find((e) => e.topics.includes('events')), 5000, 20);
+        expect(first.truncated).toBe(false);
+        expect(first.run_ids).not.toContain('run-late');
+      });
+      const again = await until('the change named again', () => seen.find((e) => e.run_ids.includes('run-late')), 5000, 20);
+      expect(again.topics).toContain('events');
+    } finally {
+      stop();
+    }
+  });
+
   it('shows a job go QUEUED → RUNNING → SUCCEEDED without a reload, cancels one from its page, and draws its run as the API has it', async () => {
     // A job holding both cards: the one submitted from the page waits QUEUED behind it.
     const blocker = await c.client.submit({ type: 'CUSTOM', gpus: 2, command: 'sleep 300' });
@@ -81,9 +110,24 @@ describe('web console', () => {
     await form.locator('select[name=type]').selectOption('TRAIN');
     await form.locator('input[name=project]').fill('web-e2e');
     await form.locator('input[name=experiment]').fill('live');
+    await form.locator('input[name=gpus]').fill('2');
+
+    // A change while the form is open: the page refreshes live, and keeps what was typed.
+    await c.client.submit({ type: 'CUSTOM', gpus: 0, command: 'true' });
+    await expect.poll(() => page.locator('[data-count="all"]').innerText(), { timeout: 10_000 }).toBe('2');
+    expect(await form.locator('input[name=gpus]').inputValue()).toBe('2');
+    // Each state's count is the server's, over all jobs.
+    const pageCounts = () => page.locator('[data-count]').evaluateAll((els) => Object.fromEntries(els.map((e) => [e.getAttribute('data-count'), Number(e.textContent)])));
+    const apiCounts = async () => {
+      const r = await c.client.request<{ total: number; states: Record<string, number> }>('GET', '/jobs/counts');
+      return { all: r.total, ...r.states };
+    };
+    await expect.poll(async () => JSON.stringify(await pageCounts()) === JSON.stringify(await apiCounts()), { timeout: 10_000 }).toBe(true);
+
     await form.getByRole('button', { name: 'Submit' }).click();
     await page.waitForURL(/#\/jobs\/job/);
     const jobId = decodeURIComponent(page.url().split('#/jobs/')[1]);
+    expect((await c.client.job(jobId)).gpus, 'the GPUs typed, not the field reset by the refresh').toBe(2);
     await expect.poll(() => stateOf(page)).toBe('QUEUED');
 
     // Cancel the blocker from its own page, in a second tab.
@@ -137,8 +181,33 @@ describe('web console', () => {
     // The experiment page overlays the run; the checkpoints page names the primary metric.
     await page.goto(`${c.apiUrl}/#/experiments?project=web-e2e&experiment=live`);
     await page.locator('[data-chart="loss"][data-series="1"]').waitFor();
+    await page.goto(`${c.apiUrl}/#/experiments`);
+    await expect.poll(() => page.locator('tr[data-experiment="web-e2e/live"] td').nth(1).innerText()).toBe('1');
+    // The leaderboard ranks as GET /checkpoints/best does: evaluated values only where there are
+    // any (b's training-time 0.1 does not count), deleted ones out (c), ties to the later step (d).
+    const ck = (id: string, step: number) => ({ id, runId: run.id, jobId, attempt: 1, nodeId: 'web-node', uri: `/tmp/${id}`, fingerprint: `sha256:${id}`, sizeBytes: 1, step });
+    await h.db.insert(checkpoints).values([
+      { ...ck('ckpt-web-a', 1000), trainMetrics: { 'eval/loss': 0.9 } },
+      { ...ck('ckpt-web-b', 1500), trainMetrics: { 'eval/loss': 0.1 } },
+      { ...ck('ckpt-web-c', 1800), deletedAt: new Date() },
+      ck('ckpt-web-d', 2000),
+    ]);
+    await h.db.insert(evaluations).values(
+      (
+        [
+          ['a', 0.5],
+          ['c', 0.01],
+          ['d', 0.5],
+        ] as const
+      ).map(([x, v]) => ({ id: `eval-web-${x}`, checkpointId: `ckpt-web-${x}`, status: 'succeeded', metrics: { 'eval/loss': v } })),
+    );
+    const best = await c.client.request<{ checkpoint: { id: string } }>('GET', '/checkpoints/best?project=web-e2e&experiment=live');
+    expect(best.checkpoint.id).toBe('ckpt-web-d');
     await page.goto(`${c.apiUrl}/#/checkpoints?project=web-e2e&experiment=live`);
-    await expect.poll(() => page.locator('[data-testid="primary-metric"]').innerText()).toMatch(/eval\/loss|eval\/accuracy/);
+    await expect.poll(() => page.locator('[data-testid="primary-metric"]').innerText()).toMatch(/eval\/loss/);
+    await expect.poll(() => page.locator('table.leaderboard tbody tr').first().getAttribute('data-checkpoint')).toBe(best.checkpoint.id);
+    expect(await page.locator('table.leaderboard tbody tr').first().getAttribute('data-rank')).toBe('1');
+    expect(await page.locator('tr[data-checkpoint="ckpt-web-c"]').getAttribute('data-rank')).toBeNull();
 
     // Retry with an edit, from the cancelled blocker's page: a second attempt with the diff.
     await page.goto(`${c.apiUrl}/#/jobs/${blocker.id}`);
@@ -168,8 +237,9 @@ describe('chart series', () => {
     const al = align([a, b], 100);
     expect(al.snapped).toBe(false);
     expect(al.x).toEqual([0, 10, 20, 30]);
-    expect(al.y).toEqual([[0, 10, 20, null], [null, -10, -20, -30]]);
-    expect(al.hi[0]).toEqual([1, 11, 99, null]);
+    // undefined: no point of that run at that step, bridged; null would be a gap in the line.
+    expect(al.y).toEqual([[0, 10, 20, undefined], [undefined, -10, -20, -30]]);
+    expect(al.hi[0]).toEqual([1, 11, 99, undefined]);
   });
 
   it('merges runs into pixel columns when their steps do not line up, the spike kept in the band', () => {
@@ -184,5 +254,11 @@ describe('chart series', () => {
   it('draws NaN and infinities as gaps', () => {
     const r = { run_id: 'a', summaries: {}, series: [{ key: 'k', width: 1, points: [{ step: 0, value: 1, ts: 0 }, { step: 1, value: 'NaN', ts: 0 }, { step: 2, value: 'Infinity', ts: 0 }] }] };
     expect(seriesOf(r, 'k')!.y).toEqual([1, null, null]);
+    // Lined up with a run logged at other steps, the gaps stay gaps (null), the holes holes.
+    const other = { run_id: 'b', summaries: {}, series: [{ key: 'k', width: 1, points: [{ step: 5, value: 2, ts: 0 }] }] };
+    expect(align([seriesOf(r, 'k'), seriesOf(other, 'k')], 100).y).toEqual([
+      [1, null, null, undefined],
+      [undefined, undefined, undefined, 2],
+    ]);
   });
 });

@@ -6,7 +6,7 @@ import fastifyStatic from '@fastify/static';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
-import { changedIds, readVersions, type Versions } from '../../db/queries/changes.ts';
+import { changedIds, readVersions, type ChangeTopic, type Versions } from '../../db/queries/changes.ts';
 import { CHANGE_TOPICS, ConsoleInfoSchema, StreamText, type ChangeEvent } from '../schemas/console.ts';
 import type { ApiDeps } from '../app.ts';
 
@@ -16,7 +16,22 @@ export const BUILD_HINT = 'the console is not built: run npx vite build --config
 
 /** How often the shared watcher looks for changes while someone listens. */
 const POLL_MS = 500;
+/**
+ * How long after a change the watcher names it again. Its counter moved before the writer
+ * committed, so a page that refetched at once may have read the state before the commit; and
+ * rows of the id range not yet committed were not named.
+ */
+const TRAIL_MS = 1000;
 const PING_MS = 15_000;
+
+/** A change to be named again: its topics and where its id range began. */
+interface Trailing {
+  due: number;
+  topics: ChangeTopic[];
+  metricAfter: number;
+  eventAfter: number;
+}
+
 /**
  * Polls the database for all connected consoles at once: it runs only while someone listens,
  * and tells each listener what changed (never the data itself: pages refetch what they show).
@@ -24,6 +39,9 @@ const PING_MS = 15_000;
 export class ChangeWatcher {
   private listeners = new Set<(e: ChangeEvent) => void>();
   private last: Versions | null = null;
+  /** The metric-chunk and event ids named up to: the next change's range starts after them. */
+  private mark = { metric: 0, event: 0 };
+  private trailing: Trailing[] = [];
   private timer: NodeJS.Timeout | null = null;
   private failing = false;
   /** Bumped by stop(): a poll in flight when its loop was stopped does not go on. */
@@ -33,10 +51,16 @@ export class ChangeWatcher {
     private readonly db: Db,
     private readonly log: FastifyBaseLogger,
     private readonly pollMs = POLL_MS,
+    private readonly trailMs = TRAIL_MS,
   ) {}
 
   get size(): number {
     return this.listeners.size;
+  }
+
+  /** Whether the first poll is done: changes from then on are told. */
+  get watching(): boolean {
+    return this.last !== null;
   }
 
   subscribe(fn: (e: ChangeEvent) => void): () => void {
@@ -52,6 +76,7 @@ export class ChangeWatcher {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.last = null;
+    this.trailing = [];
     this.generation++;
   }
 
@@ -65,17 +90,11 @@ export class ChangeWatcher {
       const v = await readVersions(this.db);
       if (gen !== this.generation) return;
       const prev = this.last;
+      if (!prev) this.mark = { metric: v.metricId, event: v.eventId };
+      // Only once the change is told: a poll that fails half-way is redone in full.
+      else if (!(await this.compare(gen, prev, v))) return;
       this.last = v;
       this.failing = false;
-      if (prev) {
-        const topics = CHANGE_TOPICS.filter((t) => v[t] !== prev[t]);
-        if (topics.length) {
-          const ids = await changedIds(this.db, v, prev);
-          if (gen !== this.generation) return;
-          const event: ChangeEvent = { topics, run_ids: ids.runIds, job_ids: ids.jobIds };
-          for (const fn of this.listeners) fn(event);
-        }
-      }
     } catch (err) {
       // The database may be restarting: say so once, keep polling.
       if (!this.failing) this.log.warn({ err }, 'console change watcher: poll failed');
@@ -83,12 +102,38 @@ export class ChangeWatcher {
     }
     if (gen === this.generation && this.listeners.size > 0) this.schedule(this.pollMs);
   }
+
+  /** Names what changed since `prev`, with the changes of about a second ago again; false when stopped meanwhile. */
+  private async compare(gen: number, prev: Versions, v: Versions): Promise<boolean> {
+    const now = Date.now();
+    const fresh = CHANGE_TOPICS.filter((t) => v[t] !== prev[t]);
+    const due = this.trailing.filter((t) => t.due <= now);
+    if (fresh.length === 0 && due.length === 0) return true;
+    const topics = CHANGE_TOPICS.filter((t) => fresh.includes(t) || due.some((d) => d.topics.includes(t)));
+    const metricAfter = Math.min(this.mark.metric, ...due.map((d) => d.metricAfter));
+    const eventAfter = Math.min(this.mark.event, ...due.map((d) => d.eventAfter));
+    const named = topics.includes('metrics') || topics.includes('events');
+    const ids = named ? await changedIds(this.db, { metricAfter, metricUpTo: v.metricId, eventAfter, eventUpTo: v.eventId }) : { runIds: [], jobIds: [], truncated: false };
+    if (gen !== this.generation) return false;
+    this.trailing = this.trailing.filter((t) => t.due > now);
+    if (fresh.length) this.trailing.push({ due: now + this.trailMs, topics: fresh, metricAfter: this.mark.metric, eventAfter: this.mark.event });
+    if (named) this.mark = { metric: v.metricId, event: v.eventId };
+    const event: ChangeEvent = { topics, run_ids: ids.runIds, job_ids: ids.jobIds, truncated: ids.truncated };
+    for (const fn of this.listeners) fn(event);
+    return true;
+  }
 }
 
 function registerMissingBuild(app: FastifyInstance): void {
   const missing = async (_req: FastifyRequest, reply: FastifyReply) => reply.code(503).type('text/plain; charset=utf-8').send(`${BUILD_HINT}\n`);
   app.get('/', { schema: { hide: true } }, missing);
   app.get('/assets/*', { schema: { hide: true } }, missing);
+}
+
+/** Whether `file` is one of Vite's content-hashed assets: under web/dist/assets, wherever web/dist itself lies. */
+function isHashedAsset(file: string): boolean {
+  const rel = path.relative(consoleDist, file);
+  return rel.split(path.sep)[0] === 'assets' && !rel.startsWith('..') && !path.isAbsolute(rel);
 }
 
 /** The web console: its built assets at `/` and the change stream it listens to. */
@@ -102,7 +147,7 @@ export const consoleAssets = async (app: FastifyInstance): Promise<void> => {
     prefix: '/',
     cacheControl: false,
     // Vite names assets by content hash: they never change under one name.
-    setHeaders: (res, file) => res.setHeader('cache-control', file.includes(`${path.sep}assets${path.sep}`) ? 'public, max-age=31536000, immutable' : 'no-cache'),
+    setHeaders: (res, file) => res.setHeader('cache-control', isHashedAsset(file) ? 'public, max-age=31536000, immutable' : 'no-cache'),
   });
 };
 
@@ -141,7 +186,11 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
       };
       const unsubscribe = watcher.subscribe((e) => write(`event: change\ndata: ${JSON.stringify(e)}\n\n`));
       const ping = setInterval(() => write(': ping\n\n'), PING_MS);
+      let closed = false;
+      // Both the socket's and the stream's close call this: the second does nothing.
       const done = () => {
+        if (closed) return;
+        closed = true;
         clearInterval(ping);
         unsubscribe();
         streams.delete(out);

@@ -16,14 +16,15 @@ export const ChangeTopicSchema = Type.Union(CHANGE_TOPICS.map((t) => Type.Litera
 /** The data of one `change` event on GET /stream: what changed since the previous one. */
 export const ChangeEventSchema = Type.Object({
   topics: Type.Array(ChangeTopicSchema, { description: 'the kinds of things that changed; refetch what you show of them' }),
-  run_ids: Type.Array(Type.String(), { description: 'runs with new metric points or events (empty when more than 200 changed: refetch all)' }),
-  job_ids: Type.Array(Type.String(), { description: 'jobs with new events (empty when more than 200 changed)' }),
+  run_ids: Type.Array(Type.String(), { description: 'runs with new metric points or events (empty when `truncated`)' }),
+  job_ids: Type.Array(Type.String(), { description: 'jobs with new events (empty when `truncated`)' }),
+  truncated: Type.Boolean({ description: 'more than 200 runs or jobs changed, so none is named: refetch everything shown of `metrics` and `events`' }),
 });
 export type ChangeEvent = Omit<Static<typeof ChangeEventSchema>, 'topics'> & { topics: ChangeTopic[] };
 
 export const StreamText = Type.String({
   description:
     'text/event-stream. `event: hello` once on connect, then `event: change` with a JSON ChangeEvent ' +
-    '({"topics": [...], "run_ids": [...], "job_ids": [...]}) whenever jobs, nodes, runs, metric points, events or checkpoints change; ' +
-    'a `: ping` comment every 15 s. Nothing but notifications: clients refetch through the other routes.',
+    '({"topics": [...], "run_ids": [...], "job_ids": [...], "truncated": false}) whenever jobs, nodes, runs, metric points, events or checkpoints change; ' +
+    'each change is sent again about a second later (its writer may not have committed when it was first seen); a `: ping` comment every 15 s. Nothing but notifications: clients refetch through the other routes.',
 });

@@ -1,6 +1,11 @@
 /**
- * What the console's live updates poll (api/routes/console.ts): one row that changes whenever
- * something a page shows changes, and the runs and jobs touched between two such rows.
+ * What the console's live updates poll (api/routes/console.ts): change counters, one per topic,
+ * and the runs and jobs touched in a range of metric-chunk and event ids.
+ *
+ * The counters are sequences bumped by triggers (migration 0004_console_changes): reading them
+ * costs the same at 10 rows as at 10 million, and bumping one takes no lock a writer could wait
+ * on. Sequences are not transactional, so a counter moves before (or without) its commit: the
+ * watcher names what changed again a little later, when the writer has committed.
  */
 import { sql } from 'drizzle-orm';
 import type { Db } from '../client.ts';
@@ -8,57 +13,72 @@ import type { Db } from '../client.ts';
 export const CHANGE_TOPICS = ['jobs', 'nodes', 'runs', 'metrics', 'events', 'checkpoints'] as const;
 export type ChangeTopic = (typeof CHANGE_TOPICS)[number];
 
-/** More changed ids than this and a change names none: clients refetch everything they show. */
-const MAX_IDS = 200;
+/** More changed ids than this and a change names none (`truncated`): clients refetch everything they show. */
+export const MAX_IDS = 200;
 
+/** Each topic's counter, and the last ids handed out for metric chunks and events (committed or not). */
 export type Versions = Record<ChangeTopic, string> & { metricId: number; eventId: number };
 
 async function rows<T>(db: Db, q: ReturnType<typeof sql>): Promise<T[]> {
   return ((await db.execute(q)) as unknown as { rows: T[] }).rows;
 }
 
-/**
- * One row that changes whenever something a page shows changes. Every part is an aggregate over
- * a small table or a max over a primary key, so a poll costs well under a millisecond.
- */
+/** A sequence's last value, 0 before its first nextval (a fresh sequence reports its start value). */
+const seq = (name: string) => sql.raw(`(select case when is_called then last_value else 0 end from ${name})`);
+
+/** All counters in one query of sequence reads: O(1), whatever the size of the tables. */
 export async function readVersions(db: Db): Promise<Versions> {
-  const [r] = await rows<Record<string, string | number | null>>(
+  const [r] = await rows<Record<string, string | number>>(
     db,
-    sql`select
-      (select coalesce(max(updated_at)::text, '') || '/' || count(*) from jobs)
-        || '/' || (select coalesce(max(id), 0) from job_transitions) as jobs,
-      (select md5(coalesce(string_agg(id || status || labels::text, ',' order by id), '')) from nodes)
-        || (select md5(coalesce(string_agg(node_id || ':' || index || ':' || coalesce(owner_job_id, '') || present, ',' order by node_id, index), '')) from gpu_slots) as nodes,
-      (select count(*) || '/' || count(ended_at) || '/' || coalesce(max(created_at)::text, '') from runs) as runs,
-      (select coalesce(max(id), 0) from metric_chunks) as metric_id,
-      (select coalesce(max(id), 0) from events) as event_id,
-      (select count(*) || '/' || count(deleted_at) from checkpoints)
-        || (select md5(coalesce(string_agg(id || status, ',' order by id), '')) from evaluations) as checkpoints`,
+    sql`select ${sql.join(
+      CHANGE_TOPICS.map((t) => sql`${seq(`gpuplane_change_${t}`)} as ${sql.raw(t)}`),
+      sql`, `,
+    )}, ${seq('metric_chunks_id_seq')} as metric_id, ${seq('events_id_seq')} as event_id`,
   );
-  const metricId = Number(r.metric_id);
-  const eventId = Number(r.event_id);
-  return { jobs: String(r.jobs), nodes: String(r.nodes), runs: String(r.runs), checkpoints: String(r.checkpoints), metrics: String(metricId), events: String(eventId), metricId, eventId };
+  const v = Object.fromEntries(CHANGE_TOPICS.map((t) => [t, String(r[t])])) as Record<ChangeTopic, string>;
+  return { ...v, metricId: Number(r.metric_id), eventId: Number(r.event_id) };
 }
 
-/** Ids touched since the last poll, or [] when there are too many to name. */
-export async function changedIds(db: Db, v: Versions, prev: Versions): Promise<{ runIds: string[]; jobIds: string[] }> {
+/** An id range (after, upTo] of metric chunks and of events. */
+export interface IdWindow {
+  metricAfter: number;
+  metricUpTo: number;
+  eventAfter: number;
+  eventUpTo: number;
+}
+
+export interface ChangedIds {
+  runIds: string[];
+  jobIds: string[];
+  /** More than MAX_IDS runs or jobs changed: the lists are empty and every page should refetch. */
+  truncated: boolean;
+}
+
+/**
+ * The runs with metric chunks, and the runs and jobs with events, in `w`. Both ranges are on
+ * primary keys, so the cost follows what changed, not the size of the tables. Rows of the range
+ * not yet committed are not seen: the watcher asks again for the same range later.
+ */
+export async function changedIds(db: Db, w: IdWindow): Promise<ChangedIds> {
   const runIds = new Set<string>();
   const jobIds = new Set<string>();
-  if (v.metricId > prev.metricId) {
-    const r = await rows<{ run_id: string }>(db, sql`select distinct run_id from metric_chunks where id > ${prev.metricId} and id <= ${v.metricId} limit ${MAX_IDS + 1}`);
+  let more = false;
+  if (w.metricUpTo > w.metricAfter) {
+    const r = await rows<{ run_id: string }>(db, sql`select distinct run_id from metric_chunks where id > ${w.metricAfter} and id <= ${w.metricUpTo} limit ${MAX_IDS + 1}`);
     r.forEach((x) => runIds.add(x.run_id));
+    more ||= r.length > MAX_IDS;
   }
-  if (v.eventId > prev.eventId) {
+  if (w.eventUpTo > w.eventAfter) {
     const r = await rows<{ run_id: string | null; job_id: string | null }>(
       db,
-      sql`select distinct run_id, job_id from events where id > ${prev.eventId} and id <= ${v.eventId} limit ${MAX_IDS + 1}`,
+      sql`select distinct run_id, job_id from events where id > ${w.eventAfter} and id <= ${w.eventUpTo} limit ${MAX_IDS + 1}`,
     );
     for (const x of r) {
       if (x.run_id) runIds.add(x.run_id);
       if (x.job_id) jobIds.add(x.job_id);
     }
+    more ||= r.length > MAX_IDS;
   }
-  const cap = (s: Set<string>) => (s.size > MAX_IDS ? [] : [...s]);
-  return { runIds: cap(runIds), jobIds: cap(jobIds) };
+  if (more || runIds.size > MAX_IDS || jobIds.size > MAX_IDS) return { runIds: [], jobIds: [], truncated: true };
+  return { runIds: [...runIds], jobIds: [...jobIds], truncated: false };
 }
-

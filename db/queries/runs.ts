@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, lt, or, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, lt, max, or, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { events, experiments, projects, runs, type Run, type RunEvent } from '../schema.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
@@ -150,4 +150,22 @@ export async function jobEvents(ex: Executor, jobId: string, limit: number): Pro
   const runIds = (await ex.select({ id: runs.id }).from(runs).where(eq(runs.jobId, jobId))).map((r) => r.id);
   const where = runIds.length ? or(eq(events.jobId, jobId), inArray(events.runId, runIds)) : eq(events.jobId, jobId);
   return ex.select().from(events).where(where).orderBy(events.id).limit(limit);
+}
+
+/** Each project/experiment with runs: how many, how many running, and when the latest began; latest first. */
+export async function runCountsByExperiment(ex: Executor) {
+  const latest = max(runs.createdAt);
+  return ex
+    .select({
+      project: projects.name,
+      experiment: experiments.name,
+      runs: count(),
+      running: sql<number>`(count(*) filter (where ${runs.status} = 'running'))::int`,
+      latest,
+    })
+    .from(runs)
+    .innerJoin(projects, eq(projects.id, runs.projectId))
+    .leftJoin(experiments, eq(experiments.id, runs.experimentId))
+    .groupBy(projects.name, experiments.name)
+    .orderBy(desc(latest));
 }

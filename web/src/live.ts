@@ -12,6 +12,11 @@ const listeners = new Set<Listener>();
 const statusListeners = new Set<(up: boolean) => void>();
 let source: EventSource | null = null;
 let connected = false;
+/** Delay before recreating a stream the browser gave up on; doubles up to 30 s, reset by `hello`. */
+let backoffMs = 1000;
+let retryTimer: ReturnType<typeof setTimeout> | null = null;
+
+const ALL: ChangeEvent = { topics: ['jobs', 'nodes', 'runs', 'metrics', 'events', 'checkpoints'], run_ids: [], job_ids: [], truncated: true };
 
 function setConnected(up: boolean) {
   connected = up;
@@ -19,16 +24,30 @@ function setConnected(up: boolean) {
 }
 
 function ensureSource() {
-  if (source) return;
-  source = new EventSource(`${API}/stream`);
-  source.addEventListener('hello', () => {
+  if (source || retryTimer) return;
+  const es = new EventSource(`${API}/stream`);
+  source = es;
+  es.addEventListener('hello', () => {
+    backoffMs = 1000;
     // (Re)connected: whatever happened while we were away counts as changed.
     const wasDown = !connected;
     setConnected(true);
-    if (wasDown) emit({ topics: ['jobs', 'nodes', 'runs', 'metrics', 'events', 'checkpoints'], run_ids: [], job_ids: [] });
+    if (wasDown) emit(ALL);
   });
-  source.addEventListener('change', (m) => emit(JSON.parse((m as MessageEvent<string>).data) as ChangeEvent));
-  source.addEventListener('error', () => setConnected(false));
+  es.addEventListener('change', (m) => emit(JSON.parse((m as MessageEvent<string>).data) as ChangeEvent));
+  es.addEventListener('error', () => {
+    setConnected(false);
+    // The browser reconnects by itself after a network error, but gives up for good on an
+    // answer that is not an event stream (a proxy's 502 while the plane restarts): start over.
+    if (es.readyState !== EventSource.CLOSED || source !== es) return;
+    es.close();
+    source = null;
+    retryTimer = setTimeout(() => {
+      retryTimer = null;
+      ensureSource();
+    }, backoffMs);
+    backoffMs = Math.min(backoffMs * 2, 30_000);
+  });
 }
 
 function emit(e: ChangeEvent) {
@@ -65,8 +84,9 @@ export function concerns(e: ChangeEvent, w: Watch): boolean {
   if (hit.some((t) => t !== 'metrics' && t !== 'events')) return true;
   const runIds = w.runId === undefined ? [] : Array.isArray(w.runId) ? w.runId : [w.runId];
   if (runIds.length === 0 && w.jobId === undefined) return true;
-  // Both lists empty: too many changed to name them, ours may be among them.
-  if (e.run_ids.length === 0 && e.job_ids.length === 0) return true;
+  // Too many changed to name them: ours may be among them. (Empty lists without `truncated`
+  // name none: the rows were not committed yet, and the server names them again shortly.)
+  if (e.truncated) return true;
   return runIds.some((id) => e.run_ids.includes(id)) || (w.jobId !== undefined && e.job_ids.includes(w.jobId));
 }
 
@@ -110,6 +130,8 @@ export function useResource<T>(load: () => Promise<T>, deps: unknown[], watch: W
         (error: Error) => mine === gen.current && setState((s) => ({ data: s.data, error })),
       )
       .finally(() => {
+        // A load of earlier deps: the effect below has already reset the flags for the new ones.
+        if (mine !== gen.current) return;
         running.current = false;
         if (again.current) {
           again.current = false;

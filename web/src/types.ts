@@ -7,11 +7,12 @@ import type { Static } from '@sinclair/typebox';
 import type { BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery, ResolvedMetricSchema } from '../../api/schemas/checkpoints.ts';
 import type { ChangeEvent, ChangeTopic, ConsoleInfo } from '../../api/schemas/console.ts';
 import type { EvaluationSchema, StartEvaluationBody } from '../../api/schemas/evaluations.ts';
+import type { JobCounts, JobCountsQuery, RunCounts } from '../../api/schemas/job-counts.ts';
 import type { AttemptSchema, JobDetailSchema, JobSchema, JobStateSchema, ListJobsQuery, RetryBody, SubmitJobBody, TransitionSchema } from '../../api/schemas/jobs.ts';
 import type { NodeSchema, SlotSchema } from '../../api/schemas/nodes.ts';
 import type { CompareQuery, EventSchema, ListRunsQuery, MetricsQuery, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../../api/schemas/runs.ts';
 
-export type { ChangeEvent, ChangeTopic, ConsoleInfo, RetryBody, StartEvaluationBody, SubmitJobBody };
+export type { ChangeEvent, ChangeTopic, ConsoleInfo, JobCounts, JobCountsQuery, RetryBody, RunCounts, StartEvaluationBody, SubmitJobBody };
 export type Job = Static<typeof JobSchema>;
 export type JobState = Static<typeof JobStateSchema>;
 export type JobDetail = Static<typeof JobDetailSchema>;

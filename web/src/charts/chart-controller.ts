@@ -10,6 +10,8 @@ import { align, seriesOf, type Aligned } from './series.ts';
 export interface ChartRun {
   id: string;
   label: string;
+  /** Its colour's index (colorOf): kept by the run while it is shown; its position otherwise. */
+  color?: number;
 }
 
 /** What a chart last fetched and drew, for tests and the bench (window.__gpuplaneCharts[id]). */
@@ -18,7 +20,7 @@ export interface ChartState {
   runIds: string[];
   query: { points: number; step_min?: number; step_max?: number };
   responses: RunMetrics[];
-  data: (number | null)[][];
+  data: (number | null | undefined)[][];
   snapped: boolean;
   createdAt: number;
   firstDrawAt: number | null;
@@ -52,6 +54,8 @@ export class ChartController {
   responses = new Map<string, RunMetrics>();
   range: { min: number; max: number } | null = null;
   gen = 0;
+  /** Aborts the requests of the load under way: a newer load, or the chart's end, makes them moot. */
+  abort: AbortController | null = null;
   loading = false;
   pending = false;
   state: ChartState;
@@ -61,7 +65,7 @@ export class ChartController {
     readonly el: HTMLDivElement,
     readonly chartId: string,
     readonly key: string,
-    readonly runs: ChartRun[],
+    public runs: ChartRun[],
     readonly height: number,
     onError: (e: Error | null) => void,
   ) {
@@ -80,26 +84,46 @@ export class ChartController {
     else void this.load();
   }
 
-  /** Fetches the runs (in parallel groups) for the current range and draws each group as it comes. */
-  async load(): Promise<void> {
+  /**
+   * Other runs to show (some added, some removed): a new plot on the same element, drawn at
+   * once from what the others already fetched; only the added runs are fetched.
+   */
+  setRuns(runs: ChartRun[]): void {
+    this.runs = runs;
+    this.state.runIds = runs.map((r) => r.id);
+    for (const id of this.responses.keys()) if (!runs.some((r) => r.id === id)) this.responses.delete(id);
+    this.u?.destroy();
+    this.u = null;
+    const missing = runs.filter((r) => !this.responses.has(r.id)).map((r) => r.id);
+    if (this.responses.size) this.draw(missing.length === 0);
+    // A load under way may have been for the old runs: once it is done, fetch them all.
+    if (this.loading) this.pending = true;
+    else if (missing.length) void this.load(missing);
+  }
+
+  /** Fetches the runs (all, or `only`; in parallel groups) for the current range and draws each group as it comes. */
+  async load(only?: string[]): Promise<void> {
     this.loading = true;
     const gen = ++this.gen;
+    this.abort?.abort();
+    const abort = (this.abort = new AbortController());
     const range = this.range;
     const points = this.points;
     const q = { keys: this.key, points: String(points), ...(range ? { step_min: String(Math.max(0, Math.floor(range.min))), step_max: String(Math.max(0, Math.ceil(range.max))) } : {}) };
     const fresh = new Map<string, RunMetrics>();
+    const ids = only ?? this.runs.map((r) => r.id);
     const groups: string[][] = [];
-    for (let i = 0; i < this.runs.length; i += RUNS_PER_REQUEST) groups.push(this.runs.slice(i, i + RUNS_PER_REQUEST).map((r) => r.id));
+    for (let i = 0; i < ids.length; i += RUNS_PER_REQUEST) groups.push(ids.slice(i, i + RUNS_PER_REQUEST));
     try {
       await Promise.all(
-        groups.map(async (ids) => {
-          const got = ids.length === 1 ? [await api.metrics(ids[0], q)] : await api.compare({ ...q, runs: ids.join(',') });
+        groups.map(async (group) => {
+          const got = group.length === 1 ? [await api.metrics(group[0], q, abort.signal)] : await api.compare({ ...q, runs: group.join(',') }, abort.signal);
           if (gen !== this.gen) return;
           for (const r of got) fresh.set(r.run_id, r);
           // Until every group is back, the others keep what they showed before.
           for (const [id, r] of fresh) this.responses.set(id, r);
           this.state.query = { points, ...(range ? { step_min: Number(q.step_min), step_max: Number(q.step_max) } : {}) };
-          this.draw(fresh.size === this.runs.length);
+          this.draw(fresh.size === ids.length);
         }),
       );
       this.onError(null);
@@ -128,7 +152,7 @@ export class ChartController {
     const now = performance.now();
     const s = this.state;
     s.responses = this.runs.map((r) => this.responses.get(r.id)).filter((r): r is RunMetrics => r !== undefined);
-    s.data = data as (number | null)[][];
+    s.data = data as (number | null | undefined)[][];
     s.snapped = this.aligned.snapped;
     s.draws++;
     if (s.firstDrawAt === null && runs.some((r) => r && r.x.length)) s.firstDrawAt = now;
@@ -168,8 +192,8 @@ export class ChartController {
       const l = lo[i];
       const h = hi[i];
       if (!l || !h || !u.series[i + 1]?.show) continue;
-      ctx.fillStyle = colorOf(i, alpha);
-      ctx.strokeStyle = colorOf(i, alpha * 2);
+      ctx.fillStyle = colorOf(this.colorIndex(i), alpha);
+      ctx.strokeStyle = colorOf(this.colorIndex(i), alpha * 2);
       let seg: number[] = [];
       const flush = () => {
         if (seg.length === 1) {
@@ -185,8 +209,9 @@ export class ChartController {
         seg = [];
       };
       for (let j = a; j <= b; j++) {
-        if (l[j] !== null && h[j] !== null) seg.push(j);
-        else flush();
+        if (l[j] != null && h[j] != null) seg.push(j);
+        // A gap (null) ends the band; another run's step (undefined) is passed over.
+        else if (l[j] === null || h[j] === null) flush();
       }
       flush();
     }
@@ -206,8 +231,8 @@ export class ChartController {
         const h = this.aligned.hi[i];
         if (!l || !h) continue;
         for (let j = a; j <= b; j++) {
-          if (l[j] !== null && l[j]! < lo) lo = l[j]!;
-          if (h[j] !== null && h[j]! > hi) hi = h[j]!;
+          if (l[j] != null && l[j]! < lo) lo = l[j]!;
+          if (h[j] != null && h[j]! > hi) hi = h[j]!;
         }
       }
     }
@@ -230,7 +255,8 @@ export class ChartController {
       focus: { alpha: 0.3 },
       scales: { x: { time: false }, y: { range: (u, dmin, dmax) => this.yRange(u, dmin, dmax) } },
       axes: [{ label: 'step' }, { size: 60 }],
-      series: [{ label: 'step' }, ...this.runs.map((r, i) => ({ label: r.label, stroke: colorOf(i), width: many ? 1 : 1.5, spanGaps: true, points: { show: false } }))],
+      // spanGaps off: null (NaN, ±Infinity) breaks the line; undefined (no point there) is bridged.
+      series: [{ label: 'step' }, ...this.runs.map((r, i) => ({ label: r.label, stroke: colorOf(this.colorIndex(i)), width: many ? 1 : 1.5, spanGaps: false, points: { show: false } }))],
       hooks: {
         drawAxes: [(u) => this.drawBands(u)],
         setSelect: [
@@ -247,12 +273,17 @@ export class ChartController {
     };
   }
 
+  colorIndex(i: number): number {
+    return this.runs[i]?.color ?? i;
+  }
+
   resize(): void {
     if (this.u && this.el.clientWidth) this.u.setSize({ width: this.el.clientWidth, height: this.height });
   }
 
   destroy(): void {
     this.gen++;
+    this.abort?.abort();
     this.u?.destroy();
     if (window.__gpuplaneCharts?.[this.chartId] === this.state) delete window.__gpuplaneCharts[this.chartId];
   }

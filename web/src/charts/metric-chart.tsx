@@ -14,9 +14,11 @@ export function MetricChart({ chartId, metricKey, runs, height = 260 }: { chartI
   const el = useRef<HTMLDivElement>(null);
   const ctl = useRef<ChartController | null>(null);
   const [error, setError] = useState<Error | null>(null);
-  const runKey = runs.map((r) => r.id).join(',');
+  const runKey = runs.map((r) => `${r.id}:${r.color ?? ''}:${r.label}`).join(',');
+  const latestRuns = useRef(runs);
+  latestRuns.current = runs;
   useEffect(() => {
-    const c = new ChartController(el.current!, chartId, metricKey, runs, height, setError);
+    const c = new ChartController(el.current!, chartId, metricKey, latestRuns.current, height, setError);
     ctl.current = c;
     void c.load();
     const ro = new ResizeObserver(() => c.resize());
@@ -26,7 +28,14 @@ export function MetricChart({ chartId, metricKey, runs, height = 260 }: { chartI
       c.destroy();
       ctl.current = null;
     };
-  }, [chartId, metricKey, runKey, height]);
+  }, [chartId, metricKey, height]);
+  // Runs added or removed: the same controller redraws, fetching only the added ones.
+  const shownKey = useRef(runKey);
+  useEffect(() => {
+    if (shownKey.current === runKey) return;
+    shownKey.current = runKey;
+    ctl.current?.setRuns(latestRuns.current);
+  }, [runKey]);
   useLive({ topics: ['metrics'], runId: runs.map((r) => r.id) }, () => ctl.current?.refresh());
   return (
     <figure class="chart">

@@ -4,7 +4,11 @@
  */
 import { num, type RunMetrics } from '../types.ts';
 
-type Y = (number | null)[];
+/**
+ * A line's values, as uPlot reads them: null is a gap in the line (NaN or ±Infinity was
+ * logged there), undefined is no value at that x (another run's step) and is bridged.
+ */
+type Y = (number | null | undefined)[];
 
 export interface RunSeries {
   runId: string;
@@ -59,13 +63,13 @@ export function align(runs: (RunSeries | null)[], columns: number): Aligned {
     const x = [...steps].sort((a, b) => a - b);
     const at = new Map(x.map((s, i) => [s, i]));
     const spread = (r: RunSeries, v: Y) => {
-      const out: Y = new Array<number | null>(x.length).fill(null);
+      const out: Y = new Array<number | undefined>(x.length).fill(undefined);
       r.x.forEach((s, i) => (out[at.get(s)!] = v[i]));
       return out;
     };
     return {
       x,
-      y: runs.map((r) => (r ? spread(r, r.y) : new Array<number | null>(x.length).fill(null))),
+      y: runs.map((r) => (r ? spread(r, r.y) : new Array<number | undefined>(x.length).fill(undefined))),
       lo: runs.map((r) => (r?.lo ? spread(r, r.lo) : null)),
       hi: runs.map((r) => (r?.hi ? spread(r, r.hi) : null)),
       snapped: false,
@@ -86,21 +90,24 @@ export function align(runs: (RunSeries | null)[], columns: number): Aligned {
   for (const r of runs) {
     const sum = new Float64Array(n);
     const cnt = new Uint32Array(n);
-    const l: Y = new Array<number | null>(n).fill(null);
-    const h: Y = new Array<number | null>(n).fill(null);
+    // Columns where only NaN or ±Infinity fell: gaps, not holes.
+    const gap = new Uint8Array(n);
+    const l: Y = new Array<number | undefined>(n).fill(undefined);
+    const h: Y = new Array<number | undefined>(n).fill(undefined);
     r?.x.forEach((s, i) => {
       const c = Math.round((s - min) / w);
       const v = r.y[i];
-      if (v !== null) {
+      if (v === null) gap[c] = 1;
+      else if (v !== undefined) {
         sum[c] += v;
         cnt[c]++;
       }
       const a = r.lo ? r.lo[i] : v;
       const b = r.hi ? r.hi[i] : v;
-      if (a !== null && (l[c] === null || a < l[c]!)) l[c] = a;
-      if (b !== null && (h[c] === null || b > h[c]!)) h[c] = b;
+      if (a != null && (l[c] == null || a < l[c]!)) l[c] = a;
+      if (b != null && (h[c] == null || b > h[c]!)) h[c] = b;
     });
-    y.push(Array.from(cnt, (k, c) => (k ? sum[c] / k : null)));
+    y.push(Array.from(cnt, (k, c) => (k ? sum[c] / k : gap[c] ? null : undefined)));
     lo.push(l);
     hi.push(h);
   }

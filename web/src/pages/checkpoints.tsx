@@ -4,21 +4,34 @@
  * badged), a checkpoint's resume chain and evaluations, and an Evaluate button.
  */
 import { useState } from 'preact/hooks';
+import { metricFor, rankCheckpoints, type BestCandidate } from '../../../domain/best-checkpoint.ts';
 import { api, ApiError } from '../api.ts';
 import { ErrorBox, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
 import { bytes, metric } from '../format.ts';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
-import { num, type CheckpointsQuery, type ListedCheckpoint, type ResolvedMetric } from '../types.ts';
+import type { CheckpointsQuery, ListedCheckpoint, ResolvedMetric } from '../types.ts';
 
 const LEVEL = { experiment: "the experiment's setting", project: "the project's setting", default: 'the default (no setting)' } as const;
 
-/** The value a checkpoint ranks by: its evaluation's, else its training-time one. */
-function rankValue(c: ListedCheckpoint, m: ResolvedMetric): { v: number | null; fallback: boolean } {
-  const e = num(c.eval_value);
-  if (e !== null && Number.isFinite(e)) return { v: e, fallback: false };
-  const t = num(c.train_metrics?.[m.name]);
-  return t !== null && Number.isFinite(t) ? { v: t, fallback: true } : { v: null, fallback: false };
+type Candidate = BestCandidate & { c: ListedCheckpoint };
+
+/**
+ * The leaderboard in the server's order (domain/best-checkpoint.ts, what GET /checkpoints/best
+ * uses): evaluated values where any checkpoint has one, training-time values otherwise, ties to
+ * the later step. Deleted checkpoints are not ranked (best never picks them) but still listed.
+ */
+function leaderboard(list: ListedCheckpoint[], listed: ResolvedMetric) {
+  const live: Candidate[] = list
+    .filter((c) => !c.deleted_at)
+    .map((c) => ({ c, id: c.id, step: c.step, createdAt: new Date(c.created_at), evalMetrics: c.eval_metrics, trainMetrics: c.train_metrics }));
+  // A setting names its metric; the default depends on which metrics the ranked ones have.
+  const metric = listed.level === 'default' ? metricFor(live, { experiment: null, project: null }) : listed;
+  const { ranked, fallback } = rankCheckpoints(live, metric);
+  const rankOf = new Map(ranked.map((r, i) => [r.checkpoint.id, i + 1]));
+  const rest = list.filter((c) => !rankOf.has(c.id));
+  const rows = [...ranked.map((r) => r.checkpoint.c), ...rest.filter((c) => !c.deleted_at), ...rest.filter((c) => c.deleted_at)];
+  return { metric, fallback, rows: rows.map((c) => ({ c, rank: rankOf.get(c.id) ?? null })) };
 }
 
 function EvaluateButton({ id, onDone }: { id: string; onDone: () => void }) {
@@ -122,10 +135,11 @@ function ScopeForm({ q }: { q: CheckpointsQuery }) {
   }
   return (
     <form class="filters" onSubmit={submit}>
-      <input name="project" placeholder="project" value={q.project ?? ''} aria-label="project" />
-      <input name="experiment" placeholder="experiment" value={q.experiment ?? ''} aria-label="experiment" />
+      {/* Uncontrolled (keyed by the URL's value): a live refresh never overwrites what is being typed. */}
+      <input key={`p:${q.project ?? ''}`} name="project" placeholder="project" defaultValue={q.project ?? ''} aria-label="project" />
+      <input key={`e:${q.experiment ?? ''}`} name="experiment" placeholder="experiment" defaultValue={q.experiment ?? ''} aria-label="experiment" />
       <span class="muted">or</span>
-      <input name="run" placeholder="run id" value={q.run ?? ''} aria-label="run" />
+      <input key={`r:${q.run ?? ''}`} name="run" placeholder="run id" defaultValue={q.run ?? ''} aria-label="run" />
       <button type="submit">Show</button>
     </form>
   );
@@ -158,9 +172,9 @@ export function CheckpointsPage({ query }: { query: URLSearchParams }) {
     );
   }
   const l = list.data;
-  const m = l?.metric;
-  const rows = l && m ? l.checkpoints.map((c) => ({ c, ...rankValue(c, m) })) : [];
-  rows.sort((a, b) => (a.v === null ? 1 : b.v === null ? -1 : m!.goal === 'min' ? a.v - b.v : b.v - a.v));
+  const board = l ? leaderboard(l.checkpoints, l.metric) : null;
+  const m = board?.metric;
+  const rows = board?.rows ?? [];
   const bestId = best.data?.checkpoint.id;
   const link = (id: string) => href(['checkpoints'], { ...scope, id });
   return (
@@ -199,14 +213,14 @@ export function CheckpointsPage({ query }: { query: URLSearchParams }) {
               </tr>
             </thead>
             <tbody>
-              {rows.map(({ c, v, fallback }, i) => (
-                <tr key={c.id} data-checkpoint={c.id} class={c.id === selectedId ? 'selected' : ''}>
-                  <td>{v === null ? '' : i + 1}</td>
+              {rows.map(({ c, rank }) => (
+                <tr key={c.id} data-checkpoint={c.id} data-rank={rank ?? undefined} class={c.id === selectedId ? 'selected' : ''}>
+                  <td>{rank ?? ''}</td>
                   <td>
                     <a href={link(c.id)}>{c.id}</a> {c.id === bestId && <span class="badge best">best</span>}
                     {c.deleted_at && <span class="badge state-CANCELLED">deleted</span>}
                   </td>
-                  <td class={fallback ? 'muted' : ''}>{metric(c.eval_value)}</td>
+                  <td class={board?.fallback ? 'muted' : ''}>{metric(c.eval_metrics?.[m.name] ?? null)}</td>
                   <td>{metric(c.train_metrics?.[m.name] ?? null)}</td>
                   <td>{c.step ?? ''}</td>
                   <td>

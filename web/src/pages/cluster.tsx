@@ -46,7 +46,13 @@ function NodeCard({ node, jobs }: { node: GpuNode; jobs: Map<string, Job> }) {
 
 export function ClusterPage() {
   const nodes = useResource(() => api.nodes(), [], { topics: ['nodes'] });
-  const jobs = useResource(() => api.jobs({ limit: '1000' }), [], { topics: ['jobs'] });
+  // A card's owner is dispatching or running, however old the job: ask for those states, not
+  // for the newest jobs.
+  const jobs = useResource(
+    () => Promise.all((['DISPATCHING', 'RUNNING'] as const).map((state) => api.jobs({ state, limit: '1000' }))).then((l) => l.flat()),
+    [],
+    { topics: ['jobs'] },
+  );
   const byId = new Map((jobs.data ?? []).map((j) => [j.id, j]));
   return (
     <>

@@ -2,7 +2,7 @@
  * An experiment: its runs overlaid on one chart per metric (each run, so each attempt of a job,
  * its own series), and a table of their params and tags. Without a project: the list of them.
  */
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { colorOf, MetricChart, type ChartRun } from '../charts/metric-chart.tsx';
 import { ErrorBox, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
@@ -17,20 +17,13 @@ const MAX_OVERLAY = 50;
 const DEFAULT_CHARTS = 4;
 
 function ExperimentIndex() {
-  const runs = useResource(() => api.runs({ limit: '1000' }), [], { topics: ['runs'] });
-  if (!runs.data) return runs.error ? <ErrorBox error={runs.error} /> : <Loading what="runs" />;
-  const groups = new Map<string, { project: string; experiment: string; runs: Run[] }>();
-  for (const r of runs.data) {
-    if (!r.project) continue;
-    const k = `${r.project}/${r.experiment ?? ''}`;
-    const g = groups.get(k) ?? { project: r.project, experiment: r.experiment ?? '', runs: [] };
-    g.runs.push(r);
-    groups.set(k, g);
-  }
+  // Counted by the server over every run, not over the newest page of them.
+  const groups = useResource(() => api.runCounts(), [], { topics: ['runs'] });
+  if (!groups.data) return groups.error ? <ErrorBox error={groups.error} /> : <Loading what="experiments" />;
   return (
     <>
       <h1>Experiments</h1>
-      {groups.size === 0 && <p class="muted">No runs yet.</p>}
+      {groups.data.length === 0 && <p class="muted">No runs yet.</p>}
       <table>
         <thead>
           <tr>
@@ -42,20 +35,20 @@ function ExperimentIndex() {
           </tr>
         </thead>
         <tbody>
-          {[...groups.values()].map((g) => (
-            <tr key={`${g.project}/${g.experiment}`}>
+          {groups.data.map((g) => (
+            <tr key={`${g.project}/${g.experiment ?? ''}`} data-experiment={`${g.project}/${g.experiment ?? ''}`}>
               <td>
-                <a href={href(['experiments'], { project: g.project, experiment: g.experiment })}>
-                  {g.project} / {g.experiment}
+                <a href={href(['experiments'], { project: g.project, experiment: g.experiment ?? '' })}>
+                  {g.project} / {g.experiment ?? ''}
                 </a>
               </td>
-              <td>{g.runs.length}</td>
-              <td>{g.runs.filter((r) => r.status === 'running').length}</td>
+              <td>{g.runs}</td>
+              <td>{g.running}</td>
               <td>
-                <When at={g.runs[0].created_at} />
+                <When at={g.latest} />
               </td>
               <td>
-                <a href={href(['checkpoints'], { project: g.project, experiment: g.experiment })}>checkpoints</a>
+                <a href={href(['checkpoints'], { project: g.project, experiment: g.experiment ?? undefined })}>checkpoints</a>
               </td>
             </tr>
           ))}
@@ -63,6 +56,41 @@ function ExperimentIndex() {
       </table>
     </>
   );
+}
+
+/**
+ * The runs overlaid, in the order they were chosen, each with the colour it got then: a run
+ * that starts later is added (while fewer than MAX_OVERLAY are shown) without moving the others.
+ */
+interface Overlay {
+  ids: string[];
+  colors: Map<string, number>;
+  /** Runs already offered: a run the user unticked is not added back when the list refreshes. */
+  seen: Set<string>;
+}
+
+function freeColor(colors: Map<string, number>): number {
+  const used = new Set(colors.values());
+  let i = 0;
+  while (used.has(i)) i++;
+  return i;
+}
+
+/** `o` with the runs of `all` it has not seen added while there is room, and vanished ones dropped. */
+function withRuns(o: Overlay | null, all: Run[]): Overlay {
+  const next: Overlay = o ? { ids: [...o.ids], colors: new Map(o.colors), seen: new Set(o.seen) } : { ids: [], colors: new Map(), seen: new Set() };
+  const present = new Set(all.map((r) => r.id));
+  next.ids = next.ids.filter((id) => present.has(id));
+  for (const id of next.colors.keys()) if (!present.has(id)) next.colors.delete(id);
+  // Oldest first, so that the first load colours the runs in the order they started.
+  for (const r of [...all].reverse()) {
+    if (next.seen.has(r.id)) continue;
+    next.seen.add(r.id);
+    if (next.ids.length >= MAX_OVERLAY) continue;
+    next.ids.push(r.id);
+    next.colors.set(r.id, freeColor(next.colors));
+  }
+  return next;
 }
 
 /** Params whose values differ between the runs first: they are what the runs compare. */
@@ -78,9 +106,16 @@ export function ExperimentPage({ query }: { query: URLSearchParams }) {
   const experiment = query.get('experiment') ?? '';
   const wanted = query.get('keys');
   const runs = useResource(() => (project ? api.runs({ project, experiment: experiment || undefined, limit: '1000' }) : Promise.resolve([])), [project, experiment], { topics: ['runs'] });
-  const [unselected, setUnselected] = useState<Set<string>>(new Set());
+  const [overlay, setOverlay] = useState<Overlay | null>(null);
+  // Counts the refused ticks: each one re-renders, which unticks the box the browser ticked.
+  const [full, setFull] = useState(0);
+  useEffect(() => setOverlay(null), [project, experiment]);
+  useEffect(() => {
+    if (runs.data) setOverlay((o) => withRuns(o, runs.data!));
+  }, [runs.data]);
   const all = runs.data ?? [];
-  const selected = all.filter((r) => !unselected.has(r.id)).slice(0, MAX_OVERLAY);
+  const byId = new Map(all.map((r) => [r.id, r]));
+  const selected = (overlay?.ids ?? []).map((id) => byId.get(id)).filter((r): r is Run => r !== undefined);
   const ids = selected.map((r) => r.id).join(',');
   // One call for every run's summaries: the metric keys, and the last value of each.
   const summaries = useResource(
@@ -93,14 +128,24 @@ export function ExperimentPage({ query }: { query: URLSearchParams }) {
   const keys = [...new Set((summaries.data ?? []).flatMap((r) => Object.keys(r.summaries)))].sort();
   const shownKeys = wanted ? wanted.split(',').filter(Boolean) : keys.slice(0, DEFAULT_CHARTS);
   const setKeys = (k: string[]) => (location.hash = href(['experiments'], { project, experiment, keys: k.join(',') }));
-  const chartRuns: ChartRun[] = selected.map((r) => ({ id: r.id, label: runLabel(r) }));
+  const chartRuns: ChartRun[] = selected.map((r) => ({ id: r.id, label: runLabel(r), color: overlay?.colors.get(r.id) }));
   const last = new Map((summaries.data ?? []).map((r) => [r.run_id, r.summaries]));
   const params = paramColumns(all);
   const toggle = (id: string) => {
-    const next = new Set(unselected);
-    if (next.has(id)) next.delete(id);
-    else next.add(id);
-    setUnselected(next);
+    if (!overlay) return;
+    const next: Overlay = { ids: [...overlay.ids], colors: new Map(overlay.colors), seen: overlay.seen };
+    if (next.ids.includes(id)) {
+      next.ids = next.ids.filter((x) => x !== id);
+      next.colors.delete(id);
+    } else if (next.ids.length >= MAX_OVERLAY) {
+      setFull((n) => n + 1);
+      return;
+    } else {
+      next.ids.push(id);
+      next.colors.set(id, freeColor(next.colors));
+    }
+    setFull(0);
+    setOverlay(next);
   };
   return (
     <>
@@ -110,6 +155,11 @@ export function ExperimentPage({ query }: { query: URLSearchParams }) {
       <p class="muted">
         {all.length} runs, {selected.length} overlaid · <a href={href(['checkpoints'], { project, experiment: experiment || undefined })}>checkpoints</a>
       </p>
+      {full > 0 && (
+        <p class="error" data-testid="overlay-full">
+          At most {MAX_OVERLAY} runs can be overlaid at once: untick one to show another.
+        </p>
+      )}
       <ErrorBox error={summaries.error} />
       {keys.length > 0 && (
         <p class="keys">
@@ -147,12 +197,12 @@ export function ExperimentPage({ query }: { query: URLSearchParams }) {
           </thead>
           <tbody>
             {all.map((r) => {
-              const i = selected.findIndex((s) => s.id === r.id);
+              const color = overlay?.ids.includes(r.id) ? overlay.colors.get(r.id) : undefined;
               return (
                 <tr key={r.id} data-run={r.id}>
                   <td>
-                    <input type="checkbox" checked={i >= 0} onChange={() => toggle(r.id)} aria-label={`overlay ${r.id}`} />
-                    {i >= 0 && <span class="swatch" style={{ background: colorOf(i) }} />}
+                    <input type="checkbox" checked={color !== undefined} onChange={() => toggle(r.id)} aria-label={`overlay ${r.id}`} />
+                    {color !== undefined && <span class="swatch" style={{ background: colorOf(color) }} />}
                   </td>
                   <td>
                     <RunLink id={r.id} label={runLabel(r)} />

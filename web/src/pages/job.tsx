@@ -15,7 +15,13 @@ import { Attempts, Failure, LogTail, Timeline } from './job-parts.tsx';
 function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
   const [error, setError] = useState<Error | null>(null);
   const last = job.attempts[job.attempts.length - 1];
-  const cmd = job.command.length === 3 && job.command[0] === '/bin/sh' && job.command[1] === '-c' ? job.command[2] : JSON.stringify(job.command);
+  // What the form started from, kept while it is open: a live refresh of the job re-renders
+  // the form, and must neither reset what was typed nor move what an edit is compared with.
+  const [start] = useState(() => ({
+    cmd: job.command.length === 3 && job.command[0] === '/bin/sh' && job.command[1] === '-c' ? job.command[2] : JSON.stringify(job.command),
+    gpus: job.gpus,
+  }));
+  const cmd = start.cmd;
   async function submit(e: Event) {
     e.preventDefault();
     const f = new FormData(e.currentTarget as HTMLFormElement);
@@ -23,7 +29,7 @@ function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
     const body: RetryBody = {};
     try {
       if (s('command') && s('command') !== cmd) body.command = s('command').startsWith('[') ? (JSON.parse(s('command')) as string[]) : s('command');
-      if (Number(s('gpus')) !== job.gpus) body.gpus = Number(s('gpus'));
+      if (s('gpus') && Number(s('gpus')) !== start.gpus) body.gpus = Number(s('gpus'));
       if (s('params')) body.params = JSON.parse(s('params')) as Record<string, unknown>;
       if (s('env')) body.env = JSON.parse(s('env')) as Record<string, string>;
       await api.retry(job.id, body);
@@ -36,10 +42,10 @@ function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
     <form class="retry" onSubmit={submit} aria-label="retry with an edit">
       <p class="muted">Attempt {(last?.attempt ?? job.attempt) + 1} starts from attempt {last?.attempt ?? job.attempt}'s config with these changes; params and env are merged key by key.</p>
       <label class="wide">
-        command <input name="command" value={cmd} />
+        command <input name="command" defaultValue={cmd} />
       </label>
       <label>
-        GPUs <input name="gpus" type="number" min={0} max={64} value={String(job.gpus)} />
+        GPUs <input name="gpus" type="number" min={0} max={64} defaultValue={String(start.gpus)} />
       </label>
       <label class="wide">
         params to change (JSON) <input name="params" placeholder={JSON.stringify(job.params)} />

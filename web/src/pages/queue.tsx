@@ -8,6 +8,8 @@ import type { Job, JobState, ListJobsQuery, SubmitJobBody } from '../types.ts';
 
 const STATES: JobState[] = ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'LOST'];
 const TYPES = ['TRAIN', 'EVALUATE', 'CUSTOM'] as const;
+/** The newest this many jobs of the chosen state are listed (the counts cover them all). */
+const PAGE = 500;
 
 function SubmitForm({ onDone }: { onDone: (j: Job) => void }) {
   const [error, setError] = useState<Error | null>(null);
@@ -45,7 +47,7 @@ function SubmitForm({ onDone }: { onDone: (j: Job) => void }) {
         </select>
       </label>
       <label>
-        GPUs <input name="gpus" type="number" min={0} max={64} value="1" />
+        GPUs <input name="gpus" type="number" min={0} max={64} defaultValue="1" />
       </label>
       <label>
         project <input name="project" />
@@ -76,14 +78,16 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
     const next = { state, type, project, [k]: v };
     location.hash = href(['queue'], next);
   };
-  const q: ListJobsQuery = { limit: '500' };
+  // The server filters and counts: the newest page of jobs says nothing of the older ones.
+  const q: ListJobsQuery = { limit: String(PAGE) };
+  if (state) q.state = state;
   if (type) q.type = type as ListJobsQuery['type'];
   if (project) q.project = project;
-  const jobs = useResource(() => api.jobs(q), [type, project], { topics: ['jobs'] });
-  const all = jobs.data ?? [];
-  const counts = new Map<string, number>();
-  for (const j of all) counts.set(j.state, (counts.get(j.state) ?? 0) + 1);
-  const shown = state ? all.filter((j) => j.state === state) : all;
+  const jobs = useResource(() => api.jobs(q), [state, type, project], { topics: ['jobs'] });
+  const counts = useResource(() => api.jobCounts({ type: q.type, project: q.project }), [type, project], { topics: ['jobs'] });
+  const shown = jobs.data ?? [];
+  const total = counts.data?.total;
+  const countOf = (s: JobState) => counts.data?.states[s] ?? '…';
   return (
     <>
       <h1>
@@ -100,11 +104,11 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
       <div class="filters">
         <span class="tabs" role="tablist">
           <a href={href(['queue'], { type, project })} class={state === '' ? 'active' : ''}>
-            all {all.length}
+            all <span data-count="all">{total ?? '…'}</span>
           </a>
           {STATES.map((s) => (
             <a key={s} href={href(['queue'], { state: s, type, project })} class={state === s ? 'active' : ''} data-filter-state={s}>
-              {s.toLowerCase()} {counts.get(s) ?? 0}
+              {s.toLowerCase()} <span data-count={s}>{countOf(s)}</span>
             </a>
           ))}
         </span>
@@ -114,14 +118,16 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
             <option key={t}>{t}</option>
           ))}
         </select>
+        {/* Uncontrolled, keyed by the URL's value: a live refresh never resets what is being typed. */}
         <input
+          key={project}
           placeholder="project"
-          value={project}
+          defaultValue={project}
           aria-label="project"
           onChange={(e) => setFilter('project', (e.target as HTMLInputElement).value)}
         />
       </div>
-      <ErrorBox error={jobs.error} />
+      <ErrorBox error={jobs.error ?? counts.error} />
       {!jobs.data ? (
         <Loading what="jobs" />
       ) : (
@@ -163,6 +169,7 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
         </table>
       )}
       {jobs.data && shown.length === 0 && <p class="muted">No jobs{state ? ` ${state}` : ''}.</p>}
+      {shown.length === PAGE && <p class="muted">The newest {PAGE} are listed; filter by state, type or project to see others.</p>}
     </>
   );
 }

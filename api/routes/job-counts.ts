@@ -1,0 +1,52 @@
+/**
+ * Counts over all jobs and runs, for the console's tabs and indexes: counting the newest page of
+ * GET /jobs or GET /runs would miss the rest. GET /jobs/counts (per state), GET /runs/counts
+ * (per project and experiment).
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { eq, type SQL } from 'drizzle-orm';
+import { findProjectId } from '../../db/queries/projects.ts';
+import { jobCountsByState } from '../../db/queries/jobs.ts';
+import { runCountsByExperiment } from '../../db/queries/runs.ts';
+import { jobs } from '../../db/schema.ts';
+import { JOB_STATES } from '../../domain/job-states.ts';
+import { errorResponses } from '../schemas/common.ts';
+import { JobCountsQuery, JobCountsSchema, RunCountsSchema, type JobCounts, type RunCounts } from '../schemas/job-counts.ts';
+import type { ApiDeps } from '../app.ts';
+
+export const jobCountRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
+  // A static segment: find-my-way matches it before /jobs/:id whatever the order of registration.
+  app.get(
+    '/jobs/counts',
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: 'How many jobs are in each state, optionally of one type or project',
+        querystring: JobCountsQuery,
+        response: { 200: JobCountsSchema, ...errorResponses },
+      },
+    },
+    async (req): Promise<JobCounts> => {
+      const states = Object.fromEntries(JOB_STATES.map((s) => [s, 0]));
+      const where: SQL[] = [];
+      if (req.query.type) where.push(eq(jobs.type, req.query.type));
+      if (req.query.project) {
+        const projectId = await findProjectId(db, req.query.project);
+        if (!projectId) return { total: 0, states };
+        where.push(eq(jobs.projectId, projectId));
+      }
+      const rows = await jobCountsByState(db, where);
+      for (const r of rows) states[r.state] = r.n;
+      return { total: rows.reduce((t, r) => t + r.n, 0), states };
+    },
+  );
+
+  app.get(
+    '/runs/counts',
+    { schema: { tags: ['runs'], summary: 'How many runs (and running ones) each project/experiment has, latest run first', response: { 200: RunCountsSchema, ...errorResponses } } },
+    async (): Promise<RunCounts> => {
+      const rows = await runCountsByExperiment(db);
+      return { experiments: rows.map((r) => ({ ...r, latest: (r.latest ?? new Date(0)).toISOString() })) };
+    },
+  );
+};
