@@ -1,127 +1,174 @@
 /**
- * bench/dispatch: how fast jobs go from submit to RUNNING and through the system.
+ * bench/dispatch: how fast jobs go from submit to RUNNING and through the system, beside the
+ * peers that bound it, all in one run.
  *
- *   npm run bench:dispatch [-- --jobs 1000 --latency-samples 50 --queue 10000]
+ *   npm run bench:dispatch [-- --jobs 1000 --latency-samples 50 --queue 10000 --skip slurm,cluster,grid,peer]
  *
- * Real parts: a throwaway PostgreSQL cluster, the Temporal dev server, the HTTP API, the
- * control worker and the agents (in this one process, each agent its own Temporal worker on
- * its own task queue). The peer, run in the same process against the same servers, is bare
- * Temporal: one workflow with one no-op activity per job, which bounds what any design on
- * this Temporal server can reach.
+ * Real parts, real processes: a throwaway PostgreSQL cluster and a Temporal dev server shared by
+ * the shapes, and per shape `gpuctl control-worker`, `gpuctl api` and `gpuctl agent` processes
+ * (test/support/cluster.ts), or one `gpuctl up` (the embedded default: PGlite and its own dev
+ * server). The client is one script submitting over HTTP one request at a time, as a user's
+ * loop would. The peers: Slurm from Debian on the same machine (bench/slurm-peer.ts), and bare
+ * Temporal on the same server (one workflow with one no-op activity a job).
  */
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker } from '@temporalio/worker';
-import { sql } from 'drizzle-orm';
 import { GpuplaneClient } from '../cli/client.ts';
 import { createLogger } from '../cli/logger.ts';
-import { openDatabase } from '../db/client.ts';
-import { insertJob } from '../db/queries/jobs.ts';
-import { runSchedulePass } from '../db/queries/schedule.ts';
-import { upsertNodeOnline } from '../db/queries/nodes.ts';
-import { startApiServer } from '../api/server.ts';
-import { startDevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
-import { startControlWorker, workflowsPath } from '../workers/control/worker.ts';
-import { startAgent, type Agent } from '../workers/gpu-host/agent.ts';
-import { fakeGpus } from '../workers/gpu-host/inventory.ts';
-import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
+import { jobWorkflowId } from '../workflows/names.ts';
+import { gpuctlPath, ManagedProcess, startCluster, type Cluster } from '../test/support/cluster.ts';
 import { freePort } from '../test/support/ports.ts';
+import { startSharedServices } from '../test/support/services.ts';
+import { measurePass, type PassFigure } from './schedule-pass.ts';
+import { runSlurmPeer, type SlurmFigures } from './slurm-peer.ts';
 
 const { values: args } = parseArgs({
   options: {
     jobs: { type: 'string', default: '1000' },
     'latency-samples': { type: 'string', default: '50' },
     queue: { type: 'string', default: '10000' },
+    skip: { type: 'string', default: '' },
   },
   strict: true,
 });
 const JOBS = Number(args.jobs);
 const SAMPLES = Number(args['latency-samples']);
 const QUEUE = Number(args.queue);
-const SLURM_RATE = 500;
+const skip = new Set(args.skip.split(',').filter(Boolean));
 
 const say = (s: string) => process.stdout.write(`${s}\n`);
 const pct = (xs: number[], p: number) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
 };
+const ms = (x: number) => `${x.toFixed(x < 10 ? 1 : 0)} ms`;
 
 async function pool<T>(items: T[], width: number, fn: (t: T) => Promise<void>): Promise<void> {
   let i = 0;
-  await Promise.all(Array.from({ length: width }, async () => {
-    while (i < items.length) await fn(items[i++]);
-  }));
+  await Promise.all(
+    Array.from({ length: width }, async () => {
+      while (i < items.length) await fn(items[i++]);
+    }),
+  );
+}
+
+interface Throughput {
+  rate: number;
+  seconds: number;
+  ok: number;
+  post: { p50: number; p99: number };
+}
+
+/** JOBS one-card `true` jobs, one POST at a time; jobs/s from the first submit to the last job ended. */
+async function sequentialTrue(client: GpuplaneClient): Promise<Throughput & { ids: string[] }> {
+  const ids: string[] = [];
+  const post: number[] = [];
+  const t0 = Date.now();
+  for (let i = 0; i < JOBS; i++) {
+    const a = performance.now();
+    ids.push((await client.submit({ type: 'CUSTOM', gpus: 1, command: ['true'], working_dir: '/tmp' })).id);
+    post.push(performance.now() - a);
+  }
+  const mine = new Set(ids);
+  let ended: { ok: number; last: number } | null = null;
+  while (!ended) {
+    const done = (await client.request<{ jobs: { id: string; state: string; ended_at: string | null }[] }>('GET', `/jobs?limit=1000`)).jobs.filter((j) => j.ended_at && mine.has(j.id));
+    if (done.length >= Math.min(JOBS, 1000)) ended = { ok: done.filter((j) => j.state === 'SUCCEEDED').length, last: Math.max(...done.map((j) => new Date(j.ended_at!).getTime())) };
+    else await new Promise((r) => setTimeout(r, 250));
+  }
+  const seconds = (ended.last - t0) / 1000;
+  return { rate: JOBS / seconds, seconds, ok: ended.ok, post: { p50: pct(post, 50), p99: pct(post, 99) }, ids };
+}
+
+/** What one job costs Temporal: history events, workflow tasks, activities, signals and markers, from real histories. */
+async function actionsPerJob(address: string, namespace: string, ids: string[]) {
+  const t = await connectClient(address, namespace);
+  const totals = { events: 0, workflowTasks: 0, activities: 0, signals: 0, markers: 0, upserts: 0 };
+  const sample = ids.slice(-20);
+  for (const id of sample) {
+    const h = await t.client.workflow.getHandle(jobWorkflowId(id)).fetchHistory();
+    for (const e of h.events ?? []) {
+      totals.events++;
+      const type = String(e.eventType);
+      if (e.workflowTaskCompletedEventAttributes) totals.workflowTasks++;
+      if (e.activityTaskScheduledEventAttributes) totals.activities++;
+      if (e.workflowExecutionSignaledEventAttributes) totals.signals++;
+      if (e.markerRecordedEventAttributes) totals.markers++;
+      if (e.upsertWorkflowSearchAttributesEventAttributes) totals.upserts++;
+      void type;
+    }
+  }
+  await t.close();
+  const per = (n: number) => +(n / sample.length).toFixed(1);
+  return { events: per(totals.events), workflowTasks: per(totals.workflowTasks), activities: per(totals.activities), signals: per(totals.signals), localActivities: per(totals.markers), searchAttributeUpserts: per(totals.upserts) };
+}
+
+/** `gpuctl up` on its embedded defaults (PGlite, its own dev server), as the README's first command starts it. */
+async function startEmbedded(scratch: string): Promise<{ client: GpuplaneClient; stop(): Promise<void> }> {
+  const apiPort = await freePort();
+  const env: NodeJS.ProcessEnv = { ...process.env, GPUPLANE_HOME: path.join(scratch, 'embedded'), GPUPLANE_API_PORT: String(apiPort), GPUPLANE_API_URL: `http://127.0.0.1:${apiPort}`, GPUPLANE_LOG_LEVEL: 'warn' };
+  delete env.TEMPORAL_ADDRESS;
+  delete env.DATABASE_URL;
+  const up = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '8', '--temporal-ui-port', String(await freePort())], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  up.stdout.on('data', (d: Buffer) => (out += d));
+  up.stderr.on('data', (d: Buffer) => (out += d));
+  const deadline = Date.now() + 120_000;
+  while (!out.includes('GPUPlane is up')) {
+    if (up.exitCode !== null || Date.now() > deadline) throw new Error(`gpuctl up did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    client: new GpuplaneClient(`http://127.0.0.1:${apiPort}`),
+    async stop() {
+      const gone = new Promise((r) => up.once('exit', r));
+      up.kill('SIGINT');
+      await gone;
+    },
+  };
 }
 
 async function main() {
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-bench-'));
-  const pgPort = await freePort();
-  const tPort = await freePort();
-  say(`bench/dispatch: ${JOBS} jobs a shape, ${SAMPLES} latency samples, ${QUEUE} queued for the pass; ${os.cpus().length} cores`);
-  const pgc = await startThrowawayCluster(pgPort);
-  const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: tPort, uiPort: null, logFile: path.join(scratch, 'temporal.log') });
-  const connection = await connectWorker(temporal.address, createLogger('warn'));
+  say(`bench/dispatch: ${JOBS} jobs a shape, ${SAMPLES} latency samples, ${QUEUE} queued for the pass; ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB`);
+  const services = await startSharedServices('bench-dispatch');
   const results: string[] = [];
+  const note = (s: string) => {
+    results.push(s);
+    say(s);
+  };
+  const figures: Record<string, number> = {};
+  const cluster = (name: string, extra: Partial<Parameters<typeof startCluster>[1]> = {}) =>
+    startCluster(name, { agents: [{ nodeId: 'one', gpus: 8 }], heartbeatTimeoutS: 10, lostAfterS: 60, ...extra }, services);
   try {
-    // A fresh catalogue and namespace per shape, so one shape's leftovers do not slow the next.
-    async function cluster(name: string, nodes: { id: string; gpus: number }[]) {
-      await createDatabase(pgc.url('postgres'), name);
-      const database = await openDatabase({ url: pgc.url(name), poolSize: 20 });
-      await ensureNamespace(temporal.address, name);
-      const t = await connectClient(temporal.address, name);
-      const timeouts = { heartbeatTimeoutMs: 10_000, lostAfterMs: 60_000 };
-      const control = await startControlWorker({ db: database.db, client: t.client, connection, namespace: name, backfillHoldMs: 300_000, timeouts });
-      const api = await startApiServer({ db: database.db, client: t.client, timeouts }, '127.0.0.1', 0);
-      const agents: Agent[] = [];
-      for (const n of nodes) {
-        agents.push(
-          await startAgent({ nodeId: n.id, labels: {}, fakeGpus: n.gpus, client: t.client, connection, namespace: name, apiUrl: api.url, dataDir: path.join(scratch, name, n.id), heartbeatTimeoutMs: 10_000, lostAfterMs: 60_000, killGraceMs: 1000 }),
-        );
-      }
-      const client = new GpuplaneClient(api.url);
-      const deadline = Date.now() + 60_000;
-      while ((await client.nodes()).filter((n) => n.status === 'ONLINE').length < nodes.length) {
-        if (Date.now() > deadline) throw new Error('nodes did not come ONLINE');
-        await new Promise((r) => setTimeout(r, 200));
-      }
-      return {
-        db: database.db,
-        client,
-        async close() {
-          await Promise.all(agents.map((a) => a.shutdown()));
-          await api.close();
-          await control.shutdown();
-          await t.close();
-          await database.close();
-        },
-      };
-    }
-
-    async function throughput(name: string, nodes: { id: string; gpus: number }[]) {
-      const c = await cluster(name, nodes);
-      const ids: string[] = [];
-      const t0 = Date.now();
-      await pool([...Array(JOBS).keys()], 32, async () => {
-        ids.push((await c.client.submit({ type: 'CUSTOM', gpus: 1, command: ['true'], working_dir: '/tmp' })).id);
-      });
-      const submitted = Date.now();
-      for (;;) {
-        const r = (await c.db.execute(sql`select count(*)::int as n from jobs where state in ('SUCCEEDED','FAILED','CANCELLED')`)) as unknown as { rows: { n: number }[] };
-        if (r.rows[0].n >= JOBS) break;
-        await new Promise((res) => setTimeout(res, 200));
-      }
-      const r = (await c.db.execute(sql`select count(*) filter (where state = 'SUCCEEDED')::int as ok, max(ended_at) as last from jobs`)) as unknown as { rows: { ok: number; last: string }[] };
-      const seconds = (new Date(r.rows[0].last).getTime() - t0) / 1000;
-      await c.close();
-      return { rate: JOBS / seconds, seconds, ok: r.rows[0].ok, submitSeconds: (submitted - t0) / 1000 };
-    }
-
-    // 1. submit→RUNNING latency on an idle cluster, one job at a time.
+    // 1. The public path on the embedded default: `gpuctl up` (PGlite), one client, one POST at a time.
     {
-      const c = await cluster('latency', [{ id: 'idle', gpus: 8 }]);
+      const e = await startEmbedded(services.scratch);
+      try {
+        const idle: number[] = [];
+        for (let i = 0; i < SAMPLES; i++) {
+          const a = performance.now();
+          const j = await e.client.submit({ type: 'CUSTOM', gpus: 1, command: ['true'], working_dir: '/tmp' });
+          idle.push(performance.now() - a);
+          await e.client.waitFor(j.id, undefined, 60_000, 20);
+        }
+        note(`embedded (gpuctl up, PGlite): POST /jobs on an idle plane p50 ${ms(pct(idle, 50))}, p99 ${ms(pct(idle, 99))}`);
+        figures.postIdleP50 = pct(idle, 50);
+        const r = await sequentialTrue(e.client);
+        note(`embedded (gpuctl up, PGlite): ${JOBS} one-card \`true\` jobs on 1 node × 8 cards, one client POSTing one at a time: ${r.rate.toFixed(1)} jobs/s (${r.seconds.toFixed(1)} s, ${r.ok} succeeded); POST p50 ${ms(r.post.p50)}, p99 ${ms(r.post.p99)} under that load`);
+        figures.embedded = r.rate;
+      } finally {
+        await e.stop();
+      }
+    }
+
+    // 2. submit → RUNNING on an idle cluster (PostgreSQL, dev server), one job at a time.
+    {
+      const c = await cluster('latency');
       const lat: number[] = [];
       for (let i = 0; i < SAMPLES; i++) {
         const j = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: ['true'], working_dir: '/tmp' });
@@ -130,49 +177,60 @@ async function main() {
         const running = d.history.find((h) => h.to === 'RUNNING')!;
         lat.push(new Date(running.at).getTime() - new Date(created.at).getTime());
       }
-      await c.close();
-      results.push(`submit→RUNNING, idle cluster (${SAMPLES} jobs, one at a time): p50 ${pct(lat, 50)} ms, p99 ${pct(lat, 99)} ms`);
-      say(results.at(-1)!);
+      await c.stop();
+      note(`submit → RUNNING, idle cluster (PostgreSQL, dev server; ${SAMPLES} jobs one at a time): p50 ${ms(pct(lat, 50))}, p99 ${ms(pct(lat, 99))}`);
     }
 
-    // 2. 1,000 no-work jobs on 50 fake nodes × 8 cards.
-    const wide = await throughput('wide', Array.from({ length: 50 }, (_, i) => ({ id: `n${i}`, gpus: 8 })));
-    results.push(`${JOBS} no-work jobs, 50 nodes × 8 cards: ${wide.rate.toFixed(1)} jobs/s (${wide.seconds.toFixed(1)} s first submit → last finish; submits took ${wide.submitSeconds.toFixed(1)} s; ${wide.ok} succeeded)`);
-    say(results.at(-1)!);
-
-    // 3. 1,000 one-card `true` jobs on one node of 8 cards (the single-Slurm-node shape).
-    const single = await throughput('single', [{ id: 'one', gpus: 8 }]);
-    results.push(`${JOBS} one-card \`true\` jobs, 1 node × 8 cards: ${single.rate.toFixed(1)} jobs/s (${single.seconds.toFixed(1)} s; ${single.ok} succeeded)`);
-    say(results.at(-1)!);
-
-    // 4. One scheduling pass with QUEUE jobs queued (rows written directly; the pass is what is timed).
+    // 3. The same throughput shape on PostgreSQL and the dev server, with the cost of a job in Temporal actions.
     {
-      await createDatabase(pgc.url('postgres'), 'pass');
-      const database = await openDatabase({ url: pgc.url('pass') });
-      for (let i = 0; i < 50; i++) await upsertNodeOnline(database.db, { nodeId: `p${i}`, hostname: 'h', labels: {}, gpus: fakeGpus(`p${i}`, 8) });
-      await database.db.transaction(async (tx) => {
-        for (let i = 0; i < QUEUE; i++) {
-          const j = await insertJob(tx, { id: `q${String(i).padStart(6, '0')}`, type: 'CUSTOM', state: 'CREATED', gpus: 1 + (i % 4), selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {}, priority: i % 3 });
-          void j;
+      const c = await cluster('single');
+      const r = await sequentialTrue(c.client);
+      const a = await actionsPerJob(services.temporalAddress, c.namespace, r.ids);
+      await c.stop();
+      note(`PostgreSQL + dev server: ${JOBS} one-card \`true\` jobs on 1 node × 8 cards, one client one POST at a time: ${r.rate.toFixed(1)} jobs/s (${r.seconds.toFixed(1)} s, ${r.ok} succeeded); POST p50 ${ms(r.post.p50)}`);
+      note(
+        `per job in Temporal (mean of the last 20 jobs' histories): ${a.events} history events, ${a.workflowTasks} workflow tasks, ${a.activities} activity, ${a.signals} signal, ${a.localActivities} local activities (database writes), ${a.searchAttributeUpserts} search-attribute upserts`,
+      );
+      figures.pg = r.rate;
+    }
+
+    // 4. A real Temporal cluster (temporal-server on PostgreSQL, 4 history shards), with 1 and 2 control workers.
+    if (!skip.has('cluster')) {
+      for (const workers of [1, 2]) {
+        const c: Cluster = await cluster(`cluster${workers}`, { realTemporal: { numHistoryShards: 4 } });
+        const extra: ManagedProcess[] = [];
+        for (let i = 1; i < workers; i++) {
+          const p = new ManagedProcess(`control worker ${i + 1}`, ['control-worker'], c.env, 'control worker polling');
+          await p.start();
+          extra.push(p);
         }
-        await tx.execute(sql`update jobs set state = 'QUEUED', queued_at = now()`);
-      });
-      const t0 = performance.now();
-      const placed = await runSchedulePass(database.db, 300_000);
-      const full = performance.now() - t0;
-      const t1 = performance.now();
-      await runSchedulePass(database.db, 300_000);
-      const scan = performance.now() - t1;
-      await database.close();
-      results.push(`one scheduling pass, ${QUEUE} queued, 400 free cards: ${full.toFixed(0)} ms placing ${placed.placements.length} jobs; ${scan.toFixed(0)} ms for the next pass (no free cards)`);
-      say(results.at(-1)!);
+        const r = await sequentialTrue(c.client);
+        await Promise.all(extra.map((p) => p.kill('SIGTERM')));
+        await c.stop();
+        note(`real Temporal cluster (temporal-server 1.27.2 on PostgreSQL, 4 shards), ${workers} control worker${workers > 1 ? 's' : ''}: ${r.rate.toFixed(1)} jobs/s (${r.ok} succeeded); POST p50 ${ms(r.post.p50)}`);
+        figures[`cluster${workers}`] = r.rate;
+      }
     }
 
-    // 5. The peer: bare Temporal, one workflow + one no-op activity per job, same servers.
+    // 5. One scheduling pass: 10,000 queued on 1,000 nodes × 8 cards with 10 % free, and how it grows.
     {
+      const url = (db: string) => `postgres://postgres@127.0.0.1:${services.pgPort}/${db}`;
+      const main: PassFigure = await measurePass(url, url('postgres'), { nodes: 1000, queued: QUEUE, free: 0.1 });
+      note(`one scheduling pass, ${QUEUE} queued, 1,000 nodes × 8 cards with 10 % free: ${main.medianMs} ms (placing ${main.placed})`);
+      if (!skip.has('grid')) {
+        const grow: string[] = [];
+        for (const queued of [1000, 50_000]) grow.push(`${queued} queued ${(await measurePass(url, url('postgres'), { nodes: 1000, queued, free: 0.1 })).medianMs} ms`);
+        for (const nodes of [100, 4000]) grow.push(`${nodes} nodes ${(await measurePass(url, url('postgres'), { nodes, queued: QUEUE, free: 0.1 })).medianMs} ms`);
+        note(`  growth (other things as above): ${grow.join(', ')}`);
+      }
+    }
+
+    // 6. The peer on the same server: bare Temporal, one workflow + one no-op activity per job.
+    if (!skip.has('peer')) {
       const ns = 'peer';
-      await ensureNamespace(temporal.address, ns);
-      const t = await connectClient(temporal.address, ns);
+      await ensureNamespace(services.temporalAddress, ns);
+      const t = await connectClient(services.temporalAddress, ns);
+      const connection = await connectWorker(services.temporalAddress, createLogger('warn'));
       const worker = await Worker.create({
         connection,
         namespace: ns,
@@ -183,33 +241,41 @@ async function main() {
       });
       const run = worker.run();
       const t0 = Date.now();
-      await pool([...Array(JOBS).keys()], 32, async (i) => {
-        await t.client.workflow.start('peerWorkflow', { workflowId: `peer-${i}`, taskQueue: 'peer' });
-      });
+      for (let i = 0; i < JOBS; i++) await t.client.workflow.start('peerWorkflow', { workflowId: `peer-${i}`, taskQueue: 'peer' });
       await pool([...Array(JOBS).keys()], 64, async (i) => {
         await t.client.workflow.getHandle(`peer-${i}`).result();
       });
       const rate = JOBS / ((Date.now() - t0) / 1000);
       worker.shutdown();
       await run;
+      await connection.close();
       await t.close();
-      results.push(`peer, bare Temporal (1 workflow + 1 no-op activity per job): ${rate.toFixed(1)} jobs/s`);
-      say(results.at(-1)!);
-      const best = Math.max(wide.rate, single.rate);
-      results.push(
-        `ratios: GPUPlane/bare Temporal ${(best / rate).toFixed(2)}; GPUPlane/Slurm's 500 jobs/s ${(best / SLURM_RATE).toFixed(3)} (Slurm is ${(SLURM_RATE / best).toFixed(1)}× faster)`,
-      );
-      say(results.at(-1)!);
+      note(`peer, bare Temporal on the same dev server (1 workflow + 1 no-op activity a job, started one at a time): ${rate.toFixed(1)} jobs/s`);
+      figures.bare = rate;
     }
   } finally {
-    await connection.close();
-    await temporal.stop();
-    pgc.remove();
-    fs.rmSync(scratch, { recursive: true, force: true });
+    await services.stop();
   }
+
+  // 7. The peer on its own ground: Slurm from Debian, 1 node × 8 GPUs, tuned.
+  let slurm: SlurmFigures | { unavailable: string } | null = null;
+  if (!skip.has('slurm')) {
+    slurm = await runSlurmPeer({ jobs: JOBS, latencySamples: SAMPLES, log: (s) => process.stderr.write(`${s}\n`) });
+    if ('unavailable' in slurm) note(`Slurm: not measured here (${slurm.unavailable})`);
+    else {
+      note(`peer, Slurm ${slurm.version} (1 node × 8 GPUs as gres, tuned): ${slurm.loopJobsPerS.toFixed(1)} jobs/s for ${JOBS} × \`sbatch --gres=gpu:1 --wrap=true\` in a loop, ${slurm.arrayJobsPerS.toFixed(1)} jobs/s as one --array; submit → start p50 ${ms(slurm.submitToStart.p50Ms)}, p99 ${ms(slurm.submitToStart.p99Ms)}`);
+    }
+  }
+  const ratios: string[] = [];
+  if (slurm && !('unavailable' in slurm)) {
+    ratios.push(`embedded/Slurm loop ${(figures.embedded / slurm.loopJobsPerS).toFixed(2)}`, `PostgreSQL/Slurm loop ${(figures.pg / slurm.loopJobsPerS).toFixed(2)}`);
+    if (figures.cluster2) ratios.push(`cluster (2 control workers)/Slurm loop ${(figures.cluster2 / slurm.loopJobsPerS).toFixed(2)}`);
+  }
+  if (figures.bare) ratios.push(`PostgreSQL/bare Temporal ${(figures.pg / figures.bare).toFixed(2)}`);
+  if (ratios.length) note(`ratios: ${ratios.join('; ')}`);
+
   fs.mkdirSync(path.join(process.cwd(), 'bench', 'results'), { recursive: true });
   fs.writeFileSync(path.join('bench', 'results', 'dispatch.txt'), `${new Date().toISOString()} ${os.cpus().length} cores\n${results.join('\n')}\n`);
-  void workflowsPath;
 }
 
 main().then(

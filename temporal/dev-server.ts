@@ -19,6 +19,8 @@ export interface DevServerOptions {
   ip?: string;
   namespaces?: string[];
   logFile?: string;
+  /** Port of its Prometheus `/metrics` endpoint (random when unset). */
+  metricsPort?: number;
 }
 
 export interface DevServer {
@@ -33,6 +35,7 @@ export function devServerArgs(o: DevServerOptions): string[] {
   const args = ['server', 'start-dev', '--db-filename', o.dbFile, '--ip', ip, '--port', String(o.port), '--log-level', 'warn'];
   args.push(...(o.uiPort === null ? ['--headless'] : ['--ui-port', String(o.uiPort)]));
   for (const ns of o.namespaces ?? []) args.push('--namespace', ns);
+  if (o.metricsPort !== undefined) args.push('--metrics-port', String(o.metricsPort));
   for (const sa of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${sa.name}=Keyword`);
   // WAL with synchronous=NORMAL: a killed server loses nothing (the WAL survives a process
   // crash); only a power loss can drop the last transactions. Several times the throughput.

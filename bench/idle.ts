@@ -1,0 +1,128 @@
+/**
+ * bench/idle: what idle nodes and a running job cost the Temporal server.
+ *
+ *   npm run bench:idle [-- --nodes 200 --per-process 200 --window 30]
+ *
+ * A Temporal dev server of its own (with its Prometheus endpoint), a throwaway PostgreSQL, the
+ * control worker and `--nodes` fake agents, `--per-process` of them sharing one Node process
+ * (each agent its own Temporal worker on its own task queue, holding its node's lease). Once
+ * every node is ONLINE and the plane has settled, it counts the server's requests by operation
+ * and its CPU over `--window` seconds; then it runs one `sleep` job on an otherwise idle
+ * cluster and counts what that job adds per minute. The server's `service_requests` counter is
+ * what a Temporal cluster (or Temporal Cloud's actions) pays for; the frontend's count is taken, the
+ * API calls clients make.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { GpuplaneClient } from '../cli/client.ts';
+import { createLogger } from '../cli/logger.ts';
+import { openDatabase } from '../db/client.ts';
+import { startApiServer } from '../api/server.ts';
+import { startDevServer } from '../temporal/dev-server.ts';
+import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
+import { startControlWorker } from '../workers/control/worker.ts';
+import { startAgent, type Agent } from '../workers/gpu-host/agent.ts';
+import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
+import { freePort } from '../test/support/ports.ts';
+
+const { values } = parseArgs({
+  options: { nodes: { type: 'string', default: '200' }, window: { type: 'string', default: '30' }, 'heartbeat-timeout': { type: 'string', default: '10' } },
+  strict: true,
+});
+const NODES = Number(values.nodes);
+const WINDOW_S = Number(values.window);
+const HB_MS = Number(values['heartbeat-timeout']) * 1000;
+const say = (s: string) => process.stdout.write(`${s}\n`);
+
+/** The server's request counts by operation, from its Prometheus endpoint. */
+async function requests(metricsUrl: string): Promise<Map<string, number>> {
+  const text = await (await fetch(metricsUrl)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    // The API calls that clients make: the frontend's (history and matching count their own share again).
+    if (!line.startsWith('service_requests{') || !line.includes('service_name="frontend"')) continue;
+    const op = /operation="([^"]+)"/.exec(line)?.[1] ?? '?';
+    out.set(op, (out.get(op) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)));
+  }
+  return out;
+}
+
+/** CPU seconds a process has used (user + system), from /proc. */
+function cpuSeconds(pid: number): number {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+async function window(metricsUrl: string, pid: number, seconds: number) {
+  const r0 = await requests(metricsUrl);
+  const c0 = cpuSeconds(pid);
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const r1 = await requests(metricsUrl);
+  const cpu = (cpuSeconds(pid) - c0) / seconds;
+  const byOp = [...r1].map(([op, n]) => [op, (n - (r0.get(op) ?? 0)) / seconds] as const).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
+  return { perSecond: byOp.reduce((s, [, n]) => s + n, 0), byOp, cpu };
+}
+
+async function main() {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-idle-'));
+  const metricsPort = await freePort();
+  const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, metricsPort, logFile: path.join(scratch, 'temporal.log') });
+  const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+  const pgc = await startThrowawayCluster(await freePort());
+  const agents: Agent[] = [];
+  try {
+    await createDatabase(pgc.url('postgres'), 'idle');
+    const database = await openDatabase({ url: pgc.url('idle'), poolSize: 10 });
+    await ensureNamespace(temporal.address, 'idle');
+    const t = await connectClient(temporal.address, 'idle');
+    const connection = await connectWorker(temporal.address, createLogger('warn'));
+    const timeouts = { heartbeatTimeoutMs: HB_MS, lostAfterMs: Math.max(60_000, HB_MS * 6) };
+    const control = await startControlWorker({ db: database.db, client: t.client, connection, namespace: 'idle', backfillHoldMs: 300_000, timeouts });
+    const api = await startApiServer({ db: database.db, client: t.client, timeouts }, '127.0.0.1', 0);
+    const client = new GpuplaneClient(api.url);
+    say(`bench/idle: ${NODES} fake nodes × 8 cards, all agents in this one process, heartbeat timeout ${HB_MS / 1000} s; ${os.cpus().length} cores`);
+    for (let i = 0; i < NODES; i++) {
+      agents.push(
+        await startAgent({ nodeId: `n${i}`, labels: {}, fakeGpus: 8, client: t.client, connection, namespace: 'idle', apiUrl: api.url, dataDir: path.join(scratch, `n${i}`), heartbeatTimeoutMs: HB_MS, lostAfterMs: timeouts.lostAfterMs, killGraceMs: 1000 }),
+      );
+    }
+    for (;;) {
+      if ((await client.nodes()).filter((n) => n.status === 'ONLINE').length >= NODES) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await new Promise((r) => setTimeout(r, 15_000));
+    const idle = await window(metricsUrl, temporal.child.pid!, WINDOW_S);
+    const top = idle.byOp.slice(0, 4).map(([op, n]) => `${op} ${n.toFixed(1)}/s`).join(', ');
+    say(`idle, ${NODES} nodes: ${idle.perSecond.toFixed(1)} server requests/s (${(idle.perSecond / NODES).toFixed(3)} a node; ${top}), server CPU ${(idle.cpu * 100).toFixed(1)} % of a core`);
+    say(`  extrapolated to 1,000 nodes: ${((idle.perSecond / NODES) * 1000).toFixed(0)} requests/s`);
+
+    // One job running on the idle cluster: what it adds, per minute.
+    const job = await client.submit({ type: 'CUSTOM', gpus: 1, command: ['sleep', String(WINDOW_S + 30)], working_dir: '/tmp' });
+    await client.waitFor(job.id, ['RUNNING'], 60_000);
+    await new Promise((r) => setTimeout(r, 5000));
+    const busy = await window(metricsUrl, temporal.child.pid!, WINDOW_S);
+    say(`one running job adds ${((busy.perSecond - idle.perSecond) * 60).toFixed(1)} server requests a minute (its attempt's heartbeats; ${busy.byOp.slice(0, 3).map(([op, n]) => `${op} ${n.toFixed(1)}/s`).join(', ')})`);
+    await client.cancel(job.id);
+    await client.waitFor(job.id, undefined, 60_000);
+    for (const a of agents) await a.shutdown();
+    await api.close();
+    await control.shutdown();
+    await connection.close();
+    await t.close();
+    await database.close();
+  } finally {
+    await temporal.stop();
+    pgc.remove();
+    fs.rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    console.error(err);
+    process.exit(1);
+  },
+);
