@@ -3,7 +3,7 @@ import path from 'node:path';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { baseJobEnv } from '../domain/job-env.ts';
-import { livenessPlan, PROBE_INTERVAL_MS } from '../domain/liveness.ts';
+import { leaseHeartbeatMs, livenessPlan, PROBE_INTERVAL_MS } from '../domain/liveness.ts';
 import { attemptStartedSignal } from '../workflows/job-messages.ts';
 import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';
@@ -263,7 +263,10 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     async nodeLease(a: { nodeId: string }): Promise<void> {
       const ctx = Context.current();
       await deps.client.workflow.getHandle(nodeWorkflowId(a.nodeId)).signal(nodeOnlineSignal, deps.inventory());
-      const every = Math.min(PROBE_INTERVAL_MS, Math.max(200, (ctx.info.heartbeatTimeoutMs ?? 3000) / 5));
+      // The lease only tells the scheduler the node is there (a missed heartbeat timeout makes it
+      // OFFLINE for new work); attempts have their own, faster heartbeats. Four a timeout is
+      // plenty, and keeps 1,000 idle nodes from costing a Temporal server (bench/idle.ts).
+      const every = leaseHeartbeatMs(ctx.info.heartbeatTimeoutMs ?? 3000);
       const beat = setInterval(() => ctx.heartbeat({ at: Date.now() }), every);
       try {
         ctx.heartbeat({ at: Date.now() });

@@ -27,6 +27,15 @@ export interface LivenessPlan {
 
 /** The agent probes the server this often; heartbeats go out at least this often too. */
 export const PROBE_INTERVAL_MS = 1000;
+/**
+ * How often a node's lease heartbeats: four times a heartbeat timeout, at least every 200 ms
+ * and at most every 15 s. It decides only when the node is OFFLINE for new work; the attempts'
+ * own heartbeats (every PROBE_INTERVAL_MS) carry the fencing rule below.
+ */
+export function leaseHeartbeatMs(heartbeatTimeoutMs: number): number {
+  return Math.min(15_000, Math.max(200, heartbeatTimeoutMs / 4));
+}
+
 /** probe interval + heartbeat interval + a second of margin. */
 const SLACK_MS = 3 * PROBE_INTERVAL_MS;
 

@@ -127,7 +127,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       .then((d) => (d.status.name === 'RUNNING' ? undefined : joinNode()), (err: unknown) => ((err as Error).name === 'WorkflowNotFoundError' ? joinNode() : undefined))
       .catch(() => undefined);
     processes.sweep(Math.max(60 * 60_000, 4 * o.lostAfterMs));
-  }, Math.max(PROBE_INTERVAL_MS, o.heartbeatTimeoutMs / 2));
+  }, Math.max(PROBE_INTERVAL_MS, o.heartbeatTimeoutMs));
   rejoin.unref();
   return {
     inventory,
@@ -163,6 +163,13 @@ export function startFencingWatchdog(client: Client, processes: ProcessTable): {
   let busy = false;
   const timer = setInterval(() => {
     if (busy) return;
+    // Nothing to fence: no probe (an idle node costs the server only its lease). The next
+    // attempt arrives from Temporal, which is contact in itself.
+    if (processes.live.size === 0) {
+      lastContact = Date.now();
+      processes.touchContact();
+      return;
+    }
     busy = true;
     client.connection
       .withDeadline(Date.now() + PROBE_INTERVAL_MS, () => client.connection.workflowService.getSystemInfo({}))
