@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { and, desc, eq, sql } from 'drizzle-orm';
-import type { Db } from '../db/client.ts';
+import type { Db, Executor } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { getJob, getJobForUpdate, noteJob, ownedCards, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
 import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
@@ -12,7 +12,8 @@ import { createEvaluationJob, evaluatedBy, markEvaluationRunning, readStdoutTail
 import { markCheckpointsDeleted, retentionPlan } from '../db/queries/retention.ts';
 import { evaluatesOnRegister } from '../domain/eval-policy.ts';
 import { EVAL_STDOUT_TAIL_BYTES, MISSING_METRICS_LINE, metricsToWire, parseEvalStdout, type EvalResult } from '../domain/eval-result.ts';
-import { placeAlone } from '../db/queries/dispatch.ts';
+import { handOnFreedCards, placeAlone } from '../db/queries/dispatch.ts';
+import type { Placement } from '../domain/placement.ts';
 import { runSchedulePass, staleDispatches } from '../db/queries/schedule.ts';
 import { checkpoints, experiments, jobAttempts, jobs, runs, type Job } from '../db/schema.ts';
 import { runStatusOfAttempt } from '../domain/run-status.ts';
@@ -37,6 +38,57 @@ export interface ControlDeps {
   idlePassMs?: number;
 }
 
+/**
+ * The spec of an attempt whose cards are granted (DISPATCHING), its Run made; null when the
+ * database does not hold this attempt as granted (a late or duplicate grant).
+ */
+async function beginIn(tx: Executor, a: { jobId: string; attempt: number; resume?: boolean }): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
+  const job = await getJobForUpdate(tx, a.jobId);
+  if (!job) throw new Error(`job ${a.jobId} does not exist`);
+  // resume: a workflow reset in Temporal finds its attempt already RUNNING and watches it again.
+  // A grant re-applied after a Reset can find the attempt already RUNNING: it is watched again.
+  const resumed = job.state === 'RUNNING';
+  if (job.attempt !== a.attempt || !(job.state === 'DISPATCHING' || resumed) || (a.resume && !resumed) || !job.nodeId || !job.gpuIndices) return null;
+  const owned = await ownedCards(tx, a.jobId, a.attempt);
+  const wanted = [...job.gpuIndices].sort((x, y) => x - y).join(',');
+  if (owned.indices.join(',') !== wanted || (wanted !== '' && owned.nodeId !== job.nodeId)) return null;
+  let runId: string | null = null;
+  if (job.type !== 'CUSTOM') {
+    const [existing] = await tx
+      .select({ id: runs.id })
+      .from(runs)
+      .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
+    runId = existing?.id ?? newId('run');
+    if (!existing) {
+      await tx.insert(runs).values({
+        id: runId,
+        projectId: job.projectId,
+        experimentId: job.experimentId,
+        jobId: job.id,
+        attempt: a.attempt,
+        source: 'job',
+        name: `${job.id}#${a.attempt}`,
+        status: 'running',
+        params: job.params,
+      });
+    }
+  }
+  return {
+    jobId: job.id,
+    attempt: a.attempt,
+    type: job.type,
+    runId,
+    nodeId: job.nodeId,
+    command: job.command,
+    workingDir: job.workingDir,
+    env: job.env,
+    params: job.params,
+    gpuIndices: job.gpuIndices,
+    ...(job.watchDir ? { watchDir: job.watchDir } : {}),
+    ...(resumed ? { resumed: true } : {}),
+  };
+}
+
 /** The control activities: every database write that orchestration makes. */
 export function createControlActivities(deps: ControlDeps) {
   const { db, client } = deps;
@@ -48,7 +100,7 @@ export function createControlActivities(deps: ControlDeps) {
      * attempt the database does not have (a retry whose API call gave up after Temporal took it)
      * waits for a retry of the attempt the database has.
      */
-    async enqueueAttempt(a: { jobId: string; attempt: number }): Promise<{ state: JobState; attempt: number; dispatched?: true }> {
+    async enqueueAttempt(a: { jobId: string; attempt: number }): Promise<{ state: JobState; attempt: number; dispatched?: true; begun?: Omit<AttemptSpec, 'lostAfterMs'> }> {
       const result = await db.transaction(async (tx) => {
         // By id first: a retry_job in flight holds this row until it commits its new attempt.
         const job = await getJobForUpdate(tx, a.jobId);
@@ -64,7 +116,9 @@ export function createControlActivities(deps: ControlDeps) {
         if (moved !== null) {
           // Nothing waits ahead of it and a node has room: placed now, without a scheduler pass.
           const placed = await placeAlone(tx, { id: a.jobId, attempt: a.attempt, gpus: job.gpus, selector: job.selector }, now);
-          return placed ? { state: 'QUEUED' as const, attempt: a.attempt, dispatched: true as const } : { state: 'QUEUED' as const, attempt: a.attempt };
+          // Placed: its attempt begins in the same transaction (one local activity, not two).
+          const begun = placed ? await beginIn(tx, { jobId: a.jobId, attempt: a.attempt }) : null;
+          return begun ? { state: 'QUEUED' as const, attempt: a.attempt, dispatched: true as const, begun } : { state: 'QUEUED' as const, attempt: a.attempt };
         }
         // A retry of this activity after its commit: the attempt is queued (or already granted
         // cards); the workflow must go on waiting for it, or take the cards it was given.
@@ -115,52 +169,7 @@ export function createControlActivities(deps: ControlDeps) {
      * dispatch signal) gets null and stays where it is.
      */
     async beginAttempt(a: { jobId: string; attempt: number; resume?: boolean }): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
-      return db.transaction(async (tx) => {
-        const job = await getJobForUpdate(tx, a.jobId);
-        if (!job) throw new Error(`job ${a.jobId} does not exist`);
-        // resume: a workflow reset in Temporal finds its attempt already RUNNING and watches it again.
-        // A grant re-applied after a Reset can find the attempt already RUNNING: it is watched again.
-        const resumed = job.state === 'RUNNING';
-        if (job.attempt !== a.attempt || !(job.state === 'DISPATCHING' || resumed) || (a.resume && !resumed) || !job.nodeId || !job.gpuIndices) return null;
-        const owned = await ownedCards(tx, a.jobId, a.attempt);
-        const wanted = [...job.gpuIndices].sort((x, y) => x - y).join(',');
-        if (owned.indices.join(',') !== wanted || (wanted !== '' && owned.nodeId !== job.nodeId)) return null;
-        let runId: string | null = null;
-        if (job.type !== 'CUSTOM') {
-          const [existing] = await tx
-            .select({ id: runs.id })
-            .from(runs)
-            .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)));
-          runId = existing?.id ?? newId('run');
-          if (!existing) {
-            await tx.insert(runs).values({
-              id: runId,
-              projectId: job.projectId,
-              experimentId: job.experimentId,
-              jobId: job.id,
-              attempt: a.attempt,
-              source: 'job',
-              name: `${job.id}#${a.attempt}`,
-              status: 'running',
-              params: job.params,
-            });
-          }
-        }
-        return {
-          jobId: job.id,
-          attempt: a.attempt,
-          type: job.type,
-          runId,
-          nodeId: job.nodeId,
-          command: job.command,
-          workingDir: job.workingDir,
-          env: job.env,
-          params: job.params,
-          gpuIndices: job.gpuIndices,
-          ...(job.watchDir ? { watchDir: job.watchDir } : {}),
-          ...(resumed ? { resumed: true } : {}),
-        };
-      });
+      return db.transaction((tx) => beginIn(tx, a));
     },
 
     async markRunning(a: { jobId: string; attempt: number; pid: number; logPath: string }): Promise<void> {
@@ -186,6 +195,7 @@ export function createControlActivities(deps: ControlDeps) {
 
     async finishAttempt(a: { jobId: string; attempt: number; outcome: AttemptOutcome }): Promise<{ state: JobState; requeue: boolean }> {
       let suspectNode: string | null = null;
+      let handed: Placement[] | null = null;
       const result = await db.transaction(async (tx) => {
         const job = await getJobForUpdate(tx, a.jobId);
         if (!job) throw new Error(`job ${a.jobId} does not exist`);
@@ -219,7 +229,9 @@ export function createControlActivities(deps: ControlDeps) {
           job: { exitCode: o.exitCode, signal: o.signal, reason, endedAt: now },
           attemptRow: { exitCode: o.exitCode, signal: o.signal, reason, endedAt: now },
         });
-        await releaseSlots(tx, a.jobId, a.attempt);
+        const freed = await releaseSlots(tx, a.jobId, a.attempt);
+        // Its cards go straight to the jobs waiting for them (when few wait): no scheduler pass.
+        if (freed > 0) handed = await handOnFreedCards(tx, deps.backfillHoldMs, now);
         if (moved === null) return { state: job.state, requeue: false };
         await tx
           .update(runs)
@@ -260,7 +272,8 @@ export function createControlActivities(deps: ControlDeps) {
           .signal(nodeSuspectSignal)
           .catch(() => undefined);
       }
-      await wake();
+      if (handed) await sendGrants(client, handed);
+      else await wake();
       return result;
     },
 

@@ -188,7 +188,8 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   return CancellationScope.nonCancellable(async () => {
     const enq = await control.enqueueAttempt({ jobId, attempt });
     if (enq.attempt < attempt) retryBase = enq.attempt;
-    // Placed at once (the queue was empty and a node had room): no dispatch signal will come.
+    // Placed at once (the queue was empty and a node had room): no dispatch signal will come,
+    // and the attempt has begun already when the same transaction could begin it.
     if (enq.dispatched) granted = true;
     // A run reset in Temporal to before its attempt started finds the attempt running: it
     // watches the process again instead of leaving it unwatched.
@@ -201,8 +202,9 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
 
     // The dispatch signal only wakes us: the node and cards come from the database, which
     // refuses an attempt that the scheduler did not move to DISPATCHING.
-    let spec: AttemptSpec | null = resumed ? { ...resumed, lostAfterMs: input.lostAfterMs } : null;
-    if (!resumed) setState('QUEUED');
+    const begun = resumed ?? enq.begun ?? null;
+    let spec: AttemptSpec | null = begun ? { ...begun, lostAfterMs: input.lostAfterMs } : null;
+    if (!begun) setState('QUEUED');
     while (spec === null) {
       await condition(() => granted || cancelRequested);
       if (cancelRequested) {

@@ -6,7 +6,8 @@
  */
 import { sql } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
-import type { Placement } from '../../domain/placement.ts';
+import { planPlacements, type Placement } from '../../domain/placement.ts';
+import { nodeRooms } from './schedule.ts';
 
 /** The rows of `returning` from a raw statement, on node-postgres and PGlite alike. */
 function rowsOf<T>(r: unknown): T[] {
@@ -87,6 +88,36 @@ export async function placeAlone(ex: Executor, job: { id: string; attempt: numbe
   const placement: Placement = { jobId: job.id, attempt: job.attempt, nodeId: node.node_id, gpuIndices: node.free.map(Number).slice(0, job.gpus) };
   try {
     return (await (ex as Db).transaction((sp) => dispatchPlacements(sp, [placement], now)))[0] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** The longest queue that a job's end hands its cards to by itself; a longer one waits for the scheduler's pass. */
+export const HAND_ON_MAX_QUEUE = 64;
+
+/**
+ * A job ended and freed its cards: when few jobs wait, the pass is run right here, in the
+ * transaction that freed them (in a savepoint), instead of waking the scheduler for it. Returns
+ * the placements made, or null when the scheduler must run it (a long queue, or a card taken
+ * meanwhile).
+ */
+export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<Placement[] | null> {
+  const queue = rowsOf<{ id: string; attempt: number; gpus: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null }>(
+    await ex.execute(sql`select id, attempt, gpus, selector, priority, queued_at from jobs where state = 'QUEUED' limit ${HAND_ON_MAX_QUEUE + 1}`),
+  );
+  if (queue.length === 0) return [];
+  if (queue.length > HAND_ON_MAX_QUEUE) return null;
+  try {
+    return await (ex as Db).transaction(async (sp) => {
+      const planned = planPlacements(
+        queue.map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now })),
+        await nodeRooms(sp),
+        now,
+        holdMs,
+      );
+      return dispatchPlacements(sp, planned, now);
+    });
   } catch {
     return null;
   }
