@@ -52,7 +52,10 @@ export function queueOrder(a: QueuedJob, b: QueuedJob): number {
 export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[], now: Date, holdMs: number): Placement[] {
   const ordered = [...queue].sort(queueOrder);
   // In id order: the first node found with exactly the cards wanted is the best fit.
-  const room = nodeList.map((n) => ({ ...n, free: [...n.free], reservedFor: null as string | null })).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const room = nodeList
+    .map((n) => ({ ...n, free: [...n.free], reservedFor: null as string | null, pos: 0 }))
+    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  room.forEach((n, i) => (n.pos = i));
   const placements: Placement[] = [];
   // atLeast[k]: how many nodes have k or more free cards. A job of k cards with none to go to
   // costs nothing more: most of a long queue waits for room that is not there.
@@ -61,6 +64,28 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     for (let k = n.free.length - count + 1; k <= n.free.length; k++) atLeast[k]--;
   };
   for (const n of room) for (let k = 1; k <= n.free.length; k++) atLeast[k] = (atLeast[k] ?? 0) + 1;
+  // Nodes by their free-card count, each a min-heap of positions in `room` (so lowest id
+  // first); an entry whose node's count has changed since is skipped when met. A job without a
+  // selector, while no node is reserved, finds its best fit here without a scan.
+  const byFree: MinHeap[] = [];
+  const file = (i: number) => {
+    const k = room[i].free.length;
+    if (k > 0) (byFree[k] ??= new MinHeap()).push(i);
+  };
+  room.forEach((_, i) => file(i));
+  let reserved = 0;
+  const maxTotal = room.reduce((m, n) => Math.max(m, n.totalCards), 0);
+  const bestFitFromBuckets = (gpus: number) => {
+    for (let k = gpus; k < byFree.length; k++) {
+      const h = byFree[k];
+      while (h && h.size > 0) {
+        const i = h.peek();
+        if (room[i].free.length === k && room[i].reservedFor === null) return i;
+        h.pop();
+      }
+    }
+    return -1;
+  };
   // The nodes a selector matches, worked out once per distinct selector (most jobs share one).
   const matching = new Map<string, typeof room>();
   const matchingOf = (selector: Record<string, string>) => {
@@ -78,7 +103,14 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     // zero-card job takes the one with the most. One scan, no sort: this runs per queued job.
     let best: (typeof room)[number] | null = null;
     let eligible = false;
-    for (const n of matchingOf(job.selector)) {
+    if (job.gpus > 0 && reserved === 0 && Object.keys(job.selector).length === 0) {
+      eligible = maxTotal >= job.gpus;
+      const i = eligible ? bestFitFromBuckets(job.gpus) : -1;
+      if (i >= 0) {
+        best = room[i];
+        byFree[best.free.length].pop();
+      }
+    } else for (const n of matchingOf(job.selector)) {
       if (n.totalCards < job.gpus) continue;
       eligible = true;
       if (n.free.length < job.gpus || (n.reservedFor !== null && n.reservedFor !== job.id)) continue;
@@ -90,6 +122,7 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     if (best !== null) {
       take(best, job.gpus);
       const cards = best.free.splice(0, job.gpus);
+      file(best.pos);
       placements.push({ jobId: job.id, attempt: job.attempt, nodeId: best.id, gpuIndices: cards });
       continue;
     }
@@ -99,10 +132,51 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
         .sort((a, b) => b.free.length - a.free.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       if (open.length > 0) {
         open[0].reservedFor = job.id;
+        reserved++;
         take(open[0], open[0].free.length);
         open[0].free = [];
       }
     }
   }
   return placements;
+}
+
+/** A binary min-heap of numbers. */
+class MinHeap {
+  private readonly a: number[] = [];
+  get size(): number {
+    return this.a.length;
+  }
+  peek(): number {
+    return this.a[0];
+  }
+  push(x: number): void {
+    const a = this.a;
+    a.push(x);
+    for (let i = a.length - 1; i > 0; ) {
+      const p = (i - 1) >> 1;
+      if (a[p] <= a[i]) break;
+      [a[p], a[i]] = [a[i], a[p]];
+      i = p;
+    }
+  }
+  pop(): number {
+    const a = this.a;
+    const top = a[0];
+    const last = a.pop()!;
+    if (a.length > 0) {
+      a[0] = last;
+      for (let i = 0; ; ) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < a.length && a[l] < a[m]) m = l;
+        if (r < a.length && a[r] < a[m]) m = r;
+        if (m === i) break;
+        [a[m], a[i]] = [a[i], a[m]];
+        i = m;
+      }
+    }
+    return top;
+  }
 }

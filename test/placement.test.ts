@@ -71,4 +71,30 @@ describe('planPlacements', () => {
       expect(queue).toEqual(given); // the caller's array is not reordered
     }
   });
+
+  it('places as a plain best-fit scan would, on random clusters and queues (the bucketed fast path included)', () => {
+    // The rule in its simplest form: each job in queue order takes the matching node with the
+    // fewest free cards that suffice (ties: lowest id), its lowest free indices.
+    const reference = (queue: QueuedJob[], nodes: NodeRoom[]) => {
+      const room = nodes.map((n) => ({ ...n, free: [...n.free] }));
+      const out: { jobId: string; nodeId: string; gpuIndices: number[] }[] = [];
+      for (const j of [...queue].sort((a, b) => b.priority - a.priority || a.queuedAt.getTime() - b.queuedAt.getTime() || (a.id < b.id ? -1 : 1))) {
+        const fits = room.filter((n) => n.free.length >= j.gpus && selectorMatches(j.selector, n.labels)).sort((a, b) => a.free.length - b.free.length || (a.id < b.id ? -1 : 1));
+        if (j.gpus > 0 && fits.length) out.push({ jobId: j.id, nodeId: fits[0].id, gpuIndices: fits[0].free.splice(0, j.gpus) });
+      }
+      return out;
+    };
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let round = 0; round < 200; round++) {
+      const nodes = Array.from({ length: 1 + rand(30) }, (_, i) => {
+        const free = [...Array(8).keys()].filter(() => rand(3) === 0);
+        return node(`n${String(i).padStart(3, '0')}`, free, 8, rand(4) === 0 ? { zone: 'b' } : {});
+      });
+      const queue = Array.from({ length: rand(60) }, (_, i) => job(`j${String(i).padStart(3, '0')}`, 1 + rand(4), { priority: rand(3), selector: rand(5) === 0 ? { zone: 'b' } : {}, queuedAt: new Date(t0.getTime() + rand(1000)) }));
+      const got = planPlacements(queue, nodes, t0, 3_600_000).map(({ jobId, nodeId, gpuIndices }) => ({ jobId, nodeId, gpuIndices }));
+      expect(got, `round ${round}`).toEqual(reference(queue, nodes));
+    }
+  });
 });
+
