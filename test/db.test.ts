@@ -93,5 +93,21 @@ describe.each([
     expect(second.placements).toHaveLength(0);
     const owners = await db.select().from(gpuSlots).where(eq(gpuSlots.nodeId, 'n2'));
     expect(new Set(owners.map((s) => s.ownerJobId)).size).toBe(2);
+    // The placed jobs, their attempts, history lines and events, as transitionJob writes them.
+    const placed = first.placements.map((p) => p.jobId).sort();
+    const rows = <T>(r: unknown) => (r as { rows: T[] }).rows;
+    const jobsNow = rows<{ id: string; state: string; node_id: string; gpu_indices: number[] }>(await db.execute(sql`select id, state, node_id, gpu_indices from jobs where id in ('a', 'b', 'c') order by id`));
+    expect(jobsNow.filter((j) => j.state === 'DISPATCHING').map((j) => j.id)).toEqual(placed);
+    for (const p of first.placements) {
+      expect(jobsNow.find((j) => j.id === p.jobId)).toMatchObject({ node_id: 'n2', gpu_indices: p.gpuIndices });
+      expect(owners.filter((s) => s.ownerJobId === p.jobId).map((s) => s.index).sort()).toEqual(p.gpuIndices);
+    }
+    const attempts = rows<{ job_id: string }>(await db.execute(sql`select job_id from job_attempts where state = 'DISPATCHING' and node_id = 'n2' order by job_id`));
+    expect(attempts.map((a) => a.job_id)).toEqual(placed);
+    const lines = rows<{ job_id: string; detail: string }>(await db.execute(sql`select job_id, detail from job_transitions where to_state = 'DISPATCHING' and from_state = 'QUEUED' order by job_id`));
+    expect(lines.map((l) => l.job_id)).toEqual(placed);
+    expect(lines[0].detail).toMatch(/^node n2 cards \[\d,\d\]$/);
+    const evs = rows<{ job_id: string }>(await db.execute(sql`select job_id from events where kind = 'job.state' and message like 'QUEUED → DISPATCHING%' order by job_id`));
+    expect(evs.map((e) => e.job_id)).toEqual(placed);
   });
 });

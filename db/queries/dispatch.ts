@@ -1,7 +1,7 @@
 /**
- * Applying a scheduling pass's plan in set-based statements, whatever its size: one update of
- * the jobs, one of their attempts, one of the cards, and one insert each of history lines and
- * events, instead of six statements a job. The same rows and lines as transitionJob writes for
+ * Applying a scheduling pass's plan in one set-based statement, whatever its size: it updates
+ * the jobs, their attempts and the cards, and inserts the history lines and events, instead of
+ * six statements a job. The same rows and lines as transitionJob writes for
  * a QUEUED → DISPATCHING move.
  */
 import { sql } from 'drizzle-orm';
@@ -28,40 +28,39 @@ function recordset(list: readonly Placement[]) {
  */
 export async function dispatchPlacements(ex: Executor, planned: readonly Placement[], now: Date): Promise<Placement[]> {
   if (planned.length === 0) return [];
-  const rows = recordset(planned);
-  const moved = rowsOf<{ id: string }>(
+  // One statement: its data-modifying parts all work from the jobs that `moved` returns.
+  const [r] = rowsOf<{ ids: string[]; claimed: number | string; cards: number | string }>(
     await ex.execute(sql`
-      update jobs j set state = 'DISPATCHING', node_id = p.node_id, gpu_indices = p.gpu_indices, updated_at = ${now}
-      from ${rows}
-      where j.id = p.job_id and j.attempt = p.attempt and j.state = 'QUEUED'
-      returning j.id`),
-  );
-  if (moved.length === 0) return [];
-  const ids = new Set(moved.map((m) => m.id));
-  const applied = planned.filter((p) => ids.has(p.jobId));
-  const appliedPlan = applied.length === planned.length ? rows : recordset(applied);
-  const cards = applied.reduce((n, p) => n + p.gpuIndices.length, 0);
-  if (cards > 0) {
-    const claimed = rowsOf<{ index: number }>(
-      await ex.execute(sql`
-        update gpu_slots s set owner_job_id = c.job_id, owner_attempt = c.attempt
-        from (select p.job_id, p.attempt, p.node_id, jsonb_array_elements_text(p.gpu_indices)::int as idx from ${appliedPlan}) c
+      with p as (select * from ${recordset(planned)}),
+      moved as (
+        update jobs j set state = 'DISPATCHING', node_id = p.node_id, gpu_indices = p.gpu_indices, updated_at = ${now}
+        from p where j.id = p.job_id and j.attempt = p.attempt and j.state = 'QUEUED'
+        returning j.id, j.attempt, p.node_id, p.gpu_indices, p.detail),
+      claimed as (
+        update gpu_slots s set owner_job_id = c.id, owner_attempt = c.attempt
+        from (select m.id, m.attempt, m.node_id, jsonb_array_elements_text(m.gpu_indices)::int as idx from moved m) c
         where s.node_id = c.node_id and s.index = c.idx and s.owner_job_id is null
-        returning s.index`),
-    );
-    if (claimed.length !== cards) throw new Error(`card claim raced: ${claimed.length} of ${cards} cards still free; pass retried`);
-  }
-  await ex.execute(sql`
-    update job_attempts a set state = 'DISPATCHING', node_id = p.node_id, gpu_indices = p.gpu_indices
-    from ${appliedPlan}
-    where a.job_id = p.job_id and a.attempt = p.attempt`);
-  await ex.execute(sql`
-    insert into job_transitions (job_id, attempt, from_state, to_state, detail, at)
-    select p.job_id, p.attempt, 'QUEUED', 'DISPATCHING', p.detail, ${now} from ${appliedPlan}`);
-  await ex.execute(sql`
-    insert into events (job_id, attempt, kind, level, message, data, at)
-    select p.job_id, p.attempt, 'job.state', 'info', 'QUEUED → DISPATCHING: ' || p.detail, '{"from":"QUEUED","to":"DISPATCHING"}'::jsonb, ${now} from ${appliedPlan}`);
-  return applied;
+        returning s.index),
+      attempts as (
+        update job_attempts a set state = 'DISPATCHING', node_id = m.node_id, gpu_indices = m.gpu_indices
+        from moved m where a.job_id = m.id and a.attempt = m.attempt
+        returning 1),
+      lines as (
+        insert into job_transitions (job_id, attempt, from_state, to_state, detail, at)
+        select m.id, m.attempt, 'QUEUED', 'DISPATCHING', m.detail, ${now} from moved m
+        returning 1),
+      evs as (
+        insert into events (job_id, attempt, kind, level, message, data, at)
+        select m.id, m.attempt, 'job.state', 'info', 'QUEUED → DISPATCHING: ' || m.detail, '{"from":"QUEUED","to":"DISPATCHING"}'::jsonb, ${now} from moved m
+        returning 1)
+      select coalesce((select json_agg(id) from moved), '[]'::json) as ids,
+             (select count(*) from claimed) as claimed,
+             (select coalesce(sum(jsonb_array_length(gpu_indices)), 0) from moved) as cards,
+             (select count(*) from attempts) + (select count(*) from lines) + (select count(*) from evs) as written`),
+  );
+  if (Number(r.claimed) !== Number(r.cards)) throw new Error(`card claim raced: ${r.claimed} of ${r.cards} cards still free; pass retried`);
+  const ids = new Set(r.ids);
+  return planned.filter((p) => ids.has(p.jobId));
 }
 
 /**

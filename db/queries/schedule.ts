@@ -1,6 +1,6 @@
-import { and, asc, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
-import { gpuSlots, jobs, nodes } from '../schema.ts';
+import { gpuSlots, jobs } from '../schema.ts';
 import { planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { dispatchPlacements } from './dispatch.ts';
 
@@ -54,24 +54,23 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date()):
   });
 }
 
-/** Every ONLINE node with its labels, its present cards and which of them are free. */
+/** Every ONLINE node with its labels, its present cards and which of them are free (one row a node). */
 export async function nodeRooms(ex: Executor): Promise<NodeRoom[]> {
-  const online = await ex.select({ id: nodes.id, labels: nodes.labels }).from(nodes).where(eq(nodes.status, 'ONLINE'));
-  if (online.length === 0) return [];
-  const slotRows = await ex
-    .select({ nodeId: gpuSlots.nodeId, index: gpuSlots.index, owner: gpuSlots.ownerJobId })
-    .from(gpuSlots)
-    .innerJoin(nodes, eq(nodes.id, gpuSlots.nodeId))
-    .where(and(eq(nodes.status, 'ONLINE'), eq(gpuSlots.present, 1)))
-    .orderBy(asc(gpuSlots.nodeId), asc(gpuSlots.index));
-  const rooms = new Map<string, NodeRoom>(online.map((n) => [n.id, { id: n.id, labels: n.labels, totalCards: 0, free: [] }]));
-  for (const s of slotRows) {
-    const r = rooms.get(s.nodeId);
-    if (!r) continue;
-    r.totalCards++;
-    if (s.owner === null) r.free.push(s.index);
-  }
-  return [...rooms.values()];
+  const res = (await ex.execute(sql`
+    select n.id, n.labels, count(s.index)::int as total,
+           coalesce(array_agg(s.index order by s.index) filter (where s.index is not null and s.owner_job_id is null), '{}') as free
+    from nodes n left join gpu_slots s on s.node_id = n.id and s.present = 1
+    where n.status = 'ONLINE'
+    group by n.id, n.labels`)) as unknown as { rows?: RoomRow[] } | RoomRow[];
+  const rows = Array.isArray(res) ? res : (res.rows ?? []);
+  return rows.map((r) => ({ id: r.id, labels: r.labels, totalCards: Number(r.total), free: r.free.map(Number) }));
+}
+
+interface RoomRow {
+  id: string;
+  labels: Record<string, string>;
+  total: number | string;
+  free: (number | string)[];
 }
 
 /** Jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
