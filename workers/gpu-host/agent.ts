@@ -119,7 +119,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
   // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent
-  // starts it again when no lease has been heard of for a heartbeat timeout.
+  // looks every three heartbeat timeouts (30 s by default: each look is a server request, and
+  // a thousand idle nodes should not cost a Temporal server) and starts it again.
   const rejoin = setInterval(() => {
     void o.client.workflow
       .getHandle(nodeWorkflowId(o.nodeId))
@@ -127,7 +128,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       .then((d) => (d.status.name === 'RUNNING' ? undefined : joinNode()), (err: unknown) => ((err as Error).name === 'WorkflowNotFoundError' ? joinNode() : undefined))
       .catch(() => undefined);
     processes.sweep(Math.max(60 * 60_000, 4 * o.lostAfterMs));
-  }, Math.max(PROBE_INTERVAL_MS, o.heartbeatTimeoutMs));
+  }, Math.max(PROBE_INTERVAL_MS, 3 * o.heartbeatTimeoutMs));
   rejoin.unref();
   return {
     inventory,
