@@ -57,8 +57,7 @@ describe('checkpoints of a real training script (--watch)', () => {
   const rowsOf = async (jobId: string) =>
     (await db.query<Row>('select * from checkpoints where job_id = $1 order by created_at, id', [jobId])).rows;
 
-  /** A training job watching `ckpts/`: examples/train_ckpt.py with `params`, or `command` instead. */
-  async function submit(name: string, params: Record<string, unknown>, resumeFrom?: string, command?: string) {
+  async function submit(name: string, params: Record<string, unknown>, resumeFrom?: string) {
     const work = path.join(c.work, name);
     fs.mkdirSync(work, { recursive: true });
     const job = await c.client.submit({
@@ -70,7 +69,7 @@ describe('checkpoints of a real training script (--watch)', () => {
       ...(resumeFrom ? { resume_from: resumeFrom } : {}),
       params: { chunk_sleep: 0.15, ...params },
       env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
-      command: command ?? [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
+      command: [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
     });
     return { job, dir: path.join(work, 'ckpts') };
   }
@@ -130,8 +129,17 @@ describe('checkpoints of a real training script (--watch)', () => {
   }, 90_000);
 
   it('a process that crashes mid-write leaves its cut-off checkpoint unregistered', async () => {
-    // step_10 is complete and quiet; step_20 is half written in place when the process dies.
-    const { job } = await submit('crash', {}, undefined, 'mkdir -p ckpts && echo complete > ckpts/step_10.pt && sleep 2 && printf half > ckpts/step_20.pt && kill -9 $$');
+    const work = path.join(c.work, 'crash');
+    fs.mkdirSync(work, { recursive: true });
+    const job = await c.client.submit({
+      type: 'TRAIN',
+      gpus: 1,
+      project: 'ckpt-e2e',
+      working_dir: work,
+      watch_dir: 'ckpts',
+      // step_10 is complete and quiet; step_20 is half written in place when the process dies.
+      command: 'mkdir -p ckpts && echo complete > ckpts/step_10.pt && sleep 2 && printf half > ckpts/step_20.pt && kill -9 $$',
+    });
     const done = await c.client.waitFor(job.id, undefined, 30_000);
     expect(done.state).toBe('FAILED');
     expect((await rowsOf(job.id)).map((r) => path.basename(r.uri))).toEqual(['step_10.pt']);
