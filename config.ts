@@ -21,6 +21,14 @@ export interface GpuplaneConfig {
   /** An SDK run silent this long is marked crashed (GPUPLANE_RUN_STALE_S, 120 s). */
   runStaleMs: number;
   backfillHoldMs: number;
+  /** An admin token the API accepts without a row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
+  adminToken: string | undefined;
+  /** Host names a request may name in Host/Origin besides IP literals and localhost (GPUPLANE_ALLOWED_HOSTS, comma-separated). */
+  allowedHosts: string[];
+  /** Origins of other sites whose pages may call the API (GPUPLANE_ALLOWED_ORIGINS, comma-separated, e.g. https://console.example.com). */
+  allowedOrigins: string[];
+  /** Requests a minute per token (GPUPLANE_RATE_LIMIT, 6000; 0 turns it off). */
+  rateLimitPerMinute: number;
 }
 
 function intFromEnv(name: string, fallback: number): number {
@@ -49,5 +57,9 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,
     runStaleMs: overrides.runStaleMs ?? intFromEnv('GPUPLANE_RUN_STALE_S', 120) * 1000,
     backfillHoldMs: overrides.backfillHoldMs ?? intFromEnv('GPUPLANE_BACKFILL_HOLD_S', 300) * 1000,
+    adminToken: overrides.adminToken ?? (process.env.GPUPLANE_ADMIN_TOKEN || undefined),
+    allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
+    allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
+    rateLimitPerMinute: overrides.rateLimitPerMinute ?? intFromEnv('GPUPLANE_RATE_LIMIT', 6000),
   };
 }

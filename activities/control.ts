@@ -82,6 +82,7 @@ async function beginIn(tx: Executor, a: { jobId: string; attempt: number; resume
     command: job.command,
     workingDir: job.workingDir,
     env: job.env,
+    ...(job.secretNames?.length ? { secretEnv: job.secretNames } : {}),
     params: job.params,
     gpuIndices: job.gpuIndices,
     ...(job.watchDir ? { watchDir: job.watchDir } : {}),

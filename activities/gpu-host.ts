@@ -4,10 +4,13 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { baseJobEnv } from '../domain/job-env.ts';
 import { leaseHeartbeatMs, livenessPlan, PROBE_INTERVAL_MS } from '../domain/liveness.ts';
+import { attemptProblem, idProblem, runToken } from '../domain/tokens.ts';
 import { attemptStartedSignal } from '../workflows/job-messages.ts';
 import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
+import { AllowedRoots } from '../workers/gpu-host/allowed-roots.ts';
+import { makePrivateDir } from '../workers/gpu-host/private-files.ts';
 import { readTail, workingDirProblem } from '../workers/gpu-host/proc.ts';
 import { attemptEnd, type CheckpointWatching } from '../workers/gpu-host/checkpoint-watching.ts';
 import type { LogShipping } from '../workers/gpu-host/log-shipper.ts';
@@ -32,8 +35,14 @@ export interface GpuHostDeps {
   logs?: LogShipping;
   /** Watches the checkpoint folder of attempts submitted with `--watch` (absent: none is watched). */
   checkpoints?: CheckpointWatching;
+  /** The node's credential: each job with a run gets its run token, derived from it (domain/tokens.ts). */
+  nodeToken?: string;
+  /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */
+  allowedRoots?: readonly string[];
 }
 
+/** How long an attempt's start waits for the API to hand over its secret variables. */
+const SECRETS_WAIT_MS = 60_000;
 /** How long an exit report waits for the rest of its log to reach the API (failure hints read it there). */
 const LOG_FLUSH_MS = 3000;
 /** How long an exit report waits for the final checkpoint scan (hashing large files) to reach the workflow. */
@@ -62,10 +71,23 @@ const fencedHere = () => lostFailure('the attempt was fenced on this node (its a
 const unknownHere = () => lostFailure('this node has no record of the attempt (its agent died before starting it)');
 const fenced = () => lostFailure('the agent lost the Temporal server and killed the attempt (fencing)');
 
+/** An activity named an attempt with ids that no GPUPlane job has (a forged or corrupt task). */
+export const INVALID_ATTEMPT = 'InvalidAttempt';
+
+/**
+ * Job and run ids and attempt numbers end up in file paths (records, logs, cgroups): anything
+ * but a GPUPlane id is refused, for good, before the disk is touched.
+ */
+export function checkAttemptIds(a: { jobId: unknown; attempt: unknown; runId?: unknown }): void {
+  const problem = idProblem('job id', a.jobId) ?? attemptProblem(a.attempt) ?? (a.runId === null || a.runId === undefined ? null : idProblem('run id', a.runId));
+  if (problem) throw ApplicationFailure.create({ type: INVALID_ATTEMPT, message: `refused: ${problem}`, nonRetryable: true });
+}
+
 /** The GPU-host worker's activities: run one attempt's process, watch it, and hold the node's lease. */
 export function createGpuHostActivities(deps: GpuHostDeps) {
   const pt = deps.processes;
   const live = pt.live;
+  const roots = AllowedRoots.of(deps.allowedRoots);
 
   /**
    * Ships the attempt's log (from where the API's copy ends) and waits a bounded time for the
@@ -163,10 +185,38 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
   const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
   const spawnError = (logPath: string, message: string): ProcessExit => ({ exitCode: null, signal: null, spawnError: message, logTail: '', logPath });
 
-  function jobEnv(spec: AttemptSpec): NodeJS.ProcessEnv {
+  /**
+   * The values of the attempt's secret variables, from the API with the node token (they never
+   * travel through Temporal, and are written to no file). The API may be restarting: it is
+   * asked for up to SECRETS_WAIT_MS, heartbeating meanwhile.
+   */
+  async function fetchSecrets(spec: AttemptSpec): Promise<Record<string, string> | string> {
+    if (!spec.secretEnv?.length) return {};
+    if (!deps.nodeToken) return `the job has secret variables (${spec.secretEnv.join(', ')}) and this agent has no node token to fetch them with (gpuctl agent --token)`;
+    const url = `${deps.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/secrets`;
+    const deadline = Date.now() + SECRETS_WAIT_MS;
+    let last = '';
+    for (let delay = 250; ; delay = Math.min(delay * 2, 5000)) {
+      try {
+        const res = await fetch(url, { headers: { authorization: `Bearer ${deps.nodeToken}` }, signal: AbortSignal.timeout(15_000) });
+        const body = (await res.json().catch(() => ({}))) as { env?: Record<string, string>; message?: string };
+        if (res.ok && body.env) return body.env;
+        last = `${res.status} ${body.message ?? ''}`.trim();
+        if (res.status >= 400 && res.status < 500) break;
+      } catch (err) {
+        last = (err as Error).message;
+      }
+      if (Date.now() + delay > deadline) break;
+      await new Promise((r) => setTimeout(r, delay));
+    }
+    return `could not fetch the job's secret variables from the API: ${last}`;
+  }
+
+  function jobEnv(spec: AttemptSpec, secrets: Record<string, string> = {}): NodeJS.ProcessEnv {
     return {
       ...baseJobEnv(process.env, deps.passEnv),
       ...spec.env,
+      ...secrets,
       // nvidia-smi numbers cards in PCI bus order; CUDA numbers them fastest-first unless told.
       CUDA_DEVICE_ORDER: 'PCI_BUS_ID',
       CUDA_VISIBLE_DEVICES: spec.gpuIndices.join(','),
@@ -176,10 +226,21 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       GPUPLANE_NODE_ID: deps.nodeId,
       GPUPLANE_PARAMS: JSON.stringify(spec.params ?? {}),
       ...(spec.runId ? { GPUPLANE_RUN_ID: spec.runId } : {}),
+      // The job's own credential, good for its run only: never the node's token itself.
+      ...(spec.runId && deps.nodeToken ? { GPUPLANE_TOKEN: runToken(deps.nodeToken, spec.runId) } : {}),
     };
   }
 
+  /** Why the attempt may not work where its spec says (outside the allowed roots), or null. */
+  function confinementProblem(spec: AttemptSpec): string | null {
+    if (!roots) return null;
+    // What the watcher reads, and retention later deletes from (checkpoint-watching.ts watchedDirOf).
+    const watched = spec.watchDir ? path.resolve(spec.workingDir, spec.watchDir) : null;
+    return roots.problem('working dir', spec.workingDir) ?? (watched ? roots.problem('checkpoint folder', watched) : null);
+  }
+
   async function startAttempt(spec: AttemptSpec): Promise<ProcessExit> {
+    checkAttemptIds(spec);
     const logPath = logPathOf(spec.jobId, spec.attempt);
     const existing = live.get(spec.jobId);
     // The same attempt again (a reset workflow, a duplicate task): watch it, never start a twin.
@@ -191,13 +252,15 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     const ended = pt.endedStatus(spec.jobId, spec.attempt);
     if (ended) return endedExit(spec.jobId, spec.attempt, logPath, ended);
 
-    fs.mkdirSync(path.dirname(logPath), { recursive: true });
-    const dirProblem = workingDirProblem(spec.workingDir);
+    makePrivateDir(path.dirname(logPath));
+    const dirProblem = workingDirProblem(spec.workingDir) ?? confinementProblem(spec);
     if (dirProblem) return spawnError(logPath, dirProblem);
+    const secrets = await fetchSecrets(spec);
+    if (typeof secrets === 'string') return spawnError(logPath, secrets);
     const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
     let entry: Live;
     try {
-      entry = pt.spawn(spec, jobEnv(spec), logPath, plan);
+      entry = pt.spawn(spec, jobEnv(spec, secrets), logPath, plan);
     } catch (err) {
       const why = err instanceof SpawnFailed ? await err.error : (err as Error);
       return spawnError(logPath, `could not start the attempt: ${why.message}`);
@@ -235,6 +298,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
      * ended meanwhile reports its status from the shim's file.
      */
     async watchJob(a: { jobId: string; attempt: number }): Promise<ProcessExit> {
+      checkAttemptIds(a);
       const logPath = logPathOf(a.jobId, a.attempt);
       const entry = live.get(a.jobId);
       if (entry && entry.attempt === a.attempt && !entry.fenced) return supervise(entry, logPath);
@@ -249,14 +313,20 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
 
     /** Kills an attempt whose workflow is gone (see settleJobWorkflow); done once it is dead. */
     async stopAttempt(a: { jobId: string; attempt: number }): Promise<{ stopped: boolean }> {
+      checkAttemptIds(a);
       const entry = live.get(a.jobId);
       if (!entry || entry.attempt !== a.attempt) return { stopped: false };
       await pt.fence(entry);
       return { stopped: true };
     },
 
-    /** Deletes the files of checkpoints retention let go; only paths inside `root` (the job's watched folder). */
+    /**
+     * Deletes the files of checkpoints retention let go; only paths inside `root` (the job's
+     * watched folder), and only where that folder resolves inside the allowed roots.
+     */
     async deleteCheckpoints(a: { root: string; uris: string[] }): Promise<DeletionResult> {
+      const outside = roots && typeof a.root === 'string' ? roots.problem('checkpoint folder', a.root) : null;
+      if (outside) return { deleted: [], refused: a.uris.map((uri) => ({ uri, reason: outside })) };
       return deleteCheckpointFiles(a.root, a.uris);
     },
 

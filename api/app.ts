@@ -5,7 +5,9 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
+import { installAuth, TokenResolver, type AuthConfig } from './auth.ts';
 import { installErrorHandler } from './errors.ts';
+import { registerGuards, type GuardOptions } from './guards.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { jobCountRoutes } from './routes/job-counts.ts';
 import { consoleAssets, consoleRoutes } from './routes/console.ts';
@@ -15,6 +17,8 @@ import { logRoutes } from './routes/logs.ts';
 import { nodeRoutes } from './routes/nodes.ts';
 import { projectRoutes } from './routes/projects.ts';
 import { runRoutes } from './routes/runs.ts';
+import { secretRoutes } from './routes/secrets.ts';
+import { tokenRoutes } from './routes/tokens.ts';
 import { ErrorBody } from './schemas/common.ts';
 
 export interface ApiDeps {
@@ -22,6 +26,13 @@ export interface ApiDeps {
   client: Client;
   timeouts: JobTimeouts;
   temporalUiUrl?: string | null;
+  /**
+   * Tokens and roles (api/auth.ts). Every process that serves the API passes one; null builds
+   * the routes without any check, for tests of the routes themselves.
+   */
+  auth: AuthConfig | null;
+  /** Host/Origin and rate-limit settings (api/guards.ts). */
+  guards?: GuardOptions;
 }
 
 /** Builds the Fastify app: every route under /api/v1 with its schemas, plus OpenAPI and the console page. */
@@ -32,6 +43,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
+  await registerGuards(app, deps.guards ?? {});
   app.addSchema(ErrorBody);
   await app.register(swagger, {
     openapi: {
@@ -41,6 +53,11 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
   });
   await app.register(
     async (api) => {
+      if (deps.auth) {
+        const resolver = new TokenResolver(deps.db, deps.auth);
+        installAuth(api, deps.db, resolver);
+        await api.register(tokenRoutes, { ...deps, resolver });
+      }
       await api.register(jobRoutes, deps);
       await api.register(jobCountRoutes, deps);
       await api.register(nodeRoutes, deps);
@@ -49,6 +66,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(checkpointRoutes, deps);
       await api.register(evaluationRoutes, deps);
       await api.register(logRoutes, deps);
+      await api.register(secretRoutes, deps);
       await api.register(consoleRoutes, deps);
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database' } }, async () => {

@@ -1,7 +1,18 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 
-export type ErrorCode = 'not_found' | 'conflict' | 'invalid' | 'unavailable';
-const STATUS: Record<ErrorCode, number> = { not_found: 404, conflict: 409, invalid: 400, unavailable: 503 };
+export type ErrorCode = 'not_found' | 'conflict' | 'invalid' | 'unavailable' | 'unauthorized' | 'forbidden' | 'too_large' | 'rate_limited';
+const STATUS: Record<ErrorCode, number> = {
+  not_found: 404,
+  conflict: 409,
+  invalid: 400,
+  unavailable: 503,
+  unauthorized: 401,
+  forbidden: 403,
+  too_large: 413,
+  rate_limited: 429,
+};
+/** The code of a 4xx that did not come from a DomainError (a plugin's, Fastify's own). */
+const CODE_OF_STATUS: Record<number, ErrorCode> = { 401: 'unauthorized', 403: 'forbidden', 404: 'not_found', 409: 'conflict', 413: 'too_large', 429: 'rate_limited' };
 
 /** The one error type of the domain: a code that maps to a status, and a message for people. */
 export class DomainError extends Error {
@@ -17,6 +28,8 @@ export class DomainError extends Error {
 }
 
 export const notFound = (what: string, id: string) => new DomainError('not_found', `${what} ${id} not found`);
+export const unauthorized = (message: string) => new DomainError('unauthorized', message);
+export const forbidden = (message: string) => new DomainError('forbidden', message);
 
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | DomainError, req, reply) => {
@@ -25,7 +38,7 @@ export function installErrorHandler(app: FastifyInstance): void {
     // only as a generic body.
     if (status >= 500) req.log.error({ err, method: req.method, url: req.url, statusCode: status }, 'request failed');
     if (err instanceof DomainError) return reply.status(status).send({ error: err.code, message: err.message });
-    if (status < 500) return reply.status(status).send({ error: 'invalid', message: err.message });
+    if (status < 500) return reply.status(status).send({ error: CODE_OF_STATUS[status] ?? 'invalid', message: err.message });
     return reply.status(500).send({ error: 'internal', message: 'internal error; see the API log' });
   });
   app.setNotFoundHandler((req, reply) => {

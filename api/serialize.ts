@@ -18,6 +18,7 @@ export function jobJson(j: Job) {
     command: j.command,
     working_dir: j.workingDir,
     env: j.env,
+    secret_env: j.secretNames ?? [],
     params: j.params,
     on_lost: j.onLost,
     max_lost_requeues: j.maxLostRequeues,

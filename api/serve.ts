@@ -3,19 +3,52 @@ import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import { onShutdown, openConfiguredDatabase, timeoutsOf } from '../runtime/process.ts';
+import { ensureAdminToken } from '../runtime/credentials.ts';
 import { connectClient } from '../temporal/setup.ts';
 import type { ApiDeps } from './app.ts';
 import { startApiServer, type ApiServer } from './server.ts';
 
 /** The API as the configuration says; `gpuctl up` and the API process share it. */
 export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, logger: Logger, extra: Pick<ApiDeps, 'temporalUiUrl'> = {}): Promise<ApiServer> {
-  return startApiServer({ db, client, timeouts: timeoutsOf(c), ...extra }, c.apiHost, c.apiPort, logger);
+  let apiUrlHost: string[] = [];
+  try {
+    apiUrlHost = [new URL(c.apiUrl).hostname];
+  } catch {
+    // Not a URL: nothing to add.
+  }
+  return startApiServer(
+    {
+      db,
+      client,
+      timeouts: timeoutsOf(c),
+      auth: { adminTokens: c.adminToken ? [c.adminToken] : [] },
+      guards: { allowedHosts: [...c.allowedHosts, c.apiHost, ...apiUrlHost], allowedOrigins: c.allowedOrigins, rateLimitPerMinute: c.rateLimitPerMinute },
+      ...extra,
+    },
+    c.apiHost,
+    c.apiPort,
+    logger,
+  );
+}
+
+/** Makes (on a first start) or finds this home's admin token, and says where it is; returns it when this home has it. */
+export async function announceAdminToken(c: GpuplaneConfig, db: Db, log: (s: string) => void): Promise<string | null> {
+  if (c.adminToken) {
+    log('admin token: GPUPLANE_ADMIN_TOKEN');
+    return c.adminToken;
+  }
+  const a = await ensureAdminToken(db, c.home);
+  if (a.created) log(`admin token: made on this first start, kept in ${a.file} (0600); gpuctl on this machine uses it, elsewhere: gpuctl login --token "$(cat ${a.file})"`);
+  else if (a.token) log(`admin token: in ${a.file}`);
+  else log(`admin token: the database has admin tokens already (${a.file} is not one of them): gpuctl login --token <yours>`);
+  return a.token;
 }
 
 /** The API process (api/main.ts, `gpuctl api`): PostgreSQL and a Temporal client, no worker. */
 export async function serveApi(c: GpuplaneConfig, log: (s: string) => void, logger: Logger): Promise<void> {
   const database = await openConfiguredDatabase(c, false);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
+  await announceAdminToken(c, database.db, log);
   const api = await startConfiguredApi(c, database.db, temporal.client, logger);
   log(`API listening on ${api.url}`);
   onShutdown(async () => {

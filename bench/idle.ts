@@ -80,7 +80,7 @@ async function main() {
     const connection = await connectWorker(temporal.address, createLogger('warn'));
     const timeouts = { heartbeatTimeoutMs: HB_MS, lostAfterMs: Math.max(60_000, HB_MS * 6) };
     const control = await startControlWorker({ db: database.db, client: t.client, connection, namespace: 'idle', backfillHoldMs: 300_000, timeouts });
-    const api = await startApiServer({ db: database.db, client: t.client, timeouts }, '127.0.0.1', 0);
+    const api = await startApiServer({ db: database.db, client: t.client, timeouts, auth: null }, '127.0.0.1', 0);
     const client = new GpuplaneClient(api.url);
     say(`bench/idle: ${NODES} fake nodes × 8 cards, all agents in this one process, heartbeat timeout ${HB_MS / 1000} s; ${os.cpus().length} cores`);
     for (let i = 0; i < NODES; i++) {

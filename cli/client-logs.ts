@@ -47,7 +47,7 @@ export async function openLogs(c: GpuplaneClient, id: string, q: LogQuery = {}):
   const url = `${c.baseUrl.replace(/\/$/, '')}/api/v1/${what}/${encodeURIComponent(id)}/logs${params.size ? `?${params}` : ''}`;
   let res: Response;
   try {
-    res = await fetch(url);
+    res = await fetch(url, { headers: c.authHeaders() });
   } catch (err) {
     throw new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${c.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
   }

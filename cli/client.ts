@@ -42,6 +42,8 @@ export interface SubmitRequest {
   command: string[] | string;
   working_dir?: string;
   env?: Record<string, string>;
+  /** Secret variables: their values are never shown again. */
+  secret_env?: Record<string, string>;
   gpus?: number;
   selector?: Record<string, string>;
   priority?: number;
@@ -85,6 +87,8 @@ export interface ClientOptions {
    * entry. Every try carries the same Idempotency-Key, so a retry never makes a second job.
    */
   submitRetryDelaysMs?: number[];
+  /** Sent as `Authorization: Bearer <token>` on every request. */
+  token?: string;
 }
 
 const SUBMIT_RETRY_DELAYS_MS = [250, 1000, 3000, 6000];
@@ -100,7 +104,13 @@ export class GpuplaneClient {
   }
 
   /** A request with the answer's status and headers (e.g. 201 vs 200 and `idempotent-replayed`). */
+  /** The Authorization header of this client's token, if it has one. */
+  authHeaders(): Record<string, string> {
+    return this.opts.token ? { authorization: `Bearer ${this.opts.token}` } : {};
+  }
+
   async exchange<T>(method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ data: T; status: number; headers: Headers }> {
+    headers = { ...this.authHeaders(), ...headers };
     const unreachable = (err: unknown) =>
       new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
     let res: Response;
@@ -119,7 +129,8 @@ export class GpuplaneClient {
     const data = text ? (JSON.parse(text) as unknown) : undefined;
     if (!res.ok) {
       const e = (data ?? {}) as { error?: string; message?: string };
-      throw new ApiError(res.status, e.error ?? 'error', e.message ?? `HTTP ${res.status}`);
+      const hint = res.status === 401 ? ' (gpuctl login --token <token>, or set GPUPLANE_TOKEN)' : '';
+      throw new ApiError(res.status, e.error ?? 'error', `${e.message ?? `HTTP ${res.status}`}${hint}`);
     }
     return { data: data as T, status: res.status, headers: res.headers };
   }

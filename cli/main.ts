@@ -10,6 +10,7 @@ import { registerLogCommands } from './commands/logs.ts';
 import { registerPrimaryMetricCommand } from './commands/primary-metric.ts';
 import { registerRetentionCommand } from './commands/retention.ts';
 import { registerRunCommands } from './commands/runs.ts';
+import { registerTokenCommands } from './commands/tokens.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from './logger.ts';
 import { renderJob, renderJobs, renderNodes } from './render.ts';
 
@@ -47,6 +48,22 @@ function envNameArg(v: string, prev: string[] = []) {
   return [...prev, v];
 }
 
+/** `--allowed-root DIR`, repeatable; GPUPLANE_ALLOWED_ROOTS holds several, ':'-separated, as PATH does. */
+function rootsArg(v: string, prev: string[] = []) {
+  return [...prev, ...v.split(':').filter(Boolean)];
+}
+
+/**
+ * `--secret-env NAME`: the value comes from gpuctl's environment, never from the command line,
+ * where `ps` and the shell's history would keep it.
+ */
+function secretArg(v: string, prev: Record<string, string> = {}) {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(v)) throw new InvalidArgumentError(`expected a variable name (its value is read from this environment), got "${v.split('=')[0]}..."`);
+  const value = process.env[v];
+  if (value === undefined) throw new InvalidArgumentError(`${v} is not set in this environment: export it first (its value is sent, not the name)`);
+  return { ...prev, [v]: value };
+}
+
 /** `--eval-when each | every:N | final`. */
 function evalWhenArg(v: string): { when: 'each' | 'every' | 'final'; n?: number } {
   if (v === 'each' || v === 'final') return { when: v };
@@ -63,6 +80,7 @@ export function buildProgram(): Command {
   const program = new Command('gpuctl')
     .description('GPUPlane: run training jobs on your own GPU nodes')
     .addOption(new Option('--api <url>', 'API address').env('GPUPLANE_API_URL'))
+    .addOption(new Option('--api-token <token>', "API token (else gpuctl login's, else gpuctl up's admin token in the home)").env('GPUPLANE_TOKEN'))
     .addOption(new Option('--home <dir>', 'where GPUPlane keeps its data').env('GPUPLANE_HOME'))
     .configureHelp({ helpWidth: 100 })
     .showHelpAfterError(false)
@@ -79,6 +97,12 @@ export function buildProgram(): Command {
       .option('--label <k=v>', 'a node label (repeatable)', pairArg, {})
       .option('--fake-gpus <n>', 'pretend to have N cards (no nvidia-smi needed)', intArg('--fake-gpus', 0))
       .option('--pass-env <name>', "also give jobs this variable of the agent's environment (repeatable; never one named like a secret)", envNameArg, [])
+      .addOption(
+        new Option('--allowed-root <dir>', "jobs' working dirs and checkpoint folders must resolve inside this folder (repeatable; without one the agent warns at start)")
+          .env('GPUPLANE_ALLOWED_ROOTS')
+          .argParser(rootsArg)
+          .default([], 'anywhere'),
+      )
       .addOption(logLevel());
 
   agentOptions(
@@ -93,11 +117,11 @@ export function buildProgram(): Command {
           .default('dev'),
       )
       .option('--history-shards <n>', 'with --temporal cluster: history shards, fixed once its databases exist', intArg('--history-shards', 1), 4),
-  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number; logLevel: LogLevel }) => {
+  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; allowedRoot: string[]; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number; logLevel: LogLevel }) => {
     const { up } = await import('./up.ts');
     await up(
       loadConfig(),
-      { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards },
+      { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards },
       log,
       createLogger(o.logLevel),
     );
@@ -108,14 +132,22 @@ export function buildProgram(): Command {
       .command('agent')
       .description('run a GPU-host worker for this node')
       .requiredOption('--node-id <id>', 'this node\'s id')
+      .addOption(new Option('--token <token>', "this node's credential, from the API (prefer the variable: a flag shows in ps)").env('GPUPLANE_NODE_TOKEN'))
       .addOption(
         new Option('--on-stop <mode>', 'on SIGTERM/SIGINT: detach leaves running jobs for a restarted agent to re-attach; kill stops them')
           .choices(['detach', 'kill'])
           .default('detach'),
       ),
-  ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; onStop: 'detach' | 'kill'; logLevel: LogLevel }) => {
+  ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; allowedRoot: string[]; token?: string; onStop: 'detach' | 'kill'; logLevel: LogLevel }) => {
     const { serveAgent } = await import('../workers/gpu-host/serve.ts');
-    await serveAgent(loadConfig(), { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, onStop: o.onStop }, log, createLogger(o.logLevel));
+    // Read once: nothing the agent starts (nvidia-smi, jobs) inherits the node's credential.
+    delete process.env.GPUPLANE_NODE_TOKEN;
+    await serveAgent(
+      loadConfig(),
+      { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, nodeToken: o.token || undefined, onStop: o.onStop },
+      log,
+      createLogger(o.logLevel),
+    );
   });
 
   program
@@ -145,6 +177,7 @@ export function buildProgram(): Command {
     .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
     .option('--workdir <dir>', 'working directory on the node (default: here)')
     .option('--env <K=V>', 'environment variable (repeatable)', pairArg, {})
+    .option('--secret-env <NAME>', "a secret variable: its value is taken from gpuctl's own environment and never shown again (repeatable)", secretArg, {})
     .option('--param <k=v>', 'a parameter recorded with the job (repeatable)', pairArg, {})
     .option('--project <name>', 'project')
     .option('--experiment <name>', 'experiment within the project')
@@ -165,6 +198,7 @@ export function buildProgram(): Command {
         priority: o.priority,
         working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : process.cwd(),
         env: o.env,
+        ...(Object.keys(o.secretEnv).length ? { secret_env: o.secretEnv } : {}),
         params: o.param,
         project: o.project,
         experiment: o.experiment,
@@ -277,6 +311,7 @@ export function buildProgram(): Command {
   registerImportCommand(program);
   registerPrimaryMetricCommand(program);
   registerRetentionCommand(program);
+  registerTokenCommands(program);
   registerCheckpointCommands(program);
   registerEvalCommand(program);
   return program;

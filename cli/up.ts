@@ -3,7 +3,8 @@ import type { Logger } from 'pino';
 import os from 'node:os';
 import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
-import { startConfiguredApi } from '../api/serve.ts';
+import { announceAdminToken, startConfiguredApi } from '../api/serve.ts';
+import { ensureNodeToken } from '../runtime/credentials.ts';
 import { onShutdown, openConfiguredDatabase } from '../runtime/process.ts';
 import { startTemporalCluster, type TemporalCluster } from '../temporal/cluster.ts';
 import { startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
@@ -69,6 +70,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
   const connection = await connectWorker(c.temporalAddress, logger);
   const control = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
+  const adminToken = await announceAdminToken(c, database.db, log);
   const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: dev?.uiUrl ?? null });
   let fakeGpus = f.fakeGpus;
   if (fakeGpus === undefined && (await readInventory('probe')).gpus.length === 0) {
@@ -77,12 +79,14 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   }
   const nodeId = f.nodeId ?? os.hostname().replace(/[^A-Za-z0-9._-]/g, '-');
   // Jobs of the local agent reach this API where it really listens (GPUPLANE_API_PORT=0 picks a port).
-  const agent = await startConfiguredAgent(c, { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv }, temporal.client, connection, api.url);
+  // The local agent speaks for its node only, with a node token of its own (kept 0600 in the home).
+  const nodeToken = await ensureNodeToken(database.db, c.home, nodeId);
+  const agent = await startConfiguredAgent(c, { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv, allowedRoots: f.allowedRoots, nodeToken }, temporal.client, connection, api.url);
   log(`local agent ${nodeId}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource})`);
   log('');
   log(`GPUPlane is up.`);
   log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
-  log(`  web console  ${api.url}/`);
+  log(`  web console  ${api.url}/${adminToken ? `?token=${adminToken}` : ''}   (signs you in as admin; the token is also in ${c.home}/admin-token)`);
   log(`  Temporal UI  ${dev?.uiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal; see its own UI)')}`);
   log(`  data         ${c.home}`);
   const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;

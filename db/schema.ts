@@ -68,6 +68,8 @@ export const jobs = pgTable(
     command: jsonb('command').$type<string[]>().notNull(),
     workingDir: text('working_dir').notNull(),
     env: jsonb('env').$type<Record<string, string>>().notNull(),
+    /** Names of the job's secret variables; their values are in job_secrets, never in this row, an API answer or Temporal. */
+    secretNames: jsonb('secret_names').$type<string[]>().notNull().default([]),
     params: jsonb('params').$type<Record<string, unknown>>().notNull(),
     onLost: text('on_lost').$type<OnLostPolicy>().notNull().default('requeue'),
     maxLostRequeues: integer('max_lost_requeues').notNull().default(3),
@@ -404,3 +406,45 @@ export const runLogRefs = pgTable(
   (t) => [primaryKey({ columns: [t.jobId, t.attempt, t.stream] })],
 );
 export type RunLogRef = InferSelectModel<typeof runLogRefs>;
+
+/**
+ * API credentials (domain/tokens.ts). Only a token's sha256 is kept. A user token has a role:
+ * admin (everything), member (read and write in `projects`) or viewer (read in `projects`);
+ * `projects` holds project names, `["*"]` for all of them. A node token (`node_id` set) can
+ * only do what an agent does, for jobs dispatched to its node; `run_key` checks the run tokens
+ * its agent gives job processes.
+ */
+export const apiTokens = pgTable(
+  'api_tokens',
+  {
+    id: text('id').primaryKey(),
+    name: text('name').notNull(),
+    tokenHash: text('token_hash').notNull().unique(),
+    role: text('role').$type<'admin' | 'member' | 'viewer' | 'node'>().notNull(),
+    projects: jsonb('projects').$type<string[]>().notNull().default([]),
+    nodeId: text('node_id'),
+    runKey: text('run_key'),
+    createdAt: createdAt(),
+    revokedAt: ts('revoked_at'),
+  },
+  (t) => [
+    check('api_tokens_role_known', sql`${t.role} in ('admin', 'member', 'viewer', 'node')`),
+    check('api_tokens_node_role', sql`(${t.role} = 'node') = (${t.nodeId} is not null)`),
+    index('api_tokens_node').on(t.nodeId),
+  ],
+);
+export type ApiToken = InferSelectModel<typeof apiTokens>;
+
+/**
+ * Values of a job's secret environment variables. Read only by the API's node route, for the
+ * node an attempt of the job was dispatched to, while that attempt is live.
+ */
+export const jobSecrets = pgTable(
+  'job_secrets',
+  {
+    jobId: text('job_id').notNull().references(() => jobs.id),
+    name: text('name').notNull(),
+    value: text('value').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.name] })],
+);

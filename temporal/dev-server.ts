@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+import { temporalSecurityFromEnv } from './security.ts';
 
 const ensureScript = fileURLToPath(new URL('./ensure-temporal.sh', import.meta.url));
 
@@ -50,7 +51,7 @@ export async function waitForTemporal(address: string, timeoutMs = 60_000): Prom
   let last: unknown;
   while (Date.now() < deadline) {
     try {
-      const conn = await Connection.connect({ address, connectTimeout: 1000 });
+      const conn = await Connection.connect({ address, connectTimeout: 1000, ...temporalSecurityFromEnv() });
       await conn.workflowService.getSystemInfo({});
       await conn.close();
       return;

@@ -5,12 +5,13 @@ import { NativeConnection, Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { temporalLevelOf, temporalLogger } from './logger.ts';
+import { temporalSecurityFromEnv } from './security.ts';
 
 const KEYWORD = 2; // temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
 
 /** Registers the namespace (if missing) and our search attributes on it. Idempotent. */
 export async function ensureNamespace(address: string, namespace: string): Promise<void> {
-  const conn = await Connection.connect({ address });
+  const conn = await Connection.connect({ address, ...temporalSecurityFromEnv() });
   try {
     try {
       await conn.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('7 days') });
@@ -31,7 +32,7 @@ export async function ensureNamespace(address: string, namespace: string): Promi
 }
 
 export async function connectClient(address: string, namespace: string): Promise<{ client: Client; close(): Promise<void> }> {
-  const connection = await Connection.connect({ address });
+  const connection = await Connection.connect({ address, ...temporalSecurityFromEnv() });
   const client = new TemporalClient({ connection, namespace });
   return { client, close: () => connection.close() };
 }
@@ -39,7 +40,7 @@ export async function connectClient(address: string, namespace: string): Promise
 /** A worker connection; the first one installs the Temporal runtime, logging through `logger`. */
 export async function connectWorker(address: string, logger: Logger): Promise<NativeConnection> {
   installTemporalRuntime(logger);
-  return NativeConnection.connect({ address });
+  return NativeConnection.connect({ address, ...temporalSecurityFromEnv() });
 }
 
 let runtimeInstalled = false;

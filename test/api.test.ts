@@ -26,7 +26,7 @@ describe('API input handling', () => {
     const t = await connectClient(inject('temporalAddress'), ns);
     closeTemporal = t.close;
     temporal = t.client;
-    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
+    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
   });
   afterAll(async () => {
     await app?.close();

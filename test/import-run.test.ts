@@ -37,7 +37,7 @@ describe('gpuctl import-run', () => {
     await ensureNamespace(inject('temporalAddress'), ns);
     const t = await connectClient(inject('temporalAddress'), ns);
     closeTemporal = t.close;
-    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
+    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const addr = app.server.address() as { port: number };
     api = `http://127.0.0.1:${addr.port}`;

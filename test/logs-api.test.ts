@@ -26,7 +26,7 @@ describe('shipped logs: the API', () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-logs-api-'));
     database = await openDatabase({ dataDir: path.join(dir, 'pglite') });
     // The log routes never touch Temporal.
-    app = await buildApp({ db: database.db, client: {} as Client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
+    app = await buildApp({ db: database.db, client: {} as Client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
   });
   afterAll(async () => {
     await app?.close();

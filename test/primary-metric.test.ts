@@ -29,7 +29,7 @@ describe('primary metric through the API and gpuctl', () => {
 
   beforeAll(async () => {
     database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-metric-')) });
-    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
+    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
     await app.listen({ port: 0, host: '127.0.0.1' });
     api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
   });

@@ -27,7 +27,7 @@ describe.each<Backend>(['postgres', 'pglite'])('runs and metrics on %s', (kind) 
   beforeAll(async () => {
     database = await open(kind);
     // These routes never reach Temporal.
-    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
+    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
   });
   afterAll(async () => {
     await app?.close();

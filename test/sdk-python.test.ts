@@ -27,11 +27,11 @@ interface Script {
   done: Promise<{ code: number | null; stdout: string; stderr: string }>;
 }
 
-/** Runs `code` in python3 with the SDK on PYTHONPATH and the API at `apiUrl`. */
-function python(code: string, apiUrl: string, env: Record<string, string> = {}): Script {
+/** Runs `code` in python3 with the SDK on PYTHONPATH, the API at `apiUrl` and GPUPLANE_TOKEN `token` (null: none). */
+function python(code: string, apiUrl: string, token: string | null, env: Record<string, string> = {}): Script {
   const child = spawn('python3', ['-c', code], {
     cwd: root,
-    env: { ...process.env, GPUPLANE_RUN_ID: '', ...fastEnv, PYTHONPATH: sdkDir, GPUPLANE_API_URL: apiUrl, ...env },
+    env: { ...process.env, GPUPLANE_RUN_ID: '', ...fastEnv, PYTHONPATH: sdkDir, GPUPLANE_API_URL: apiUrl, GPUPLANE_TOKEN: token ?? '', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -114,6 +114,7 @@ gpuplane.event("checkpoint.saved", "epoch 1", {"path": "/ckpt/1", "score": float
 gpuplane.finish()
 `,
       api.url,
+      api.token,
     );
     const r = await s.done;
     expect(r.code, r.stderr).toBe(0);
@@ -132,8 +133,7 @@ gpuplane.finish()
   });
 
   it("under a job, attaches to the job's run, merges params, and leaves the status to the job", async () => {
-    const made = await api.app.inject({ method: 'POST', url: '/api/v1/runs', payload: { project: 'sdk-py-job', params: { lr: 1 } } });
-    const id = (made.json() as RunJson).id;
+    const { id } = await api.post<RunJson>('/runs', { project: 'sdk-py-job', params: { lr: 1 } });
     const s = python(
       `
 import gpuplane
@@ -143,6 +143,7 @@ gpuplane.log({"loss": 0.5})
 gpuplane.finish("failed")
 `,
       api.url,
+      api.token,
       { GPUPLANE_RUN_ID: id, GPUPLANE_PARAMS: JSON.stringify({ lr: 1, epochs: 3 }) },
     );
     const r = await s.done;
@@ -152,8 +153,8 @@ gpuplane.finish("failed")
   });
 
   it('finishes the run at exit, and fails it on an uncaught exception', async () => {
-    const ok = python(`import gpuplane\nr = gpuplane.init("sdk-py-b", name="ok")\nprint("run", r.id, flush=True)\nfor i in range(10): gpuplane.log({"a": i})\n`, api.url);
-    const bad = python(`import gpuplane\nr = gpuplane.init("sdk-py-b", name="bad")\nprint("run", r.id, flush=True)\ngpuplane.log({"a": 1})\nraise RuntimeError("boom")\n`, api.url);
+    const ok = python(`import gpuplane\nr = gpuplane.init("sdk-py-b", name="ok")\nprint("run", r.id, flush=True)\nfor i in range(10): gpuplane.log({"a": i})\n`, api.url, api.token);
+    const bad = python(`import gpuplane\nr = gpuplane.init("sdk-py-b", name="bad")\nprint("run", r.id, flush=True)\ngpuplane.log({"a": 1})\nraise RuntimeError("boom")\n`, api.url, api.token);
     const [okR, badR] = await Promise.all([ok.done, bad.done]);
     expect(okR.code, okR.stderr).toBe(0);
     expect(badR.code).toBe(1);
@@ -185,6 +186,7 @@ gpuplane.finish()
 print("run", run.id, flush=True)
 `,
         `http://127.0.0.1:${proxy.port}`,
+        api.token,
       );
       // Nothing listens yet: init gives up waiting after 1 s and registers in the background.
       await s.line(/^half$/);
@@ -223,6 +225,7 @@ run.finish()
 print("run", run.id, flush=True)
 `,
         `http://127.0.0.1:${proxy.port}`,
+        api.token,
       );
       const r = await s.done;
       expect(r.code, r.stderr).toBe(0);
@@ -253,6 +256,7 @@ run.finish()
 print("run", run.id, flush=True)
 `,
         `http://127.0.0.1:${proxy.port}`,
+        api.token,
         { GPUPLANE_SDK_MAX_BUFFER: '1000' },
       );
       await s.line(/^ready$/);
@@ -272,5 +276,89 @@ print("run", run.id, flush=True)
     } finally {
       await proxy.close();
     }
+  });
+
+  describe('with the API wanting a token', () => {
+    const initOnly = `import gpuplane\ngpuplane.init("sdk-py-auth", name="refused")\nprint("registered", flush=True)\n`;
+
+    it('refuses init without a token, with a wrong one (401) and with one of another project (403), clearly, never printing the token', async () => {
+      const other = await api.memberToken(['sdk-py-elsewhere']);
+      const wrong = 'gpp_not-a-real-token-0123456789';
+      const [none, bad, elsewhere] = await Promise.all([python(initOnly, api.url, null).done, python(initOnly, api.url, wrong).done, python(initOnly, api.url, other.token).done]);
+      for (const r of [none, bad, elsewhere]) {
+        expect(r.code).toBe(1);
+        expect(r.stdout).not.toContain('registered');
+      }
+      expect(none.stderr).toContain('ApiError: POST /api/v1/runs: HTTP 401: this needs a token');
+      expect(none.stderr).toContain('the SDK sent no token: pass token= to gpuplane.init() or set GPUPLANE_TOKEN');
+      expect(bad.stderr).toContain('HTTP 401: unknown or revoked token');
+      expect(bad.stderr).not.toContain(wrong);
+      expect(elsewhere.stderr).toMatch(/HTTP 403: member token "sdk-member-\w+" \(projects: sdk-py-elsewhere\) may not write project "sdk-py-auth"/);
+      expect(elsewhere.stderr).not.toContain(other.token);
+      expect((await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-auth')).runs).toHaveLength(0);
+    });
+
+    it("works with a member token of the project, and a token revoked mid-run stops the sending with one warning, not the script", async () => {
+      const member = await api.memberToken(['sdk-py-member']);
+      const s = python(
+        `
+import sys, gpuplane
+run = gpuplane.init("sdk-py-member", params={"lr": 0.1})
+for i in range(10):
+    gpuplane.log({"a": float(i)}, step=i)
+print("run", run.id, repr(run), flush=True)
+sys.stdin.readline()
+for i in range(10, 1010):
+    gpuplane.log({"a": float(i)}, step=i)
+gpuplane.event("train.epoch", "after the revocation")
+gpuplane.finish()
+print("finished", run.rejected, flush=True)
+`,
+        api.url,
+        member.token,
+      );
+      const id = /^run (\S+) /.exec(await s.line(/^run /))?.[1] ?? '';
+      await until('the first points', async () => (await api.get<RunJson>(`/runs/${id}`)).metrics.a?.count === 10, 15_000);
+      await api.revokeToken(member.id);
+      s.send('\n');
+      const r = await s.done;
+      expect(r.code, r.stderr).toBe(0);
+      // The points waiting when the 401 came are dropped and counted; later log() calls are ignored.
+      expect(r.stdout).toMatch(/^finished [1-9]\d*$/m);
+      expect(r.stdout + r.stderr).not.toContain(member.token);
+      // Python prints a warning's source line under it: count the warnings themselves.
+      const warned = r.stderr.split('\n').filter((l) => l.includes("GpuplaneWarning: gpuplane: the API refused the SDK's token"));
+      expect(warned).toHaveLength(1);
+      expect(warned[0]).toContain('HTTP 401: unknown or revoked token');
+      expect(warned[0]).toContain('nothing more is sent for this run');
+      // Nothing after the revocation reached the run, and no finish call was made with a dead token.
+      expect(await api.get<RunJson>(`/runs/${id}`)).toMatchObject({ status: 'running', params: { lr: 0.1 }, metrics: { a: { count: 10, last_step: 9 } } });
+      await api.post(`/runs/${id}/finish`, { status: 'cancelled' });
+    });
+
+    it("under a job, a token that may not write the job's run gets one 403 warning, and the script exits 0", async () => {
+      const { id } = await api.post<RunJson>('/runs', { project: 'sdk-py-job403' });
+      const other = await api.memberToken(['sdk-py-elsewhere']);
+      const s = python(
+        `
+import gpuplane
+run = gpuplane.init()
+for i in range(100):
+    gpuplane.log({"loss": 1.0 / (i + 1)})
+gpuplane.finish()
+print("done", run.rejected, flush=True)
+`,
+        api.url,
+        other.token,
+        { GPUPLANE_RUN_ID: id },
+      );
+      const r = await s.done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^done [1-9]\d*$/m);
+      expect(r.stderr.match(/GpuplaneWarning: gpuplane: the API refused the SDK's token/g)).toHaveLength(1);
+      expect(r.stderr).toContain('HTTP 403: member token');
+      expect(r.stderr).not.toContain(other.token);
+      expect((await api.get<RunJson>(`/runs/${id}`)).metrics.loss).toBeUndefined();
+    });
   });
 });

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import * as gpuplane from '../sdk/ts/index.ts';
 import { startFlakyProxy } from './support/flaky-proxy.ts';
@@ -14,10 +15,10 @@ const fast = { flushIntervalS: 0.1, maxBackoffS: 0.3, initTimeoutS: 1, requestTi
 describe('the TypeScript SDK against the real API', () => {
   let api: SdkApi;
   const warnings: string[] = [];
-  /** No GPUPLANE_* of the test process's own, fast intervals, warnings collected. */
+  /** No GPUPLANE_* of the test process's own (GPUPLANE_TOKEN is the API's admin token), fast intervals, warnings collected. */
   const opts = (apiUrl: string, more: Partial<gpuplane.SdkSettings> = {}, env: Record<string, string> = {}): gpuplane.InitOptions => ({
     apiUrl,
-    env,
+    env: { GPUPLANE_TOKEN: api.token, ...env },
     settings: { ...fast, ...more },
     autoFinish: false,
     warn: (m) => warnings.push(m),
@@ -53,8 +54,7 @@ describe('the TypeScript SDK against the real API', () => {
   });
 
   it("under a job, attaches to the job's run, merges params, and leaves the status alone", async () => {
-    const made = await api.app.inject({ method: 'POST', url: '/api/v1/runs', payload: { project: 'sdk-ts-b', params: { lr: 1 } } });
-    const id = (made.json() as RunJson).id;
+    const { id } = await api.post<RunJson>('/runs', { project: 'sdk-ts-b', params: { lr: 1 } });
     const env = { GPUPLANE_RUN_ID: id, GPUPLANE_API_URL: api.url, GPUPLANE_PARAMS: JSON.stringify({ lr: 1, epochs: 3 }) };
     const run = await gpuplane.init('ignored', undefined, undefined, { batch: 32 }, { ...opts(api.url, {}, env), apiUrl: undefined });
     expect(run.attached).toBe(true);
@@ -144,7 +144,7 @@ describe('the TypeScript SDK against the real API', () => {
       );
       // Not spawnSync: the API answering the script lives in this process's event loop.
       const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-        const env = { ...process.env, GPUPLANE_RUN_ID: '', GPUPLANE_API_URL: api.url, GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' };
+        const env = { ...process.env, GPUPLANE_RUN_ID: '', GPUPLANE_API_URL: api.url, GPUPLANE_TOKEN: api.token, GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' };
         execFile(process.execPath, ['--import', 'tsx', script], { cwd: root, env, timeout: 60_000 }, (err, stdout, stderr) =>
           resolve({ code: err ? Number(err.code ?? 1) : 0, stdout, stderr }),
         );
@@ -155,5 +155,77 @@ describe('the TypeScript SDK against the real API', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+
+  describe('with the API wanting a token', () => {
+    it('refuses init without a token, with a wrong one (401) and with one of another project (403), clearly, never showing the token', async () => {
+      const other = await api.memberToken(['sdk-ts-elsewhere']);
+      const wrong = 'gpp_not-a-real-token-0123456789';
+      const before = warnings.length;
+      const refusal = async (env: Record<string, string>, token?: string) => {
+        const err = await gpuplane.init('sdk-ts-auth', undefined, 'refused', undefined, { ...opts(api.url), env, token }).then(
+          () => null,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(gpuplane.ApiError);
+        return err as gpuplane.ApiError;
+      };
+      const none = await refusal({});
+      expect(none.status).toBe(401);
+      expect(none.message).toContain('POST ' + api.url + '/api/v1/runs: HTTP 401: this needs a token');
+      expect(none.message).toContain('the SDK sent no token: pass { token } to init() or set GPUPLANE_TOKEN');
+      const bad = await refusal({ GPUPLANE_TOKEN: wrong });
+      expect(bad.status).toBe(401);
+      expect(bad.message).toContain('HTTP 401: unknown or revoked token');
+      expect(bad.message).toContain('was not accepted');
+      expect(bad.message).not.toContain(wrong);
+      const elsewhere = await refusal({ GPUPLANE_TOKEN: api.token }, other.token); // the option wins over the env
+      expect(elsewhere.status).toBe(403);
+      expect(elsewhere.message).toMatch(/HTTP 403: member token "sdk-member-\w+" \(projects: sdk-ts-elsewhere\) may not write project "sdk-ts-auth"/);
+      expect(elsewhere.message).not.toContain(other.token);
+      await expect(gpuplane.init('sdk-ts-auth', undefined, undefined, undefined, { ...opts(api.url), token: `${wrong} x` })).rejects.toThrow(/cannot be sent in a header/);
+      expect(warnings.slice(before)).toEqual([]); // init throws; it does not warn as well
+      expect(gpuplane.currentRun()).toBeNull();
+      expect((await api.get<{ runs: RunJson[] }>('/runs?project=sdk-ts-auth')).runs).toHaveLength(0);
+    });
+
+    it('works with a member token of the project, and a token revoked mid-run stops the sending with one warning, not the program', async () => {
+      const member = await api.memberToken(['sdk-ts-member']);
+      const before = warnings.length;
+      const run = await gpuplane.init('sdk-ts-member', undefined, undefined, { lr: 0.1 }, { ...opts(api.url, {}, { GPUPLANE_TOKEN: '' }), token: ` ${member.token}\n` });
+      expect(inspect(run, { depth: 5, showHidden: true })).not.toContain(member.token);
+      for (let i = 0; i < 10; i++) run.log({ a: i }, i);
+      await until('the first points', async () => (await api.get<RunJson>(`/runs/${run.id}`)).metrics.a?.count === 10, 15_000);
+      await api.revokeToken(member.id);
+      for (let i = 10; i < 1010; i++) run.log({ a: i }, i);
+      await until('the warning', () => warnings.slice(before).some((w) => w.includes("refused the SDK's token")), 15_000);
+      for (let i = 1010; i < 1020; i++) run.log({ a: i }, i); // ignored, no throw
+      gpuplane.event('train.epoch', 'after the revocation');
+      await gpuplane.finish();
+      const mine = warnings.slice(before);
+      const refused = mine.filter((w) => w.includes("refused the SDK's token"));
+      expect(refused).toHaveLength(1);
+      expect(refused[0]).toContain('HTTP 401: unknown or revoked token');
+      expect(refused[0]).toContain('nothing more is sent for this run');
+      expect(mine.join('\n')).not.toContain(member.token);
+      expect(run.rejected).toBe(1000);
+      expect(await api.get<RunJson>(`/runs/${run.id}`)).toMatchObject({ status: 'running', params: { lr: 0.1 }, metrics: { a: { count: 10, last_step: 9 } } });
+      await api.post(`/runs/${run.id}/finish`, { status: 'cancelled' });
+    });
+
+    it("under a job, a token that may not write the job's run gets one 403 warning, and finish() resolves", async () => {
+      const { id } = await api.post<RunJson>('/runs', { project: 'sdk-ts-job403' });
+      const other = await api.memberToken(['sdk-ts-elsewhere']);
+      const before = warnings.length;
+      const run = await gpuplane.init(undefined, undefined, undefined, undefined, opts(api.url, {}, { GPUPLANE_RUN_ID: id, GPUPLANE_TOKEN: other.token }));
+      for (let i = 0; i < 100; i++) run.log({ loss: 1 / (i + 1) });
+      await gpuplane.finish();
+      const refused = warnings.slice(before).filter((w) => w.includes("refused the SDK's token"));
+      expect(refused).toHaveLength(1);
+      expect(refused[0]).toContain('HTTP 403: member token');
+      expect(refused[0]).not.toContain(other.token);
+      expect(run.rejected).toBe(100);
+      expect((await api.get<RunJson>(`/runs/${id}`)).metrics.loss).toBeUndefined();
+    });
   });
 });

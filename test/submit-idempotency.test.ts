@@ -43,10 +43,10 @@ describe.each([
     const t = await connectClient(inject('temporalAddress'), ns);
     temporal = t.client;
     closeTemporal = t.close;
-    app = await buildApp({ db: database.db, client: temporal, timeouts });
+    app = await buildApp({ db: database.db, client: temporal, timeouts, auth: null });
     // Nothing listens on this port; no retry interceptor, so each start fails at once.
     deadConnection = Connection.lazy({ address: `127.0.0.1:${await freePort()}`, interceptors: [] });
-    cutOff = await buildApp({ db: database.db, client: new Client({ connection: deadConnection, namespace: ns }), timeouts });
+    cutOff = await buildApp({ db: database.db, client: new Client({ connection: deadConnection, namespace: ns }), timeouts, auth: null });
   });
   afterAll(async () => {
     await app?.close();

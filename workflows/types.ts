@@ -73,6 +73,8 @@ export interface AttemptSpec {
   command: string[];
   workingDir: string;
   env: Record<string, string>;
+  /** Names of the job's secret variables: the agent fetches their values from the API with its node token (never through Temporal). */
+  secretEnv?: string[];
   /** Given to the process as JSON in GPUPLANE_PARAMS. */
   params: Record<string, unknown>;
   gpuIndices: number[];

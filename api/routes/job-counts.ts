@@ -4,7 +4,9 @@
  * (per project and experiment).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { eq, type SQL } from 'drizzle-orm';
+import { eq, inArray, type SQL } from 'drizzle-orm';
+import { allows, visibleProjectIds } from '../auth.ts';
+import { forbidden } from '../errors.ts';
 import { findProjectId } from '../../db/queries/projects.ts';
 import { jobCountsByState } from '../../db/queries/jobs.ts';
 import { runCountsByExperiment } from '../../db/queries/runs.ts';
@@ -30,6 +32,12 @@ export const jobCountRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { 
       const states = Object.fromEntries(JOB_STATES.map((s) => [s, 0]));
       const where: SQL[] = [];
       if (req.query.type) where.push(eq(jobs.type, req.query.type));
+      const projectIds = await visibleProjectIds(db, req);
+      if (projectIds) {
+        if (req.query.project && req.principal && !allows(req.principal, req.query.project, false)) throw forbidden(`this token may not read project "${req.query.project}"`);
+        if (projectIds.length === 0) return { total: 0, states };
+        where.push(inArray(jobs.projectId, projectIds));
+      }
       if (req.query.project) {
         const projectId = await findProjectId(db, req.query.project);
         if (!projectId) return { total: 0, states };
@@ -44,8 +52,8 @@ export const jobCountRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { 
   app.get(
     '/runs/counts',
     { schema: { tags: ['runs'], summary: 'How many runs (and running ones) each project/experiment has, latest run first', response: { 200: RunCountsSchema, ...errorResponses } } },
-    async (): Promise<RunCounts> => {
-      const rows = await runCountsByExperiment(db);
+    async (req): Promise<RunCounts> => {
+      const rows = await runCountsByExperiment(db, await visibleProjectIds(db, req));
       return { experiments: rows.map((r) => ({ ...r, latest: (r.latest ?? new Date(0)).toISOString() })) };
     },
   );

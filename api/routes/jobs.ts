@@ -6,15 +6,17 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
-import { checkpoints, type IdempotencyKey, type Job } from '../../db/schema.ts';
+import { checkpoints, jobSecrets, type IdempotencyKey, type Job } from '../../db/schema.ts';
 import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempotency.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel, startJobWorkflow } from '../../temporal/client-ops.ts';
 import { isTerminal } from '../../domain/job-states.ts';
+import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
-import { DomainError, notFound } from '../errors.ts';
+import { allows, visibleProjectIds } from '../auth.ts';
+import { DomainError, forbidden, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { requestHash } from '../idempotency.ts';
@@ -92,6 +94,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const command = normalizeCommand(b.command);
       if (b.experiment && !b.project) throw new DomainError('invalid', 'experiment needs a project');
       const watchDir = b.watch_dir === undefined ? null : normalizeWatchDir(b.watch_dir);
+      const secrets = b.secret_env ?? {};
+      const secretProblem = secretEnvProblem(secrets, b.env ?? {});
+      if (secretProblem) throw new DomainError('invalid', secretProblem);
       if (b.resume_from !== undefined && !(await checkpointExists(db, b.resume_from))) {
         throw new DomainError('invalid', `resume_from: checkpoint ${b.resume_from} does not exist`);
       }
@@ -118,6 +123,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
             command,
             workingDir: b.working_dir ?? '/tmp',
             env: b.env ?? {},
+            secretNames: Object.keys(secrets).sort(),
             params: b.params ?? {},
             onLost: b.on_lost ?? 'requeue',
             maxLostRequeues: b.max_lost_requeues ?? 3,
@@ -125,6 +131,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
             resumeFrom: b.resume_from ?? null,
             evalPolicy: b.eval_policy ?? null,
           });
+          if (Object.keys(secrets).length > 0) await tx.insert(jobSecrets).values(Object.entries(secrets).map(([name, value]) => ({ jobId: made.id, name, value })));
           // The key goes in with the job: a concurrent request with the same key waits here, then finds it taken.
           if (key !== undefined && !(await claimIdempotencyKey(tx, { key, requestHash: hash, jobId: made.id }))) throw new KeyTaken();
           return made;
@@ -147,12 +154,14 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const q = req.query;
       const limit = q.limit === undefined ? 100 : Number(q.limit);
       if (limit < 1 || limit > 1000) throw new DomainError('invalid', 'limit must be between 1 and 1000');
+      const projectIds = await visibleProjectIds(db, req);
       let projectId: string | undefined;
       if (q.project) {
+        if (projectIds && req.principal && !allows(req.principal, q.project, false)) throw forbidden(`this token may not read project "${q.project}"`);
         projectId = await findProjectId(db, q.project);
         if (!projectId) return { jobs: [] };
       }
-      const rows = await listJobs(db, { state: q.state, type: q.type, projectId, limit });
+      const rows = await listJobs(db, { state: q.state, type: q.type, projectId, projectIds, limit });
       return { jobs: rows.map(jobJson) };
     },
   );

@@ -9,7 +9,8 @@ import { experiments } from '../../db/schema.ts';
 import { and, eq } from 'drizzle-orm';
 import { getJob } from '../../db/queries/jobs.ts';
 import { BatchRejected, bucketRaw, encodeValue, mergeBuckets, parseBatch, planQuery, type Bucket } from '../../domain/metrics.ts';
-import { DomainError, notFound } from '../errors.ts';
+import { allows, visibleProjectIds } from '../auth.ts';
+import { DomainError, forbidden, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
 import {
   CompareQuery,
@@ -163,9 +164,11 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const limit = q.limit === undefined ? 100 : Number(q.limit);
       if (limit < 1 || limit > 1000) throw new DomainError('invalid', 'limit must be between 1 and 1000');
       if (q.experiment && !q.project) throw new DomainError('invalid', 'experiment needs a project');
+      const projectIds = await visibleProjectIds(db, req);
       let projectId: string | undefined;
       let experimentId: string | undefined;
       if (q.project) {
+        if (projectIds && req.principal && !allows(req.principal, q.project, false)) throw forbidden(`this token may not read project "${q.project}"`);
         projectId = await findProjectId(db, q.project);
         if (!projectId) return { runs: [] };
         if (q.experiment) {
@@ -174,7 +177,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           experimentId = e.id;
         }
       }
-      const rows = await listRuns(db, { projectId, experimentId, status: q.status, jobId: q.job, limit });
+      const rows = await listRuns(db, { projectId, experimentId, status: q.status, jobId: q.job, limit, projectIds });
       return { runs: rows.map(runJson) };
     },
   );

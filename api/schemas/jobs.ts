@@ -23,6 +23,13 @@ export const SubmitJobBody = Type.Object(
     }),
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/', description: 'absolute path on the node' })),
     env: Type.Optional(StringMap),
+    secret_env: Type.Optional(
+      Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' }), Type.String({ maxLength: 32_768 }), {
+        maxProperties: 64,
+        additionalProperties: false,
+        description: "variables the job's process gets whose values are never shown again: not by the API, the CLI, the console, Temporal's histories or the agent's files",
+      }),
+    ),
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
     selector: Type.Optional(StringMap),
     priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
@@ -67,6 +74,7 @@ export const JobSchema = Type.Object(
     command: Type.Array(Type.String()),
     working_dir: Type.String(),
     env: StringMap,
+    secret_env: Type.Array(Type.String(), { description: 'names of the secret variables (never their values)' }),
     params: Type.Record(Type.String(), Type.Unknown()),
     on_lost: Type.String(),
     max_lost_requeues: Type.Integer(),

@@ -49,6 +49,8 @@ export interface JobFilter {
   state?: JobState;
   type?: JobType;
   projectId?: string;
+  /** Only jobs of these projects (a restricted token's); null or absent: all. */
+  projectIds?: string[] | null;
   limit: number;
 }
 
@@ -57,6 +59,10 @@ export async function listJobs(ex: Executor, f: JobFilter): Promise<Job[]> {
   if (f.state) where.push(eq(jobs.state, f.state));
   if (f.type) where.push(eq(jobs.type, f.type));
   if (f.projectId) where.push(eq(jobs.projectId, f.projectId));
+  if (f.projectIds) {
+    if (f.projectIds.length === 0) return [];
+    where.push(inArray(jobs.projectId, f.projectIds));
+  }
   return ex
     .select()
     .from(jobs)

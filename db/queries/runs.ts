@@ -40,9 +40,13 @@ export async function insertRun(ex: Executor, values: typeof runs.$inferInsert):
 
 export async function listRuns(
   ex: Executor,
-  q: { projectId?: string; experimentId?: string; status?: RunStatus; jobId?: string; limit: number },
+  q: { projectId?: string; experimentId?: string; status?: RunStatus; jobId?: string; limit: number; projectIds?: string[] | null },
 ): Promise<RunWithNames[]> {
   const conds: SQL[] = [];
+  if (q.projectIds) {
+    if (q.projectIds.length === 0) return [];
+    conds.push(inArray(runs.projectId, q.projectIds));
+  }
   if (q.projectId) conds.push(eq(runs.projectId, q.projectId));
   if (q.experimentId) conds.push(eq(runs.experimentId, q.experimentId));
   if (q.status) conds.push(eq(runs.status, q.status));
@@ -153,8 +157,9 @@ export async function jobEvents(ex: Executor, jobId: string, limit: number): Pro
 }
 
 /** Each project/experiment with runs: how many, how many running, and when the latest began; latest first. */
-export async function runCountsByExperiment(ex: Executor) {
+export async function runCountsByExperiment(ex: Executor, projectIds: string[] | null = null) {
   const latest = max(runs.createdAt);
+  if (projectIds && projectIds.length === 0) return [];
   return ex
     .select({
       project: projects.name,
@@ -166,6 +171,7 @@ export async function runCountsByExperiment(ex: Executor) {
     .from(runs)
     .innerJoin(projects, eq(projects.id, runs.projectId))
     .leftJoin(experiments, eq(experiments.id, runs.experimentId))
+    .where(projectIds ? inArray(runs.projectId, projectIds) : undefined)
     .groupBy(projects.name, experiments.name)
     .orderBy(desc(latest));
 }

@@ -7,9 +7,9 @@ export class Unreachable extends Error {}
 export class ApiError extends Error {
   readonly status: number;
   readonly body: unknown;
-  constructor(status: number, body: unknown, what: string) {
+  constructor(status: number, body: unknown, what: string, hint?: string) {
     const msg = body && typeof body === 'object' && 'message' in body ? String((body as { message: unknown }).message) : '';
-    super(`${what}: HTTP ${status}${msg ? `: ${msg}` : ''}`);
+    super(`${what}: HTTP ${status}${msg ? `: ${msg}` : ''}${hint ? ` (${hint})` : ''}`);
     this.status = status;
     this.body = body;
   }
@@ -17,6 +17,34 @@ export class ApiError extends Error {
   get retryable(): boolean {
     return this.status === 408 || this.status === 429 || this.status >= 500;
   }
+  /** 401 (no or unknown token) or 403 (a token without the right): no retry will help. */
+  get auth(): boolean {
+    return this.status === 401 || this.status === 403;
+  }
+}
+
+/** Where the API is and the token it gets. The token never goes into a message. */
+export interface ApiTarget {
+  base: string;
+  token: string | null;
+}
+
+/** What to do about a 401/403, for the error's message. */
+function authHint(status: number, hasToken: boolean): string | undefined {
+  if (status === 401) return hasToken ? "the SDK's token (the token option or GPUPLANE_TOKEN) was not accepted" : 'the SDK sent no token: pass { token } to init() or set GPUPLANE_TOKEN';
+  if (status === 403) return "the SDK's token may not do this: use a member token of the run's project";
+  return undefined;
+}
+
+/**
+ * The token to send (surrounding whitespace removed), or null. Throws, without the token in the
+ * message, on one that cannot go in a header (fetch's own error would quote it).
+ */
+export function cleanToken(token: string | undefined | null): string | null {
+  const t = token?.trim();
+  if (!t) return null;
+  if (!/^[\x21-\x7e]+$/.test(t)) throw new Error('gpuplane: the token (the token option or GPUPLANE_TOKEN) has spaces or characters that cannot be sent in a header');
+  return t;
 }
 
 /** The /api/v1 base of an API address given with or without it. */
@@ -28,15 +56,20 @@ export function apiBase(apiUrl: string): string {
   return `${u.origin}${p}`;
 }
 
-export async function request(base: string, method: string, path: string, body: string | undefined, headers: Record<string, string>, timeoutMs: number): Promise<unknown> {
-  const url = `${base}${path}`;
+export async function request(api: ApiTarget, method: string, path: string, body: string | undefined, headers: Record<string, string>, timeoutMs: number): Promise<unknown> {
+  const url = `${api.base}${path}`;
   let res: Response;
   let text: string;
   try {
     res = await fetch(url, {
       method,
       body,
-      headers: { accept: 'application/json', ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      headers: {
+        accept: 'application/json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...(api.token ? { authorization: `Bearer ${api.token}` } : {}),
+        ...headers,
+      },
       signal: AbortSignal.timeout(timeoutMs),
     });
     text = await res.text();
@@ -52,6 +85,6 @@ export async function request(base: string, method: string, path: string, body: 
       parsed = text;
     }
   }
-  if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, parsed, `${method} ${url}`);
+  if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, parsed, `${method} ${url}`, authHint(res.status, api.token !== null));
   return parsed;
 }

@@ -8,12 +8,14 @@
  *   gpuplane.event('checkpoint.saved', 'epoch 3', { path: '/ckpt/3' });
  *   await gpuplane.finish();
  *
- * Under a job (GPUPLANE_RUN_ID set) init() attaches to the job's run. See docs/sdk.md.
+ * Under a job (GPUPLANE_RUN_ID set) init() attaches to the job's run. Every request carries
+ * `Authorization: Bearer <token>`: the `token` option, else GPUPLANE_TOKEN (set by the agent for a
+ * job; run by hand, a member token of the run's project). See docs/sdk.md.
  */
 
 import os from 'node:os';
 import { DEFAULT_API_URL, settingsFrom, type SdkSettings } from './encode.ts';
-import { apiBase } from './http.ts';
+import { apiBase, cleanToken } from './http.ts';
 import { Run, type EventLevel, type FinishStatus } from './run.ts';
 
 export { Run, type EventLevel, type FinishStatus } from './run.ts';
@@ -25,6 +27,12 @@ export const VERSION = '0.1.0';
 export interface InitOptions {
   /** Default: GPUPLANE_API_URL, else http://127.0.0.1:8787. With or without /api/v1. */
   apiUrl?: string;
+  /**
+   * The API token, sent as `Authorization: Bearer <token>` and never printed. Default:
+   * GPUPLANE_TOKEN (under a job the agent sets it to the run's token; else a member token of the
+   * project). Without one the API answers 401 and init() throws.
+   */
+  token?: string;
   tags?: Record<string, string>;
   /** Where GPUPLANE_* come from (default process.env). */
   env?: Record<string, string | undefined>;
@@ -48,12 +56,17 @@ export function currentRun(): Run | null {
  * Starts (or, under a job, attaches to) a run and makes it the current one. Under a job
  * `project` and `experiment` are the job's; `params` (and `name`, `tags`) are merged into its run.
  * Otherwise the run registers with source "sdk" and `project` is required.
+ *
+ * Throws ApiError when the API refuses the run: a 4xx such as an invalid project, 401 (no or
+ * unknown token) or 403 (a token without write access to the project). A 401/403 later on stops
+ * the run's sending with one warning; log() goes on without throwing.
  */
 export async function init(project?: string, experiment?: string, name?: string, params?: Record<string, unknown>, opts: InitOptions = {}): Promise<Run> {
   if (current) await finish();
   const env = opts.env ?? process.env;
   const settings = settingsFrom(env, opts.settings);
   const base = apiBase(opts.apiUrl ?? env.GPUPLANE_API_URL ?? DEFAULT_API_URL);
+  const token = cleanToken(opts.token ?? env.GPUPLANE_TOKEN);
   const warn = opts.warn ?? ((msg: string) => process.emitWarning(msg, { type: 'GpuplaneWarning' }));
   const runId = env.GPUPLANE_RUN_ID || null;
   const merged: Record<string, unknown> = {};
@@ -73,7 +86,7 @@ export async function init(project?: string, experiment?: string, name?: string,
       ...(opts.tags ? { tags: opts.tags } : {}),
       ...(name !== undefined ? { name } : {}),
     };
-    run = new Run({ base, attachedId: runId, create: null, patch: Object.keys(patch).length > 0 ? patch : null, params: merged, settings, warn });
+    run = new Run({ base, token, attachedId: runId, create: null, patch: Object.keys(patch).length > 0 ? patch : null, params: merged, settings, warn });
   } else {
     if (!project) throw new Error('gpuplane.init: project is required outside a GPUPlane job');
     const create = {
@@ -85,7 +98,7 @@ export async function init(project?: string, experiment?: string, name?: string,
       ...(params && Object.keys(params).length > 0 ? { params } : {}),
       ...(opts.tags ? { tags: opts.tags } : {}),
     };
-    run = new Run({ base, attachedId: null, create, patch: null, params: merged, settings, warn });
+    run = new Run({ base, token, attachedId: null, create, patch: null, params: merged, settings, warn });
   }
   await run.start();
   if (opts.autoFinish ?? true) {

@@ -7,7 +7,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { FLUSH_AT_POINTS, KIND_RE, MAX_PENDING_EVENTS, Encoder, cleanJson, type Batch, type SdkSettings } from './encode.ts';
-import { ApiError, Unreachable, request } from './http.ts';
+import { ApiError, Unreachable, request, type ApiTarget } from './http.ts';
 
 export type FinishStatus = 'finished' | 'failed' | 'cancelled';
 export type EventLevel = 'info' | 'warning' | 'error';
@@ -20,6 +20,8 @@ type Item = Batch | EventItem;
 
 export interface RunSetup {
   base: string;
+  /** Sent as `Authorization: Bearer`; null sends none. */
+  token: string | null;
   attachedId: string | null;
   create: Record<string, unknown> | null;
   patch: Record<string, unknown> | null;
@@ -39,6 +41,8 @@ export class Run {
 
   private runId: string | null;
   private readonly base: string;
+  /** With the token: an ES private field, so util.inspect / console.log of a Run do not show it. */
+  readonly #api: ApiTarget;
   private readonly createBody: string | null;
   private readonly patchBody: string | null;
   private readonly keyPrefix = randomUUID().replaceAll('-', '');
@@ -64,12 +68,16 @@ export class Run {
   private nextBeat = 0;
   private setupDone = false;
   private setupError: Error | null = null;
+  /** A 401/403 once the run is set up: nothing more is sent. */
+  private authError: ApiError | null = null;
+  private initWaiting = false;
   private stopping = false;
   private abandoned = false;
   private readonly waiters = new Set<() => void>();
 
   constructor(s: RunSetup) {
     this.base = s.base;
+    this.#api = { base: s.base, token: s.token };
     this.attached = s.attachedId !== null;
     this.runId = s.attachedId;
     this.params = s.params;
@@ -89,7 +97,7 @@ export class Run {
 
   /** Buffers {key: value} at `step` (default: one more than the last step logged). */
   log(data: Record<string, number | bigint | boolean>, step?: number): void {
-    if (this.off) return this.tell('off', 'gpuplane: log()/event() after finish(), or on a run that could not be set up: ignored');
+    if (this.off) return this.tell('off', 'gpuplane: log()/event() after finish(), or on a run the API refused: ignored');
     const s = step ?? this.nextStep;
     if (!Number.isInteger(s) || s < 0) throw new RangeError(`step must be an integer >= 0, got ${step}`);
     this.nextStep = s + 1;
@@ -113,7 +121,7 @@ export class Run {
   event(kind: string, message: string, data?: Record<string, unknown>, level: EventLevel = 'info'): void {
     if (!KIND_RE.test(kind)) throw new RangeError(`event kind ${JSON.stringify(kind)} must match ${KIND_RE}`);
     if (!['info', 'warning', 'error'].includes(level)) throw new RangeError(`event level ${level} must be info, warning or error`);
-    if (this.off) return this.tell('off', 'gpuplane: log()/event() after finish(), or on a run that could not be set up: ignored');
+    if (this.off) return this.tell('off', 'gpuplane: log()/event() after finish(), or on a run the API refused: ignored');
     this.enqueueEvent({ kind, message: String(message), level, ...(data === undefined ? {} : { data: cleanJson(data) }) });
   }
 
@@ -143,7 +151,7 @@ export class Run {
       if (this.timer) clearTimeout(this.timer);
       this.warn(`gpuplane: gave up flushing after ${budget / 1000} s (API at ${this.base} unreachable?): ${this.pending} points not stored`);
     }
-    if (this.attached || this.setupError) return;
+    if (this.attached || this.setupError || this.authError) return;
     if (this.runId === null) return this.warn('gpuplane: the run never reached the API: nothing was stored');
     await this.finishCall(status, Math.max(deadline - Date.now(), 2000));
   }
@@ -152,6 +160,7 @@ export class Run {
   async start(): Promise<void> {
     this.schedule(0);
     if (this.setupDone) return;
+    this.initWaiting = true;
     const ok = await new Promise<boolean>((resolve) => {
       const t = setTimeout(() => {
         this.waiters.delete(done);
@@ -165,6 +174,7 @@ export class Run {
       };
       this.waiters.add(done);
     });
+    this.initWaiting = false;
     if (!ok) return this.warn(`gpuplane: API at ${this.base} not reachable yet: logging to the buffer, and registering the run in the background`);
     if (this.setupError) throw this.setupError;
   }
@@ -192,7 +202,7 @@ export class Run {
           this.retryAt = Date.now() + Math.min(s.maxBackoffS * 1000, 250 * 2 ** Math.min(this.failures - 1, 10));
         }
       }
-      if (this.failures === 0 && !this.attached && this.runId !== null && Date.now() >= this.nextBeat) {
+      if (this.failures === 0 && !this.authError && !this.attached && this.runId !== null && Date.now() >= this.nextBeat) {
         this.nextBeat = Date.now() + s.heartbeatS * 1000;
         await this.heartbeat();
       }
@@ -204,7 +214,8 @@ export class Run {
       this.busy = false;
     }
     this.notify();
-    if (this.abandoned || (this.stopping && this.failures === 0 && this.idle())) return;
+    // Nothing more to send: finished and drained, or refused for good (4xx at setup, 401/403).
+    if (this.abandoned || this.setupError || this.authError || (this.stopping && this.failures === 0 && this.idle())) return;
     const now = Date.now();
     let wait = this.failures > 0 ? this.retryAt - now : this.stopping ? 0 : s.flushIntervalS * 1000;
     if (!this.attached && this.runId !== null) wait = Math.min(wait, this.nextBeat - now);
@@ -260,10 +271,10 @@ export class Run {
     const t = this.settings.requestTimeoutS * 1000;
     try {
       if (this.createBody) {
-        const run = (await request(this.base, 'POST', '/runs', this.createBody, { 'idempotency-key': `${this.keyPrefix}-run` }, t)) as { id: string };
+        const run = (await request(this.#api, 'POST', '/runs', this.createBody, { 'idempotency-key': `${this.keyPrefix}-run` }, t)) as { id: string };
         this.runId = run.id;
       } else if (this.patchBody) {
-        await request(this.base, 'PATCH', `/runs/${this.runId}`, this.patchBody, {}, t);
+        await request(this.#api, 'PATCH', `/runs/${this.runId}`, this.patchBody, {}, t);
       }
     } catch (err) {
       if (err instanceof Unreachable || (err instanceof ApiError && err.retryable)) return false;
@@ -274,7 +285,8 @@ export class Run {
       this.eventAt = [];
       this.outbox = [];
       this.pending = 0;
-      this.warn(`gpuplane: the run could not be set up, nothing will be sent: ${err.message}`);
+      // While init() waits it throws the error; after, a warning is all that is left to give.
+      if (!this.initWaiting) this.warn(`gpuplane: the run could not be set up, nothing will be sent: ${err.message}`);
     }
     this.setupDone = true;
     return true;
@@ -291,10 +303,14 @@ export class Run {
     while (this.outbox.length > 0 && !this.abandoned) {
       const item = this.outbox[0];
       try {
-        await request(this.base, 'POST', `/runs/${this.runId}/${item.kind === 'metrics' ? 'metrics' : 'events'}`, item.body, { 'idempotency-key': item.key }, t);
+        await request(this.#api, 'POST', `/runs/${this.runId}/${item.kind === 'metrics' ? 'metrics' : 'events'}`, item.body, { 'idempotency-key': item.key }, t);
       } catch (err) {
         if (err instanceof Unreachable || (err instanceof ApiError && err.retryable)) return false;
         if (!(err instanceof ApiError)) throw err;
+        if (err.auth) {
+          this.loseAuth(err);
+          return true;
+        }
         this.tell(`reject-${err.status}`, `gpuplane: the API refused ${item.kind === 'metrics' ? 'a metrics batch' : 'an event'}: ${err.message}`);
         if (item.kind === 'metrics') this.rejected += item.points;
       }
@@ -307,10 +323,28 @@ export class Run {
 
   private async heartbeat(): Promise<void> {
     try {
-      await request(this.base, 'POST', `/runs/${this.runId}/heartbeat`, '{}', {}, this.settings.requestTimeoutS * 1000);
+      await request(this.#api, 'POST', `/runs/${this.runId}/heartbeat`, '{}', {}, this.settings.requestTimeoutS * 1000);
     } catch (err) {
-      if (err instanceof ApiError) this.tell(`beat-${err.status}`, `gpuplane: heartbeat refused: ${err.message}`);
+      if (err instanceof ApiError && err.auth) this.loseAuth(err);
+      else if (err instanceof ApiError) this.tell(`beat-${err.status}`, `gpuplane: heartbeat refused: ${err.message}`);
     }
+  }
+
+  /**
+   * A 401/403 once the run is set up (a revoked token, one of another project): retrying cannot
+   * help, so the run stops sending, with one warning, and the program goes on.
+   */
+  private loseAuth(err: ApiError): void {
+    this.authError = err;
+    this.off = true;
+    const lost = this.pending;
+    this.rejected += lost;
+    this.raw = [];
+    this.eventAt = [];
+    this.outbox = [];
+    this.pending = 0;
+    this.pendingEvents = 0;
+    this.tell('auth', `gpuplane: the API refused the SDK's token: ${err.message}; nothing more is sent for this run (${lost} points dropped)`);
   }
 
   private async finishCall(status: FinishStatus, budgetMs: number): Promise<void> {
@@ -318,7 +352,7 @@ export class Run {
     let delay = 200;
     for (;;) {
       try {
-        await request(this.base, 'POST', `/runs/${this.runId}/finish`, JSON.stringify({ status }), {}, Math.min(this.settings.requestTimeoutS * 1000, budgetMs));
+        await request(this.#api, 'POST', `/runs/${this.runId}/finish`, JSON.stringify({ status }), {}, Math.min(this.settings.requestTimeoutS * 1000, budgetMs));
         return;
       } catch (err) {
         if (err instanceof ApiError && !err.retryable) return this.warn(`gpuplane: could not finish run ${this.runId}: ${err.message}`);

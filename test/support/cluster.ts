@@ -6,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { GpuplaneClient } from '../../cli/client.ts';
+import { newToken } from '../../domain/tokens.ts';
 import { ensureNamespace } from '../../temporal/setup.ts';
 import { startDevServer, type DevServer } from '../../temporal/dev-server.ts';
 import { startTemporalCluster, type TemporalCluster } from '../../temporal/cluster.ts';
@@ -77,6 +78,13 @@ export interface Cluster {
   work: string;
   apiUrl: string;
   env: NodeJS.ProcessEnv;
+  /** The admin token of this cluster (GPUPLANE_ADMIN_TOKEN of its API; GPUPLANE_TOKEN of its CLI calls). */
+  token: string;
+  /** `{authorization: 'Bearer <admin token>'}`, for a test's own fetch calls. */
+  auth: Record<string, string>;
+  /** Makes a token through the API (admin): a member/viewer of projects, or a node's. */
+  makeToken(t: { role: 'admin' | 'member' | 'viewer' | 'node'; projects?: string[]; nodeId?: string; name?: string }): Promise<{ id: string; token: string }>;
+  /** API client with the admin token. */
   client: GpuplaneClient;
   control: ManagedProcess;
   api: ManagedProcess;
@@ -171,6 +179,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
   const apiPort = await freePort();
   const apiUrl = `http://127.0.0.1:${apiPort}`;
   const dbUrl = `postgres://postgres@127.0.0.1:${pgPort}/${dbName}`;
+  const token = newToken();
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: dbUrl,
@@ -186,10 +195,21 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     GPUPLANE_KILL_GRACE_S: '2',
     ...(o.runStaleS !== undefined ? { GPUPLANE_RUN_STALE_S: String(o.runStaleS) } : {}),
     GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
+    GPUPLANE_ADMIN_TOKEN: token,
+    GPUPLANE_TOKEN: token,
   };
   const control = new ManagedProcess('control worker', ['control-worker'], env, 'control worker polling');
   const api = new ManagedProcess('api', ['api'], env, 'API listening');
-  const client = new GpuplaneClient(apiUrl);
+  const client = new GpuplaneClient(apiUrl, { token });
+  const makeToken: Cluster['makeToken'] = async (t) => {
+    const r = await client.request<{ id: string; token: string }>('POST', '/tokens', {
+      name: t.name ?? `${t.role} ${t.nodeId ?? t.projects?.join(',') ?? ''}`.trim(),
+      role: t.role,
+      ...(t.projects ? { projects: t.projects } : {}),
+      ...(t.nodeId ? { node_id: t.nodeId } : {}),
+    });
+    return { id: r.id, token: r.token };
+  };
   const agents = new Map<string, ManagedProcess>();
   try {
     await control.start();
@@ -211,6 +231,9 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     work,
     apiUrl,
     env,
+    token,
+    auth: { authorization: `Bearer ${token}` },
+    makeToken,
     client,
     control,
     api,
@@ -221,7 +244,8 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     async addAgent(spec) {
       const labelArgs = Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
       if (spec.host && !exposed) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
-      const agentEnv = { ...env, ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address } : {}) };
+      const nodeToken = (await makeToken({ role: 'node', nodeId: spec.nodeId })).token;
+      const agentEnv = { ...env, GPUPLANE_NODE_TOKEN: nodeToken, ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address } : {}) };
       const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
       await p.start();
       agents.set(spec.nodeId, p);

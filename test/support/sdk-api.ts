@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.ts';
+import { newToken } from '../../domain/tokens.ts';
 import { openDatabase, type DatabaseHandle } from '../../db/client.ts';
 import { connectClient, ensureNamespace } from '../../temporal/setup.ts';
 
@@ -10,8 +11,16 @@ export interface SdkApi {
   app: FastifyInstance;
   port: number;
   url: string;
-  /** GET /api/v1<path> through app.inject, parsed. */
+  /** An admin token (GPUPLANE_ADMIN_TOKEN of this API): SDK processes get it as GPUPLANE_TOKEN. */
+  token: string;
+  /** GET /api/v1<path> through app.inject with the admin token, parsed. */
   get<T = Record<string, unknown>>(p: string): Promise<T>;
+  /** POST /api/v1<path> through app.inject with the admin token; expects 2xx, parsed. */
+  post<T = Record<string, unknown>>(p: string, body: Record<string, unknown>): Promise<T>;
+  /** A new member token of `projects` (what a user's script outside a job gets). */
+  memberToken(projects: string[]): Promise<{ id: string; token: string }>;
+  /** Revokes a token; this API stops taking it at once. */
+  revokeToken(id: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -22,18 +31,29 @@ export async function startSdkApi(temporalAddress: string, name: string): Promis
   const ns = `${name}-${Math.random().toString(36).slice(2, 8)}`;
   await ensureNamespace(temporalAddress, ns);
   const t = await connectClient(temporalAddress, ns);
-  const app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 } });
+  const token = newToken();
+  const app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: { adminTokens: [token] } });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const addr = app.server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
+  async function call<T>(method: 'GET' | 'POST' | 'DELETE', p: string, payload?: Record<string, unknown>): Promise<T> {
+    const res = await app.inject({ method, url: `/api/v1${p}`, payload, headers: { authorization: `Bearer ${token}` } });
+    if (res.statusCode < 200 || res.statusCode >= 300) throw new Error(`${method} ${p}: ${res.statusCode} ${res.body}`);
+    return res.json() as T;
+  }
   return {
     app,
     port,
     url: `http://127.0.0.1:${port}`,
-    async get<T>(p: string): Promise<T> {
-      const res = await app.inject({ method: 'GET', url: `/api/v1${p}` });
-      if (res.statusCode !== 200) throw new Error(`GET ${p}: ${res.statusCode} ${res.body}`);
-      return res.json() as T;
+    token,
+    get: <T>(p: string) => call<T>('GET', p),
+    post: <T>(p: string, body: Record<string, unknown>) => call<T>('POST', p, body),
+    async memberToken(projects: string[]) {
+      const name = `sdk-member-${Math.random().toString(36).slice(2, 8)}`;
+      return call<{ id: string; token: string }>('POST', '/tokens', { name, role: 'member', projects });
+    },
+    async revokeToken(id: string) {
+      await call('DELETE', `/tokens/${id}`);
     },
     async close() {
       await app.close();

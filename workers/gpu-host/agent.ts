@@ -11,10 +11,13 @@ import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
 import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
 import type { NodeInventory } from '../../domain/node.ts';
 import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
+import { looksLikeToken } from '../../domain/tokens.ts';
+import { AllowedRoots } from './allowed-roots.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { readInventory } from './inventory.ts';
 import { attemptEnd, CheckpointWatching } from './checkpoint-watching.ts';
 import { LogShipping } from './log-shipper.ts';
+import { makePrivateDir } from './private-files.ts';
 import { attemptWanted } from './wanted.ts';
 
 export interface AgentOptions {
@@ -34,6 +37,13 @@ export interface AgentOptions {
   passEnv?: string[];
   /** For what goes wrong in the background (log shipping); default: a logger on stderr at GPUPLANE_LOG_LEVEL. */
   logger?: Logger;
+  /**
+   * The node's credential (`gpuctl agent --token`, GPUPLANE_NODE_TOKEN): sent to the API as a
+   * bearer token, and the key of its jobs' run tokens. Never written to disk nor logged.
+   */
+  nodeToken?: string;
+  /** Folders that attempts' working dirs and checkpoint folders must resolve inside (`--allowed-root`); none: anywhere. */
+  allowedRoots?: string[];
 }
 
 export interface Agent {
@@ -55,17 +65,30 @@ const LOG_DRAIN_MS = 3000;
 /** The GPU-host worker: activities only, on the node's own task queue. */
 export async function startAgent(o: AgentOptions): Promise<Agent> {
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(o.nodeId)) throw new Error(`node id "${o.nodeId}" must be 1-64 letters, digits, '.', '_' or '-'`);
+  // The message never repeats the token: it would end up in a terminal or a log.
+  if (o.nodeToken !== undefined && !looksLikeToken(o.nodeToken)) throw new Error('the node token (--token, GPUPLANE_NODE_TOKEN) is not a GPUPlane token (gpt_ and 43 characters)');
+  // Fails fast on a root that is not there.
+  const roots = AllowedRoots.of(o.allowedRoots);
+  const agentLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'agent', nodeId: o.nodeId });
+  if (!roots) agentLogger.warn('working dirs are not confined: attempts may work in any folder this user can reach (confine them with gpuctl agent --allowed-root DIR or GPUPLANE_ALLOWED_ROOTS)');
   const { gpus, source } = await readInventory(o.nodeId, o.fakeGpus);
   const inventory: NodeInventory = { nodeId: o.nodeId, labels: o.labels, hostname: os.hostname(), gpus };
   // Fails fast on a lost-after too short to fence in.
   livenessPlan(o.lostAfterMs, o.killGraceMs);
   // GPUPLANE_CGROUPS=off keeps attempts in process groups only, even where cgroups could be used.
   const cgroups = AttemptCgroups.detect(o.nodeId, process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto');
+  // Nothing of the agent's is for the node's other users: its data dir and everything in it are private.
+  makePrivateDir(o.dataDir);
+  makePrivateDir(path.join(o.dataDir, 'logs'));
   const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), cgroups);
   const logger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'log-shipper', nodeId: o.nodeId });
-  const logs = new LogShipping({ apiUrl: o.apiUrl, nodeId: o.nodeId, warn: (msg, err) => logger.warn(err ? { err } : {}, msg) });
+  const logs = new LogShipping({ apiUrl: o.apiUrl, nodeId: o.nodeId, token: o.nodeToken, warn: (msg, err) => logger.warn(err ? { err } : {}, msg) });
   const ckptLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'checkpoint-watcher', nodeId: o.nodeId });
-  const checkpoints = new CheckpointWatching({ client: o.client, warn: (msg, err) => ckptLogger.warn(err ? { err } : {}, msg) });
+  const checkpoints = new CheckpointWatching({
+    client: o.client,
+    warn: (msg, err) => ckptLogger.warn(err ? { err } : {}, msg),
+    refuse: roots ? (dir) => roots.problem('checkpoint folder', dir) : undefined,
+  });
   const worker = await Worker.create({
     connection: o.connection,
     namespace: o.namespace,
@@ -80,6 +103,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       passEnv: o.passEnv ?? [],
       logs,
       checkpoints,
+      nodeToken: o.nodeToken,
+      allowedRoots: o.allowedRoots,
     }),
     maxConcurrentActivityTaskExecutions: 1000,
     // Heartbeats go out at least every second, so the server's view of this node is never

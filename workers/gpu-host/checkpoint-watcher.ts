@@ -32,6 +32,11 @@ export interface CheckpointWatcherOptions {
   /** Called in order, one at a time; a rejection is warned about and the report dropped. */
   onFound: (c: FoundCheckpoint) => Promise<void> | void;
   warn?: (msg: string, err?: unknown) => void;
+  /**
+   * Why the folder may not be read, or null. Asked when it is first watched and before the final
+   * scan: a folder that appears later (as a symlink out of the allowed roots, say) is looked at then.
+   */
+  refuse?: (dir: string) => string | null;
 }
 
 export const DEFAULT_DEBOUNCE_MS = 2000;
@@ -58,6 +63,7 @@ export class CheckpointWatcher {
   private waitTimer: NodeJS.Timeout | null = null;
   private queue: Promise<void> = Promise.resolve();
   private closed = false;
+  private refusalWarned = false;
 
   constructor(private readonly o: CheckpointWatcherOptions) {
     this.debounceMs = o.debounceMs ?? DEFAULT_DEBOUNCE_MS;
@@ -77,7 +83,18 @@ export class CheckpointWatcher {
     });
   }
 
+  /** False (and warned about once) when the folder may not be read. */
+  private allowed(): boolean {
+    const why = this.o.refuse?.(this.o.dir) ?? null;
+    if (why && !this.refusalWarned) {
+      this.refusalWarned = true;
+      this.o.warn?.(`not watching checkpoints: ${why}`);
+    }
+    return why === null;
+  }
+
   private async attach(): Promise<void> {
+    if (!this.allowed()) return;
     const top = (p: string): string | null => {
       const rel = path.relative(this.o.dir, p);
       if (rel === '' || rel.startsWith('..')) return null;
@@ -165,7 +182,7 @@ export class CheckpointWatcher {
     this.pending.clear();
     let names: string[] = [];
     try {
-      names = fs.readdirSync(this.o.dir).sort();
+      if (this.allowed()) names = fs.readdirSync(this.o.dir).sort();
     } catch {
       // No folder: nothing was saved.
     }

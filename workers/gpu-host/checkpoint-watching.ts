@@ -8,6 +8,7 @@
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { checkpointFoundSignal } from '../../workflows/job-messages.ts';
+import { attemptProblem, idProblem } from '../../domain/tokens.ts';
 import { jobWorkflowId } from '../../workflows/names.ts';
 import type { AttemptSpec, CheckpointFound } from '../../workflows/types.ts';
 import type { WaitStatus } from './proc.ts';
@@ -65,7 +66,16 @@ export class CheckpointWatching {
   private stopped = false;
   private readonly send: SendCheckpoint;
 
-  constructor(private readonly o: { client: Client; debounceMs?: number; warn?: (msg: string, err?: unknown) => void; send?: SendCheckpoint }) {
+  constructor(
+    private readonly o: {
+      client: Client;
+      debounceMs?: number;
+      warn?: (msg: string, err?: unknown) => void;
+      send?: SendCheckpoint;
+      /** Why a watched folder may not be read (it resolves outside the agent's allowed roots), or null. */
+      refuse?: (dir: string) => string | null;
+    },
+  ) {
     this.send = o.send ?? signalCheckpoint(o.client, () => this.stopped);
   }
 
@@ -78,8 +88,14 @@ export class CheckpointWatching {
     const dir = watchedDirOf(spec);
     const key = `${spec.jobId}.${spec.attempt}`;
     if (!dir || this.watching.has(key)) return;
+    const bad = idProblem('job id', spec.jobId) ?? attemptProblem(spec.attempt);
+    if (bad) {
+      this.o.warn?.(`not watching checkpoints: ${bad}`);
+      return;
+    }
     const watcher = new CheckpointWatcher({
       dir,
+      refuse: this.o.refuse,
       debounceMs: this.o.debounceMs ?? debounceFromEnv(),
       onFound: (c: FoundCheckpoint) => this.send(spec.jobId, { attempt: spec.attempt, ...c }),
       warn: this.o.warn,

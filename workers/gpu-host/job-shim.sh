@@ -25,6 +25,9 @@ shift 4
 if [ -n "$cgroup" ]; then echo $$ > "$cgroup/cgroup.procs" 2>/dev/null || cgroup=""; fi
 "$@" 3>&- &
 child=$!
+# The command has its own umask (the agent's); what the shim writes from now on (status and
+# fenced marks) is private to the agent's user.
+umask 077
 # Set only now, so the command keeps the default TERM and the job's own PATH; the shim stays
 # to report, with the system's tools whatever PATH the job was given.
 trap '' TERM INT

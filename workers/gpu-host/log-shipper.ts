@@ -29,6 +29,8 @@ export interface ShipperOptions {
   warn?: (msg: string, err?: unknown) => void;
   /** A process just started: ship from byte 0 without asking the API (any overlap is dropped there). */
   fresh?: boolean;
+  /** The node's credential, sent as `Authorization: Bearer` on every request (never logged). */
+  token?: string;
 }
 
 /** The files an attempt's shim writes: stdout at its log path, stderr beside it. */
@@ -115,7 +117,9 @@ export class LogShipper {
   }
 
   private async call(url: string, init: RequestInit): Promise<{ status: number; body: Record<string, unknown> }> {
-    const res = await fetch(url, { ...init, signal: AbortSignal.timeout(15_000) });
+    const headers = new Headers(init.headers);
+    if (this.o.token) headers.set('authorization', `Bearer ${this.o.token}`);
+    const res = await fetch(url, { ...init, headers, signal: AbortSignal.timeout(15_000) });
     const text = await res.text();
     const body = (text ? JSON.parse(text) : {}) as Record<string, unknown>;
     if (res.status >= 500) throw new Error(`HTTP ${res.status}: ${String(body.message ?? '')}`);
@@ -213,7 +217,7 @@ function openIfThere(file: string): number | null {
 /** The shippers of one agent, one per attempt. */
 export class LogShipping {
   private readonly shippers = new Map<string, LogShipper>();
-  constructor(private readonly o: { apiUrl: string; nodeId: string; pollMs?: number; warn?: (msg: string, err?: unknown) => void }) {}
+  constructor(private readonly o: { apiUrl: string; nodeId: string; pollMs?: number; warn?: (msg: string, err?: unknown) => void; token?: string }) {}
 
   /** Ships the attempt's log (its shipper, if it has one already) until `ended` and the rest is sent. */
   ship(jobId: string, attempt: number, logPath: string, ended: Promise<unknown>, fresh = false): LogShipper {

@@ -3,14 +3,15 @@
  *
  *   GPUPLANE_API_URL=http://api:8787 TEMPORAL_ADDRESS=temporal:7233 \
  *     node --import tsx workers/gpu-host/main.ts --node-id gpu-01 [--label k=v]… [--fake-gpus N]
- *     [--pass-env NAME]… [--on-stop detach|kill]
+ *     [--pass-env NAME]… [--allowed-root DIR]… [--token TOKEN] [--on-stop detach|kill]
  *
  * The flags are `gpuctl agent`'s: --node-id is required; --on-stop defaults to detach. It never
  * opens the database. Environment (config.ts, with defaults): TEMPORAL_ADDRESS (127.0.0.1:7233),
  * TEMPORAL_NAMESPACE (default), GPUPLANE_API_URL (http://127.0.0.1:8787, given to jobs),
  * GPUPLANE_HOME (~/.gpuplane; attempt records and logs under agent/NODE), GPUPLANE_LOST_AFTER_S
  * (75), GPUPLANE_HEARTBEAT_TIMEOUT_S (10), GPUPLANE_KILL_GRACE_S (10), GPUPLANE_LOG_LEVEL (info;
- * JSON lines on stderr). Prints "agent NODE: …" on stdout when it polls its queue.
+ * JSON lines on stderr), GPUPLANE_NODE_TOKEN (--token: the node's credential), GPUPLANE_ALLOWED_ROOTS
+ * (--allowed-root, ':'-separated; the flags win). Prints "agent NODE: …" on stdout when it polls its queue.
  */
 import { parseArgs } from 'node:util';
 import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
@@ -31,6 +32,8 @@ function agentFlagsOf(args: string[]): AgentFlags {
       'fake-gpus': { type: 'string' },
       'pass-env': { type: 'string', multiple: true, default: [] },
       'on-stop': { type: 'string', default: 'detach' },
+      'allowed-root': { type: 'string', multiple: true, default: [] },
+      token: { type: 'string' },
     },
   });
   if (!v['node-id']) throw new Error("required option '--node-id <id>' not specified");
@@ -48,7 +51,12 @@ function agentFlagsOf(args: string[]): AgentFlags {
   }
   const onStop = v['on-stop'];
   if (onStop !== 'detach' && onStop !== 'kill') throw new Error(`--on-stop must be detach or kill, got "${onStop}"`);
-  return { nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], onStop };
+  const roots = v['allowed-root'].length ? v['allowed-root'] : [process.env.GPUPLANE_ALLOWED_ROOTS ?? ''];
+  const allowedRoots = roots.flatMap((r) => r.split(':')).filter(Boolean);
+  const nodeToken = v.token || process.env.GPUPLANE_NODE_TOKEN || undefined;
+  // Read once: nothing the agent starts (nvidia-smi, jobs) inherits the node's credential.
+  delete process.env.GPUPLANE_NODE_TOKEN;
+  return { nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], allowedRoots, nodeToken, onStop };
 }
 
 runMain('agent', () => serveAgent(loadConfig(), agentFlagsOf(process.argv.slice(2)), printLine, createLogger(logLevelFromEnv())));

@@ -2,7 +2,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { AttemptSpec } from '../../workflows/types.ts';
 import { livenessPlan } from '../../domain/liveness.ts';
+import { attemptProblem, idProblem } from '../../domain/tokens.ts';
 import { AttemptCgroups } from './cgroup.ts';
+import { makePrivateDir, writePrivateFile } from './private-files.ts';
 import { killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
 import { shimReport, startShim, watchStatus } from './shim.ts';
 
@@ -54,10 +56,13 @@ export class ProcessTable {
     /** Per-attempt cgroups, or null: the process group is then the boundary. */
     readonly cgroups: AttemptCgroups | null = null,
   ) {
-    fs.mkdirSync(runDir, { recursive: true });
+    makePrivateDir(runDir);
   }
 
-  /** State files are keyed by job and attempt: an older attempt's files never speak for a newer one. */
+  /**
+   * State files are keyed by job and attempt: an older attempt's files never speak for a newer
+   * one. The activities refuse ids that are not GPUPlane ids before they get here.
+   */
   file(jobId: string, attempt: number, kind: StateFile): string {
     return path.join(this.runDir, `${jobId}.${attempt}.${kind}`);
   }
@@ -69,7 +74,7 @@ export class ProcessTable {
 
   touchContact(): void {
     try {
-      fs.writeFileSync(this.contactFile, '');
+      writePrivateFile(this.contactFile, '');
     } catch {
       // The run dir is gone: the shims fence, as they should without an agent.
     }
@@ -125,7 +130,7 @@ export class ProcessTable {
     };
     this.live.set(spec.jobId, entry);
     const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath, cgroup };
-    fs.writeFileSync(this.file(spec.jobId, spec.attempt, 'json'), JSON.stringify(record));
+    writePrivateFile(this.file(spec.jobId, spec.attempt, 'json'), JSON.stringify(record));
     return entry;
   }
 
@@ -223,7 +228,7 @@ export class ProcessTable {
   /** An attempt we kill on purpose must never be adopted later and taken for the job's outcome. */
   private markFenced(entry: Live): void {
     try {
-      fs.writeFileSync(this.file(entry.jobId, entry.attempt, 'fenced'), '');
+      writePrivateFile(this.file(entry.jobId, entry.attempt, 'fenced'), '');
     } catch {
       // The run dir is gone: nothing left to adopt either.
     }
@@ -269,9 +274,11 @@ export class ProcessTable {
         continue;
       }
       const { jobId, attempt } = rec.spec;
+      // A record that names no GPUPlane attempt was not written by an agent: it joins no path.
+      if (idProblem('job id', jobId) ?? attemptProblem(attempt)) continue;
       const alive = processStartTime(rec.pid) === rec.startTime;
       if (!alive || fs.existsSync(this.file(jobId, attempt, 'fenced'))) continue;
-      fs.writeFileSync(this.file(jobId, attempt, 'adopt'), String(process.pid));
+      writePrivateFile(this.file(jobId, attempt, 'adopt'), String(process.pid));
       const entry: Live = {
         jobId,
         attempt,

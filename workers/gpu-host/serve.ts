@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
@@ -8,6 +7,7 @@ import { livenessPlan } from '../../domain/liveness.ts';
 import { onShutdown } from '../../runtime/process.ts';
 import { connectClient, connectWorker, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { startAgent, type Agent } from './agent.ts';
+import { makePrivateDir } from './private-files.ts';
 
 export interface AgentFlags {
   nodeId: string;
@@ -17,6 +17,10 @@ export interface AgentFlags {
   onStop?: 'detach' | 'kill';
   /** Names of the agent's environment that jobs also get (never secrets: domain/job-env.ts). */
   passEnv?: string[];
+  /** The node's credential (`--token`, GPUPLANE_NODE_TOKEN): the API's bearer token, and the key of its jobs' run tokens. */
+  nodeToken?: string;
+  /** Folders attempts must work in (`--allowed-root`, GPUPLANE_ALLOWED_ROOTS); none: anywhere. */
+  allowedRoots?: string[];
 }
 
 /** Where an agent keeps its attempt records and logs. */
@@ -37,6 +41,8 @@ export function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: C
     lostAfterMs: c.lostAfterMs,
     killGraceMs: c.killGraceMs,
     passEnv: f.passEnv,
+    nodeToken: f.nodeToken,
+    allowedRoots: f.allowedRoots,
   });
 }
 
@@ -45,9 +51,9 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
   const temporal = await untilTemporalAnswers('connect', () => connectClient(c.temporalAddress, c.temporalNamespace), logger);
   const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger), logger);
   const dataDir = agentDataDir(c, f.nodeId);
-  fs.mkdirSync(dataDir, { recursive: true });
+  makePrivateDir(dataDir);
   const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl);
-  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${agent.cgroupBase ? `attempts in cgroups under ${agent.cgroupBase}` : 'attempts in process groups (no cgroups)'}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
+  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.cgroupBase ? `attempts in cgroups under ${agent.cgroupBase}` : 'attempts in process groups (no cgroups)'}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
     if (f.onStop === 'detach') {
       // Leave the attempts running and unreported, as if the agent had vanished: a new agent

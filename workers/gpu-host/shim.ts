@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { openPrivateForAppend } from './private-files.ts';
 import { decodeWaitStatus, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
 
 const shimPath = fileURLToPath(new URL('./job-shim.sh', import.meta.url));
@@ -38,12 +39,15 @@ export function stderrPathOf(logPath: string): string {
   return `${logPath.replace(/\.log$/, '')}.stderr.log`;
 }
 
-/** Starts the shim, leader of a new process group, its stdout and stderr appended to the attempt's two log files. */
+/**
+ * Starts the shim, leader of a new process group, its stdout and stderr appended to the
+ * attempt's two log files (0600: the agent opens them, so the job's umask has no say).
+ */
 export function startShim(a: ShimArgs): ChildProcess {
-  const out = fs.openSync(a.logPath, 'a');
+  const out = openPrivateForAppend(a.logPath);
   let child: ChildProcess;
   try {
-    const err = fs.openSync(stderrPathOf(a.logPath), 'a');
+    const err = openPrivateForAppend(stderrPathOf(a.logPath));
     try {
       child = spawn('/bin/sh', [shimPath, String(a.fenceGraceMs / 1000), String(a.windowS), a.state, a.cgroup ?? '', ...a.command], {
         cwd: a.cwd,

@@ -8,7 +8,9 @@
     gpuplane.finish()
 
 Under a GPUPlane job (GPUPLANE_RUN_ID set) init() attaches to the job's run; otherwise it
-registers a new run. See docs/sdk.md for the buffering bound, retries and environment variables.
+registers a new run. Every request carries `Authorization: Bearer <token>`: the `token` argument,
+else GPUPLANE_TOKEN (set by the agent for a job; run by hand, a member token of the run's
+project). See docs/sdk.md for the buffering bound, retries and environment variables.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 from typing import Any, Dict, Mapping, Optional
 
 from ._config import DEFAULT_API_URL, Settings
-from ._http import ApiError, Unreachable
+from ._http import ApiError, Unreachable, clean_token
 from ._run import GpuplaneWarning, Run, __version__, system_tags
 
 __all__ = ["init", "log", "event", "finish", "run", "Run", "GpuplaneWarning", "ApiError", "Unreachable", "__version__"]
@@ -35,13 +37,20 @@ def init(
     *,
     tags: Optional[Mapping[str, str]] = None,
     api_url: Optional[str] = None,
+    token: Optional[str] = None,
 ) -> Run:
     """Starts (or, under a job, attaches to) a run and makes it the module's current one.
 
     Under a job (env GPUPLANE_RUN_ID) `project` and `experiment` are the job's and are ignored
     here; `params` (and `name`, `tags`) are merged into the job's run. Otherwise the run is
     registered with source "sdk"; `project` is required. The API address is `api_url`, else
-    GPUPLANE_API_URL, else http://127.0.0.1:8787. A previous current run is finished first.
+    GPUPLANE_API_URL, else http://127.0.0.1:8787. The API token is `token`, else GPUPLANE_TOKEN
+    (under a job the agent sets it to the run's token; else use a member token of the project).
+    A previous current run is finished first.
+
+    Raises ApiError when the API refuses the run: a 4xx such as an invalid project, 401 (no or
+    unknown token) or 403 (a token without write access to the project). A 401/403 later on
+    stops the run's sending with one GpuplaneWarning; log() goes on without raising.
     """
     global run
     if run is not None:
@@ -49,6 +58,7 @@ def init(
         run = None
     settings = Settings.from_env()
     url = api_url or os.environ.get("GPUPLANE_API_URL") or DEFAULT_API_URL
+    secret = clean_token(token if token is not None else os.environ.get("GPUPLANE_TOKEN"))
     run_id = os.environ.get("GPUPLANE_RUN_ID") or None
     merged: Dict[str, Any] = {}
     if run_id:
@@ -68,7 +78,7 @@ def init(
             patch["tags"] = {str(k): str(v) for k, v in tags.items()}
         if name is not None:
             patch["name"] = name
-        r = Run(url, attached_id=run_id, create=None, patch=patch or None, params=merged, settings=settings)
+        r = Run(url, attached_id=run_id, create=None, patch=patch or None, params=merged, settings=settings, token=secret)
     else:
         if not project:
             raise ValueError("gpuplane.init: project is required outside a GPUPlane job")
@@ -81,7 +91,7 @@ def init(
             body["params"] = dict(params)
         if tags:
             body["tags"] = {str(k): str(v) for k, v in tags.items()}
-        r = Run(url, attached_id=None, create=body, patch=None, params=merged, settings=settings)
+        r = Run(url, attached_id=None, create=body, patch=None, params=merged, settings=settings, token=secret)
     r._start(settings.init_timeout_s)
     run = r
     return r

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 from typing import Any, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
@@ -18,16 +19,49 @@ class Unreachable(Exception):
 class ApiError(Exception):
     """The API answered with a status that is not 2xx."""
 
-    def __init__(self, status: int, body: Any, method: str, path: str):
+    def __init__(self, status: int, body: Any, method: str, path: str, hint: Optional[str] = None):
         self.status = status
         self.body = body
         msg = body.get("message") if isinstance(body, dict) else None
-        super().__init__(f"{method} {path}: HTTP {status}" + (f": {msg}" if msg else ""))
+        super().__init__(f"{method} {path}: HTTP {status}" + (f": {msg}" if msg else "") + (f" ({hint})" if hint else ""))
 
     @property
     def retryable(self) -> bool:
         # 408/429 and 5xx (503 = a dependency of the API is down) are worth another try.
         return self.status in (408, 429) or self.status >= 500
+
+    @property
+    def auth(self) -> bool:
+        """401 (no or unknown token) or 403 (a token without the right): no retry will help."""
+        return self.status in (401, 403)
+
+
+def auth_hint(status: int, has_token: bool) -> Optional[str]:
+    """What to do about a 401/403, for the error's message. Never the token itself."""
+    if status == 401 and not has_token:
+        return "the SDK sent no token: pass token= to gpuplane.init() or set GPUPLANE_TOKEN"
+    if status == 401:
+        return "the SDK's token (token= or GPUPLANE_TOKEN) was not accepted"
+    if status == 403:
+        return "the SDK's token may not do this: use a member token of the run's project"
+    return None
+
+
+_TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")
+
+
+def clean_token(token: Optional[str]) -> Optional[str]:
+    """The token to send (surrounding whitespace removed), or None. Raises ValueError, without
+    the token in the message, for one that cannot go in a header (http.client's own error would
+    quote it)."""
+    if token is None:
+        return None
+    token = token.strip()
+    if not token:
+        return None
+    if not _TOKEN_RE.match(token):
+        raise ValueError("gpuplane: the token (token= or GPUPLANE_TOKEN) has spaces or characters that cannot be sent in a header")
+    return token
 
 
 def base_path(api_url: str) -> Tuple[str, str, int, str]:
@@ -45,11 +79,16 @@ def base_path(api_url: str) -> Tuple[str, str, int, str]:
 class Transport:
     """Not thread-safe: each thread that talks to the API has its own."""
 
-    def __init__(self, api_url: str, timeout_s: float):
+    def __init__(self, api_url: str, timeout_s: float, token: Optional[str] = None):
         self.api_url = api_url
         self._scheme, self._host, self._port, self._prefix = base_path(api_url)
         self._timeout = timeout_s
         self._conn: Optional[http.client.HTTPConnection] = None
+        # Sent on every request; kept out of every message and repr.
+        self._authorization = f"Bearer {token}" if token else None
+
+    def __repr__(self) -> str:
+        return f"Transport({self.api_url!r}, token={'set' if self._authorization else 'none'})"
 
     def close(self) -> None:
         if self._conn is not None:
@@ -70,6 +109,8 @@ class Transport:
         h = {"Accept": "application/json"}
         if body is not None:
             h["Content-Type"] = "application/json"
+        if self._authorization:
+            h["Authorization"] = self._authorization
         if headers:
             h.update(headers)
         full = self._prefix + path
@@ -100,7 +141,7 @@ class Transport:
             except ValueError:
                 parsed = raw.decode("utf-8", "replace")
         if not 200 <= status < 300:
-            raise ApiError(status, parsed, method, full)
+            raise ApiError(status, parsed, method, full, auth_hint(status, self._authorization is not None))
         return parsed
 
 

@@ -74,12 +74,14 @@ class Run:
         patch: Optional[Dict[str, Any]],
         params: Dict[str, Any],
         settings: Optional[Settings] = None,
+        token: Optional[str] = None,
     ):
         self.settings = settings or Settings.from_env()
         s = self.settings
         self.api_url = api_url
         self.attached = attached_id is not None
         self.params = params
+        self._token = token  # only ever handed to Transport
         self._id: Optional[str] = attached_id
         self._create_body = dumps(clean_json(create)) if create is not None else None
         self._patch_body = dumps(clean_json(patch)) if patch else None
@@ -107,6 +109,7 @@ class Run:
         self._wake = threading.Event()
         self._setup_done = threading.Event()
         self._setup_error: Optional[BaseException] = None
+        self._auth_error: Optional[ApiError] = None  # a 401/403 after setup: nothing more is sent
         self._drained = threading.Event()
         self._stop = False
         self._abandon = False
@@ -114,6 +117,9 @@ class Run:
         self._thread = threading.Thread(target=self._flusher, name="gpuplane-flusher", daemon=True)
 
     # ---- the user's side ------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"<gpuplane.Run id={self._id!r} api_url={self.api_url!r}>"
 
     @property
     def id(self) -> Optional[str]:
@@ -201,7 +207,7 @@ class Run:
             with self._lock:
                 left = self._pending
             _warn(f"gpuplane: gave up flushing after {timeout:g} s (API at {self.api_url} unreachable?): {left} points not stored")
-        if self.attached or self._setup_error is not None:
+        if self.attached or self._setup_error is not None or self._auth_error is not None:
             return
         if self._id is None:
             _warn("gpuplane: the run never reached the API: nothing was stored")
@@ -227,7 +233,7 @@ class Run:
             raise self._setup_error
 
     def _finish_call(self, status: str, budget_s: float) -> None:
-        t = Transport(self.api_url, min(self.settings.request_timeout_s, budget_s))
+        t = Transport(self.api_url, min(self.settings.request_timeout_s, budget_s), self._token)
         deadline = _monotonic() + budget_s
         delay = 0.2
         try:
@@ -270,7 +276,7 @@ class Run:
         )
 
     def _refuse(self) -> None:
-        self._tell("off", "gpuplane: log()/event() after finish(), or on a run that could not be set up: ignored")
+        self._tell("off", "gpuplane: log()/event() after finish(), or on a run the API refused: ignored")
 
     def _tell(self, what: str, msg: str) -> None:
         if what not in self._told:
@@ -284,7 +290,7 @@ class Run:
 
     def _flusher(self) -> None:
         s = self.settings
-        t = Transport(self.api_url, s.request_timeout_s)
+        t = Transport(self.api_url, s.request_timeout_s, self._token)
         failures = 0
         retry_at = 0.0
         next_beat = _monotonic() + s.heartbeat_s
@@ -314,14 +320,15 @@ class Run:
                         else:
                             failures += 1
                             retry_at = _monotonic() + min(s.max_backoff_s, 0.25 * 2 ** min(failures - 1, 10))
-                    if failures == 0 and not self.attached and self._id is not None and _monotonic() >= next_beat:
+                    if failures == 0 and self._auth_error is None and not self.attached and self._id is not None and _monotonic() >= next_beat:
                         next_beat = _monotonic() + s.heartbeat_s
                         self._heartbeat(t)
                 except Exception as err:  # noqa: BLE001  (a bug must not silently stop all sending)
                     self._tell("bug", f"gpuplane: flusher error, retrying: {err!r}\n{traceback.format_exc()}")
                     failures += 1
                     retry_at = _monotonic() + s.max_backoff_s
-                if self._stop and failures == 0 and self._idle():
+                # Nothing more to send: finished and drained, or refused for good (4xx at setup, 401/403).
+                if self._auth_error is not None or self._setup_error is not None or (self._stop and failures == 0 and self._idle()):
                     self._drained.set()
                     return
         finally:
@@ -408,6 +415,9 @@ class Run:
             except ApiError as err:
                 if err.retryable:
                     return False
+                if err.auth:
+                    self._lose_auth(err)
+                    return True
                 if err.status == 413 and item.__class__ is Batch and item.points > 1:
                     box.popleft()
                     box.extendleft(reversed(self._split(item)))
@@ -443,7 +453,25 @@ class Run:
         except Unreachable:
             pass
         except ApiError as err:
-            self._tell(f"beat-{err.status}", f"gpuplane: heartbeat refused: {err}")
+            if err.auth:
+                self._lose_auth(err)
+            else:
+                self._tell(f"beat-{err.status}", f"gpuplane: heartbeat refused: {err}")
+
+    def _lose_auth(self, err: ApiError) -> None:
+        """A 401/403 once the run is set up (a revoked token, one of another project): retrying
+        cannot help, so the run stops sending, with one warning, and training goes on."""
+        self._auth_error = err
+        with self._lock:
+            self._off = True
+            lost = self._pending
+            self.rejected += lost
+            self._raw = []
+            self._event_at = []
+            self._pending = 0
+            self._pending_events = 0
+        self._outbox.clear()
+        self._tell("auth", f"gpuplane: the API refused the SDK's token: {err}; nothing more is sent for this run ({lost} points dropped)")
 
 
 def system_tags() -> Dict[str, str]:

@@ -25,6 +25,11 @@ class StubApi:
         self.fail_next = 0
         self.drop_metrics_responses = 0
         self.down = False
+        # Auth like the real API's: when `token` is set, a request without "Bearer <token>" gets
+        # 401; a path containing `forbid` gets 403. `auth_headers` records what each request sent.
+        self.token: Optional[str] = None
+        self.forbid: Optional[str] = None
+        self.auth_headers: List[Optional[str]] = []
         self.lock = threading.Lock()
         stub = self
 
@@ -51,9 +56,17 @@ class StubApi:
                 body = self._body()
                 with stub.lock:
                     stub.requests.append((method, self.path, self.headers.get("idempotency-key")))
+                    auth = self.headers.get("authorization")
+                    stub.auth_headers.append(auth)
                     if stub.down:
                         self.close_connection = True
                         self.connection.close()
+                        return
+                    if stub.token is not None and auth != f"Bearer {stub.token}":
+                        self._send(401, {"error": "unauthorized", "message": "unknown or revoked token" if auth else "this needs a token"})
+                        return
+                    if stub.forbid is not None and stub.forbid in self.path:
+                        self._send(403, {"error": "forbidden", "message": "stub forbids this"})
                         return
                     if stub.fail_next > 0:
                         stub.fail_next -= 1

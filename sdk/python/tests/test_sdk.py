@@ -79,7 +79,7 @@ class RunTest(unittest.TestCase):
         self.api = StubApi()
         self.env = mock.patch.dict(os.environ, {**FAST, "GPUPLANE_API_URL": self.api.url})
         self.env.start()
-        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_PARAMS", "GPUPLANE_SDK_MAX_BUFFER"):
+        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_PARAMS", "GPUPLANE_SDK_MAX_BUFFER", "GPUPLANE_TOKEN"):
             os.environ.pop(k, None)
 
     def tearDown(self) -> None:
@@ -216,6 +216,122 @@ class RunTest(unittest.TestCase):
         run.log({"a": 2})
         run.finish()
         self.assertEqual(self.stored(run.id)["a"], [(5, 1.0), (6, 2.0)])
+
+
+class AuthTest(unittest.TestCase):
+    """The stub wants a bearer token, as the real API does."""
+
+    SECRET = "gpp_stub-secret-0123456789"
+
+    def setUp(self) -> None:
+        self.api = StubApi()
+        self.api.token = self.SECRET
+        self.env = mock.patch.dict(os.environ, {**FAST, "GPUPLANE_API_URL": self.api.url})
+        self.env.start()
+        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_PARAMS", "GPUPLANE_SDK_MAX_BUFFER", "GPUPLANE_TOKEN"):
+            os.environ.pop(k, None)
+        self.caught = warnings.catch_warnings(record=True)
+        self.warned = self.caught.__enter__()
+        warnings.simplefilter("always")
+
+    def tearDown(self) -> None:
+        gpuplane.finish(timeout=1)
+        self.caught.__exit__(None, None, None)
+        self.env.stop()
+        self.api.close()
+        for w in self.warned:
+            self.assertNotIn(self.SECRET, str(w.message))
+
+    def messages(self, part: str) -> list:
+        return [str(w.message) for w in self.warned if part in str(w.message)]
+
+    def test_the_token_from_the_environment_goes_on_every_request(self) -> None:
+        os.environ["GPUPLANE_TOKEN"] = self.SECRET
+        os.environ["GPUPLANE_SDK_HEARTBEAT_S"] = "0.1"
+        run = gpuplane.init("proj")
+        run.log({"a": 1})
+        run.event("x.y", "m")
+        until("a heartbeat", lambda: self.api.heartbeats >= 1, 5)
+        run.finish()
+        self.assertEqual(self.api.runs[run.id]["status"], "finished")
+        self.assertEqual(self.api.events[run.id][0]["kind"], "x.y")
+        self.assertEqual(set(self.api.auth_headers), {f"Bearer {self.SECRET}"})
+        self.assertNotIn(self.SECRET, repr(run))
+        self.assertEqual(self.warned, [])
+
+    def test_the_token_argument_wins_over_the_environment_and_is_trimmed(self) -> None:
+        os.environ["GPUPLANE_TOKEN"] = "not-this-one"
+        run = gpuplane.init("proj", token=f"  {self.SECRET}\n")
+        run.log({"a": 1})
+        run.finish()
+        self.assertEqual(len(self.api.points[run.id]), 1)
+        self.assertEqual(set(self.api.auth_headers), {f"Bearer {self.SECRET}"})
+
+    def test_no_token_fails_init_with_a_clear_401(self) -> None:
+        with self.assertRaises(gpuplane.ApiError) as ctx:
+            gpuplane.init("proj")
+        self.assertEqual(ctx.exception.status, 401)
+        self.assertIn("HTTP 401: this needs a token", str(ctx.exception))
+        self.assertIn("the SDK sent no token: pass token= to gpuplane.init() or set GPUPLANE_TOKEN", str(ctx.exception))
+        self.assertEqual(self.api.auth_headers, [None])  # asked once, not retried
+
+    def test_a_wrong_token_fails_init_with_a_clear_401_that_does_not_quote_it(self) -> None:
+        with self.assertRaises(gpuplane.ApiError) as ctx:
+            gpuplane.init("proj", token="gpp_wrong-secret")
+        self.assertEqual(ctx.exception.status, 401)
+        self.assertIn("HTTP 401: unknown or revoked token", str(ctx.exception))
+        self.assertIn("was not accepted", str(ctx.exception))
+        self.assertNotIn("gpp_wrong-secret", str(ctx.exception))
+        self.assertEqual(len(self.api.requests), 1)
+        self.assertEqual(self.warned, [])
+
+    def test_a_403_at_init_raises(self) -> None:
+        self.api.forbid = "/runs"
+        with self.assertRaises(gpuplane.ApiError) as ctx:
+            gpuplane.init("proj", token=self.SECRET)
+        self.assertEqual(ctx.exception.status, 403)
+        self.assertIn("HTTP 403: stub forbids this", str(ctx.exception))
+
+    def test_a_token_that_cannot_be_a_header_is_refused_without_quoting_it(self) -> None:
+        with self.assertRaises(ValueError) as ctx:
+            gpuplane.init("proj", token="gpp_half one")
+        self.assertNotIn("gpp_half", str(ctx.exception))
+        self.assertIn("GPUPLANE_TOKEN", str(ctx.exception))
+        self.assertEqual(self.api.requests, [])
+
+    def test_a_token_revoked_mid_run_stops_sending_with_one_warning(self) -> None:
+        run = gpuplane.init("proj", token=self.SECRET)
+        run.log({"a": 1})
+        until("the first point", lambda: self.api.points[run.id])
+        self.api.token = "rotated"
+        for i in range(100):
+            run.log({"a": i})
+        until("the warning", lambda: self.messages("refused the SDK's token"))
+        sent = len(self.api.requests)
+        for i in range(100):
+            run.log({"a": i})  # the training script goes on: no exception
+        run.event("x.y", "m")
+        time.sleep(0.3)
+        run.finish(timeout=5)
+        self.assertEqual(len(self.api.requests), sent)  # no retries, no finish call
+        [msg] = self.messages("refused the SDK's token")
+        self.assertIn("HTTP 401: unknown or revoked token", msg)
+        self.assertIn("nothing more is sent", msg)
+        self.assertEqual(run.rejected, 100)
+        self.assertEqual(len(self.api.points[run.id]), 1)
+
+    def test_a_403_mid_run_stops_sending_too(self) -> None:
+        os.environ["GPUPLANE_TOKEN"] = self.SECRET
+        self.api.forbid = "/metrics"
+        run = gpuplane.init("proj")
+        for i in range(10):
+            run.log({"a": i})
+        until("the warning", lambda: self.messages("refused the SDK's token"))
+        run.finish(timeout=5)
+        [msg] = self.messages("refused the SDK's token")
+        self.assertIn("HTTP 403: stub forbids this", msg)
+        self.assertEqual([m for m, p, k in self.api.requests if p.endswith("/metrics")], ["POST"])
+        self.assertFalse(any(p.endswith("/finish") for m, p, k in self.api.requests))
 
 
 class ExitTest(unittest.TestCase):

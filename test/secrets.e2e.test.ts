@@ -1,0 +1,119 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectClient } from '../temporal/setup.ts';
+import { jobWorkflowId } from '../workflows/names.ts';
+import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
+
+const SECRET = 'hunter2-Zq8v-secret-value';
+
+/** Every string in a value, Uint8Arrays (Temporal payloads) decoded as UTF-8. */
+function* strings(v: unknown): Generator<string> {
+  if (typeof v === 'string') yield v;
+  else if (v instanceof Uint8Array) yield Buffer.from(v).toString('utf8');
+  else if (Array.isArray(v)) for (const x of v) yield* strings(x);
+  else if (v && typeof v === 'object') for (const x of Object.values(v)) yield* strings(x);
+}
+
+/** Files under `dir` (not following links) whose bytes contain `needle`. */
+function filesContaining(dir: string, needle: string): string[] {
+  const found: string[] = [];
+  const walk = (d: string) => {
+    for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (e.isFile() && fs.readFileSync(p).includes(needle)) found.push(p);
+    }
+  };
+  walk(dir);
+  return found;
+}
+
+/**
+ * A secret variable reaches the job's process and nothing else: not the API's answers, not
+ * gpuctl, not the Temporal history, not the agent's files, not any process's log.
+ */
+describe('secret env', () => {
+  let c: Cluster;
+  beforeAll(async () => {
+    c = await startCluster('secrets', { agents: [{ nodeId: 'sec-a', gpus: 1 }, { nodeId: 'sec-b', gpus: 1, labels: { pool: 'other' } }] });
+  });
+  afterAll(async () => {
+    await c?.stop();
+  });
+
+  it('the job sees it; the API, gpuctl, Temporal, the agent files and the logs never show it', async () => {
+    const marker = path.join(c.work, 'saw-secret');
+    // The expected value in a file outside the plane's folders: the command itself must not carry it.
+    const expectedFile = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-expected-')), 'value');
+    fs.writeFileSync(expectedFile, SECRET);
+    const job = await c.client.submit({
+      type: 'CUSTOM',
+      command: ['sh', '-c', `test "$API_KEY" = "$(cat ${expectedFile})" && echo yes > ${marker}; echo "job ran"`],
+      secret_env: { API_KEY: SECRET },
+      env: { PLAIN: 'visible' },
+      selector: {},
+      gpus: 1,
+    });
+    expect(job.secret_env).toEqual(['API_KEY']);
+    const done = await c.client.waitFor(job.id, undefined, 90_000);
+    expect(done.state, done.reason ?? '').toBe('SUCCEEDED');
+    expect(fs.readFileSync(marker, 'utf8').trim()).toBe('yes');
+
+    const seen: string[] = [];
+    const check = (where: string, text: string) => {
+      if (text.includes(SECRET)) seen.push(where);
+    };
+    check('GET /jobs', JSON.stringify(await c.client.jobs()));
+    check('GET /jobs/:id', JSON.stringify(await c.client.job(job.id)));
+    check('gpuctl job --json', execFileSync(process.execPath, [gpuctlPath, 'job', job.id, '--json'], { env: c.env, encoding: 'utf8' }));
+    check('gpuctl logs', execFileSync(process.execPath, [gpuctlPath, 'logs', job.id], { env: c.env, encoding: 'utf8' }));
+    const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+    try {
+      const history = await t.client.workflow.getHandle(jobWorkflowId(job.id)).fetchHistory();
+      for (const e of history.events ?? []) for (const s of strings(e)) check(`Temporal history event ${e.eventId} (${Object.keys(e).find((k) => k.endsWith('Attributes') && (e as Record<string, unknown>)[k])})`, s);
+    } finally {
+      await t.close();
+    }
+    for (const f of filesContaining(c.home, SECRET)) seen.push(`file ${f}`);
+    check('control worker output', c.control.output);
+    check('API output', c.api.output);
+    for (const [id, a] of c.agents) check(`agent ${id} output`, a.output);
+    expect(seen).toEqual([]);
+  });
+
+  it('only the node its live attempt runs on gets the values: not an admin, not another node, not after the end', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', command: ['sleep', '30'], secret_env: { API_KEY: SECRET }, gpus: 1 });
+    const running = await c.client.waitFor(job.id, ['RUNNING'], 60_000);
+    const url = `${c.apiUrl}/api/v1/jobs/${job.id}/attempts/1/secrets`;
+    const get = (token: string) => fetch(url, { headers: { authorization: `Bearer ${token}` } });
+    const admin = await get(c.token);
+    expect(admin.status).toBe(403);
+    expect(await admin.text()).not.toContain(SECRET);
+    const other = running.node_id === 'sec-a' ? 'sec-b' : 'sec-a';
+    const otherNode = await get((await c.makeToken({ role: 'node', nodeId: other })).token);
+    expect(otherNode.status).toBe(403);
+    const own = (await c.makeToken({ role: 'node', nodeId: running.node_id! })).token;
+    const mine = await get(own);
+    expect(mine.status).toBe(200);
+    expect(((await mine.json()) as { env: Record<string, string> }).env).toEqual({ API_KEY: SECRET });
+    await c.client.cancel(job.id);
+    await c.client.waitFor(job.id, ['CANCELLED'], 60_000);
+    expect((await get(own)).status).toBe(409);
+  });
+
+  it('a secret that shadows env or an agent variable is refused and makes no job', async () => {
+    const before = (await c.client.jobs()).length;
+    for (const body of [
+      { command: ['true'], env: { K: 'a' }, secret_env: { K: 'b' } },
+      { command: ['true'], secret_env: { GPUPLANE_RUN_ID: 'x' } },
+      { command: ['true'], secret_env: { 'bad-name': 'x' } },
+    ]) {
+      const r = await fetch(`${c.apiUrl}/api/v1/jobs`, { method: 'POST', headers: { ...c.auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      expect(r.status, JSON.stringify(body)).toBe(400);
+    }
+    expect((await c.client.jobs()).length).toBe(before);
+  });
+});

@@ -1,0 +1,38 @@
+/**
+ * What the agent writes (attempt records, statuses, logs) is its own and the job's: other users
+ * of the node read none of it. Folders are 0700 and files 0600 whatever the umask, and whatever
+ * mode an older agent left them with.
+ */
+import fs from 'node:fs';
+
+export const PRIVATE_DIR_MODE = 0o700;
+export const PRIVATE_FILE_MODE = 0o600;
+
+/** Creates `dir` (and its missing parents) readable by the agent's user only. */
+export function makePrivateDir(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  fs.chmodSync(dir, PRIVATE_DIR_MODE);
+}
+
+/** Writes `data` to `file` (replacing it), readable by the agent's user only. */
+export function writePrivateFile(file: string, data: string): void {
+  const fd = fs.openSync(file, 'w', PRIVATE_FILE_MODE);
+  try {
+    fs.fchmodSync(fd, PRIVATE_FILE_MODE);
+    fs.writeSync(fd, data);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Opens `file` for appending (creating it), readable by the agent's user only; the caller closes the fd. */
+export function openPrivateForAppend(file: string): number {
+  const fd = fs.openSync(file, 'a', PRIVATE_FILE_MODE);
+  try {
+    fs.fchmodSync(fd, PRIVATE_FILE_MODE);
+  } catch (err) {
+    fs.closeSync(fd);
+    throw err;
+  }
+  return fd;
+}
