@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { loggableUrl } from './request-log.ts';
 
 export type ErrorCode = 'not_found' | 'conflict' | 'invalid' | 'unavailable' | 'unauthorized' | 'forbidden' | 'too_large' | 'rate_limited';
 const STATUS: Record<ErrorCode, number> = {
@@ -36,12 +37,12 @@ export function installErrorHandler(app: FastifyInstance): void {
     const status = err instanceof DomainError ? err.status : (err as FastifyError).validation ? 400 : ((err as FastifyError).statusCode ?? 500);
     // Every 5xx reaches the log whole, stack included; an unexpected one reaches the client
     // only as a generic body.
-    if (status >= 500) req.log.error({ err, method: req.method, url: req.url, statusCode: status }, 'request failed');
+    if (status >= 500) req.log.error({ err, method: req.method, url: loggableUrl(req.url), statusCode: status }, 'request failed');
     if (err instanceof DomainError) return reply.status(status).send({ error: err.code, message: err.message });
     if (status < 500) return reply.status(status).send({ error: CODE_OF_STATUS[status] ?? 'invalid', message: err.message });
     return reply.status(500).send({ error: 'internal', message: 'internal error; see the API log' });
   });
   app.setNotFoundHandler((req, reply) => {
-    reply.status(404).send({ error: 'not_found', message: `no route ${req.method} ${req.url}` });
+    reply.status(404).send({ error: 'not_found', message: `no route ${req.method} ${loggableUrl(req.url)}` });
   });
 }

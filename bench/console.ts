@@ -21,7 +21,7 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
-import { startCluster } from '../test/support/cluster.ts';
+import { startCluster, type Cluster } from '../test/support/cluster.ts';
 import { ensureConsoleBuilt, launchBrowser } from '../test/support/browser.ts';
 import { until } from '../test/support/poll.ts';
 import { startSharedServices } from '../test/support/services.ts';
@@ -65,8 +65,8 @@ interface Sample {
   maxTimerDelayMs: number;
 }
 
-async function api<T>(base: string, method: string, p: string, body?: unknown): Promise<T> {
-  const res = await fetch(base + '/api/v1' + p, { method, headers: body ? { 'content-type': 'application/json' } : {}, body: body ? JSON.stringify(body) : undefined });
+async function api<T>(c: Cluster, method: string, p: string, body?: unknown): Promise<T> {
+  const res = await fetch(c.apiUrl + '/api/v1' + p, { method, headers: { ...c.auth, ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
   if (!res.ok) throw new Error(`${method} ${p}: ${res.status} ${await res.text()}`);
   return (await res.json()) as T;
 }
@@ -125,7 +125,7 @@ async function main() {
     log(`${RUNS} runs × ${POINTS} points, batches of ${BATCH}, ${CONCURRENCY} in flight`);
     const runs: string[] = [];
     for (let i = 0; i < RUNS; i++) {
-      const r = await api<{ id: string }>(base, 'POST', '/runs', { project: 'bench', experiment: 'overlay', name: `run-${i}`, params: { lr: 0.01 * (1 + (i % 10)), seed: i } });
+      const r = await api<{ id: string }>(cluster, 'POST', '/runs', { project: 'bench', experiment: 'overlay', name: `run-${i}`, params: { lr: 0.01 * (1 + (i % 10)), seed: i } });
       runs.push(r.id);
     }
     const jobs: { run: string; from: number }[] = [];
@@ -141,7 +141,7 @@ async function main() {
             const step = j.from + k;
             return { key: 'loss', step, value: step === spike ? 20 : (2 + i / RUNS) / (1 + step / 5000) + 0.05 * Math.sin(step / 50 + i) };
           });
-          await api(base, 'POST', `/runs/${j.run}/metrics`, { points });
+          await api(cluster, 'POST', `/runs/${j.run}/metrics`, { points });
           if (++done % 50 === 0) log(`ingested ${done * BATCH} points`);
         }
       }),
@@ -150,6 +150,9 @@ async function main() {
     log(`ingested ${RUNS * POINTS} points in ${ingestS.toFixed(1)} s`);
 
     const page = await browser.context.newPage();
+    // Signed in once, as gpuctl up's link does: the measured loads find the token in localStorage.
+    await page.goto(`${base}/?token=${encodeURIComponent(cluster.token)}#/cluster`);
+    await page.locator('[data-testid="whoami"]').waitFor();
     const url = `${base}/#/experiments?project=bench&experiment=overlay`;
     const samples: Sample[] = [];
     // One warm-up load (chromium's first start, PostgreSQL's cold pages), then the measured ones.

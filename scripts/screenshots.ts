@@ -106,6 +106,10 @@ async function main() {
     });
     await c.client.waitFor(failing.id, undefined, 120_000);
     const page = await browser.context.newPage();
+    // Signed in as a member of every project, by the kind of link gpuctl up prints: the header names who.
+    const member = await c.makeToken({ role: 'member', projects: ['*'], name: 'alice' });
+    await page.goto(`${c.apiUrl}/?token=${encodeURIComponent(member.token)}#/cluster`);
+    await page.locator('[data-testid="whoami"]').waitFor();
     await shot(page, `${c.apiUrl}/#/jobs/${failing.id}`, 'job-failed.png', '[data-testid="failure"]');
     await c.client.retry(failing.id, { params: { lr: 0.05, nan_at: -1, fail_at: -1 } });
     await c.client.waitFor(failing.id, ['SUCCEEDED'], 120_000);

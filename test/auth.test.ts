@@ -220,3 +220,12 @@ describe('tokens and roles on every route', () => {
     expect((await app.inject({ method: 'GET', url: '/api/v1/jobs', headers: { authorization: `Bearer ${made.token}` } })).statusCode).toBe(401);
   });
 });
+
+describe('sign-in links in logs', () => {
+  it('a token in a URL never reaches a log line or an error message', async () => {
+    const { loggableUrl } = await import('../api/request-log.ts');
+    expect(loggableUrl('/?token=gpt_abc#/queue')).toBe('/?token=[redacted]#/queue');
+    expect(loggableUrl('/x?a=1&TOKEN=gpt_abc&b=2')).toBe('/x?a=1&TOKEN=[redacted]&b=2');
+    expect(loggableUrl('/api/v1/jobs?state=QUEUED')).toBe('/api/v1/jobs?state=QUEUED');
+  });
+});

@@ -160,6 +160,17 @@ describe('CheckpointWatcher', () => {
       expect(parents).toEqual(new Map([[10, null], [20, c10.id], [40, c20.id], [60, c40.id]]));
       expect(c60.id).not.toBe(c40.id);
     });
+
+    it('registers nothing outside the watched folder (a forged report)', async () => {
+      const job = await insertJob(db.db, { id: 'job-ck3', type: 'TRAIN', state: 'CREATED', command: ['true'], workingDir: dir, watchDir: 'ckpts', gpus: 0, selector: {}, env: {}, params: {} });
+      await db.db.insert(runs).values({ id: 'run-ck3', jobId: job.id, attempt: 1, source: 'job', name: 'r', status: 'running', params: {} });
+      const reg = (uri: string) => registerCheckpoint(db.db, { jobId: job.id, attempt: 1, uri, fingerprint: 'sha256:x', sizeBytes: 1, step: 1 });
+      for (const uri of ['/etc/passwd', path.join(dir, 'ckpts', '..', 'secret.pt'), path.join(dir, 'ckpts'), path.join(dir, 'ckpts-evil', 'step_1.pt'), 'step_1.pt']) {
+        expect(await reg(uri), uri).toBeNull();
+      }
+      expect(await db.db.select().from(checkpoints).where(eq(checkpoints.runId, 'run-ck3'))).toEqual([]);
+      expect((await reg(path.join(dir, 'ckpts', 'step_1.pt')))!.created).toBe(true);
+    });
   });
 });
 

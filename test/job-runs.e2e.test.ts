@@ -71,6 +71,8 @@ describe("a job's run, reported by the SDK", () => {
       type: 'CUSTOM',
       gpus: 0,
       env: { PYTHONPATH: path.join(repo, 'sdk/python') },
+      // A job with no run of its own registers one with its user's token, given as a secret.
+      secret_env: { GPUPLANE_TOKEN: c.token },
       working_dir: repo,
       command: ['/bin/sh', '-c', 'python3 examples/train.py --project e2e-runs --experiment killed --steps 100000 --sleep 0.01 & pid=$!; sleep 3; kill -9 $pid'],
     });

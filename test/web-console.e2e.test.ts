@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
+import type { Page, Request } from 'playwright-core';
 import type { FastifyBaseLogger } from 'fastify';
 import { ChangeWatcher } from '../api/routes/console.ts';
 import type { ChangeEvent } from '../api/schemas/console.ts';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { checkpoints, evaluations, events, runs } from '../db/schema.ts';
 import { align, seriesOf } from '../web/src/charts/series.ts';
+import { EventStreamParser, type StreamEvent } from '../web/src/sse.ts';
 import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { until } from './support/poll.ts';
@@ -61,13 +62,17 @@ describe('web console', () => {
     await h?.close();
     await c?.stop();
   });
+  /** Opens a page signed in with `token` (the admin's unless given), the way gpuctl up's link does. */
+  const signedIn = (p: Page, route: string, token = c.token) => p.goto(`${c.apiUrl}/?token=${encodeURIComponent(token)}#/${route}`);
+  const stored = (p: Page) => p.evaluate(() => localStorage.getItem('gpuplane.token'));
+  const jobsListed = (p: Page) => p.locator('[data-job]').evaluateAll((els) => els.map((e) => e.getAttribute('data-job')));
 
   it('serves the built console from the plane, with no request leaving it', async () => {
     const outside: string[] = [];
     page.on('request', (r) => {
       if (!r.url().startsWith(c.apiUrl)) outside.push(r.url());
     });
-    await page.goto(`${c.apiUrl}/#/cluster`);
+    await signedIn(page, 'cluster');
     await page.locator('[data-node="web-node"]').waitFor();
     await expect.poll(() => page.locator('[data-node="web-node"] li.card.free').count()).toBe(2);
     expect(await page.locator('[data-node="web-node"] .label').innerText()).toBe('zone=lab');
@@ -102,7 +107,7 @@ describe('web console', () => {
     await c.client.waitFor(blocker.id, ['RUNNING'], 30_000);
     await page.locator(`[data-node="web-node"] a[href="#/jobs/${blocker.id}"]`).first().waitFor();
 
-    await page.goto(`${c.apiUrl}/#/queue`);
+    await signedIn(page, 'queue');
     await page.evaluate(() => ((window as unknown as { __noReload: boolean }).__noReload = true));
     await page.getByRole('button', { name: 'Submit a job' }).click();
     const form = page.getByRole('form', { name: 'submit a job' });
@@ -221,6 +226,182 @@ describe('web console', () => {
     expect(retried.attempt).toBe(2);
     expect(retried.attempts[1].changes.map((x) => x.key).sort()).toEqual(['command', 'gpus']);
     await page.locator('tr[data-attempt="2"] td.diff').getByText('gpus').waitFor();
+  });
+
+  it('without a token shows the sign-in form and no data; a token pasted in it shows the queue', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 0, command: 'true', project: 'web-form' });
+    const member = await c.makeToken({ role: 'member', projects: ['*'], name: 'web-member' });
+    const p = await b.context.newPage();
+    try {
+      // Signed in, then out by hand: the token is forgotten, here and in storage.
+      await signedIn(p, 'queue');
+      await p.locator(`[data-job="${job.id}"]`).waitFor();
+      await p.locator('[data-action="sign-out"]').click();
+      const form = p.getByRole('form', { name: 'sign in' });
+      await form.waitFor();
+      expect(await stored(p)).toBeNull();
+
+      // A fresh load without a token: the form, no data, and not one request to the API.
+      const apiCalls: string[] = [];
+      p.on('request', (r) => {
+        if (r.url().includes('/api/v1/')) apiCalls.push(r.url());
+      });
+      await p.reload();
+      await form.waitFor();
+      expect(await p.locator('[data-job], [data-count], [data-node], [data-live], header nav a').count()).toBe(0);
+      expect(await p.locator('main').innerText()).toMatch(/gpuctl token create/);
+      expect(apiCalls).toEqual([]);
+
+      // A wrong token is refused with the API's message and not kept.
+      await form.locator('input[name=token]').fill('gpt_not-a-token-of-this-plane');
+      await form.getByRole('button', { name: 'Sign in' }).click();
+      await expect.poll(() => form.getByRole('alert').innerText()).toMatch(/unknown or revoked token/);
+      expect(await stored(p)).toBeNull();
+
+      await form.locator('input[name=token]').fill(member.token);
+      await form.getByRole('button', { name: 'Sign in' }).click();
+      await p.locator(`[data-job="${job.id}"]`).waitFor();
+      expect(await p.getByTestId('whoami').innerText()).toBe('web-member · member');
+      await p.locator('[data-live="up"]').waitFor();
+      expect(await stored(p)).toBe(member.token);
+      expect(await p.content()).not.toContain(member.token);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('takes a ?token= out of the address bar and its history, and sends it only in the Authorization header', async () => {
+    await c.client.submit({ type: 'CUSTOM', gpus: 0, command: 'true' });
+    const t = await c.makeToken({ role: 'viewer', projects: ['*'], name: 'web-link' });
+    const p = await b.context.newPage();
+    try {
+      const requests: Request[] = [];
+      const logs: string[] = [];
+      p.on('request', (r) => requests.push(r));
+      p.on('console', (m) => logs.push(m.text()));
+      await signedIn(p, 'queue', t.token);
+      await p.locator('[data-live="up"]').waitFor();
+      await p.locator('[data-job]').first().waitFor();
+      expect(await p.getByTestId('whoami').innerText()).toBe('web-link · viewer');
+      expect(p.url()).toBe(`${c.apiUrl}/#/queue`);
+      // The entry was replaced, not pushed: going back from another page finds no token either.
+      await p.locator('header nav a[href="#/cluster"]').click();
+      await p.waitForURL(`${c.apiUrl}/#/cluster`);
+      await p.goBack();
+      expect(p.url()).toBe(`${c.apiUrl}/#/queue`);
+
+      // The link itself is the only request that names it: not the console's assets (their
+      // Referer), not its API calls, not the event stream (fetch, not EventSource).
+      const [link, ...rest] = requests;
+      expect(link.url()).toContain(t.token);
+      const api = rest.filter((r) => r.url().startsWith(`${c.apiUrl}/api/v1/`));
+      expect(api.map((r) => new URL(r.url()).pathname)).toEqual(expect.arrayContaining(['/api/v1/whoami', '/api/v1/jobs', '/api/v1/jobs/counts', '/api/v1/stream']));
+      for (const r of rest) {
+        const h = await r.allHeaders();
+        expect(r.url()).not.toContain(t.token);
+        expect(h.referer ?? '').not.toContain(t.token);
+        if (api.includes(r)) expect(h.authorization, r.url()).toBe(`Bearer ${t.token}`);
+      }
+      expect(await p.content()).not.toContain(t.token);
+      expect(logs.filter((l) => l.includes(t.token))).toEqual([]);
+      expect(await stored(p)).toBe(t.token);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it("shows a viewer of another project none of this project's jobs, and the API's 403 where one would be", async () => {
+    const mine = await c.client.submit({ type: 'CUSTOM', gpus: 0, command: 'true', project: 'web-viewer-mine' });
+    const theirs = await c.client.submit({ type: 'CUSTOM', gpus: 0, command: 'true', project: 'web-viewer-other' });
+    const viewer = await c.makeToken({ role: 'viewer', projects: ['web-viewer-other'], name: 'web-viewer' });
+    const p = await b.context.newPage();
+    try {
+      await signedIn(p, 'queue', viewer.token);
+      await p.locator(`[data-job="${theirs.id}"]`).waitFor();
+      expect(await p.getByTestId('whoami').innerText()).toBe('web-viewer · viewer');
+      // Every other job of the plane (this project's, those of no project) is left out, counts too.
+      expect(await jobsListed(p)).toEqual([theirs.id]);
+      await expect.poll(() => p.locator('[data-count="all"]').innerText()).toBe('1');
+      expect((await c.client.jobs({})).length, 'the admin sees more').toBeGreaterThan(1);
+
+      await p.goto(`${c.apiUrl}/#/jobs/${mine.id}`);
+      await expect.poll(() => p.locator('main [role=alert]').innerText()).toMatch(/may not read project "web-viewer-mine"/);
+      expect(await p.locator('h1 [data-state]').count()).toBe(0);
+      expect(await p.getByRole('form', { name: 'sign in' }).count(), 'a 403 is not a sign-out').toBe(0);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('opens its event stream again after a 502, and refetches what changed meanwhile', async () => {
+    const p = await b.context.newPage();
+    try {
+      // A proxy in front of a restarting plane: the stream's answer is not an event stream.
+      let refusals = 0;
+      await p.route('**/api/v1/stream', (route) => {
+        refusals++;
+        return route.fulfill({ status: 502, contentType: 'text/html', body: '<h1>502 Bad Gateway</h1>' });
+      });
+      await signedIn(p, 'queue');
+      await p.locator('table.jobs').waitFor();
+      await expect.poll(() => refusals, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
+      expect(await p.locator('[data-live]').getAttribute('data-live')).toBe('down');
+      const job = await c.client.submit({ type: 'CUSTOM', gpus: 0, command: 'true' });
+      await p.unroute('**/api/v1/stream');
+      await p.locator('[data-live="up"]').waitFor({ timeout: 15_000 });
+      await p.locator(`[data-job="${job.id}"]`).waitFor();
+      expect(await p.getByRole('form', { name: 'sign in' }).count(), 'a 502 is not a sign-out').toBe(0);
+    } finally {
+      await p.close();
+    }
+  });
+
+  it('goes back to the sign-in form when its token is revoked', async () => {
+    const t = await c.makeToken({ role: 'viewer', projects: ['*'], name: 'web-revoked' });
+    const p = await b.context.newPage();
+    try {
+      await signedIn(p, 'queue', t.token);
+      await p.locator('[data-live="up"]').waitFor();
+      await c.client.request('DELETE', `/tokens/${t.id}`);
+      // A change: the page refetches, and the API answers 401.
+      await c.client.submit({ type: 'CUSTOM', gpus: 0, command: 'true' });
+      await p.getByRole('form', { name: 'sign in' }).waitFor({ timeout: 15_000 });
+      expect(await p.getByTestId('sign-in-notice').innerText()).toMatch(/unknown or revoked token/);
+      expect(await p.locator('[data-job]').count()).toBe(0);
+      expect(await stored(p)).toBeNull();
+    } finally {
+      await p.close();
+    }
+  });
+});
+
+describe('event stream parser', () => {
+  const parse = (pieces: string[]) => {
+    const events: StreamEvent[] = [];
+    const retries: number[] = [];
+    const parser = new EventStreamParser((e) => events.push(e), (ms) => retries.push(ms));
+    for (const piece of pieces) parser.push(piece);
+    return { events, retries };
+  };
+
+  it('reads what the API sends, however the pieces are cut', () => {
+    const text = 'retry: 2000\nevent: hello\ndata: {}\n\n: ping\n\nevent: change\ndata: {"topics":["jobs"]}\n\n';
+    const whole = parse([text]);
+    expect(whole.events).toEqual([
+      { event: 'hello', data: '{}' },
+      { event: 'change', data: '{"topics":["jobs"]}' },
+    ]);
+    expect(whole.retries).toEqual([2000]);
+    for (let cut = 1; cut < text.length; cut++) expect(parse([text.slice(0, cut), text.slice(cut)])).toEqual(whole);
+    expect(parse([...text])).toEqual(whole);
+  });
+
+  it('takes CRLF and CR line ends, joins data lines, and dispatches no event without data', () => {
+    const { events } = parse(['event: a\r', '\ndata: 1\r\ndata:2\r\rdata\n\nevent: empty\n\n', 'data: no blank line yet']);
+    expect(events).toEqual([
+      { event: 'a', data: '1\n2' },
+      { event: 'message', data: '' },
+    ]);
   });
 });
 

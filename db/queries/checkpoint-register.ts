@@ -2,6 +2,7 @@
  * Registration of a checkpoint found by an attempt's watcher (the job workflow's
  * `registerCheckpoint` activity). Idempotent: the same run, path and fingerprint is one row.
  */
+import path from 'node:path';
 import { and, asc, desc, eq, gt, lte } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
 import { newId } from '../ids.ts';
@@ -15,6 +16,13 @@ export interface CheckpointRegistration {
   fingerprint: string;
   sizeBytes: number;
   step: number | null;
+}
+
+/** Whether `uri` (an absolute path on the node) lies inside the job's watched folder. */
+export function insideWatched(workingDir: string, watchDir: string, uri: string): boolean {
+  const root = path.resolve(workingDir, watchDir);
+  const p = path.resolve(root, uri);
+  return path.isAbsolute(uri) && p !== root && p.startsWith(root + path.sep);
 }
 
 /** The value of each of the run's metric keys at `step`: its nearest point at or before it. */
@@ -53,6 +61,11 @@ export async function metricsAtStep(ex: Executor, runId: string, step: number | 
  * run (a CUSTOM job, or an unknown attempt): there is nothing to attach it to.
  */
 export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Promise<{ checkpoint: Checkpoint; created: boolean } | null> {
+  // Only a path inside the job's watched folder is a checkpoint of it: a report that names
+  // anything else (a forged signal) registers nothing, so no evaluation reads it and no
+  // retention pass ever names it.
+  const [job] = await db.select({ workingDir: jobs.workingDir, watchDir: jobs.watchDir }).from(jobs).where(eq(jobs.id, a.jobId));
+  if (!job?.watchDir || !insideWatched(job.workingDir, job.watchDir, a.uri)) return null;
   return db.transaction(async (tx) => {
     // The run's row is locked: two registrations of one run chain one after the other.
     const [run] = await tx

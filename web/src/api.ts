@@ -1,4 +1,10 @@
-/** The console's only way to the plane: typed calls to /api/v1, one function per route it uses. */
+/**
+ * The console's only way to the plane: typed calls to /api/v1, one function per route it uses,
+ * each with the token in its Authorization header. A 401 signs the page out (auth.ts), so the
+ * sign-in form shows; any other refusal (a 403's "may not read project …") is an ApiError whose
+ * message the page shows where the data would be.
+ */
+import { currentToken, refused } from './auth.ts';
 import type {
   Best,
   CheckpointDetail,
@@ -24,6 +30,7 @@ import type {
   RunMetrics,
   StartEvaluationBody,
   SubmitJobBody,
+  WhoAmI,
 } from './types.ts';
 
 export const API = '/api/v1';
@@ -47,16 +54,40 @@ function qs(q: Query = {}): string {
   return s ? `?${s}` : '';
 }
 
-async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+function headers(token: string | null, json: boolean): Record<string, string> {
+  return { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(json ? { 'content-type': 'application/json' } : {}) };
+}
+
+/** The API's message of a refusal, from its `{error, message}` body. */
+function messageOf(json: unknown, fallback: string): string {
+  const m = (json as { message?: unknown } | null)?.message;
+  return typeof m === 'string' && m ? m : fallback;
+}
+
+function parse(text: string): unknown {
+  try {
+    return text ? (JSON.parse(text) as unknown) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** `token`: the one in use unless given (the sign-in form tries one before keeping it). */
+async function call<T>(method: string, path: string, body?: unknown, signal?: AbortSignal, token = currentToken()): Promise<T> {
   const res = await fetch(API + path, {
     method,
     signal,
-    headers: body === undefined ? {} : { 'content-type': 'application/json' },
+    headers: headers(token, body !== undefined),
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
-  const json = text ? (JSON.parse(text) as unknown) : null;
-  if (!res.ok) throw new ApiError(res.status, (json as { message?: string } | null)?.message ?? `${method} ${path}: ${res.status}`);
+  const json = parse(text);
+  if (!res.ok) {
+    const message = messageOf(json, `${method} ${path}: ${res.status}`);
+    if (res.status === 401 && token) refused(token, message);
+    throw new ApiError(res.status, message);
+  }
+  if (json === null && text) throw new ApiError(res.status, `${method} ${path}: not JSON`);
   return json as T;
 }
 
@@ -64,6 +95,9 @@ const get = <T>(path: string, q?: Query, signal?: AbortSignal) => call<T>('GET',
 
 export const api = {
   info: () => get<ConsoleInfo>('/console'),
+  whoami: () => get<WhoAmI>('/whoami'),
+  /** Who `token` is, without keeping it: a 401 rejects with the API's message and signs nothing out. */
+  whoamiWith: (token: string) => call<WhoAmI>('GET', '/whoami', undefined, undefined, token),
   nodes: () => get<{ nodes: GpuNode[] }>('/nodes').then((r) => r.nodes),
   jobs: (q: ListJobsQuery = {}) => get<{ jobs: Job[] }>('/jobs', q).then((r) => r.jobs),
   jobCounts: (q: JobCountsQuery = {}) => get<JobCounts>('/jobs/counts', q),
@@ -85,8 +119,13 @@ export const api = {
   evaluate: (id: string, body: StartEvaluationBody) => call<Evaluation>('POST', `/checkpoints/${encodeURIComponent(id)}/evaluations`, body),
   /** The log of a job's attempt as it grows: calls `onText` with each piece until the attempt's streams end or `signal` aborts. */
   async followLog(jobId: string, attempt: number, onText: (s: string) => void, signal: AbortSignal): Promise<void> {
-    const res = await fetch(`${API}/jobs/${encodeURIComponent(jobId)}/logs${qs({ attempt, follow: 'true' })}`, { signal });
-    if (!res.ok || !res.body) throw new ApiError(res.status, `log of ${jobId}#${attempt}: ${res.status}`);
+    const token = currentToken();
+    const res = await fetch(`${API}/jobs/${encodeURIComponent(jobId)}/logs${qs({ attempt, follow: 'true' })}`, { signal, headers: headers(token, false) });
+    if (!res.ok || !res.body) {
+      const message = messageOf(parse(await res.text()), `log of ${jobId}#${attempt}: ${res.status}`);
+      if (res.status === 401 && token) refused(token, message);
+      throw new ApiError(res.status, message);
+    }
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     for (;;) {
       const { done, value } = await reader.read();

@@ -1,54 +1,99 @@
 /**
- * Live updates: one EventSource on /api/v1/stream for the whole page. The server sends only
- * what changed (`jobs`, `metrics` of run X, ...); each page refetches what it shows when a
- * change concerns it. `useResource` is the usual way: a fetch, redone on the topics it names.
+ * Live updates: one stream of server-sent events from /api/v1/stream for the whole page. The
+ * server sends only what changed (`jobs`, `metrics` of run X, ...); each page refetches what it
+ * shows when a change concerns it. `useResource` is the usual way: a fetch, redone on the
+ * topics it names.
+ *
+ * The stream is read with fetch (sse.ts), not EventSource, so the token goes in the
+ * Authorization header. It opens only while signed in, and starts over when the token changes.
  */
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import { API } from './api.ts';
+import { currentToken, onAuthChange, refused } from './auth.ts';
+import { EventStreamParser, readEventStream, type StreamEvent } from './sse.ts';
 import type { ChangeEvent, ChangeTopic } from './types.ts';
 
 type Listener = (e: ChangeEvent) => void;
 const listeners = new Set<Listener>();
 const statusListeners = new Set<(up: boolean) => void>();
-let source: EventSource | null = null;
+/** Aborts the stream open (or being opened); null when none is. */
+let stream: AbortController | null = null;
 let connected = false;
-/** Delay before recreating a stream the browser gave up on; doubles up to 30 s, reset by `hello`. */
+/** The server's `retry:`, where each run of failures starts. */
+let retryMs = 1000;
+/** Delay before reopening a stream that failed or ended; doubles up to 30 s, reset by `hello`. */
 let backoffMs = 1000;
 let retryTimer: ReturnType<typeof setTimeout> | null = null;
 
 const ALL: ChangeEvent = { topics: ['jobs', 'nodes', 'runs', 'metrics', 'events', 'checkpoints'], run_ids: [], job_ids: [], truncated: true };
 
 function setConnected(up: boolean) {
+  if (up === connected) return;
   connected = up;
   for (const fn of statusListeners) fn(up);
 }
 
-function ensureSource() {
-  if (source || retryTimer) return;
-  const es = new EventSource(`${API}/stream`);
-  source = es;
-  es.addEventListener('hello', () => {
-    backoffMs = 1000;
+function onEvent(e: StreamEvent) {
+  if (e.event === 'hello') {
+    backoffMs = retryMs;
     // (Re)connected: whatever happened while we were away counts as changed.
     const wasDown = !connected;
     setConnected(true);
     if (wasDown) emit(ALL);
-  });
-  es.addEventListener('change', (m) => emit(JSON.parse((m as MessageEvent<string>).data) as ChangeEvent));
-  es.addEventListener('error', () => {
-    setConnected(false);
-    // The browser reconnects by itself after a network error, but gives up for good on an
-    // answer that is not an event stream (a proxy's 502 while the plane restarts): start over.
-    if (es.readyState !== EventSource.CLOSED || source !== es) return;
-    es.close();
-    source = null;
-    retryTimer = setTimeout(() => {
-      retryTimer = null;
-      ensureSource();
-    }, backoffMs);
-    backoffMs = Math.min(backoffMs * 2, 30_000);
-  });
+  } else if (e.event === 'change') {
+    emit(JSON.parse(e.data) as ChangeEvent);
+  }
 }
+
+function ensureSource() {
+  if (stream || retryTimer) return;
+  const token = currentToken();
+  if (!token) return;
+  const ctrl = new AbortController();
+  stream = ctrl;
+  void follow(token, ctrl);
+}
+
+/** Reads one stream until it fails or ends, then schedules the next (a 401 signs out instead). */
+async function follow(token: string, ctrl: AbortController): Promise<void> {
+  try {
+    const res = await fetch(`${API}/stream`, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' }, cache: 'no-store', signal: ctrl.signal });
+    if (res.status === 401) {
+      const body = (await res.json().catch(() => null)) as { message?: string } | null;
+      if (stream === ctrl) stream = null;
+      setConnected(false);
+      refused(token, body?.message ?? 'unauthorized');
+      return;
+    }
+    // Anything but an event stream (a proxy's 502 while the plane restarts, a 403): try again later.
+    if (res.ok && res.body && res.headers.get('content-type')?.startsWith('text/event-stream')) {
+      await readEventStream(res.body, new EventStreamParser(onEvent, (ms) => (retryMs = ms)));
+    } else {
+      await res.body?.cancel();
+    }
+  } catch {
+    // A network error, or aborted (signed out, another token): either way this stream is over.
+  }
+  if (stream !== ctrl) return;
+  stream = null;
+  setConnected(false);
+  retryTimer = setTimeout(() => {
+    retryTimer = null;
+    ensureSource();
+  }, backoffMs);
+  backoffMs = Math.min(backoffMs * 2, 30_000);
+}
+
+// A new token (or none): the stream of the old one ends, and one with the new token opens.
+onAuthChange(() => {
+  stream?.abort();
+  stream = null;
+  if (retryTimer) clearTimeout(retryTimer);
+  retryTimer = null;
+  backoffMs = retryMs;
+  setConnected(false);
+  if (listeners.size > 0 || statusListeners.size > 0) ensureSource();
+});
 
 function emit(e: ChangeEvent) {
   for (const fn of listeners) fn(e);
@@ -65,6 +110,7 @@ export function useLiveStatus(): boolean {
   const [up, setUp] = useState(connected);
   useEffect(() => {
     ensureSource();
+    setUp(connected);
     statusListeners.add(setUp);
     return () => void statusListeners.delete(setUp);
   }, []);

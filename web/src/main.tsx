@@ -1,11 +1,12 @@
 /**
- * The console's shell: a header, and the page the hash names. Adding a page is one component
- * in pages/ and one line in `pageFor`.
+ * The console's shell: a header, and the page the hash names, or the sign-in form while there
+ * is no token. Adding a page is one component in pages/ and one line in `pageFor`.
  */
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import 'uplot/dist/uPlot.min.css';
 import './styles.css';
+import { initAuth, useAuth } from './auth.ts';
 import { useLiveStatus } from './live.ts';
 import { CheckpointsPage } from './pages/checkpoints.tsx';
 import { ClusterPage } from './pages/cluster.tsx';
@@ -14,6 +15,7 @@ import { JobPage } from './pages/job.tsx';
 import { QueuePage } from './pages/queue.tsx';
 import { RunPage } from './pages/run.tsx';
 import { useRoute, type Route } from './router.ts';
+import { SignedInAs, SignIn } from './sign-in.tsx';
 
 const NAV = [
   ['cluster', 'Cluster'],
@@ -42,9 +44,18 @@ function pageFor(r: Route) {
   }
 }
 
-function App() {
-  const route = useRoute();
+function LiveStatus() {
   const live = useLiveStatus();
+  return (
+    <span class={`live ${live ? 'up' : 'down'}`} data-live={live ? 'up' : 'down'} title="live updates (server-sent events)">
+      {live ? '● live' : '○ reconnecting'}
+    </span>
+  );
+}
+
+function App() {
+  const auth = useAuth();
+  const route = useRoute();
   // "12s ago" grows while nothing changes: re-render every 10 s (charts are not redrawn by it).
   const [, setTick] = useState(0);
   useEffect(() => {
@@ -59,19 +70,22 @@ function App() {
           GPUPlane
         </a>
         <nav>
-          {NAV.map(([p, label]) => (
-            <a key={p} href={`#/${p}`} class={current === p || (p === 'queue' && current === 'jobs') || (p === 'experiments' && current === 'runs') ? 'active' : ''}>
-              {label}
-            </a>
-          ))}
+          {auth.signedIn &&
+            NAV.map(([p, label]) => (
+              <a key={p} href={`#/${p}`} class={current === p || (p === 'queue' && current === 'jobs') || (p === 'experiments' && current === 'runs') ? 'active' : ''}>
+                {label}
+              </a>
+            ))}
         </nav>
-        <span class={`live ${live ? 'up' : 'down'}`} data-live={live ? 'up' : 'down'} title="live updates (server-sent events)">
-          {live ? '● live' : '○ reconnecting'}
-        </span>
+        {auth.signedIn && <LiveStatus />}
+        {auth.signedIn && <SignedInAs key={auth.generation} />}
       </header>
-      <main key={route.path.join('/')}>{pageFor(route)}</main>
+      {/* Keyed by the token too: nothing fetched with the previous one stays on screen. */}
+      <main key={`${auth.generation}/${route.path.join('/')}`}>{auth.signedIn ? pageFor(route) : <SignIn notice={auth.notice} />}</main>
     </>
   );
 }
 
+// Before anything fetches: a ?token= leaves the address bar here.
+initAuth();
 render(<App />, document.getElementById('app')!);

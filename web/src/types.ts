@@ -11,6 +11,7 @@ import type { JobCounts, JobCountsQuery, RunCounts } from '../../api/schemas/job
 import type { AttemptSchema, JobDetailSchema, JobSchema, JobStateSchema, ListJobsQuery, RetryBody, SubmitJobBody, TransitionSchema } from '../../api/schemas/jobs.ts';
 import type { NodeSchema, SlotSchema } from '../../api/schemas/nodes.ts';
 import type { CompareQuery, EventSchema, ListRunsQuery, MetricsQuery, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../../api/schemas/runs.ts';
+import type { WhoAmISchema } from '../../api/schemas/tokens.ts';
 
 export type { ChangeEvent, ChangeTopic, ConsoleInfo, JobCounts, JobCountsQuery, RetryBody, RunCounts, StartEvaluationBody, SubmitJobBody };
 export type Job = Static<typeof JobSchema>;
@@ -38,6 +39,7 @@ export type CheckpointsQuery = Static<typeof ListCheckpointsQuery>;
 export type Best = Static<typeof BestSchema>;
 export type ResolvedMetric = Static<typeof ResolvedMetricSchema>;
 export type Evaluation = Static<typeof EvaluationSchema>;
+export type WhoAmI = Static<typeof WhoAmISchema>;
 
 /** A metric value as a number: the wire spells NaN and ±Infinity as strings. */
 export function num(v: WireValue | null | undefined): number | null {

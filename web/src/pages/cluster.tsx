@@ -59,7 +59,7 @@ export function ClusterPage() {
       <h1>Cluster</h1>
       <ErrorBox error={nodes.error} />
       {!nodes.data ? (
-        <Loading what="nodes" />
+        !nodes.error && <Loading what="nodes" />
       ) : nodes.data.length === 0 ? (
         <p class="muted">No nodes yet: start one with gpuctl agent.</p>
       ) : (

@@ -129,7 +129,7 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
       </div>
       <ErrorBox error={jobs.error ?? counts.error} />
       {!jobs.data ? (
-        <Loading what="jobs" />
+        !jobs.error && <Loading what="jobs" />
       ) : (
         <table class="jobs">
           <thead>
