@@ -1,10 +1,12 @@
 import path from 'node:path';
+import { log } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { getJob, getJobForUpdate, noteJob, ownedCards, releaseSlots, transitionJob } from '../db/queries/jobs.ts';
 import { setNodeOffline, upsertNodeOnline } from '../db/queries/nodes.ts';
+import { nodeHasToken } from '../db/queries/tokens.ts';
 import { readLogTail } from '../db/queries/logs.ts';
 import { registerCheckpoint as registerCheckpointRow, type CheckpointRegistration } from '../db/queries/checkpoint-register.ts';
 import { nonFiniteLastKeys, writeSeries } from '../db/queries/metrics.ts';
@@ -304,9 +306,19 @@ export function createControlActivities(deps: ControlDeps) {
       return result;
     },
 
-    async markNodeOnline(a: { inventory: NodeInventory }): Promise<void> {
+    /**
+     * A node joins the pool only when it has a live node token: Temporal takes anyone's
+     * `nodeOnline`, so a node id nobody made a token for is never given work (and its cards
+     * never show as free). Returns whether it was taken.
+     */
+    async markNodeOnline(a: { inventory: NodeInventory }): Promise<boolean> {
+      if (!(await nodeHasToken(db, a.inventory.nodeId))) {
+        log.warn(`node ${a.inventory.nodeId} reported itself online but has no node token: not scheduled on (gpuctl token create --role node --node ${a.inventory.nodeId}, then restart its agent with --token)`);
+        return false;
+      }
       await db.transaction((tx) => upsertNodeOnline(tx, a.inventory));
       await wake();
+      return true;
     },
 
     async markNodeOffline(a: { nodeId: string }): Promise<void> {

@@ -18,6 +18,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker } from '@temporalio/worker';
 import { GpuplaneClient } from '../cli/client.ts';
+import { cliToken } from '../runtime/credentials.ts';
 import { createLogger } from '../cli/logger.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { jobWorkflowId } from '../workflows/names.ts';
@@ -124,7 +125,8 @@ async function startEmbedded(scratch: string): Promise<{ client: GpuplaneClient;
     await new Promise((r) => setTimeout(r, 200));
   }
   return {
-    client: new GpuplaneClient(`http://127.0.0.1:${apiPort}`),
+    // The client a user of that machine has: the admin token gpuctl up keeps in its home.
+    client: new GpuplaneClient(`http://127.0.0.1:${apiPort}`, { token: cliToken(env.GPUPLANE_HOME!) }),
     async stop() {
       const gone = new Promise((r) => up.once('exit', r));
       up.kill('SIGINT');

@@ -24,6 +24,7 @@ import { startDevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startControlWorker } from '../workers/control/worker.ts';
 import { startAgent, type Agent } from '../workers/gpu-host/agent.ts';
+import { createToken } from '../db/queries/tokens.ts';
 import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';
 
@@ -84,8 +85,10 @@ async function main() {
     const client = new GpuplaneClient(api.url);
     say(`bench/idle: ${NODES} fake nodes × 8 cards, all agents in this one process, heartbeat timeout ${HB_MS / 1000} s; ${os.cpus().length} cores`);
     for (let i = 0; i < NODES; i++) {
+      // Only a node with a node token is taken into the pool.
+      const { token: nodeToken } = await createToken(database.db, { name: `n${i}`, role: 'node', projects: [], nodeId: `n${i}` });
       agents.push(
-        await startAgent({ nodeId: `n${i}`, labels: {}, fakeGpus: 8, client: t.client, connection, namespace: 'idle', apiUrl: api.url, dataDir: path.join(scratch, `n${i}`), heartbeatTimeoutMs: HB_MS, lostAfterMs: timeouts.lostAfterMs, killGraceMs: 1000 }),
+        await startAgent({ nodeToken, nodeId: `n${i}`, labels: {}, fakeGpus: 8, client: t.client, connection, namespace: 'idle', apiUrl: api.url, dataDir: path.join(scratch, `n${i}`), heartbeatTimeoutMs: HB_MS, lostAfterMs: timeouts.lostAfterMs, killGraceMs: 1000 }),
       );
     }
     for (;;) {

@@ -26,6 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { newToken } from '../domain/tokens.ts';
 import { startDevServer } from '../temporal/dev-server.ts';
 import { createDatabase, pgBinDir, startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';
@@ -138,9 +139,12 @@ const cpuLine = (d: Record<string, number>, seconds: number) =>
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: Math.max(CONCURRENCY, 2) });
 
+/** The admin token the bench's `gpuctl api` takes (GPUPLANE_ADMIN_TOKEN) and every request sends. */
+const ADMIN_TOKEN = newToken();
+
 function request(url: string, method: string, body?: Buffer): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, agent, headers: body ? { 'content-type': 'application/json', 'content-length': body.length } : {} }, (res) => {
+    const req = http.request(url, { method, agent, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body ? { 'content-type': 'application/json', 'content-length': body.length } : {}) } }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
@@ -224,7 +228,7 @@ async function gpuplane(scratch: string) {
     await createDatabase(pgc.url('postgres'), 'metrics');
     const port = await freePort();
     const api = `http://127.0.0.1:${port}`;
-    const env = { ...process.env, DATABASE_URL: pgc.url('metrics'), TEMPORAL_ADDRESS: temporal.address, GPUPLANE_API_PORT: String(port), GPUPLANE_HOME: scratch, GPUPLANE_LOG_LEVEL: 'warn' };
+    const env = { ...process.env, DATABASE_URL: pgc.url('metrics'), TEMPORAL_ADDRESS: temporal.address, GPUPLANE_API_PORT: String(port), GPUPLANE_HOME: scratch, GPUPLANE_LOG_LEVEL: 'warn', GPUPLANE_ADMIN_TOKEN: ADMIN_TOKEN, GPUPLANE_RATE_LIMIT: '0' };
     const child = spawn(process.execPath, [path.join(root, 'cli', 'gpuctl.mjs'), 'api'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     apiProc = child;
     let output = '';

@@ -7,7 +7,9 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp } from '../api/app.ts';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
-import { checkpoints, evaluations, jobAttempts, jobs, runs } from '../db/schema.ts';
+import { upsertNodeOnline } from '../db/queries/nodes.ts';
+import { nodeHasToken } from '../db/queries/tokens.ts';
+import { checkpoints, evaluations, jobAttempts, jobs, nodes, runs } from '../db/schema.ts';
 import { newToken, runToken } from '../domain/tokens.ts';
 import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 import { dbFingerprinter } from './support/db-fingerprint.ts';
@@ -218,6 +220,27 @@ describe('tokens and roles on every route', () => {
     expect((await app.inject({ method: 'GET', url: '/api/v1/jobs', headers: { authorization: `Bearer ${made.token}` } })).statusCode).toBe(200);
     expect((await call('admin', 'DELETE', `/tokens/${made.id}`)).statusCode).toBe(200);
     expect((await app.inject({ method: 'GET', url: '/api/v1/jobs', headers: { authorization: `Bearer ${made.token}` } })).statusCode).toBe(401);
+  });
+});
+
+describe('node tokens and the pool', () => {
+  it('revoking the last token of a node takes it out of the pool', async () => {
+    const database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-auth-nodes-')) });
+    const admin = newToken();
+    const app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: { adminTokens: [admin] } });
+    try {
+      const headers = { authorization: `Bearer ${admin}` };
+      const made = (await app.inject({ method: 'POST', url: '/api/v1/tokens', headers, payload: { name: 'c', role: 'node', node_id: 'node-c' } })).json() as { id: string };
+      expect(await nodeHasToken(database.db, 'node-c')).toBe(true);
+      await upsertNodeOnline(database.db, { nodeId: 'node-c', hostname: 'h', labels: {}, gpus: [] });
+      expect((await app.inject({ method: 'DELETE', url: `/api/v1/tokens/${made.id}`, headers })).statusCode).toBe(200);
+      expect(await nodeHasToken(database.db, 'node-c')).toBe(false);
+      const [n] = await database.db.select().from(nodes).where(eq(nodes.id, 'node-c'));
+      expect(n.status).toBe('OFFLINE');
+    } finally {
+      await app.close();
+      await database.close();
+    }
   });
 });
 

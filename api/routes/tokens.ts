@@ -1,7 +1,8 @@
 /** API tokens (admins only) and GET /whoami (any token). */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { createToken, listTokens, revokeToken, type TokenRow } from '../../db/queries/tokens.ts';
+import { setNodeOffline } from '../../db/queries/nodes.ts';
+import { createToken, listTokens, nodeHasToken, revokeToken, type TokenRow } from '../../db/queries/tokens.ts';
 import type { ApiDeps } from '../app.ts';
 import type { TokenResolver } from '../auth.ts';
 import { DomainError, notFound } from '../errors.ts';
@@ -44,6 +45,8 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps & { resolver: TokenR
       const row = await revokeToken(db, req.params.id);
       if (!row) throw notFound('token', req.params.id);
       resolver.forget();
+      // A node whose last token is gone leaves the pool now (its running jobs go on); it comes back only with a new token.
+      if (row.nodeId && !(await nodeHasToken(db, row.nodeId))) await setNodeOffline(db, row.nodeId);
       return tokenJson(row);
     },
   );

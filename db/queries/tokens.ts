@@ -35,3 +35,9 @@ export async function tokenLive(ex: Executor, token: string, role: ApiToken['rol
   const [r] = await ex.select({ id: apiTokens.id }).from(apiTokens).where(and(eq(apiTokens.tokenHash, tokenHash(token)), eq(apiTokens.role, role), isNull(apiTokens.revokedAt)));
   return Boolean(r);
 }
+
+/** Whether a node has a live node token (only such a node is scheduled on). */
+export async function nodeHasToken(ex: Executor, nodeId: string): Promise<boolean> {
+  const [r] = await ex.select({ id: apiTokens.id }).from(apiTokens).where(and(eq(apiTokens.nodeId, nodeId), eq(apiTokens.role, 'node'), isNull(apiTokens.revokedAt))).limit(1);
+  return Boolean(r);
+}
