@@ -4,7 +4,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { baseJobEnv } from '../domain/job-env.ts';
 import { leaseHeartbeatMs, livenessPlan, PROBE_INTERVAL_MS } from '../domain/liveness.ts';
-import { attemptProblem, idProblem, runToken } from '../domain/tokens.ts';
+import { attemptProblem, idProblem, runToken } from '../runtime/tokens.ts';
 import { attemptStartedSignal } from '../workflows/job-messages.ts';
 import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';

@@ -12,7 +12,7 @@ import { and, eq, inArray, isNull } from 'drizzle-orm';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../db/client.ts';
 import { apiTokens, checkpoints, evaluations, jobAttempts, jobs, projects, runs } from '../db/schema.ts';
-import { parseRunToken, runMacValid, tokenHash } from '../domain/tokens.ts';
+import { parseRunToken, runMacValid, tokenHash } from '../runtime/tokens.ts';
 import { forbidden, unauthorized } from './errors.ts';
 
 export type Principal =

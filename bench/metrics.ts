@@ -26,7 +26,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { newToken } from '../domain/tokens.ts';
+import { newToken } from '../runtime/tokens.ts';
 import { startDevServer } from '../temporal/dev-server.ts';
 import { createDatabase, pgBinDir, startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';

@@ -11,7 +11,7 @@ import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { apiTokens } from '../db/schema.ts';
 import { createToken, tokenLive } from '../db/queries/tokens.ts';
-import { looksLikeToken } from '../domain/tokens.ts';
+import { looksLikeToken } from './tokens.ts';
 
 export const adminTokenFile = (home: string) => path.join(home, 'admin-token');
 export const loginTokenFile = (home: string) => path.join(home, 'token');

@@ -18,7 +18,7 @@ import type { GpuplaneConfig } from '../config.ts';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createGpuHostActivities, INVALID_ATTEMPT, ProcessTable, type GpuHostDeps } from '../activities/gpu-host.ts';
 import { passEnvRefusal } from '../domain/job-env.ts';
-import { newToken, runToken } from '../domain/tokens.ts';
+import { newToken, runToken } from '../runtime/tokens.ts';
 import { CheckpointWatching } from '../workers/gpu-host/checkpoint-watching.ts';
 import { LogShipping } from '../workers/gpu-host/log-shipper.ts';
 import { agentDataDir } from '../workers/gpu-host/serve.ts';

@@ -10,7 +10,7 @@ import { buildApp, type ApiDeps } from '../api/app.ts';
 import { hostAllowed, parseHost } from '../api/guards.ts';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { MAX_LOG_CHUNK } from '../db/queries/logs.ts';
-import { newToken } from '../domain/tokens.ts';
+import { newToken } from '../runtime/tokens.ts';
 import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 
 const MiB = 1024 * 1024;

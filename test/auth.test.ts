@@ -10,7 +10,7 @@ import { newId } from '../db/ids.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { nodeHasToken } from '../db/queries/tokens.ts';
 import { checkpoints, evaluations, jobAttempts, jobs, nodes, runs } from '../db/schema.ts';
-import { newToken, runToken } from '../domain/tokens.ts';
+import { newToken, runToken } from '../runtime/tokens.ts';
 import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 import { dbFingerprinter } from './support/db-fingerprint.ts';
 

@@ -2,7 +2,7 @@ import { and, desc, eq, isNull } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { apiTokens, type ApiToken } from '../schema.ts';
-import { newToken, runKeyOf, tokenHash } from '../../domain/tokens.ts';
+import { newToken, runKeyOf, tokenHash } from '../../runtime/tokens.ts';
 
 export type TokenRow = ApiToken;
 

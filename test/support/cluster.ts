@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { inject } from 'vitest';
 import { GpuplaneClient } from '../../cli/client.ts';
-import { newToken } from '../../domain/tokens.ts';
+import { newToken } from '../../runtime/tokens.ts';
 import { ensureNamespace } from '../../temporal/setup.ts';
 import { startDevServer, type DevServer } from '../../temporal/dev-server.ts';
 import { startTemporalCluster, type TemporalCluster } from '../../temporal/cluster.ts';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../api/app.ts';
-import { newToken } from '../../domain/tokens.ts';
+import { newToken } from '../../runtime/tokens.ts';
 import { openDatabase, type DatabaseHandle } from '../../db/client.ts';
 import { connectClient, ensureNamespace } from '../../temporal/setup.ts';
 

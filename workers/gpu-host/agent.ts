@@ -11,7 +11,7 @@ import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
 import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
 import type { NodeInventory } from '../../domain/node.ts';
 import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
-import { looksLikeToken } from '../../domain/tokens.ts';
+import { looksLikeToken } from '../../runtime/tokens.ts';
 import { AllowedRoots } from './allowed-roots.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { readInventory } from './inventory.ts';

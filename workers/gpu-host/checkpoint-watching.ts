@@ -8,7 +8,7 @@
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { checkpointFoundSignal } from '../../workflows/job-messages.ts';
-import { attemptProblem, idProblem } from '../../domain/tokens.ts';
+import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
 import { jobWorkflowId } from '../../workflows/names.ts';
 import type { AttemptSpec, CheckpointFound } from '../../workflows/types.ts';
 import type { WaitStatus } from './proc.ts';

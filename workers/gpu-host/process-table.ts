@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { AttemptSpec } from '../../workflows/types.ts';
 import { livenessPlan } from '../../domain/liveness.ts';
-import { attemptProblem, idProblem } from '../../domain/tokens.ts';
+import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { makePrivateDir, writePrivateFile } from './private-files.ts';
 import { killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
