@@ -13,7 +13,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../db/client.ts';
 import { apiTokens, checkpoints, evaluations, jobAttempts, jobs, projects, runs } from '../db/schema.ts';
 import { parseRunToken, runMacValid, tokenHash } from '../runtime/tokens.ts';
-import { forbidden, unauthorized } from './errors.ts';
+import { DomainError, forbidden, unauthorized } from './errors.ts';
 
 export type Principal =
   | { kind: 'admin'; tokenId: string | null; name: string }
@@ -244,8 +244,31 @@ function bearer(req: FastifyRequest): string | null {
   return m[1];
 }
 
+/**
+ * Unknown tokens per client address: the rate limit counts per token, so a client that sends a
+ * new made-up token each time would escape it (and cost a lookup each). Past MAX_FAILURES a
+ * minute an address gets 429 before any lookup.
+ */
+class FailedTokens {
+  static readonly MAX_FAILURES = 100;
+  private readonly seen = new Map<string, { n: number; since: number }>();
+  check(ip: string): void {
+    const f = this.seen.get(ip);
+    if (!f || Date.now() - f.since > 60_000) return;
+    if (f.n >= FailedTokens.MAX_FAILURES) throw new DomainError('rate_limited', `${FailedTokens.MAX_FAILURES} unknown tokens a minute from ${ip}: wait a minute`);
+  }
+  add(ip: string): void {
+    const f = this.seen.get(ip);
+    if (!f || Date.now() - f.since > 60_000) {
+      if (this.seen.size > 10_000) this.seen.clear();
+      this.seen.set(ip, { n: 1, since: Date.now() });
+    } else f.n++;
+  }
+}
+
 /** Installs the checks on the /api/v1 scope. Call before the routes are registered. */
 export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolver): void {
+  const failures = new FailedTokens();
   app.decorateRequest('principal', null);
   app.addHook('onRoute', (r) => {
     const methods = Array.isArray(r.method) ? r.method : [r.method];
@@ -261,8 +284,12 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
     if (!rule || rule.access === 'open') return;
     const token = bearer(req);
     if (!token) throw unauthorized('this needs a token: gpuctl login, GPUPLANE_TOKEN, or "Authorization: Bearer <token>"');
+    failures.check(req.ip);
     const p = await resolver.resolve(token);
-    if (!p) throw unauthorized('unknown or revoked token');
+    if (!p) {
+      failures.add(req.ip);
+      throw unauthorized('unknown or revoked token');
+    }
     req.principal = p;
     if (rule.access === 'node' && p.kind !== 'node') throw forbidden(`${describe(p)} is not a node token: secret values go only to the node an attempt runs on`);
     if (p.kind === 'admin' || rule.everyone) return;

@@ -244,6 +244,27 @@ describe('node tokens and the pool', () => {
   });
 });
 
+describe('made-up tokens', () => {
+  it('an address that sends more than 100 unknown tokens a minute gets 429 before any lookup', async () => {
+    const database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-auth-flood-')) });
+    const admin = newToken();
+    const app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: { adminTokens: [admin] } });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 101; i++) statuses.push((await app.inject({ method: 'GET', url: '/api/v1/jobs', headers: { authorization: `Bearer ${newToken()}` } })).statusCode);
+      expect(statuses.slice(0, 100).every((s) => s === 401)).toBe(true);
+      const r = await app.inject({ method: 'GET', url: '/api/v1/jobs', headers: { authorization: `Bearer ${newToken()}` } });
+      expect(r.statusCode).toBe(429);
+      expect(r.json()).toMatchObject({ error: 'rate_limited' });
+      // From another address a good token still passes.
+      expect((await app.inject({ method: 'GET', url: '/api/v1/jobs', remoteAddress: '10.9.9.9', headers: { authorization: `Bearer ${admin}` } })).statusCode).toBe(200);
+    } finally {
+      await app.close();
+      await database.close();
+    }
+  });
+});
+
 describe('sign-in links in logs', () => {
   it('a token in a URL never reaches a log line or an error message', async () => {
     const { loggableUrl } = await import('../api/request-log.ts');
