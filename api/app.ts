@@ -1,13 +1,14 @@
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Client } from '@temporalio/client';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { sql } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 import { installAuth, TokenResolver, type AuthConfig } from './auth.ts';
 import { installErrorHandler } from './errors.ts';
 import { registerGuards, type GuardOptions } from './guards.ts';
+import { installInputGuard } from './input-guard.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { jobCountRoutes } from './routes/job-counts.ts';
 import { consoleAssets, consoleRoutes } from './routes/console.ts';
@@ -41,9 +42,15 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     ...opts,
     // Types are not coerced: "2" is not a number of GPUs; unknown fields are errors, not dropped.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    // A URL the router cannot decode is named in words, not echoed back whole.
+    frameworkErrors: (err, _req, reply) => {
+      const bad = err.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid percent-encoded UTF-8' : err.message;
+      void (reply as FastifyReply).status(err.statusCode ?? 400).send({ error: 'invalid', message: bad });
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
   await registerGuards(app, deps.guards ?? {});
+  installInputGuard(app);
   app.addSchema(ErrorBody);
   await app.register(swagger, {
     openapi: {

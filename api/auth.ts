@@ -35,7 +35,9 @@ export interface AuthConfig {
 }
 
 type Params = Record<string, string>;
-type Query = Record<string, string | undefined>;
+/** Before validation a repeated query key is an array: the resolvers see only single strings. */
+type Query = Record<string, string | string[] | undefined>;
+const one = (v: string | string[] | undefined): string | undefined | false => (Array.isArray(v) ? false : v);
 type Body = Record<string, unknown> | undefined;
 
 /** The project a request touches: a name, null for a resource of no project, undefined when the resource is missing (the handler answers 404). */
@@ -84,10 +86,21 @@ const byEvaluation: ProjectOf = (db, r) => ofEvaluation(db, r.params.id);
 const byParam: ProjectOf = async (_db, r) => r.params.project;
 const byBodyProject: ProjectOf = async (_db, r) => (typeof r.body?.project === 'string' ? r.body.project : null);
 /** ?run= or ?project= (checkpoint listings, best). */
-const byScope: ProjectOf = async (db, r) => (r.query.run ? ofRun(db, r.query.run) : (r.query.project ?? null));
-const byQueryProject: ProjectOf = async (_db, r) => r.query.project ?? null;
+// A repeated key (false) is left to validation, which refuses it: undefined here.
+const byScope: ProjectOf = async (db, r) => {
+  const run = one(r.query.run);
+  const project = one(r.query.project);
+  if (run === false || project === false) return undefined;
+  return run ? ofRun(db, run) : (project ?? null);
+};
+const byQueryProject: ProjectOf = async (_db, r) => {
+  const project = one(r.query.project);
+  return project === false ? undefined : (project ?? null);
+};
 const byRuns: ProjectOf = async (db, r) => {
-  const ids = (r.query.runs ?? '').split(',').filter(Boolean).slice(0, 50);
+  const runs = one(r.query.runs);
+  if (runs === false) return undefined;
+  const ids = (runs ?? '').split(',').filter(Boolean).slice(0, 50);
   const names: string[] = [];
   for (const id of ids) {
     const n = await ofRun(db, id);
@@ -97,7 +110,10 @@ const byRuns: ProjectOf = async (db, r) => {
   return names;
 };
 const ownRun = (r: { params: Params }) => r.params.id;
-const logAttempt = (r: { params: Params; query: Query }) => ({ jobId: r.params.id, attempt: r.params.attempt ? Number(r.params.attempt) : r.query.attempt ? Number(r.query.attempt) : null });
+const logAttempt = (r: { params: Params; query: Query }) => {
+  const q = one(r.query.attempt);
+  return { jobId: r.params.id, attempt: r.params.attempt ? Number(r.params.attempt) : q ? Number(q) : null };
+};
 
 /** Every route under /api/v1, by method and path. */
 const RULES: Record<string, Rule> = {
@@ -198,6 +214,14 @@ export class TokenResolver {
 
   forget(): void {
     this.cache.clear();
+    this.good.clear();
+  }
+
+  /** Tokens that resolved in the last 10 minutes: a flood of made-up tokens from their address does not lock them out. */
+  private readonly good = new Map<string, number>();
+  knownGood(token: string): boolean {
+    const at = this.good.get(tokenHash(token));
+    return at !== undefined && Date.now() - at < 600_000;
   }
 
   async resolve(token: string): Promise<Principal | null> {
@@ -206,6 +230,10 @@ export class TokenResolver {
     if (hit && Date.now() - hit.at < (this.cfg.cacheMs ?? 5000)) return hit.p;
     const p = await this.lookup(token, hash);
     if (this.cache.size > 10_000) this.cache.clear();
+    if (p) {
+      if (this.good.size > 10_000) this.good.clear();
+      this.good.set(hash, Date.now());
+    }
     this.cache.set(hash, { p, at: Date.now() });
     return p;
   }
@@ -284,7 +312,7 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
     if (!rule || rule.access === 'open') return;
     const token = bearer(req);
     if (!token) throw unauthorized('this needs a token: gpuctl login, GPUPLANE_TOKEN, or "Authorization: Bearer <token>"');
-    failures.check(req.ip);
+    if (!resolver.knownGood(token)) failures.check(req.ip);
     const p = await resolver.resolve(token);
     if (!p) {
       failures.add(req.ip);

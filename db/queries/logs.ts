@@ -35,8 +35,13 @@ export interface AppendChunk {
  */
 export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResult> {
   const key = and(eq(runLogRefs.jobId, c.jobId), eq(runLogRefs.attempt, c.attempt), eq(runLogRefs.stream, c.stream));
-  await tx.insert(runLogRefs).values({ jobId: c.jobId, attempt: c.attempt, stream: c.stream }).onConflictDoNothing();
-  const [ref] = await tx.select().from(runLogRefs).where(key).for('update');
+  let [ref] = await tx.select().from(runLogRefs).where(key).for('update');
+  if (!ref) {
+    // A first chunk that does not start at 0 is refused before anything is written.
+    if (c.offset > 0) return { kind: 'gap', expected: 0 };
+    await tx.insert(runLogRefs).values({ jobId: c.jobId, attempt: c.attempt, stream: c.stream }).onConflictDoNothing();
+    [ref] = await tx.select().from(runLogRefs).where(key).for('update');
+  }
   const stored = ref.sizeBytes;
   if (c.offset > stored) return { kind: 'gap', expected: stored };
   const fresh = c.data.subarray(Math.min(c.data.length, stored - c.offset));

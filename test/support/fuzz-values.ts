@@ -166,7 +166,7 @@ export function schemaValue(s: JsonSchema, hints: Hints = {}, depth = 0): fc.Arb
 
 function objectOf(s: JsonSchema, hints: Hints, depth: number): fc.Arbitrary<unknown> {
   if (s.properties) {
-    const model = Object.fromEntries(Object.entries(s.properties).map(([k, v]) => [k, hints[k] && depth < 2 ? fc.oneof(hints[k], schemaValue(v, hints, depth + 1)) : schemaValue(v, hints, depth + 1)]));
+    const model = Object.fromEntries(Object.entries(s.properties).map(([k, v]) => [k, hints[k] && depth < 4 ? fc.oneof({ weight: 4, arbitrary: hints[k] }, { weight: 1, arbitrary: schemaValue(v, hints, depth + 1) }) : schemaValue(v, hints, depth + 1)]));
     return fc.record(model, { requiredKeys: s.required ?? [] });
   }
   const extra = typeof s.additionalProperties === 'object' ? s.additionalProperties : {};
@@ -200,9 +200,21 @@ export function mutateOne(v: unknown, pick: number, how: Mutation, hostile: unkn
   return root;
 }
 
-/** A value of the schema with one field mutated (or left valid one time in five). */
+/** A value of the schema with one field mutated (or, one time in four, left as it is). */
 export function mutatedValue(s: JsonSchema, hints: Hints): fc.Arbitrary<unknown> {
   return fc
     .tuple(schemaValue(s, hints), fc.nat(), fc.constantFrom<Mutation | 'none'>('replace', 'replace', 'replace', 'delete', 'add', 'wrap', 'none', 'none'), hostileJson, fc.oneof(hostileString, fc.constantFrom('__proto__', 'constructor', 'id', 'state')))
     .map(([v, pick, how, hostile, key]) => (how === 'none' ? v : mutateOne(v, pick, how, hostile, key)));
+}
+
+/** JSON text that JSON.stringify cannot write: numbers past a double, and nesting deeper than a parser's or database's stack. */
+const RAW_JSON = fc.oneof(
+  fc.constantFrom('1e999', '-1e999', '1e400', '123456789012345678901234567890', '-0', '0.0000000000000000000001', '1E2', '1.0', '-9007199254740993'),
+  fc.tuple(fc.constantFrom(64, 1000, 5000, 100_000), fc.constantFrom<'array' | 'object'>('array', 'object')).map(([n, k]) => deepJsonText(n, k)),
+);
+const PLACEHOLDER = '\u0001raw\u0001';
+
+/** A value of the schema as JSON text, with one place holding raw JSON text (a huge number, deep nesting). */
+export function rawMutatedText(s: JsonSchema, hints: Hints): fc.Arbitrary<string> {
+  return fc.tuple(schemaValue(s, hints), fc.nat(), RAW_JSON).map(([v, pick, raw]) => JSON.stringify(mutateOne(v, pick, 'replace', PLACEHOLDER, '')).replace(JSON.stringify(PLACEHOLDER), raw));
 }
