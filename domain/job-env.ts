@@ -23,7 +23,7 @@ export function isSecretName(name: string): boolean {
 export function passEnvRefusal(name: string): string | null {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) return `"${name}" is not an environment variable name`;
   if ((AGENT_CREDENTIALS as readonly string[]).includes(name.toUpperCase())) return `${name} is a GPUPlane credential of the agent; a job gets its own run token (GPUPLANE_TOKEN) from the agent`;
-  if (isSecretName(name)) return `${name} looks like a secret (DATABASE_URL, *TOKEN*, *SECRET*, *PASSWORD*, *_KEY); give it to the job in its own env instead`;
+  if (isSecretName(name)) return `${name} looks like a secret (DATABASE_URL, *TOKEN*, *SECRET*, *PASSWORD*, *_KEY); give it to the job as a secret variable instead (gpuctl submit --secret-env NAME)`;
   return null;
 }
 

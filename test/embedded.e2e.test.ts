@@ -1,0 +1,146 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gpuctlPath } from './support/cluster.ts';
+import { freePort } from './support/ports.ts';
+import { until } from './support/poll.ts';
+
+const exec = promisify(execFile);
+
+/**
+ * The quick start as a user runs it: `gpuctl up` on its embedded defaults makes an admin token
+ * on its first start, keeps it 0600 in its home, and `gpuctl` on the same machine uses it with
+ * no set-up; other users log in with tokens an admin makes.
+ */
+describe('gpuctl up: tokens on the embedded defaults', () => {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-embedded-'));
+  let apiUrl = '';
+  let up: ChildProcess | null = null;
+  let out = '';
+  const baseEnv = (): NodeJS.ProcessEnv => {
+    const env: NodeJS.ProcessEnv = { ...process.env, GPUPLANE_HOME: home, GPUPLANE_API_URL: apiUrl, GPUPLANE_LOG_LEVEL: 'warn' };
+    for (const k of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'GPUPLANE_TOKEN', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_NODE_TOKEN']) delete env[k];
+    return env;
+  };
+  const gpuctl = async (env: NodeJS.ProcessEnv, ...args: string[]) => {
+    try {
+      const r = await exec(process.execPath, [gpuctlPath, ...args], { env, cwd: home });
+      return { code: 0, stdout: r.stdout, stderr: r.stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+  const startUp = async () => {
+    out = '';
+    const child = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '2', '--temporal-ui-port', String(await freePort())], {
+      env: { ...baseEnv(), GPUPLANE_API_PORT: new URL(apiUrl).port },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout!.on('data', (d: Buffer) => (out += d));
+    child.stderr!.on('data', (d: Buffer) => (out += d));
+    up = child;
+    await until(
+      'gpuctl up',
+      () => {
+        if (child.exitCode !== null) throw new Error(`gpuctl up exited ${child.exitCode}:\n${out}`);
+        return out.includes('GPUPlane is up');
+      },
+      180_000,
+    );
+  };
+  const stopUp = async () => {
+    const c = up;
+    if (!c || c.exitCode !== null) return;
+    const gone = new Promise((r) => c.once('exit', r));
+    c.kill('SIGINT');
+    await gone;
+  };
+
+  beforeAll(async () => {
+    apiUrl = `http://127.0.0.1:${await freePort()}`;
+    await startUp();
+  }, 200_000);
+  afterAll(async () => {
+    await stopUp();
+    fs.rmSync(home, { recursive: true, force: true });
+  });
+
+  it('makes an admin token on the first start, 0600 in the home, and prints the console link with it', () => {
+    const file = path.join(home, 'admin-token');
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    const token = fs.readFileSync(file, 'utf8').trim();
+    expect(token).toMatch(/^gpt_/);
+    expect(out).toContain(`/?token=${token}`);
+    expect(out).toContain('made on this first start');
+    const nodeTokens = path.join(home, 'node-tokens');
+    expect(fs.statSync(nodeTokens).mode & 0o777).toBe(0o700);
+    for (const f of fs.readdirSync(nodeTokens)) expect(fs.statSync(path.join(nodeTokens, f)).mode & 0o777).toBe(0o600);
+  });
+
+  it('gpuctl on the same machine needs no set-up; from elsewhere it needs a token', async () => {
+    const env = baseEnv();
+    const submitted = await gpuctl(env, 'submit', '--type', 'CUSTOM', '--gpus', '1', '--', 'true');
+    expect(submitted.code, submitted.stderr).toBe(0);
+    const id = submitted.stdout.trim().split('\n').at(-1)!;
+    expect((await gpuctl(env, 'wait', id)).code).toBe(0);
+    expect((await gpuctl(env, 'whoami')).stdout).toMatch(/^admin/);
+
+    const elsewhere = { ...env, GPUPLANE_HOME: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-other-')) };
+    const refused = await gpuctl(elsewhere, 'jobs');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    expect(refused.stderr).toMatch(/needs a token.*gpuctl login/);
+  });
+
+  it('an admin makes a viewer token; its user logs in, reads, and cannot submit', async () => {
+    const env = baseEnv();
+    const made = await gpuctl(env, 'token', 'create', '--name', 'vera', '--role', 'viewer', '--project', 'demo', '--json');
+    expect(made.code, made.stderr).toBe(0);
+    const { token, id } = JSON.parse(made.stdout) as { token: string; id: string };
+    const vera = { ...env, GPUPLANE_HOME: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-vera-')) };
+    const login = await gpuctl(vera, 'login', '--token', token);
+    expect(login.code, login.stderr).toBe(0);
+    expect(login.stdout).toContain('viewer "vera" of demo');
+    expect(fs.statSync(path.join(vera.GPUPLANE_HOME!, 'token')).mode & 0o777).toBe(0o600);
+    expect((await gpuctl(vera, 'jobs', '--project', 'demo')).code).toBe(0);
+    const submit = await gpuctl(vera, 'submit', '--project', 'demo', '--', 'true');
+    expect(submit.code).toBe(1);
+    expect(submit.stderr.trim().split('\n')).toEqual([expect.stringMatching(/viewer token "vera".*may only read/)]);
+    const listed = await gpuctl(env, 'token', 'list', '--json');
+    expect(listed.stdout).not.toContain(token);
+    expect((await gpuctl(env, 'token', 'revoke', id)).code).toBe(0);
+    const after = await gpuctl(vera, 'jobs', '--project', 'demo');
+    expect(after.code).toBe(1);
+    expect(after.stderr).toMatch(/unknown or revoked token/);
+    const badLogin = await gpuctl({ ...vera, GPUPLANE_HOME: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-bad-')) }, 'login', '--token', 'gpt_nope');
+    expect(badLogin.code).toBe(1);
+    expect(badLogin.stderr).not.toContain('gpt_nope');
+  });
+
+  it('refuses a request that names a foreign Host (DNS rebinding)', async () => {
+    const token = fs.readFileSync(path.join(home, 'admin-token'), 'utf8').trim();
+    const http = await import('node:http');
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(`${apiUrl}/api/v1/jobs`, { headers: { host: 'rebind.evil.example', authorization: `Bearer ${token}` } }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(status).toBe(403);
+  });
+
+  it('a restart keeps the same admin token', async () => {
+    const before = fs.readFileSync(path.join(home, 'admin-token'), 'utf8');
+    await stopUp();
+    await startUp();
+    expect(fs.readFileSync(path.join(home, 'admin-token'), 'utf8')).toBe(before);
+    expect(out).toContain('admin token: in');
+    expect((await gpuctl(baseEnv(), 'nodes')).code).toBe(0);
+  }, 200_000);
+});
