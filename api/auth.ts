@@ -137,7 +137,8 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/jobs/:id/events': { access: 'read', project: byJob },
   'GET /api/v1/jobs/:id/logs': { access: 'read', project: byJob },
   'GET /api/v1/jobs/:id/logs/refs': { access: 'read', project: byJob, nodeAttempt: logAttempt },
-  'POST /api/v1/jobs/:id/attempts/:attempt/logs/:stream': { access: 'write', project: byJob, nodeAttempt: logAttempt },
+  // Logs are what a node saw its process print: its node (and an admin) write them, no user.
+  'POST /api/v1/jobs/:id/attempts/:attempt/logs/:stream': { access: 'admin', nodeAttempt: logAttempt },
   'GET /api/v1/jobs/:id/attempts/:attempt/secrets': { access: 'node', nodeAttempt: logAttempt },
 
   'GET /api/v1/runs/counts': { access: 'any' },

@@ -105,7 +105,7 @@ describe('tokens and roles on every route', () => {
     ['GET', `/jobs/${jobJ}/events`, undefined, { access: 'read' }],
     ['GET', `/jobs/${jobJ}/logs`, undefined, { access: 'read' }],
     ['GET', `/jobs/${jobJ}/logs/refs?attempt=1`, undefined, { access: 'read', node: true }],
-    ['POST', `/jobs/${jobJ}/attempts/1/logs/stdout?offset=0`, 'hello\n', { access: 'write', node: true }, octet],
+    ['POST', `/jobs/${jobJ}/attempts/1/logs/stdout?offset=0`, 'hello\n', { access: 'admin', node: true }, octet],
     ['POST', `/jobs/${jobJ}/cancel`, {}, { access: 'write' }],
     ['POST', `/jobs/${jobJ}/retry`, {}, { access: 'write' }],
     ['POST', '/runs', { project: 'alpha' }, { access: 'write' }],
