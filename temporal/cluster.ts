@@ -17,6 +17,7 @@ import pg from 'pg';
 import { stringify } from 'yaml';
 import { waitForTemporal } from './dev-server.ts';
 import { ensureNamespace } from './setup.ts';
+import type { TemporalSecurity } from './security.ts';
 
 const run = promisify(execFile);
 const ensureScript = fileURLToPath(new URL('./ensure-temporal-server.sh', import.meta.url));
@@ -39,6 +40,11 @@ export interface ClusterOptions {
   dir: string;
   /** Namespaces to register, with GPUPlane's search attributes. */
   namespaces?: string[];
+  /**
+   * mTLS on the frontend: its certificate and key (which must also be good for client auth:
+   * the server's own workers present it to the frontend), and the CA that signs clients'.
+   */
+  tls?: { certFile: string; keyFile: string; caFile: string; serverName: string };
 }
 
 export interface TemporalCluster {
@@ -117,7 +123,21 @@ function serverConfig(o: ClusterOptions, ports: Record<'frontend' | 'frontendHtt
       numHistoryShards: o.numHistoryShards ?? 4,
       datastores: { default: sql(o.db, 20), visibility: sql(`${o.db}_visibility`, 10) },
     },
-    global: { membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' } },
+    global: {
+      membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' },
+      ...(o.tls
+        ? {
+            tls: {
+              frontend: {
+                server: { certFile: o.tls.certFile, keyFile: o.tls.keyFile, requireClientAuth: true, clientCaFiles: [o.tls.caFile] },
+                client: { serverName: o.tls.serverName, rootCaFiles: [o.tls.caFile] },
+              },
+              // The server's own system workers call the frontend as clients: with its certificate.
+              systemWorker: { certFile: o.tls.certFile, keyFile: o.tls.keyFile, client: { serverName: o.tls.serverName, rootCaFiles: [o.tls.caFile] } },
+            },
+          }
+        : {}),
+    },
     services: {
       frontend: svc(ports.frontend, ports.mFrontend, { httpPort: ports.frontendHttp }),
       history: svc(ports.history, ports.mHistory),
@@ -181,15 +201,19 @@ export async function startTemporalCluster(o: ClusterOptions): Promise<TemporalC
   });
   fs.closeSync(out);
   const address = `127.0.0.1:${o.port}`;
+  // With mTLS the cluster's own checks present its certificate as a client's.
+  const security: TemporalSecurity = o.tls
+    ? { tls: { clientCertPair: { crt: fs.readFileSync(o.tls.certFile), key: fs.readFileSync(o.tls.keyFile) }, serverRootCACertificate: fs.readFileSync(o.tls.caFile), serverNameOverride: o.tls.serverName } }
+    : {};
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   try {
     await Promise.race([
-      waitForTemporal(address, 120_000),
+      waitForTemporal(address, 120_000, security),
       exited.then(() => {
         throw new Error(`temporal-server exited early; see ${logFile}`);
       }),
     ]);
-    for (const ns of o.namespaces ?? []) await ensureNamespace(address, ns);
+    for (const ns of o.namespaces ?? []) await ensureNamespace(address, ns, security);
   } catch (err) {
     child.kill('SIGKILL');
     throw err;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
-import { temporalSecurityFromEnv } from './security.ts';
+import { temporalSecurityFromEnv, type TemporalSecurity } from './security.ts';
 
 const ensureScript = fileURLToPath(new URL('./ensure-temporal.sh', import.meta.url));
 
@@ -46,12 +46,12 @@ export function devServerArgs(o: DevServerOptions): string[] {
   return args;
 }
 
-export async function waitForTemporal(address: string, timeoutMs = 60_000): Promise<void> {
+export async function waitForTemporal(address: string, timeoutMs = 60_000, security: TemporalSecurity = temporalSecurityFromEnv()): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
     try {
-      const conn = await Connection.connect({ address, connectTimeout: 1000, ...temporalSecurityFromEnv() });
+      const conn = await Connection.connect({ address, connectTimeout: 1000, ...security });
       await conn.workflowService.getSystemInfo({});
       await conn.close();
       return;

@@ -5,13 +5,13 @@ import { NativeConnection, Runtime } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import { temporalLevelOf, temporalLogger } from './logger.ts';
-import { temporalSecurityFromEnv } from './security.ts';
+import { temporalSecurityFromEnv, type TemporalSecurity } from './security.ts';
 
 const KEYWORD = 2; // temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
 
 /** Registers the namespace (if missing) and our search attributes on it. Idempotent. */
-export async function ensureNamespace(address: string, namespace: string): Promise<void> {
-  const conn = await Connection.connect({ address, ...temporalSecurityFromEnv() });
+export async function ensureNamespace(address: string, namespace: string, security: TemporalSecurity = temporalSecurityFromEnv()): Promise<void> {
+  const conn = await Connection.connect({ address, ...security });
   try {
     try {
       await conn.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('7 days') });
@@ -31,8 +31,8 @@ export async function ensureNamespace(address: string, namespace: string): Promi
   }
 }
 
-export async function connectClient(address: string, namespace: string): Promise<{ client: Client; close(): Promise<void> }> {
-  const connection = await Connection.connect({ address, ...temporalSecurityFromEnv() });
+export async function connectClient(address: string, namespace: string, security: TemporalSecurity = temporalSecurityFromEnv()): Promise<{ client: Client; close(): Promise<void> }> {
+  const connection = await Connection.connect({ address, ...security });
   const client = new TemporalClient({ connection, namespace });
   return { client, close: () => connection.close() };
 }

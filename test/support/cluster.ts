@@ -8,6 +8,8 @@ import { inject } from 'vitest';
 import { GpuplaneClient } from '../../cli/client.ts';
 import { newToken } from '../../runtime/tokens.ts';
 import { ensureNamespace } from '../../temporal/setup.ts';
+import { temporalSecurityFromEnv } from '../../temporal/security.ts';
+import { makeTestCerts } from './certs.ts';
 import { startDevServer, type DevServer } from '../../temporal/dev-server.ts';
 import { startTemporalCluster, type TemporalCluster } from '../../temporal/cluster.ts';
 import type { TestHost } from './netns.ts';
@@ -114,7 +116,7 @@ export interface ClusterOptions {
   /** A PostgreSQL cluster of its own (restartable). */
   ownPostgres?: boolean;
   /** A real Temporal server (temporal/cluster.ts: PostgreSQL persistence and visibility) instead of the shared dev server. */
-  realTemporal?: { numHistoryShards?: number };
+  realTemporal?: { numHistoryShards?: number; /** mTLS on its frontend: every process connects with TEMPORAL_TLS_* (a client certificate of a test CA). */ tls?: boolean };
 }
 
 /**
@@ -161,8 +163,12 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     }
   }
   let temporalCluster: TemporalCluster | undefined;
+  let tlsEnv: Record<string, string> = {};
   if (o.realTemporal) {
+    const certs = o.realTemporal.tls ? makeTestCerts(path.join(home, 'certs')) : null;
+    if (certs) tlsEnv = { TEMPORAL_TLS_CERT: certs.clientCert, TEMPORAL_TLS_KEY: certs.clientKey, TEMPORAL_TLS_CA: certs.caFile, TEMPORAL_TLS_SERVER_NAME: certs.serverName };
     temporalCluster = await startTemporalCluster({
+      ...(certs ? { tls: { certFile: certs.serverCert, keyFile: certs.serverKey, caFile: certs.caFile, serverName: certs.serverName } } : {}),
       pg: { host: '127.0.0.1', port: pgPort, user: 'postgres' },
       db: `temporal_${dbName}`,
       port: await freePort(),
@@ -173,7 +179,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
   }
   await createDatabase(`postgres://postgres@127.0.0.1:${pgPort}/postgres`, dbName);
   const namespace = `${name}-${suffix}`;
-  await ensureNamespace(temporalAddress, namespace);
+  await ensureNamespace(temporalAddress, namespace, temporalSecurityFromEnv(tlsEnv));
   const work = path.join(home, 'work');
   fs.mkdirSync(work);
   const apiPort = await freePort();
@@ -195,6 +201,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     GPUPLANE_KILL_GRACE_S: '2',
     ...(o.runStaleS !== undefined ? { GPUPLANE_RUN_STALE_S: String(o.runStaleS) } : {}),
     GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
+    ...tlsEnv,
     GPUPLANE_ADMIN_TOKEN: token,
     GPUPLANE_TOKEN: token,
   };
