@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectClient } from '../temporal/setup.ts';
 import { jobWorkflowId } from '../workflows/names.ts';
 import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
+import { until } from './support/poll.ts';
 
 const SECRET = 'hunter2-Zq8v-secret-value';
 
@@ -115,5 +116,17 @@ describe('secret env', () => {
       expect(r.status, JSON.stringify(body)).toBe(400);
     }
     expect((await c.client.jobs()).length).toBe(before);
+  });
+
+  it('a node with no node token is never taken into the pool; with one it is', async () => {
+    await c.addAgent({ nodeId: 'sec-rogue', gpus: 4, labels: { pool: 'rogue' }, token: false });
+    await until('the control worker refused it', () => c.control.output.includes('node sec-rogue reported itself online but has no node token'), 30_000);
+    expect((await c.client.nodes()).some((n) => n.id === 'sec-rogue')).toBe(false);
+    const job = await c.client.submit({ type: 'CUSTOM', command: ['true'], gpus: 1, selector: { pool: 'rogue' } });
+    await new Promise((r) => setTimeout(r, 2000));
+    expect((await c.client.job(job.id)).state).toBe('QUEUED');
+    await c.agents.get('sec-rogue')!.kill('SIGTERM');
+    await c.addAgent({ nodeId: 'sec-rogue', gpus: 4, labels: { pool: 'rogue' } });
+    expect((await c.client.waitFor(job.id, undefined, 60_000)).state).toBe('SUCCEEDED');
   });
 });

@@ -70,6 +70,8 @@ export interface AgentSpec {
   host?: TestHost;
   /** Extra variables in this agent's environment only (on top of the cluster's). */
   env?: Record<string, string>;
+  /** false: start it without a node token (it is then never taken into the pool: addAgent does not wait for ONLINE). */
+  token?: false;
 }
 
 export interface Cluster {
@@ -251,11 +253,12 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     async addAgent(spec) {
       const labelArgs = Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
       if (spec.host && !exposed) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
-      const nodeToken = (await makeToken({ role: 'node', nodeId: spec.nodeId })).token;
-      const agentEnv = { ...env, GPUPLANE_NODE_TOKEN: nodeToken, ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address } : {}) };
+      const nodeToken = spec.token === false ? null : (await makeToken({ role: 'node', nodeId: spec.nodeId })).token;
+      const agentEnv = { ...env, ...(nodeToken ? { GPUPLANE_NODE_TOKEN: nodeToken } : {}), ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address } : {}) };
       const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
       await p.start();
       agents.set(spec.nodeId, p);
+      if (spec.token === false) return p;
       await until(`node ${spec.nodeId} ONLINE`, async () => (await client.nodes()).some((n) => n.id === spec.nodeId && n.status === 'ONLINE'));
       return p;
     },
