@@ -40,7 +40,9 @@ async function startClusterOn(c: GpuplaneConfig, f: UpFlags, log: (s: string) =>
  * parts of the three processes composed in one, sharing one database, client and connection.
  */
 export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void, logger: Logger): Promise<void> {
-  fs.mkdirSync(c.home, { recursive: true });
+  // The home holds the database, Temporal's state and the tokens: its owner's only.
+  fs.mkdirSync(c.home, { recursive: true, mode: 0o700 });
+  fs.chmodSync(c.home, 0o700);
   let dev: DevServer | null = null;
   let cluster: TemporalCluster | null = null;
   const already = await waitForTemporal(c.temporalAddress, 500).then(

@@ -200,6 +200,35 @@ describe('tokens and roles on every route', () => {
     expect(forged.statusCode).toBe(403);
   });
 
+  it('the live stream names changed ids to an unrestricted token only', async () => {
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    const firstChange = async (who: Who) => {
+      const ctl = new AbortController();
+      const res = await fetch(`http://127.0.0.1:${port}/api/v1/stream`, { headers: { authorization: `Bearer ${tokens[who]}` }, signal: ctl.signal });
+      expect(res.status).toBe(200);
+      const reader = res.body!.getReader();
+      let text = '';
+      const poke = setInterval(() => void call('admin', 'POST', `/runs/${runA}/events`, { kind: 'note', message: 'poke' }), 700);
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) throw new Error(`stream ended: ${text}`);
+          text += Buffer.from(value).toString('utf8');
+          const m = /event: change\ndata: (.*)\n/.exec(text);
+          if (m) return JSON.parse(m[1]) as { run_ids: string[]; truncated: boolean };
+        }
+      } finally {
+        clearInterval(poke);
+        ctl.abort();
+      }
+    };
+    const admin = await firstChange('admin');
+    expect(admin.run_ids).toContain(runA);
+    const viewer = await firstChange('viewerAlpha');
+    expect(viewer).toMatchObject({ run_ids: [], job_ids: [], truncated: true });
+  });
+
   it('a malformed Authorization header is 401 with how to send one', async () => {
     const r = await app.inject({ method: 'GET', url: '/api/v1/jobs', headers: { authorization: `Token ${admin}` } });
     expect(r.statusCode).toBe(401);

@@ -72,6 +72,7 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   it('makes an admin token on the first start, 0600 in the home, and prints the console link with it', () => {
     const file = path.join(home, 'admin-token');
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    expect(fs.statSync(home).mode & 0o777).toBe(0o700);
     const token = fs.readFileSync(file, 'utf8').trim();
     expect(token).toMatch(/^gpt_/);
     expect(out).toContain(`/?token=${token}`);

@@ -9,6 +9,7 @@ import type { Db } from '../../db/client.ts';
 import { changedIds, readVersions, type ChangeTopic, type Versions } from '../../db/queries/changes.ts';
 import { CHANGE_TOPICS, ConsoleInfoSchema, StreamText, type ChangeEvent } from '../schemas/console.ts';
 import type { ApiDeps } from '../app.ts';
+import { visibleProjectIds } from '../auth.ts';
 
 /** Where `npx vite build --config web/vite.config.ts` writes the console. */
 export const consoleDist = fileURLToPath(new URL('../../web/dist', import.meta.url));
@@ -179,12 +180,15 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
     },
     async (req, reply) => {
       watcher ??= new ChangeWatcher(deps.db, app.log);
+      // A token restricted to some projects is told which topics changed, never which ids
+      // (they may be other projects'): `truncated` makes its pages refetch, and lists are filtered.
+      const restricted = (await visibleProjectIds(deps.db, req)) !== null;
       const out = new PassThrough();
       streams.add(out);
       const write = (s: string) => {
         if (!out.writableEnded) out.write(s);
       };
-      const unsubscribe = watcher.subscribe((e) => write(`event: change\ndata: ${JSON.stringify(e)}\n\n`));
+      const unsubscribe = watcher.subscribe((e) => write(`event: change\ndata: ${JSON.stringify(restricted ? { ...e, run_ids: [], job_ids: [], truncated: true } : e)}\n\n`));
       const ping = setInterval(() => write(': ping\n\n'), PING_MS);
       let closed = false;
       // Both the socket's and the stream's close call this: the second does nothing.
