@@ -41,8 +41,35 @@ export interface GpuHostDeps {
   allowedRoots?: readonly string[];
 }
 
-/** How long an attempt's start waits for the API to hand over its secret variables. */
-const SECRETS_WAIT_MS = 60_000;
+/** How long an attempt's start waits for the API to confirm it (and hand over its secret variables). */
+const LAUNCH_WAIT_MS = 60_000;
+
+/** GET /jobs/:id/attempts/:n/launch (api/routes/launch.ts). */
+interface LaunchJson {
+  node_id: string;
+  run_id: string | null;
+  command: string[];
+  working_dir: string;
+  env: Record<string, string>;
+  gpu_indices: number[];
+  watch_dir: string | null;
+  secret_env: Record<string, string>;
+}
+
+const sameJson = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+const sortedEntries = (o: Record<string, string>) => Object.entries(o).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+
+/** What a task from Temporal says differently from the dispatch the API confirms, or null when they agree. */
+export function launchMismatch(spec: AttemptSpec, nodeId: string, l: LaunchJson): string | null {
+  if (l.node_id !== nodeId) return `node ${nodeId} (dispatched to ${l.node_id})`;
+  if ((spec.runId ?? null) !== l.run_id) return `run ${spec.runId}`;
+  if (!sameJson(spec.command, l.command)) return 'another command';
+  if (spec.workingDir !== l.working_dir) return `working dir ${spec.workingDir}`;
+  if (!sameJson(sortedEntries(spec.env), sortedEntries(l.env))) return 'another environment';
+  if (!sameJson(spec.gpuIndices, l.gpu_indices)) return `cards ${spec.gpuIndices.join(',')}`;
+  if ((spec.watchDir ?? null) !== l.watch_dir) return `checkpoint folder ${spec.watchDir}`;
+  return null;
+}
 /** How long an exit report waits for the rest of its log to reach the API (failure hints read it there). */
 const LOG_FLUSH_MS = 3000;
 /** How long an exit report waits for the final checkpoint scan (hashing large files) to reach the workflow. */
@@ -186,30 +213,35 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
   const spawnError = (logPath: string, message: string): ProcessExit => ({ exitCode: null, signal: null, spawnError: message, logTail: '', logPath });
 
   /**
-   * The values of the attempt's secret variables, from the API with the node token (they never
-   * travel through Temporal, and are written to no file). The API may be restarting: it is
-   * asked for up to SECRETS_WAIT_MS, heartbeating meanwhile.
+   * What the control plane dispatched for this attempt, from the API with the node token: the
+   * attempt starts only when the task from Temporal says the same (anyone who reaches Temporal
+   * can put a task on this node's queue; only the control plane writes the database), and it
+   * gets its secret variables from here (they never travel through Temporal, and are written to
+   * no file). The API may be restarting: it is asked for up to LAUNCH_WAIT_MS, heartbeating
+   * meanwhile. Without a node token (a node that is never given work) nothing is checked.
    */
-  async function fetchSecrets(spec: AttemptSpec): Promise<Record<string, string> | string> {
-    if (!spec.secretEnv?.length) return {};
-    if (!deps.nodeToken) return `the job has secret variables (${spec.secretEnv.join(', ')}) and this agent has no node token to fetch them with (gpuctl agent --token)`;
-    const url = `${deps.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/secrets`;
-    const deadline = Date.now() + SECRETS_WAIT_MS;
+  async function launch(spec: AttemptSpec): Promise<{ secrets: Record<string, string> } | { refused: string }> {
+    if (!deps.nodeToken) return spec.secretEnv?.length ? { refused: `the job has secret variables (${spec.secretEnv.join(', ')}) and this agent has no node token to fetch them with (gpuctl agent --token)` } : { secrets: {} };
+    const url = `${deps.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/launch`;
+    const deadline = Date.now() + LAUNCH_WAIT_MS;
     let last = '';
     for (let delay = 250; ; delay = Math.min(delay * 2, 5000)) {
       try {
         const res = await fetch(url, { headers: { authorization: `Bearer ${deps.nodeToken}` }, signal: AbortSignal.timeout(15_000) });
-        const body = (await res.json().catch(() => ({}))) as { env?: Record<string, string>; message?: string };
-        if (res.ok && body.env) return body.env;
+        const body = (await res.json().catch(() => ({}))) as Partial<LaunchJson> & { message?: string };
+        if (res.ok && body.secret_env) {
+          const differs = launchMismatch(spec, deps.nodeId, body as LaunchJson);
+          return differs ? { refused: `refused: the task says ${differs}, which is not what the control plane dispatched` } : { secrets: body.secret_env };
+        }
         last = `${res.status} ${body.message ?? ''}`.trim();
-        if (res.status >= 400 && res.status < 500) break;
+        if (res.status >= 400 && res.status < 500) return { refused: `refused: the control plane does not confirm this attempt (${last})` };
       } catch (err) {
         last = (err as Error).message;
       }
       if (Date.now() + delay > deadline) break;
       await new Promise((r) => setTimeout(r, delay));
     }
-    return `could not fetch the job's secret variables from the API: ${last}`;
+    return { refused: `could not confirm the attempt with the API (and fetch its secret variables): ${last}` };
   }
 
   function jobEnv(spec: AttemptSpec, secrets: Record<string, string> = {}): NodeJS.ProcessEnv {
@@ -245,18 +277,25 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     const existing = live.get(spec.jobId);
     // The same attempt again (a reset workflow, a duplicate task): watch it, never start a twin.
     if (existing && existing.attempt === spec.attempt && !existing.fenced) return supervise(existing, logPath);
+    const fencedMark = fs.existsSync(pt.file(spec.jobId, spec.attempt, 'fenced'));
+    const ended = pt.endedStatus(spec.jobId, spec.attempt);
+    // A new process only for an attempt the control plane confirms: a forged task neither
+    // starts anything nor fences the attempt that runs (checked before the fence below).
+    const launched = fencedMark || ended ? null : await launch(spec);
+    if (launched && 'refused' in launched) {
+      makePrivateDir(path.dirname(logPath));
+      return spawnError(logPath, launched.refused);
+    }
     // Fencing: an older attempt of the same job must never run beside this one.
     if (existing) await pt.fence(existing);
     // An attempt fenced here is never started again (a Reset replaying its runJob): it is LOST.
-    if (fs.existsSync(pt.file(spec.jobId, spec.attempt, 'fenced'))) throw fencedHere();
-    const ended = pt.endedStatus(spec.jobId, spec.attempt);
+    if (fencedMark) throw fencedHere();
     if (ended) return endedExit(spec.jobId, spec.attempt, logPath, ended);
 
     makePrivateDir(path.dirname(logPath));
     const dirProblem = workingDirProblem(spec.workingDir) ?? confinementProblem(spec);
     if (dirProblem) return spawnError(logPath, dirProblem);
-    const secrets = await fetchSecrets(spec);
-    if (typeof secrets === 'string') return spawnError(logPath, secrets);
+    const secrets = launched && 'secrets' in launched ? launched.secrets : {};
     const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
     let entry: Live;
     try {

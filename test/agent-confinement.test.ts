@@ -265,6 +265,8 @@ describe("what an agent writes, and a job's credentials", () => {
   let apiUrl: string;
   const seen: { method: string; url: string; authorization: string | undefined }[] = [];
   const agentSecrets = { GPUPLANE_TOKEN: 'gpr_agent-own.x', GPUPLANE_NODE_TOKEN: 'node-token-in-env', GPUPLANE_ADMIN_TOKEN: 'admin-token-in-env' };
+  /** What the stand-in API confirms for a launch: the spec the test runs (set by each test). */
+  let dispatched: AttemptSpec | null = null;
   beforeAll(async () => {
     base = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-private-'));
     // The log API, as far as a shipper needs it: it stores nothing and takes everything.
@@ -274,6 +276,11 @@ describe("what an agent writes, and a job's credentials", () => {
       req.on('data', (d: Buffer) => chunks.push(d));
       req.on('end', () => {
         const u = new URL(req.url!, 'http://x');
+        if (u.pathname.endsWith('/launch') && dispatched) {
+          const d = dispatched;
+          const launch = { node_id: 'n1', run_id: d.runId, command: d.command, working_dir: d.workingDir, env: d.env, gpu_indices: d.gpuIndices, watch_dir: d.watchDir ?? null, secret_env: {} };
+          return res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(launch));
+        }
         const body = req.method === 'GET' ? { refs: [] } : { size_bytes: Number(u.searchParams.get('offset')) + Buffer.concat(chunks).length, complete: u.searchParams.get('final') === 'true' };
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       });
@@ -297,6 +304,7 @@ describe("what an agent writes, and a job's credentials", () => {
     // Asking for them does not help: the agent's credentials are refused by name.
     const acts = activities(dataDir, { nodeToken, logs, apiUrl, passEnv: Object.keys(agentSecrets), allowedRoots: [base] });
     const spec = specOf(work, { type: 'TRAIN', runId: id('run'), command: ['/bin/sh', '-c', 'env -0 > env.out; echo out; echo err >&2'] });
+    dispatched = spec;
     // Whatever the umask, the agent's files are its own.
     const umask = process.umask(0);
     let exit: ProcessExit;
@@ -336,6 +344,26 @@ describe("what an agent writes, and a job's credentials", () => {
     expect(seen.filter((r) => r.authorization !== `Bearer ${nodeToken}`)).toEqual([]);
   });
 
+  it('starts nothing when the task is not what the control plane dispatched', async () => {
+    const dataDir = path.join(base, 'data-forged');
+    const work = path.join(base, 'work-forged');
+    fs.mkdirSync(work);
+    const acts = activities(dataDir, { nodeToken: newToken(), logs: new LogShipping({ apiUrl, nodeId: 'n1', pollMs: 20 }), apiUrl });
+    const spec = specOf(work, { command: ['/bin/sh', '-c', 'touch pwned'] });
+    const cases: [string, AttemptSpec][] = [
+      ['another command', { ...spec, command: ['true'] }],
+      ['another environment', { ...spec, env: { A: '1' } }],
+      ['working dir', { ...spec, workingDir: '/elsewhere' }],
+      ['cards', { ...spec, gpuIndices: [3] }],
+    ];
+    for (const [what, confirmed] of cases) {
+      dispatched = confirmed;
+      const exit = await activity(acts.runJob, spec);
+      expect(exit.spawnError, what).toMatch(new RegExp(`${what}.*not what the control plane dispatched`));
+    }
+    expect(fs.existsSync(path.join(work, 'pwned'))).toBe(false);
+  });
+
   it('sends no Authorization header and no GPUPLANE_TOKEN without a node token', async () => {
     seen.length = 0;
     const dataDir = path.join(base, 'data-none');
@@ -366,7 +394,8 @@ describe('a real agent with GPUPLANE_ALLOWED_ROOTS and GPUPLANE_NODE_TOKEN', () 
     fs.mkdirSync(outside);
     fs.symlinkSync(outside, path.join(root, 'link'));
     // A cluster that hands its agents a registered token keeps it; otherwise a fresh one.
-    nodeToken = c.env.GPUPLANE_NODE_TOKEN ?? newToken();
+    // Only a node with a registered token is taken into the pool.
+    nodeToken = (await c.makeToken({ role: 'node', nodeId: CONFINED })).token;
     other = path.join(c.work, 'other');
     fs.mkdirSync(other);
     await c.addAgent({ nodeId: CONFINED, gpus: 1, labels: { confined: 'yes' }, env: { GPUPLANE_ALLOWED_ROOTS: `${other}:${root}`, GPUPLANE_NODE_TOKEN: nodeToken } });

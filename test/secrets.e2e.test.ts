@@ -3,7 +3,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fileURLToPath } from 'node:url';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { connectClient } from '../temporal/setup.ts';
+import type { AttemptSpec } from '../workflows/types.ts';
+import { gpuHostTaskQueue } from '../workflows/names.ts';
 import { jobWorkflowId } from '../workflows/names.ts';
 import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
 import { until } from './support/poll.ts';
@@ -88,7 +92,7 @@ describe('secret env', () => {
   it('only the node its live attempt runs on gets the values: not an admin, not another node, not after the end', async () => {
     const job = await c.client.submit({ type: 'CUSTOM', command: ['sleep', '30'], secret_env: { API_KEY: SECRET }, gpus: 1 });
     const running = await c.client.waitFor(job.id, ['RUNNING'], 60_000);
-    const url = `${c.apiUrl}/api/v1/jobs/${job.id}/attempts/1/secrets`;
+    const url = `${c.apiUrl}/api/v1/jobs/${job.id}/attempts/1/launch`;
     const get = (token: string) => fetch(url, { headers: { authorization: `Bearer ${token}` } });
     const admin = await get(c.token);
     expect(admin.status).toBe(403);
@@ -99,7 +103,7 @@ describe('secret env', () => {
     const own = (await c.makeToken({ role: 'node', nodeId: running.node_id! })).token;
     const mine = await get(own);
     expect(mine.status).toBe(200);
-    expect(((await mine.json()) as { env: Record<string, string> }).env).toEqual({ API_KEY: SECRET });
+    expect(((await mine.json()) as { secret_env: Record<string, string> }).secret_env).toEqual({ API_KEY: SECRET });
     await c.client.cancel(job.id);
     await c.client.waitFor(job.id, ['CANCELLED'], 60_000);
     expect((await get(own)).status).toBe(409);
@@ -128,5 +132,45 @@ describe('secret env', () => {
     await c.agents.get('sec-rogue')!.kill('SIGTERM');
     await c.addAgent({ nodeId: 'sec-rogue', gpus: 4, labels: { pool: 'rogue' } });
     expect((await c.client.waitFor(job.id, undefined, 60_000)).state).toBe('SUCCEEDED');
+  });
+
+  it('a runJob forged through Temporal for a running job starts nothing and fences nothing', async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', command: ['sleep', '20'], gpus: 1 });
+    const running = await c.client.waitFor(job.id, ['RUNNING'], 60_000);
+    const pwned = path.join(c.work, 'pwned');
+    const connection = await NativeConnection.connect({ address: c.env.TEMPORAL_ADDRESS! });
+    const worker = await Worker.create({ connection, namespace: c.namespace, taskQueue: 'forger', workflowsPath: fileURLToPath(new URL('./support/forger-workflow.ts', import.meta.url)) });
+    try {
+      const forged = (o: Partial<AttemptSpec>) => ({
+        jobId: job.id,
+        attempt: 2,
+        type: 'CUSTOM' as const,
+        runId: null,
+        nodeId: running.node_id!,
+        command: ['sh', '-c', `touch ${pwned}`],
+        workingDir: c.work,
+        env: {},
+        params: {},
+        gpuIndices: running.gpu_indices!,
+        lostAfterMs: 60_000,
+        ...o,
+      });
+      const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+      try {
+        const forge = (spec: AttemptSpec) => t.client.workflow.execute('forgeRunJob', { taskQueue: 'forger', workflowId: `forge-${spec.jobId}-${spec.attempt}-${Date.now()}`, args: [spec, gpuHostTaskQueue(running.node_id!)] });
+        // The next attempt of a running job (it would fence the running one), and a job that does not exist.
+        const [next, ghost] = await worker.runUntil(Promise.all([forge(forged({})), forge(forged({ jobId: 'job-zzzzzzzzzzzz0000', attempt: 1 }))]));
+        expect(next.spawnError).toMatch(/control plane does not confirm/);
+        expect(ghost.spawnError).toMatch(/control plane does not confirm/);
+      } finally {
+        await t.close();
+      }
+    } finally {
+      await connection.close();
+    }
+    expect(fs.existsSync(pwned)).toBe(false);
+    const still = await c.client.job(job.id);
+    expect(still).toMatchObject({ state: 'RUNNING', attempt: 1 });
+    await c.client.cancel(job.id);
   });
 });

@@ -186,6 +186,9 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
   fs.mkdirSync(work);
   const apiPort = await freePort();
   const apiUrl = `http://127.0.0.1:${apiPort}`;
+  // Agents on a test host reach the API through the veth too (log shipping, launches).
+  const apiProxy = o.ownTemporal?.exposeTo ? await startTcpProxy(o.ownTemporal.exposeTo.hostIp, apiPort) : null;
+  const hostApiUrl = apiProxy ? `http://${o.ownTemporal!.exposeTo!.hostIp}:${apiProxy.port}` : null;
   const dbUrl = `postgres://postgres@127.0.0.1:${pgPort}/${dbName}`;
   const token = newToken();
   const env: NodeJS.ProcessEnv = {
@@ -226,6 +229,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
   } catch (err) {
     await Promise.all([control.kill(), api.kill()]);
     await exposed?.close();
+    await apiProxy?.close();
     await temporal?.server.stop('SIGKILL');
     await temporalCluster?.stop('SIGKILL');
     postgres?.remove();
@@ -254,7 +258,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       const labelArgs = Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
       if (spec.host && !exposed) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
       const nodeToken = spec.token === false ? null : (await makeToken({ role: 'node', nodeId: spec.nodeId })).token;
-      const agentEnv = { ...env, ...(nodeToken ? { GPUPLANE_NODE_TOKEN: nodeToken } : {}), ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address } : {}) };
+      const agentEnv = { ...env, ...(nodeToken ? { GPUPLANE_NODE_TOKEN: nodeToken } : {}), ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address, GPUPLANE_API_URL: hostApiUrl! } : {}) };
       const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
       await p.start();
       agents.set(spec.nodeId, p);
@@ -266,6 +270,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       await Promise.all([...agents.values()].map((a) => a.kill('SIGTERM')));
       await Promise.all([api.kill('SIGTERM'), control.kill('SIGTERM')]);
       await exposed?.close();
+      await apiProxy?.close();
       await temporal?.server.stop();
       await temporalCluster?.stop();
       postgres?.remove();

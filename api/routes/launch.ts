@@ -1,0 +1,65 @@
+/**
+ * GET /jobs/:id/attempts/:attempt/launch: what the control plane dispatched, for the agent about
+ * to start the attempt. The agent starts a process only when the task it took from Temporal
+ * says the same (node, cards, command, working dir, env, run, watched folder): Temporal takes
+ * tasks from anyone who can reach it, the database only from the control plane. The answer
+ * also carries the values of the job's secret variables, which travel nowhere else.
+ *
+ * Only a node token of the node the attempt was dispatched to gets it (api/auth.ts), and only
+ * while the attempt is DISPATCHING or RUNNING; nobody else, admins included.
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { and, eq } from 'drizzle-orm';
+import { jobAttempts, jobs, jobSecrets, runs } from '../../db/schema.ts';
+import type { ApiDeps } from '../app.ts';
+import { DomainError, notFound } from '../errors.ts';
+import { errorResponses, Nullable, StringMap } from '../schemas/common.ts';
+
+const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), attempt: Type.String({ pattern: '^[1-9][0-9]{0,6}$' }) });
+export const LaunchSchema = Type.Object({
+  node_id: Type.String(),
+  run_id: Nullable(Type.String()),
+  command: Type.Array(Type.String()),
+  working_dir: Type.String(),
+  env: StringMap,
+  gpu_indices: Type.Array(Type.Integer()),
+  watch_dir: Nullable(Type.String()),
+  secret_env: StringMap,
+});
+
+export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
+  app.get(
+    '/jobs/:id/attempts/:attempt/launch',
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: 'What was dispatched for a live attempt, and its secret variables: for the agent of the node it was dispatched to (node tokens only)',
+        params: Params,
+        response: { 200: LaunchSchema, ...errorResponses },
+      },
+    },
+    async (req, reply) => {
+      const { id } = req.params;
+      const attempt = Number(req.params.attempt);
+      const [a] = await db.select({ state: jobAttempts.state, nodeId: jobAttempts.nodeId }).from(jobAttempts).where(and(eq(jobAttempts.jobId, id), eq(jobAttempts.attempt, attempt)));
+      if (!a) throw notFound('attempt', `${id}#${attempt}`);
+      const [job] = await db.select().from(jobs).where(eq(jobs.id, id));
+      const live = (a.state === 'DISPATCHING' || a.state === 'RUNNING') && job?.attempt === attempt && job.nodeId === a.nodeId;
+      if (!job || !live || !job.nodeId || !job.gpuIndices) throw new DomainError('conflict', `attempt ${id}#${attempt} is ${a.state}: only a live attempt is launched`);
+      const [run] = await db.select({ id: runs.id }).from(runs).where(and(eq(runs.jobId, id), eq(runs.attempt, attempt)));
+      const secrets = await db.select({ name: jobSecrets.name, value: jobSecrets.value }).from(jobSecrets).where(eq(jobSecrets.jobId, id));
+      reply.header('cache-control', 'no-store');
+      return {
+        node_id: job.nodeId,
+        run_id: run?.id ?? null,
+        command: job.command,
+        working_dir: job.workingDir,
+        env: job.env,
+        gpu_indices: job.gpuIndices,
+        watch_dir: job.watchDir,
+        secret_env: Object.fromEntries(secrets.map((r) => [r.name, r.value])),
+      };
+    },
+  );
+};
