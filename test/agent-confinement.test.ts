@@ -24,6 +24,7 @@ import { LogShipping } from '../workers/gpu-host/log-shipper.ts';
 import { agentDataDir } from '../workers/gpu-host/serve.ts';
 import type { AttemptSpec, ProcessExit } from '../workflows/types.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
+import { parseEnv } from './support/env.ts';
 
 const id = (prefix: string) => `${prefix}-${randomBytes(8).toString('hex')}`;
 
@@ -92,16 +93,6 @@ function modes(root: string): Record<string, number> {
   };
   walk(root, '');
   return out;
-}
-
-/** NUL-separated NAME=value entries, as `env -0` writes them. */
-function parseEnv(text: string): Record<string, string> {
-  return Object.fromEntries(
-    text
-      .split('\0')
-      .filter(Boolean)
-      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
-  );
 }
 
 /** Runs an activity as a worker would, in its own activity context (the failures expected here are not logged). */

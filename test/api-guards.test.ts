@@ -1,17 +1,14 @@
-import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { Readable } from 'node:stream';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp, type ApiDeps } from '../api/app.ts';
 import { hostAllowed, parseHost } from '../api/guards.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import type { DatabaseHandle } from '../db/client.ts';
 import { MAX_LOG_CHUNK } from '../db/queries/logs.ts';
 import { newToken } from '../runtime/tokens.ts';
-import { connectClient, ensureNamespace } from '../temporal/setup.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
 
 const MiB = 1024 * 1024;
 
@@ -55,31 +52,23 @@ describe('API guards', () => {
   let app: FastifyInstance;
   let deps: ApiDeps;
   let database: DatabaseHandle;
-  let closeTemporal: () => Promise<void>;
+  let testApp: TestApp;
   // One admin token per test: each has its own rate-limit bucket of 20 a minute.
   const t = { hosts: newToken(), origins: newToken(), rateA: newToken(), rateB: newToken(), body: newToken() };
   const auth = (token: string) => ({ authorization: `Bearer ${token}` });
   const job = { command: ['true'], gpus: 0 };
 
   beforeAll(async () => {
-    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-guards-')) });
-    const ns = `guards-${Math.random().toString(36).slice(2, 8)}`;
-    await ensureNamespace(inject('temporalAddress'), ns);
-    const c = await connectClient(inject('temporalAddress'), ns);
-    closeTemporal = c.close;
-    deps = {
-      db: database.db,
-      client: c.client,
-      timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 },
+    const settings = {
       auth: { adminTokens: Object.values(t) },
       guards: { allowedHosts: ['gpuplane.internal'], allowedOrigins: ['https://console.example.com'], rateLimitPerMinute: 20 },
     };
-    app = await buildApp(deps);
+    testApp = await startTestApp('guards', settings);
+    ({ app, database } = testApp);
+    deps = { db: database.db, client: testApp.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, ...settings };
   });
   afterAll(async () => {
-    await app?.close();
-    await closeTemporal?.();
-    await database?.close();
+    await testApp?.close();
   });
 
   const jobCount = async () => {

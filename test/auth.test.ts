@@ -1,18 +1,14 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DatabaseHandle } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { nodeHasToken } from '../db/queries/tokens.ts';
 import { checkpoints, evaluations, jobAttempts, jobs, nodes, runs } from '../db/schema.ts';
 import { newToken, runToken } from '../runtime/tokens.ts';
-import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 import { dbFingerprinter } from './support/db-fingerprint.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
 
 type Who = 'none' | 'bogus' | 'admin' | 'memberAlpha' | 'viewerAlpha' | 'memberBeta' | 'starViewer' | 'nodeA' | 'nodeB' | 'runJ';
 /** What a request needs: open, any user token, admin, read/write of project alpha, or (besides) the node of job J, or run J's own token. */
@@ -25,7 +21,7 @@ type Need = { access: 'open' | 'any' | 'admin' | 'read' | 'write'; node?: boolea
 describe('tokens and roles on every route', () => {
   let app: FastifyInstance;
   let database: DatabaseHandle;
-  let closeTemporal: () => Promise<void>;
+  let t: TestApp;
   let fingerprint: () => Promise<string>;
   const admin = newToken();
   const tokens = {} as Record<Who, string | undefined>;
@@ -44,12 +40,8 @@ describe('tokens and roles on every route', () => {
     });
 
   beforeAll(async () => {
-    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-auth-')) });
-    const ns = `auth-${Math.random().toString(36).slice(2, 8)}`;
-    await ensureNamespace(inject('temporalAddress'), ns);
-    const t = await connectClient(inject('temporalAddress'), ns);
-    closeTemporal = t.close;
-    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: { adminTokens: [admin] } });
+    t = await startTestApp('auth', { auth: { adminTokens: [admin] } });
+    ({ app, database } = t);
     tokens.admin = admin;
     tokens.bogus = newToken();
     const make = async (body: object) => {
@@ -82,9 +74,7 @@ describe('tokens and roles on every route', () => {
     fingerprint = await dbFingerprinter(database.db);
   });
   afterAll(async () => {
-    await app?.close();
-    await closeTemporal?.();
-    await database?.close();
+    await t?.close();
   });
 
   const octet = { 'content-type': 'application/octet-stream' };
@@ -254,9 +244,9 @@ describe('tokens and roles on every route', () => {
 
 describe('node tokens and the pool', () => {
   it('revoking the last token of a node takes it out of the pool', async () => {
-    const database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-auth-nodes-')) });
     const admin = newToken();
-    const app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: { adminTokens: [admin] } });
+    const t = await startTestApp('auth-nodes', { temporal: false, auth: { adminTokens: [admin] } });
+    const { app, database } = t;
     try {
       const headers = { authorization: `Bearer ${admin}` };
       const made = (await app.inject({ method: 'POST', url: '/api/v1/tokens', headers, payload: { name: 'c', role: 'node', node_id: 'node-c' } })).json() as { id: string };
@@ -267,17 +257,16 @@ describe('node tokens and the pool', () => {
       const [n] = await database.db.select().from(nodes).where(eq(nodes.id, 'node-c'));
       expect(n.status).toBe('OFFLINE');
     } finally {
-      await app.close();
-      await database.close();
+      await t.close();
     }
   });
 });
 
 describe('made-up tokens', () => {
   it('an address that sends more than 100 unknown tokens a minute gets 429 before any lookup', async () => {
-    const database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-auth-flood-')) });
     const admin = newToken();
-    const app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: { adminTokens: [admin] } });
+    const t = await startTestApp('auth-flood', { temporal: false, auth: { adminTokens: [admin] } });
+    const { app } = t;
     try {
       // A token in use before the flood keeps working from the flooded address.
       expect((await app.inject({ method: 'GET', url: '/api/v1/jobs', headers: { authorization: `Bearer ${admin}` } })).statusCode).toBe(200);
@@ -291,8 +280,7 @@ describe('made-up tokens', () => {
       expect((await app.inject({ method: 'GET', url: '/api/v1/jobs', remoteAddress: '10.9.9.9', headers: { authorization: `Bearer ${admin}` } })).statusCode).toBe(200);
       expect((await app.inject({ method: 'GET', url: '/api/v1/jobs', headers: { authorization: `Bearer ${admin}` } })).statusCode).toBe(200);
     } finally {
-      await app.close();
-      await database.close();
+      await t.close();
     }
   });
 });

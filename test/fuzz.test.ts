@@ -1,18 +1,14 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Writable } from 'node:stream';
 import { eq, sql } from 'drizzle-orm';
 import fc from 'fast-check';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { DatabaseHandle } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { checkpoints, evaluations, jobAttempts, jobs, nodes, runs } from '../db/schema.ts';
 import { newToken } from '../runtime/tokens.ts';
-import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 import { dbFingerprinter } from './support/db-fingerprint.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
 import { describeRequest, fuzzRequests, opsOf, routeOf, show, type Concrete, type FuzzRequest, type Op, type Pools, type Who } from './support/fuzz-requests.ts';
 
 /**
@@ -46,7 +42,7 @@ interface Problem {
 describe('fuzzing every route with hostile input', () => {
   let app: FastifyInstance;
   let database: DatabaseHandle;
-  let closeTemporal: () => Promise<void>;
+  let testApp: TestApp;
   let fingerprint: () => Promise<string>;
   /** Every route of the document, the event stream too: for telling which route a URL reaches. */
   let allOps: Op[] = [];
@@ -74,17 +70,10 @@ describe('fuzzing every route with hostile input', () => {
   const nextXid = async () => ((await database.db.execute(sql`select pg_snapshot_xmax(pg_current_snapshot())::text as x`)) as unknown as { rows: { x: string }[] }).rows[0].x;
 
   beforeAll(async () => {
-    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-fuzz-')) });
-    const ns = `fuzz-${Math.random().toString(36).slice(2, 8)}`;
-    await ensureNamespace(inject('temporalAddress'), ns);
-    const t = await connectClient(inject('temporalAddress'), ns);
-    closeTemporal = t.close;
     // A 5xx's cause reaches the log (api/errors.ts): the lines of the request in flight are kept.
     const stream = new Writable({ write: (chunk, _enc, done) => (serverLog.push(String(chunk)), done()) });
-    app = await buildApp(
-      { db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: { adminTokens: [admin] }, guards: { rateLimitPerMinute: 0 } },
-      { logger: { level: 'warn', stream } },
-    );
+    testApp = await startTestApp('fuzz', { auth: { adminTokens: [admin] }, guards: { rateLimitPerMinute: 0 } }, { logger: { level: 'warn', stream } });
+    ({ app, database } = testApp);
     await app.ready();
     allOps = opsOf(app.swagger());
 
@@ -128,9 +117,7 @@ describe('fuzzing every route with hostile input', () => {
     const never = allOps.filter((o) => !NOT_FUZZED.has(`${o.method} ${o.path}`) && !reached.has(`${o.method} ${o.path}`)).map((o) => `${o.method} ${o.path}`);
     const sent = Object.values(counts).reduce((a, b) => a + b, 0);
     console.log(`fuzz: ${sent} requests in ${((Date.now() - started) / 1000).toFixed(0)} s (FUZZ_SEED=${seed}): ${JSON.stringify(counts)}; never answered 2xx: ${never.join(', ') || 'none'}`);
-    await app?.close();
-    await closeTemporal?.();
-    await database?.close();
+    await testApp?.close();
   });
 
   /** The server's own account of a failure: each error it logged during the request, with our first stack frame. */

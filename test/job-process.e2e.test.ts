@@ -5,6 +5,7 @@ import { TERMINAL } from '../cli/client.ts';
 import { BASE_ENV } from '../domain/job-env.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { until } from './support/poll.ts';
+import { parseEnv } from './support/env.ts';
 
 const NODE = 'proc-node';
 /** Every job but the fallback one runs on the first agent (the second has cgroups off). */
@@ -18,16 +19,6 @@ function running(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-/** NUL-separated NAME=value entries, as `env -0` and /proc/<pid>/environ write them. */
-function parseEnv(text: string): Record<string, string> {
-  return Object.fromEntries(
-    text
-      .split('\0')
-      .filter(Boolean)
-      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
-  );
 }
 
 function processGroup(pid: number): number {
