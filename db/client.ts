@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from 'drizzle-orm/pg-core';
-import type { ExtractTablesWithRelations } from 'drizzle-orm';
+import type { ExtractTablesWithRelations, SQL } from 'drizzle-orm';
 import * as schema from './schema.ts';
 
 export type Schema = typeof schema;
@@ -10,6 +10,11 @@ export type Db = PgDatabase<PgQueryResultHKT, Schema>;
 export type Tx = PgTransaction<PgQueryResultHKT, Schema, ExtractTablesWithRelations<Schema>>;
 /** Queries take either the database or a transaction. */
 export type Executor = Db | Tx;
+
+/** The rows of a raw SQL query (node-postgres and PGlite both answer `{ rows }`). */
+export async function queryRows<T>(ex: Executor, q: SQL): Promise<T[]> {
+  return ((await ex.execute(q)) as unknown as { rows: T[] }).rows;
+}
 
 export interface DatabaseHandle {
   db: Db;

@@ -8,7 +8,7 @@
  * watcher names what changed again a little later, when the writer has committed.
  */
 import { sql } from 'drizzle-orm';
-import type { Db } from '../client.ts';
+import { queryRows, type Db } from '../client.ts';
 
 export const CHANGE_TOPICS = ['jobs', 'nodes', 'runs', 'metrics', 'events', 'checkpoints'] as const;
 export type ChangeTopic = (typeof CHANGE_TOPICS)[number];
@@ -19,16 +19,12 @@ export const MAX_IDS = 200;
 /** Each topic's counter, and the last ids handed out for metric chunks and events (committed or not). */
 export type Versions = Record<ChangeTopic, string> & { metricId: number; eventId: number };
 
-async function rows<T>(db: Db, q: ReturnType<typeof sql>): Promise<T[]> {
-  return ((await db.execute(q)) as unknown as { rows: T[] }).rows;
-}
-
 /** A sequence's last value, 0 before its first nextval (a fresh sequence reports its start value). */
 const seq = (name: string) => sql.raw(`(select case when is_called then last_value else 0 end from ${name})`);
 
 /** All counters in one query of sequence reads: O(1), whatever the size of the tables. */
 export async function readVersions(db: Db): Promise<Versions> {
-  const [r] = await rows<Record<string, string | number>>(
+  const [r] = await queryRows<Record<string, string | number>>(
     db,
     sql`select ${sql.join(
       CHANGE_TOPICS.map((t) => sql`${seq(`gpuplane_change_${t}`)} as ${sql.raw(t)}`),
@@ -64,12 +60,12 @@ export async function changedIds(db: Db, w: IdWindow): Promise<ChangedIds> {
   const jobIds = new Set<string>();
   let more = false;
   if (w.metricUpTo > w.metricAfter) {
-    const r = await rows<{ run_id: string }>(db, sql`select distinct run_id from metric_chunks where id > ${w.metricAfter} and id <= ${w.metricUpTo} limit ${MAX_IDS + 1}`);
+    const r = await queryRows<{ run_id: string }>(db, sql`select distinct run_id from metric_chunks where id > ${w.metricAfter} and id <= ${w.metricUpTo} limit ${MAX_IDS + 1}`);
     r.forEach((x) => runIds.add(x.run_id));
     more ||= r.length > MAX_IDS;
   }
   if (w.eventUpTo > w.eventAfter) {
-    const r = await rows<{ run_id: string | null; job_id: string | null }>(
+    const r = await queryRows<{ run_id: string | null; job_id: string | null }>(
       db,
       sql`select distinct run_id, job_id from events where id > ${w.eventAfter} and id <= ${w.eventUpTo} limit ${MAX_IDS + 1}`,
     );

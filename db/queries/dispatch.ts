@@ -5,14 +5,10 @@
  * a QUEUED → DISPATCHING move.
  */
 import { sql } from 'drizzle-orm';
-import type { Db, Executor } from '../client.ts';
+import { queryRows, type Db, type Executor } from '../client.ts';
 import { planPlacements, type Placement } from '../../domain/placement.ts';
 import { nodeRooms } from './schedule.ts';
 
-/** The rows of `returning` from a raw statement, on node-postgres and PGlite alike. */
-function rowsOf<T>(r: unknown): T[] {
-  return ((r as { rows?: T[] }).rows ?? (r as T[])) as T[];
-}
 
 /** The placements as a row source `p(job_id, attempt, node_id, gpu_indices, detail)`: one parameter, however many. */
 function recordset(list: readonly Placement[]) {
@@ -29,8 +25,7 @@ function recordset(list: readonly Placement[]) {
 export async function dispatchPlacements(ex: Executor, planned: readonly Placement[], now: Date): Promise<Placement[]> {
   if (planned.length === 0) return [];
   // One statement: its data-modifying parts all work from the jobs that `moved` returns.
-  const [r] = rowsOf<{ ids: string[]; claimed: number | string; cards: number | string }>(
-    await ex.execute(sql`
+  const [r] = await queryRows<{ ids: string[]; claimed: number | string; cards: number | string }>(ex, sql`
       with p as (select * from ${recordset(planned)}),
       moved as (
         update jobs j set state = 'DISPATCHING', node_id = p.node_id, gpu_indices = p.gpu_indices, updated_at = ${now}
@@ -56,8 +51,7 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
       select coalesce((select json_agg(id) from moved), '[]'::json) as ids,
              (select count(*) from claimed) as claimed,
              (select coalesce(sum(jsonb_array_length(gpu_indices)), 0) from moved) as cards,
-             (select count(*) from attempts) + (select count(*) from lines) + (select count(*) from evs) as written`),
-  );
+             (select count(*) from attempts) + (select count(*) from lines) + (select count(*) from evs) as written`);
   if (Number(r.claimed) !== Number(r.cards)) throw new Error(`card claim raced: ${r.claimed} of ${r.cards} cards still free; pass retried`);
   const ids = new Set(r.ids);
   return planned.filter((p) => ids.has(p.jobId));
@@ -71,18 +65,16 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
  * meanwhile leaves the job QUEUED for the pass.
  */
 export async function placeAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; selector: Record<string, string> }, now: Date): Promise<Placement | null> {
-  const others = rowsOf<{ id: string }>(await ex.execute(sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`));
+  const others = await queryRows<{ id: string }>(ex, sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`);
   if (others.length > 0) return null;
-  const [node] = rowsOf<{ node_id: string; free: number[] }>(
-    await ex.execute(sql`
+  const [node] = await queryRows<{ node_id: string; free: number[] }>(ex, sql`
       select s.node_id, array_agg(s.index order by s.index) as free
       from gpu_slots s join nodes n on n.id = s.node_id
       where n.status = 'ONLINE' and s.present = 1 and s.owner_job_id is null and n.labels @> ${JSON.stringify(job.selector)}::jsonb
       group by s.node_id
       having count(*) >= ${job.gpus}
       order by ${job.gpus === 0 ? sql`count(*) desc, s.node_id desc` : sql`count(*), s.node_id`}
-      limit 1`),
-  );
+      limit 1`);
   if (!node) return null;
   const placement: Placement = { jobId: job.id, attempt: job.attempt, nodeId: node.node_id, gpuIndices: node.free.map(Number).slice(0, job.gpus) };
   try {
@@ -102,9 +94,7 @@ export const HAND_ON_MAX_QUEUE = 64;
  * meanwhile).
  */
 export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<Placement[] | null> {
-  const queue = rowsOf<{ id: string; attempt: number; gpus: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null }>(
-    await ex.execute(sql`select id, attempt, gpus, selector, priority, queued_at from jobs where state = 'QUEUED' limit ${HAND_ON_MAX_QUEUE + 1}`),
-  );
+  const queue = await queryRows<{ id: string; attempt: number; gpus: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null }>(ex, sql`select id, attempt, gpus, selector, priority, queued_at from jobs where state = 'QUEUED' limit ${HAND_ON_MAX_QUEUE + 1}`);
   if (queue.length === 0) return [];
   if (queue.length > HAND_ON_MAX_QUEUE) return null;
   try {

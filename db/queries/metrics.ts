@@ -1,12 +1,7 @@
 import os from 'node:os';
-import { sql, type SQL } from 'drizzle-orm';
-import type { Executor } from '../client.ts';
+import { sql } from 'drizzle-orm';
+import { queryRows, type Executor } from '../client.ts';
 import { rollupsOf, summaryOf, type Bucket, type KeySeries, type SummaryDelta } from '../../domain/metrics.ts';
-
-/** Rows of a raw query, on either driver. */
-async function rows<T>(ex: Executor, q: SQL): Promise<T[]> {
-  return ((await ex.execute(q)) as unknown as { rows: T[] }).rows;
-}
 
 /**
  * PostgreSQL array literals built here rather than by a driver: one string parameter per
@@ -32,7 +27,7 @@ function strideOf(steps: readonly number[]): number | null {
 
 /** Claims a batch's Idempotency-Key for a run; false when that batch was stored before. */
 export async function claimBatch(ex: Executor, runId: string, batchId: string, points: number): Promise<boolean> {
-  const r = await rows<{ batch_id: string }>(
+  const r = await queryRows<{ batch_id: string }>(
     ex,
     sql`insert into metric_batches (run_id, batch_id, points) values (${runId}, ${batchId}, ${points}) on conflict do nothing returning batch_id`,
   );
@@ -97,7 +92,7 @@ const numOrNull = (v: unknown): number | null => (v === null || v === undefined 
 
 /** Keys whose last value is NaN or ±Inf, in the run of a job's attempt: what a failure hint looks for. */
 export async function nonFiniteLastKeys(ex: Executor, jobId: string, attempt: number): Promise<string[]> {
-  const r = await rows<{ key: string }>(
+  const r = await queryRows<{ key: string }>(
     ex,
     sql`select s.key from metric_summaries s join runs r on r.id = s.run_id
         where r.job_id = ${jobId} and r.attempt = ${attempt} and (s.last = 'NaN'::float8 or s.last in ('Infinity'::float8, '-Infinity'::float8))
@@ -108,7 +103,7 @@ export async function nonFiniteLastKeys(ex: Executor, jobId: string, attempt: nu
 
 export async function summaries(ex: Executor, runId: string, keys?: readonly string[]): Promise<SummaryRow[]> {
   const filter = keys && keys.length > 0 ? sql` and key = any(${textArray(keys)}::text[])` : sql``;
-  const r = await rows<Record<string, unknown>>(
+  const r = await queryRows<Record<string, unknown>>(
     ex,
     sql`select key, count, nan_count, first_step, last_step, last, min, min_step, max, max_step from metric_summaries where run_id = ${runId}${filter} order by key`,
   );
@@ -134,7 +129,7 @@ function numbersOf(v: unknown): Float64Array {
 
 /** The raw points of one key with steps in [lo, hi], in step order (a step logged twice keeps both). */
 export async function rawPoints(ex: Executor, runId: string, key: string, lo: number, hi: number): Promise<{ steps: number[]; values: number[]; times: number[] }> {
-  const r = await rows<{ step_min: unknown; count: number; stride: unknown; steps: unknown; values: unknown; times: unknown }>(
+  const r = await queryRows<{ step_min: unknown; count: number; stride: unknown; steps: unknown; values: unknown; times: unknown }>(
     ex,
     sql`select step_min, count, stride, steps, values, times from metric_chunks
         where run_id = ${runId} and key = ${key} and step_min <= ${hi} and step_max >= ${lo} order by step_min, id`,
@@ -158,7 +153,7 @@ export async function rawPoints(ex: Executor, runId: string, key: string, lo: nu
 
 /** Stored rollup buckets of one key at `width`, covering steps [lo, hi]. */
 export async function rollupBuckets(ex: Executor, runId: string, key: string, width: number, lo: number, hi: number): Promise<Bucket[]> {
-  const r = await rows<Record<string, unknown>>(
+  const r = await queryRows<Record<string, unknown>>(
     ex,
     sql`select bucket, count, nan_count, min::text as min, max::text as max, sum::text as sum from metric_rollups
         where run_id = ${runId} and key = ${key} and width = ${width} and bucket between ${Math.floor(lo / width)} and ${Math.floor(hi / width)}

@@ -1,5 +1,5 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
-import type { Db, Executor } from '../client.ts';
+import { queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs } from '../schema.ts';
 import { planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { dispatchPlacements } from './dispatch.ts';
@@ -56,13 +56,12 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date()):
 
 /** Every ONLINE node with its labels, its present cards and which of them are free (one row a node). */
 export async function nodeRooms(ex: Executor): Promise<NodeRoom[]> {
-  const res = (await ex.execute(sql`
+  const rows = await queryRows<RoomRow>(ex, sql`
     select n.id, n.labels, count(s.index)::int as total,
            coalesce(array_agg(s.index order by s.index) filter (where s.index is not null and s.owner_job_id is null), '{}') as free
     from nodes n left join gpu_slots s on s.node_id = n.id and s.present = 1
     where n.status = 'ONLINE'
-    group by n.id, n.labels`)) as unknown as { rows?: RoomRow[] } | RoomRow[];
-  const rows = Array.isArray(res) ? res : (res.rows ?? []);
+    group by n.id, n.labels`);
   return rows.map((r) => ({ id: r.id, labels: r.labels, totalCards: Number(r.total), free: r.free.map(Number) }));
 }
 
