@@ -373,6 +373,23 @@ describe('web console', () => {
       await p.close();
     }
   });
+  it('a token revoked in one tab signs every tab out, each saying why', async () => {
+    const t = await c.makeToken({ role: 'viewer', projects: ['*'], name: 'web-two-tabs' });
+    const [p1, p2] = [await b.context.newPage(), await b.context.newPage()];
+    try {
+      await signedIn(p1, 'queue', t.token);
+      await signedIn(p2, 'cluster', t.token);
+      await c.client.request('DELETE', `/tokens/${t.id}`);
+      await c.client.submit({ type: 'CUSTOM', gpus: 0, command: 'true' });
+      for (const p of [p1, p2]) {
+        await p.getByRole('form', { name: 'sign in' }).waitFor({ timeout: 15_000 });
+        expect(await p.getByTestId('sign-in-notice').innerText()).toMatch(/unknown or revoked token/);
+      }
+    } finally {
+      await p1.close();
+      await p2.close();
+    }
+  });
 });
 
 describe('event stream parser', () => {

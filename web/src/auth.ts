@@ -7,6 +7,8 @@
 import { useEffect, useState } from 'preact/hooks';
 
 const KEY = 'gpuplane.token';
+/** Why the token was dropped, for the other tabs that see it go (a 401 in one tab signs them all out). */
+const NOTICE_KEY = 'gpuplane.signed-out';
 
 export interface AuthState {
   /** Whether a token is held (api.ts reads it with currentToken()). */
@@ -30,12 +32,23 @@ function readStored(): string | null {
   }
 }
 
-function store(t: string | null): void {
+function store(t: string | null, notice: string | null = null): void {
   try {
+    // The notice first: a tab that sees the token go reads why.
+    if (notice) localStorage.setItem(NOTICE_KEY, notice);
+    else localStorage.removeItem(NOTICE_KEY);
     if (t) localStorage.setItem(KEY, t);
     else localStorage.removeItem(KEY);
   } catch {
     // kept in memory only
+  }
+}
+
+function storedNotice(): string | null {
+  try {
+    return localStorage.getItem(NOTICE_KEY);
+  } catch {
+    return null;
   }
 }
 
@@ -71,7 +84,7 @@ export function initAuth(): void {
   addEventListener('storage', (e) => {
     if (e.key !== KEY && e.key !== null) return;
     const stored = readStored();
-    if (stored !== token) set(stored, null);
+    if (stored !== token) set(stored, stored === null ? storedNotice() : null);
   });
 }
 
@@ -88,7 +101,7 @@ export function signIn(t: string): void {
 
 /** Forgets the token, here and in storage; `notice` says why when it was not the person's choice. */
 export function signOut(notice: string | null = null): void {
-  store(null);
+  store(null, notice);
   set(null, notice);
 }
 
