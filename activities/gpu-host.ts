@@ -10,7 +10,7 @@ import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, NodeInventory, ProcessExit } from '../workflows/types.ts';
 import { AllowedRoots } from '../workers/gpu-host/allowed-roots.ts';
-import { makePrivateDir } from '../workers/gpu-host/private-files.ts';
+import { makePrivateDir } from '../runtime/private-files.ts';
 import { readTail, workingDirProblem } from '../workers/gpu-host/proc.ts';
 import { attemptEnd, type CheckpointWatching } from '../workers/gpu-host/checkpoint-watching.ts';
 import type { LogShipping } from '../workers/gpu-host/log-shipper.ts';

@@ -1,10 +1,10 @@
-import fs from 'node:fs';
 import type { Logger } from 'pino';
 import os from 'node:os';
 import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
 import { announceAdminToken, startConfiguredApi } from '../api/serve.ts';
 import { ensureNodeToken } from '../runtime/credentials.ts';
+import { makePrivateDir } from '../runtime/private-files.ts';
 import { onShutdown, openConfiguredDatabase } from '../runtime/process.ts';
 import { startTemporalCluster, type TemporalCluster } from '../temporal/cluster.ts';
 import { startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
@@ -41,8 +41,7 @@ async function startClusterOn(c: GpuplaneConfig, f: UpFlags, log: (s: string) =>
  */
 export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void, logger: Logger): Promise<void> {
   // The home holds the database, Temporal's state and the tokens: its owner's only.
-  fs.mkdirSync(c.home, { recursive: true, mode: 0o700 });
-  fs.chmodSync(c.home, 0o700);
+  makePrivateDir(c.home);
   let dev: DevServer | null = null;
   let cluster: TemporalCluster | null = null;
   const already = await waitForTemporal(c.temporalAddress, 500).then(

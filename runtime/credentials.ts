@@ -11,6 +11,7 @@ import { and, eq, isNull } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
 import { apiTokens } from '../db/schema.ts';
 import { createToken, tokenLive } from '../db/queries/tokens.ts';
+import { makePrivateDir, writePrivateFile } from './private-files.ts';
 import { looksLikeToken } from './tokens.ts';
 
 export const adminTokenFile = (home: string) => path.join(home, 'admin-token');
@@ -28,10 +29,9 @@ function readToken(file: string): string | null {
 
 /** Writes a token file readable by its owner only (and its folder 0700). */
 export function writeTokenFile(file: string, token: string): void {
-  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
-  fs.chmodSync(path.dirname(file), 0o700);
+  makePrivateDir(path.dirname(file));
   const tmp = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(tmp, `${token}\n`, { mode: 0o600 });
+  writePrivateFile(tmp, `${token}\n`);
   fs.renameSync(tmp, file);
 }
 

@@ -17,7 +17,7 @@ import { AttemptCgroups } from './cgroup.ts';
 import { readInventory } from './inventory.ts';
 import { attemptEnd, CheckpointWatching } from './checkpoint-watching.ts';
 import { LogShipping } from './log-shipper.ts';
-import { makePrivateDir } from './private-files.ts';
+import { makePrivateDir } from '../../runtime/private-files.ts';
 import { attemptWanted } from './wanted.ts';
 
 export interface AgentOptions {

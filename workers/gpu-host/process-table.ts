@@ -4,7 +4,7 @@ import type { AttemptSpec } from '../../workflows/types.ts';
 import { livenessPlan } from '../../domain/liveness.ts';
 import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
 import { AttemptCgroups } from './cgroup.ts';
-import { makePrivateDir, writePrivateFile } from './private-files.ts';
+import { makePrivateDir, writePrivateFile } from '../../runtime/private-files.ts';
 import { killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
 import { shimReport, startShim, watchStatus } from './shim.ts';
 

@@ -7,7 +7,7 @@ import { livenessPlan } from '../../domain/liveness.ts';
 import { onShutdown } from '../../runtime/process.ts';
 import { connectClient, connectWorker, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { startAgent, type Agent } from './agent.ts';
-import { makePrivateDir } from './private-files.ts';
+import { makePrivateDir } from '../../runtime/private-files.ts';
 
 export interface AgentFlags {
   nodeId: string;

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { openPrivateForAppend } from './private-files.ts';
+import { openPrivateForAppend } from '../../runtime/private-files.ts';
 import { decodeWaitStatus, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
 
 const shimPath = fileURLToPath(new URL('./job-shim.sh', import.meta.url));

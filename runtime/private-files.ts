@@ -1,6 +1,6 @@
 /**
- * What the agent writes (attempt records, statuses, logs) is its own and the job's: other users
- * of the node read none of it. Folders are 0700 and files 0600 whatever the umask, and whatever
+ * What the agent writes (attempt records, statuses, logs) and what gpuctl keeps in its home (the
+ * database, tokens) is its user's own: other users of the machine read none of it. Folders are 0700 and files 0600 whatever the umask, and whatever
  * mode an older agent left them with.
  */
 import fs from 'node:fs';
