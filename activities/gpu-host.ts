@@ -244,6 +244,19 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     return { refused: `could not confirm the attempt with the API (and fetch its secret variables): ${last}` };
   }
 
+  /** POST /jobs/:id/attempts/:n/started (api/routes/launch.ts); a 4xx (the attempt moved on) is final. */
+  async function reportStarted(spec: AttemptSpec, pid: number, logPath: string): Promise<void> {
+    const url = `${deps.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/started`;
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${deps.nodeToken}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ pid, log_path: logPath }),
+      signal: AbortSignal.timeout(15_000),
+    });
+    await res.arrayBuffer().catch(() => undefined);
+    if (res.status >= 500 || res.status === 429) throw new Error(`the API answered ${res.status} to the start report`);
+  }
+
   function jobEnv(spec: AttemptSpec, secrets: Record<string, string> = {}): NodeJS.ProcessEnv {
     return {
       ...baseJobEnv(process.env, deps.passEnv),
@@ -306,11 +319,12 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     }
     deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true);
     deps.checkpoints?.watch(spec, attemptEnd(entry.exited));
-    // The workflow records RUNNING from this signal, sent before the exit can be reported. A
-    // blip must not kill a job that started: on failure it is retried in the background, and
+    // RUNNING is recorded from this report, sent before the exit can be: to the API with the
+    // node token (one request), or, by an agent without one, as a signal to the job's workflow.
+    // A blip must not kill a job that started: on failure it is retried in the background, and
     // without it the attempt still ends right, from DISPATCHING.
     const started = entry;
-    const report = () => deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: started.pid, logPath });
+    const report = deps.nodeToken ? () => reportStarted(spec, started.pid, logPath) : () => deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: started.pid, logPath });
     await report().catch(() => {
       void retryWhile(() => live.get(spec.jobId) === started && !started.fenced, report);
     });

@@ -140,6 +140,7 @@ const RULES: Record<string, Rule> = {
   // Logs are what a node saw its process print: its node (and an admin) write them, no user.
   'POST /api/v1/jobs/:id/attempts/:attempt/logs/:stream': { access: 'admin', nodeAttempt: logAttempt },
   'GET /api/v1/jobs/:id/attempts/:attempt/launch': { access: 'node', nodeAttempt: logAttempt },
+  'POST /api/v1/jobs/:id/attempts/:attempt/started': { access: 'node', nodeAttempt: logAttempt },
 
   'GET /api/v1/runs/counts': { access: 'any' },
   'POST /api/v1/runs': { access: 'write', project: byBodyProject, fromBody: true },
@@ -320,7 +321,7 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
       throw unauthorized('unknown or revoked token');
     }
     req.principal = p;
-    if (rule.access === 'node' && p.kind !== 'node') throw forbidden(`${describe(p)} is not a node token: an attempt's launch (and its secret values) goes only to the node it was dispatched to`);
+    if (rule.access === 'node' && p.kind !== 'node') throw forbidden(`${describe(p)} is not a node token: only the node an attempt was dispatched to launches it (and gets its secret values) and reports it started`);
     if (p.kind === 'admin' || rule.everyone) return;
     const params = req.params as Params;
     const query = req.query as Query;

@@ -98,15 +98,27 @@ describe('secret env', () => {
     expect(admin.status).toBe(403);
     expect(await admin.text()).not.toContain(SECRET);
     const other = running.node_id === 'sec-a' ? 'sec-b' : 'sec-a';
-    const otherNode = await get((await c.makeToken({ role: 'node', nodeId: other })).token);
+    const otherToken = (await c.makeToken({ role: 'node', nodeId: other })).token;
+    const otherNode = await get(otherToken);
     expect(otherNode.status).toBe(403);
     const own = (await c.makeToken({ role: 'node', nodeId: running.node_id! })).token;
     const mine = await get(own);
     expect(mine.status).toBe(200);
     expect(((await mine.json()) as { secret_env: Record<string, string> }).secret_env).toEqual({ API_KEY: SECRET });
+    // The start report (DISPATCHING → RUNNING) is the same node's alone; a repeat changes nothing.
+    const started = (token: string) =>
+      fetch(`${c.apiUrl}/api/v1/jobs/${job.id}/attempts/1/started`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ pid: 1, log_path: '/elsewhere.log' }) });
+    expect((await started(c.token)).status).toBe(403);
+    expect((await started(otherToken)).status).toBe(403);
+    const again = await started(own);
+    expect(again.status).toBe(200);
+    expect(await again.json()).toEqual({ state: 'RUNNING' });
     await c.client.cancel(job.id);
     await c.client.waitFor(job.id, ['CANCELLED'], 60_000);
     expect((await get(own)).status).toBe(409);
+    // A late report does not bring an ended attempt back to RUNNING.
+    expect(await (await started(own)).json()).toEqual({ state: 'CANCELLED' });
+    expect((await c.client.job(job.id)).state).toBe('CANCELLED');
   });
 
   it('a secret that shadows env or an agent variable is refused and makes no job', async () => {

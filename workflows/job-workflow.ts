@@ -7,6 +7,7 @@ import {
   condition,
   continueAsNew,
   ParentClosePolicy,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -21,6 +22,9 @@ import { attemptStartedSignal, cancelJobSignal, checkpointFoundSignal, dispatchS
 import { gpuHostTaskQueue, jobWorkflowId } from './names.ts';
 import { SA_JOB_ID, SA_JOB_STATE, SA_JOB_TYPE, SA_NODE, SA_PROJECT } from './search-attributes.ts';
 import type { AttemptOutcome, AttemptSpec, AttemptStarted, EvaluationChild, JobState, JobWorkflowInput, JobWorkflowResult, ProcessExit } from './types.ts';
+
+/** Patch: RUNNING is reported by the agent to the API, and set in Temporal when the attempt goes to its node. */
+const STARTED_BY_API = 'started-by-api';
 
 // Short database writes run as local activities: no round trip through the server's task
 // queue, and a few history events fewer per job.
@@ -218,7 +222,12 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     }
     const s: AttemptSpec = spec;
     const watchOnly = s.resumed === true;
-    setState(watchOnly ? 'RUNNING' : 'DISPATCHING', s.nodeId);
+    // The agent reports the process up to the API, which records RUNNING in the database: no
+    // signal, workflow task or local activity here. Temporal's view (the search attribute and
+    // the jobState query) says RUNNING from the moment the attempt is handed to its node.
+    // Histories from before (DISPATCHING here, RUNNING on the agent's signal) replay unpatched.
+    const runningOnHandOver = patched(STARTED_BY_API);
+    setState(watchOnly || runningOnHandOver ? 'RUNNING' : 'DISPATCHING', s.nodeId);
 
     const onNode = {
       taskQueue: gpuHostTaskQueue(s.nodeId),

@@ -7,10 +7,16 @@
  *
  * Only a node token of the node the attempt was dispatched to gets it (api/auth.ts), and only
  * while the attempt is DISPATCHING or RUNNING; nobody else, admins included.
+ *
+ * POST /jobs/:id/attempts/:attempt/started: the same agent reports that the process is up, and
+ * the attempt is RUNNING (one request, where a Temporal signal to the job's workflow cost a
+ * workflow task and a local activity).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { and, eq } from 'drizzle-orm';
+import { markEvaluationRunning } from '../../db/queries/evaluations.ts';
+import { transitionJob } from '../../db/queries/jobs.ts';
 import { jobAttempts, jobs, jobSecrets, runs } from '../../db/schema.ts';
 import type { ApiDeps } from '../app.ts';
 import { DomainError, notFound } from '../errors.ts';
@@ -27,6 +33,15 @@ export const LaunchSchema = Type.Object({
   watch_dir: Nullable(Type.String()),
   secret_env: StringMap,
 });
+
+export const StartedBody = Type.Object(
+  {
+    pid: Type.Integer({ minimum: 1, maximum: 2 ** 31 - 1, description: 'pid of the process the agent started (its shim, leader of the process group)' }),
+    log_path: Type.String({ minLength: 1, maxLength: 4096, description: "where the node writes the attempt's stdout" }),
+  },
+  { additionalProperties: false },
+);
+export const StartedSchema = Type.Object({ state: Type.String({ description: "the attempt's state after the report: RUNNING, or the state it had already moved on to" }) });
 
 export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
   app.get(
@@ -60,6 +75,46 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
         watch_dir: job.watchDir,
         secret_env: Object.fromEntries(secrets.map((r) => [r.name, r.value])),
       };
+    },
+  );
+
+  app.post(
+    '/jobs/:id/attempts/:attempt/started',
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: "The attempt's process is up: DISPATCHING → RUNNING (node tokens of the node it was dispatched to only)",
+        params: Params,
+        body: StartedBody,
+        response: { 200: StartedSchema, ...errorResponses },
+      },
+    },
+    async (req) => {
+      const { id } = req.params;
+      const attempt = Number(req.params.attempt);
+      const { pid, log_path: logPath } = req.body;
+      return db.transaction(async (tx) => {
+        const now = new Date();
+        const moved = await transitionJob(tx, {
+          jobId: id,
+          attempt,
+          from: ['DISPATCHING'],
+          to: 'RUNNING',
+          detail: `pid ${pid}`,
+          job: { startedAt: now },
+          attemptRow: { startedAt: now, pid, logPath },
+        });
+        // An EVALUATE job's evaluation runs with it (a no-op for any other job).
+        if (moved !== null) {
+          await markEvaluationRunning(tx, id);
+          return { state: 'RUNNING' };
+        }
+        const [job] = await tx.select({ state: jobs.state, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, id));
+        if (!job) throw notFound('job', id);
+        // A report sent twice, or one that arrives after the exit was recorded: nothing to change.
+        if (job.attempt === attempt) return { state: job.state };
+        throw new DomainError('conflict', `attempt ${id}#${attempt} is not the job's current attempt (${job.attempt})`);
+      });
     },
   );
 };
