@@ -104,7 +104,9 @@ export function createControlActivities(deps: ControlDeps) {
      * waits for a retry of the attempt the database has.
      */
     async enqueueAttempt(a: { jobId: string; attempt: number }): Promise<{ state: JobState; attempt: number; dispatched?: true; begun?: Omit<AttemptSpec, 'lostAfterMs'> }> {
+      let nowake = false;
       const result = await db.transaction(async (tx) => {
+        nowake = false;
         // By id first: a retry_job in flight holds this row until it commits its new attempt.
         const job = await getJobForUpdate(tx, a.jobId);
         if (!job) throw new Error(`job ${a.jobId} does not exist`);
@@ -120,8 +122,12 @@ export function createControlActivities(deps: ControlDeps) {
           // Nothing waits ahead of it and a node has room: placed now, without a scheduler pass.
           const placed = await placeAlone(tx, { id: a.jobId, attempt: a.attempt, gpus: job.gpus, selector: job.selector }, now);
           // Placed: its attempt begins in the same transaction (one local activity, not two).
-          const begun = placed ? await beginIn(tx, { jobId: a.jobId, attempt: a.attempt }) : null;
-          return begun ? { state: 'QUEUED' as const, attempt: a.attempt, dispatched: true as const, begun } : { state: 'QUEUED' as const, attempt: a.attempt };
+          const begun = placed.placement ? await beginIn(tx, { jobId: a.jobId, attempt: a.attempt }) : null;
+          if (begun) return { state: 'QUEUED' as const, attempt: a.attempt, dispatched: true as const, begun };
+          // No node has room for it: the pass could not place it either; it gets the cards of
+          // a job that ends (handed on there), or a node that joins wakes the scheduler.
+          if (!placed.placement && !placed.passCouldPlace) nowake = true;
+          return { state: 'QUEUED' as const, attempt: a.attempt };
         }
         // A retry of this activity after its commit: the attempt is queued (or already granted
         // cards); the workflow must go on waiting for it, or take the cards it was given.
@@ -129,7 +135,7 @@ export function createControlActivities(deps: ControlDeps) {
         if (job.attempt === a.attempt && job.state === 'QUEUED') return { state: 'QUEUED' as const, attempt: a.attempt };
         return { state: job.state, attempt: job.attempt };
       });
-      if (result.state === 'QUEUED' && !('dispatched' in result)) await wake();
+      if (result.state === 'QUEUED' && !('dispatched' in result) && !nowake) await wake();
       return result;
     },
 
@@ -198,7 +204,7 @@ export function createControlActivities(deps: ControlDeps) {
 
     async finishAttempt(a: { jobId: string; attempt: number; outcome: AttemptOutcome }): Promise<{ state: JobState; requeue: boolean }> {
       let suspectNode: string | null = null;
-      let handed: Placement[] | null = null;
+      let handed: { placed: Placement[]; wholePass: boolean } | null = null;
       const result = await db.transaction(async (tx) => {
         const job = await getJobForUpdate(tx, a.jobId);
         if (!job) throw new Error(`job ${a.jobId} does not exist`);
@@ -275,8 +281,11 @@ export function createControlActivities(deps: ControlDeps) {
           .signal(nodeSuspectSignal)
           .catch(() => undefined);
       }
-      if (handed) await sendGrants(client, handed);
-      else await wake();
+      // The freed cards went to the head of the queue; the scheduler runs a whole pass only when
+      // some are left over for the jobs behind it. A job that freed none wakes it as before.
+      const h = handed as { placed: Placement[]; wholePass: boolean } | null;
+      if (h) await sendGrants(client, h.placed);
+      if (!h || h.wholePass) await wake();
       return result;
     },
 

@@ -7,6 +7,7 @@ import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { claimSlots, runSchedulePass } from '../db/queries/schedule.ts';
+import { HAND_ON_HEAD, handOnFreedCards, placeAlone } from '../db/queries/dispatch.ts';
 import { gpuSlots } from '../db/schema.ts';
 import { fakeGpus } from '../workers/gpu-host/inventory.ts';
 import { createDatabase } from './support/postgres.ts';
@@ -109,5 +110,40 @@ describe.each([
     expect(lines[0].detail).toMatch(/^node n2 cards \[\d,\d\]$/);
     const evs = rows<{ job_id: string }>(await db.execute(sql`select job_id from events where kind = 'job.state' and message like 'QUEUED → DISPATCHING%' order by job_id`));
     expect(evs.map((e) => e.job_id)).toEqual(placed);
+  });
+
+  it("a job's end hands its freed cards to the head of a long queue as a whole pass would, and asks for a whole pass only when cards are left over", async () => {
+    const queue = async (db: DatabaseHandle['db'], id: string, gpus: number, at: number, priority = 0) => {
+      await insertJob(db, { ...newJob(id, gpus), priority });
+      await db.transaction((tx) => transitionJob(tx, { jobId: id, attempt: 1, from: ['CREATED'], to: 'QUEUED', job: { queuedAt: new Date(at) } }));
+    };
+    // A long queue of one-card jobs and a node with two free cards: the oldest job and a
+    // higher-priority one queued last get them; nothing is left for a whole pass.
+    {
+      const { db } = await open();
+      await upsertNodeOnline(db, { nodeId: 'h1', hostname: 'h', labels: {}, gpus: fakeGpus('h1', 2) });
+      for (let i = 0; i < HAND_ON_HEAD + 16; i++) await queue(db, `q${String(i).padStart(3, '0')}`, 1, 1_000 + i);
+      await queue(db, 'urgent', 1, 9_000, 5);
+      const placeable = await db.transaction((tx) => placeAlone(tx, { id: 'q000', attempt: 1, gpus: 1, selector: {} }, new Date()));
+      expect(placeable).toEqual({ placement: null, passCouldPlace: true });
+      const r = await db.transaction((tx) => handOnFreedCards(tx, 3_600_000, new Date(10_000)));
+      expect(r.placed.map((p) => p.jobId).sort()).toEqual(['q000', 'urgent']);
+      expect(r.wholePass).toBe(false);
+      // No room left: a job queued now could not be placed by a pass either.
+      const full = await db.transaction((tx) => placeAlone(tx, { id: 'q001', attempt: 1, gpus: 1, selector: {} }, new Date()));
+      expect(full).toEqual({ placement: null, passCouldPlace: false });
+    }
+    // The head holds only jobs too big for any node: the cards are left over and a job behind
+    // the head fits, so a whole pass is asked for, and it places that job.
+    {
+      const { db } = await open();
+      await upsertNodeOnline(db, { nodeId: 'h2', hostname: 'h', labels: {}, gpus: fakeGpus('h2', 4) });
+      for (let i = 0; i < HAND_ON_HEAD; i++) await queue(db, `big${String(i).padStart(3, '0')}`, 8, 1_000 + i);
+      await queue(db, 'small', 1, 5_000);
+      const r = await db.transaction((tx) => handOnFreedCards(tx, 3_600_000, new Date(10_000)));
+      expect(r).toEqual({ placed: [], wholePass: true });
+      const pass = await runSchedulePass(db, 3_600_000, new Date(10_000));
+      expect(pass.placements.map((p) => p.jobId)).toEqual(['small']);
+    }
   });
 });

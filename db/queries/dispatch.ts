@@ -60,13 +60,13 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
 /**
  * The fast path of a job that finds the queue empty: it is placed at once, in the transaction
  * that queued it, on the best-fitting node with room (the fewest free cards that suffice, then
- * the lowest id), instead of waiting for the scheduler's next pass. Null when another job waits
- * (the pass keeps the queue's order) or no node has room. Runs in a savepoint: a card taken
- * meanwhile leaves the job QUEUED for the pass.
+ * the lowest id), instead of waiting for the scheduler's next pass. Not placed when another job
+ * waits (the pass keeps the queue's order) or no node has room; `passCouldPlace` says whether a
+ * pass could place it now (a node has room for it), so that a job queued behind a full cluster
+ * does not wake the scheduler for nothing: the cards it waits for are handed on when they are
+ * freed. Runs in a savepoint: a card taken meanwhile leaves the job QUEUED for the pass.
  */
-export async function placeAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; selector: Record<string, string> }, now: Date): Promise<Placement | null> {
-  const others = await queryRows<{ id: string }>(ex, sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`);
-  if (others.length > 0) return null;
+export async function placeAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; selector: Record<string, string> }, now: Date): Promise<{ placement: Placement } | { placement: null; passCouldPlace: boolean }> {
   const [node] = await queryRows<{ node_id: string; free: number[] }>(ex, sql`
       select s.node_id, array_agg(s.index order by s.index) as free
       from gpu_slots s join nodes n on n.id = s.node_id
@@ -75,39 +75,50 @@ export async function placeAlone(ex: Executor, job: { id: string; attempt: numbe
       having count(*) >= ${job.gpus}
       order by ${job.gpus === 0 ? sql`count(*) desc, s.node_id desc` : sql`count(*), s.node_id`}
       limit 1`);
-  if (!node) return null;
+  if (!node) return { placement: null, passCouldPlace: false };
+  const others = await queryRows<{ id: string }>(ex, sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`);
+  if (others.length > 0) return { placement: null, passCouldPlace: true };
   const placement: Placement = { jobId: job.id, attempt: job.attempt, nodeId: node.node_id, gpuIndices: node.free.map(Number).slice(0, job.gpus) };
   try {
-    return (await (ex as Db).transaction((sp) => dispatchPlacements(sp, [placement], now)))[0] ?? null;
+    const placed = (await (ex as Db).transaction((sp) => dispatchPlacements(sp, [placement], now)))[0];
+    return placed ? { placement: placed } : { placement: null, passCouldPlace: true };
   } catch {
-    return null;
+    return { placement: null, passCouldPlace: true };
   }
 }
 
-/** The longest queue that a job's end hands its cards to by itself; a longer one waits for the scheduler's pass. */
-export const HAND_ON_MAX_QUEUE = 64;
+/** How many jobs at the head of the queue a job's end hands its freed cards to by itself. */
+export const HAND_ON_HEAD = 64;
 
 /**
- * A job ended and freed its cards: when few jobs wait, the pass is run right here, in the
- * transaction that freed them (in a savepoint), instead of waking the scheduler for it. Returns
- * the placements made, or null when the scheduler must run it (a long queue, or a card taken
- * meanwhile).
+ * A job ended and freed its cards: the pass is run right here, in the transaction that freed
+ * them (in a savepoint), over the head of the queue (its first HAND_ON_HEAD jobs in the pass's
+ * order), instead of waking the scheduler for it. Placement takes jobs one by one in that order,
+ * so a plan over the head places exactly what a whole pass would place among those jobs. Returns
+ * the placements made and whether the scheduler must still run a whole pass: cards are left over
+ * while more jobs wait than the head held (one of them may fit), or a card was taken meanwhile.
  */
-export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<Placement[] | null> {
-  const queue = await queryRows<{ id: string; attempt: number; gpus: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null }>(ex, sql`select id, attempt, gpus, selector, priority, queued_at from jobs where state = 'QUEUED' limit ${HAND_ON_MAX_QUEUE + 1}`);
-  if (queue.length === 0) return [];
-  if (queue.length > HAND_ON_MAX_QUEUE) return null;
+export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<{ placed: Placement[]; wholePass: boolean }> {
+  const queue = await queryRows<{ id: string; attempt: number; gpus: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null }>(
+    ex,
+    sql`select id, attempt, gpus, selector, priority, queued_at from jobs where state = 'QUEUED' order by priority desc, queued_at asc nulls last, id limit ${HAND_ON_HEAD + 1}`,
+  );
+  if (queue.length === 0) return { placed: [], wholePass: false };
+  const more = queue.length > HAND_ON_HEAD;
   try {
     return await (ex as Db).transaction(async (sp) => {
+      const rooms = await nodeRooms(sp);
       const planned = planPlacements(
-        queue.map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now })),
-        await nodeRooms(sp),
+        queue.slice(0, HAND_ON_HEAD).map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now })),
+        rooms,
         now,
         holdMs,
       );
-      return dispatchPlacements(sp, planned, now);
+      const placed = await dispatchPlacements(sp, planned, now);
+      const free = rooms.reduce((n, r) => n + r.free.length, 0) - placed.reduce((n, p) => n + p.gpuIndices.length, 0);
+      return { placed, wholePass: more && free > 0 };
     });
   } catch {
-    return null;
+    return { placed: [], wholePass: true };
   }
 }
