@@ -1,7 +1,6 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { inArray } from 'drizzle-orm';
+import { and, inArray } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
-import { getJob } from '../../db/queries/jobs.ts';
 import { jobs, type Job } from '../../db/schema.ts';
 import { startJobWorkflow, type JobTimeouts } from '../../temporal/client-ops.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../../workflows/names.ts';
@@ -49,6 +48,24 @@ async function settle(client: Client, job: Job, state: SettleJobInput['state'], 
   }
 }
 
+/** A job open in the database whose workflow closed: settled unless a newer run of it is open. */
+async function settleStranded(client: Client, job: Job, t: JobTimeouts): Promise<boolean> {
+  const workflowId = jobWorkflowId(job.id);
+  // The latest run must be closed too: a re-queued, retried or reset job has a newer one.
+  const latest = await client.workflow.getHandle(workflowId).describe();
+  if (latest.status.name === 'RUNNING') return false;
+  // A run that completed knows how its attempt ended: the database lost that write (a
+  // PostgreSQL crash that dropped its last commits). Its history is the truth.
+  const result = latest.status.name === 'COMPLETED' && latest.type === 'jobWorkflow' ? ((await client.workflow.getHandle(workflowId, latest.runId).result()) as JobWorkflowResult) : null;
+  if (result && result.attempt === job.attempt && (result.state === 'SUCCEEDED' || result.state === 'FAILED' || result.state === 'CANCELLED')) {
+    const why = `recovered from the workflow's history (the database had lost it)${result.reason ? `: ${result.reason}` : ''}`;
+    // The process has ended by then: nothing to stop on the node.
+    return settle(client, { ...job, state: 'QUEUED' }, result.state, why, t);
+  }
+  const reason = await closeReason(client, workflowId, latest.runId, latest.status.name);
+  return settle(client, job, latest.status.name === 'CANCELLED' ? 'CANCELLED' : 'FAILED', reason, t);
+}
+
 /**
  * Jobs whose workflow was closed behind their back (Terminate, Reset or Cancel in the Temporal
  * UI or CLI) since `since`: each gets a settle workflow under its own id, which stops the
@@ -59,26 +76,23 @@ export async function reconcileClosedJobWorkflows(db: Db, client: Client, t: Job
   const query = `(WorkflowType = 'jobWorkflow' OR WorkflowType = 'settleJobWorkflow') AND ExecutionStatus != 'Running' AND ExecutionStatus != 'ContinuedAsNew' AND CloseTime > '${since.toISOString()}'`;
   const seen = new Set<string>();
   let settled = 0;
+  // Most closed workflows are of jobs that ended normally: the database is asked about them a
+  // page at a time (one query for up to 500 workflows), and only the stranded ones are looked at.
+  let page: string[] = [];
+  const look = async () => {
+    const ids = page.map((w) => w.slice('job/'.length));
+    page = [];
+    if (ids.length === 0) return;
+    const stranded = await db.select().from(jobs).where(and(inArray(jobs.id, ids), inArray(jobs.state, STRANDABLE)));
+    for (const job of stranded) if (await settleStranded(client, job, t)) settled += 1;
+  };
   for await (const wf of client.workflow.list({ query })) {
     if (seen.has(wf.workflowId)) continue;
     seen.add(wf.workflowId);
-    const job = await getJob(db, wf.workflowId.slice('job/'.length));
-    if (!job || !STRANDABLE.includes(job.state)) continue;
-    // The latest run must be closed too: a re-queued, retried or reset job has a newer one.
-    const latest = await client.workflow.getHandle(wf.workflowId).describe();
-    if (latest.status.name === 'RUNNING') continue;
-    // A run that completed knows how its attempt ended: the database lost that write (a
-    // PostgreSQL crash that dropped its last commits). Its history is the truth.
-    const result = latest.status.name === 'COMPLETED' && latest.type === 'jobWorkflow' ? ((await client.workflow.getHandle(wf.workflowId, latest.runId).result()) as JobWorkflowResult) : null;
-    if (result && result.attempt === job.attempt && (result.state === 'SUCCEEDED' || result.state === 'FAILED' || result.state === 'CANCELLED')) {
-      const why = `recovered from the workflow's history (the database had lost it)${result.reason ? `: ${result.reason}` : ''}`;
-      // The process has ended by then: nothing to stop on the node.
-      if (await settle(client, { ...job, state: 'QUEUED' }, result.state, why, t)) settled += 1;
-      continue;
-    }
-    const reason = await closeReason(client, wf.workflowId, latest.runId, latest.status.name);
-    if (await settle(client, job, latest.status.name === 'CANCELLED' ? 'CANCELLED' : 'FAILED', reason, t)) settled += 1;
+    page.push(wf.workflowId);
+    if (page.length >= 500) await look();
   }
+  await look();
   return settled;
 }
 
