@@ -2,7 +2,9 @@
  * bench/dispatch: how fast jobs go from submit to RUNNING and through the system, beside the
  * peers that bound it, all in one run.
  *
- *   npm run bench:dispatch [-- --jobs 1000 --latency-samples 50 --queue 10000 --skip slurm,cluster,grid,peer]
+ *   npm run bench:dispatch [-- --jobs 1000 --latency-samples 50 --queue 10000 --skip slurm,cluster,grid,peer --threads --profile DIR]
+ *
+ * --skip takes any of embedded, latency, pg, cluster, pass, grid, peer, slurm.
  *
  * Real parts, real processes: a throwaway PostgreSQL cluster and a Temporal dev server shared by
  * the shapes, and per shape `gpuctl control-worker`, `gpuctl api` and `gpuctl agent` processes
@@ -25,6 +27,7 @@ import { jobWorkflowId } from '../workflows/names.ts';
 import { gpuctlPath, ManagedProcess, startCluster, type Cluster } from '../test/support/cluster.ts';
 import { freePort } from '../test/support/ports.ts';
 import { startSharedServices } from '../test/support/services.ts';
+import { cpuPerJob, cpuSnapshot, pidsMatching, threadsOf } from './cpu.ts';
 import { measurePass, type PassFigure } from './schedule-pass.ts';
 import { runSlurmPeer, type SlurmFigures } from './slurm-peer.ts';
 
@@ -34,6 +37,10 @@ const { values: args } = parseArgs({
     'latency-samples': { type: 'string', default: '50' },
     queue: { type: 'string', default: '10000' },
     skip: { type: 'string', default: '' },
+    // CPU of each thread of our processes in the PostgreSQL shape (main, the workflow thread, the libuv pool, Temporal's core).
+    threads: { type: 'boolean', default: false },
+    // Each of our processes writes a V8 CPU profile into this folder when it exits (node --cpu-prof).
+    profile: { type: 'string' },
   },
   strict: true,
 });
@@ -41,6 +48,7 @@ const JOBS = Number(args.jobs);
 const SAMPLES = Number(args['latency-samples']);
 const QUEUE = Number(args.queue);
 const skip = new Set(args.skip.split(',').filter(Boolean));
+if (args.profile) process.env.GPUPLANE_PROFILE_DIR = args.profile;
 
 const say = (s: string) => process.stdout.write(`${s}\n`);
 const pct = (xs: number[], p: number) => {
@@ -76,12 +84,15 @@ async function sequentialTrue(client: GpuplaneClient): Promise<Throughput & { id
     post.push(performance.now() - a);
   }
   const mine = new Set(ids);
-  let ended: { ok: number; last: number } | null = null;
-  while (!ended) {
-    const done = (await client.request<{ jobs: { id: string; state: string; ended_at: string | null }[] }>('GET', `/jobs?limit=1000`)).jobs.filter((j) => j.ended_at && mine.has(j.id));
-    if (done.length >= Math.min(JOBS, 1000)) ended = { ok: done.filter((j) => j.state === 'SUCCEEDED').length, last: Math.max(...done.map((j) => new Date(j.ended_at!).getTime())) };
-    else await new Promise((r) => setTimeout(r, 250));
+  // Waits on the counts (one cheap query a poll), so that waiting does not load the API under test.
+  const open = ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'LOST'];
+  for (;;) {
+    const c = await client.request<{ states: Record<string, number> }>('GET', '/jobs/counts');
+    if (open.every((s) => (c.states[s] ?? 0) === 0)) break;
+    await new Promise((r) => setTimeout(r, 250));
   }
+  const done = (await client.request<{ jobs: { id: string; state: string; ended_at: string | null }[] }>('GET', `/jobs?limit=1000`)).jobs.filter((j) => j.ended_at && mine.has(j.id));
+  const ended = { ok: done.filter((j) => j.state === 'SUCCEEDED').length, last: Math.max(...done.map((j) => new Date(j.ended_at!).getTime())) };
   const seconds = (ended.last - t0) / 1000;
   return { rate: JOBS / seconds, seconds, ok: ended.ok, post: { p50: pct(post, 50), p99: pct(post, 99) }, ids };
 }
@@ -148,7 +159,7 @@ async function main() {
     startCluster(name, { agents: [{ nodeId: 'one', gpus: 8 }], heartbeatTimeoutS: 10, lostAfterS: 60, ...extra }, services);
   try {
     // 1. The public path on the embedded default: `gpuctl up` (PGlite), one client, one POST at a time.
-    {
+    if (!skip.has('embedded')) {
       const e = await startEmbedded(services.scratch);
       try {
         const idle: number[] = [];
@@ -169,7 +180,7 @@ async function main() {
     }
 
     // 2. submit → RUNNING on an idle cluster (PostgreSQL, dev server), one job at a time.
-    {
+    if (!skip.has('latency')) {
       const c = await cluster('latency');
       const lat: number[] = [];
       for (let i = 0; i < SAMPLES; i++) {
@@ -184,15 +195,33 @@ async function main() {
     }
 
     // 3. The same throughput shape on PostgreSQL and the dev server, with the cost of a job in Temporal actions.
-    {
+    if (!skip.has('pg')) {
       const c = await cluster('single');
+      const roles = () => ({
+        'control worker': [c.control.pid!],
+        API: [c.api.pid!],
+        'agent (with its shims and jobs)': [...c.agents.values()].map((a) => a.pid!),
+        'Temporal server': pidsMatching('start-dev', `--port ${services.temporalAddress.split(':').pop()} `),
+        PostgreSQL: pidsMatching('bin/postgres', services.pgDir),
+        'bench client': [process.pid],
+      });
+      const before = cpuSnapshot(roles());
+      const threadsBefore = args.threads ? [c.control.pid!, c.api.pid!, ...[...c.agents.values()].map((a) => a.pid!)].map(threadsOf) : [];
       const r = await sequentialTrue(c.client);
+      if (args.threads) {
+        [c.control.pid!, c.api.pid!, ...[...c.agents.values()].map((a) => a.pid!)].forEach((pid, i) => {
+          const now = threadsOf(pid);
+          say(`  threads of ${['control worker', 'API', 'agent'][i] ?? pid}: ${Object.entries(now).map(([k, v]) => `${k} ${((v - (threadsBefore[i][k] ?? 0)) / JOBS).toFixed(1)}`).join(', ')}`);
+        });
+      }
+      const cpu = cpuPerJob(before, cpuSnapshot(roles()), JOBS);
       const a = await actionsPerJob(services.temporalAddress, c.namespace, r.ids);
       await c.stop();
       note(`PostgreSQL + dev server: ${JOBS} one-card \`true\` jobs on 1 node × 8 cards, one client one POST at a time: ${r.rate.toFixed(1)} jobs/s (${r.seconds.toFixed(1)} s, ${r.ok} succeeded); POST p50 ${ms(r.post.p50)}`);
       note(
         `per job in Temporal (mean of the last 20 jobs' histories): ${a.events} history events, ${a.workflowTasks} workflow tasks, ${a.activities} activity, ${a.signals} signal, ${a.localActivities} local activities (database writes), ${a.searchAttributeUpserts} search-attribute upserts`,
       );
+      note(`  CPU per job in that run (/proc, each process and its children): ${cpu.text}`);
       figures.pg = r.rate;
     }
 
@@ -215,7 +244,7 @@ async function main() {
     }
 
     // 5. One scheduling pass: 10,000 queued on 1,000 nodes × 8 cards with 10 % free, and how it grows.
-    {
+    if (!skip.has('pass')) {
       const url = (db: string) => `postgres://postgres@127.0.0.1:${services.pgPort}/${db}`;
       const main: PassFigure = await measurePass(url, url('postgres'), { nodes: 1000, queued: QUEUE, free: 0.1 });
       note(`one scheduling pass, ${QUEUE} queued, 1,000 nodes × 8 cards with 10 % free: ${main.medianMs} ms (placing ${main.placed})`);

@@ -35,7 +35,9 @@ export class ManagedProcess {
 
   async start(): Promise<void> {
     this.output = '';
-    const argv = [process.execPath, gpuctlPath, ...this.args];
+    // GPUPLANE_PROFILE_DIR (bench/dispatch --profile DIR): each process writes its CPU profile there on exit.
+    const prof = process.env.GPUPLANE_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GPUPLANE_PROFILE_DIR}`] : [];
+    const argv = [process.execPath, ...prof, gpuctlPath, ...this.args];
     const [cmd, ...rest] = this.netns ? ['ip', 'netns', 'exec', this.netns, ...argv] : argv;
     const child = spawn(cmd, rest, { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;

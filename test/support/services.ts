@@ -11,6 +11,8 @@ import { freePort } from './ports.ts';
 export interface RunningServices extends SharedServices {
   /** A scratch folder of the run's own, removed by stop(). */
   scratch: string;
+  /** The PostgreSQL cluster's folder (its postmaster's command line names it). */
+  pgDir: string;
   stop(): Promise<void>;
 }
 
@@ -28,6 +30,7 @@ export async function startSharedServices(name: string): Promise<RunningServices
     fs.writeFileSync(workflowBundle, code);
     return {
       scratch,
+      pgDir: pgc.dir,
       pgPort: pgc.port,
       temporalAddress: temporal.address,
       workflowBundle,
