@@ -157,11 +157,8 @@ function serverConfig(o: ClusterOptions, ports: Record<'frontend' | 'frontendHtt
 }
 
 /** Dynamic config: no call home (these machines are offline), search attributes visible at once. */
-const DYNAMIC_CONFIG = {
-  'frontend.enableServerVersionCheck': [{ value: false }],
-  'system.forceSearchAttributesCacheRefreshOnRead': [{ value: true }],
-  'limit.maxIDLength': [{ value: 255 }],
-};
+/** The cluster's dynamic config, shared with temporal/docker-compose.yml. */
+const DYNAMIC_CONFIG_FILE = fileURLToPath(new URL('./dynamicconfig/gpuplane.yaml', import.meta.url));
 
 /**
  * Starts the cluster: creates and migrates its two databases where new, writes its config
@@ -179,7 +176,7 @@ export async function startTemporalCluster(o: ClusterOptions): Promise<TemporalC
   const configDir = path.join(o.dir, 'config');
   fs.mkdirSync(configDir, { recursive: true });
   const dynamicConfig = path.join(configDir, 'dynamic.yaml');
-  fs.writeFileSync(dynamicConfig, stringify(DYNAMIC_CONFIG));
+  fs.copyFileSync(DYNAMIC_CONFIG_FILE, dynamicConfig);
   const ports = {
     frontend: o.port,
     frontendHttp: await freePort(),

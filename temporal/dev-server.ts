@@ -22,6 +22,8 @@ export interface DevServerOptions {
   logFile?: string;
   /** Port of its Prometheus `/metrics` endpoint (random when unset). */
   metricsPort?: number;
+  /** More dynamic config values (`frontend.namespaceCount: 10000`, …). */
+  dynamicConfig?: Record<string, string | number | boolean>;
 }
 
 export interface DevServer {
@@ -43,6 +45,7 @@ export function devServerArgs(o: DevServerOptions): string[] {
   args.push('--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=1');
   // These machines have no internet: skip the version check that would call home.
   args.push('--dynamic-config-value', 'frontend.enableServerVersionCheck=false');
+  for (const [k, v] of Object.entries(o.dynamicConfig ?? {})) args.push('--dynamic-config-value', `${k}=${JSON.stringify(v)}`);
   return args;
 }
 

@@ -107,6 +107,11 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       allowedRoots: o.allowedRoots,
     }),
     maxConcurrentActivityTaskExecutions: 1000,
+    // One long poll on the node's own queue: its tasks are few (an attempt, a stop, its lease),
+    // and a poller takes the next one as soon as it has handed one over. The SDK's default of
+    // 10 a worker made 10,000 open polls for 1,000 nodes, past the frontend's limit of 1,200 a
+    // namespace (frontend.namespaceCount), and 10 empty polls a minute per idle node.
+    maxConcurrentActivityTaskPolls: 1,
     // Heartbeats go out at least every second, so the server's view of this node is never
     // much older than the agent's own view of its connection (see the fencing watchdog).
     maxHeartbeatThrottleInterval: '1s',
