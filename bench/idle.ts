@@ -1,7 +1,7 @@
 /**
  * bench/idle: what idle nodes and a running job cost the Temporal server.
  *
- *   npm run bench:idle [-- --nodes 200 --per-process 200 --window 30]
+ *   npm run bench:idle [-- --nodes 1000 --per-process 100 --window 30]
  *
  * A Temporal dev server of its own (with its Prometheus endpoint), a throwaway PostgreSQL, the
  * control worker and `--nodes` fake agents, `--per-process` of them sharing one Node process
@@ -12,6 +12,7 @@
  * what a Temporal cluster (or Temporal Cloud's actions) pays for; the frontend's count is taken, the
  * API calls clients make.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -29,10 +30,19 @@ import { createDatabase, startThrowawayCluster } from '../test/support/postgres.
 import { freePort } from '../test/support/ports.ts';
 
 const { values } = parseArgs({
-  options: { nodes: { type: 'string', default: '200' }, window: { type: 'string', default: '30' }, 'heartbeat-timeout': { type: 'string', default: '10' } },
+  options: {
+    nodes: { type: 'string', default: '200' },
+    'per-process': { type: 'string', default: '100' },
+    window: { type: 'string', default: '30' },
+    'heartbeat-timeout': { type: 'string', default: '10' },
+    // How long every node may take to come up before the bench gives up.
+    'start-timeout': { type: 'string', default: '1200' },
+  },
   strict: true,
 });
 const NODES = Number(values.nodes);
+const PER_PROCESS = Number(values['per-process']);
+const START_TIMEOUT_MS = Number(values['start-timeout']) * 1000;
 const WINDOW_S = Number(values.window);
 const HB_MS = Number(values['heartbeat-timeout']) * 1000;
 const say = (s: string) => process.stdout.write(`${s}\n`);
@@ -69,10 +79,13 @@ async function window(metricsUrl: string, pid: number, seconds: number) {
 async function main() {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-idle-'));
   const metricsPort = await freePort();
-  const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, metricsPort, logFile: path.join(scratch, 'temporal.log') });
+  // Every node holds one long poll on its own task queue: past about 1,100 nodes a namespace
+  // needs more than the frontend's default 1,200 concurrent polls (as temporal/dynamicconfig/gpuplane.yaml sets).
+  const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, metricsPort, logFile: path.join(scratch, 'temporal.log'), dynamicConfig: { 'frontend.namespaceCount': 10000 } });
   const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
   const pgc = await startThrowawayCluster(await freePort());
   const agents: Agent[] = [];
+  const hostProcs: ChildProcess[] = [];
   try {
     await createDatabase(pgc.url('postgres'), 'idle');
     const database = await openDatabase({ url: pgc.url('idle'), poolSize: 10 });
@@ -83,18 +96,46 @@ async function main() {
     const control = await startControlWorker({ db: database.db, client: t.client, connection, namespace: 'idle', backfillHoldMs: 300_000, timeouts });
     const api = await startApiServer({ db: database.db, client: t.client, timeouts, auth: null }, '127.0.0.1', 0);
     const client = new GpuplaneClient(api.url);
-    say(`bench/idle: ${NODES} fake nodes × 8 cards, all agents in this one process, heartbeat timeout ${HB_MS / 1000} s; ${os.cpus().length} cores`);
+    const hosts = Math.ceil(NODES / PER_PROCESS);
+    say(`bench/idle: ${NODES} fake nodes × 8 cards, ${hosts === 1 ? 'all agents in this one process' : `${PER_PROCESS} agents a process in ${hosts} processes`}, heartbeat timeout ${HB_MS / 1000} s; ${os.cpus().length} cores`);
+    const tokens: Record<string, string> = {};
     for (let i = 0; i < NODES; i++) {
       // Only a node with a node token is taken into the pool.
-      const { token: nodeToken } = await createToken(database.db, { name: `n${i}`, role: 'node', projects: [], nodeId: `n${i}` });
-      agents.push(
-        await startAgent({ nodeToken, nodeId: `n${i}`, labels: {}, fakeGpus: 8, client: t.client, connection, namespace: 'idle', apiUrl: api.url, dataDir: path.join(scratch, `n${i}`), heartbeatTimeoutMs: HB_MS, lostAfterMs: timeouts.lostAfterMs, killGraceMs: 1000 }),
-      );
+      tokens[`n${i}`] = (await createToken(database.db, { name: `n${i}`, role: 'node', projects: [], nodeId: `n${i}` })).token;
+    }
+    const t0 = Date.now();
+    if (hosts === 1) {
+      for (let i = 0; i < NODES; i++) {
+        agents.push(
+          await startAgent({ nodeToken: tokens[`n${i}`], nodeId: `n${i}`, labels: {}, fakeGpus: 8, client: t.client, connection, namespace: 'idle', apiUrl: api.url, dataDir: path.join(scratch, `n${i}`), heartbeatTimeoutMs: HB_MS, lostAfterMs: timeouts.lostAfterMs, killGraceMs: 1000 }),
+        );
+      }
+    } else {
+      const tokensFile = path.join(scratch, 'node-tokens.json');
+      fs.writeFileSync(tokensFile, JSON.stringify(tokens), { mode: 0o600 });
+      for (let h = 0; h < hosts; h++) {
+        const from = h * PER_PROCESS;
+        const count = Math.min(PER_PROCESS, NODES - from);
+        const argv = ['--import', 'tsx', path.join(import.meta.dirname, 'idle-agents.ts'), '--from', String(from), '--count', String(count), '--temporal', temporal.address, '--namespace', 'idle', '--api', api.url, '--tokens', tokensFile, '--scratch', scratch, '--heartbeat-timeout-ms', String(HB_MS), '--lost-after-ms', String(timeouts.lostAfterMs)];
+        const child = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
+        hostProcs.push(child);
+        // Started one after another: bringing up many workers at once only makes them all slow.
+        await new Promise<void>((resolve, reject) => {
+          child.stdout.on('data', (d: Buffer) => {
+            if (d.toString().includes('ready')) resolve();
+          });
+          child.once('exit', (code) => reject(new Error(`agent host ${h} exited with ${code} before its agents were up`)));
+        });
+        say(`  agent host ${h + 1}/${hosts} up (${from + count} agents, ${((Date.now() - t0) / 1000).toFixed(0)} s)`);
+      }
     }
     for (;;) {
-      if ((await client.nodes()).filter((n) => n.status === 'ONLINE').length >= NODES) break;
+      const online = (await client.nodes()).filter((n) => n.status === 'ONLINE').length;
+      if (online >= NODES) break;
+      if (Date.now() - t0 > START_TIMEOUT_MS) throw new Error(`only ${online} of ${NODES} nodes ONLINE after ${START_TIMEOUT_MS / 1000} s`);
       await new Promise((r) => setTimeout(r, 500));
     }
+    say(`  all ${NODES} nodes ONLINE after ${((Date.now() - t0) / 1000).toFixed(0)} s`);
     await new Promise((r) => setTimeout(r, 15_000));
     const idle = await window(metricsUrl, temporal.child.pid!, WINDOW_S);
     const top = idle.byOp.slice(0, 4).map(([op, n]) => `${op} ${n.toFixed(1)}/s`).join(', ');
@@ -110,12 +151,18 @@ async function main() {
     await client.cancel(job.id);
     await client.waitFor(job.id, undefined, 60_000);
     for (const a of agents) await a.shutdown();
+    await Promise.all(hostProcs.map((c) => new Promise((r) => {
+      c.once('exit', r);
+      c.kill('SIGTERM');
+    })));
+
     await api.close();
     await control.shutdown();
     await connection.close();
     await t.close();
     await database.close();
   } finally {
+    for (const c of hostProcs) if (c.exitCode === null) c.kill('SIGKILL');
     await temporal.stop();
     pgc.remove();
     fs.rmSync(scratch, { recursive: true, force: true });
