@@ -10,7 +10,8 @@ import { nodeHasToken } from '../db/queries/tokens.ts';
 import { readLogTail } from '../db/queries/logs.ts';
 import { registerCheckpoint as registerCheckpointRow, type CheckpointRegistration } from '../db/queries/checkpoint-register.ts';
 import { nonFiniteLastKeys, writeSeries } from '../db/queries/metrics.ts';
-import { createEvaluationJob, evaluatedBy, markEvaluationRunning, readStdoutTail, settleEvaluation, unstartedEvaluationJobs } from '../db/queries/evaluations.ts';
+import { markAttemptRunning } from '../db/queries/attempt-started.ts';
+import { createEvaluationJob, evaluatedBy, readStdoutTail, settleEvaluation, unstartedEvaluationJobs } from '../db/queries/evaluations.ts';
 import { markCheckpointsDeleted, retentionPlan } from '../db/queries/retention.ts';
 import { evaluatesOnRegister } from '../domain/eval-policy.ts';
 import { EVAL_STDOUT_TAIL_BYTES, MISSING_METRICS_LINE, metricsToWire, parseEvalStdout, type EvalResult } from '../domain/eval-result.ts';
@@ -182,20 +183,7 @@ export function createControlActivities(deps: ControlDeps) {
     },
 
     async markRunning(a: { jobId: string; attempt: number; pid: number; logPath: string }): Promise<void> {
-      const now = new Date();
-      await db.transaction(async (tx) => {
-        const moved = await transitionJob(tx, {
-          jobId: a.jobId,
-          attempt: a.attempt,
-          from: ['DISPATCHING'],
-          to: 'RUNNING',
-          detail: `pid ${a.pid}`,
-          job: { startedAt: now },
-          attemptRow: { startedAt: now, pid: a.pid, logPath: a.logPath },
-        });
-        // An EVALUATE job's evaluation runs with it (a no-op for any other job).
-        if (moved !== null) await markEvaluationRunning(tx, a.jobId);
-      });
+      await db.transaction((tx) => markAttemptRunning(tx, a));
     },
 
     async noteAttempt(a: { jobId: string; attempt: number; detail: string }): Promise<void> {

@@ -220,9 +220,12 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
    * no file). The API may be restarting: it is asked for up to LAUNCH_WAIT_MS, heartbeating
    * meanwhile. Without a node token (a node that is never given work) nothing is checked.
    */
+  /** An attempt's route on the API: `launch` (confirm it, fetch its secrets) or `started`. */
+  const attemptUrl = (spec: AttemptSpec, what: 'launch' | 'started') => `${deps.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/${what}`;
+
   async function launch(spec: AttemptSpec): Promise<{ secrets: Record<string, string> } | { refused: string }> {
     if (!deps.nodeToken) return spec.secretEnv?.length ? { refused: `the job has secret variables (${spec.secretEnv.join(', ')}) and this agent has no node token to fetch them with (gpuctl agent --token)` } : { secrets: {} };
-    const url = `${deps.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/launch`;
+    const url = attemptUrl(spec, 'launch');
     const deadline = Date.now() + LAUNCH_WAIT_MS;
     let last = '';
     for (let delay = 250; ; delay = Math.min(delay * 2, 5000)) {
@@ -246,7 +249,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
 
   /** POST /jobs/:id/attempts/:n/started (api/routes/launch.ts); a 4xx (the attempt moved on) is final. */
   async function reportStarted(spec: AttemptSpec, pid: number, logPath: string): Promise<void> {
-    const url = `${deps.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/started`;
+    const url = attemptUrl(spec, 'started');
     const res = await fetch(url, {
       method: 'POST',
       headers: { authorization: `Bearer ${deps.nodeToken}`, 'content-type': 'application/json' },

@@ -24,7 +24,6 @@ import { startApiServer } from '../api/server.ts';
 import { startDevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startControlWorker } from '../workers/control/worker.ts';
-import { startAgent, type Agent } from '../workers/gpu-host/agent.ts';
 import { createToken } from '../db/queries/tokens.ts';
 import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';
@@ -84,7 +83,6 @@ async function main() {
   const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, metricsPort, logFile: path.join(scratch, 'temporal.log'), dynamicConfig: { 'frontend.namespaceCount': 10000 } });
   const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
   const pgc = await startThrowawayCluster(await freePort());
-  const agents: Agent[] = [];
   const hostProcs: ChildProcess[] = [];
   try {
     await createDatabase(pgc.url('postgres'), 'idle');
@@ -97,20 +95,14 @@ async function main() {
     const api = await startApiServer({ db: database.db, client: t.client, timeouts, auth: null }, '127.0.0.1', 0);
     const client = new GpuplaneClient(api.url);
     const hosts = Math.ceil(NODES / PER_PROCESS);
-    say(`bench/idle: ${NODES} fake nodes × 8 cards, ${hosts === 1 ? 'all agents in this one process' : `${PER_PROCESS} agents a process in ${hosts} processes`}, heartbeat timeout ${HB_MS / 1000} s; ${os.cpus().length} cores`);
+    say(`bench/idle: ${NODES} fake nodes × 8 cards, ${`${Math.min(PER_PROCESS, NODES)} agents a process in ${hosts} process${hosts === 1 ? '' : 'es'}`}, heartbeat timeout ${HB_MS / 1000} s; ${os.cpus().length} cores`);
     const tokens: Record<string, string> = {};
     for (let i = 0; i < NODES; i++) {
       // Only a node with a node token is taken into the pool.
       tokens[`n${i}`] = (await createToken(database.db, { name: `n${i}`, role: 'node', projects: [], nodeId: `n${i}` })).token;
     }
     const t0 = Date.now();
-    if (hosts === 1) {
-      for (let i = 0; i < NODES; i++) {
-        agents.push(
-          await startAgent({ nodeToken: tokens[`n${i}`], nodeId: `n${i}`, labels: {}, fakeGpus: 8, client: t.client, connection, namespace: 'idle', apiUrl: api.url, dataDir: path.join(scratch, `n${i}`), heartbeatTimeoutMs: HB_MS, lostAfterMs: timeouts.lostAfterMs, killGraceMs: 1000 }),
-        );
-      }
-    } else {
+    {
       const tokensFile = path.join(scratch, 'node-tokens.json');
       fs.writeFileSync(tokensFile, JSON.stringify(tokens), { mode: 0o600 });
       for (let h = 0; h < hosts; h++) {
@@ -150,7 +142,6 @@ async function main() {
     say(`one running job adds ${((busy.perSecond - idle.perSecond) * 60).toFixed(1)} server requests a minute (its attempt's heartbeats; ${busy.byOp.slice(0, 3).map(([op, n]) => `${op} ${n.toFixed(1)}/s`).join(', ')})`);
     await client.cancel(job.id);
     await client.waitFor(job.id, undefined, 60_000);
-    for (const a of agents) await a.shutdown();
     await Promise.all(hostProcs.map((c) => new Promise((r) => {
       c.once('exit', r);
       c.kill('SIGTERM');

@@ -156,8 +156,7 @@ function serverConfig(o: ClusterOptions, ports: Record<'frontend' | 'frontendHtt
   };
 }
 
-/** Dynamic config: no call home (these machines are offline), search attributes visible at once. */
-/** The cluster's dynamic config, shared with temporal/docker-compose.yml. */
+/** The cluster's dynamic config (no call home, search attributes visible at once, room for every node's poll), shared with temporal/docker-compose.yml. */
 const DYNAMIC_CONFIG_FILE = fileURLToPath(new URL('./dynamicconfig/gpuplane.yaml', import.meta.url));
 
 /**

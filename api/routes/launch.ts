@@ -15,8 +15,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { and, eq } from 'drizzle-orm';
-import { markEvaluationRunning } from '../../db/queries/evaluations.ts';
-import { transitionJob } from '../../db/queries/jobs.ts';
+import { markAttemptRunning } from '../../db/queries/attempt-started.ts';
 import { jobAttempts, jobs, jobSecrets, runs } from '../../db/schema.ts';
 import type { ApiDeps } from '../app.ts';
 import { DomainError, notFound } from '../errors.ts';
@@ -94,21 +93,7 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
       const attempt = Number(req.params.attempt);
       const { pid, log_path: logPath } = req.body;
       return db.transaction(async (tx) => {
-        const now = new Date();
-        const moved = await transitionJob(tx, {
-          jobId: id,
-          attempt,
-          from: ['DISPATCHING'],
-          to: 'RUNNING',
-          detail: `pid ${pid}`,
-          job: { startedAt: now },
-          attemptRow: { startedAt: now, pid, logPath },
-        });
-        // An EVALUATE job's evaluation runs with it (a no-op for any other job).
-        if (moved !== null) {
-          await markEvaluationRunning(tx, id);
-          return { state: 'RUNNING' };
-        }
+        if (await markAttemptRunning(tx, { jobId: id, attempt, pid, logPath })) return { state: 'RUNNING' };
         const [job] = await tx.select({ state: jobs.state, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, id));
         if (!job) throw notFound('job', id);
         // A report sent twice, or one that arrives after the exit was recorded: nothing to change.
