@@ -30,6 +30,7 @@ const outDir = fileURLToPath(new URL('../test/histories/', import.meta.url));
 const fileOf = (name: string) => path.join(outDir, `${name}${args.suffix ? `-${args.suffix}` : ''}.json`);
 const SHAPES = [
   'job-succeeded',
+  'job-queued-then-dispatched',
   'job-failed-then-retried-run1',
   'job-failed-then-retried-run2',
   'job-cancelled-while-running',
@@ -108,6 +109,15 @@ async function mainScenarios(shared: SharedServices): Promise<void> {
     expectState(await c.client.waitFor(ok.id, undefined, 60_000), 'SUCCEEDED');
     await closed(t.client, jobWorkflowId(ok.id));
     await record(t.client, 'job-succeeded', jobWorkflowId(ok.id));
+
+    say('job that waits in the queue behind a running one and is dispatched when its card is freed');
+    const first = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'sleep 2' });
+    await c.client.waitFor(first.id, ['RUNNING'], 60_000);
+    const behind = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'true' });
+    expectState(await c.client.waitFor(behind.id, undefined, 60_000), 'SUCCEEDED');
+    expectState(await c.client.waitFor(first.id, undefined, 60_000), 'SUCCEEDED');
+    await closed(t.client, jobWorkflowId(behind.id));
+    await record(t.client, 'job-queued-then-dispatched', jobWorkflowId(behind.id));
 
     say('job that fails, then is retried (retryJob update, continue-as-new) and succeeds as attempt 2');
     const bad = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'exit 1' });

@@ -16,13 +16,17 @@ export interface JobTimeouts {
 }
 
 function workflowInput(jobId: string, attempt: number, t: JobTimeouts): JobWorkflowInput {
-  return { jobId, attempt, heartbeatTimeoutMs: t.heartbeatTimeoutMs, lostAfterMs: t.lostAfterMs, ...(t.retryRetentionMs !== undefined ? { retryRetentionMs: t.retryRetentionMs } : {}) };
+  return { jobId, attempt, heartbeatTimeoutMs: t.heartbeatTimeoutMs, lostAfterMs: t.lostAfterMs, ...(t.retryRetentionMs !== undefined ? { retryRetentionMs: t.retryRetentionMs } : {}), startedByApi: true };
 }
 
+/**
+ * A job's workflow starts as QUEUED in Temporal: its first step queues it (CREATED is the
+ * database's word for a job whose workflow has not started), and it needs no upsert for that.
+ */
 function searchAttributes(job: Pick<Job, 'id' | 'type' | 'projectId'>): TypedSearchAttributes {
   return new TypedSearchAttributes([
     { key: SA_JOB_ID, value: job.id },
-    { key: SA_JOB_STATE, value: 'CREATED' },
+    { key: SA_JOB_STATE, value: 'QUEUED' },
     { key: SA_JOB_TYPE, value: job.type },
     { key: SA_PROJECT, value: job.projectId ?? '' },
   ]);

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { temporalBinary } from '../temporal/dev-server.ts';
 import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, retryJobUpdate } from '../workflows/job-messages.ts';
 import { gpuHostTaskQueue } from '../workflows/names.ts';
-import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
+import { SA_JOB_STATE, SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { AttemptOutcome, AttemptSpec, JobWorkflowInput, JobWorkflowResult, ProcessExit } from '../workflows/types.ts';
 import { until } from './support/poll.ts';
 
@@ -300,6 +300,30 @@ describe('jobWorkflow interleavings', () => {
       return list.length === 2 && list.sort();
     });
     expect(runs).toEqual(['COMPLETED', 'CONTINUED_AS_NEW']);
+  });
+
+  it('a run started as QUEUED with startedByApi writes no patch marker and no upsert that changes nothing', async () => {
+    const jobId = newJob();
+    script.set(jobId, { runJob: async () => exit0 });
+    const w = await controlWorker();
+    const history = await w.runUntil(async () => {
+      const h = await env.client.workflow.start('jobWorkflow', {
+        workflowId: `job/${jobId}`,
+        taskQueue,
+        args: [{ ...input(jobId, 1, 200), startedByApi: true }],
+        typedSearchAttributes: [{ key: SA_JOB_STATE, value: 'QUEUED' }],
+      });
+      await until('queued', () => names(jobId).includes('enqueueAttempt'));
+      await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+      expect(((await h.result()) as JobWorkflowResult).state).toBe('SUCCEEDED');
+      return h.fetchHistory();
+    });
+    const events = history.events ?? [];
+    // Markers: the three local activities only (enqueue, begin, finish); no `started-by-api` patch marker.
+    expect(events.filter((e) => e.markerRecordedEventAttributes).map((e) => e.markerRecordedEventAttributes!.markerName)).toEqual(['core_local_activity', 'core_local_activity', 'core_local_activity']);
+    // Upserts: RUNNING with its node, then SUCCEEDED; no QUEUED (the start said so) and no TemporalChangeVersion.
+    const upserted = events.filter((e) => e.upsertWorkflowSearchAttributesEventAttributes).map((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes!.searchAttributes!.indexedFields!).sort().join(','));
+    expect(upserted).toEqual(['GpuplaneJobState,GpuplaneNode', 'GpuplaneJobState']);
   });
 
   it('a dispatch for a stale attempt, or one the database did not place, starts nothing', async () => {

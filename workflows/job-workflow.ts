@@ -81,6 +81,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
           {
             jobId: e.jobId,
             attempt: 1,
+            startedByApi: true,
             heartbeatTimeoutMs: input.heartbeatTimeoutMs,
             lostAfterMs: input.lostAfterMs,
             ...(input.retryRetentionMs !== undefined ? { retryRetentionMs: input.retryRetentionMs } : {}),
@@ -90,7 +91,7 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
         parentClosePolicy: ParentClosePolicy.ABANDON,
         typedSearchAttributes: [
           { key: SA_JOB_ID, value: e.jobId },
-          { key: SA_JOB_STATE, value: 'CREATED' },
+          { key: SA_JOB_STATE, value: 'QUEUED' },
           { key: SA_JOB_TYPE, value: e.type },
           { key: SA_PROJECT, value: e.projectId ?? '' },
         ],
@@ -208,7 +209,9 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     // refuses an attempt that the scheduler did not move to DISPATCHING.
     const begun = resumed ?? enq.begun ?? null;
     let spec: AttemptSpec | null = begun ? { ...begun, lostAfterMs: input.lostAfterMs } : null;
-    if (!begun) setState('QUEUED');
+    // Started as QUEUED (what every starter says now): no upsert for it. A run started as
+    // CREATED (before), or one continued as new from LOST, says QUEUED here.
+    if (!begun && workflowInfo().typedSearchAttributes.get(SA_JOB_STATE) !== 'QUEUED') setState('QUEUED');
     while (spec === null) {
       await condition(() => granted || cancelRequested);
       if (cancelRequested) {
@@ -226,7 +229,8 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     // signal, workflow task or local activity here. Temporal's view (the search attribute and
     // the jobState query) says RUNNING from the moment the attempt is handed to its node.
     // Histories from before (DISPATCHING here, RUNNING on the agent's signal) replay unpatched.
-    const runningOnHandOver = patched(STARTED_BY_API);
+    // A run whose starter says so (input.startedByApi) needs no patch marker.
+    const runningOnHandOver = input.startedByApi === true || patched(STARTED_BY_API);
     setState(watchOnly || runningOnHandOver ? 'RUNNING' : 'DISPATCHING', s.nodeId);
 
     const onNode = {

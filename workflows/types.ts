@@ -28,6 +28,12 @@ export interface JobWorkflowInput {
    */
   retentionOnEnd?: boolean;
   cancelReason?: string;
+  /**
+   * Set by every starter of today's code: the agent reports the attempt's start to the API
+   * (the `started-by-api` behaviour) without the patch marker and its search-attribute upsert
+   * that `patched()` writes in every run. Runs started before it call `patched()` as they did.
+   */
+  startedByApi?: true;
 }
 
 /** An EVALUATE job a training job's workflow starts as its child. */
