@@ -10,7 +10,7 @@
 import { parseArgs } from 'node:util';
 import { sql } from 'drizzle-orm';
 import { openDatabase, type Db } from '../db/client.ts';
-import { runSchedulePass } from '../db/queries/schedule.ts';
+import { runSchedulePass, type PassPhases } from '../db/queries/schedule.ts';
 import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';
 
@@ -24,12 +24,14 @@ export interface PassShape {
 export interface PassFigure extends PassShape {
   placed: number;
   medianMs: number;
+  /** Mean ms of each phase over the passes timed. */
+  phases: PassPhases;
 }
 
 class Rollback extends Error {}
 
 /** Fills a fresh database with the shape, in a handful of set-based statements. */
-async function fill(db: Db, s: PassShape): Promise<void> {
+export async function fill(db: Db, s: PassShape): Promise<void> {
   const cards = s.nodes * 8;
   const busy = Math.round(cards * (1 - s.free));
   await db.execute(sql`
@@ -64,12 +66,13 @@ export async function measurePass(pgUrl: (db: string) => string, adminUrl: strin
   try {
     await fill(database.db, s);
     const times: number[] = [];
+    const phases: PassPhases = { queue: 0, rooms: 0, plan: 0, apply: 0 };
     let placed = 0;
     for (let i = 0; i < repeat; i++) {
       const t0 = performance.now();
       await database.db
         .transaction(async (tx) => {
-          placed = (await runSchedulePass(tx as unknown as Db, 300_000)).placements.length;
+          placed = (await runSchedulePass(tx as unknown as Db, 300_000, new Date(), phases)).placements.length;
           times.push(performance.now() - t0);
           throw new Rollback();
         })
@@ -78,7 +81,8 @@ export async function measurePass(pgUrl: (db: string) => string, adminUrl: strin
         });
     }
     times.sort((a, b) => a - b);
-    return { ...s, placed, medianMs: Math.round(times[Math.floor(times.length / 2)]) };
+    const mean = (ms: number) => Math.round((ms / repeat) * 10) / 10;
+    return { ...s, placed, medianMs: Math.round(times[Math.floor(times.length / 2)]), phases: { queue: mean(phases.queue), rooms: mean(phases.rooms), plan: mean(phases.plan), apply: mean(phases.apply) } };
   } finally {
     await database.close();
   }
@@ -99,7 +103,7 @@ async function main() {
       : [{ nodes: Number(values.nodes), queued: Number(values.queued), free: Number(values.free) }];
     for (const s of shapes) {
       const f = await measurePass(pgc.url, pgc.url('postgres'), s);
-      process.stdout.write(`pass: ${f.nodes} nodes × 8 cards, ${Math.round(f.free * 100)}% free, ${f.queued} queued → ${f.medianMs} ms (placed ${f.placed})\n`);
+      process.stdout.write(`pass: ${f.nodes} nodes × 8 cards, ${Math.round(f.free * 100)}% free, ${f.queued} queued → ${f.medianMs} ms (placed ${f.placed}; mean ms reading the queue ${f.phases.queue}, the rooms ${f.phases.rooms}, planning ${f.phases.plan}, applying ${f.phases.apply})\n`);
     }
   } finally {
     pgc.remove();
