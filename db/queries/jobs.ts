@@ -21,9 +21,12 @@ export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' 
 /** Inserts a job in CREATED with its first attempt and the first line of its history. */
 export async function insertJob(ex: Executor, job: NewJob): Promise<Job> {
   const [row] = await ex.insert(jobs).values({ ...job, state: 'CREATED', attempt: 1 }).returning();
-  await ex.insert(jobAttempts).values({ jobId: row.id, attempt: 1, config: attemptConfigOf(row), state: 'CREATED' });
-  await ex.insert(jobTransitions).values({ jobId: row.id, attempt: 1, fromState: null, toState: 'CREATED' });
-  await ex.insert(events).values({ jobId: row.id, attempt: 1, kind: 'job.state', message: `${row.type} job created`, data: { from: null, to: 'CREATED' } });
+  // Its attempt, history line and event in one statement: each statement is a round trip (in
+  // PGlite, most of the submit's time in the database).
+  await ex.execute(sql`
+    with a as (insert into job_attempts (job_id, attempt, config, state) values (${row.id}, 1, ${JSON.stringify(attemptConfigOf(row))}::jsonb, 'CREATED')),
+         t as (insert into job_transitions (job_id, attempt, from_state, to_state) values (${row.id}, 1, null, 'CREATED'))
+    insert into events (job_id, attempt, kind, message, data) values (${row.id}, 1, 'job.state', ${`${row.type} job created`}, '{"from":null,"to":"CREATED"}'::jsonb)`);
   return row;
 }
 
@@ -101,12 +104,14 @@ export async function transitionJob(ex: Executor, a: TransitionArgs): Promise<Jo
     console.warn(JSON.stringify({ level: 'warn', msg: 'refused job transition', jobId: a.jobId, attempt: a.attempt, from: prev.state, to: a.to }));
     return null;
   }
-  await ex.update(jobs).set({ ...a.job, state: a.to, updatedAt: now }).where(eq(jobs.id, a.jobId));
-  await ex
+  // The job, its attempt, the history line and the event in one statement (a data-modifying
+  // WITH): one round trip instead of four, on every state change.
+  const job = ex.update(jobs).set({ ...a.job, state: a.to, updatedAt: now }).where(eq(jobs.id, a.jobId));
+  const attempt = ex
     .update(jobAttempts)
     .set({ ...a.attemptRow, state: a.to })
     .where(and(eq(jobAttempts.jobId, a.jobId), eq(jobAttempts.attempt, a.attempt)));
-  await ex.insert(jobTransitions).values({
+  const line = ex.insert(jobTransitions).values({
     jobId: a.jobId,
     attempt: a.attempt,
     fromState: prev.state,
@@ -115,17 +120,20 @@ export async function transitionJob(ex: Executor, a: TransitionArgs): Promise<Jo
     at: now,
   });
   // The same change as an Event, beside the run events and the users' own.
-  if (prev.state !== a.to || a.detail) {
-    await ex.insert(events).values({
-      jobId: a.jobId,
-      attempt: a.attempt,
-      kind: 'job.state',
-      level: a.to === 'FAILED' || a.to === 'LOST' ? 'error' : 'info',
-      message: prev.state === a.to ? `${a.to}: ${a.detail}` : `${prev.state} → ${a.to}${a.detail ? `: ${a.detail}` : ''}`,
-      data: { from: prev.state, to: a.to },
-      at: now,
-    });
-  }
+  const event =
+    prev.state !== a.to || a.detail
+      ? ex.insert(events).values({
+          jobId: a.jobId,
+          attempt: a.attempt,
+          kind: 'job.state',
+          level: a.to === 'FAILED' || a.to === 'LOST' ? 'error' : 'info',
+          message: prev.state === a.to ? `${a.to}: ${a.detail}` : `${prev.state} → ${a.to}${a.detail ? `: ${a.detail}` : ''}`,
+          data: { from: prev.state, to: a.to },
+          at: now,
+        })
+      : null;
+  // getSQL(): a builder embedded as is would be wrapped in parentheses, which WITH refuses.
+  await ex.execute(sql`with j as (${job.getSQL()}), a as (${attempt.getSQL()}), t as (${line.getSQL()}) ${event ? event.getSQL() : sql`select 1`}`);
   return prev.state;
 }
 
