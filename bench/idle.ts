@@ -142,6 +142,10 @@ async function main() {
     say(`one running job adds ${((busy.perSecond - idle.perSecond) * 60).toFixed(1)} server requests a minute (its attempt's heartbeats; ${busy.byOp.slice(0, 3).map(([op, n]) => `${op} ${n.toFixed(1)}/s`).join(', ')})`);
     await client.cancel(job.id);
     await client.waitFor(job.id, undefined, 60_000);
+    // The control: the same idle cluster once the job has ended (what the job added goes with it).
+    await new Promise((r) => setTimeout(r, 5000));
+    const after = await window(metricsUrl, temporal.child.pid!, WINDOW_S);
+    say(`after the job ended: ${after.perSecond.toFixed(1)} server requests/s (${after.byOp.slice(0, 3).map(([op, n]) => `${op} ${n.toFixed(1)}/s`).join(', ')})`);
     await Promise.all(hostProcs.map((c) => new Promise((r) => {
       c.once('exit', r);
       c.kill('SIGTERM');
