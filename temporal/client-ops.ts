@@ -1,36 +1,11 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { TypedSearchAttributes } from '@temporalio/common';
 import type { Job } from '../db/schema.ts';
 import { cancelJobSignal, retryJobSignal, retryJobUpdate, type RetryRequest } from '../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../workflows/names.ts';
-import { SA_JOB_ID, SA_JOB_STATE, SA_JOB_TYPE, SA_PROJECT } from '../workflows/search-attributes.ts';
-import type { JobWorkflowInput } from '../workflows/types.ts';
+import { jobStartSearchAttributes, jobWorkflowInput, type JobWorkflowTimeouts } from '../workflows/job-start.ts';
 
-export interface JobTimeouts {
-  /** After this silence a node is suspect and its attempts are handed to watchJob. */
-  heartbeatTimeoutMs: number;
-  /** After this silence a node's attempts are LOST (domain/liveness.ts). */
-  lostAfterMs: number;
-  /** How long an ended job's workflow waits for retry_job before it completes (default 7 days). */
-  retryRetentionMs?: number;
-}
-
-function workflowInput(jobId: string, attempt: number, t: JobTimeouts): JobWorkflowInput {
-  return { jobId, attempt, heartbeatTimeoutMs: t.heartbeatTimeoutMs, lostAfterMs: t.lostAfterMs, ...(t.retryRetentionMs !== undefined ? { retryRetentionMs: t.retryRetentionMs } : {}), startedByApi: true };
-}
-
-/**
- * A job's workflow starts as QUEUED in Temporal: its first step queues it (CREATED is the
- * database's word for a job whose workflow has not started), and it needs no upsert for that.
- */
-function searchAttributes(job: Pick<Job, 'id' | 'type' | 'projectId'>): TypedSearchAttributes {
-  return new TypedSearchAttributes([
-    { key: SA_JOB_ID, value: job.id },
-    { key: SA_JOB_STATE, value: 'QUEUED' },
-    { key: SA_JOB_TYPE, value: job.type },
-    { key: SA_PROJECT, value: job.projectId ?? '' },
-  ]);
-}
+/** The timeouts job workflows are started with (workflows/job-start.ts). */
+export type JobTimeouts = JobWorkflowTimeouts;
 
 /** Starts the workflow of a job's current attempt; a second start of the same attempt is a no-op. */
 export async function startJobWorkflow(
@@ -42,8 +17,8 @@ export async function startJobWorkflow(
     await client.workflow.start('jobWorkflow', {
       workflowId: jobWorkflowId(job.id),
       taskQueue: CONTROL_TASK_QUEUE,
-      args: [workflowInput(job.id, job.attempt, t)],
-      typedSearchAttributes: searchAttributes(job),
+      args: [jobWorkflowInput(job.id, job.attempt, t)],
+      typedSearchAttributes: jobStartSearchAttributes(job),
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -75,10 +50,10 @@ export async function requestRetry(client: Client, job: Pick<Job, 'id' | 'attemp
   await client.workflow.signalWithStart('jobWorkflow', {
     workflowId: jobWorkflowId(job.id),
     taskQueue: CONTROL_TASK_QUEUE,
-    args: [workflowInput(job.id, request.attempt, t)],
+    args: [jobWorkflowInput(job.id, request.attempt, t)],
     signal: retryJobSignal,
     signalArgs: [request],
-    typedSearchAttributes: searchAttributes(job),
+    typedSearchAttributes: jobStartSearchAttributes(job),
   });
   return 'started';
 }

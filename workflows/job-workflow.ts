@@ -19,8 +19,9 @@ import {
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
 import { attemptStartedSignal, cancelJobSignal, checkpointFoundSignal, dispatchSignal, jobStateQuery, reattachSignal, retryJobSignal, retryJobUpdate, type RetryRequest } from './job-messages.ts';
+import { jobStartSearchAttributes, jobWorkflowInput } from './job-start.ts';
 import { gpuHostTaskQueue, jobWorkflowId } from './names.ts';
-import { SA_JOB_ID, SA_JOB_STATE, SA_JOB_TYPE, SA_NODE, SA_PROJECT } from './search-attributes.ts';
+import { SA_JOB_STATE, SA_NODE } from './search-attributes.ts';
 import type { AttemptOutcome, AttemptSpec, AttemptStarted, EvaluationChild, JobState, JobWorkflowInput, JobWorkflowResult, ProcessExit } from './types.ts';
 
 /** Patch: RUNNING is reported by the agent to the API, and set in Temporal when the attempt goes to its node. */
@@ -77,24 +78,9 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
       await startChild(jobWorkflow, {
         workflowId: jobWorkflowId(e.jobId),
         taskQueue: workflowInfo().taskQueue,
-        args: [
-          {
-            jobId: e.jobId,
-            attempt: 1,
-            startedByApi: true,
-            heartbeatTimeoutMs: input.heartbeatTimeoutMs,
-            lostAfterMs: input.lostAfterMs,
-            ...(input.retryRetentionMs !== undefined ? { retryRetentionMs: input.retryRetentionMs } : {}),
-            ...(retention ? { retentionOnEnd: true } : {}),
-          },
-        ],
+        args: [{ ...jobWorkflowInput(e.jobId, 1, input), ...(retention ? { retentionOnEnd: true } : {}) }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
-        typedSearchAttributes: [
-          { key: SA_JOB_ID, value: e.jobId },
-          { key: SA_JOB_STATE, value: 'QUEUED' },
-          { key: SA_JOB_TYPE, value: e.type },
-          { key: SA_PROJECT, value: e.projectId ?? '' },
-        ],
+        typedSearchAttributes: jobStartSearchAttributes({ id: e.jobId, type: e.type, projectId: e.projectId }),
       });
     } catch {
       // Already started (the control worker's reconciler starts CREATED jobs too): it runs either way.
