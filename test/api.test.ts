@@ -11,6 +11,7 @@ import { getJob, insertJob, listAttempts, listTransitions, transitionJob } from 
 import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../workflows/names.ts';
 import { SA_JOB_ID } from '../workflows/search-attributes.ts';
+import { until } from './support/poll.ts';
 
 /** The API through app.inject, on PGlite, with a real Temporal client. */
 describe('API input handling', () => {
@@ -104,8 +105,9 @@ describe('API input handling', () => {
     expect(row).toMatchObject({ state: 'CREATED', attempt: 1, gpus: 0, command: ['/bin/sh', '-c', 'echo hi'], projectId: job.project_id });
     expect((await listAttempts(database.db, job.id)).map((a) => [a.attempt, a.state])).toEqual([[1, 'CREATED']]);
     expect((await listTransitions(database.db, job.id)).map((t) => [t.attempt, t.fromState, t.toState])).toEqual([[1, null, 'CREATED']]);
-    // Its workflow was started on the control queue under the job's workflow id (no worker runs here, so it waits).
-    const wf = await temporal.workflow.getHandle(jobWorkflowId(job.id)).describe();
+    // Its workflow is started right after the answer, on the control queue under the job's
+    // workflow id (no worker runs here, so it waits).
+    const wf = await until('the job workflow', () => temporal.workflow.getHandle(jobWorkflowId(job.id)).describe().catch(() => null), 20_000);
     expect(wf).toMatchObject({ workflowId: `job/${job.id}`, type: 'jobWorkflow', taskQueue: CONTROL_TASK_QUEUE, status: { name: 'RUNNING' } });
     expect(wf.typedSearchAttributes.get(SA_JOB_ID)).toBe(job.id);
   });

@@ -158,6 +158,36 @@ describe('jobs on GPU nodes through Temporal', () => {
     await expect(c.client.cancel(job.id)).rejects.toMatchObject({ status: 409 });
   });
 
+  it('a job cancelled right after its submit, its workflow perhaps not started yet, is never lost to the race', async () => {
+    const out = path.join(c.work, 'instant');
+    fs.mkdirSync(out);
+    const ids: string[] = [];
+    // The submit answers once the job is recorded and its workflow starts right after, so some
+    // of these cancels find only the row and some find the workflow. The jobs fit on no node, so
+    // a cancel that got lost would leave one QUEUED for ever.
+    for (let i = 0; i < 6; i++) {
+      const j = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: { zone: 'nowhere' }, command: recorder(out, 0) });
+      expect(j.state).toBe('CREATED');
+      await c.client.cancel(j.id, 'changed my mind');
+      ids.push(j.id);
+    }
+    const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+    try {
+      for (const id of ids) {
+        const j = await c.client.waitFor(id, undefined, 30_000);
+        expect(j.state).toBe('CANCELLED');
+        expect(j.reason).toBe('cancelled by user: changed my mind');
+        expect(j.history.map((h) => h.to)).not.toContain('DISPATCHING');
+        // The workflow started all the same, found the job settled, and says so.
+        const said = await until('workflow settled', () => t.client.workflow.getHandle(`job/${id}`).query<string>('jobState').catch(() => null), 30_000);
+        expect(said).toBe('CANCELLED');
+      }
+    } finally {
+      await t.close();
+    }
+    expect(fs.readdirSync(out)).toEqual([]);
+  });
+
   it('a job that exits with code 3 ends FAILED with code 3', async () => {
     const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'echo bad >&2; exit 3' });
     const j = await c.client.waitFor(job.id, undefined, 30_000);

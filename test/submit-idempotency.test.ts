@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -11,7 +11,8 @@ import { getJob } from '../db/queries/jobs.ts';
 import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 import { jobWorkflowId } from '../workflows/names.ts';
 import { createDatabase } from './support/postgres.ts';
-import { freePort } from './support/ports.ts';
+import { startFlakyProxy, type FlakyProxy } from './support/flaky-proxy.ts';
+import { until } from './support/poll.ts';
 
 const timeouts = { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 };
 
@@ -32,9 +33,10 @@ describe.each([
   let temporal: Client;
   let closeTemporal: () => Promise<void>;
   let app: FastifyInstance;
-  /** The same API over a Temporal client whose server cannot be reached. */
+  /** The same API over a Temporal client whose server cannot be reached until `gate` resumes. */
   let cutOff: FastifyInstance;
   let deadConnection: Connection;
+  let gate: FlakyProxy;
 
   beforeAll(async () => {
     database = await open();
@@ -44,14 +46,16 @@ describe.each([
     temporal = t.client;
     closeTemporal = t.close;
     app = await buildApp({ db: database.db, client: temporal, timeouts, auth: null });
-    // Nothing listens on this port; no retry interceptor, so each start fails at once.
-    deadConnection = Connection.lazy({ address: `127.0.0.1:${await freePort()}`, interceptors: [] });
+    // Nothing listens on the gate's port until it resumes; no retry interceptor, so each start fails at once.
+    gate = await startFlakyProxy(Number(inject('temporalAddress').split(':').pop()), { paused: true });
+    deadConnection = Connection.lazy({ address: `127.0.0.1:${gate.port}`, interceptors: [] });
     cutOff = await buildApp({ db: database.db, client: new Client({ connection: deadConnection, namespace: ns }), timeouts, auth: null });
   });
   afterAll(async () => {
     await app?.close();
     await cutOff?.close();
     await deadConnection?.close();
+    await gate?.close();
     await closeTemporal?.();
     await database?.close();
   });
@@ -62,7 +66,9 @@ describe.each([
   };
   const submit = (payload: object, key?: string, via = app) =>
     via.inject({ method: 'POST', url: '/api/v1/jobs', payload, headers: key === undefined ? {} : { 'idempotency-key': key } });
-  const workflowStatus = async (jobId: string) => (await temporal.workflow.getHandle(jobWorkflowId(jobId)).describe()).status.name;
+  const describeStatus = async (jobId: string) => (await temporal.workflow.getHandle(jobWorkflowId(jobId)).describe()).status.name;
+  /** The submit answers before the workflow starts: its status once it has. */
+  const workflowStatus = (jobId: string) => until(`workflow of ${jobId}`, () => describeStatus(jobId).catch(() => null), 20_000);
 
   it('a retry with the same key and body returns the same job and creates nothing', async () => {
     const before = await count('jobs');
@@ -123,25 +129,24 @@ describe.each([
     expect(await count('jobs')).toBe(before + 1);
   });
 
-  it('a submit Temporal does not take is 503 with one CREATED job, and the retry with the key returns it and starts it', async () => {
+  it('a submit while Temporal is away is recorded (201, CREATED), and its workflow starts once Temporal answers, with no retry by the client', async () => {
     const before = await count('jobs');
     const body = { command: ['true'], gpus: 0, priority: 3 };
     const down = await submit(body, 'key-temporal-down', cutOff);
-    expect(down.statusCode).toBe(503);
-    expect(down.json().message).toMatch(/recorded as CREATED.*same Idempotency-Key/);
+    expect(down.statusCode).toBe(201);
+    expect(down.json()).toMatchObject({ state: 'CREATED', priority: 3 });
+    const id: string = down.json().id;
     expect(await count('jobs')).toBe(before + 1);
-    const stored = await database.db.execute(sql`select j.id, j.state from jobs j join idempotency_keys k on k.job_id = j.id where k.key = 'key-temporal-down'`);
-    const [{ id, state }] = (stored as unknown as { rows: { id: string; state: string }[] }).rows;
-    expect(state).toBe('CREATED');
-    expect(down.json().message).toContain(id);
-    // Still down: the retry is 503 again and still makes nothing.
-    expect((await submit(body, 'key-temporal-down', cutOff)).statusCode).toBe(503);
+    // Still away: a retry with the key returns the same job and makes nothing.
+    const again = await submit(body, 'key-temporal-down', cutOff);
+    expect(again.statusCode).toBe(201);
+    expect(again.json()).toMatchObject({ id, state: 'CREATED' });
     expect(await count('jobs')).toBe(before + 1);
-    // Temporal answers again: the retry returns the same job and its workflow now runs.
-    const back = await submit(body, 'key-temporal-down');
-    expect(back.statusCode).toBe(201);
-    expect(back.json()).toMatchObject({ id, state: 'CREATED', priority: 3 });
-    expect(await count('jobs')).toBe(before + 1);
+    expect((await getJob(database.db, id))?.state).toBe('CREATED');
+    await expect(describeStatus(id)).rejects.toBeInstanceOf(WorkflowNotFoundError);
+    // Temporal answers again: the API's own retries start the workflow.
+    await gate.resume();
     expect(await workflowStatus(id)).toBe('RUNNING');
+    expect(await count('jobs')).toBe(before + 1);
   });
 });

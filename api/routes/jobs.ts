@@ -2,7 +2,7 @@ import path from 'node:path';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { eq } from 'drizzle-orm';
 import { Type } from '@sinclair/typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
@@ -11,8 +11,9 @@ import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempo
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
-import { requestRetry, RetryRefused, signalCancel, startJobWorkflow } from '../../temporal/client-ops.ts';
-import { isTerminal } from '../../domain/job-states.ts';
+import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
+import { JobStarter } from '../job-starter.ts';
+import { isTerminal, type JobState } from '../../domain/job-states.ts';
 import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
@@ -52,26 +53,24 @@ async function jobDetail(db: Db, job: Job) {
 export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db, client } = deps;
 
-  /** Starts the job's workflow; when Temporal does not take it the job stays CREATED and the caller gets 503. */
-  async function startOrUnavailable(req: FastifyRequest, job: Job, keyed: boolean): Promise<void> {
-    try {
-      await startJobWorkflow(client, job, deps.timeouts);
-    } catch (err) {
-      req.log.warn({ err, jobId: job.id }, 'job recorded but its workflow did not start yet');
-      const retry = keyed ? '; a retry with the same Idempotency-Key returns this job' : '';
-      throw new DomainError('unavailable', `job ${job.id} is recorded as CREATED but Temporal did not take it yet; the control worker starts it when Temporal answers${retry}`);
-    }
+  // A job is accepted once it is recorded; its workflow is started right after the answer.
+  const starter = new JobStarter({ db, client, timeouts: deps.timeouts, log: app.log });
+  app.addHook('onClose', async () => starter.close());
+  /** Hands the job to the starter; a backlog of starts (a slow Temporal) makes the submit wait for its own. */
+  async function startSoon(job: Job): Promise<void> {
+    const started = starter.start(job);
+    if (starter.backlogged) await started;
   }
 
   /** A submit whose key was seen: the job that key made, its workflow started again if it never was. */
-  async function replaySubmit(req: FastifyRequest, reply: FastifyReply, seen: IdempotencyKey, hash: string) {
+  async function replaySubmit(reply: FastifyReply, seen: IdempotencyKey, hash: string) {
     if (seen.requestHash !== hash) {
       throw new DomainError('conflict', `Idempotency-Key ${JSON.stringify(seen.key)} was already used with a different request body (job ${seen.jobId}); use a new key for a new job`);
     }
     const job = await getJob(db, seen.jobId);
     if (!job) throw notFound('job', seen.jobId);
     // Starting is idempotent for a live workflow; a job past CREATED has had one, and is not started twice.
-    if (job.state === 'CREATED' && job.attempt === 1) await startOrUnavailable(req, job, true);
+    if (job.state === 'CREATED' && job.attempt === 1) await startSoon(job);
     return reply.status(201).header('idempotent-replayed', 'true').send(jobJson(job));
   }
 
@@ -104,7 +103,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const hash = key === undefined ? '' : requestHash(b);
       if (key !== undefined) {
         const seen = await findIdempotencyKey(db, key);
-        if (seen) return replaySubmit(req, reply, seen, hash);
+        if (seen) return replaySubmit(reply, seen, hash);
       }
       let job: Job;
       try {
@@ -140,9 +139,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         if (!(err instanceof KeyTaken)) throw err;
         const seen = await findIdempotencyKey(db, key!);
         if (!seen) throw new DomainError('unavailable', 'a concurrent request with the same Idempotency-Key did not finish; try again');
-        return replaySubmit(req, reply, seen, hash);
+        return replaySubmit(reply, seen, hash);
       }
-      await startOrUnavailable(req, job, key !== undefined);
+      await startSoon(job);
       return reply.status(201).send(jobJson(job));
     },
   );
@@ -220,14 +219,25 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);
       if (isTerminal(job.state)) throw new DomainError('conflict', `job ${job.id} already ended ${job.state}; nothing to cancel`);
-      try {
-        await signalCancel(client, job.id, req.body?.reason);
-      } catch (err) {
-        if (!(err instanceof WorkflowNotFoundError)) throw err;
-        // No workflow is running for it (never started, or left LOST): settle it here.
-        await db.transaction((tx) =>
-          transitionJob(tx, { jobId: job.id, attempt: job.attempt, from: ['CREATED', 'LOST'], to: 'CANCELLED', detail: 'cancelled', job: { endedAt: new Date() } }),
-        );
+      const reason = req.body?.reason ? `cancelled by user: ${req.body.reason}` : 'cancelled by user';
+      /** Settles in the database a job that no workflow has queued; false when it has moved on since. */
+      const settle = (from: JobState[]) =>
+        db.transaction(async (tx) => {
+          const at = new Date();
+          const moved = await transitionJob(tx, { jobId: job.id, attempt: job.attempt, from, to: 'CANCELLED', detail: `${reason} before it started`, job: { endedAt: at, reason }, attemptRow: { endedAt: at } });
+          return moved !== null;
+        });
+      // CREATED: its workflow has not queued it (it may not have started yet): the row is the
+      // truth, and the workflow, when it runs, finds the job settled. Past CREATED, the workflow
+      // owns the job, and the cancel is its signal.
+      if (!(job.state === 'CREATED' && (await settle(['CREATED'])))) {
+        try {
+          await signalCancel(client, job.id, req.body?.reason);
+        } catch (err) {
+          if (!(err instanceof WorkflowNotFoundError)) throw err;
+          // No workflow is running for it (left LOST, or CREATED with its start still to come).
+          await settle(['CREATED', 'LOST']);
+        }
       }
       const now = await getJob(db, job.id);
       return reply.status(202).send(jobJson(now ?? job));
