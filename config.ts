@@ -11,8 +11,13 @@ export interface GpuplaneConfig {
   apiHost: string;
   apiPort: number;
   apiUrl: string;
-  /** Heartbeat timeout of node leases and running attempts: after it, a silent node is suspect. */
+  /** Heartbeat timeout of running attempts: after it, a silent node is suspect. */
   heartbeatTimeoutMs: number;
+  /**
+   * Heartbeat timeout of a node's lease (GPUPLANE_NODE_LEASE_TIMEOUT_S, default three heartbeat
+   * timeouts): after it, a silent node with no attempts is OFFLINE for new work.
+   */
+  nodeLeaseTimeoutMs: number;
   /** Silence after which a node's attempts are LOST (see domain/liveness.ts). */
   lostAfterMs: number;
   /** How long an ended job's workflow waits for retry_job (GPUPLANE_RETRY_RETENTION_S, 7 days). */
@@ -43,6 +48,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
   const home = overrides.home ?? process.env.GPUPLANE_HOME ?? path.join(os.homedir(), '.gpuplane');
   const apiHost = overrides.apiHost ?? process.env.GPUPLANE_API_HOST ?? '127.0.0.1';
   const apiPort = overrides.apiPort ?? intFromEnv('GPUPLANE_API_PORT', 8787);
+  const heartbeatTimeoutMs = overrides.heartbeatTimeoutMs ?? intFromEnv('GPUPLANE_HEARTBEAT_TIMEOUT_S', 10) * 1000;
   return {
     home,
     databaseUrl: overrides.databaseUrl ?? (process.env.DATABASE_URL || undefined),
@@ -51,7 +57,8 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     apiHost,
     apiPort,
     apiUrl: overrides.apiUrl ?? process.env.GPUPLANE_API_URL ?? `http://${apiHost}:${apiPort}`,
-    heartbeatTimeoutMs: overrides.heartbeatTimeoutMs ?? intFromEnv('GPUPLANE_HEARTBEAT_TIMEOUT_S', 10) * 1000,
+    heartbeatTimeoutMs,
+    nodeLeaseTimeoutMs: overrides.nodeLeaseTimeoutMs ?? intFromEnv('GPUPLANE_NODE_LEASE_TIMEOUT_S', (3 * heartbeatTimeoutMs) / 1000) * 1000,
     lostAfterMs: overrides.lostAfterMs ?? intFromEnv('GPUPLANE_LOST_AFTER_S', DEFAULT_LOST_AFTER_S) * 1000,
     retryRetentionMs: overrides.retryRetentionMs ?? intFromEnv('GPUPLANE_RETRY_RETENTION_S', 7 * 24 * 3600) * 1000,
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,

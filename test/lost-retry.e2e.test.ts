@@ -207,5 +207,16 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
     await c.client.waitFor(train.id, undefined, 30_000);
     await c.addAgent({ nodeId: victim, gpus: 1 });
   }, 120_000);
-});
 
+  it('an idle node whose agent dies stays in the pool past the attempts\' heartbeat timeout and leaves it at its lease timeout', async () => {
+    // Heartbeat timeout 4 s here, so the lease's is 12 s (three of them), heartbeating every 3 s.
+    await c.addAgent({ nodeId: 'idle-1', gpus: 1, labels: { pool: 'idle' } });
+    const status = async () => (await c.client.nodes()).find((n) => n.id === 'idle-1')?.status;
+    await until('idle-1 ONLINE', async () => (await status()) === 'ONLINE', 30_000);
+    const killedAt = Date.now();
+    await c.agents.get('idle-1')!.kill('SIGKILL');
+    await until('idle-1 OFFLINE', async () => (await status()) === 'OFFLINE', 45_000, 250);
+    // Its last heartbeat was at most 3 s before the kill, so OFFLINE came no sooner than 9 s after.
+    expect(Date.now() - killedAt).toBeGreaterThanOrEqual(8_000);
+  }, 90_000);
+});

@@ -12,7 +12,14 @@ const control = proxyActivities<ControlActivities>({
 
 export interface NodeWorkflowInput {
   nodeId: string;
+  /** The cluster's heartbeat timeout (attempts); the lease's own when leaseTimeoutMs is absent (runs from before). */
   heartbeatTimeoutMs: number;
+  /**
+   * The lease's heartbeat timeout: a node silent this long is OFFLINE for new work. Longer than
+   * the attempts' (a node with attempts is made suspect by their heartbeats, at once), so that
+   * idle nodes cost the server few heartbeats: one every quarter of it (domain/liveness.ts).
+   */
+  leaseTimeoutMs?: number;
 }
 
 /**
@@ -32,7 +39,7 @@ export async function nodeWorkflow(input: NodeWorkflowInput): Promise<void> {
   const host = proxyActivities<GpuHostActivities>({
     taskQueue: gpuHostTaskQueue(input.nodeId),
     startToCloseTimeout: '3650 days',
-    heartbeatTimeout: input.heartbeatTimeoutMs,
+    heartbeatTimeout: input.leaseTimeoutMs ?? input.heartbeatTimeoutMs,
     retry: { maximumAttempts: 1 },
     cancellationType: ActivityCancellationType.TRY_CANCEL,
   });

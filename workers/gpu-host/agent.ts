@@ -30,6 +30,8 @@ export interface AgentOptions {
   apiUrl: string;
   dataDir: string;
   heartbeatTimeoutMs: number;
+  /** Heartbeat timeout of the node's lease (default three heartbeat timeouts). */
+  leaseTimeoutMs?: number;
   /** The cluster's lost-after, for attempts adopted before their workflow speaks again. */
   lostAfterMs: number;
   killGraceMs: number;
@@ -142,7 +144,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     o.client.workflow.signalWithStart('nodeWorkflow', {
       workflowId: nodeWorkflowId(o.nodeId),
       taskQueue: CONTROL_TASK_QUEUE,
-      args: [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs }] as [NodeWorkflowInput],
+      args: [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs, leaseTimeoutMs: o.leaseTimeoutMs ?? 3 * o.heartbeatTimeoutMs }] as [NodeWorkflowInput],
       signal: nodeOnlineSignal,
       signalArgs: [inventory],
     });

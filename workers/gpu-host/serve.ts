@@ -38,6 +38,7 @@ export function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: C
     apiUrl,
     dataDir: agentDataDir(c, f.nodeId),
     heartbeatTimeoutMs: c.heartbeatTimeoutMs,
+    leaseTimeoutMs: c.nodeLeaseTimeoutMs,
     lostAfterMs: c.lostAfterMs,
     killGraceMs: c.killGraceMs,
     passEnv: f.passEnv,
