@@ -22,6 +22,7 @@ import { createLogger } from '../cli/logger.ts';
 import { openDatabase } from '../db/client.ts';
 import { startApiServer } from '../api/server.ts';
 import { startDevServer } from '../temporal/dev-server.ts';
+import { frontendRequests } from '../temporal/server-metrics.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startControlWorker } from '../workers/control/worker.ts';
 import { createToken } from '../db/queries/tokens.ts';
@@ -46,19 +47,6 @@ const WINDOW_S = Number(values.window);
 const HB_MS = Number(values['heartbeat-timeout']) * 1000;
 const say = (s: string) => process.stdout.write(`${s}\n`);
 
-/** The server's request counts by operation, from its Prometheus endpoint. */
-async function requests(metricsUrl: string): Promise<Map<string, number>> {
-  const text = await (await fetch(metricsUrl)).text();
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    // The API calls that clients make: the frontend's (history and matching count their own share again).
-    if (!line.startsWith('service_requests{') || !line.includes('service_name="frontend"')) continue;
-    const op = /operation="([^"]+)"/.exec(line)?.[1] ?? '?';
-    out.set(op, (out.get(op) ?? 0) + Number(line.slice(line.lastIndexOf(' ') + 1)));
-  }
-  return out;
-}
-
 /** CPU seconds a process has used (user + system), from /proc. */
 function cpuSeconds(pid: number): number {
   const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
@@ -66,10 +54,10 @@ function cpuSeconds(pid: number): number {
 }
 
 async function window(metricsUrl: string, pid: number, seconds: number) {
-  const r0 = await requests(metricsUrl);
+  const r0 = await frontendRequests(metricsUrl);
   const c0 = cpuSeconds(pid);
   await new Promise((r) => setTimeout(r, seconds * 1000));
-  const r1 = await requests(metricsUrl);
+  const r1 = await frontendRequests(metricsUrl);
   const cpu = (cpuSeconds(pid) - c0) / seconds;
   const byOp = [...r1].map(([op, n]) => [op, (n - (r0.get(op) ?? 0)) / seconds] as const).filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]);
   return { perSecond: byOp.reduce((s, [, n]) => s + n, 0), byOp, cpu };

@@ -113,7 +113,10 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     // and a poller takes the next one as soon as it has handed one over. The SDK's default of
     // 10 a worker made 10,000 open polls for 1,000 nodes, past the frontend's limit of 1,200 a
     // namespace (frontend.namespaceCount), and 10 empty polls a minute per idle node.
-    maxConcurrentActivityTaskPolls: 1,
+    // Said as a poller behaviour: @temporalio/worker 1.24 ignores maxConcurrentActivityTaskPolls
+    // (it reads only activityTaskPollerBehavior, whose default is 10 pollers a worker), and
+    // test/agent-polls.test.ts counts the polls the server sees.
+    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 1 },
     // Heartbeats go out at least every second, so the server's view of this node is never
     // much older than the agent's own view of its connection (see the fencing watchdog).
     maxHeartbeatThrottleInterval: '1s',

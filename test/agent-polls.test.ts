@@ -1,0 +1,65 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../cli/logger.ts';
+import { startDevServer, type DevServer } from '../temporal/dev-server.ts';
+import { frontendRequests } from '../temporal/server-metrics.ts';
+import { connectClient, connectWorker } from '../temporal/setup.ts';
+import { startAgent, type Agent } from '../workers/gpu-host/agent.ts';
+import { freePort } from './support/ports.ts';
+import { until } from './support/poll.ts';
+
+/**
+ * An idle node holds one long poll on its queue, counted where it costs: at the Temporal
+ * server's frontend. (The SDK's option for it was silently ignored, and every agent held ten:
+ * 10,000 open polls for 1,000 nodes, 10,000 re-polls a minute as they expired.)
+ */
+describe('an idle agent on a Temporal server of its own', () => {
+  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-polls-'));
+  let server: DevServer;
+  let metricsUrl: string;
+  let agent: Agent | undefined;
+  const closers: (() => Promise<void>)[] = [];
+
+  beforeAll(async () => {
+    const metricsPort = await freePort();
+    server = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, metricsPort, namespaces: ['polls'] });
+    metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+  });
+  afterAll(async () => {
+    await agent?.shutdown();
+    for (const close of closers.reverse()) await close();
+    await server?.stop();
+    fs.rmSync(scratch, { recursive: true, force: true });
+  });
+
+  it('holds exactly one activity poll on its node queue', async () => {
+    const t = await connectClient(server.address, 'polls');
+    closers.push(t.close);
+    const connection = await connectWorker(server.address, createLogger('error'));
+    closers.push(() => connection.close());
+    const polls = async () => (await frontendRequests(metricsUrl)).get('PollActivityTaskQueue') ?? 0;
+    const before = await polls();
+    // No control worker runs here: the node's workflow never schedules a lease, so every poll
+    // the agent opens stays open (a long poll lasts a minute) and is counted once.
+    agent = await startAgent({
+      nodeId: 'poller',
+      labels: {},
+      fakeGpus: 1,
+      client: t.client,
+      connection,
+      namespace: 'polls',
+      apiUrl: 'http://127.0.0.1:9',
+      dataDir: path.join(scratch, 'agent'),
+      heartbeatTimeoutMs: 10_000,
+      lostAfterMs: 75_000,
+      killGraceMs: 1000,
+      logger: createLogger('error'),
+    });
+    await until('the agent polling', async () => (await polls()) > before, 20_000);
+    // Time for any other poller to open its poll too.
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await polls()) - before).toBe(1);
+  }, 60_000);
+});
