@@ -1,7 +1,7 @@
 /**
  * bench/idle: what idle nodes and a running job cost the Temporal server.
  *
- *   npm run bench:idle [-- --nodes 1000 --per-process 100 --window 30]
+ *   npm run bench:idle [-- --nodes 1000 --per-process 100 --window 60]
  *
  * A Temporal dev server of its own (with its Prometheus endpoint), a throwaway PostgreSQL, the
  * control worker and `--nodes` fake agents, `--per-process` of them sharing one Node process
@@ -11,6 +11,10 @@
  * cluster and counts what that job adds per minute. The server's `service_requests` counter is
  * what a Temporal cluster (or Temporal Cloud's actions) pays for; the frontend's count is taken, the
  * API calls clients make.
+ *
+ * Windows are a minute by default: an idle agent's long poll expires after a minute
+ * (`matching.longPollExpirationInterval`) and is opened again, and agents started together do
+ * so together, so a window of whole minutes sees the same re-polls whatever the phase.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -33,7 +37,7 @@ const { values } = parseArgs({
   options: {
     nodes: { type: 'string', default: '200' },
     'per-process': { type: 'string', default: '100' },
-    window: { type: 'string', default: '30' },
+    window: { type: 'string', default: '60' },
     'heartbeat-timeout': { type: 'string', default: '10' },
     // How long every node may take to come up before the bench gives up.
     'start-timeout': { type: 'string', default: '1200' },
@@ -127,7 +131,9 @@ async function main() {
     await client.waitFor(job.id, ['RUNNING'], 60_000);
     await new Promise((r) => setTimeout(r, 5000));
     const busy = await window(metricsUrl, temporal.child.pid!, WINDOW_S);
-    say(`one running job adds ${((busy.perSecond - idle.perSecond) * 60).toFixed(1)} server requests a minute (its attempt's heartbeats; ${busy.byOp.slice(0, 3).map(([op, n]) => `${op} ${n.toFixed(1)}/s`).join(', ')})`);
+    const idleOf = new Map(idle.byOp);
+    const added = busy.byOp.map(([op, n]) => [op, (n - (idleOf.get(op) ?? 0)) * 60] as const).filter(([, n]) => Math.abs(n) >= 1).sort((a, b) => b[1] - a[1]);
+    say(`one running job adds ${((busy.perSecond - idle.perSecond) * 60).toFixed(1)} server requests a minute (${added.slice(0, 4).map(([op, n]) => `${op} ${n >= 0 ? '+' : ''}${n.toFixed(0)}`).join(', ')})`);
     await client.cancel(job.id);
     await client.waitFor(job.id, undefined, 60_000);
     // The control: the same idle cluster once the job has ended (what the job added goes with it).

@@ -63,10 +63,9 @@ describe('tokens and roles on every route', () => {
     expect(job.statusCode, job.body).toBe(201);
     jobJ = (job.json() as { id: string }).id;
     await database.db.update(jobAttempts).set({ nodeId: 'node-a' }).where(eq(jobAttempts.jobId, jobJ));
-    // QUEUED, as its workflow would have made it (no control worker runs here): a cancel goes to
-    // that workflow as a signal and a retry is refused (409) while it waits; neither changes a row.
+    // Its workflow has started (no control worker runs here, so it waits): a cancel goes to it as
+    // a signal and a retry is refused (409) while the job is CREATED; neither changes a row.
     await until('the job workflow', () => t.client.workflow.getHandle(jobWorkflowId(jobJ)).describe().catch(() => null), 20_000);
-    await database.db.update(jobs).set({ state: 'QUEUED' }).where(eq(jobs.id, jobJ));
     const [jobRow] = await database.db.select({ projectId: jobs.projectId, experimentId: jobs.experimentId }).from(jobs).where(eq(jobs.id, jobJ));
     runJ = newId('run');
     await database.db.insert(runs).values({ id: runJ, projectId: jobRow.projectId, experimentId: jobRow.experimentId, jobId: jobJ, attempt: 1, source: 'job', status: 'running' });

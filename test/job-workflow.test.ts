@@ -314,6 +314,8 @@ describe('jobWorkflow interleavings', () => {
         typedSearchAttributes: [{ key: SA_JOB_STATE, value: 'QUEUED' }],
       });
       await until('queued', () => names(jobId).includes('enqueueAttempt'));
+      // No upsert says so, yet the query does: the job waits QUEUED.
+      await until('the query says QUEUED', async () => (await h.query(jobStateQuery)) === 'QUEUED');
       await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
       expect(((await h.result()) as JobWorkflowResult).state).toBe('SUCCEEDED');
       return h.fetchHistory();

@@ -197,7 +197,11 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
     let spec: AttemptSpec | null = begun ? { ...begun, lostAfterMs: input.lostAfterMs } : null;
     // Started as QUEUED (what every starter says now): no upsert for it. A run started as
     // CREATED (before), or one continued as new from LOST, says QUEUED here.
-    if (!begun && workflowInfo().typedSearchAttributes.get(SA_JOB_STATE) !== 'QUEUED') setState('QUEUED');
+    // Either way the jobState query says QUEUED from here.
+    if (!begun) {
+      if (workflowInfo().typedSearchAttributes.get(SA_JOB_STATE) !== 'QUEUED') setState('QUEUED');
+      else state = 'QUEUED';
+    }
     while (spec === null) {
       await condition(() => granted || cancelRequested);
       if (cancelRequested) {

@@ -13,7 +13,7 @@ import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
 import { JobStarter } from '../job-starter.ts';
-import { isTerminal, type JobState } from '../../domain/job-states.ts';
+import { isTerminal } from '../../domain/job-states.ts';
 import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
@@ -220,23 +220,26 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       if (!job) throw notFound('job', req.params.id);
       if (isTerminal(job.state)) throw new DomainError('conflict', `job ${job.id} already ended ${job.state}; nothing to cancel`);
       const reason = req.body?.reason ? `cancelled by user: ${req.body.reason}` : 'cancelled by user';
-      /** Settles in the database a job that no workflow has queued; false when it has moved on since. */
-      const settle = (from: JobState[]) =>
+      /** Settles in the database a job that no workflow runs for; false when it has moved on since. */
+      const settle = () =>
         db.transaction(async (tx) => {
           const at = new Date();
-          const moved = await transitionJob(tx, { jobId: job.id, attempt: job.attempt, from, to: 'CANCELLED', detail: `${reason} before it started`, job: { endedAt: at, reason }, attemptRow: { endedAt: at } });
+          const moved = await transitionJob(tx, { jobId: job.id, attempt: job.attempt, from: ['CREATED', 'LOST'], to: 'CANCELLED', detail: `${reason} before it started`, job: { endedAt: at, reason }, attemptRow: { endedAt: at } });
           return moved !== null;
         });
-      // CREATED: its workflow has not queued it (it may not have started yet): the row is the
-      // truth, and the workflow, when it runs, finds the job settled. Past CREATED, the workflow
-      // owns the job, and the cancel is its signal.
-      if (!(job.state === 'CREATED' && (await settle(['CREATED'])))) {
+      // The job's workflow owns it, and the cancel is its signal. A job with no workflow (CREATED,
+      // its start still to come, or left LOST) is settled in the database, and a workflow that
+      // starts after finds it CANCELLED. One that started in between has moved the job on, so
+      // the settling finds nothing to move: then the signal goes to it.
+      for (let tries = 0; tries < 3; tries++) {
         try {
           await signalCancel(client, job.id, req.body?.reason);
+          break;
         } catch (err) {
           if (!(err instanceof WorkflowNotFoundError)) throw err;
-          // No workflow is running for it (left LOST, or CREATED with its start still to come).
-          await settle(['CREATED', 'LOST']);
+          if (await settle()) break;
+          const now = await getJob(db, job.id);
+          if (!now || isTerminal(now.state) || now.attempt !== job.attempt) break;
         }
       }
       const now = await getJob(db, job.id);
