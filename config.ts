@@ -1,6 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
-import { DEFAULT_LOST_AFTER_S } from './domain/liveness.ts';
+import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
 
 /** Everything GPUPlane reads from the environment, with its default, in one place. */
 export interface GpuplaneConfig {
@@ -58,7 +58,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     apiPort,
     apiUrl: overrides.apiUrl ?? process.env.GPUPLANE_API_URL ?? `http://${apiHost}:${apiPort}`,
     heartbeatTimeoutMs,
-    nodeLeaseTimeoutMs: overrides.nodeLeaseTimeoutMs ?? intFromEnv('GPUPLANE_NODE_LEASE_TIMEOUT_S', (3 * heartbeatTimeoutMs) / 1000) * 1000,
+    nodeLeaseTimeoutMs: overrides.nodeLeaseTimeoutMs ?? intFromEnv('GPUPLANE_NODE_LEASE_TIMEOUT_S', defaultLeaseTimeoutMs(heartbeatTimeoutMs) / 1000) * 1000,
     lostAfterMs: overrides.lostAfterMs ?? intFromEnv('GPUPLANE_LOST_AFTER_S', DEFAULT_LOST_AFTER_S) * 1000,
     retryRetentionMs: overrides.retryRetentionMs ?? intFromEnv('GPUPLANE_RETRY_RETENTION_S', 7 * 24 * 3600) * 1000,
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,

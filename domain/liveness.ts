@@ -36,6 +36,16 @@ export function leaseHeartbeatMs(heartbeatTimeoutMs: number): number {
   return Math.min(15_000, Math.max(200, heartbeatTimeoutMs / 4));
 }
 
+/**
+ * A node's lease times out after three attempt heartbeat timeouts unless configured
+ * (GPUPLANE_NODE_LEASE_TIMEOUT_S): a node with attempts is made suspect by their heartbeats at
+ * once, so the lease only decides when an idle node leaves the pool, and a longer one costs
+ * the server fewer heartbeats (leaseHeartbeatMs).
+ */
+export function defaultLeaseTimeoutMs(heartbeatTimeoutMs: number): number {
+  return 3 * heartbeatTimeoutMs;
+}
+
 /** probe interval + heartbeat interval + a second of margin. */
 const SLACK_MS = 3 * PROBE_INTERVAL_MS;
 

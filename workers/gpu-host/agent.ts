@@ -4,7 +4,7 @@ import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createGpuHostActivities, ProcessTable, retryWhile } from '../../activities/gpu-host.ts';
-import { livenessPlan, PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
+import { defaultLeaseTimeoutMs, livenessPlan, PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
 import { reattachSignal } from '../../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
 import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
@@ -147,7 +147,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     o.client.workflow.signalWithStart('nodeWorkflow', {
       workflowId: nodeWorkflowId(o.nodeId),
       taskQueue: CONTROL_TASK_QUEUE,
-      args: [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs, leaseTimeoutMs: o.leaseTimeoutMs ?? 3 * o.heartbeatTimeoutMs }] as [NodeWorkflowInput],
+      args: [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs, leaseTimeoutMs: o.leaseTimeoutMs ?? defaultLeaseTimeoutMs(o.heartbeatTimeoutMs) }] as [NodeWorkflowInput],
       signal: nodeOnlineSignal,
       signalArgs: [inventory],
     });
