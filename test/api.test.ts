@@ -9,9 +9,9 @@ import { buildApp } from '../api/app.ts';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { getJob, insertJob, listAttempts, listTransitions, transitionJob } from '../db/queries/jobs.ts';
 import { connectClient, ensureNamespace } from '../temporal/setup.ts';
-import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../workflows/names.ts';
+import { CONTROL_TASK_QUEUE } from '../workflows/names.ts';
 import { SA_JOB_ID } from '../workflows/search-attributes.ts';
-import { until } from './support/poll.ts';
+import { untilJobWorkflow } from './support/poll.ts';
 
 /** The API through app.inject, on PGlite, with a real Temporal client. */
 describe('API input handling', () => {
@@ -107,7 +107,7 @@ describe('API input handling', () => {
     expect((await listTransitions(database.db, job.id)).map((t) => [t.attempt, t.fromState, t.toState])).toEqual([[1, null, 'CREATED']]);
     // Its workflow is started right after the answer, on the control queue under the job's
     // workflow id (no worker runs here, so it waits).
-    const wf = await until('the job workflow', () => temporal.workflow.getHandle(jobWorkflowId(job.id)).describe().catch(() => null), 20_000);
+    const wf = await untilJobWorkflow(temporal, job.id);
     expect(wf).toMatchObject({ workflowId: `job/${job.id}`, type: 'jobWorkflow', taskQueue: CONTROL_TASK_QUEUE, status: { name: 'RUNNING' } });
     expect(wf.typedSearchAttributes.get(SA_JOB_ID)).toBe(job.id);
   });

@@ -9,8 +9,7 @@ import { checkpoints, evaluations, jobAttempts, jobs, nodes, runs } from '../db/
 import { newToken, runToken } from '../runtime/tokens.ts';
 import { dbFingerprinter } from './support/db-fingerprint.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
-import { until } from './support/poll.ts';
-import { jobWorkflowId } from '../workflows/names.ts';
+import { untilJobWorkflow } from './support/poll.ts';
 
 type Who = 'none' | 'bogus' | 'admin' | 'memberAlpha' | 'viewerAlpha' | 'memberBeta' | 'starViewer' | 'nodeA' | 'nodeB' | 'runJ';
 /** What a request needs: open, any user token, admin, read/write of project alpha, or (besides) the node of job J, or run J's own token. */
@@ -65,7 +64,7 @@ describe('tokens and roles on every route', () => {
     await database.db.update(jobAttempts).set({ nodeId: 'node-a' }).where(eq(jobAttempts.jobId, jobJ));
     // Its workflow has started (no control worker runs here, so it waits): a cancel goes to it as
     // a signal and a retry is refused (409) while the job is CREATED; neither changes a row.
-    await until('the job workflow', () => t.client.workflow.getHandle(jobWorkflowId(jobJ)).describe().catch(() => null), 20_000);
+    await untilJobWorkflow(t.client, jobJ);
     const [jobRow] = await database.db.select({ projectId: jobs.projectId, experimentId: jobs.experimentId }).from(jobs).where(eq(jobs.id, jobJ));
     runJ = newId('run');
     await database.db.insert(runs).values({ id: runJ, projectId: jobRow.projectId, experimentId: jobRow.experimentId, jobId: jobJ, attempt: 1, source: 'job', status: 'running' });

@@ -9,8 +9,7 @@ import { checkpoints, evaluations, jobAttempts, jobs, nodes, runs } from '../db/
 import { newToken } from '../runtime/tokens.ts';
 import { dbFingerprinter } from './support/db-fingerprint.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
-import { until } from './support/poll.ts';
-import { jobWorkflowId } from '../workflows/names.ts';
+import { untilJobWorkflow } from './support/poll.ts';
 import { describeRequest, fuzzRequests, opsOf, routeOf, show, type Concrete, type FuzzRequest, type Op, type Pools, type Who } from './support/fuzz-requests.ts';
 
 /**
@@ -83,7 +82,7 @@ describe('fuzzing every route with hostile input', () => {
     const viewer = (await call('POST', '/tokens', { name: 'viewer', role: 'viewer', projects: ['alpha'] })).token;
     pools.tokens.push((await call('POST', '/tokens', { name: 'spare', role: 'viewer', projects: ['*'] })).id);
     const job = (await call('POST', '/jobs', { command: ['true'], project: 'alpha', experiment: 'e1', type: 'TRAIN', watch_dir: 'ckpt', eval_policy: { when: 'each', command: ['true'] } })).id;
-    await until('the job workflow', () => testApp.client.workflow.getHandle(jobWorkflowId(job)).describe().catch(() => null), 20_000);
+    await untilJobWorkflow(testApp.client, job);
     await call('POST', `/jobs/${job}/attempts/1/logs/stdout?offset=0`, 'hello\n', { 'content-type': 'application/octet-stream' });
     const sdkRun = (await call('POST', '/runs', { project: 'alpha', experiment: 'e1', name: 'seed', params: { lr: 0.1 }, tags: { a: 'b' } })).id;
     await call('POST', `/runs/${sdkRun}/metrics`, { points: [{ key: 'loss', step: 1, value: 0.5 }, { key: 'loss', step: 2, value: 'NaN' }, { key: 'eval/acc', step: 2, value: 0.9 }] });
@@ -205,8 +204,7 @@ describe('fuzzing every route with hostile input', () => {
       // job stays CREATED. Waiting for the start keeps every later request on that state: a
       // cancel then signals the workflow, as it would a moment later anyway.
       if (route === 'POST /api/v1/jobs') {
-        const id = body.id;
-        await until('the job workflow', () => testApp.client.workflow.getHandle(jobWorkflowId(id)).describe().catch(() => null), 20_000);
+        await untilJobWorkflow(testApp.client, body.id);
       }
     }
   }
