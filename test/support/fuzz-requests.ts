@@ -93,6 +93,18 @@ export function describeRequest(who: Who, c: Concrete): string {
  * Request generators over the given operations. Pools are read when a request is made, so rows
  * that earlier requests created can be named; tokens are those of the admin and the viewer.
  */
+/**
+ * A generated value as query text. String() throws on an object whose generated keys include
+ * `toString` or `valueOf` (a seed found one); those go as JSON, everything else as before.
+ */
+function asText(v: unknown): string {
+  try {
+    return String(v);
+  } catch {
+    return JSON.stringify(v) ?? '';
+  }
+}
+
 export function fuzzRequests(ops: Op[], pools: Pools, tokens: { admin: string; viewer: string }) {
   // Values that pass validation often enough to reach the handlers and the database.
   const hints: Hints = {
@@ -126,7 +138,7 @@ export function fuzzRequests(ops: Op[], pools: Pools, tokens: { admin: string; v
       if (name === 'runs') return pool.slice(n % pool.length).slice(0, 1 + (n % 3)).join(',');
       return pool.length ? pool[n % pool.length] : 'alpha';
     });
-    const fair = fc.oneof({ weight: 2, arbitrary: known }, { weight: 1, arbitrary: schemaValue(schema).map(String) }).map((v): [string, boolean] => [v, true]);
+    const fair = fc.oneof({ weight: 2, arbitrary: known }, { weight: 1, arbitrary: schemaValue(schema).map(asText) }).map((v): [string, boolean] => [v, true]);
     const hostile = fc.oneof({ weight: 3, arbitrary: hostileString.map((v): [string, boolean] => [v, true]) }, { weight: 1, arbitrary: rawUrlString.map((v): [string, boolean] => [v, false]) });
     return fc.oneof({ weight: shaped ? 9 : 5, arbitrary: fair }, { weight: shaped ? 1 : 4, arbitrary: hostile }).filter(([v]) => !(op.follows && name === 'follow' && v === 'true'));
   }
