@@ -35,7 +35,7 @@ export interface GpuHostDeps {
   logs?: LogShipping;
   /** Watches the checkpoint folder of attempts submitted with `--watch` (absent: none is watched). */
   checkpoints?: CheckpointWatching;
-  /** The node's credential: each job with a run gets its run token, derived from it (domain/tokens.ts). */
+  /** The node's credential: each job with a run gets its run token, derived from it (runtime/tokens.ts). */
   nodeToken?: string;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */
   allowedRoots?: readonly string[];

@@ -3,7 +3,7 @@
  * the app refuse to start), checked in a preHandler once the params are validated, so a
  * refused request never reaches its handler and changes nothing.
  *
- * Principals (domain/tokens.ts): an admin; a member (read and write in its projects) or a viewer
+ * Principals (runtime/tokens.ts): an admin; a member (read and write in its projects) or a viewer
  * (read in its projects), `*` standing for every project; a node (an agent: ships logs of the
  * attempts dispatched to it); a run token (a job process: writes its own run).
  */

@@ -408,7 +408,7 @@ export const runLogRefs = pgTable(
 export type RunLogRef = InferSelectModel<typeof runLogRefs>;
 
 /**
- * API credentials (domain/tokens.ts). Only a token's sha256 is kept. A user token has a role:
+ * API credentials (runtime/tokens.ts). Only a token's sha256 is kept. A user token has a role:
  * admin (everything), member (read and write in `projects`) or viewer (read in `projects`);
  * `projects` holds project names, `["*"]` for all of them. A node token (`node_id` set) can
  * only do what an agent does, for jobs dispatched to its node; `run_key` checks the run tokens

@@ -29,7 +29,6 @@ const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
 /** Thrown inside the submit transaction to roll back a job whose Idempotency-Key another request took. */
 class KeyTaken extends Error {}
 
-/** argv as given, or one string run by /bin/sh -c; a blank command is refused. */
 /** A checkpoint folder relative to the working dir, normalised; one that leaves it is refused. */
 function normalizeWatchDir(dir: string): string {
   if (dir.includes('\0')) throw new DomainError('invalid', 'watch_dir must not contain NUL');

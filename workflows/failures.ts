@@ -1,0 +1,26 @@
+import { ApplicationFailure } from '@temporalio/common';
+
+/*
+ * Every failure type GPUPlane's activities throw and its workflows read, in one place.
+ * Activities throw `ApplicationFailure`s of these types (`nonRetryable` where a retry cannot
+ * help); workflows compare `failure.type` with these constants, never with a string of their own.
+ */
+
+/** An attempt cut short by its agent's shutdown, or found dead unwatched: the job workflow treats it as LOST. */
+export const AGENT_SHUTDOWN = 'AgentShutdown';
+/** An activity named an attempt with ids that no GPUPlane job has (a forged or corrupt task). Never retried. */
+export const INVALID_ATTEMPT = 'InvalidAttempt';
+/** A job the activity was asked about has no row in the database: retrying cannot make it appear. */
+export const JOB_NOT_FOUND = 'JobNotFound';
+
+export type FailureType = typeof AGENT_SHUTDOWN | typeof INVALID_ATTEMPT | typeof JOB_NOT_FOUND;
+
+/** A non-retryable failure of one of the types above. */
+export function permanentFailure(type: FailureType, message: string): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true });
+}
+
+/** A missing job row: permanent (a retry finds no row either). */
+export function jobNotFound(jobId: string): ApplicationFailure {
+  return permanentFailure(JOB_NOT_FOUND, `job ${jobId} does not exist`);
+}
