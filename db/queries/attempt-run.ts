@@ -1,0 +1,26 @@
+import { and, eq, type SQL } from 'drizzle-orm';
+import type { Executor } from '../client.ts';
+import { runs } from '../schema.ts';
+import type { RunStatus } from '../../domain/run-status.ts';
+
+/** attemptRunIs: the predicate "the run of this attempt", the one place it is written. */
+export function attemptRunIs(jobId: string, attempt: number): SQL {
+  return and(eq(runs.jobId, jobId), eq(runs.attempt, attempt)) as SQL;
+}
+
+/** runOfAttempt returns the id of the run an attempt of a job writes to, or null when it has none (CUSTOM, or not begun). */
+export async function runOfAttempt(ex: Executor, jobId: string, attempt: number): Promise<string | null> {
+  const [run] = await ex.select({ id: runs.id }).from(runs).where(attemptRunIs(jobId, attempt));
+  return run?.id ?? null;
+}
+
+/** runOfAttemptForUpdate returns the run id of an attempt like runOfAttempt, with the run's row locked until the transaction ends. */
+export async function runOfAttemptForUpdate(ex: Executor, jobId: string, attempt: number): Promise<string | null> {
+  const [run] = await ex.select({ id: runs.id }).from(runs).where(attemptRunIs(jobId, attempt)).for('update');
+  return run?.id ?? null;
+}
+
+/** endAttemptRun sets the status and end time of an attempt's run (no row: nothing happens). */
+export async function endAttemptRun(ex: Executor, jobId: string, attempt: number, status: RunStatus, endedAt: Date): Promise<void> {
+  await ex.update(runs).set({ status, endedAt }).where(attemptRunIs(jobId, attempt));
+}
