@@ -20,8 +20,9 @@ import { renderPages } from '../scripts/gen-docs.ts';
  * - that is not part of something larger: not preceded by a letter, digit, `_`, `-`, `.`, `/`,
  *   `~`, `$`, `@` or `:` (URLs, `../x`, `~/.gpuplane/x`, `$PWD/x`), and not followed by `*`, `<`,
  *   `{`, `[`, `$` or `…` (globs and placeholders such as `test/histories/<kind>-<shape>.json`).
- * A Markdown link's target, unless a URL, must resolve relative to its file to a path inside the
- * repository, and its `#anchor` must name a heading of the page it points to.
+ * In Markdown, a path that climbs with `../` (`../test/histories/README.md`) and a link's target,
+ * unless a URL, must resolve relative to their page to a path inside the repository, and a link's
+ * `#anchor` must name a heading of the page it points to.
  *
  * Files read: every tracked or new (not ignored) Markdown file, and the comments of every *.ts,
  * *.tsx, *.js, *.mjs, *.py and *.sh file, outside test/fixtures/.
@@ -43,6 +44,8 @@ const PATH = new RegExp(
   `(?<![\\w\\-/~$@:.])(?:\\./)?((?:${topDirs.map(escape).join('|')})/[\\w.\\-/]*|(?:${topFiles.map(escape).join('|')})(?![\\w\\-/]|\\.\\w))(?::(\\d+)(?:-(\\d+))?)?`,
   'g',
 );
+/** A path relative to its page that climbs out of the page's folder: `../test/histories/README.md`. */
+const UP_PATH = new RegExp(`(?<![\\w.\\-/~$@:])((?:\\.\\./)+[\\w.\\-/]*\\.(?:${EXTENSIONS.join('|')}))(?![\\w\\-/*<{[$…])`, 'g');
 const PLACEHOLDER_AFTER = /^[*<{[$…]/;
 const FILE_NAME = new RegExp(`\\.(${EXTENSIONS.join('|')})$`);
 
@@ -177,6 +180,13 @@ describe('docs', () => {
     for (const file of markdownFiles) {
       const text = fs.readFileSync(file, 'utf8');
       check(file, text, 0, text);
+      // `../x/y.md` is relative to the page; the repository's pages name nothing outside it.
+      for (const m of text.matchAll(UP_PATH)) {
+        const resolved = path.resolve(path.dirname(path.join(root, file)), m[1]);
+        const where = `${file}:${lineAt(text, m.index)}: ${m[1]}`;
+        if (path.relative(root, resolved).startsWith('..')) stale.push(`${where} leads outside the repository`);
+        else if (!fs.existsSync(resolved)) stale.push(`${where} does not exist`);
+      }
     }
     for (const file of sourceFiles) {
       const text = fs.readFileSync(file, 'utf8');
