@@ -119,3 +119,29 @@ export async function metricColumns(ex: Executor, projectId: string | null, expe
   const [e] = experimentId ? await ex.select().from(experiments).where(eq(experiments.id, experimentId)) : [];
   return { project: p, experiment: e };
 }
+
+/** runOfCheckpoint returns the id of the run a checkpoint belongs to, or undefined when there is no such checkpoint. */
+export async function runOfCheckpoint(ex: Executor, checkpointId: string): Promise<string | undefined> {
+  const [r] = await ex.select({ runId: checkpoints.runId }).from(checkpoints).where(eq(checkpoints.id, checkpointId));
+  return r?.runId;
+}
+
+/** countRunCheckpoints returns how many checkpoints a run has registered. */
+export async function countRunCheckpoints(ex: Executor, runId: string): Promise<number> {
+  const [{ n }] = await ex.select({ n: sql<number>`count(*)::int` }).from(checkpoints).where(eq(checkpoints.runId, runId));
+  return n;
+}
+
+/**
+ * finalCheckpointOfAttempt returns the checkpoint an attempt got furthest in training with (the
+ * highest step, then the newest), whatever order its watcher found them in; undefined when it has none.
+ */
+export async function finalCheckpointOfAttempt(ex: Executor, jobId: string, attempt: number): Promise<Checkpoint | undefined> {
+  const [last] = await ex
+    .select()
+    .from(checkpoints)
+    .where(and(eq(checkpoints.jobId, jobId), eq(checkpoints.attempt, attempt)))
+    .orderBy(sql`${checkpoints.step} desc nulls last`, desc(checkpoints.createdAt), desc(checkpoints.id))
+    .limit(1);
+  return last;
+}

@@ -7,7 +7,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { planPlacements, type Placement } from '../../domain/placement.ts';
-import { nodeRooms } from './schedule.ts';
+import { nodeRooms } from './node-rooms.ts';
 
 
 /** The placements as a row source `p(job_id, attempt, node_id, gpu_indices, detail)`: one parameter, however many. */

@@ -1,6 +1,7 @@
 import { and, asc, eq, gt, gte, sql } from 'drizzle-orm';
 import type { Executor, Tx } from '../client.ts';
 import { jobAttempts, logChunks, runLogRefs, runs, type RunLogRef } from '../schema.ts';
+import { runOfAttempt } from './attempt-run.ts';
 
 export const LOG_STREAMS = ['stdout', 'stderr'] as const;
 export type LogStream = (typeof LOG_STREAMS)[number];
@@ -47,7 +48,7 @@ export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResu
   const fresh = c.data.subarray(Math.min(c.data.length, stored - c.offset));
   if (fresh.length > 0 && ref.complete) return { kind: 'complete', sizeBytes: stored };
   if (fresh.length > 0) await tx.insert(logChunks).values({ jobId: c.jobId, attempt: c.attempt, stream: c.stream, offset: stored, data: Buffer.from(fresh) });
-  const [run] = ref.runId ? [{ id: ref.runId }] : await tx.select({ id: runs.id }).from(runs).where(and(eq(runs.jobId, c.jobId), eq(runs.attempt, c.attempt)));
+  const runId = ref.runId ?? (await runOfAttempt(tx, c.jobId, c.attempt));
   const sizeBytes = stored + fresh.length;
   const complete = ref.complete || c.final;
   await tx
@@ -55,7 +56,7 @@ export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResu
     .set({
       sizeBytes,
       complete,
-      runId: run?.id ?? null,
+      runId,
       nodeId: c.nodeId ?? ref.nodeId,
       location: c.location ?? ref.location,
       updatedAt: new Date(),

@@ -100,3 +100,23 @@ export async function markCheckpointsDeleted(ex: Executor, ids: readonly string[
     .returning({ id: checkpoints.id });
   return rows.length;
 }
+
+/** runHasRetention returns whether the experiment of a run keeps only some of its checkpoints (keep best or keep latest set). */
+export async function runHasRetention(ex: Executor, runId: string): Promise<boolean> {
+  const [exp] = await ex
+    .select({ keepBest: experiments.keepBest, keepLatest: experiments.keepLatest })
+    .from(runs)
+    .innerJoin(experiments, eq(experiments.id, runs.experimentId))
+    .where(eq(runs.id, runId));
+  return !!exp && (exp.keepBest !== null || exp.keepLatest !== null);
+}
+
+/** watchedFolderOf returns the working and watched folders of the job that wrote a checkpoint, or undefined when it has no job. */
+export async function watchedFolderOf(ex: Executor, checkpointId: string): Promise<{ workingDir: string; watchDir: string | null } | undefined> {
+  const [writer] = await ex
+    .select({ workingDir: jobs.workingDir, watchDir: jobs.watchDir })
+    .from(checkpoints)
+    .innerJoin(jobs, eq(jobs.id, checkpoints.jobId))
+    .where(eq(checkpoints.id, checkpointId));
+  return writer;
+}

@@ -1,8 +1,9 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs } from '../schema.ts';
-import { planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
+import { planPlacements, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { dispatchPlacements } from './dispatch.ts';
+import { nodeRooms } from './node-rooms.ts';
 
 export interface PassOutcome {
   placements: Placement[];
@@ -76,24 +77,6 @@ async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
   );
   const none: Record<string, string> = {};
   return rows.map((r) => ({ id: r.id, attempt: r.attempt, gpus: r.gpus, selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms) }));
-}
-
-/** Every ONLINE node with its labels, its present cards and which of them are free (one row a node). */
-export async function nodeRooms(ex: Executor): Promise<NodeRoom[]> {
-  const rows = await queryRows<RoomRow>(ex, sql`
-    select n.id, n.labels, count(s.index)::int as total,
-           coalesce(array_agg(s.index order by s.index) filter (where s.index is not null and s.owner_job_id is null), '{}') as free
-    from nodes n left join gpu_slots s on s.node_id = n.id and s.present = 1
-    where n.status = 'ONLINE'
-    group by n.id, n.labels`);
-  return rows.map((r) => ({ id: r.id, labels: r.labels, totalCards: Number(r.total), free: r.free.map(Number) }));
-}
-
-interface RoomRow {
-  id: string;
-  labels: Record<string, string>;
-  total: number | string;
-  free: (number | string)[];
 }
 
 /** Jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
