@@ -19,14 +19,14 @@ export interface CheckpointRegistration {
   step: number | null;
 }
 
-/** Whether `uri` (an absolute path on the node) lies inside the job's watched folder. */
+/** insideWatched says whether `uri` (an absolute path on the node) lies inside the job's watched folder. */
 export function insideWatched(workingDir: string, watchDir: string, uri: string): boolean {
   const root = path.resolve(workingDir, watchDir);
   const p = path.resolve(root, uri);
   return path.isAbsolute(uri) && p !== root && p.startsWith(root + path.sep);
 }
 
-/** The value of each of the run's metric keys at `step`: its nearest point at or before it. */
+/** metricsAtStep returns the value of each of the run's metric keys at `step`: its nearest point at or before it. */
 export async function metricsAtStep(ex: Executor, runId: string, step: number | null): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const s of await summaries(ex, runId)) {
@@ -56,7 +56,7 @@ export async function metricsAtStep(ex: Executor, runId: string, step: number | 
 }
 
 /**
- * Inserts the checkpoint into the run of the job's attempt, chained to the run's checkpoint
+ * registerCheckpoint inserts the checkpoint into the run of the job's attempt, chained to the run's checkpoint
  * before it in step order (one found out of order is linked in between), or for the run's first
  * to the job's `resume_from`. Null when the attempt has no
  * run (a CUSTOM job, or an unknown attempt): there is nothing to attach it to.

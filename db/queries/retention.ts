@@ -18,7 +18,7 @@ export interface RetentionSetting {
   keepLatest: number | null;
 }
 
-/** An experiment's retention; both null (off) when the project or experiment does not exist. */
+/** getRetention returns an experiment's retention; both null (off) when the project or experiment does not exist. */
 export async function getRetention(ex: Executor, project: string, experiment: string): Promise<RetentionSetting> {
   const rows = await ex
     .select({ keepBest: experiments.keepBest, keepLatest: experiments.keepLatest })
@@ -27,7 +27,7 @@ export async function getRetention(ex: Executor, project: string, experiment: st
   return rows[0] ?? { keepBest: null, keepLatest: null };
 }
 
-/** Sets an experiment's retention (nulls turn it off), creating project and experiment on first use. */
+/** setRetention sets an experiment's retention (nulls turn it off), creating project and experiment on first use. */
 export async function setRetention(ex: Executor, project: string, experiment: string, r: RetentionSetting): Promise<RetentionSetting> {
   const id = await ensureExperiment(ex, await ensureProject(ex, project), experiment);
   await ex.update(experiments).set({ keepBest: r.keepBest, keepLatest: r.keepLatest }).where(eq(experiments.id, id));
@@ -47,7 +47,7 @@ export interface RetentionPlan {
 }
 
 /**
- * The run's checkpoints whose files retention deletes now; null when its experiment has no
+ * retentionPlan returns the run's checkpoints whose files retention deletes now; null when its experiment has no
  * retention or nothing is to go. Never the best, one a job not yet ended resumes from, or one
  * with an evaluation pending or running.
  */
@@ -90,7 +90,7 @@ export async function retentionPlan(ex: Executor, runId: string): Promise<Retent
   return { runId, nodeId, doomed: list.map((c) => ({ id: c.id, uri: c.uri })) };
 }
 
-/** Records that retention deleted these checkpoints' files (the rows, and their evaluations, stay). */
+/** markCheckpointsDeleted records that retention deleted these checkpoints' files (the rows, and their evaluations, stay). */
 export async function markCheckpointsDeleted(ex: Executor, ids: readonly string[], at = new Date()): Promise<number> {
   if (ids.length === 0) return 0;
   const rows = await ex

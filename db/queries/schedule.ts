@@ -11,7 +11,7 @@ export interface PassOutcome {
 }
 
 /**
- * Gives the placement's job the cards it names that are still unowned, and returns the
+ * claimSlots gives the placement's job the cards it names that are still unowned, and returns the
  * indices it got. The `owner_job_id IS NULL` condition is what keeps one owner per card:
  * a card someone else holds is not taken, so a caller compares the count with what it asked.
  */
@@ -26,7 +26,7 @@ export async function claimSlots(ex: Executor, p: Placement): Promise<number[]> 
 }
 
 /**
- * One scheduling pass in one transaction: read the queue and the free cards, plan, then apply
+ * runSchedulePass runs one scheduling pass in one transaction: read the queue and the free cards, plan, then apply
  * the whole plan in a few set-based statements (./dispatch.ts): the jobs still QUEUED move to
  * DISPATCHING with their history lines, and their cards are claimed only where still unowned
  * (the update's condition is the last word on who owns a card). Nothing is locked while
@@ -79,7 +79,7 @@ async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
   return rows.map((r) => ({ id: r.id, attempt: r.attempt, gpus: r.gpus, selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms) }));
 }
 
-/** Jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
+/** staleDispatches returns the jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
 export async function staleDispatches(db: Db, olderThanMs: number): Promise<Placement[]> {
   const rows = await db
     .select({ jobId: jobs.id, attempt: jobs.attempt, nodeId: jobs.nodeId, gpuIndices: jobs.gpuIndices })
