@@ -1,11 +1,10 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Db } from '../db/client.ts';
-import type { Job } from '../db/schema.ts';
 import { getJob } from '../db/queries/jobs.ts';
-import { startJobWorkflow, type JobTimeouts } from '../temporal/client-ops.ts';
+import { startJobWorkflow, type JobTimeouts, type StartableJob } from '../temporal/client-ops.ts';
 
-type Startable = Pick<Job, 'id' | 'attempt' | 'type' | 'projectId'>;
+type Startable = StartableJob;
 
 /** Past this many starts waiting, a submit waits for its own start (backpressure on a slow Temporal). */
 const BACKLOG = 256;
@@ -21,7 +20,7 @@ const RETRY_MAX_MS = 15_000;
  *
  * A start Temporal refuses or does not answer is tried again, with back-off, for as long as the
  * job is still CREATED; if this process dies first, the control worker's reconciler starts
- * every job left CREATED (activities/scheduler-ops.ts). Starting is idempotent either way.
+ * every job left CREATED (temporal/scheduler-ops.ts). Starting is idempotent either way.
  */
 export class JobStarter {
   private readonly waiting: { job: Startable; done: () => void }[] = [];

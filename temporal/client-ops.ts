@@ -13,10 +13,13 @@ export function timeoutsOf(c: GpuplaneConfig): JobTimeouts {
   return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, lostAfterMs: c.lostAfterMs, retryRetentionMs: c.retryRetentionMs };
 }
 
+/** What starting a job's workflow needs of its row: the ids, the attempt, and the search attributes' fields. */
+export type StartableJob = Pick<Job, 'id' | 'attempt' | 'type' | 'projectId'>;
+
 /** Starts the workflow of a job's current attempt; a second start of the same attempt is a no-op. */
 export async function startJobWorkflow(
   client: Client,
-  job: Pick<Job, 'id' | 'attempt' | 'type' | 'projectId'>,
+  job: StartableJob,
   t: JobTimeouts,
 ): Promise<void> {
   try {
@@ -43,7 +46,7 @@ export class RetryRefused extends Error {}
  * this attempt (a job being re-queued, say), asks it to continue as new. After the retention
  * the workflow has completed, and signal-with-start begins the chain again.
  */
-export async function requestRetry(client: Client, job: Pick<Job, 'id' | 'attempt' | 'type' | 'projectId'>, request: RetryRequest, t: JobTimeouts): Promise<'updated' | 'started'> {
+export async function requestRetry(client: Client, job: StartableJob, request: RetryRequest, t: JobTimeouts): Promise<'updated' | 'started'> {
   const handle = client.workflow.getHandle(jobWorkflowId(job.id));
   try {
     // A bounded wait: with no control worker to run the validator, the caller answers 503.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { coalesce } from '../activities/scheduler-ops.ts';
+import { coalesce } from '../temporal/scheduler-ops.ts';
 
 describe('coalesce', () => {
   it('folds calls made during a send into one more send, started after them', async () => {

@@ -1,6 +1,6 @@
 import { condition, continueAsNew, patched, proxyActivities, proxyLocalActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
-import { wakeSchedulerSignal } from './scheduler-messages.ts';
+import { DEFAULT_IDLE_PASS_MS, wakeSchedulerSignal, type SchedulerInput } from './scheduler-messages.ts';
 
 const options = { startToCloseTimeout: '2 minutes', retry: { initialInterval: '200ms', maximumInterval: '5s' } } as const;
 const control = proxyActivities<ControlActivities>(options);
@@ -8,18 +8,11 @@ const control = proxyActivities<ControlActivities>(options);
 // activity it costs no activity task, no trip through matching and no second workflow task.
 const local = proxyLocalActivities<ControlActivities>(options);
 
-export interface SchedulerInput {
-  /** A wake-up that arrived just before the previous run continued as new. */
-  pending: boolean;
-  /** Fallback interval between passes when nothing signals. */
-  idlePassMs: number;
-}
-
 /**
  * The singleton scheduler (`scheduler`). Wake-ups coalesce: however many signals arrive
  * during a pass, one more pass follows it.
  */
-export async function schedulerWorkflow(input: SchedulerInput = { pending: true, idlePassMs: 15_000 }): Promise<void> {
+export async function schedulerWorkflow(input: SchedulerInput = { pending: true, idlePassMs: DEFAULT_IDLE_PASS_MS }): Promise<void> {
   let pending = input.pending;
   setHandler(wakeSchedulerSignal, () => {
     pending = true;

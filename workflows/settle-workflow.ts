@@ -2,23 +2,12 @@ import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
 import { gpuHostTaskQueue } from './names.ts';
-import type { JobState } from './types.ts';
+import type { SettleJobInput } from './settle-messages.ts';
 
 const control = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '200ms', maximumInterval: '10s' },
 });
-
-export interface SettleJobInput {
-  jobId: string;
-  attempt: number;
-  /** The node the attempt was placed on, if any: its process is stopped there first. */
-  nodeId: string | null;
-  state: Extract<JobState, 'SUCCEEDED' | 'FAILED' | 'CANCELLED'>;
-  reason: string;
-  /** A node that does not take the stop within this long has fenced the attempt itself. */
-  lostAfterMs: number;
-}
 
 /**
  * Ends a job whose own workflow was closed behind its back (terminated, reset or cancelled in

@@ -1,6 +1,7 @@
 import { and, eq, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
-import { runs } from '../schema.ts';
+import { newId } from '../ids.ts';
+import { runs, type Job } from '../schema.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
 
 /** attemptRunIs: the predicate "the run of this attempt", the one place it is written. */
@@ -23,4 +24,21 @@ export async function runOfAttemptForUpdate(ex: Executor, jobId: string, attempt
 /** endAttemptRun sets the status and end time of an attempt's run (no row: nothing happens). */
 export async function endAttemptRun(ex: Executor, jobId: string, attempt: number, status: RunStatus, endedAt: Date): Promise<void> {
   await ex.update(runs).set({ status, endedAt }).where(attemptRunIs(jobId, attempt));
+}
+
+/** createAttemptRun inserts the run of an attempt of a job (running, named `<job>#<attempt>`, with the job's params) and returns its id. */
+export async function createAttemptRun(ex: Executor, job: Job, attempt: number): Promise<string> {
+  const id = newId('run');
+  await ex.insert(runs).values({
+    id,
+    projectId: job.projectId,
+    experimentId: job.experimentId,
+    jobId: job.id,
+    attempt,
+    source: 'job',
+    name: `${job.id}#${attempt}`,
+    status: 'running',
+    params: job.params,
+  });
+  return id;
 }

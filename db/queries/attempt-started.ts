@@ -3,7 +3,7 @@ import { markEvaluationRunning } from './evaluations.ts';
 import { transitionJob } from './jobs.ts';
 
 /**
- * The attempt's process is up: DISPATCHING → RUNNING with its pid and log, and an EVALUATE job's
+ * markAttemptRunning: the attempt's process is up: DISPATCHING → RUNNING with its pid and log, and an EVALUATE job's
  * evaluation runs with it. Whether the agent's report reached the API or the job's workflow (an
  * agent without a node token, a re-attach), this is the one write. False when the attempt was not
  * DISPATCHING (a repeated or late report): nothing is changed.

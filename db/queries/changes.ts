@@ -22,7 +22,7 @@ export type Versions = Record<ChangeTopic, string> & { metricId: number; eventId
 /** A sequence's last value, 0 before its first nextval (a fresh sequence reports its start value). */
 const seq = (name: string) => sql.raw(`(select case when is_called then last_value else 0 end from ${name})`);
 
-/** All counters in one query of sequence reads: O(1), whatever the size of the tables. */
+/** readVersions reads all counters in one query of sequence reads: O(1), whatever the size of the tables. */
 export async function readVersions(db: Db): Promise<Versions> {
   const [r] = await queryRows<Record<string, string | number>>(
     db,
@@ -51,7 +51,7 @@ export interface ChangedIds {
 }
 
 /**
- * The runs with metric chunks, and the runs and jobs with events, in `w`. Both ranges are on
+ * changedIds returns the runs with metric chunks, and the runs and jobs with events, in `w`. Both ranges are on
  * primary keys, so the cost follows what changed, not the size of the tables. Rows of the range
  * not yet committed are not seen: the watcher asks again for the same range later.
  */

@@ -6,7 +6,8 @@ import path from 'node:path';
 import { and, asc, desc, eq, gt, lte } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
 import { newId } from '../ids.ts';
-import { checkpoints, jobAttempts, jobs, runs, type Checkpoint } from '../schema.ts';
+import { checkpoints, jobAttempts, jobs, type Checkpoint } from '../schema.ts';
+import { runOfAttemptForUpdate } from './attempt-run.ts';
 import { rawPoints, summaries } from './metrics.ts';
 
 export interface CheckpointRegistration {
@@ -18,14 +19,14 @@ export interface CheckpointRegistration {
   step: number | null;
 }
 
-/** Whether `uri` (an absolute path on the node) lies inside the job's watched folder. */
+/** insideWatched says whether `uri` (an absolute path on the node) lies inside the job's watched folder. */
 export function insideWatched(workingDir: string, watchDir: string, uri: string): boolean {
   const root = path.resolve(workingDir, watchDir);
   const p = path.resolve(root, uri);
   return path.isAbsolute(uri) && p !== root && p.startsWith(root + path.sep);
 }
 
-/** The value of each of the run's metric keys at `step`: its nearest point at or before it. */
+/** metricsAtStep returns the value of each of the run's metric keys at `step`: its nearest point at or before it. */
 export async function metricsAtStep(ex: Executor, runId: string, step: number | null): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const s of await summaries(ex, runId)) {
@@ -55,7 +56,7 @@ export async function metricsAtStep(ex: Executor, runId: string, step: number | 
 }
 
 /**
- * Inserts the checkpoint into the run of the job's attempt, chained to the run's checkpoint
+ * registerCheckpoint inserts the checkpoint into the run of the job's attempt, chained to the run's checkpoint
  * before it in step order (one found out of order is linked in between), or for the run's first
  * to the job's `resume_from`. Null when the attempt has no
  * run (a CUSTOM job, or an unknown attempt): there is nothing to attach it to.
@@ -68,27 +69,23 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
   if (!job?.watchDir || !insideWatched(job.workingDir, job.watchDir, a.uri)) return null;
   return db.transaction(async (tx) => {
     // The run's row is locked: two registrations of one run chain one after the other.
-    const [run] = await tx
-      .select({ id: runs.id })
-      .from(runs)
-      .where(and(eq(runs.jobId, a.jobId), eq(runs.attempt, a.attempt)))
-      .for('update');
-    if (!run) return null;
+    const runId = await runOfAttemptForUpdate(tx, a.jobId, a.attempt);
+    if (!runId) return null;
     const [existing] = await tx
       .select()
       .from(checkpoints)
-      .where(and(eq(checkpoints.runId, run.id), eq(checkpoints.uri, a.uri), eq(checkpoints.fingerprint, a.fingerprint)));
+      .where(and(eq(checkpoints.runId, runId), eq(checkpoints.uri, a.uri), eq(checkpoints.fingerprint, a.fingerprint)));
     if (existing) return { checkpoint: existing, created: false };
     // The checkpoint before it in training: the run's one at the highest step up to its own
     // (the watcher may find them out of order: a directory can settle after a later file);
     // without a step, the one registered last.
     const [previous] =
       a.step === null
-        ? await tx.select({ id: checkpoints.id }).from(checkpoints).where(eq(checkpoints.runId, run.id)).orderBy(desc(checkpoints.createdAt), desc(checkpoints.id)).limit(1)
+        ? await tx.select({ id: checkpoints.id }).from(checkpoints).where(eq(checkpoints.runId, runId)).orderBy(desc(checkpoints.createdAt), desc(checkpoints.id)).limit(1)
         : await tx
             .select({ id: checkpoints.id })
             .from(checkpoints)
-            .where(and(eq(checkpoints.runId, run.id), lte(checkpoints.step, a.step)))
+            .where(and(eq(checkpoints.runId, runId), lte(checkpoints.step, a.step)))
             .orderBy(desc(checkpoints.step), desc(checkpoints.createdAt), desc(checkpoints.id))
             .limit(1);
     const [job] = await tx.select({ resumeFrom: jobs.resumeFrom, nodeId: jobs.nodeId, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, a.jobId));
@@ -100,7 +97,7 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
       .insert(checkpoints)
       .values({
         id: newId('ckpt'),
-        runId: run.id,
+        runId,
         jobId: a.jobId,
         attempt: a.attempt,
         nodeId: att?.nodeId ?? (job?.attempt === a.attempt ? job.nodeId : null),
@@ -108,7 +105,7 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
         fingerprint: a.fingerprint,
         sizeBytes: a.sizeBytes,
         step: a.step,
-        trainMetrics: await metricsAtStep(tx, run.id, a.step),
+        trainMetrics: await metricsAtStep(tx, runId, a.step),
         parentCheckpointId: previous?.id ?? job?.resumeFrom ?? null,
       })
       .returning();
@@ -117,7 +114,7 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
       const [next] = await tx
         .select({ id: checkpoints.id, parent: checkpoints.parentCheckpointId })
         .from(checkpoints)
-        .where(and(eq(checkpoints.runId, run.id), gt(checkpoints.step, a.step)))
+        .where(and(eq(checkpoints.runId, runId), gt(checkpoints.step, a.step)))
         .orderBy(asc(checkpoints.step), asc(checkpoints.createdAt), asc(checkpoints.id))
         .limit(1);
       if (next && next.parent === row.parentCheckpointId) await tx.update(checkpoints).set({ parentCheckpointId: row.id }).where(eq(checkpoints.id, next.id));

@@ -35,7 +35,7 @@ async function withEvalMetrics(ex: Executor, rows: Checkpoint[]): Promise<Scoped
   return rows.map((r) => ({ ...r, evalMetrics: latest.get(r.id) ?? null }));
 }
 
-/** A scope's checkpoints, newest first, each with its latest succeeded evaluation's metrics. */
+/** listCheckpoints returns a scope's checkpoints, newest first, each with its latest succeeded evaluation's metrics. */
 export async function listCheckpoints(ex: Executor, scope: CheckpointScope, limit: number): Promise<ScopedCheckpoint[]> {
   const rows = await ex
     .select({ c: checkpoints })
@@ -50,7 +50,7 @@ export async function listCheckpoints(ex: Executor, scope: CheckpointScope, limi
   );
 }
 
-/** Every checkpoint of a scope whose files still exist: the candidates for best. */
+/** bestCandidates returns every checkpoint of a scope whose files still exist: the candidates for best. */
 export async function bestCandidates(ex: Executor, scope: CheckpointScope): Promise<ScopedCheckpoint[]> {
   const rows = await ex
     .select({ c: checkpoints })
@@ -63,12 +63,13 @@ export async function bestCandidates(ex: Executor, scope: CheckpointScope): Prom
   );
 }
 
+/** getCheckpoint returns a checkpoint by id, or undefined. */
 export async function getCheckpoint(ex: Executor, id: string): Promise<Checkpoint | undefined> {
   const [r] = await ex.select().from(checkpoints).where(eq(checkpoints.id, id));
   return r;
 }
 
-/** A checkpoint's evaluations, newest first. */
+/** checkpointEvaluations returns a checkpoint's evaluations, newest first. */
 export async function checkpointEvaluations(ex: Executor, id: string): Promise<Evaluation[]> {
   return ex.select().from(evaluations).where(eq(evaluations.checkpointId, id)).orderBy(desc(evaluations.createdAt), desc(evaluations.id));
 }
@@ -77,7 +78,7 @@ export async function checkpointEvaluations(ex: Executor, id: string): Promise<E
 const MAX_CHAIN = 10_000;
 
 /**
- * The checkpoint's ancestors, parent first, up to the root: the parent of a run's first
+ * checkpointChain returns the checkpoint's ancestors, parent first, up to the root: the parent of a run's first
  * checkpoint is the one its job resumed from, so the chain crosses runs and attempts.
  */
 export async function checkpointChain(ex: Executor, id: string): Promise<Checkpoint[]> {
@@ -96,13 +97,13 @@ export async function checkpointChain(ex: Executor, id: string): Promise<Checkpo
   return rows.sort((a, b) => depthOf.get(a.id)! - depthOf.get(b.id)!);
 }
 
-/** The run a checkpoint scope names, with its project and experiment ids. */
+/** runScope returns the run a checkpoint scope names, with its project and experiment ids. */
 export async function runScope(ex: Executor, runId: string): Promise<{ projectId: string | null; experimentId: string | null } | undefined> {
   const [r] = await ex.select({ projectId: runs.projectId, experimentId: runs.experimentId }).from(runs).where(eq(runs.id, runId));
   return r;
 }
 
-/** A project (and, when named, one of its experiments) by name, with their primary metric columns. */
+/** namedScope returns a project (and, when named, one of its experiments) by name, with their primary metric columns. */
 export async function namedScope(ex: Executor, project: string, experiment?: string) {
   const [p] = await ex.select().from(projects).where(eq(projects.name, project));
   if (!p || experiment === undefined) return { project: p, experiment: undefined };
@@ -113,9 +114,35 @@ export async function namedScope(ex: Executor, project: string, experiment?: str
   return { project: p, experiment: e };
 }
 
-/** The primary metric columns of a project and an experiment by id. */
+/** metricColumns returns the primary metric columns of a project and an experiment by id. */
 export async function metricColumns(ex: Executor, projectId: string | null, experimentId: string | null) {
   const [p] = projectId ? await ex.select().from(projects).where(eq(projects.id, projectId)) : [];
   const [e] = experimentId ? await ex.select().from(experiments).where(eq(experiments.id, experimentId)) : [];
   return { project: p, experiment: e };
+}
+
+/** runOfCheckpoint returns the id of the run a checkpoint belongs to, or undefined when there is no such checkpoint. */
+export async function runOfCheckpoint(ex: Executor, checkpointId: string): Promise<string | undefined> {
+  const [r] = await ex.select({ runId: checkpoints.runId }).from(checkpoints).where(eq(checkpoints.id, checkpointId));
+  return r?.runId;
+}
+
+/** countRunCheckpoints returns how many checkpoints a run has registered. */
+export async function countRunCheckpoints(ex: Executor, runId: string): Promise<number> {
+  const [{ n }] = await ex.select({ n: sql<number>`count(*)::int` }).from(checkpoints).where(eq(checkpoints.runId, runId));
+  return n;
+}
+
+/**
+ * finalCheckpointOfAttempt returns the checkpoint an attempt got furthest in training with (the
+ * highest step, then the newest), whatever order its watcher found them in; undefined when it has none.
+ */
+export async function finalCheckpointOfAttempt(ex: Executor, jobId: string, attempt: number): Promise<Checkpoint | undefined> {
+  const [last] = await ex
+    .select()
+    .from(checkpoints)
+    .where(and(eq(checkpoints.jobId, jobId), eq(checkpoints.attempt, attempt)))
+    .orderBy(sql`${checkpoints.step} desc nulls last`, desc(checkpoints.createdAt), desc(checkpoints.id))
+    .limit(1);
+  return last;
 }

@@ -7,7 +7,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { planPlacements, type Placement } from '../../domain/placement.ts';
-import { nodeRooms } from './schedule.ts';
+import { nodeRooms } from './node-rooms.ts';
 
 
 /** The placements as a row source `p(job_id, attempt, node_id, gpu_indices, detail)`: one parameter, however many. */
@@ -17,7 +17,7 @@ function recordset(list: readonly Placement[]) {
 }
 
 /**
- * Moves the planned jobs that are still QUEUED at their attempt to DISPATCHING on their node
+ * dispatchPlacements moves the planned jobs that are still QUEUED at their attempt to DISPATCHING on their node
  * and cards, and claims the cards; returns the placements applied (a job cancelled since the
  * queue was read is left out). Throws when a card is no longer free, so that the caller's
  * transaction rolls back and the pass is retried.
@@ -58,7 +58,7 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
 }
 
 /**
- * The fast path of a job that finds the queue empty: it is placed at once, in the transaction
+ * placeAlone is the fast path of a job that finds the queue empty: it is placed at once, in the transaction
  * that queued it, on the best-fitting node with room (the fewest free cards that suffice, then
  * the lowest id), instead of waiting for the scheduler's next pass. Not placed when another job
  * waits (the pass keeps the queue's order) or no node has room; `passCouldPlace` says whether a
@@ -91,7 +91,7 @@ export async function placeAlone(ex: Executor, job: { id: string; attempt: numbe
 export const HAND_ON_HEAD = 64;
 
 /**
- * A job ended and freed its cards: the pass is run right here, in the transaction that freed
+ * handOnFreedCards: a job ended and freed its cards, so the pass is run right here, in the transaction that freed
  * them (in a savepoint), over the head of the queue (its first HAND_ON_HEAD jobs in the pass's
  * order), instead of waking the scheduler for it. Placement takes jobs one by one in that order,
  * so a plan over the head places exactly what a whole pass would place among those jobs. Returns

@@ -10,12 +10,13 @@ export type EvaluationStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 
 /** An evaluation with the state of its job, for what the API answers. */
 export type EvaluationWithJob = Evaluation & { jobState: JobState | null; jobReason: string | null };
 
+/** getCheckpointRow returns a checkpoint by id, or undefined. */
 export async function getCheckpointRow(ex: Executor, id: string): Promise<Checkpoint | undefined> {
   const [row] = await ex.select().from(checkpoints).where(eq(checkpoints.id, id));
   return row;
 }
 
-/** The job whose run wrote the checkpoint: its own job_id, else its run's; none for an SDK or imported run. */
+/** trainingJobOf returns the job whose run wrote the checkpoint: its own job_id, else its run's; none for an SDK or imported run. */
 export async function trainingJobOf(ex: Executor, c: Checkpoint): Promise<Job | undefined> {
   let jobId = c.jobId;
   if (!jobId) {
@@ -27,6 +28,7 @@ export async function trainingJobOf(ex: Executor, c: Checkpoint): Promise<Job | 
   return job;
 }
 
+/** insertEvaluation inserts a pending evaluation of a checkpoint by a job and returns it. */
 export async function insertEvaluation(ex: Executor, e: { id: string; checkpointId: string; jobId: string }): Promise<Evaluation> {
   const [row] = await ex.insert(evaluations).values({ ...e, status: 'pending' }).returning();
   return row;
@@ -45,12 +47,13 @@ const withJob = {
   jobReason: jobs.reason,
 };
 
+/** getEvaluation returns an evaluation by id with its job's state and reason, or undefined. */
 export async function getEvaluation(ex: Executor, id: string): Promise<EvaluationWithJob | undefined> {
   const [row] = await ex.select(withJob).from(evaluations).leftJoin(jobs, eq(jobs.id, evaluations.jobId)).where(eq(evaluations.id, id));
   return row;
 }
 
-/** A checkpoint's evaluations, newest first. */
+/** listEvaluations returns a checkpoint's evaluations, newest first. */
 export async function listEvaluations(ex: Executor, checkpointId: string): Promise<EvaluationWithJob[]> {
   return ex
     .select(withJob)
@@ -60,7 +63,7 @@ export async function listEvaluations(ex: Executor, checkpointId: string): Promi
     .orderBy(desc(evaluations.createdAt), desc(evaluations.id));
 }
 
-/** An attempt of the evaluation's job started: the evaluation runs (again, after a retry), with no result yet. */
+/** markEvaluationRunning: an attempt of the evaluation's job started, so the evaluation runs (again, after a retry), with no result yet. */
 export async function markEvaluationRunning(ex: Executor, jobId: string): Promise<void> {
   await ex
     .update(evaluations)
@@ -69,7 +72,7 @@ export async function markEvaluationRunning(ex: Executor, jobId: string): Promis
 }
 
 /**
- * Writes the evaluation's end (or, with `pending`, its return to the queue after a LOST attempt).
+ * settleEvaluation writes the evaluation's end (or, with `pending`, its return to the queue after a LOST attempt).
  * Metrics only with `succeeded`: a failed evaluation keeps no half result.
  */
 export async function settleEvaluation(ex: Executor, jobId: string, e: { status: EvaluationStatus; metrics?: Record<string, unknown> | null; reason?: string | null; at: Date }): Promise<void> {
@@ -86,7 +89,7 @@ export async function settleEvaluation(ex: Executor, jobId: string, e: { status:
 }
 
 /**
- * The last `bytes` of an attempt's shipped stdout; null when none was shipped. `partialStart`:
+ * readStdoutTail returns the last `bytes` of an attempt's shipped stdout; null when none was shipped. `partialStart`:
  * the text starts mid-stream (its first line may be cut); `complete`: the shipper sent it all.
  */
 export async function readStdoutTail(ex: Executor, jobId: string, attempt: number, bytes: number): Promise<{ text: string; partialStart: boolean; complete: boolean } | null> {
@@ -109,7 +112,7 @@ export interface EvaluationOverrides {
 }
 
 /**
- * An EVALUATE job of a checkpoint and its pending evaluation, in the caller's transaction. It
+ * createEvaluationJob makes an EVALUATE job of a checkpoint and its pending evaluation, in the caller's transaction. It
  * inherits the training job's working_dir, gpus, selector and env (the overrides win), and gets
  * GPUPLANE_CHECKPOINT_PATH and GPUPLANE_CHECKPOINT_ID. Null when there is no command: none given
  * and the training job has no eval policy.
@@ -139,7 +142,7 @@ export async function createEvaluationJob(ex: Executor, ckpt: Checkpoint, train:
   return { job, evaluation };
 }
 
-/** A training job's evaluation jobs that have not started yet (CREATED or QUEUED). */
+/** unstartedEvaluationJobs returns a training job's evaluation jobs that have not started yet (CREATED or QUEUED). */
 export async function unstartedEvaluationJobs(ex: Executor, parentJobId: string): Promise<string[]> {
   const rows = await ex
     .select({ id: jobs.id })
@@ -148,7 +151,7 @@ export async function unstartedEvaluationJobs(ex: Executor, parentJobId: string)
   return rows.map((r) => r.id);
 }
 
-/** Whether a training job has already started an evaluation of this checkpoint. */
+/** evaluatedBy says whether a training job has already started an evaluation of this checkpoint. */
 export async function evaluatedBy(ex: Executor, parentJobId: string, checkpointId: string): Promise<boolean> {
   const rows = await ex.select({ id: jobs.id }).from(jobs).where(and(eq(jobs.parentJobId, parentJobId), eq(jobs.checkpointId, checkpointId)));
   return rows.length > 0;

@@ -6,6 +6,7 @@ import { canTransition, type JobState, type JobType } from '../../domain/job-sta
 
 export type NewJob = typeof jobs.$inferInsert;
 
+/** attemptConfigOf returns the config a job's row holds for its current attempt, as job_attempts records it. */
 export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'selector' | 'priority' | 'params'>): AttemptConfig {
   return {
     command: job.command,
@@ -18,7 +19,7 @@ export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' 
   };
 }
 
-/** Inserts a job in CREATED with its first attempt and the first line of its history. */
+/** insertJob inserts a job in CREATED with its first attempt and the first line of its history. */
 export async function insertJob(ex: Executor, job: NewJob): Promise<Job> {
   const [row] = await ex.insert(jobs).values({ ...job, state: 'CREATED', attempt: 1 }).returning();
   // Its attempt, history line and event in one statement: each statement is a round trip (in
@@ -30,20 +31,24 @@ export async function insertJob(ex: Executor, job: NewJob): Promise<Job> {
   return row;
 }
 
+/** getJob returns a job by id, or undefined. */
 export async function getJob(ex: Executor, id: string): Promise<Job | undefined> {
   const [row] = await ex.select().from(jobs).where(eq(jobs.id, id));
   return row;
 }
 
+/** getJobForUpdate returns a job by id like getJob, with its row locked until the transaction ends. */
 export async function getJobForUpdate(ex: Executor, id: string): Promise<Job | undefined> {
   const [row] = await ex.select().from(jobs).where(eq(jobs.id, id)).for('update');
   return row;
 }
 
+/** listAttempts returns a job's attempts, first to last. */
 export async function listAttempts(ex: Executor, jobId: string) {
   return ex.select().from(jobAttempts).where(eq(jobAttempts.jobId, jobId)).orderBy(jobAttempts.attempt);
 }
 
+/** listTransitions returns a job's history lines, oldest first. */
 export async function listTransitions(ex: Executor, jobId: string) {
   return ex.select().from(jobTransitions).where(eq(jobTransitions.jobId, jobId)).orderBy(jobTransitions.id);
 }
@@ -57,6 +62,7 @@ export interface JobFilter {
   limit: number;
 }
 
+/** listJobs returns up to `f.limit` jobs that match the filter, newest first. */
 export async function listJobs(ex: Executor, f: JobFilter): Promise<Job[]> {
   const where: SQL[] = [];
   if (f.state) where.push(eq(jobs.state, f.state));
@@ -86,7 +92,7 @@ export interface TransitionArgs {
 }
 
 /**
- * Moves a job's live attempt from one of `from` to `to`, writing its history line. Only moves
+ * transitionJob moves a job's live attempt from one of `from` to `to`, writing its history line. Only moves
  * in the transition table (domain/job-states.ts) are made.
  * Returns the previous state, or null when the job was not in an allowed state
  * (a late or duplicate message: the caller treats it as already handled).
@@ -137,7 +143,7 @@ export async function transitionJob(ex: Executor, a: TransitionArgs): Promise<Jo
   return prev.state;
 }
 
-/** Frees every card this attempt owns; returns how many. */
+/** releaseSlots frees every card this attempt owns; returns how many. */
 export async function releaseSlots(ex: Executor, jobId: string, attempt: number): Promise<number> {
   const rows = await ex
     .update(gpuSlots)
@@ -147,16 +153,18 @@ export async function releaseSlots(ex: Executor, jobId: string, attempt: number)
   return rows.length;
 }
 
+/** jobIdsInState returns the id, attempt and state of every job in one of `states`. */
 export async function jobIdsInState(ex: Executor, states: JobState[]): Promise<{ id: string; attempt: number; state: JobState }[]> {
   return ex.select({ id: jobs.id, attempt: jobs.attempt, state: jobs.state }).from(jobs).where(inArray(jobs.state, states));
 }
 
+/** countByState returns how many jobs are in each state (a state with none is absent). */
 export async function countByState(ex: Executor): Promise<Record<string, number>> {
   const rows = await ex.select({ state: jobs.state, n: sql<number>`count(*)::int` }).from(jobs).groupBy(jobs.state);
   return Object.fromEntries(rows.map((r) => [r.state, r.n]));
 }
 
-/** A line in the job's history that changes nothing (a re-attach, a missed heartbeat). */
+/** noteJob writes a line in the job's history that changes nothing (a re-attach, a missed heartbeat). */
 export async function noteJob(ex: Executor, a: { jobId: string; attempt: number; detail: string }): Promise<boolean> {
   const [job] = await ex.select({ state: jobs.state }).from(jobs).where(and(eq(jobs.id, a.jobId), eq(jobs.attempt, a.attempt)));
   if (!job) return false;
@@ -164,7 +172,7 @@ export async function noteJob(ex: Executor, a: { jobId: string; attempt: number;
   return true;
 }
 
-/** The cards an attempt owns, by the table that keeps one owner per card. */
+/** ownedCards returns the cards an attempt owns, by the table that keeps one owner per card. */
 export async function ownedCards(ex: Executor, jobId: string, attempt: number): Promise<{ nodeId: string | null; indices: number[] }> {
   const rows = await ex
     .select({ nodeId: gpuSlots.nodeId, index: gpuSlots.index })
@@ -175,7 +183,7 @@ export async function ownedCards(ex: Executor, jobId: string, attempt: number): 
   return { nodeId: nodes.size === 1 ? rows[0].nodeId : null, indices: rows.map((r) => r.index) };
 }
 
-/** How many jobs are in each state (of those matching `where`). */
+/** jobCountsByState returns how many jobs are in each state (of those matching `where`). */
 export async function jobCountsByState(ex: Executor, where: SQL[]): Promise<{ state: JobState; n: number }[]> {
   return ex
     .select({ state: jobs.state, n: count() })

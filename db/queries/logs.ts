@@ -1,6 +1,7 @@
 import { and, asc, eq, gt, gte, sql } from 'drizzle-orm';
 import type { Executor, Tx } from '../client.ts';
 import { jobAttempts, logChunks, runLogRefs, runs, type RunLogRef } from '../schema.ts';
+import { runOfAttempt } from './attempt-run.ts';
 
 export const LOG_STREAMS = ['stdout', 'stderr'] as const;
 export type LogStream = (typeof LOG_STREAMS)[number];
@@ -28,7 +29,7 @@ export interface AppendChunk {
 }
 
 /**
- * Appends a chunk at `offset` of an attempt's stream, in the caller's transaction. The stream's
+ * appendLogChunk appends a chunk at `offset` of an attempt's stream, in the caller's transaction. The stream's
  * ref row is locked first, so two shippers of one attempt (an agent and its successor) never
  * store the same bytes twice: bytes already held are acknowledged and dropped, and a chunk that
  * would leave a hole is refused.
@@ -47,7 +48,7 @@ export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResu
   const fresh = c.data.subarray(Math.min(c.data.length, stored - c.offset));
   if (fresh.length > 0 && ref.complete) return { kind: 'complete', sizeBytes: stored };
   if (fresh.length > 0) await tx.insert(logChunks).values({ jobId: c.jobId, attempt: c.attempt, stream: c.stream, offset: stored, data: Buffer.from(fresh) });
-  const [run] = ref.runId ? [{ id: ref.runId }] : await tx.select({ id: runs.id }).from(runs).where(and(eq(runs.jobId, c.jobId), eq(runs.attempt, c.attempt)));
+  const runId = ref.runId ?? (await runOfAttempt(tx, c.jobId, c.attempt));
   const sizeBytes = stored + fresh.length;
   const complete = ref.complete || c.final;
   await tx
@@ -55,7 +56,7 @@ export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResu
     .set({
       sizeBytes,
       complete,
-      runId: run?.id ?? null,
+      runId,
       nodeId: c.nodeId ?? ref.nodeId,
       location: c.location ?? ref.location,
       updatedAt: new Date(),
@@ -64,6 +65,7 @@ export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResu
   return { kind: 'stored', sizeBytes, complete, storedBytes: fresh.length };
 }
 
+/** attemptExists says whether a job has an attempt numbered `attempt`. */
 export async function attemptExists(ex: Executor, jobId: string, attempt: number): Promise<boolean> {
   const [row] = await ex
     .select({ attempt: jobAttempts.attempt })
@@ -72,6 +74,7 @@ export async function attemptExists(ex: Executor, jobId: string, attempt: number
   return row !== undefined;
 }
 
+/** listLogRefs returns the streams of a job's attempts (of one attempt, when given), by attempt then stream. */
 export async function listLogRefs(ex: Executor, jobId: string, attempt?: number): Promise<RunLogRef[]> {
   return ex
     .select()
@@ -88,7 +91,7 @@ export interface StoredChunk {
 }
 
 /**
- * Up to `limit` chunks of a stream from byte `from` on, in order; the first may start before
+ * readLogChunks returns up to `limit` chunks of a stream from byte `from` on, in order; the first may start before
  * `from` (the caller trims it). Chunks are contiguous: the API never stores a hole.
  */
 export async function readLogChunks(ex: Executor, q: { jobId: string; attempt: number; stream: LogStream; from: number; limit: number }): Promise<StoredChunk[]> {
@@ -111,7 +114,7 @@ export async function readLogChunks(ex: Executor, q: { jobId: string; attempt: n
 }
 
 /**
- * The last `bytes` of each shipped stream (stdout, then stderr), for failure hints; null when
+ * readLogTail returns the last `bytes` of each shipped stream (stdout, then stderr), for failure hints; null when
  * nothing of the attempt was shipped.
  */
 export async function readLogTail(ex: Executor, jobId: string, attempt: number, bytes = 8192): Promise<string | null> {
@@ -130,7 +133,7 @@ export async function readLogTail(ex: Executor, jobId: string, attempt: number, 
   return parts.join('\n');
 }
 
-/** When an attempt ended (null while it runs or waits), and whether it ever started. */
+/** attemptTimes returns when an attempt ended (null while it runs or waits), and whether it ever started. */
 export async function attemptTimes(ex: Executor, jobId: string, attempt: number): Promise<{ startedAt: Date | null; endedAt: Date | null } | undefined> {
   const [row] = await ex
     .select({ startedAt: jobAttempts.startedAt, endedAt: jobAttempts.endedAt })
@@ -139,7 +142,7 @@ export async function attemptTimes(ex: Executor, jobId: string, attempt: number)
   return row;
 }
 
-/** The job and attempt of a Run (null job for an SDK run), or undefined when no such run. */
+/** runAttempt returns the job and attempt of a Run (null job for an SDK run), or undefined when no such run. */
 export async function runAttempt(ex: Executor, runId: string): Promise<{ jobId: string | null; attempt: number | null } | undefined> {
   const [row] = await ex.select({ jobId: runs.jobId, attempt: runs.attempt }).from(runs).where(eq(runs.id, runId));
   return row;

@@ -25,7 +25,7 @@ function strideOf(steps: readonly number[]): number | null {
   return d;
 }
 
-/** Claims a batch's Idempotency-Key for a run; false when that batch was stored before. */
+/** claimBatch claims a batch's Idempotency-Key for a run; false when that batch was stored before. */
 export async function claimBatch(ex: Executor, runId: string, batchId: string, points: number): Promise<boolean> {
   const r = await queryRows<{ batch_id: string }>(
     ex,
@@ -34,7 +34,7 @@ export async function claimBatch(ex: Executor, runId: string, batchId: string, p
   return r.length > 0;
 }
 
-/** Stores one batch: a raw chunk per key, the rollup buckets and the summaries it changes. */
+/** writeSeries stores one batch: a raw chunk per key, the rollup buckets and the summaries it changes. */
 export async function writeSeries(ex: Executor, runId: string, series: readonly KeySeries[]): Promise<void> {
   const chunkRows = series.map((s) => {
     let lo = s.steps[0];
@@ -90,7 +90,7 @@ export type SummaryRow = SummaryDelta;
 const num = (v: unknown): number => (typeof v === 'number' ? v : Number(v));
 const numOrNull = (v: unknown): number | null => (v === null || v === undefined ? null : num(v));
 
-/** Keys whose last value is NaN or ±Inf, in the run of a job's attempt: what a failure hint looks for. */
+/** nonFiniteLastKeys returns the keys whose last value is NaN or ±Inf, in the run of a job's attempt: what a failure hint looks for. */
 export async function nonFiniteLastKeys(ex: Executor, jobId: string, attempt: number): Promise<string[]> {
   const r = await queryRows<{ key: string }>(
     ex,
@@ -101,6 +101,7 @@ export async function nonFiniteLastKeys(ex: Executor, jobId: string, attempt: nu
   return r.map((x) => x.key);
 }
 
+/** summaries returns a run's per-key summaries (of `keys` only, when given), by key. */
 export async function summaries(ex: Executor, runId: string, keys?: readonly string[]): Promise<SummaryRow[]> {
   const filter = keys && keys.length > 0 ? sql` and key = any(${textArray(keys)}::text[])` : sql``;
   const r = await queryRows<Record<string, unknown>>(
@@ -127,7 +128,7 @@ function numbersOf(v: unknown): Float64Array {
   return new Float64Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
 }
 
-/** The raw points of one key with steps in [lo, hi], in step order (a step logged twice keeps both). */
+/** rawPoints returns the raw points of one key with steps in [lo, hi], in step order (a step logged twice keeps both). */
 export async function rawPoints(ex: Executor, runId: string, key: string, lo: number, hi: number): Promise<{ steps: number[]; values: number[]; times: number[] }> {
   const r = await queryRows<{ step_min: unknown; count: number; stride: unknown; steps: unknown; values: unknown; times: unknown }>(
     ex,
@@ -151,7 +152,7 @@ export async function rawPoints(ex: Executor, runId: string, key: string, lo: nu
   return { steps: pts.map((p) => p.step), values: pts.map((p) => p.value), times: pts.map((p) => p.time) };
 }
 
-/** Stored rollup buckets of one key at `width`, covering steps [lo, hi]. */
+/** rollupBuckets returns the stored rollup buckets of one key at `width`, covering steps [lo, hi]. */
 export async function rollupBuckets(ex: Executor, runId: string, key: string, width: number, lo: number, hi: number): Promise<Bucket[]> {
   const r = await queryRows<Record<string, unknown>>(
     ex,

@@ -3,7 +3,7 @@ import type { Executor } from '../client.ts';
 import { gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
 import type { NodeInventory } from '../../domain/node.ts';
 
-/** Records a node as ONLINE with its current labels and cards. Cards that vanished stay, marked absent. */
+/** upsertNodeOnline records a node as ONLINE with its current labels and cards. Cards that vanished stay, marked absent. */
 export async function upsertNodeOnline(ex: Executor, inv: NodeInventory): Promise<void> {
   const now = new Date();
   await ex
@@ -29,6 +29,7 @@ export async function upsertNodeOnline(ex: Executor, inv: NodeInventory): Promis
     .where(and(eq(gpuSlots.nodeId, inv.nodeId), present.length ? notInArray(gpuSlots.index, present) : sql`true`));
 }
 
+/** setNodeOffline marks an ONLINE node OFFLINE; false when it was not ONLINE. */
 export async function setNodeOffline(ex: Executor, nodeId: string): Promise<boolean> {
   const rows = await ex
     .update(nodes)
@@ -38,6 +39,7 @@ export async function setNodeOffline(ex: Executor, nodeId: string): Promise<bool
   return rows.length > 0;
 }
 
+/** getNode returns a node by id, or undefined. */
 export async function getNode(ex: Executor, nodeId: string): Promise<GpuNode | undefined> {
   const [row] = await ex.select().from(nodes).where(eq(nodes.id, nodeId));
   return row;
@@ -45,6 +47,7 @@ export async function getNode(ex: Executor, nodeId: string): Promise<GpuNode | u
 
 export type NodeWithSlots = GpuNode & { slots: GpuSlot[] };
 
+/** listNodesWithSlots returns every node, by id, with its cards in index order. */
 export async function listNodesWithSlots(ex: Executor): Promise<NodeWithSlots[]> {
   const ns = await ex.select().from(nodes).orderBy(asc(nodes.id));
   const slots = await ex.select().from(gpuSlots).orderBy(asc(gpuSlots.nodeId), asc(gpuSlots.index));

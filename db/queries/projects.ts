@@ -4,18 +4,20 @@ import { newId } from '../ids.ts';
 import { experiments, projects } from '../schema.ts';
 import { settingOf, type MetricSetting } from '../../domain/primary-metric.ts';
 
-/** Finds a project by name, creating it on first use. */
+/** ensureProject finds a project by name, creating it on first use. */
 export async function ensureProject(ex: Executor, name: string): Promise<string> {
   await ex.insert(projects).values({ id: newId('prj'), name }).onConflictDoNothing({ target: projects.name });
   const [row] = await ex.select({ id: projects.id }).from(projects).where(eq(projects.name, name));
   return row.id;
 }
 
+/** findProjectId returns the id of the project named `name`, or undefined. */
 export async function findProjectId(ex: Executor, name: string): Promise<string | undefined> {
   const [row] = await ex.select({ id: projects.id }).from(projects).where(eq(projects.name, name));
   return row?.id;
 }
 
+/** ensureExperiment returns the id of a project's experiment named `name`, creating it on first use. */
 export async function ensureExperiment(ex: Executor, projectId: string, name: string): Promise<string> {
   await ex
     .insert(experiments)
@@ -33,7 +35,7 @@ export interface ProjectMetrics {
   experiment: MetricSetting | null;
 }
 
-/** The primary metric settings of a project and, when named, one of its experiments; undefined when the project does not exist. */
+/** primaryMetricSettings returns the primary metric settings of a project and, when named, one of its experiments; undefined when the project does not exist. */
 export async function primaryMetricSettings(ex: Executor, project: string, experiment?: string): Promise<ProjectMetrics | undefined> {
   const [p] = await ex.select().from(projects).where(eq(projects.name, project));
   if (!p) return undefined;
@@ -45,13 +47,13 @@ export async function primaryMetricSettings(ex: Executor, project: string, exper
   return { project: settingOf(p.primaryMetric, p.primaryMetricMode), experiment: e };
 }
 
-/** Sets (or with null clears) a project's primary metric, creating the project on first use. */
+/** setProjectMetric sets (or with null clears) a project's primary metric, creating the project on first use. */
 export async function setProjectMetric(ex: Executor, project: string, m: MetricSetting | null): Promise<void> {
   const id = await ensureProject(ex, project);
   await ex.update(projects).set({ primaryMetric: m?.name ?? null, primaryMetricMode: m?.goal ?? null }).where(eq(projects.id, id));
 }
 
-/** Sets (or with null clears) an experiment's primary metric, creating project and experiment on first use. */
+/** setExperimentMetric sets (or with null clears) an experiment's primary metric, creating project and experiment on first use. */
 export async function setExperimentMetric(ex: Executor, project: string, experiment: string, m: MetricSetting | null): Promise<void> {
   const id = await ensureExperiment(ex, await ensureProject(ex, project), experiment);
   await ex.update(experiments).set({ primaryMetric: m?.name ?? null, primaryMetricMode: m?.goal ?? null }).where(eq(experiments.id, id));

@@ -18,7 +18,7 @@ export interface RetentionSetting {
   keepLatest: number | null;
 }
 
-/** An experiment's retention; both null (off) when the project or experiment does not exist. */
+/** getRetention returns an experiment's retention; both null (off) when the project or experiment does not exist. */
 export async function getRetention(ex: Executor, project: string, experiment: string): Promise<RetentionSetting> {
   const rows = await ex
     .select({ keepBest: experiments.keepBest, keepLatest: experiments.keepLatest })
@@ -27,7 +27,7 @@ export async function getRetention(ex: Executor, project: string, experiment: st
   return rows[0] ?? { keepBest: null, keepLatest: null };
 }
 
-/** Sets an experiment's retention (nulls turn it off), creating project and experiment on first use. */
+/** setRetention sets an experiment's retention (nulls turn it off), creating project and experiment on first use. */
 export async function setRetention(ex: Executor, project: string, experiment: string, r: RetentionSetting): Promise<RetentionSetting> {
   const id = await ensureExperiment(ex, await ensureProject(ex, project), experiment);
   await ex.update(experiments).set({ keepBest: r.keepBest, keepLatest: r.keepLatest }).where(eq(experiments.id, id));
@@ -47,7 +47,7 @@ export interface RetentionPlan {
 }
 
 /**
- * The run's checkpoints whose files retention deletes now; null when its experiment has no
+ * retentionPlan returns the run's checkpoints whose files retention deletes now; null when its experiment has no
  * retention or nothing is to go. Never the best, one a job not yet ended resumes from, or one
  * with an evaluation pending or running.
  */
@@ -90,7 +90,7 @@ export async function retentionPlan(ex: Executor, runId: string): Promise<Retent
   return { runId, nodeId, doomed: list.map((c) => ({ id: c.id, uri: c.uri })) };
 }
 
-/** Records that retention deleted these checkpoints' files (the rows, and their evaluations, stay). */
+/** markCheckpointsDeleted records that retention deleted these checkpoints' files (the rows, and their evaluations, stay). */
 export async function markCheckpointsDeleted(ex: Executor, ids: readonly string[], at = new Date()): Promise<number> {
   if (ids.length === 0) return 0;
   const rows = await ex
@@ -99,4 +99,24 @@ export async function markCheckpointsDeleted(ex: Executor, ids: readonly string[
     .where(and(inArray(checkpoints.id, [...ids]), isNull(checkpoints.deletedAt)))
     .returning({ id: checkpoints.id });
   return rows.length;
+}
+
+/** runHasRetention returns whether the experiment of a run keeps only some of its checkpoints (keep best or keep latest set). */
+export async function runHasRetention(ex: Executor, runId: string): Promise<boolean> {
+  const [exp] = await ex
+    .select({ keepBest: experiments.keepBest, keepLatest: experiments.keepLatest })
+    .from(runs)
+    .innerJoin(experiments, eq(experiments.id, runs.experimentId))
+    .where(eq(runs.id, runId));
+  return !!exp && (exp.keepBest !== null || exp.keepLatest !== null);
+}
+
+/** watchedFolderOf returns the working and watched folders of the job that wrote a checkpoint, or undefined when it has no job. */
+export async function watchedFolderOf(ex: Executor, checkpointId: string): Promise<{ workingDir: string; watchDir: string | null } | undefined> {
+  const [writer] = await ex
+    .select({ workingDir: jobs.workingDir, watchDir: jobs.watchDir })
+    .from(checkpoints)
+    .innerJoin(jobs, eq(jobs.id, checkpoints.jobId))
+    .where(eq(checkpoints.id, checkpointId));
+  return writer;
 }

@@ -1,26 +1,29 @@
-import { and, eq } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import type { Tx } from '../client.ts';
-import { jobAttempts, jobs, type Job } from '../schema.ts';
+import { jobs, type Job } from '../schema.ts';
 import { applyPatch, diffConfigs, type ConfigChange, type RetryPatch } from '../../domain/attempt-config.ts';
+import type { JobState } from '../../domain/job-states.ts';
 import { transitionJob } from './jobs.ts';
+import { configOfAttempt, nextAttempt } from './next-attempt.ts';
+
+/** The states a job can be retried from: it ended without success, or its node was lost. */
+const RETRYABLE: readonly JobState[] = ['FAILED', 'CANCELLED', 'LOST'];
 
 /**
- * Makes attempt N+1 of a job that ended FAILED, CANCELLED or LOST, with the patched config,
- * in CREATED. Returns null when the job is in another state (the caller answers 409).
+ * createRetryAttempt makes attempt N+1 of a job that ended FAILED, CANCELLED or LOST, with the
+ * patched config, in CREATED. Returns null when the job is in another state (the caller answers 409).
  */
 export async function createRetryAttempt(tx: Tx, job: Job, patch: RetryPatch): Promise<{ job: Job; changes: ConfigChange[] } | null> {
-  if (!['FAILED', 'CANCELLED', 'LOST'].includes(job.state)) return null;
-  const [prev] = await tx
-    .select()
-    .from(jobAttempts)
-    .where(and(eq(jobAttempts.jobId, job.id), eq(jobAttempts.attempt, job.attempt)));
-  const config = applyPatch(prev.config, patch);
-  const changes = diffConfigs(prev.config, config);
-  const next = job.attempt + 1;
-  await tx
-    .update(jobs)
-    .set({
-      attempt: next,
+  if (!RETRYABLE.includes(job.state)) return null;
+  const prev = await configOfAttempt(tx, job.id, job.attempt);
+  const config = applyPatch(prev, patch);
+  const changes = diffConfigs(prev, config);
+  const next = await nextAttempt(tx, {
+    jobId: job.id,
+    attempt: job.attempt,
+    config,
+    state: job.state,
+    job: {
       command: config.command,
       workingDir: config.workingDir,
       gpus: config.gpus,
@@ -36,11 +39,10 @@ export async function createRetryAttempt(tx: Tx, job: Job, patch: RetryPatch): P
       reason: null,
       startedAt: null,
       endedAt: null,
-    })
-    .where(eq(jobs.id, job.id));
-  await tx.insert(jobAttempts).values({ jobId: job.id, attempt: next, config, state: job.state });
+    },
+  });
   const detail = changes.length ? `retry: ${changes.map((c) => `${c.key} ${JSON.stringify(c.from)}→${JSON.stringify(c.to)}`).join(', ')}` : 'retry: same config';
-  await transitionJob(tx, { jobId: job.id, attempt: next, from: ['FAILED', 'CANCELLED', 'LOST'], to: 'CREATED', detail });
+  await transitionJob(tx, { jobId: job.id, attempt: next, from: RETRYABLE, to: 'CREATED', detail });
   const [updated] = await tx.select().from(jobs).where(eq(jobs.id, job.id));
   return { job: updated, changes };
 }

@@ -18,6 +18,7 @@ function flatten(r: { run: Run; projectName: string | null; experimentName: stri
   return { ...r.run, projectName: r.projectName, experimentName: r.experimentName };
 }
 
+/** getRun returns a run by id with the names of its project and experiment, or undefined. */
 export async function getRun(ex: Executor, id: string): Promise<RunWithNames | undefined> {
   const [r] = await ex
     .select(withNames)
@@ -28,16 +29,19 @@ export async function getRun(ex: Executor, id: string): Promise<RunWithNames | u
   return r ? flatten(r) : undefined;
 }
 
+/** getRunByExternalKey returns the run imported from `key` (`mlflow:<run uuid>`…), or undefined. */
 export async function getRunByExternalKey(ex: Executor, key: string): Promise<Run | undefined> {
   const [r] = await ex.select().from(runs).where(eq(runs.externalKey, key));
   return r;
 }
 
+/** insertRun inserts a run and returns it; undefined when a run with its external key already exists. */
 export async function insertRun(ex: Executor, values: typeof runs.$inferInsert): Promise<Run | undefined> {
   const [r] = await ex.insert(runs).values(values).onConflictDoNothing({ target: runs.externalKey }).returning();
   return r;
 }
 
+/** listRuns returns up to `q.limit` runs that match the query, newest first, with their project and experiment names. */
 export async function listRuns(
   ex: Executor,
   q: { projectId?: string; experimentId?: string; status?: RunStatus; jobId?: string; limit: number; projectIds?: string[] | null },
@@ -62,7 +66,7 @@ export async function listRuns(
   return r.map(flatten);
 }
 
-/** Merges params and tags into a run, and renames it. */
+/** patchRun merges params and tags into a run, and renames it. */
 export async function patchRun(ex: Executor, id: string, p: { params?: Record<string, unknown>; tags?: Record<string, string>; name?: string }): Promise<boolean> {
   const set: Record<string, unknown> = {};
   if (p.params) set.params = sql`${runs.params} || ${JSON.stringify(p.params)}::jsonb`;
@@ -74,7 +78,7 @@ export async function patchRun(ex: Executor, id: string, p: { params?: Record<st
 }
 
 /**
- * A sign of life from a run's writer. An SDK run marked crashed that reports again was only
+ * touchRun records a sign of life from a run's writer. An SDK run marked crashed that reports again was only
  * cut off: it is running again, and says so in its events. Returns the run's status, or
  * undefined when there is no such run. The row lock also orders the batches of one run.
  */
@@ -87,7 +91,7 @@ export async function touchRun(ex: Executor, id: string): Promise<RunStatus | un
   return r?.status;
 }
 
-/** Ends a running run; false when it had already ended (its status is not changed). */
+/** endRun ends a running run; false when it had already ended (its status is not changed). */
 export async function endRun(ex: Executor, id: string, status: Exclude<RunStatus, 'running'>, reason: string): Promise<boolean> {
   const now = new Date();
   const r = await ex
@@ -101,7 +105,7 @@ export async function endRun(ex: Executor, id: string, status: Exclude<RunStatus
 }
 
 /**
- * Marks crashed every SDK run with no job whose writer has been silent since `before`: a
+ * crashSilentRuns marks crashed every SDK run with no job whose writer has been silent since `before`: a
  * process that died without finish() must not leave its run running forever. (A job's run
  * follows its job's attempt instead.)
  */
@@ -117,6 +121,7 @@ export async function crashSilentRuns(ex: Executor, before: Date): Promise<strin
   return r.map((x) => x.id);
 }
 
+/** addEvent adds an event of a run or a job attempt and returns it. */
 export async function addEvent(
   ex: Executor,
   e: { runId?: string | null; jobId?: string | null; attempt?: number | null; kind: string; level?: 'info' | 'warning' | 'error'; message: string; data?: Record<string, unknown> | null },
@@ -128,7 +133,7 @@ export async function addEvent(
   return row;
 }
 
-/** Adds a run's event under an Idempotency-Key; a key seen before returns the event it added, and `replayed`. */
+/** addKeyedEvent adds a run's event under an Idempotency-Key; a key seen before returns the event it added, and `replayed`. */
 export async function addKeyedEvent(
   ex: Executor,
   e: { runId: string; jobId: string | null; attempt: number | null; kind: string; level?: 'info' | 'warning' | 'error'; message: string; data?: Record<string, unknown> | null; key: string },
@@ -143,20 +148,21 @@ export async function addKeyedEvent(
   return { event: seen, replayed: true };
 }
 
-/** A run's events: its own, and those of the job attempt it observes. */
+/** runEvents returns a run's events: its own, and those of the job attempt it observes. */
 export async function runEvents(ex: Executor, run: Run, limit: number): Promise<RunEvent[]> {
   const own = eq(events.runId, run.id);
   const where = run.jobId && run.attempt !== null ? or(own, and(eq(events.jobId, run.jobId), eq(events.attempt, run.attempt))) : own;
   return ex.select().from(events).where(where).orderBy(events.id).limit(limit);
 }
 
+/** jobEvents returns up to `limit` events of a job and of its runs, oldest first. */
 export async function jobEvents(ex: Executor, jobId: string, limit: number): Promise<RunEvent[]> {
   const runIds = (await ex.select({ id: runs.id }).from(runs).where(eq(runs.jobId, jobId))).map((r) => r.id);
   const where = runIds.length ? or(eq(events.jobId, jobId), inArray(events.runId, runIds)) : eq(events.jobId, jobId);
   return ex.select().from(events).where(where).orderBy(events.id).limit(limit);
 }
 
-/** Each project/experiment with runs: how many, how many running, and when the latest began; latest first. */
+/** runCountsByExperiment returns each project/experiment with runs: how many, how many running, and when the latest began; latest first. */
 export async function runCountsByExperiment(ex: Executor, projectIds: string[] | null = null) {
   const latest = max(runs.createdAt);
   if (projectIds && projectIds.length === 0) return [];

@@ -1,8 +1,9 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs } from '../schema.ts';
-import { planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
+import { planPlacements, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { dispatchPlacements } from './dispatch.ts';
+import { nodeRooms } from './node-rooms.ts';
 
 export interface PassOutcome {
   placements: Placement[];
@@ -10,7 +11,7 @@ export interface PassOutcome {
 }
 
 /**
- * Gives the placement's job the cards it names that are still unowned, and returns the
+ * claimSlots gives the placement's job the cards it names that are still unowned, and returns the
  * indices it got. The `owner_job_id IS NULL` condition is what keeps one owner per card:
  * a card someone else holds is not taken, so a caller compares the count with what it asked.
  */
@@ -25,7 +26,7 @@ export async function claimSlots(ex: Executor, p: Placement): Promise<number[]> 
 }
 
 /**
- * One scheduling pass in one transaction: read the queue and the free cards, plan, then apply
+ * runSchedulePass runs one scheduling pass in one transaction: read the queue and the free cards, plan, then apply
  * the whole plan in a few set-based statements (./dispatch.ts): the jobs still QUEUED move to
  * DISPATCHING with their history lines, and their cards are claimed only where still unowned
  * (the update's condition is the last word on who owns a card). Nothing is locked while
@@ -78,25 +79,7 @@ async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
   return rows.map((r) => ({ id: r.id, attempt: r.attempt, gpus: r.gpus, selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms) }));
 }
 
-/** Every ONLINE node with its labels, its present cards and which of them are free (one row a node). */
-export async function nodeRooms(ex: Executor): Promise<NodeRoom[]> {
-  const rows = await queryRows<RoomRow>(ex, sql`
-    select n.id, n.labels, count(s.index)::int as total,
-           coalesce(array_agg(s.index order by s.index) filter (where s.index is not null and s.owner_job_id is null), '{}') as free
-    from nodes n left join gpu_slots s on s.node_id = n.id and s.present = 1
-    where n.status = 'ONLINE'
-    group by n.id, n.labels`);
-  return rows.map((r) => ({ id: r.id, labels: r.labels, totalCards: Number(r.total), free: r.free.map(Number) }));
-}
-
-interface RoomRow {
-  id: string;
-  labels: Record<string, string>;
-  total: number | string;
-  free: (number | string)[];
-}
-
-/** Jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
+/** staleDispatches returns the jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
 export async function staleDispatches(db: Db, olderThanMs: number): Promise<Placement[]> {
   const rows = await db
     .select({ jobId: jobs.id, attempt: jobs.attempt, nodeId: jobs.nodeId, gpuIndices: jobs.gpuIndices })

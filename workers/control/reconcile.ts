@@ -1,15 +1,11 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { and, inArray } from 'drizzle-orm';
 import type { Db } from '../../db/client.ts';
-import { jobs, type Job } from '../../db/schema.ts';
+import { strandableJobs, strandedJobs } from '../../db/queries/open-jobs.ts';
+import type { Job } from '../../db/schema.ts';
 import { startJobWorkflow, type JobTimeouts } from '../../temporal/client-ops.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../../workflows/names.ts';
-import type { SettleJobInput } from '../../workflows/settle-workflow.ts';
-import type { JobState } from '../../domain/job-states.ts';
+import type { SettleJobInput } from '../../workflows/settle-messages.ts';
 import type { JobWorkflowResult } from '../../workflows/types.ts';
-
-/** Open in the database, so a closed workflow leaves them stranded (CREATED has its own reconciler). */
-const STRANDABLE: JobState[] = ['QUEUED', 'DISPATCHING', 'RUNNING', 'LOST'];
 
 /** Why the latest run of a workflow closed, in words for the job's history. */
 async function closeReason(client: Client, workflowId: string, runId: string, status: string): Promise<string> {
@@ -83,7 +79,7 @@ export async function reconcileClosedJobWorkflows(db: Db, client: Client, t: Job
     const ids = page.map((w) => w.slice('job/'.length));
     page = [];
     if (ids.length === 0) return;
-    const stranded = await db.select().from(jobs).where(and(inArray(jobs.id, ids), inArray(jobs.state, STRANDABLE)));
+    const stranded = await strandedJobs(db, ids);
     for (const job of stranded) if (await settleStranded(client, job, t)) settled += 1;
   };
   for await (const wf of client.workflow.list({ query })) {
@@ -101,7 +97,7 @@ export async function reconcileClosedJobWorkflows(db: Db, client: Client, t: Job
  * or replaced Temporal). A queued job gets its workflow again; a placed one is ended.
  */
 export async function reconcileMissingJobWorkflows(db: Db, client: Client, t: JobTimeouts): Promise<number> {
-  const open = await db.select().from(jobs).where(inArray(jobs.state, STRANDABLE)).limit(10_000);
+  const open = await strandableJobs(db, 10_000);
   let fixed = 0;
   for (const job of open) {
     try {

@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { createControlActivities } from '../../activities/control.ts';
-import { reconcileCreatedJobs, wakeScheduler } from '../../activities/scheduler-ops.ts';
+import { reconcileCreatedJobs, wakeScheduler } from '../../temporal/scheduler-ops.ts';
 import { crashSilentRuns } from '../../db/queries/runs.ts';
 import type { Db } from '../../db/client.ts';
 import type { JobTimeouts } from '../../temporal/client-ops.ts';

@@ -1,18 +1,16 @@
 import type { Client } from '@temporalio/client';
-import { and, eq, lt } from 'drizzle-orm';
 import type { Db } from '../db/client.ts';
-import { jobs } from '../db/schema.ts';
+import { createdJobsBefore } from '../db/queries/open-jobs.ts';
 import type { Placement } from '../domain/placement.ts';
-import { startJobWorkflow, type JobTimeouts } from '../temporal/client-ops.ts';
+import { startJobWorkflow, type JobTimeouts } from './client-ops.ts';
 import { dispatchSignal } from '../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
-import { wakeSchedulerSignal } from '../workflows/scheduler-messages.ts';
-import type { SchedulerInput } from '../workflows/scheduler-workflow.ts';
+import { DEFAULT_IDLE_PASS_MS, wakeSchedulerSignal, type SchedulerInput } from '../workflows/scheduler-messages.ts';
 
 /*
  * What the control side sends to Temporal around a scheduling pass: wake the scheduler, hand
- * grants to job workflows, start the workflows of jobs that never got one. The control
- * activities and the control worker's reconciler share them.
+ * grants to job workflows, start the workflows of jobs that never got one. Temporal client
+ * code, not activities: the control activities and the control worker's reconciler share them.
  */
 
 /**
@@ -45,16 +43,13 @@ export function coalesce(fn: () => Promise<void>): () => Promise<void> {
  * Temporal between writing the job and starting it): start it now. Idempotent.
  */
 export async function reconcileCreatedJobs(db: Db, client: Client, t: JobTimeouts, olderThanMs: number): Promise<number> {
-  const created = await db
-    .select()
-    .from(jobs)
-    .where(and(eq(jobs.state, 'CREATED'), lt(jobs.createdAt, new Date(Date.now() - olderThanMs))));
+  const created = await createdJobsBefore(db, new Date(Date.now() - olderThanMs));
   for (const job of created) await startJobWorkflow(client, job, t);
   return created.length;
 }
 
 /** Starts the scheduler if it is not running, and wakes it. */
-export async function wakeScheduler(client: Client, idlePassMs = 15_000): Promise<void> {
+export async function wakeScheduler(client: Client, idlePassMs = DEFAULT_IDLE_PASS_MS): Promise<void> {
   const args: [SchedulerInput] = [{ pending: true, idlePassMs }];
   await client.workflow.signalWithStart('schedulerWorkflow', {
     workflowId: SCHEDULER_WORKFLOW_ID,
@@ -64,6 +59,7 @@ export async function wakeScheduler(client: Client, idlePassMs = 15_000): Promis
   });
 }
 
+/** Sends each placement to its job's workflow as a dispatch signal, 64 at a time. */
 export async function sendGrants(client: Client, grants: Placement[]): Promise<void> {
   const chunk = 64;
   for (let i = 0; i < grants.length; i += chunk) {

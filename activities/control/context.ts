@@ -1,0 +1,20 @@
+import type { Client } from '@temporalio/client';
+import type { Db } from '../../db/client.ts';
+import type { JobTimeouts } from '../../temporal/client-ops.ts';
+
+export interface ControlDeps {
+  db: Db;
+  client: Client;
+  timeouts: JobTimeouts;
+  backfillHoldMs: number;
+  /** A DISPATCHING job whose workflow has not moved on after this long gets its grant again. */
+  redispatchAfterMs?: number;
+  idlePassMs?: number;
+}
+
+/** What each group of control activities is built from: the deps, and the one coalesced wake-up of the scheduler they share. */
+export interface ControlContext {
+  deps: ControlDeps;
+  /** Starts the scheduler if need be and wakes it; calls made during a wake-up share the next one. */
+  wake: () => Promise<void>;
+}

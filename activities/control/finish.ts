@@ -1,0 +1,108 @@
+import { endAttemptRun, runOfAttempt } from '../../db/queries/attempt-run.ts';
+import { handOnFreedCards } from '../../db/queries/dispatch.ts';
+import { readStdoutTail, settleEvaluation } from '../../db/queries/evaluations.ts';
+import { getJobForUpdate, releaseSlots, transitionJob } from '../../db/queries/jobs.ts';
+import { readLogTail } from '../../db/queries/logs.ts';
+import { nonFiniteLastKeys, writeSeries } from '../../db/queries/metrics.ts';
+import { configOfAttempt, nextAttempt } from '../../db/queries/next-attempt.ts';
+import { setNodeOffline } from '../../db/queries/nodes.ts';
+import { EVAL_STDOUT_TAIL_BYTES, MISSING_METRICS_LINE, metricsToWire, parseEvalStdout, type EvalResult } from '../../domain/eval-result.ts';
+import { classifyFailure } from '../../domain/failure.ts';
+import type { JobState } from '../../domain/job-states.ts';
+import { decideLost } from '../../domain/lost-policy.ts';
+import type { Placement } from '../../domain/placement.ts';
+import { runStatusOfAttempt } from '../../domain/run-status.ts';
+import { sendGrants } from '../../temporal/scheduler-ops.ts';
+import { jobNotFound } from '../../workflows/failures.ts';
+import { nodeWorkflowId } from '../../workflows/names.ts';
+import { nodeSuspectSignal } from '../../workflows/node-messages.ts';
+import type { AttemptOutcome } from '../../workflows/types.ts';
+import type { ControlContext } from './context.ts';
+
+/**
+ * The end of an attempt: its state, reason and run, an evaluation's result, a LOST attempt's
+ * requeue, and the hand-on of its freed cards to the jobs waiting for them.
+ */
+export function finishActivities({ deps, wake }: ControlContext) {
+  const { db, client } = deps;
+
+  return {
+    async finishAttempt(a: { jobId: string; attempt: number; outcome: AttemptOutcome }): Promise<{ state: JobState; requeue: boolean }> {
+      let suspectNode: string | null = null;
+      let handed: { placed: Placement[]; wholePass: boolean } | null = null;
+      const result = await db.transaction(async (tx) => {
+        const job = await getJobForUpdate(tx, a.jobId);
+        if (!job) throw jobNotFound(a.jobId);
+        if (job.attempt !== a.attempt) return { state: job.state, requeue: job.attempt > a.attempt };
+        const now = new Date();
+        const o = a.outcome;
+        let to: JobState = o.state;
+        // Hints read the shipped log; the tail the agent sent stands in when nothing was shipped.
+        const shipped = o.state === 'FAILED' && o.exit ? await readLogTail(tx, a.jobId, a.attempt) : null;
+        const nonFiniteMetrics = o.state === 'FAILED' && o.exit ? await nonFiniteLastKeys(tx, a.jobId, a.attempt) : [];
+        let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics }).reason : o.reason;
+        let requeue = false;
+        if (o.state === 'LOST') ({ to, reason, requeue } = decideLost(job, o.reason));
+        // An evaluation that exited 0 succeeded only if its stdout holds its result.
+        const evaluation = job.type === 'EVALUATE' && job.checkpointId !== null;
+        let evalResult: EvalResult | null = null;
+        if (evaluation && to === 'SUCCEEDED') {
+          const out = await readStdoutTail(tx, a.jobId, a.attempt, EVAL_STDOUT_TAIL_BYTES);
+          evalResult = out ? parseEvalStdout(out.text, out.partialStart) : { ok: false, reason: `${MISSING_METRICS_LINE} (no stdout was shipped)` };
+          if (!evalResult.ok) {
+            to = 'FAILED';
+            reason = out && !out.complete && evalResult.reason === MISSING_METRICS_LINE ? `${MISSING_METRICS_LINE} (its stdout was not fully shipped)` : evalResult.reason;
+          }
+        }
+        const moved = await transitionJob(tx, {
+          jobId: a.jobId,
+          attempt: a.attempt,
+          from: ['DISPATCHING', 'RUNNING'],
+          to,
+          detail: reason,
+          job: { exitCode: o.exitCode, signal: o.signal, reason, endedAt: now },
+          attemptRow: { exitCode: o.exitCode, signal: o.signal, reason, endedAt: now },
+        });
+        const freed = await releaseSlots(tx, a.jobId, a.attempt);
+        // Its cards go straight to the jobs waiting for them (when few wait): no scheduler pass.
+        if (freed > 0) handed = await handOnFreedCards(tx, deps.backfillHoldMs, now);
+        if (moved === null) return { state: job.state, requeue: false };
+        await endAttemptRun(tx, a.jobId, a.attempt, runStatusOfAttempt(to), now);
+        if (evaluation) {
+          if (requeue) await settleEvaluation(tx, a.jobId, { status: 'pending', at: now });
+          else if (to === 'SUCCEEDED' && evalResult?.ok) {
+            await settleEvaluation(tx, a.jobId, { status: 'succeeded', metrics: metricsToWire(evalResult.metrics), at: now });
+            // The result is also the metrics of the evaluation's run (step 0), for `gpuctl metrics`.
+            const runId = await runOfAttempt(tx, a.jobId, a.attempt);
+            const keys = Object.entries(evalResult.metrics);
+            if (runId) await writeSeries(tx, runId, keys.map(([key, v]) => ({ key, steps: [0], values: [v], times: [now.getTime()] })));
+          } else await settleEvaluation(tx, a.jobId, { status: to === 'CANCELLED' ? 'cancelled' : 'failed', reason, at: now });
+        }
+        if ((o.state === 'LOST' || o.nodeLost) && job.nodeId) {
+          // Its agent stopped answering: take its cards out of the pool now, not when the
+          // node's own lease expires, so the re-queued attempt goes elsewhere.
+          await setNodeOffline(tx, job.nodeId);
+          suspectNode = job.nodeId;
+        }
+        if (requeue) {
+          // The next attempt runs with the same config; the workflow re-queues it.
+          const config = await configOfAttempt(tx, a.jobId, a.attempt);
+          await nextAttempt(tx, { jobId: a.jobId, attempt: a.attempt, config, state: 'LOST', job: { lostCount: job.lostCount + 1, exitCode: null, signal: null, endedAt: null } });
+        }
+        return { state: to, requeue };
+      });
+      if (suspectNode) {
+        await client.workflow
+          .getHandle(nodeWorkflowId(suspectNode))
+          .signal(nodeSuspectSignal)
+          .catch(() => undefined);
+      }
+      // The freed cards went to the head of the queue; the scheduler runs a whole pass only when
+      // some are left over for the jobs behind it. A job that freed none wakes it as before.
+      const h = handed as { placed: Placement[]; wholePass: boolean } | null;
+      if (h) await sendGrants(client, h.placed);
+      if (!h || h.wholePass) await wake();
+      return result;
+    },
+  };
+}

@@ -1,0 +1,25 @@
+import { runSchedulePass, staleDispatches } from '../../db/queries/schedule.ts';
+import { reconcileCreatedJobs, sendGrants } from '../../temporal/scheduler-ops.ts';
+import type { SchedulePassResult } from '../../workflows/types.ts';
+import type { ControlContext } from './context.ts';
+
+/** The scheduler workflow's activity: one pass over the queue, its grants sent. */
+export function schedulingActivities({ deps }: ControlContext) {
+  const { db, client } = deps;
+
+  return {
+    async schedulePass(): Promise<SchedulePassResult> {
+      const t0 = performance.now();
+      const pass = await runSchedulePass(db, deps.backfillHoldMs);
+      const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);
+      await sendGrants(client, [...pass.placements, ...stale]);
+      await reconcileCreatedJobs(db, client, deps.timeouts, 30_000);
+      return {
+        granted: pass.placements.length,
+        queued: pass.queued,
+        resignalled: stale.length,
+        durationMs: Math.round(performance.now() - t0),
+      };
+    },
+  };
+}

@@ -1,0 +1,51 @@
+import type { InferSelectModel } from 'drizzle-orm';
+import { bigint, foreignKey, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { createdAt, ts } from './columns.ts';
+import { jobs } from './jobs.ts';
+import { runs } from './runs.ts';
+
+export const checkpoints = pgTable(
+  'checkpoints',
+  {
+    id: text('id').primaryKey(),
+    runId: text('run_id').notNull().references(() => runs.id),
+    parentCheckpointId: text('parent_checkpoint_id'),
+    step: bigint('step', { mode: 'number' }),
+    /** The job attempt whose watcher registered it. */
+    jobId: text('job_id').references(() => jobs.id),
+    attempt: integer('attempt'),
+    nodeId: text('node_id'),
+    /** Absolute path on the node (a file or a directory). */
+    uri: text('uri').notNull(),
+    /** sha256 over the checkpoint's files (relative path, size, content), as `sha256:<hex>`. */
+    fingerprint: text('fingerprint').notNull(),
+    /** Set when retention deleted its files. */
+    deletedAt: ts('deleted_at'),
+    sizeBytes: bigint('size_bytes', { mode: 'number' }),
+    trainMetrics: jsonb('train_metrics').$type<Record<string, number>>(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    foreignKey({ columns: [t.parentCheckpointId], foreignColumns: [t.id] }),
+    uniqueIndex('checkpoints_run_uri_fingerprint').on(t.runId, t.uri, t.fingerprint),
+    index('checkpoints_run').on(t.runId, t.createdAt),
+  ],
+);
+export type Checkpoint = InferSelectModel<typeof checkpoints>;
+
+export const evaluations = pgTable(
+  'evaluations',
+  {
+    id: text('id').primaryKey(),
+    checkpointId: text('checkpoint_id').notNull().references(() => checkpoints.id),
+    jobId: text('job_id').references(() => jobs.id),
+    /** pending | running | succeeded | failed | cancelled */
+    status: text('status').notNull(),
+    metrics: jsonb('metrics').$type<Record<string, number>>(),
+    reason: text('reason'),
+    createdAt: createdAt(),
+    endedAt: ts('ended_at'),
+  },
+  (t) => [uniqueIndex('evaluations_job').on(t.jobId), index('evaluations_checkpoint').on(t.checkpointId)],
+);
+export type Evaluation = InferSelectModel<typeof evaluations>;

@@ -1,0 +1,126 @@
+import { sql, type InferSelectModel } from 'drizzle-orm';
+import { bigserial, check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import type { AttemptConfig } from '../../domain/attempt-config.ts';
+import type { EvalPolicy } from '../../domain/eval-policy.ts';
+import type { JobState, JobType } from '../../domain/job-states.ts';
+import type { OnLostPolicy } from '../../domain/lost-policy.ts';
+import { createdAt, ts } from './columns.ts';
+import { experiments, projects } from './projects.ts';
+
+export const jobs = pgTable(
+  'jobs',
+  {
+    id: text('id').primaryKey(),
+    type: text('type').$type<JobType>().notNull(),
+    state: text('state').$type<JobState>().notNull(),
+    projectId: text('project_id').references(() => projects.id),
+    experimentId: text('experiment_id').references(() => experiments.id),
+    priority: integer('priority').notNull().default(0),
+    gpus: integer('gpus').notNull(),
+    selector: jsonb('selector').$type<Record<string, string>>().notNull(),
+    command: jsonb('command').$type<string[]>().notNull(),
+    workingDir: text('working_dir').notNull(),
+    env: jsonb('env').$type<Record<string, string>>().notNull(),
+    /** Names of the job's secret variables; their values are in job_secrets, never in this row, an API answer or Temporal. */
+    secretNames: jsonb('secret_names').$type<string[]>().notNull().default([]),
+    params: jsonb('params').$type<Record<string, unknown>>().notNull(),
+    onLost: text('on_lost').$type<OnLostPolicy>().notNull().default('requeue'),
+    maxLostRequeues: integer('max_lost_requeues').notNull().default(3),
+    /** A folder (relative to working_dir) whose checkpoints the agent registers while the job runs (`--watch`). */
+    watchDir: text('watch_dir'),
+    /** The checkpoint this training job resumes from: the parent of its run's first checkpoint. */
+    resumeFrom: text('resume_from'),
+    /** When a TRAIN job's checkpoints are evaluated: each one, every Nth, or the final one, with the eval command. */
+    evalPolicy: jsonb('eval_policy').$type<EvalPolicy>(),
+    /** For an EVALUATE job: the checkpoint it evaluates. */
+    checkpointId: text('checkpoint_id'),
+    /** For an EVALUATE job started by a training job: that job. */
+    parentJobId: text('parent_job_id'),
+    lostCount: integer('lost_count').notNull().default(0),
+    attempt: integer('attempt').notNull().default(1),
+    nodeId: text('node_id'),
+    gpuIndices: jsonb('gpu_indices').$type<number[]>(),
+    exitCode: integer('exit_code'),
+    signal: text('signal'),
+    reason: text('reason'),
+    createdAt: createdAt(),
+    queuedAt: ts('queued_at'),
+    startedAt: ts('started_at'),
+    endedAt: ts('ended_at'),
+    updatedAt: ts('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    check('jobs_gpus_nonnegative', sql`${t.gpus} >= 0`),
+    check('jobs_type_known', sql`${t.type} in ('TRAIN', 'EVALUATE', 'CUSTOM')`),
+    index('jobs_queue_order').on(t.state, t.priority, t.queuedAt),
+    index('jobs_created').on(t.createdAt),
+  ],
+);
+export type Job = InferSelectModel<typeof jobs>;
+
+/**
+ * The Idempotency-Key of a submit: a retried POST /jobs with the same key and the same body
+ * gets the job the first one made. Written in the job's own transaction, so a key never
+ * points at a job that was not stored, and two concurrent submits cannot both make one.
+ */
+export const idempotencyKeys = pgTable('idempotency_keys', {
+  key: text('key').primaryKey(),
+  /** sha256 of the request body in canonical JSON: the same key with another body is refused. */
+  requestHash: text('request_hash').notNull(),
+  jobId: text('job_id').notNull().references(() => jobs.id),
+  createdAt: createdAt(),
+});
+export type IdempotencyKey = InferSelectModel<typeof idempotencyKeys>;
+
+/** One row per attempt, with the config it ran with, so retries can be compared. */
+export const jobAttempts = pgTable(
+  'job_attempts',
+  {
+    jobId: text('job_id').notNull().references(() => jobs.id),
+    attempt: integer('attempt').notNull(),
+    config: jsonb('config').$type<AttemptConfig>().notNull(),
+    state: text('state').$type<JobState>().notNull(),
+    nodeId: text('node_id'),
+    gpuIndices: jsonb('gpu_indices').$type<number[]>(),
+    pid: integer('pid'),
+    logPath: text('log_path'),
+    exitCode: integer('exit_code'),
+    signal: text('signal'),
+    reason: text('reason'),
+    createdAt: createdAt(),
+    startedAt: ts('started_at'),
+    endedAt: ts('ended_at'),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.attempt] })],
+);
+export type JobAttempt = InferSelectModel<typeof jobAttempts>;
+
+/** Every state change, timestamped: the job's history. */
+export const jobTransitions = pgTable(
+  'job_transitions',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    jobId: text('job_id').notNull().references(() => jobs.id),
+    attempt: integer('attempt').notNull(),
+    fromState: text('from_state').$type<JobState>(),
+    toState: text('to_state').$type<JobState>().notNull(),
+    detail: text('detail'),
+    at: ts('at').notNull().defaultNow(),
+  },
+  (t) => [index('job_transitions_job').on(t.jobId, t.id)],
+);
+export type JobTransition = InferSelectModel<typeof jobTransitions>;
+
+/**
+ * Values of a job's secret environment variables. Read only by the API's node route, for the
+ * node an attempt of the job was dispatched to, while that attempt is live.
+ */
+export const jobSecrets = pgTable(
+  'job_secrets',
+  {
+    jobId: text('job_id').notNull().references(() => jobs.id),
+    name: text('name').notNull(),
+    value: text('value').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.name] })],
+);

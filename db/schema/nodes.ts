@@ -1,0 +1,39 @@
+import { sql, type InferSelectModel } from 'drizzle-orm';
+import { check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import type { NodeStatus } from '../../domain/node.ts';
+import { createdAt, ts } from './columns.ts';
+import { jobs } from './jobs.ts';
+
+export const nodes = pgTable('nodes', {
+  id: text('id').primaryKey(),
+  hostname: text('hostname').notNull(),
+  labels: jsonb('labels').$type<Record<string, string>>().notNull(),
+  status: text('status').$type<NodeStatus>().notNull(),
+  registeredAt: createdAt(),
+  lastSeenAt: ts('last_seen_at').notNull().defaultNow(),
+});
+export type GpuNode = InferSelectModel<typeof nodes>;
+
+/**
+ * One row per physical card. The single owner column makes "a card has at most one
+ * owner" a property of the table itself; the check keeps owner and attempt together.
+ */
+export const gpuSlots = pgTable(
+  'gpu_slots',
+  {
+    nodeId: text('node_id').notNull().references(() => nodes.id),
+    index: integer('index').notNull(),
+    uuid: text('uuid').notNull(),
+    name: text('name').notNull(),
+    memoryMb: integer('memory_mb').notNull(),
+    ownerJobId: text('owner_job_id').references(() => jobs.id),
+    ownerAttempt: integer('owner_attempt'),
+    present: integer('present').notNull().default(1),
+  },
+  (t) => [
+    primaryKey({ columns: [t.nodeId, t.index] }),
+    check('gpu_slots_owner_pair', sql`(${t.ownerJobId} is null) = (${t.ownerAttempt} is null)`),
+    index('gpu_slots_owner').on(t.ownerJobId),
+  ],
+);
+export type GpuSlot = InferSelectModel<typeof gpuSlots>;

@@ -1,0 +1,61 @@
+import { sql, type InferSelectModel } from 'drizzle-orm';
+import { bigserial, check, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import type { RunStatus } from '../../domain/run-status.ts';
+import { createdAt, ts } from './columns.ts';
+import { jobs } from './jobs.ts';
+import { experiments, projects } from './projects.ts';
+
+export type RunSource = 'job' | 'sdk' | 'import';
+
+export const runs = pgTable(
+  'runs',
+  {
+    id: text('id').primaryKey(),
+    projectId: text('project_id').references(() => projects.id),
+    experimentId: text('experiment_id').references(() => experiments.id),
+    jobId: text('job_id').references(() => jobs.id),
+    attempt: integer('attempt'),
+    source: text('source').$type<RunSource>().notNull(),
+    name: text('name'),
+    status: text('status').$type<RunStatus>().notNull(),
+    params: jsonb('params').$type<Record<string, unknown>>().notNull().default({}),
+    tags: jsonb('tags').$type<Record<string, string>>().notNull().default({}),
+    /** Tags another system set about itself (MLflow's `mlflow.*`), kept apart from the user's. */
+    systemTags: jsonb('system_tags').$type<Record<string, string>>().notNull().default({}),
+    /** What an import came from (`mlflow:<run uuid>`, `tensorboard:<hash>`…): importing it again finds this run. */
+    externalKey: text('external_key').unique(),
+    createdAt: createdAt(),
+    startedAt: ts('started_at').notNull().defaultNow(),
+    endedAt: ts('ended_at'),
+    /** Last sign of life of an SDK run; one silent for GPUPLANE_RUN_STALE_S is marked crashed. */
+    heartbeatAt: ts('heartbeat_at').notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex('runs_job_attempt').on(t.jobId, t.attempt),
+    check('runs_source_known', sql`${t.source} in ('job', 'sdk', 'import')`),
+    check('runs_status_known', sql`${t.status} in ('running', 'finished', 'failed', 'crashed', 'cancelled')`),
+    index('runs_created').on(t.createdAt),
+    index('runs_running_heartbeat').on(t.heartbeatAt).where(sql`${t.status} = 'running'`),
+  ],
+);
+export type Run = InferSelectModel<typeof runs>;
+
+/** Every job and run lifecycle change, and the events users add. */
+export const events = pgTable(
+  'events',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    runId: text('run_id').references(() => runs.id),
+    jobId: text('job_id').references(() => jobs.id),
+    attempt: integer('attempt'),
+    kind: text('kind').notNull(),
+    level: text('level').$type<'info' | 'warning' | 'error'>().notNull().default('info'),
+    message: text('message').notNull(),
+    data: jsonb('data').$type<Record<string, unknown>>(),
+    /** The Idempotency-Key of the request that added it: a retried POST adds it once. */
+    idempotencyKey: text('idempotency_key'),
+    at: ts('at').notNull().defaultNow(),
+  },
+  (t) => [index('events_run').on(t.runId, t.id), index('events_job').on(t.jobId, t.id), uniqueIndex('events_run_idempotency_key').on(t.runId, t.idempotencyKey)],
+);
+export type RunEvent = InferSelectModel<typeof events>;
