@@ -3,22 +3,24 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { createGpuHostActivities, ProcessTable, retryWhile } from '../../activities/gpu-host.ts';
+import { createGpuHostActivities } from '../../activities/gpu-host.ts';
 import { defaultLeaseTimeoutMs, livenessPlan, PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
 import { reattachSignal } from '../../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
-import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
-import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
+import { nodeOnlineSignal, type NodeWorkflowInput } from '../../workflows/node-messages.ts';
 import type { NodeInventory } from '../../domain/node.ts';
 import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
 import { looksLikeToken } from '../../runtime/tokens.ts';
-import { AllowedRoots } from './allowed-roots.ts';
-import { AttemptCgroups } from './cgroup.ts';
-import { readInventory } from './inventory.ts';
-import { attemptEnd, CheckpointWatching } from './checkpoint-watching.ts';
-import { LogShipping } from './log-shipper.ts';
+import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
+import { AttemptCgroups } from '../../activities/gpu-host/cgroup.ts';
+import { readInventory } from '../../activities/gpu-host/inventory.ts';
+import { attemptEnd, CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
+import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
+import { ProcessTable } from '../../activities/gpu-host/process-table.ts';
+import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
+import { adoptSurvivors, sweepRecords } from '../../activities/gpu-host/survivors.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
-import { attemptWanted } from './wanted.ts';
+import { attemptWanted } from '../../activities/gpu-host/wanted.ts';
 
 export interface AgentOptions {
   nodeId: string;
@@ -130,7 +132,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     throw err;
   });
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
-  const adopted = processes.adoptSurvivors(o.lostAfterMs, (rec) => attemptWanted(o.client, o.nodeId, rec.spec.jobId));
+  const adopted = adoptSurvivors(processes, o.lostAfterMs, (rec) => attemptWanted(o.client, o.nodeId, rec.spec.jobId));
   for (const rec of adopted) {
     // Its log goes on being shipped from where the API's copy ends.
     logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited);
@@ -162,7 +164,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       .describe()
       .then((d) => (d.status.name === 'RUNNING' ? undefined : joinNode()), (err: unknown) => ((err as Error).name === 'WorkflowNotFoundError' ? joinNode() : undefined))
       .catch(() => undefined);
-    processes.sweep(Math.max(60 * 60_000, 4 * o.lostAfterMs));
+    sweepRecords(processes, Math.max(60 * 60_000, 4 * o.lostAfterMs));
   }, Math.max(PROBE_INTERVAL_MS, 3 * o.heartbeatTimeoutMs));
   rejoin.unref();
   return {
