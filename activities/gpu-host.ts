@@ -154,6 +154,10 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       try {
         ctx.heartbeat({ at: Date.now() });
         await Promise.race([ctx.cancelled, pt.shuttingDown]);
+      } catch (err) {
+        const why = ctx.cancellationDetails;
+        if (!why?.cancelRequested && !why?.workerShutdown && !pt.draining) deps.onLeaseLost?.();
+        throw err;
       } finally {
         clearInterval(beat);
       }

@@ -22,4 +22,10 @@ export interface GpuHostDeps {
   nodeToken?: string;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */
   allowedRoots?: readonly string[];
+  /**
+   * Called when the node's lease ends without the workflow asking or the agent stopping: its
+   * heartbeats stopped reaching the server (a partition), so the node is OFFLINE or soon will
+   * be. The agent then brings it back itself as soon as the server answers (workers/gpu-host/reconnect.ts).
+   */
+  onLeaseLost?: () => void;
 }

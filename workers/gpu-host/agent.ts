@@ -21,6 +21,7 @@ import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
 import { adoptSurvivors, sweepRecords } from '../../activities/gpu-host/survivors.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
 import { attemptWanted } from '../../activities/gpu-host/wanted.ts';
+import { rejoinWhenReachable } from './reconnect.ts';
 
 export interface AgentOptions {
   nodeId: string;
@@ -93,6 +94,16 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     warn: (msg, err) => ckptLogger.warn(err ? { err } : {}, msg),
     refuse: roots ? (dir) => roots.problem('checkpoint folder', dir) : undefined,
   });
+  const joinNode = () =>
+    o.client.workflow.signalWithStart('nodeWorkflow', {
+      workflowId: nodeWorkflowId(o.nodeId),
+      taskQueue: CONTROL_TASK_QUEUE,
+      args: [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs, leaseTimeoutMs: o.leaseTimeoutMs ?? defaultLeaseTimeoutMs(o.heartbeatTimeoutMs) }] as [NodeWorkflowInput],
+      signal: nodeOnlineSignal,
+      signalArgs: [inventory],
+    });
+  // A lost lease (a partition) brings the node back ONLINE as soon as the server answers again.
+  const rejoiner = rejoinWhenReachable(o.client, joinNode);
   const worker = await Worker.create({
     connection: o.connection,
     namespace: o.namespace,
@@ -109,6 +120,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       checkpoints,
       nodeToken: o.nodeToken,
       allowedRoots: o.allowedRoots,
+      onLeaseLost: () => rejoiner.leaseLost(),
     }),
     maxConcurrentActivityTaskExecutions: 1000,
     // One long poll on the node's own queue: its tasks are few (an attempt, a stop, its lease),
@@ -145,14 +157,6 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       () => o.client.workflow.getHandle(jobWorkflowId(rec.spec.jobId)).signal(reattachSignal, { attempt: rec.spec.attempt, pid: rec.pid, logPath: rec.logPath }),
     );
   }
-  const joinNode = () =>
-    o.client.workflow.signalWithStart('nodeWorkflow', {
-      workflowId: nodeWorkflowId(o.nodeId),
-      taskQueue: CONTROL_TASK_QUEUE,
-      args: [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs, leaseTimeoutMs: o.leaseTimeoutMs ?? defaultLeaseTimeoutMs(o.heartbeatTimeoutMs) }] as [NodeWorkflowInput],
-      signal: nodeOnlineSignal,
-      signalArgs: [inventory],
-    });
   await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
   // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent
@@ -176,6 +180,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     run,
     async shutdown() {
       clearInterval(rejoin);
+      rejoiner.stop();
       watchdog.stop();
       // Before the attempts are stopped: a checkpoint cut off by the stop is not final.
       await checkpoints.stopAll();
