@@ -1,8 +1,9 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../config.ts';
-import type { Db } from '../db/client.ts';
-import { onShutdown, openConfiguredDatabase, timeoutsOf } from '../runtime/process.ts';
+import { openConfiguredDatabase, type Db } from '../db/client.ts';
+import { onShutdown } from '../runtime/process.ts';
+import { timeoutsOf } from '../temporal/client-ops.ts';
 import { ensureAdminToken } from '../runtime/credentials.ts';
 import { connectClient } from '../temporal/setup.ts';
 import type { ApiDeps } from './app.ts';

@@ -1,9 +1,10 @@
 /**
- * Regenerates the CLI and API reference sections of README.md from the code itself:
- * commander's help for every gpuctl command, and the OpenAPI document's routes.
+ * Regenerates the reference pages from the code itself: docs/cli.md from commander's help for
+ * every gpuctl command, docs/api.md from the OpenAPI document's routes. Only the text between a
+ * page's `<!-- BEGIN generated:NAME -->` and `<!-- END generated:NAME -->` markers is rewritten.
  *
- *   npm run docs          rewrite README.md
- *   npm run docs -- --check   exit 1 if README.md is stale
+ *   npm run docs              rewrite docs/cli.md and docs/api.md
+ *   npm run docs -- --check   exit 1, naming the stale pages, if either is out of date
  */
 import fs from 'node:fs';
 import type { Command } from 'commander';
@@ -26,28 +27,40 @@ export async function apiReference(): Promise<string> {
   return ['| method | path | what |', '|---|---|---|', ...rows].join('\n');
 }
 
-export function replaceSection(text: string, name: string, body: string): string {
+/** The generated pages: each file, the name of its markers, and what goes between them. */
+export const GENERATED_PAGES = [
+  { file: 'docs/cli.md', name: 'cli', render: async () => cliReference() },
+  { file: 'docs/api.md', name: 'api', render: apiReference },
+] as const;
+
+export function replaceSection(text: string, name: string, body: string, file = 'the page'): string {
   const begin = `<!-- BEGIN generated:${name} -->`;
   const end = `<!-- END generated:${name} -->`;
   const i = text.indexOf(begin);
   const j = text.indexOf(end);
-  if (i < 0 || j < i) throw new Error(`README.md lacks the ${name} markers`);
+  if (i < 0 || j < i) throw new Error(`${file} lacks the generated:${name} markers`);
   return `${text.slice(0, i + begin.length)}\n${body}\n${text.slice(j)}`;
 }
 
-export async function renderReadme(current: string): Promise<string> {
-  return replaceSection(replaceSection(current, 'cli', cliReference()), 'api', await apiReference());
+/** Each generated page as it is on disk and as the current code renders it. */
+export async function renderPages(root = '.'): Promise<{ file: string; current: string; next: string }[]> {
+  const pages = [];
+  for (const p of GENERATED_PAGES) {
+    const current = fs.readFileSync(`${root}/${p.file}`, 'utf8');
+    pages.push({ file: p.file, current, next: replaceSection(current, p.name, await p.render(), p.file) });
+  }
+  return pages;
 }
 
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
-  const current = fs.readFileSync('README.md', 'utf8');
-  const next = await renderReadme(current);
+  const pages = await renderPages();
   if (process.argv.includes('--check')) {
-    if (next !== current) {
-      console.error('README.md reference sections are stale: run npm run docs');
+    const stale = pages.filter((p) => p.next !== p.current).map((p) => p.file);
+    if (stale.length > 0) {
+      console.error(`stale generated reference: ${stale.join(', ')}; run npm run docs`);
       process.exit(1);
     }
   } else {
-    fs.writeFileSync('README.md', next);
+    for (const p of pages) if (p.next !== p.current) fs.writeFileSync(p.file, p.next);
   }
 }

@@ -3,10 +3,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --with-postgres
-echo "== typecheck, lint, migrations check"
+echo "== typecheck, lint, layer rules, migrations check"
 npx tsc --noEmit
 npx tsc --noEmit -p web
 npx eslint .
+npm run --silent lint:layers
 npx drizzle-kit check >/dev/null
 echo "== tests"
 report="$(mktemp)"

@@ -1,4 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import type { GpuplaneConfig } from '../config.ts';
 import type { Job } from '../db/schema.ts';
 import { cancelJobSignal, retryJobSignal, retryJobUpdate, type RetryRequest } from '../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId } from '../workflows/names.ts';
@@ -6,6 +7,11 @@ import { jobStartSearchAttributes, jobWorkflowInput, type JobWorkflowTimeouts } 
 
 /** The timeouts job workflows are started with (workflows/job-start.ts). */
 export type JobTimeouts = JobWorkflowTimeouts;
+
+/** The job timeouts a process's configuration gives its job workflows. */
+export function timeoutsOf(c: GpuplaneConfig): JobTimeouts {
+  return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, lostAfterMs: c.lostAfterMs, retryRetentionMs: c.retryRetentionMs };
+}
 
 /** Starts the workflow of a job's current attempt; a second start of the same attempt is a no-op. */
 export async function startJobWorkflow(

@@ -1,4 +1,4 @@
-/** Task queue and workflow id conventions (ARCHITECTURE.md, "Temporal layout"). */
+/** Task queue and workflow id conventions (docs/architecture.md, "Temporal layout"). */
 export const CONTROL_TASK_QUEUE = 'gpuplane-control';
 export const SCHEDULER_WORKFLOW_ID = 'scheduler';
 export const gpuHostTaskQueue = (nodeId: string): string => `gpu-host.${nodeId}`;

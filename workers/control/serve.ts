@@ -2,8 +2,9 @@ import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../../config.ts';
-import type { Db } from '../../db/client.ts';
-import { onShutdown, openConfiguredDatabase, timeoutsOf } from '../../runtime/process.ts';
+import { openConfiguredDatabase, type Db } from '../../db/client.ts';
+import { onShutdown } from '../../runtime/process.ts';
+import { timeoutsOf } from '../../temporal/client-ops.ts';
 import { connectClient, connectWorker, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { startControlWorker, type ControlWorker } from './worker.ts';
 

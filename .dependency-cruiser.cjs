@@ -1,0 +1,88 @@
+/**
+ * The layer rules, once, as data (dependency-cruiser; run by `npm run lint:layers` and `npm test`).
+ * A new violation fails the lint step. docs/extending.md says which layer a new file belongs to.
+ *
+ *   domain/     the concepts as code: imports nothing of ours, no Node built-ins, no packages
+ *   db/         schema and named queries: imports only domain/
+ *   runtime/    process helpers shared by every executable (logger, tokens, files): no db/, no drizzle
+ *   workflows/  deterministic Temporal code: @temporalio/workflow|common, domain/, and types of activities/
+ *   activities/, api/, temporal/, workers/  the processes' code; clients of workflows import only
+ *               their messages, types and names, never a workflow's implementation
+ *   cli/        gpuctl: nothing outside cli/ imports it (tests, benchmarks and the docs generator aside)
+ */
+const ours = '^(activities|api|bench|cli|db|domain|examples|runtime|scripts|sdk|temporal|test|web|workers|workflows)/|^config\\.ts$';
+/** The workflow files that clients may import: messages, shared types, names, start arguments, failures. */
+const workflowInterface = '^workflows/(?:[a-z-]+-messages|types|names|search-attributes|job-start|failures)\\.ts$';
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'Imports run one way: a cycle (of values or of types) means two modules are one concern or one is in the wrong layer.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'domain-imports-nothing',
+      severity: 'error',
+      comment: 'domain/ is plain TypeScript with no I/O: every layer imports it, it imports none of them, no Node built-ins and no packages.',
+      from: { path: '^domain/' },
+      to: { pathNot: '^domain/' },
+    },
+    {
+      name: 'db-imports-only-domain',
+      severity: 'error',
+      comment: 'db/ knows the domain, drizzle and its drivers; never the orchestration, the processes or the tools.',
+      from: { path: '^db/' },
+      to: { path: ours, pathNot: '^(db|domain)/' },
+    },
+    {
+      name: 'runtime-has-no-database',
+      severity: 'error',
+      comment: 'runtime/ is loaded by every executable, gpuctl included: it must not pull in the database layer.',
+      from: { path: '^runtime/' },
+      to: { path: ['^(activities|api|cli|db|temporal|workers|workflows)/', '^node_modules/(drizzle-orm|pg|@electric-sql)/'] },
+    },
+    {
+      name: 'workflows-are-pure',
+      severity: 'error',
+      comment: 'Workflows are deterministic sandboxes: @temporalio/workflow and common, their own files and domain/; no Node built-ins, no runtime code.',
+      from: { path: '^workflows/' },
+      to: { pathNot: ['^(workflows|domain|activities)/', '^node_modules/@temporalio/(workflow|common)/'] },
+    },
+    {
+      name: 'workflows-take-only-types-of-activities',
+      severity: 'error',
+      comment: 'Workflows call activities through proxyActivities<typeof ...>: they import their types, never their code.',
+      from: { path: '^workflows/' },
+      to: { path: '^activities/', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'clients-import-workflow-interfaces-only',
+      severity: 'error',
+      comment: "Clients of workflows (the API, the workers' code, the CLI, tools) import a workflow's messages, types and names, never its implementation.",
+      from: { path: '^(activities|api|bench|cli|db|runtime|scripts|temporal|workers)/' },
+      to: { path: '^workflows/', pathNot: workflowInterface },
+    },
+    {
+      name: 'nothing-imports-cli',
+      severity: 'error',
+      comment: 'gpuctl is the outermost layer: shared code lives in runtime/ (or domain/), not cli/. Tests, benchmarks and the docs generator drive it.',
+      from: { pathNot: '^(cli|test|bench)/|^scripts/gen-docs\\.ts$' },
+      to: { path: '^cli/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: '(^|/)(dist|db/migrations)/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'require', 'node', 'default', 'types'],
+      extensions: ['.ts', '.tsx', '.js', '.mjs', '.cjs', '.json'],
+    },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};
