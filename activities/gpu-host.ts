@@ -155,6 +155,8 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
         ctx.heartbeat({ at: Date.now() });
         await Promise.race([ctx.cancelled, pt.shuttingDown]);
       } catch (err) {
+        // Neither the workflow (a suspect node) nor the agent gave the lease back: its heartbeats
+        // stopped reaching the server, which counts the node OFFLINE; the agent brings it back.
         const why = ctx.cancellationDetails;
         if (!why?.cancelRequested && !why?.workerShutdown && !pt.draining) deps.onLeaseLost?.();
         throw err;
