@@ -16,7 +16,7 @@
  * The watcher waits for one quiet debounce period, then wants the same snapshot a period later,
  * so 2 × debounce is the floor by design; both "minus debounce" and "minus 2 × debounce" are shown.
  *
- * cpu: the watcher class alone (workers/gpu-host/checkpoint-watcher.ts, default debounce) in this
+ * cpu: the watcher class alone (activities/gpu-host/checkpoint-watcher.ts, default debounce) in this
  * process on a temp folder of `--files` files of `--file-kb` KiB (a fifth of them in 20
  * subfolders). process.cpuUsage() deltas, as % of one core: this process idle with no watcher
  * (the baseline), the initial scan (every entry hashed and reported once), `--idle-s` seconds

@@ -11,7 +11,7 @@ import { startTemporalCluster, type TemporalCluster } from '../temporal/cluster.
 import { startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startConfiguredControlWorker } from '../workers/control/serve.ts';
-import { readInventory } from '../workers/gpu-host/inventory.ts';
+import { readInventory } from '../activities/gpu-host/inventory.ts';
 import { startConfiguredAgent, type AgentFlags } from '../workers/gpu-host/serve.ts';
 
 export interface UpFlags extends Partial<AgentFlags> {

@@ -9,8 +9,8 @@ import { registerCheckpoint } from '../db/queries/checkpoint-register.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { checkpoints, runs } from '../db/schema.ts';
 import { isTempName, stepOfName } from '../domain/checkpoint-name.ts';
-import { CheckpointWatcher, type FoundCheckpoint } from '../workers/gpu-host/checkpoint-watcher.ts';
-import { deleteCheckpointFiles } from '../workers/gpu-host/retention.ts';
+import { CheckpointWatcher, type FoundCheckpoint } from '../activities/gpu-host/checkpoint-watcher.ts';
+import { deleteCheckpointFiles } from '../activities/gpu-host/retention.ts';
 import { until } from './support/poll.ts';
 
 const DEBOUNCE = 150;

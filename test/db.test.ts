@@ -9,7 +9,7 @@ import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { claimSlots, runSchedulePass } from '../db/queries/schedule.ts';
 import { HAND_ON_HEAD, handOnFreedCards, placeAlone } from '../db/queries/dispatch.ts';
 import { gpuSlots } from '../db/schema.ts';
-import { fakeGpus } from '../workers/gpu-host/inventory.ts';
+import { fakeGpus } from '../activities/gpu-host/inventory.ts';
 import { createDatabase } from './support/postgres.ts';
 
 const handles: DatabaseHandle[] = [];

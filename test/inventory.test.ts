@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fakeGpus, parseNvidiaSmi } from '../workers/gpu-host/inventory.ts';
+import { fakeGpus, parseNvidiaSmi } from '../activities/gpu-host/inventory.ts';
 
 describe('GPU inventory', () => {
   it('reads nvidia-smi CSV', () => {

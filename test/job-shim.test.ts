@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AttemptSpec } from '../workflows/types.ts';
-import { ProcessTable } from '../workers/gpu-host/process-table.ts';
+import { ProcessTable } from '../activities/gpu-host/process-table.ts';
 
 /**
  * The shim reports its command's wait status twice: in <state>.status, then on fd 3. When the

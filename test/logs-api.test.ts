@@ -13,7 +13,7 @@ import { newId } from '../db/ids.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { readLogTail } from '../db/queries/logs.ts';
 import { jobAttempts, runs } from '../db/schema.ts';
-import { LogShipper } from '../workers/gpu-host/log-shipper.ts';
+import { LogShipper } from '../activities/gpu-host/log-shipper.ts';
 import { until } from './support/poll.ts';
 
 /** Log ingest and reads through app.inject on PGlite; the shipper against the same app on a real port. */

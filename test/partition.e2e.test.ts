@@ -5,6 +5,13 @@ import { startCluster, type Cluster } from './support/cluster.ts';
 import { createTestHost, type TestHost } from './support/netns.ts';
 import { pidAlive, until } from './support/poll.ts';
 import { parseRecord, recorderScript } from './support/recorder.ts';
+import { NODE_RETURN_BOUND_MS } from '../workers/gpu-host/reconnect.ts';
+
+/**
+ * Slack over NODE_RETURN_BOUND_MS for a loaded machine (the whole suite at once on two cores):
+ * the control plane's workflow task and activity that record the node, and this test's polling.
+ */
+const LOADED_MARGIN_MS = 15_000;
 
 
 describe('a network partition', () => {
@@ -43,7 +50,10 @@ describe('a network partition', () => {
     await until('stale process killed', () => !pidAlive(firstPid), 20_000);
 
     host.heal();
-    await until('island ONLINE again', async () => (await c.client.nodes()).find((n) => n.id === 'island')!.status === 'ONLINE', 60_000);
+    // A healed node is back within the documented bound (workers/gpu-host/reconnect.ts).
+    const healed = Date.now();
+    await until('island ONLINE again', async () => (await c.client.nodes()).find((n) => n.id === 'island')!.status === 'ONLINE', NODE_RETURN_BOUND_MS + LOADED_MARGIN_MS);
+    expect(Date.now() - healed).toBeLessThanOrEqual(NODE_RETURN_BOUND_MS + LOADED_MARGIN_MS);
 
     const done = await c.client.waitFor(job.id, undefined, 90_000);
     expect(done.state).toBe('SUCCEEDED');

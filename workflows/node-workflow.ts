@@ -2,7 +2,7 @@ import { ActivityCancellationType, CancellationScope, condition, continueAsNew, 
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
 import { gpuHostTaskQueue } from './names.ts';
-import { nodeOnlineSignal, nodeSuspectSignal } from './node-messages.ts';
+import { nodeOnlineSignal, nodeSuspectSignal, type NodeWorkflowInput } from './node-messages.ts';
 import type { NodeInventory } from './types.ts';
 
 const control = proxyActivities<ControlActivities>({
@@ -10,17 +10,7 @@ const control = proxyActivities<ControlActivities>({
   retry: { initialInterval: '500ms', maximumInterval: '10s' },
 });
 
-export interface NodeWorkflowInput {
-  nodeId: string;
-  /** The cluster's heartbeat timeout (attempts); the lease's own when leaseTimeoutMs is absent (runs from before). */
-  heartbeatTimeoutMs: number;
-  /**
-   * The lease's heartbeat timeout: a node silent this long is OFFLINE for new work. Longer than
-   * the attempts' (a node with attempts is made suspect by their heartbeats, at once), so that
-   * idle nodes cost the server few heartbeats: one every quarter of it (domain/liveness.ts).
-   */
-  leaseTimeoutMs?: number;
-}
+export type { NodeWorkflowInput };
 
 /**
  * Liveness of one node (`node/<nodeId>`): a lease activity on the node's own queue that

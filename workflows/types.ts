@@ -98,12 +98,12 @@ export interface AttemptStarted {
   logPath: string;
 }
 
-/** A complete checkpoint, as the agent's watcher found it (workers/gpu-host/checkpoint-watcher.ts). */
+/** A complete checkpoint, as the agent's watcher found it (activities/gpu-host/checkpoint-watcher.ts). */
 export interface CheckpointFound {
   attempt: number;
   /** Absolute path on the node: a file or a directory. */
   uri: string;
-  /** `sha256:<hex>` (workers/gpu-host/fingerprint.ts). */
+  /** `sha256:<hex>` (activities/gpu-host/fingerprint.ts). */
   fingerprint: string;
   sizeBytes: number;
   /** Parsed from the name (domain/checkpoint-name.ts), or null. */

@@ -3,22 +3,25 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { createGpuHostActivities, ProcessTable, retryWhile } from '../../activities/gpu-host.ts';
+import { createGpuHostActivities } from '../../activities/gpu-host.ts';
 import { defaultLeaseTimeoutMs, livenessPlan, PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
 import { reattachSignal } from '../../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
-import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
-import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
+import { nodeOnlineSignal, type NodeWorkflowInput } from '../../workflows/node-messages.ts';
 import type { NodeInventory } from '../../domain/node.ts';
 import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
 import { looksLikeToken } from '../../runtime/tokens.ts';
-import { AllowedRoots } from './allowed-roots.ts';
-import { AttemptCgroups } from './cgroup.ts';
-import { readInventory } from './inventory.ts';
-import { attemptEnd, CheckpointWatching } from './checkpoint-watching.ts';
-import { LogShipping } from './log-shipper.ts';
+import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
+import { AttemptCgroups } from '../../activities/gpu-host/cgroup.ts';
+import { readInventory } from '../../activities/gpu-host/inventory.ts';
+import { attemptEnd, CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
+import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
+import { ProcessTable } from '../../activities/gpu-host/process-table.ts';
+import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
+import { adoptSurvivors, sweepRecords } from '../../activities/gpu-host/survivors.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
-import { attemptWanted } from './wanted.ts';
+import { attemptWanted } from '../../activities/gpu-host/wanted.ts';
+import { rejoinWhenReachable } from './reconnect.ts';
 
 export interface AgentOptions {
   nodeId: string;
@@ -91,6 +94,16 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     warn: (msg, err) => ckptLogger.warn(err ? { err } : {}, msg),
     refuse: roots ? (dir) => roots.problem('checkpoint folder', dir) : undefined,
   });
+  const joinNode = () =>
+    o.client.workflow.signalWithStart('nodeWorkflow', {
+      workflowId: nodeWorkflowId(o.nodeId),
+      taskQueue: CONTROL_TASK_QUEUE,
+      args: [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs, leaseTimeoutMs: o.leaseTimeoutMs ?? defaultLeaseTimeoutMs(o.heartbeatTimeoutMs) }] as [NodeWorkflowInput],
+      signal: nodeOnlineSignal,
+      signalArgs: [inventory],
+    });
+  // A lost lease (a partition) brings the node back ONLINE as soon as the server answers again.
+  const rejoiner = rejoinWhenReachable(o.client, joinNode);
   const worker = await Worker.create({
     connection: o.connection,
     namespace: o.namespace,
@@ -107,6 +120,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       checkpoints,
       nodeToken: o.nodeToken,
       allowedRoots: o.allowedRoots,
+      onLeaseLost: () => rejoiner.leaseLost(),
     }),
     maxConcurrentActivityTaskExecutions: 1000,
     // One long poll on the node's own queue: its tasks are few (an attempt, a stop, its lease),
@@ -130,7 +144,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     throw err;
   });
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
-  const adopted = processes.adoptSurvivors(o.lostAfterMs, (rec) => attemptWanted(o.client, o.nodeId, rec.spec.jobId));
+  const adopted = adoptSurvivors(processes, o.lostAfterMs, (rec) => attemptWanted(o.client, o.nodeId, rec.spec.jobId));
   for (const rec of adopted) {
     // Its log goes on being shipped from where the API's copy ends.
     logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited);
@@ -143,14 +157,6 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       () => o.client.workflow.getHandle(jobWorkflowId(rec.spec.jobId)).signal(reattachSignal, { attempt: rec.spec.attempt, pid: rec.pid, logPath: rec.logPath }),
     );
   }
-  const joinNode = () =>
-    o.client.workflow.signalWithStart('nodeWorkflow', {
-      workflowId: nodeWorkflowId(o.nodeId),
-      taskQueue: CONTROL_TASK_QUEUE,
-      args: [{ nodeId: o.nodeId, heartbeatTimeoutMs: o.heartbeatTimeoutMs, leaseTimeoutMs: o.leaseTimeoutMs ?? defaultLeaseTimeoutMs(o.heartbeatTimeoutMs) }] as [NodeWorkflowInput],
-      signal: nodeOnlineSignal,
-      signalArgs: [inventory],
-    });
   await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
   // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent
@@ -162,7 +168,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       .describe()
       .then((d) => (d.status.name === 'RUNNING' ? undefined : joinNode()), (err: unknown) => ((err as Error).name === 'WorkflowNotFoundError' ? joinNode() : undefined))
       .catch(() => undefined);
-    processes.sweep(Math.max(60 * 60_000, 4 * o.lostAfterMs));
+    sweepRecords(processes, Math.max(60 * 60_000, 4 * o.lostAfterMs));
   }, Math.max(PROBE_INTERVAL_MS, 3 * o.heartbeatTimeoutMs));
   rejoin.unref();
   return {
@@ -174,6 +180,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     run,
     async shutdown() {
       clearInterval(rejoin);
+      rejoiner.stop();
       watchdog.stop();
       // Before the attempts are stopped: a checkpoint cut off by the stop is not final.
       await checkpoints.stopAll();

@@ -5,8 +5,9 @@ import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../../config.ts';
 import { livenessPlan } from '../../domain/liveness.ts';
 import { onShutdown } from '../../runtime/process.ts';
-import { connectClient, connectWorker, untilTemporalAnswers } from '../../temporal/setup.ts';
+import { connectWorker, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { startAgent, type Agent } from './agent.ts';
+import { connectAgentClient } from './reconnect.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
 
 export interface AgentFlags {
@@ -49,7 +50,7 @@ export function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: C
 
 /** The GPU-host worker process of one node (workers/gpu-host/main.ts, `gpuctl agent`): Temporal only, never the database. */
 export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void, logger: Logger): Promise<void> {
-  const temporal = await untilTemporalAnswers('connect', () => connectClient(c.temporalAddress, c.temporalNamespace), logger);
+  const temporal = await untilTemporalAnswers('connect', () => connectAgentClient(c.temporalAddress, c.temporalNamespace), logger);
   const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger), logger);
   const dataDir = agentDataDir(c, f.nodeId);
   makePrivateDir(dataDir);

@@ -1,13 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { AttemptSpec } from '../../workflows/types.ts';
-import { livenessPlan } from '../../domain/liveness.ts';
-import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { makePrivateDir, writePrivateFile } from '../../runtime/private-files.ts';
 import { killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
-import { shimReport, startShim, watchStatus } from './shim.ts';
-
+import { shimReport, startShim } from './shim.ts';
 
 /** One attempt's process as the agent runs it (through job-shim.sh, the leader of its group). */
 export interface Live {
@@ -24,7 +21,7 @@ export interface Live {
   fenceAfterMs: number;
   /** Bumped by each activity that takes over watching it: only the newest one may kill it. */
   watcher: number;
-  /** Its own cgroup, where the agent may make one (workers/gpu-host/cgroup.ts). */
+  /** Its own cgroup, where the agent may make one (activities/gpu-host/cgroup.ts). */
   cgroup: string | null;
   /** While nobody watches it (adopted, or its activity vanished): fences it unless claimed in time. */
   claimTimer?: NodeJS.Timeout;
@@ -41,7 +38,10 @@ export interface AttemptRecord {
 
 type StateFile = 'json' | 'adopt' | 'status' | 'fenced';
 
-/** The processes an agent runs, one per job at most; it outlives any one activity. */
+/**
+ * The processes an agent runs, one per job at most; it outlives any one activity. What a
+ * restarted agent finds on disk (survivors to adopt, records to sweep) is survivors.ts.
+ */
 export class ProcessTable {
   readonly live = new Map<string, Live>();
   /** Set while the agent shuts down: its attempts end LOST (and re-queue), not FAILED. */
@@ -233,71 +233,4 @@ export class ProcessTable {
       // The run dir is gone: nothing left to adopt either.
     }
   }
-
-  /**
-   * Records of attempts that ended are kept so that a late watchJob (after a control-plane
-   * outage, or an agent restart) can still read their status; they go once their status file
-   * is older than `olderThanMs`. Records without a status whose process is gone are fenced or
-   * vanished attempts: they go too.
-   */
-  sweep(olderThanMs: number): void {
-    const cutoff = Date.now() - olderThanMs;
-    for (const f of fs.readdirSync(this.runDir)) {
-      const m = /^(.+)\.(\d+)\.json$/.exec(f);
-      if (!m || this.live.get(m[1])?.attempt === Number(m[2])) continue;
-      const [jobId, attempt] = [m[1], Number(m[2])];
-      try {
-        const rec = JSON.parse(fs.readFileSync(path.join(this.runDir, f), 'utf8')) as AttemptRecord;
-        if (processStartTime(rec.pid) === rec.startTime) continue;
-        const status = this.file(jobId, attempt, 'status');
-        const endedAt = fs.existsSync(status) ? fs.statSync(status).mtimeMs : fs.statSync(path.join(this.runDir, f)).mtimeMs;
-        if (endedAt > cutoff) continue;
-      } catch {
-        // Unreadable: gone with the rest.
-      }
-      this.forget(jobId, attempt);
-    }
-  }
-
-  /**
-   * A restarted agent adopts the attempts of its previous life that still run (same pid and
-   * start time): it tells their shims it is their owner now, so they are not fenced, and
-   * returns them so their workflows can switch to watching them.
-   */
-  adoptSurvivors(defaultLostAfterMs: number, stillWanted: (r: AttemptRecord) => Promise<boolean>): AttemptRecord[] {
-    const adopted: AttemptRecord[] = [];
-    for (const f of fs.readdirSync(this.runDir).filter((x) => x.endsWith('.json'))) {
-      let rec: AttemptRecord;
-      try {
-        rec = JSON.parse(fs.readFileSync(path.join(this.runDir, f), 'utf8')) as AttemptRecord;
-      } catch {
-        continue;
-      }
-      const { jobId, attempt } = rec.spec;
-      // A record that names no GPUPlane attempt was not written by an agent: it joins no path.
-      if (idProblem('job id', jobId) ?? attemptProblem(attempt)) continue;
-      const alive = processStartTime(rec.pid) === rec.startTime;
-      if (!alive || fs.existsSync(this.file(jobId, attempt, 'fenced'))) continue;
-      writePrivateFile(this.file(jobId, attempt, 'adopt'), String(process.pid));
-      const entry: Live = {
-        jobId,
-        attempt,
-        pid: rec.pid,
-        exited: watchStatus(rec.pid, this.file(jobId, attempt, 'status')),
-        fenced: false,
-        // The attempt's own timing, from its spec; the agent's only for records that lack it.
-        ...livenessPlan(rec.spec.lostAfterMs ?? defaultLostAfterMs, this.killGraceMs),
-        watcher: 0,
-        cgroup: rec.cgroup ?? null,
-      };
-      this.live.set(jobId, entry);
-      // If its workflow has moved on (it counted the attempt LOST before we were back), no
-      // watchJob comes: the adopted process is fenced before a new attempt could overlap it.
-      this.orphan(entry, entry.fenceAfterMs, () => stillWanted(rec));
-      adopted.push(rec);
-    }
-    return adopted;
-  }
 }
-
-

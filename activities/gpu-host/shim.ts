@@ -1,5 +1,5 @@
 /**
- * The agent's side of workers/gpu-host/job-shim.sh: starting a shim for an attempt, and
+ * The agent's side of activities/gpu-host/job-shim.sh: starting a shim for an attempt, and
  * reading how its command ended (the one-line report on fd 3, else the status file).
  */
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -1,0 +1,22 @@
+import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
+import { AGENT_SHUTDOWN, INVALID_ATTEMPT, permanentFailure } from '../../workflows/failures.ts';
+
+/*
+ * How the GPU-host activities fail for good (workflows/failures.ts names the types). An attempt
+ * cut short on this node did not fail: the job workflow treats AGENT_SHUTDOWN as LOST.
+ */
+
+export const agentShutdown = () => permanentFailure(AGENT_SHUTDOWN, 'the agent shut down while the attempt ran');
+export const vanished = () => permanentFailure(AGENT_SHUTDOWN, "the attempt's process vanished while no agent watched it");
+export const fencedHere = () => permanentFailure(AGENT_SHUTDOWN, 'the attempt was fenced on this node (its agent lost Temporal, or its workflow no longer ran it here)');
+export const unknownHere = () => permanentFailure(AGENT_SHUTDOWN, 'this node has no record of the attempt (its agent died before starting it)');
+export const fenced = () => permanentFailure(AGENT_SHUTDOWN, 'the agent lost the Temporal server and killed the attempt (fencing)');
+
+/**
+ * Job and run ids and attempt numbers end up in file paths (records, logs, cgroups): anything
+ * but a GPUPlane id is refused, for good (INVALID_ATTEMPT), before the disk is touched.
+ */
+export function checkAttemptIds(a: { jobId: unknown; attempt: unknown; runId?: unknown }): void {
+  const problem = idProblem('job id', a.jobId) ?? attemptProblem(a.attempt) ?? (a.runId === null || a.runId === undefined ? null : idProblem('run id', a.runId));
+  if (problem) throw permanentFailure(INVALID_ATTEMPT, `refused: ${problem}`);
+}

@@ -1,0 +1,31 @@
+import type { Client } from '@temporalio/client';
+import type { NodeInventory } from '../../workflows/types.ts';
+import type { CheckpointWatching } from './checkpoint-watching.ts';
+import type { LogShipping } from './log-shipper.ts';
+import type { ProcessTable } from './process-table.ts';
+
+/** What the GPU-host activities work with; the agent (workers/gpu-host/agent.ts) builds it. */
+export interface GpuHostDeps {
+  nodeId: string;
+  processes: ProcessTable;
+  client: Client;
+  inventory: () => NodeInventory;
+  logDir: string;
+  apiUrl: string;
+  /** Names of the agent's environment that jobs get besides the documented base. */
+  passEnv: readonly string[];
+  /** Ships each attempt's stdout/stderr to the API (absent: logs stay on the node only). */
+  logs?: LogShipping;
+  /** Watches the checkpoint folder of attempts submitted with `--watch` (absent: none is watched). */
+  checkpoints?: CheckpointWatching;
+  /** The node's credential: each job with a run gets its run token, derived from it (runtime/tokens.ts). */
+  nodeToken?: string;
+  /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */
+  allowedRoots?: readonly string[];
+  /**
+   * Called when the node's lease ends without the workflow asking or the agent stopping: its
+   * heartbeats stopped reaching the server (a partition), so the node is OFFLINE or soon will
+   * be. The agent then brings it back itself as soon as the server answers (workers/gpu-host/reconnect.ts).
+   */
+  onLeaseLost?: () => void;
+}

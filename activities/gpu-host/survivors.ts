@@ -1,0 +1,78 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { livenessPlan } from '../../domain/liveness.ts';
+import { writePrivateFile } from '../../runtime/private-files.ts';
+import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
+import { processStartTime } from './proc.ts';
+import type { AttemptRecord, Live, ProcessTable } from './process-table.ts';
+import { watchStatus } from './shim.ts';
+
+/*
+ * What an agent finds on disk from its earlier lives: attempts that still run (adopted) and
+ * records of attempts that ended (kept a while for late watchJobs, then swept).
+ */
+
+/**
+ * Records of attempts that ended are kept so that a late watchJob (after a control-plane
+ * outage, or an agent restart) can still read their status; they go once their status file
+ * is older than `olderThanMs`. Records without a status whose process is gone are fenced or
+ * vanished attempts: they go too.
+ */
+export function sweepRecords(pt: ProcessTable, olderThanMs: number): void {
+  const cutoff = Date.now() - olderThanMs;
+  for (const f of fs.readdirSync(pt.runDir)) {
+    const m = /^(.+)\.(\d+)\.json$/.exec(f);
+    if (!m || pt.live.get(m[1])?.attempt === Number(m[2])) continue;
+    const [jobId, attempt] = [m[1], Number(m[2])];
+    try {
+      const rec = JSON.parse(fs.readFileSync(path.join(pt.runDir, f), 'utf8')) as AttemptRecord;
+      if (processStartTime(rec.pid) === rec.startTime) continue;
+      const status = pt.file(jobId, attempt, 'status');
+      const endedAt = fs.existsSync(status) ? fs.statSync(status).mtimeMs : fs.statSync(path.join(pt.runDir, f)).mtimeMs;
+      if (endedAt > cutoff) continue;
+    } catch {
+      // Unreadable: gone with the rest.
+    }
+    pt.forget(jobId, attempt);
+  }
+}
+
+/**
+ * A restarted agent adopts the attempts of its previous life that still run (same pid and
+ * start time): it tells their shims it is their owner now, so they are not fenced, and
+ * returns them so their workflows can switch to watching them.
+ */
+export function adoptSurvivors(pt: ProcessTable, defaultLostAfterMs: number, stillWanted: (r: AttemptRecord) => Promise<boolean>): AttemptRecord[] {
+  const adopted: AttemptRecord[] = [];
+  for (const f of fs.readdirSync(pt.runDir).filter((x) => x.endsWith('.json'))) {
+    let rec: AttemptRecord;
+    try {
+      rec = JSON.parse(fs.readFileSync(path.join(pt.runDir, f), 'utf8')) as AttemptRecord;
+    } catch {
+      continue;
+    }
+    const { jobId, attempt } = rec.spec;
+    // A record that names no GPUPlane attempt was not written by an agent: it joins no path.
+    if (idProblem('job id', jobId) ?? attemptProblem(attempt)) continue;
+    const alive = processStartTime(rec.pid) === rec.startTime;
+    if (!alive || fs.existsSync(pt.file(jobId, attempt, 'fenced'))) continue;
+    writePrivateFile(pt.file(jobId, attempt, 'adopt'), String(process.pid));
+    const entry: Live = {
+      jobId,
+      attempt,
+      pid: rec.pid,
+      exited: watchStatus(rec.pid, pt.file(jobId, attempt, 'status')),
+      fenced: false,
+      // The attempt's own timing, from its spec; the agent's only for records that lack it.
+      ...livenessPlan(rec.spec.lostAfterMs ?? defaultLostAfterMs, pt.killGraceMs),
+      watcher: 0,
+      cgroup: rec.cgroup ?? null,
+    };
+    pt.live.set(jobId, entry);
+    // If its workflow has moved on (it counted the attempt LOST before we were back), no
+    // watchJob comes: the adopted process is fenced before a new attempt could overlap it.
+    pt.orphan(entry, entry.fenceAfterMs, () => stillWanted(rec));
+    adopted.push(rec);
+  }
+  return adopted;
+}
