@@ -21,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { Worker } from '@temporalio/worker';
 import { GpuplaneClient } from '../cli/client.ts';
 import { cliToken } from '../runtime/credentials.ts';
-import { createLogger } from '../cli/logger.ts';
+import { createLogger } from '../runtime/logger.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { jobWorkflowId } from '../workflows/names.ts';
 import { gpuctlPath, ManagedProcess, startCluster, type Cluster } from '../test/support/cluster.ts';

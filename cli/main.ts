@@ -11,7 +11,7 @@ import { registerPrimaryMetricCommand } from './commands/primary-metric.ts';
 import { registerRetentionCommand } from './commands/retention.ts';
 import { registerRunCommands } from './commands/runs.ts';
 import { registerTokenCommands } from './commands/tokens.ts';
-import { createLogger, LOG_LEVELS, type LogLevel } from './logger.ts';
+import { createLogger, LOG_LEVELS, type LogLevel } from '../runtime/logger.ts';
 import { renderJob, renderJobs, renderNodes } from './render.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);

@@ -10,7 +10,7 @@ import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } f
 import { nodeOnlineSignal } from '../../workflows/node-messages.ts';
 import type { NodeWorkflowInput } from '../../workflows/node-workflow.ts';
 import type { NodeInventory } from '../../domain/node.ts';
-import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
+import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
 import { looksLikeToken } from '../../runtime/tokens.ts';
 import { AllowedRoots } from './allowed-roots.ts';
 import { AttemptCgroups } from './cgroup.ts';
