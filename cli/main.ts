@@ -1,6 +1,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from '../config.ts';
 import { passEnvRefusal } from '../domain/job-env.ts';
+import { JOB_STATES, JOB_TYPES } from '../domain/job-states.ts';
 import { ApiError, type JobDetailJson } from './client.ts';
 import { clientOf } from './client-of.ts';
 import { registerCheckpointCommands } from './commands/checkpoints.ts';
@@ -171,7 +172,7 @@ export function buildProgram(): Command {
   program
     .command('submit')
     .description('submit a job; prints its id on the last line')
-    .addOption(new Option('--type <type>', 'job type').choices(['TRAIN', 'EVALUATE', 'CUSTOM']).default('TRAIN'))
+    .addOption(new Option('--type <type>', 'job type').choices(JOB_TYPES).default('TRAIN'))
     .option('--gpus <n>', 'cards, all on one node', intArg('--gpus', 0), 1)
     .option('--selector <k=v>', 'node label the job needs (repeatable)', pairArg, {})
     .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
@@ -214,8 +215,8 @@ export function buildProgram(): Command {
   program
     .command('jobs')
     .description('list jobs, newest first')
-    .addOption(new Option('--state <state>', 'only this state').choices(['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'LOST']))
-    .addOption(new Option('--type <type>', 'only this type').choices(['TRAIN', 'EVALUATE', 'CUSTOM']))
+    .addOption(new Option('--state <state>', 'only this state').choices(JOB_STATES))
+    .addOption(new Option('--type <type>', 'only this type').choices(JOB_TYPES))
     .option('--project <name>', 'only this project')
     .option('--limit <n>', 'at most N', intArg('--limit', 1), 100)
     .option('--json', 'JSON output')

@@ -1,11 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
+import type { ResolvedMetricJson as ResolvedJson } from '../api-types.ts';
 import { clientOf, out } from '../client-of.ts';
-
-interface ResolvedJson {
-  name: string;
-  goal: 'min' | 'max';
-  level: 'experiment' | 'project' | 'default';
-}
 
 /** `gpuctl primary-metric PROJECT [EXPERIMENT] [--set NAME --goal min|max | --clear]`. */
 export function registerPrimaryMetricCommand(program: Command): void {
