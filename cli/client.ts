@@ -41,12 +41,12 @@ export class GpuplaneClient {
     return (await this.exchange<T>(method, p, body, headers)).data;
   }
 
-  /** A request with the answer's status and headers (e.g. 201 vs 200 and `idempotent-replayed`). */
   /** The Authorization header of this client's token, if it has one. */
   authHeaders(): Record<string, string> {
     return this.opts.token ? { authorization: `Bearer ${this.opts.token}` } : {};
   }
 
+  /** A request with the answer's status and headers (e.g. 201 vs 200 and `idempotent-replayed`). */
   async exchange<T>(method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ data: T; status: number; headers: Headers }> {
     headers = { ...this.authHeaders(), ...headers };
     const unreachable = (err: unknown) =>

@@ -73,8 +73,8 @@ describe('gpuctl', () => {
     expect(block).toMatch(new RegExp(`^id: +${id}$`, 'm'));
     expect(block).toMatch(/^command: +sh -c 'echo oops; exit 3'$/m);
     expect(block).toMatch(/^reason: +exit code 3 — hint: see the attempt's log \(gpuctl logs ID\)$/m);
-    expect(block).toMatch(/^log: +\/.*attempt-1\.log$/m);
-    expect(attempts).toMatch(/^ATTEMPT {2,}STATE {2,}NODE {2,}CARDS {2,}PID {2,}EXIT {2,}REASON {2,}CHANGED\n1 {2,}FAILED {2,}c1 /);
+    expect(block).toMatch(new RegExp(`^log: +gpuctl logs ${id}$`, 'm'));
+    expect(attempts).toMatch(/^ATTEMPT {2,}RUN {2,}STATE {2,}NODE {2,}CARDS {2,}PID {2,}EXIT {2,}REASON {2,}CHANGED\n1 {2,}FAILED {2,}c1 /);
     expect(history.split('\n')[0]).toMatch(/^AT {2,}ATTEMPT {2,}FROM {2,}TO {2,}DETAIL$/);
     expect(history).toMatch(/ RUNNING {2,}FAILED/);
     // Long reasons are cut in tables: no line of `gpuctl jobs` is wider than its capped columns allow.
