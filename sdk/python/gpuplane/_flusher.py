@@ -1,6 +1,6 @@
 """The sending half of a Run: the one background thread that cuts what log() and event()
 buffered into batches and posts them in order, sets the run up, beats its heartbeat, and stops
-for good on a refusal no retry can help. Its state is the Run's (gpuplane/_run.py, under its
+for good on a refusal no retry can help. Its state is the Run's (sdk/python/gpuplane/_run.py, under its
 lock where log() touches it too); this class only holds the methods that run on the thread.
 """
 

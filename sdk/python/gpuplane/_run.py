@@ -5,7 +5,7 @@ batches of at most 10,000 points, each with its own Idempotency-Key fixed when t
 and posts them in order, retrying a batch with the same key until the API takes it. Memory is
 bounded by `max_buffer` points (waiting to be cut or cut and not yet stored); past it, the
 newest points are dropped and counted. This file is the user's side; the flusher thread's
-methods are in _flusher.py, the retry rules in _http.py.
+methods are in sdk/python/gpuplane/_flusher.py, the retry rules in sdk/python/gpuplane/_http.py.
 """
 
 from __future__ import annotations
