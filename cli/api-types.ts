@@ -9,7 +9,7 @@ import type { EvaluationSchema, StartEvaluationBody } from '../api/schemas/evalu
 import type { JobDetailSchema, JobSchema, RetryBody, SubmitJobBody } from '../api/schemas/jobs.ts';
 import type { LogRefSchema } from '../api/schemas/logs.ts';
 import type { NodeSchema } from '../api/schemas/nodes.ts';
-import type { RetentionSchema } from '../api/schemas/projects.ts';
+import type { ResolvedMetricSchema as PrimaryMetricSchema, RetentionSchema } from '../api/schemas/projects.ts';
 import type { CreateRunBody, EventSchema, MetricsWritten, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../api/schemas/runs.ts';
 import type { CreatedTokenSchema, TokenSchema, WhoAmISchema } from '../api/schemas/tokens.ts';
 
@@ -36,6 +36,7 @@ export type BestJson = Static<typeof BestSchema>;
 export type ResolvedMetricJson = Static<typeof ResolvedMetricSchema>;
 export type EvaluationJson = Static<typeof EvaluationSchema>;
 export type RetentionJson = Static<typeof RetentionSchema>;
+export type PrimaryMetricJson = Static<typeof PrimaryMetricSchema>;
 
 export type LogRefJson = Static<typeof LogRefSchema>;
 
