@@ -55,6 +55,16 @@ describe('gpuctl', () => {
     expect((await gpuctl('nodes')).stdout).toContain('c1');
   });
 
+  it("shows each attempt's run, as gpuctl runs --job does", async () => {
+    const id = (await gpuctl('submit', '--gpus', '0', '--', 'true')).stdout.trim();
+    expect((await gpuctl('wait', id)).code).toBe(0);
+    const detail = JSON.parse((await gpuctl('job', id, '--json')).stdout);
+    const runs = JSON.parse((await gpuctl('runs', '--job', id, '--json')).stdout);
+    expect(detail.attempts[0].run_id).toMatch(/^run-/);
+    expect(detail.attempts[0].run_id).toBe(runs[0].id);
+    expect((await gpuctl('job', id)).stdout).toMatch(new RegExp(`^1 {2,}${runs[0].id} {2,}SUCCEEDED`, 'm'));
+  });
+
   it('prints borderless, uncoloured tables when piped', async () => {
     const id = (await gpuctl('submit', '--type', 'CUSTOM', '--gpus', '1', '--', 'sh', '-c', 'echo oops; exit 3')).stdout.trim();
     expect((await gpuctl('wait', id)).code).toBe(3);
