@@ -10,7 +10,7 @@
  * timeouts of the job workflows it starts), GPUPLANE_LOG_LEVEL (info; JSON lines on stderr).
  * Prints "API listening on URL" on stdout when it serves; SIGINT/SIGTERM stop it.
  */
-import { createLogger, logLevelFromEnv } from '../cli/logger.ts';
+import { createLogger, logLevelFromEnv } from '../runtime/logger.ts';
 import { loadConfig } from '../config.ts';
 import { printLine, runMain } from '../runtime/process.ts';
 import { serveApi } from './serve.ts';

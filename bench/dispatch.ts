@@ -18,7 +18,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Worker } from '@temporalio/worker';
-import { createLogger } from '../cli/logger.ts';
+import { createLogger } from '../runtime/logger.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { ManagedProcess, startCluster, type Cluster } from '../test/support/cluster.ts';
 import { startSharedServices } from '../test/support/services.ts';

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { createLogger } from '../cli/logger.ts';
+import { createLogger } from '../runtime/logger.ts';
 import { connectClient, connectWorker } from '../temporal/setup.ts';
 import { startAgent, type Agent } from '../workers/gpu-host/agent.ts';
 

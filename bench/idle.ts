@@ -22,7 +22,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { GpuplaneClient } from '../cli/client.ts';
-import { createLogger } from '../cli/logger.ts';
+import { createLogger } from '../runtime/logger.ts';
 import { openDatabase } from '../db/client.ts';
 import { startApiServer } from '../api/server.ts';
 import { startDevServer } from '../temporal/dev-server.ts';

@@ -1,34 +1,13 @@
 /** Client calls for evaluations, over the same request() as the rest of the CLI. */
 import type { GpuplaneClient } from './client.ts';
-import type { MetricValue } from './client-runs.ts';
+import type { EvaluationJson, StartEvaluationBody } from './api-types.ts';
 
-export type EvaluationStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
-export const EVALUATION_ENDED: readonly EvaluationStatus[] = ['succeeded', 'failed', 'cancelled'];
-
-export interface EvaluationJson {
-  id: string;
-  checkpoint_id: string;
-  job_id: string | null;
-  job_state: string | null;
-  status: EvaluationStatus;
-  metrics: Record<string, MetricValue> | null;
-  reason: string | null;
-  created_at: string;
-  ended_at: string | null;
-}
-
-export interface StartEvaluationRequest {
-  command?: string[] | string;
-  gpus?: number;
-  env?: Record<string, string>;
-  selector?: Record<string, string>;
-  working_dir?: string;
-  priority?: number;
-}
+/** The statuses in which an evaluation has ended. */
+export const EVALUATION_ENDED: readonly string[] = ['succeeded', 'failed', 'cancelled'];
 
 const enc = encodeURIComponent;
 
-export function startEvaluation(c: GpuplaneClient, checkpointId: string, req: StartEvaluationRequest = {}): Promise<EvaluationJson> {
+export function startEvaluation(c: GpuplaneClient, checkpointId: string, req: StartEvaluationBody = {}): Promise<EvaluationJson> {
   return c.request('POST', `/checkpoints/${enc(checkpointId)}/evaluations`, req);
 }
 

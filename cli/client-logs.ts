@@ -1,19 +1,8 @@
 /** The logs part of the API client (cli/client.ts holds the rest): reading, following and listing shipped logs. */
+import type { LogRefJson } from './api-types.ts';
 import { ApiError, type GpuplaneClient } from './client.ts';
 
 export type LogStreamName = 'stdout' | 'stderr' | 'all';
-
-export interface LogRefJson {
-  job_id: string;
-  attempt: number;
-  stream: 'stdout' | 'stderr';
-  run_id: string | null;
-  node_id: string | null;
-  location: string | null;
-  size_bytes: number;
-  complete: boolean;
-  updated_at: string;
-}
 
 export interface LogQuery {
   /** Default: the job's current attempt (ignored for a run, which is one attempt). */

@@ -2,42 +2,14 @@
 
 import { encodeValue } from '../domain/metrics.ts';
 import { ApiError, GpuplaneClient } from './client.ts';
-import type { MetricValue as WireValue, RunJson, SeriesJson } from './client-runs.ts';
+import type { CreateRunBody, EventJson, MetricsWrittenJson, RunJson, SeriesJson, WireValue } from './api-types.ts';
 
 export type { RunJson, SeriesJson, WireValue };
 
-export interface CreateRunRequest {
-  project: string;
-  experiment?: string;
-  name?: string;
-  params?: Record<string, unknown>;
-  tags?: Record<string, string>;
-  system_tags?: Record<string, string>;
-  source?: 'sdk' | 'import';
-  external_key?: string;
-  status?: 'running' | 'finished' | 'failed' | 'crashed' | 'cancelled';
-  started_at?: string;
-  ended_at?: string;
-}
-
-export interface MetricsWritten {
-  stored: number;
-  points?: number;
-  replayed: boolean;
-}
-
-export interface EventJson {
-  id: number;
-  kind: string;
-  level: string;
-  message: string;
-  data: Record<string, unknown> | null;
-  at: string;
-}
-
 /** JSON has no NaN: the API's strings for the non-finite values. */
 export function decodeValue(v: WireValue): number {
-  return v === 'NaN' ? NaN : v === 'Infinity' ? Infinity : v === '-Infinity' ? -Infinity : v;
+  // Number() reads "NaN", "Infinity" and "-Infinity" as the values they name.
+  return typeof v === 'number' ? v : Number(v);
 }
 
 const RETRY_DELAYS_MS = [250, 1000, 3000, 6000];
@@ -60,16 +32,16 @@ export class ImportClient extends GpuplaneClient {
   }
 
   /** Creates a run, or finds the one an earlier import made from the same external_key. */
-  async createRun(req: CreateRunRequest): Promise<{ run: RunJson; created: boolean }> {
+  async createRun(req: CreateRunBody): Promise<{ run: RunJson; created: boolean }> {
     return this.retrying(async () => {
       const r = await this.exchange<RunJson>('POST', '/runs', req);
       return { run: r.data, created: r.status === 201 && r.headers.get('idempotent-replayed') !== 'true' };
     });
   }
 
-  postMetrics(runId: string, points: { key: string; step: number; value: number; ts?: number }[], idempotencyKey: string): Promise<MetricsWritten> {
+  postMetrics(runId: string, points: { key: string; step: number; value: number; ts?: number }[], idempotencyKey: string): Promise<MetricsWrittenJson> {
     const body = { points: points.map((p) => ({ key: p.key, step: p.step, value: encodeValue(p.value), ...(p.ts === undefined ? {} : { ts: p.ts }) })) };
-    return this.retrying(() => this.request<MetricsWritten>('POST', `/runs/${encodeURIComponent(runId)}/metrics`, body, { 'idempotency-key': idempotencyKey }));
+    return this.retrying(() => this.request<MetricsWrittenJson>('POST', `/runs/${encodeURIComponent(runId)}/metrics`, body, { 'idempotency-key': idempotencyKey }));
   }
 
   run(id: string): Promise<RunJson & { metrics: Record<string, { count: number }> }> {

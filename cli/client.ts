@@ -1,73 +1,10 @@
 /** A small typed client of the GPUPlane HTTP API; the CLI and the tests both use it. */
 
 import { randomUUID } from 'node:crypto';
+import { TERMINAL_STATES } from '../domain/job-states.ts';
+import type { JobDetailJson, JobJson, NodeJson, RetryBody, SubmitJobBody } from './api-types.ts';
 
-export interface JobJson {
-  id: string;
-  type: string;
-  state: string;
-  attempt: number;
-  gpus: number;
-  priority: number;
-  selector: Record<string, string>;
-  command: string[];
-  working_dir: string;
-  node_id: string | null;
-  gpu_indices: number[] | null;
-  exit_code: number | null;
-  signal: string | null;
-  reason: string | null;
-  created_at: string;
-  started_at: string | null;
-  ended_at: string | null;
-  [k: string]: unknown;
-}
-
-export interface JobDetailJson extends JobJson {
-  attempts: { attempt: number; changes: { key: string; from: unknown; to: unknown }[]; state: string; node_id: string | null; gpu_indices: number[] | null; pid: number | null; log_path: string | null; exit_code: number | null; signal: string | null; reason: string | null; config: Record<string, unknown> }[];
-  history: { attempt: number; from: string | null; to: string; detail: string | null; at: string }[];
-}
-
-export interface NodeJson {
-  id: string;
-  hostname: string;
-  labels: Record<string, string>;
-  status: 'ONLINE' | 'OFFLINE';
-  last_seen_at: string;
-  gpus: { index: number; uuid: string; name: string; memory_mb: number; present: boolean; owner_job_id: string | null; owner_attempt: number | null }[];
-}
-
-export interface SubmitRequest {
-  type?: 'TRAIN' | 'EVALUATE' | 'CUSTOM';
-  command: string[] | string;
-  working_dir?: string;
-  env?: Record<string, string>;
-  /** Secret variables: their values are never shown again. */
-  secret_env?: Record<string, string>;
-  gpus?: number;
-  selector?: Record<string, string>;
-  priority?: number;
-  params?: Record<string, unknown>;
-  project?: string;
-  experiment?: string;
-  on_lost?: 'requeue' | 'fail';
-  max_lost_requeues?: number;
-  /** Checkpoint folder, relative to working_dir. */
-  watch_dir?: string;
-  /** Checkpoint id the job resumes from. */
-  resume_from?: string;
-  eval_policy?: { when: 'each' | 'every' | 'final'; n?: number; command: string[]; gpus?: number };
-}
-
-export interface RetryRequest {
-  command?: string[] | string;
-  working_dir?: string;
-  gpus?: number;
-  selector?: Record<string, string>;
-  priority?: number;
-  env?: Record<string, string>;
-  params?: Record<string, unknown>;
-}
+export type { JobDetailJson, JobJson, NodeJson } from './api-types.ts';
 
 export class ApiError extends Error {
   constructor(
@@ -79,7 +16,8 @@ export class ApiError extends Error {
   }
 }
 
-export const TERMINAL = ['SUCCEEDED', 'FAILED', 'CANCELLED'];
+/** The states a job ends in (domain/job-states.ts). */
+export const TERMINAL: readonly string[] = TERMINAL_STATES;
 
 export interface ClientOptions {
   /**
@@ -103,12 +41,12 @@ export class GpuplaneClient {
     return (await this.exchange<T>(method, p, body, headers)).data;
   }
 
-  /** A request with the answer's status and headers (e.g. 201 vs 200 and `idempotent-replayed`). */
   /** The Authorization header of this client's token, if it has one. */
   authHeaders(): Record<string, string> {
     return this.opts.token ? { authorization: `Bearer ${this.opts.token}` } : {};
   }
 
+  /** A request with the answer's status and headers (e.g. 201 vs 200 and `idempotent-replayed`). */
   async exchange<T>(method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ data: T; status: number; headers: Headers }> {
     headers = { ...this.authHeaders(), ...headers };
     const unreachable = (err: unknown) =>
@@ -139,7 +77,7 @@ export class GpuplaneClient {
    * Submits a job under a fresh Idempotency-Key (or the one given), retrying with backoff while
    * the API cannot be reached or answers 503: whichever try the server took, one job is made.
    */
-  async submit(req: SubmitRequest, idempotencyKey: string = randomUUID()): Promise<JobJson> {
+  async submit(req: SubmitJobBody, idempotencyKey: string = randomUUID()): Promise<JobJson> {
     const delays = this.opts.submitRetryDelaysMs ?? SUBMIT_RETRY_DELAYS_MS;
     for (let i = 0; ; i++) {
       try {
@@ -159,7 +97,7 @@ export class GpuplaneClient {
     const r = await this.request<{ jobs: JobJson[] }>('GET', `/jobs${params.size ? `?${params}` : ''}`);
     return r.jobs;
   }
-  retry(id: string, patch: RetryRequest = {}): Promise<JobDetailJson> {
+  retry(id: string, patch: RetryBody = {}): Promise<JobDetailJson> {
     return this.request('POST', `/jobs/${encodeURIComponent(id)}/retry`, patch);
   }
   cancel(id: string, reason?: string): Promise<JobJson> {
@@ -170,7 +108,7 @@ export class GpuplaneClient {
   }
 
   /** Polls until the job reaches one of `states` (terminal ones by default) or the deadline passes. */
-  async waitFor(id: string, states: string[] = TERMINAL, timeoutMs = 3_600_000, intervalMs = 250): Promise<JobDetailJson> {
+  async waitFor(id: string, states: readonly string[] = TERMINAL, timeoutMs = 3_600_000, intervalMs = 250): Promise<JobDetailJson> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const j = await this.job(id);

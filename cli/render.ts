@@ -17,10 +17,12 @@ export function renderJobs(jobs: JobJson[], now = Date.now()): string {
   );
 }
 
-/** A `key: value` block, then the attempts, then the state history. */
+/** A `key: value` block, then the attempts (each with its run), then the state history. */
 export function renderJob(j: JobDetailJson): string {
-  // The newest log there is: a queued retry has none yet, and its predecessor's is the one to read.
-  const log = [...j.attempts].reverse().find((a) => a.log_path)?.log_path;
+  // The newest attempt that wrote a log: a queued retry has none yet, and its predecessor's is the
+  // one to read. The log lives in the API (log_path is a file on the node), so say how to read it.
+  const logged = [...j.attempts].reverse().find((a) => a.log_path)?.attempt;
+  const log = logged === undefined ? undefined : `gpuctl logs ${j.id}${logged === j.attempt ? '' : ` --attempt ${logged}`}`;
   const params = (j.params ?? {}) as Record<string, unknown>;
   const block = keyValues([
     ['id', j.id],
@@ -41,9 +43,10 @@ export function renderJob(j: JobDetailJson): string {
     ['log', log],
   ]);
   const attempts = table(
-    ['ATTEMPT', 'STATE', 'NODE', 'CARDS', 'PID', 'EXIT', 'REASON', 'CHANGED'],
+    ['ATTEMPT', 'RUN', 'STATE', 'NODE', 'CARDS', 'PID', 'EXIT', 'REASON', 'CHANGED'],
     j.attempts.map((a) => [
       a.attempt,
+      a.run_id ?? '',
       a.state,
       a.node_id ?? '',
       cards(a.gpu_indices),

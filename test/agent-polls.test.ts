@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../cli/logger.ts';
+import { createLogger } from '../runtime/logger.ts';
 import { startDevServer, type DevServer } from '../temporal/dev-server.ts';
 import { frontendRequests } from '../temporal/server-metrics.ts';
 import { connectClient, connectWorker } from '../temporal/setup.ts';

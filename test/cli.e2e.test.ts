@@ -55,6 +55,16 @@ describe('gpuctl', () => {
     expect((await gpuctl('nodes')).stdout).toContain('c1');
   });
 
+  it("shows each attempt's run, as gpuctl runs --job does", async () => {
+    const id = (await gpuctl('submit', '--gpus', '0', '--', 'true')).stdout.trim();
+    expect((await gpuctl('wait', id)).code).toBe(0);
+    const detail = JSON.parse((await gpuctl('job', id, '--json')).stdout);
+    const runs = JSON.parse((await gpuctl('runs', '--job', id, '--json')).stdout);
+    expect(detail.attempts[0].run_id).toMatch(/^run-/);
+    expect(detail.attempts[0].run_id).toBe(runs[0].id);
+    expect((await gpuctl('job', id)).stdout).toMatch(new RegExp(`^1 {2,}${runs[0].id} {2,}SUCCEEDED`, 'm'));
+  });
+
   it('prints borderless, uncoloured tables when piped', async () => {
     const id = (await gpuctl('submit', '--type', 'CUSTOM', '--gpus', '1', '--', 'sh', '-c', 'echo oops; exit 3')).stdout.trim();
     expect((await gpuctl('wait', id)).code).toBe(3);
@@ -73,8 +83,8 @@ describe('gpuctl', () => {
     expect(block).toMatch(new RegExp(`^id: +${id}$`, 'm'));
     expect(block).toMatch(/^command: +sh -c 'echo oops; exit 3'$/m);
     expect(block).toMatch(/^reason: +exit code 3 — hint: see the attempt's log \(gpuctl logs ID\)$/m);
-    expect(block).toMatch(/^log: +\/.*attempt-1\.log$/m);
-    expect(attempts).toMatch(/^ATTEMPT {2,}STATE {2,}NODE {2,}CARDS {2,}PID {2,}EXIT {2,}REASON {2,}CHANGED\n1 {2,}FAILED {2,}c1 /);
+    expect(block).toMatch(new RegExp(`^log: +gpuctl logs ${id}$`, 'm'));
+    expect(attempts).toMatch(/^ATTEMPT {2,}RUN {2,}STATE {2,}NODE {2,}CARDS {2,}PID {2,}EXIT {2,}REASON {2,}CHANGED\n1 {2,}FAILED {2,}c1 /);
     expect(history.split('\n')[0]).toMatch(/^AT {2,}ATTEMPT {2,}FROM {2,}TO {2,}DETAIL$/);
     expect(history).toMatch(/ RUNNING {2,}FAILED/);
     // Long reasons are cut in tables: no line of `gpuctl jobs` is wider than its capped columns allow.

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { buildApp, type ApiDeps } from '../api/app.ts';
 import { DomainError } from '../api/errors.ts';
 import { RequestLog } from '../api/request-log.ts';
-import { createLogger, type LogLevel } from '../cli/logger.ts';
+import { createLogger, type LogLevel } from '../runtime/logger.ts';
 import { temporalLevelOf, temporalLogger } from '../temporal/logger.ts';
 
 /** A logger of ours writing into an array, one parsed JSON object a line. */

@@ -10,6 +10,7 @@ import { checkpoints, jobSecrets, type IdempotencyKey, type Job } from '../../db
 import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempotency.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
+import { runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
 import { JobStarter } from '../job-starter.ts';
@@ -43,10 +44,11 @@ async function checkpointExists(db: Db, id: string): Promise<boolean> {
   return row !== undefined;
 }
 
-/** A job with its attempts (each with what changed from the one before) and its history. */
+/** A job with its attempts (each with what changed from the one before, and its run) and its history. */
 async function jobDetail(db: Db, job: Job) {
   const [attempts, history] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id)]);
-  return { ...jobJson(job), attempts: attempts.map((a, i) => attemptJson(a, attempts[i - 1])), history: history.map(transitionJson) };
+  const runIds = await Promise.all(attempts.map((a) => runOfAttempt(db, job.id, a.attempt)));
+  return { ...jobJson(job), attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
 }
 
 export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {

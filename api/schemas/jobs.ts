@@ -101,6 +101,7 @@ export const ChangeSchema = Type.Object({ key: Type.String(), from: Type.Unknown
 
 export const AttemptSchema = Type.Object({
   attempt: Type.Integer(),
+  run_id: Nullable(Type.String({ description: 'the run this attempt writes its metrics and checkpoints to; null when it has none (CUSTOM, or not begun)' })),
   changes: Type.Array(ChangeSchema, { description: 'config changes from the previous attempt' }),
   state: JobStateSchema,
   config: Type.Record(Type.String(), Type.Unknown()),

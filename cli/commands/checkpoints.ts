@@ -1,16 +1,7 @@
 import { Command, InvalidArgumentError } from 'commander';
+import type { BestJson, CheckpointDetailJson, ListedCheckpointJson, ResolvedMetricJson, WireValue as MetricValue } from '../api-types.ts';
 import { clientOf, out } from '../client-of.ts';
-import {
-  bestCheckpoint,
-  getCheckpoint,
-  listCheckpoints,
-  type BestJson,
-  type CheckpointDetailJson,
-  type CheckpointScopeQuery,
-  type ListedCheckpointJson,
-  type ResolvedMetricJson,
-} from '../client-checkpoints.ts';
-import type { MetricValue } from '../client-runs.ts';
+import { bestCheckpoint, getCheckpoint, listCheckpoints, type CheckpointScopeQuery } from '../client-checkpoints.ts';
 import { keyValues, table } from '../table.ts';
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];

@@ -1,8 +1,8 @@
 import { InvalidArgumentError, type Command } from 'commander';
+import type { EvaluationJson, WireValue as MetricValue } from '../api-types.ts';
 import { ApiError } from '../client.ts';
 import { clientOf, out } from '../client-of.ts';
-import { startEvaluation, waitForEvaluation, type EvaluationJson } from '../client-evaluations.ts';
-import type { MetricValue } from '../client-runs.ts';
+import { startEvaluation, waitForEvaluation } from '../client-evaluations.ts';
 import { table } from '../table.ts';
 
 /** Exit statuses of `gpuctl eval --wait` (as `gpuctl wait`). */

@@ -1,11 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
+import type { PrimaryMetricJson } from '../api-types.ts';
 import { clientOf, out } from '../client-of.ts';
-
-interface ResolvedJson {
-  name: string;
-  goal: 'min' | 'max';
-  level: 'experiment' | 'project' | 'default';
-}
 
 /** `gpuctl primary-metric PROJECT [EXPERIMENT] [--set NAME --goal min|max | --clear]`. */
 export function registerPrimaryMetricCommand(program: Command): void {
@@ -25,10 +20,10 @@ export function registerPrimaryMetricCommand(program: Command): void {
       const c = clientOf(cmd);
       const at = `/projects/${encodeURIComponent(project)}${experiment ? `/experiments/${encodeURIComponent(experiment)}` : ''}/primary-metric`;
       const r = o.set
-        ? await c.request<ResolvedJson>('PUT', at, { name: o.set, goal: o.goal })
+        ? await c.request<PrimaryMetricJson>('PUT', at, { name: o.set, goal: o.goal })
         : o.clear
-          ? await c.request<ResolvedJson>('DELETE', at)
-          : await c.request<ResolvedJson>('GET', `/primary-metric?${new URLSearchParams({ project, ...(experiment ? { experiment } : {}) })}`);
+          ? await c.request<PrimaryMetricJson>('DELETE', at)
+          : await c.request<PrimaryMetricJson>('GET', `/primary-metric?${new URLSearchParams({ project, ...(experiment ? { experiment } : {}) })}`);
       out(o.json ? JSON.stringify(r) : `${r.goal === 'min' ? 'minimise' : 'maximise'} ${r.name} (from the ${r.level === 'default' ? 'global default' : r.level})`);
     });
 }

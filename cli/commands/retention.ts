@@ -1,10 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
+import type { RetentionJson } from '../api-types.ts';
 import { clientOf, out } from '../client-of.ts';
-
-interface RetentionJson {
-  keep_best: number | null;
-  keep_latest: number | null;
-}
 
 function count(v: string): number {
   if (!/^\d+$/.test(v)) throw new InvalidArgumentError(`${JSON.stringify(v)} is not a whole number`);

@@ -1,7 +1,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import sparkly from 'sparkly';
+import type { RunDetailJson, RunJson, SeriesJson, SummaryJson, WireValue as MetricValue } from '../api-types.ts';
 import { clientOf, out } from '../client-of.ts';
-import { getRun, listRuns, runMetrics, type MetricValue, type RunDetailJson, type RunJson, type SeriesJson, type SummaryJson } from '../client-runs.ts';
+import { getRun, listRuns, runMetrics } from '../client-runs.ts';
 import { age, keyValues, table } from '../table.ts';
 
 const RUN_STATUSES = ['running', 'finished', 'failed', 'crashed', 'cancelled'];

@@ -1,27 +1,10 @@
 import { Command, Option } from 'commander';
 import { loadConfig } from '../../config.ts';
 import { loginTokenFile, writeTokenFile } from '../../runtime/credentials.ts';
+import type { CreatedTokenJson, TokenJson, WhoAmIJson } from '../api-types.ts';
 import { GpuplaneClient } from '../client.ts';
 import { clientOf, out } from '../client-of.ts';
 import { table } from '../table.ts';
-
-interface TokenJson {
-  id: string;
-  name: string;
-  role: string;
-  projects: string[];
-  node_id: string | null;
-  created_at: string;
-  revoked_at: string | null;
-  token?: string;
-}
-interface WhoAmIJson {
-  kind: string;
-  name: string;
-  role: string;
-  projects: string[];
-  node_id: string | null;
-}
 
 const describe = (w: WhoAmIJson) =>
   w.role === 'node' ? `node token "${w.name}" of ${w.node_id}` : w.role === 'admin' ? `admin "${w.name}"` : `${w.role} "${w.name}" of ${w.projects.join(', ')}`;
@@ -60,9 +43,9 @@ export function registerTokenCommands(program: Command): void {
     .option('--node <id>', 'node: the node it speaks for')
     .option('--json', 'print JSON')
     .action(async (o: { name: string; role: string; project?: string[]; node?: string; json?: boolean }, cmd: Command) => {
-      const t = await clientOf(cmd).request<TokenJson>('POST', '/tokens', { name: o.name, role: o.role, ...(o.project ? { projects: o.project } : {}), ...(o.node ? { node_id: o.node } : {}) });
+      const t = await clientOf(cmd).request<CreatedTokenJson>('POST', '/tokens', { name: o.name, role: o.role, ...(o.project ? { projects: o.project } : {}), ...(o.node ? { node_id: o.node } : {}) });
       if (o.json) return out(JSON.stringify(t));
-      out(t.token!);
+      out(t.token);
       process.stderr.write(`token ${t.id} (${t.role}${t.projects.length ? ` of ${t.projects.join(', ')}` : ''}${t.node_id ? ` for ${t.node_id}` : ''}); it is not shown again\n`);
     });
   token

@@ -6,7 +6,8 @@
 
 import { createHash } from 'node:crypto';
 import { METRIC_KEY_PATTERN } from '../../domain/metrics.ts';
-import type { CreateRunRequest, ImportClient } from '../client-runs-import.ts';
+import type { CreateRunBody } from '../api-types.ts';
+import type { ImportClient } from '../client-runs-import.ts';
 import { ImportError, pointCount, type ImportedRun } from './types.ts';
 
 /** Points per batch: fixed, so a retried import cuts its batches where the first one did. */
@@ -74,7 +75,7 @@ function tagMap(tags: Record<string, string>, what: string, warn: (s: string) =>
 }
 
 /** The POST /runs body for a run, after `--project` / `--experiment`. Pure, and checked before anything is sent. */
-export function runRequest(run: ImportedRun, o: Pick<UploadOptions, 'project' | 'experiment' | 'warn'> = {}): CreateRunRequest {
+export function runRequest(run: ImportedRun, o: Pick<UploadOptions, 'project' | 'experiment' | 'warn'> = {}): CreateRunBody {
   const warn = o.warn ?? (() => {});
   const project = o.project ?? run.project ?? 'imported';
   const experiment = o.experiment ?? run.experiment;

@@ -6,17 +6,14 @@
  */
 
 import { randomUUID } from 'node:crypto';
-import { FLUSH_AT_POINTS, KIND_RE, MAX_PENDING_EVENTS, Encoder, cleanJson, type Batch, type SdkSettings } from './encode.ts';
+import { KIND_RE, MAX_PENDING_EVENTS, Encoder, cleanJson, type SdkSettings } from './encode.ts';
 import { ApiError, Unreachable, request, type ApiTarget } from './http.ts';
+import { Outbox, type EventItem } from './outbox.ts';
+import { finishRun, setupRun } from './run-calls.ts';
+import { Waiters } from './waiters.ts';
 
 export type FinishStatus = 'finished' | 'failed' | 'cancelled';
 export type EventLevel = 'info' | 'warning' | 'error';
-interface EventItem {
-  kind: 'event';
-  body: string;
-  key: string;
-}
-type Item = Batch | EventItem;
 
 export interface RunSetup {
   base: string;
@@ -47,19 +44,13 @@ export class Run {
   private readonly patchBody: string | null;
   private readonly keyPrefix = randomUUID().replaceAll('-', '');
   private seq = 0;
-  private readonly warnFn: (msg: string) => void;
+  private readonly warn: (msg: string) => void;
   private readonly told = new Set<string>();
-  private readonly encoder: Encoder;
+  private readonly outbox: Outbox;
 
-  private raw: unknown[] = []; // data, step, ts, ...; an event fills three slots at an eventAt index
-  private eventAt: number[] = [];
-  private pending = 0;
-  private pendingEvents = 0;
-  private kickAt = FLUSH_AT_POINTS;
   private nextStep = 0;
   private off = false;
   private finished = false;
-  private outbox: Item[] = [];
 
   private timer: NodeJS.Timeout | null = null;
   private busy = false;
@@ -73,7 +64,7 @@ export class Run {
   private initWaiting = false;
   private stopping = false;
   private abandoned = false;
-  private readonly waiters = new Set<() => void>();
+  private readonly waiters = new Waiters();
 
   constructor(s: RunSetup) {
     this.base = s.base;
@@ -82,10 +73,10 @@ export class Run {
     this.runId = s.attachedId;
     this.params = s.params;
     this.settings = s.settings;
-    this.warnFn = s.warn;
+    this.warn = s.warn;
     this.createBody = s.create ? JSON.stringify(cleanJson(s.create)) : null;
     this.patchBody = s.patch ? JSON.stringify(cleanJson(s.patch)) : null;
-    this.encoder = new Encoder(() => this.newKey(), s.warn);
+    this.outbox = new Outbox(new Encoder(() => this.newKey(), s.warn));
     this.nextBeat = Date.now() + s.settings.heartbeatS * 1000;
     if (!this.createBody && !this.patchBody) this.setupDone = true;
   }
@@ -103,18 +94,12 @@ export class Run {
     this.nextStep = s + 1;
     let n = 0;
     for (const _ in data) n++;
-    const p = this.pending + n;
-    if (p > this.settings.maxBuffer) {
+    if (this.outbox.pending + n > this.settings.maxBuffer) {
       this.dropped += n;
       this.tell('full', `gpuplane: ${this.settings.maxBuffer} points are waiting for the API (GPUPLANE_SDK_MAX_BUFFER): newer points are dropped and counted until it catches up`);
       return;
     }
-    this.pending = p;
-    this.raw.push({ ...data }, s, Date.now());
-    if (p >= this.kickAt) {
-      this.kickAt = Infinity;
-      this.schedule(0);
-    }
+    if (this.outbox.addPoints(data, n, s)) this.schedule(0);
   }
 
   /** Records an event (kind like "checkpoint.saved"), sent in order with the metrics. */
@@ -149,11 +134,12 @@ export class Run {
     if (!drained) {
       this.abandoned = true;
       if (this.timer) clearTimeout(this.timer);
-      this.warn(`gpuplane: gave up flushing after ${budget / 1000} s (API at ${this.base} unreachable?): ${this.pending} points not stored`);
+      this.warn(`gpuplane: gave up flushing after ${budget / 1000} s (API at ${this.base} unreachable?): ${this.outbox.pending} points not stored`);
     }
     if (this.attached || this.setupError || this.authError) return;
     if (this.runId === null) return this.warn('gpuplane: the run never reached the API: nothing was stored');
-    await this.finishCall(status, Math.max(deadline - Date.now(), 2000));
+    const failed = await finishRun(this.#api, this.runId, status, Math.max(deadline - Date.now(), 2000), this.settings.requestTimeoutS * 1000);
+    if (failed) this.warn(failed);
   }
 
   /** Starts sending; resolves once the run is registered (or patched), or after initTimeoutS. */
@@ -161,19 +147,7 @@ export class Run {
     this.schedule(0);
     if (this.setupDone) return;
     this.initWaiting = true;
-    const ok = await new Promise<boolean>((resolve) => {
-      const t = setTimeout(() => {
-        this.waiters.delete(done);
-        resolve(false);
-      }, this.settings.initTimeoutS * 1000);
-      const done = () => {
-        if (!this.setupDone) return;
-        clearTimeout(t);
-        this.waiters.delete(done);
-        resolve(true);
-      };
-      this.waiters.add(done);
-    });
+    const ok = await this.waiters.until(() => this.setupDone, this.settings.initTimeoutS * 1000);
     this.initWaiting = false;
     if (!ok) return this.warn(`gpuplane: API at ${this.base} not reachable yet: logging to the buffer, and registering the run in the background`);
     if (this.setupError) throw this.setupError;
@@ -194,7 +168,7 @@ export class Run {
     this.busy = true;
     const s = this.settings;
     try {
-      this.cut();
+      this.rejected += this.outbox.cut();
       if (this.failures === 0 || Date.now() >= this.retryAt) {
         if (await this.sendAll()) this.failures = 0;
         else {
@@ -213,7 +187,7 @@ export class Run {
     } finally {
       this.busy = false;
     }
-    this.notify();
+    this.waiters.notify();
     // Nothing more to send: finished and drained, or refused for good (4xx at setup, 401/403).
     if (this.abandoned || this.setupError || this.authError || (this.stopping && this.failures === 0 && this.idle())) return;
     const now = Date.now();
@@ -223,68 +197,25 @@ export class Run {
   }
 
   private idle(): boolean {
-    return this.raw.length === 0 && this.outbox.length === 0 && this.setupDone;
-  }
-
-  private notify(): void {
-    for (const w of [...this.waiters]) w();
+    return this.outbox.empty && this.setupDone;
   }
 
   private waitDrained(ms: number): Promise<boolean> {
     if (this.idle() && !this.busy) return Promise.resolve(true);
     this.schedule(0);
-    return new Promise<boolean>((resolve) => {
-      const t = setTimeout(() => {
-        this.waiters.delete(check);
-        resolve(false);
-      }, ms);
-      const check = () => {
-        if (!(this.failures === 0 && this.idle())) return;
-        clearTimeout(t);
-        this.waiters.delete(check);
-        resolve(true);
-      };
-      this.waiters.add(check);
-    });
-  }
-
-  private cut(): void {
-    if (this.raw.length === 0) return;
-    const raw = this.raw;
-    const at = this.eventAt;
-    this.raw = [];
-    this.eventAt = [];
-    this.kickAt = this.pending + FLUSH_AT_POINTS;
-    let invalid = 0;
-    let start = 0;
-    for (const i of at) {
-      if (i > start) invalid += this.encoder.encode(raw.slice(start, i), this.outbox);
-      this.outbox.push(raw[i] as EventItem);
-      start = i + 3;
-    }
-    if (start < raw.length) invalid += this.encoder.encode(start === 0 ? raw : raw.slice(start), this.outbox);
-    this.pending -= invalid;
-    this.rejected += invalid;
+    return this.waiters.until(() => this.failures === 0 && this.idle(), ms);
   }
 
   private async setup(): Promise<boolean> {
     const t = this.settings.requestTimeoutS * 1000;
     try {
-      if (this.createBody) {
-        const run = (await request(this.#api, 'POST', '/runs', this.createBody, { 'idempotency-key': `${this.keyPrefix}-run` }, t)) as { id: string };
-        this.runId = run.id;
-      } else if (this.patchBody) {
-        await request(this.#api, 'PATCH', `/runs/${this.runId}`, this.patchBody, {}, t);
-      }
+      this.runId = await setupRun(this.#api, { runId: this.runId, create: this.createBody, patch: this.patchBody, key: `${this.keyPrefix}-run` }, t);
     } catch (err) {
       if (err instanceof Unreachable || (err instanceof ApiError && err.retryable)) return false;
       if (!(err instanceof ApiError)) throw err;
       this.setupError = err;
       this.off = true;
-      this.raw = [];
-      this.eventAt = [];
-      this.outbox = [];
-      this.pending = 0;
+      this.outbox.clear();
       // While init() waits it throws the error; after, a warning is all that is left to give.
       if (!this.initWaiting) this.warn(`gpuplane: the run could not be set up, nothing will be sent: ${err.message}`);
     }
@@ -296,12 +227,12 @@ export class Run {
   private async sendAll(): Promise<boolean> {
     if (!this.setupDone && !(await this.setup())) return false;
     if (this.setupError) {
-      this.outbox = [];
+      this.outbox.items = [];
       return true;
     }
     const t = this.settings.requestTimeoutS * 1000;
-    while (this.outbox.length > 0 && !this.abandoned) {
-      const item = this.outbox[0];
+    while (this.outbox.items.length > 0 && !this.abandoned) {
+      const item = this.outbox.items[0];
       try {
         await request(this.#api, 'POST', `/runs/${this.runId}/${item.kind === 'metrics' ? 'metrics' : 'events'}`, item.body, { 'idempotency-key': item.key }, t);
       } catch (err) {
@@ -315,8 +246,6 @@ export class Run {
         if (item.kind === 'metrics') this.rejected += item.points;
       }
       this.outbox.shift();
-      if (item.kind === 'metrics') this.pending -= item.points;
-      else this.pendingEvents--;
     }
     return true;
   }
@@ -337,51 +266,25 @@ export class Run {
   private loseAuth(err: ApiError): void {
     this.authError = err;
     this.off = true;
-    const lost = this.pending;
+    const lost = this.outbox.clear();
     this.rejected += lost;
-    this.raw = [];
-    this.eventAt = [];
-    this.outbox = [];
-    this.pending = 0;
-    this.pendingEvents = 0;
+    this.outbox.pendingEvents = 0;
     this.tell('auth', `gpuplane: the API refused the SDK's token: ${err.message}; nothing more is sent for this run (${lost} points dropped)`);
-  }
-
-  private async finishCall(status: FinishStatus, budgetMs: number): Promise<void> {
-    const deadline = Date.now() + budgetMs;
-    let delay = 200;
-    for (;;) {
-      try {
-        await request(this.#api, 'POST', `/runs/${this.runId}/finish`, JSON.stringify({ status }), {}, Math.min(this.settings.requestTimeoutS * 1000, budgetMs));
-        return;
-      } catch (err) {
-        if (err instanceof ApiError && !err.retryable) return this.warn(`gpuplane: could not finish run ${this.runId}: ${err.message}`);
-        if (Date.now() + delay > deadline) return this.warn(`gpuplane: could not finish run ${this.runId} (${(err as Error).message}); the server marks it crashed when its heartbeats stop`);
-      }
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 2000);
-    }
   }
 
   // ---- helpers --------------------------------------------------------------------------------
 
   private enqueueEvent(body: Record<string, unknown>): void {
-    if (this.pendingEvents >= MAX_PENDING_EVENTS) {
+    if (this.outbox.pendingEvents >= MAX_PENDING_EVENTS) {
       this.droppedEvents++;
       return this.tell('events', `gpuplane: more than ${MAX_PENDING_EVENTS} events waiting for the API: newer events are dropped (counted)`);
     }
-    this.pendingEvents++;
-    this.eventAt.push(this.raw.length);
-    this.raw.push({ kind: 'event', body: JSON.stringify(body), key: this.newKey() } satisfies EventItem, null, null);
+    this.outbox.addEvent({ kind: 'event', body: JSON.stringify(body), key: this.newKey() } satisfies EventItem);
     this.schedule(0);
   }
 
   private newKey(): string {
     return `${this.keyPrefix}-${++this.seq}`;
-  }
-
-  private warn(msg: string): void {
-    this.warnFn(msg);
   }
 
   private tell(what: string, msg: string): void {

@@ -11,7 +11,7 @@
  * Prints "control worker polling ADDRESS (namespace NS)" on stdout when it polls; SIGINT/SIGTERM
  * stop it.
  */
-import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
+import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
 import { loadConfig } from '../../config.ts';
 import { printLine, runMain } from '../../runtime/process.ts';
 import { serveControl } from './serve.ts';

@@ -9,7 +9,7 @@ import { reattachSignal } from '../../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
 import { nodeOnlineSignal, type NodeWorkflowInput } from '../../workflows/node-messages.ts';
 import type { NodeInventory } from '../../domain/node.ts';
-import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
+import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
 import { looksLikeToken } from '../../runtime/tokens.ts';
 import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
 import { AttemptCgroups } from '../../activities/gpu-host/cgroup.ts';

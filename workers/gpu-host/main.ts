@@ -14,7 +14,7 @@
  * (--allowed-root, ':'-separated; the flags win). Prints "agent NODE: …" on stdout when it polls its queue.
  */
 import { parseArgs } from 'node:util';
-import { createLogger, logLevelFromEnv } from '../../cli/logger.ts';
+import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
 import { loadConfig } from '../../config.ts';
 import { passEnvRefusal } from '../../domain/job-env.ts';
 import { printLine, runMain } from '../../runtime/process.ts';

@@ -1,4 +1,6 @@
-"""A tiny JSON-over-HTTP client on http.client: one keep-alive connection, no retries of its own."""
+"""A tiny JSON-over-HTTP client on http.client: one keep-alive connection per Transport, which
+makes no retries of its own; the SDK's retry rules (the back-off, finishing a run within a
+budget, halving a batch the API finds too large) are the functions at the end."""
 
 from __future__ import annotations
 
@@ -6,8 +8,11 @@ import http.client
 import json
 import re
 import socket
-from typing import Any, Mapping, Optional, Tuple
+import time
+from typing import Any, Callable, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
+
+from ._encode import Batch
 
 API_PREFIX = "/api/v1"
 
@@ -148,3 +153,39 @@ class Transport:
 def dumps(obj: Any) -> bytes:
     """Strict JSON (allow_nan=False): callers pass values through clean_json first, so a NaN here is a bug."""
     return json.dumps(obj, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+
+def backoff_s(failures: int, max_s: float) -> float:
+    """The wait before the next try after `failures` failed tries in a row: 0.25 s, doubling, at most max_s."""
+    return min(max_s, 0.25 * 2 ** min(failures - 1, 10))
+
+
+def split_batch(b: Batch, new_key: Callable[[], str]) -> List[Batch]:
+    """A batch the API refused whole as too large (413), so not stored: two halves under new keys."""
+    pts = json.loads(b.body)["points"]
+    h = len(pts) // 2
+    return [Batch(dumps({"points": part}), new_key(), len(part)) for part in (pts[:h], pts[h:])]
+
+
+def finish_run(api_url: str, token: Optional[str], run_id: str, status: str, budget_s: float, request_timeout_s: float) -> Optional[str]:
+    """Ends the run, retrying (0.2 s, doubling to 2 s) within budget_s; the warning to give when it could not, else None."""
+    t = Transport(api_url, min(request_timeout_s, budget_s), token)
+    deadline = time.monotonic() + budget_s
+    delay = 0.2
+    try:
+        while True:
+            try:
+                t.request("POST", f"/runs/{run_id}/finish", dumps({"status": status}))
+                return None
+            except ApiError as err:
+                if not err.retryable:
+                    return f"gpuplane: could not finish run {run_id}: {err}"
+                last: Exception = err
+            except Unreachable as err:
+                last = err
+            if time.monotonic() + delay > deadline:
+                return f"gpuplane: could not finish run {run_id} ({last}); the server marks it crashed when its heartbeats stop"
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    finally:
+        t.close()

@@ -1,12 +1,12 @@
 /** Jobs by state, with filters and submission time, and a form to submit one. */
 import { useState } from 'preact/hooks';
+import { JOB_STATES } from '../../../domain/job-states.ts';
 import { api } from '../api.ts';
 import { ErrorBox, JobLink, Loading, StateBadge, When } from '../components.tsx';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
 import type { Job, JobState, ListJobsQuery, SubmitJobBody } from '../types.ts';
 
-const STATES: JobState[] = ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'LOST'];
 const TYPES = ['TRAIN', 'EVALUATE', 'CUSTOM'] as const;
 /** The newest this many jobs of the chosen state are listed (the counts cover them all). */
 const PAGE = 500;
@@ -106,7 +106,7 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
           <a href={href(['queue'], { type, project })} class={state === '' ? 'active' : ''}>
             all <span data-count="all">{total ?? '…'}</span>
           </a>
-          {STATES.map((s) => (
+          {JOB_STATES.map((s) => (
             <a key={s} href={href(['queue'], { state: s, type, project })} class={state === s ? 'active' : ''} data-filter-state={s}>
               {s.toLowerCase()} <span data-count={s}>{countOf(s)}</span>
             </a>

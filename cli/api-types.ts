@@ -1,0 +1,45 @@
+/**
+ * The API's own types, read from its TypeBox schemas as the console's web/src/types.ts reads
+ * them: a field renamed in api/schemas breaks the CLI's type check, not a command. These are
+ * type-only imports, so gpuctl loads none of the API's code.
+ */
+import type { Static } from '@sinclair/typebox';
+import type { BestSchema, CheckpointDetailSchema, CheckpointListSchema, CheckpointSchema, ResolvedMetricSchema } from '../api/schemas/checkpoints.ts';
+import type { EvaluationSchema, StartEvaluationBody } from '../api/schemas/evaluations.ts';
+import type { JobDetailSchema, JobSchema, RetryBody, SubmitJobBody } from '../api/schemas/jobs.ts';
+import type { LogRefSchema } from '../api/schemas/logs.ts';
+import type { NodeSchema } from '../api/schemas/nodes.ts';
+import type { ResolvedMetricSchema as PrimaryMetricSchema, RetentionSchema } from '../api/schemas/projects.ts';
+import type { CreateRunBody, EventSchema, MetricsWritten, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../api/schemas/runs.ts';
+import type { CreatedTokenSchema, TokenSchema, WhoAmISchema } from '../api/schemas/tokens.ts';
+
+export type { CreateRunBody, RetryBody, StartEvaluationBody, SubmitJobBody };
+
+export type JobJson = Static<typeof JobSchema>;
+export type JobDetailJson = Static<typeof JobDetailSchema>;
+export type NodeJson = Static<typeof NodeSchema>;
+
+export type RunJson = Static<typeof RunSchema>;
+export type RunDetailJson = Static<typeof RunDetailSchema>;
+export type SummaryJson = Static<typeof SummarySchema>;
+export type SeriesJson = Static<typeof SeriesSchema>;
+export type RunMetricsJson = Static<typeof RunMetricsSchema>;
+/** A metric value on the wire: a number, or "NaN" / "Infinity" / "-Infinity" (JSON has none of them). */
+export type WireValue = Static<typeof MetricValue>;
+export type MetricsWrittenJson = Static<typeof MetricsWritten>;
+export type EventJson = Static<typeof EventSchema>;
+
+export type CheckpointJson = Static<typeof CheckpointSchema>;
+export type ListedCheckpointJson = Static<typeof CheckpointListSchema>['checkpoints'][number];
+export type CheckpointDetailJson = Static<typeof CheckpointDetailSchema>;
+export type BestJson = Static<typeof BestSchema>;
+export type ResolvedMetricJson = Static<typeof ResolvedMetricSchema>;
+export type EvaluationJson = Static<typeof EvaluationSchema>;
+export type RetentionJson = Static<typeof RetentionSchema>;
+export type PrimaryMetricJson = Static<typeof PrimaryMetricSchema>;
+
+export type LogRefJson = Static<typeof LogRefSchema>;
+
+export type TokenJson = Static<typeof TokenSchema>;
+export type CreatedTokenJson = Static<typeof CreatedTokenSchema>;
+export type WhoAmIJson = Static<typeof WhoAmISchema>;

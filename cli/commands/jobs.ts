@@ -1,0 +1,140 @@
+/** The job commands: `gpuctl submit`, `jobs`, `job`, `wait`, `cancel` and `retry`. */
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
+import type { JobDetailJson } from '../api-types.ts';
+import { evalWhenArg, intArg, pairArg, secretArg, setArg } from '../args.ts';
+import { ApiError } from '../client.ts';
+import { clientOf } from '../client-of.ts';
+import { renderJob, renderJobs } from '../render.ts';
+
+const log = (s: string) => process.stdout.write(`${s}\n`);
+
+/** Exit statuses of `gpuctl wait`. */
+export const WAIT_EXIT = { SUCCEEDED: 0, FAILED: 3, CANCELLED: 4, TIMEOUT: 5 } as const;
+
+export function registerJobCommands(program: Command): void {
+  program
+    .command('submit')
+    .description('submit a job; prints its id on the last line')
+    .addOption(new Option('--type <type>', 'job type').choices(JOB_TYPES).default('TRAIN'))
+    .option('--gpus <n>', 'cards, all on one node', intArg('--gpus', 0), 1)
+    .addOption(new Option('--selector <k=v>', 'node label the job needs (repeatable)').argParser(pairArg).default({}, 'none'))
+    .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
+    .option('--workdir <dir>', 'working directory on the node (default: here)')
+    .addOption(new Option('--env <K=V>', 'environment variable (repeatable)').argParser(pairArg).default({}, 'none'))
+    .addOption(new Option('--secret-env <NAME>', "a secret variable: its value is taken from gpuctl's own environment and never shown again (repeatable)").argParser(secretArg).default({}, 'none'))
+    .addOption(new Option('--param <k=v>', 'a parameter recorded with the job (repeatable)').argParser(pairArg).default({}, 'none'))
+    .option('--project <name>', 'project')
+    .option('--experiment <name>', 'experiment within the project')
+    .addOption(new Option('--on-lost <policy>', 'what a lost node does to it').choices(['requeue', 'fail']))
+    .option('--watch <dir>', 'checkpoint folder to register from while the job runs, relative to the working dir')
+    .option('--resume-from <ckpt>', 'id of the checkpoint the job resumes from (the parent of its first checkpoint)')
+    .option('--eval <command>', 'evaluate its checkpoints with this command (run by /bin/sh -c as an EVALUATE job; needs --watch)')
+    .addOption(new Option('--eval-when <when>', 'with --eval: each | every:N | final').argParser(evalWhenArg).default({ when: 'each' }, 'each'))
+    .option('--json', 'print the whole job as JSON')
+    .argument('<command...>', 'the command, after --')
+    .action(async (command: string[], o, cmd: Command) => {
+      if (o.eval && !o.watch) throw new InvalidArgumentError('--eval needs --watch: its checkpoints are what it evaluates');
+      const job = await clientOf(cmd).submit({
+        type: o.type,
+        command,
+        gpus: o.gpus,
+        selector: o.selector,
+        priority: o.priority,
+        working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : process.cwd(),
+        env: o.env,
+        ...(Object.keys(o.secretEnv).length ? { secret_env: o.secretEnv } : {}),
+        params: o.param,
+        project: o.project,
+        experiment: o.experiment,
+        on_lost: o.onLost,
+        watch_dir: o.watch,
+        resume_from: o.resumeFrom,
+        ...(o.eval ? { eval_policy: { ...o.evalWhen, command: ['/bin/sh', '-c', o.eval] } } : {}),
+      });
+      if (o.json) log(JSON.stringify(job, null, 2));
+      else log(job.id);
+    });
+
+  program
+    .command('jobs')
+    .description('list jobs, newest first')
+    .addOption(new Option('--state <state>', 'only this state').choices(JOB_STATES))
+    .addOption(new Option('--type <type>', 'only this type').choices(JOB_TYPES))
+    .option('--project <name>', 'only this project')
+    .option('--limit <n>', 'at most N', intArg('--limit', 1), 100)
+    .option('--json', 'JSON output')
+    .action(async (o, cmd: Command) => {
+      const jobs = await clientOf(cmd).jobs({ state: o.state, type: o.type, project: o.project, limit: o.limit });
+      if (o.json) log(JSON.stringify(jobs, null, 2));
+      else log(renderJobs(jobs));
+    });
+
+  program
+    .command('job')
+    .description('one job with its attempts and history')
+    .argument('<id>')
+    .option('--json', 'JSON output')
+    .action(async (id: string, o, cmd: Command) => {
+      const j = await clientOf(cmd).job(id);
+      if (o.json) log(JSON.stringify(j, null, 2));
+      else log(renderJob(j));
+    });
+
+  program
+    .command('wait')
+    .description(`block until the job ends; exit ${WAIT_EXIT.SUCCEEDED} SUCCEEDED, ${WAIT_EXIT.FAILED} FAILED, ${WAIT_EXIT.CANCELLED} CANCELLED, ${WAIT_EXIT.TIMEOUT} timed out`)
+    .argument('<id>')
+    .option('--timeout <s>', 'give up after S seconds', intArg('--timeout', 1))
+    .option('--json', 'print the final job as JSON')
+    .action(async (id: string, o: { timeout?: number; json?: boolean }, cmd: Command) => {
+      const client = clientOf(cmd);
+      let j: JobDetailJson;
+      try {
+        j = await client.waitFor(id, undefined, o.timeout ? o.timeout * 1000 : 365 * 24 * 3600 * 1000, 500);
+      } catch (err) {
+        if (err instanceof ApiError) throw err;
+        process.stderr.write(`gpuctl: ${(err as Error).message}\n`);
+        process.exit(WAIT_EXIT.TIMEOUT);
+      }
+      if (o.json) log(JSON.stringify(j, null, 2));
+      else log(`${j.id} ${j.state}${j.reason ? `: ${j.reason}` : ''}`);
+      process.exit(WAIT_EXIT[j.state as 'SUCCEEDED' | 'FAILED' | 'CANCELLED']);
+    });
+
+  program
+    .command('cancel')
+    .description('cancel a job that has not ended')
+    .argument('<id>')
+    .option('--json', 'JSON output')
+    .action(async (id: string, o, cmd: Command) => {
+      const j = await clientOf(cmd).cancel(id);
+      if (o.json) log(JSON.stringify(j, null, 2));
+      else log(`${j.id}: cancel requested (was ${j.state})`);
+    });
+
+  program
+    .command('retry')
+    .description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config')
+    .argument('<id>')
+    .addOption(new Option('--set <k=v>', 'set a param for the new attempt (repeatable; JSON values)').argParser(setArg).default({}, 'none'))
+    .option('--gpus <n>', 'cards for the new attempt', intArg('--gpus', 0))
+    .option('--env <K=V>', 'set an environment variable (repeatable)', pairArg)
+    .option('--selector <k=v>', 'replace the node selector (repeatable)', pairArg)
+    .option('--priority <p>', 'new priority', intArg('--priority', -1000))
+    .option('--json', 'print the job as JSON')
+    .action(async (id: string, o, cmd: Command) => {
+      const j = await clientOf(cmd).retry(id, {
+        params: Object.keys(o.set).length ? o.set : undefined,
+        gpus: o.gpus,
+        env: o.env,
+        selector: o.selector,
+        priority: o.priority,
+      });
+      if (o.json) log(JSON.stringify(j, null, 2));
+      else {
+        const last = j.attempts.at(-1)!;
+        log(`${j.id}: attempt ${j.attempt} created${last.changes.length ? ` (${last.changes.map((c) => `${c.key} ${JSON.stringify(c.from)} → ${JSON.stringify(c.to)}`).join(', ')})` : ' (same config)'}`);
+      }
+    });
+}

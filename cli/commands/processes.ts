@@ -1,0 +1,91 @@
+/** The process launchers: `gpuctl up`, `agent`, `api` and `control-worker`, each loaded only when run. */
+import { Option, type Command } from 'commander';
+import { loadConfig } from '../../config.ts';
+import { createLogger, LOG_LEVELS, type LogLevel } from '../../runtime/logger.ts';
+import { envNameArg, intArg, pairArg, rootsArg } from '../args.ts';
+
+const log = (s: string) => process.stdout.write(`${s}\n`);
+
+const logLevel = () =>
+  new Option('--log-level <level>', 'log at this level and above (JSON lines on stderr)').choices(LOG_LEVELS).default('info').env('GPUPLANE_LOG_LEVEL');
+
+/** The options of a command that runs an agent (`up` runs one too). */
+const agentOptions = (c: Command) =>
+  c
+    .addOption(new Option('--label <k=v>', 'a node label (repeatable)').argParser(pairArg).default({}, 'none'))
+    .option('--fake-gpus <n>', 'pretend to have N cards (no nvidia-smi needed)', intArg('--fake-gpus', 0))
+    .addOption(
+      new Option('--pass-env <name>', "also give jobs this variable of the agent's environment (repeatable; never one named like a secret)").argParser(envNameArg).default([], 'none'),
+    )
+    .addOption(
+      new Option('--allowed-root <dir>', "jobs' working dirs and checkpoint folders must resolve inside this folder (repeatable; without one the agent warns at start)")
+        .env('GPUPLANE_ALLOWED_ROOTS')
+        .argParser(rootsArg)
+        .default([], 'anywhere'),
+    )
+    .addOption(logLevel());
+
+export function registerProcessCommands(program: Command): void {
+  agentOptions(
+    program
+      .command('up')
+      .description('start Temporal (the dev server, or with --temporal cluster a real server on PostgreSQL), the API, the control worker and one local agent; embedded defaults')
+      .option('--node-id <id>', 'the local agent\'s node id (default: hostname)')
+      .option('--temporal-ui-port <port>', 'Temporal Web UI port', intArg('--temporal-ui-port', 1), 8233)
+      .addOption(
+        new Option('--temporal <kind>', 'dev: the Temporal CLI dev server (SQLite in GPUPLANE_HOME); cluster: a real temporal-server with its persistence and visibility in the DATABASE_URL PostgreSQL (built once with go install)')
+          .choices(['dev', 'cluster'])
+          .default('dev'),
+      )
+      .option('--history-shards <n>', 'with --temporal cluster: history shards, fixed once its databases exist', intArg('--history-shards', 1), 4),
+  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; allowedRoot: string[]; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number; logLevel: LogLevel }) => {
+    const { up } = await import('../up.ts');
+    await up(
+      loadConfig(),
+      { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards },
+      log,
+      createLogger(o.logLevel),
+    );
+  });
+
+  agentOptions(
+    program
+      .command('agent')
+      .description('run a GPU-host worker for this node')
+      .requiredOption('--node-id <id>', 'this node\'s id')
+      .addOption(new Option('--token <token>', "this node's credential, from the API (prefer the variable: a flag shows in ps)").env('GPUPLANE_NODE_TOKEN'))
+      .addOption(
+        new Option('--on-stop <mode>', 'on SIGTERM/SIGINT: detach leaves running jobs for a restarted agent to re-attach; kill stops them')
+          .choices(['detach', 'kill'])
+          .default('detach'),
+      ),
+  ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; allowedRoot: string[]; token?: string; onStop: 'detach' | 'kill'; logLevel: LogLevel }) => {
+    const { serveAgent } = await import('../../workers/gpu-host/serve.ts');
+    // Read once: nothing the agent starts (nvidia-smi, jobs) inherits the node's credential.
+    delete process.env.GPUPLANE_NODE_TOKEN;
+    await serveAgent(
+      loadConfig(),
+      { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, nodeToken: o.token || undefined, onStop: o.onStop },
+      log,
+      createLogger(o.logLevel),
+    );
+  });
+
+  program
+    .command('api')
+    .description('run the API server alone (needs DATABASE_URL)')
+    .addOption(logLevel())
+    .action(async (o: { logLevel: LogLevel }) => {
+      const { serveApi } = await import('../../api/serve.ts');
+      await serveApi(loadConfig(), log, createLogger(o.logLevel));
+    });
+
+  program
+    .command('control-worker')
+    .description('run the control worker alone (needs DATABASE_URL)')
+    .addOption(logLevel())
+    .action(async (o: { logLevel: LogLevel }) => {
+      const { serveControl } = await import('../../workers/control/serve.ts');
+      await serveControl(loadConfig(), log, createLogger(o.logLevel));
+    });
+}
