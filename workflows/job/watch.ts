@@ -80,7 +80,7 @@ function launch(fn: () => Promise<ProcessExit>): Watch {
 /**
  * The activity that watches the process: runJob, then watchJob after the agent restarted or
  * after the server stopped hearing from it for a heartbeat timeout. Only the current one's
- * outcome counts; a replaced one is cancelled and ignored.
+ * outcome counts; a replaced one is ignored (it times out by itself).
  */
 class AttemptWatch {
   private current: Watch;
