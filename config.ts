@@ -1,5 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
+import { DEFAULT_RETRY_RETENTION_S } from './domain/job-retry.ts';
 import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
 
 /** Everything GPUPlane reads from the environment, with its default, in one place. */
@@ -60,7 +61,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     heartbeatTimeoutMs,
     nodeLeaseTimeoutMs: overrides.nodeLeaseTimeoutMs ?? intFromEnv('GPUPLANE_NODE_LEASE_TIMEOUT_S', defaultLeaseTimeoutMs(heartbeatTimeoutMs) / 1000) * 1000,
     lostAfterMs: overrides.lostAfterMs ?? intFromEnv('GPUPLANE_LOST_AFTER_S', DEFAULT_LOST_AFTER_S) * 1000,
-    retryRetentionMs: overrides.retryRetentionMs ?? intFromEnv('GPUPLANE_RETRY_RETENTION_S', 7 * 24 * 3600) * 1000,
+    retryRetentionMs: overrides.retryRetentionMs ?? intFromEnv('GPUPLANE_RETRY_RETENTION_S', DEFAULT_RETRY_RETENTION_S) * 1000,
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,
     runStaleMs: overrides.runStaleMs ?? intFromEnv('GPUPLANE_RUN_STALE_S', 120) * 1000,
     backfillHoldMs: overrides.backfillHoldMs ?? intFromEnv('GPUPLANE_BACKFILL_HOLD_S', 300) * 1000,

@@ -1,11 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { AGENT_SHUTDOWN } from '../activities/gpu-host.ts';
+import { tsToMs } from '@temporalio/common/lib/time.js';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { ControlActivities } from '../activities/control.ts';
+import type { GpuHostActivities } from '../activities/gpu-host.ts';
 import { temporalBinary } from '../temporal/dev-server.ts';
+import { AGENT_SHUTDOWN, RETRY_REFUSED } from '../workflows/failures.ts';
 import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, retryJobUpdate } from '../workflows/job-messages.ts';
 import { gpuHostTaskQueue } from '../workflows/names.ts';
 import { SA_JOB_STATE, SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
@@ -55,7 +59,7 @@ const control = {
     record(a.jobId, 'finishAttempt', a);
     return { state: a.outcome.state, requeue: false };
   },
-};
+} satisfies Partial<ControlActivities>;
 
 const host = {
   async runJob(spec: AttemptSpec): Promise<ProcessExit> {
@@ -71,7 +75,7 @@ const host = {
     if (script.get(a.jobId)?.nodeSilent) throw new Error('the node does not answer');
     return { stopped: false };
   },
-};
+} satisfies Partial<GpuHostActivities>;
 
 /** A node gone quiet: no heartbeat, no result; only the worker's shutdown ends it. */
 function silentUntilShutdown(): Promise<ProcessExit> {
@@ -115,6 +119,14 @@ describe('jobWorkflow interleavings', () => {
     env.client.workflow.start('jobWorkflow', { workflowId: `job/${jobId}`, taskQueue, args: [input(jobId, attempt, retryRetentionMs)] });
   const newJob = () => `job-${randomBytes(4).toString('hex')}`;
   const dispatch = { nodeId: 'n1', gpuIndices: [0] };
+  /** runJob on a node that reports the process up, heartbeats once, then goes silent: no more heartbeats, and a cancel never reaches it. */
+  const upThenSilent =
+    (jobId: string, pid: number) =>
+    async (spec: AttemptSpec): Promise<ProcessExit> => {
+      await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid, logPath: `/tmp/${jobId}.log` });
+      Context.current().heartbeat();
+      return silentUntilShutdown();
+    };
 
   it('records RUNNING even when the start report and the exit arrive in one activation', async () => {
     const jobId = newJob();
@@ -171,15 +183,7 @@ describe('jobWorkflow interleavings', () => {
 
   it('LOST during a cancel: a node that never acknowledges ends CANCELLED (node unreachable), not re-queued', async () => {
     const jobId = newJob();
-    script.set(jobId, {
-      runJob: async (spec) => {
-        await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 7, logPath: '/tmp/y.log' });
-        Context.current().heartbeat();
-        // The node goes silent: no more heartbeats, the cancel never reaches it.
-        return silentUntilShutdown();
-      },
-      nodeSilent: true,
-    });
+    script.set(jobId, { runJob: upThenSilent(jobId, 7), nodeSilent: true });
     const w = await controlWorker();
     const result = await w.runUntil(async () => {
       const h = await start(jobId);
@@ -197,14 +201,7 @@ describe('jobWorkflow interleavings', () => {
 
   it('a missed heartbeat is not LOST: watchJob on the same node takes the attempt back and its exit counts', async () => {
     const jobId = newJob();
-    script.set(jobId, {
-      runJob: async (spec) => {
-        await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 8, logPath: '/tmp/z.log' });
-        Context.current().heartbeat();
-        return silentUntilShutdown();
-      },
-      watchJob: async () => exit0,
-    });
+    script.set(jobId, { runJob: upThenSilent(jobId, 8), watchJob: async () => exit0 });
     const w = await controlWorker();
     const result = await w.runUntil(async () => {
       const h = await start(jobId);
@@ -222,11 +219,7 @@ describe('jobWorkflow interleavings', () => {
   it('a node that took the attempt back but lost the process meanwhile: LOST', async () => {
     const jobId = newJob();
     script.set(jobId, {
-      runJob: async (spec) => {
-        await env.client.workflow.getHandle(`job/${jobId}`).signal(attemptStartedSignal, { attempt: spec.attempt, pid: 9, logPath: '/tmp/w.log' });
-        Context.current().heartbeat();
-        return silentUntilShutdown();
-      },
+      runJob: upThenSilent(jobId, 9),
       watchJob: async () => {
         throw ApplicationFailure.create({ type: AGENT_SHUTDOWN, message: 'vanished', nonRetryable: true });
       },
@@ -246,15 +239,25 @@ describe('jobWorkflow interleavings', () => {
     const jobId = newJob();
     script.set(jobId, { nodeId: 'ghost' });
     const w = await controlWorker();
-    const t0 = Date.now();
-    const result = await w.runUntil(async () => {
-      const h = await start(jobId);
+    // A shorter lost-after than the other tests', and the server's own clock: the wait is its
+    // schedule-to-start timer. (A time-skipping environment would download Temporal's test
+    // server from the internet, which these machines cannot reach.)
+    const lostAfterMs = 3000;
+    const { result, history } = await w.runUntil(async () => {
+      const h = await env.client.workflow.start('jobWorkflow', { workflowId: `job/${jobId}`, taskQueue, args: [{ ...input(jobId, 1, 200), lostAfterMs }] });
       await h.signal(dispatchSignal, { jobId, attempt: 1, nodeId: 'ghost', gpuIndices: [0] });
-      return h.result() as Promise<JobWorkflowResult>;
+      return { result: (await h.result()) as JobWorkflowResult, history: await h.fetchHistory() };
     });
-    expect(result.state).toBe('LOST');
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(8000);
+    expect(result).toMatchObject({ state: 'LOST', reason: 'lost contact with node ghost: no agent took the attempt in time' });
     expect(names(jobId)).not.toContain('markRunning');
+    // What the server recorded: runJob waited on the node's queue for lost-after and timed out
+    // there (schedule-to-start), no sooner.
+    const events = history.events ?? [];
+    const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runJob')!;
+    expect(tsToMs(scheduled.activityTaskScheduledEventAttributes!.scheduleToStartTimeout)).toBe(lostAfterMs);
+    const timedOut = events.find((e) => e.activityTaskTimedOutEventAttributes)!;
+    expect(timedOut.activityTaskTimedOutEventAttributes!.failure?.timeoutFailureInfo?.timeoutType).toBe(proto.temporal.api.enums.v1.TimeoutType.TIMEOUT_TYPE_SCHEDULE_TO_START);
+    expect(tsToMs(timedOut.eventTime) - tsToMs(scheduled.eventTime)).toBeGreaterThanOrEqual(lostAfterMs);
   });
 
   it('retry_job: refused while the attempt runs or for the wrong attempt; taken after FAILED as a continue-as-new; a late report of attempt 1 is ignored', async () => {
@@ -279,7 +282,7 @@ describe('jobWorkflow interleavings', () => {
       await expect(h.executeUpdate(retryJobUpdate, { args: [{ attempt: 2, changes: [] }] })).rejects.toThrow(WorkflowUpdateFailedError);
       release();
       await until('failed', async () => (await h.query(jobStateQuery)) === 'FAILED');
-      await expect(h.executeUpdate(retryJobUpdate, { args: [{ attempt: 3, changes: [] }] })).rejects.toMatchObject({ cause: { message: expect.stringMatching(/next attempt .* is 2/) } });
+      await expect(h.executeUpdate(retryJobUpdate, { args: [{ attempt: 3, changes: [] }] })).rejects.toMatchObject({ cause: { type: RETRY_REFUSED, message: expect.stringMatching(/next attempt .* is 2/) } });
       expect(await h.executeUpdate(retryJobUpdate, { args: [{ attempt: 2, changes: [{ key: 'params.lr', from: 0.1, to: 0.01 }] }] })).toEqual({ accepted: true });
       await until('attempt 2 queued', () => calls.get(jobId)!.some((c) => c.name === 'enqueueAttempt' && c.args.attempt === 2));
       // A late start report of attempt 1 reaching attempt 2's run changes nothing.

@@ -12,8 +12,10 @@ export const AGENT_SHUTDOWN = 'AgentShutdown';
 export const INVALID_ATTEMPT = 'InvalidAttempt';
 /** A job the activity was asked about has no row in the database: retrying cannot make it appear. */
 export const JOB_NOT_FOUND = 'JobNotFound';
+/** retry_job refused by the job's workflow (the attempt has not ended, or the request names another attempt); its message says why. */
+export const RETRY_REFUSED = 'RetryRefused';
 
-export type FailureType = typeof AGENT_SHUTDOWN | typeof INVALID_ATTEMPT | typeof JOB_NOT_FOUND;
+export type FailureType = typeof AGENT_SHUTDOWN | typeof INVALID_ATTEMPT | typeof JOB_NOT_FOUND | typeof RETRY_REFUSED;
 
 /** A non-retryable failure of one of the types above. */
 export function permanentFailure(type: FailureType, message: string): ApplicationFailure {

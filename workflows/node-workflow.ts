@@ -5,6 +5,9 @@ import { gpuHostTaskQueue } from './names.ts';
 import { nodeOnlineSignal, nodeSuspectSignal, type NodeWorkflowInput } from './node-messages.ts';
 import type { NodeInventory } from './types.ts';
 
+// No maximumAttempts, on purpose: marking a node ONLINE or OFFLINE must happen once PostgreSQL
+// is back, however long it was away (test/outage.e2e.test.ts); giving up would leave the
+// node's state in the database stale.
 const control = proxyActivities<ControlActivities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '500ms', maximumInterval: '10s' },

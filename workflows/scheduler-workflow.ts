@@ -2,6 +2,9 @@ import { condition, continueAsNew, patched, proxyActivities, proxyLocalActivitie
 import type { ControlActivities } from '../activities/control.ts';
 import { DEFAULT_IDLE_PASS_MS, wakeSchedulerSignal, type SchedulerInput } from './scheduler-messages.ts';
 
+// No maximumAttempts, on purpose: a pass that fails because PostgreSQL is away is retried until
+// it is back (an outage of any length, test/outage.e2e.test.ts); giving up would fail the
+// singleton scheduler, and no job would be placed until something started it again.
 const options = { startToCloseTimeout: '2 minutes', retry: { initialInterval: '200ms', maximumInterval: '5s' } } as const;
 const control = proxyActivities<ControlActivities>(options);
 // The pass is a database transaction on the control worker that runs this workflow: as a local

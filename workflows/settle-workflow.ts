@@ -1,12 +1,15 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
+import { INVALID_ATTEMPT, JOB_NOT_FOUND } from './failures.ts';
 import { gpuHostTaskQueue } from './names.ts';
 import type { SettleJobInput } from './settle-messages.ts';
 
+// No maximumAttempts, on purpose: the job must end and its cards be freed once PostgreSQL is
+// back, however long it was away; a missing job row (JobNotFound) is permanent and ends the retries.
 const control = proxyLocalActivities<ControlActivities>({
   startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '200ms', maximumInterval: '10s' },
+  retry: { initialInterval: '200ms', maximumInterval: '10s', nonRetryableErrorTypes: [JOB_NOT_FOUND, INVALID_ATTEMPT] },
 });
 
 /**

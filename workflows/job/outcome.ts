@@ -1,0 +1,38 @@
+import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
+import { AGENT_SHUTDOWN } from '../failures.ts';
+import type { AttemptOutcome, ProcessExit } from '../types.ts';
+
+/** How a process that ran (or failed to start) ended, as the job's outcome. */
+export function outcomeOfExit(e: ProcessExit): AttemptOutcome {
+  const exit = { logTail: e.logTail, spawnError: e.spawnError };
+  if (e.spawnError) return { state: 'FAILED', exitCode: e.exitCode, signal: null, reason: e.spawnError, exit };
+  if (e.exitCode === 0) return { state: 'SUCCEEDED', exitCode: 0, signal: null, reason: null };
+  const how = e.signal ? `killed by ${e.signal}` : `exit code ${e.exitCode}`;
+  return { state: 'FAILED', exitCode: e.exitCode, signal: e.signal, reason: how, exit };
+}
+
+/** The server stopped hearing from the node for a heartbeat timeout: suspect, not yet lost. */
+export function missedHeartbeat(err: unknown): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'HEARTBEAT';
+}
+
+/** The node stopped answering: no heartbeat, nobody picked the attempt up, or its agent gave it up. */
+export function isLost(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure)) return false;
+  const cause = err.cause;
+  if (cause instanceof ApplicationFailure && cause.type === AGENT_SHUTDOWN) return true;
+  return (
+    cause instanceof TimeoutFailure &&
+    (cause.timeoutType === 'HEARTBEAT' || cause.timeoutType === 'SCHEDULE_TO_START')
+  );
+}
+
+/** The reason recorded for an attempt whose watching activity failed. */
+export function failureMessage(err: unknown): string {
+  if (err instanceof ActivityFailure && err.cause) {
+    const c = err.cause;
+    if (c instanceof TimeoutFailure) return c.timeoutType === 'SCHEDULE_TO_START' ? 'no agent took the attempt in time' : `${(c.timeoutType ?? 'activity').toLowerCase()} timeout`;
+    return c.message;
+  }
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,156 @@
+import { CancellationScope, condition, patched } from '@temporalio/workflow';
+import type { GpuHostActivities } from '../../activities/gpu-host.ts';
+import type { AttemptOutcome, AttemptSpec, AttemptStarted, ProcessExit } from '../types.ts';
+import { control } from './control.ts';
+import type { JobAttempt } from './job-attempt.ts';
+import { attemptActivities, stopOnNode, takeBackWithinMs } from './on-node.ts';
+import { failureMessage, isLost, missedHeartbeat, outcomeOfExit } from './outcome.ts';
+
+/** Patch: RUNNING is reported by the agent to the API, and set in Temporal when the attempt goes to its node. */
+const STARTED_BY_API = 'started-by-api';
+
+/**
+ * Run/watch: hands the placed attempt to its node, watches its process until it ends, and says
+ * how the attempt ended.
+ */
+export async function runAndWatch(job: JobAttempt, s: AttemptSpec): Promise<AttemptOutcome> {
+  const watchOnly = s.resumed === true;
+  // The agent reports the process up to the API, which records RUNNING in the database: no
+  // signal, workflow task or local activity here. Temporal's view (the search attribute and
+  // the jobState query) says RUNNING from the moment the attempt is handed to its node.
+  // Histories from before (DISPATCHING here, RUNNING on the agent's signal) replay unpatched.
+  // A run whose starter says so (input.startedByApi) needs no patch marker.
+  const runningOnHandOver = job.input.startedByApi === true || patched(STARTED_BY_API);
+  job.setState(watchOnly || runningOnHandOver ? 'RUNNING' : 'DISPATCHING', s.nodeId);
+
+  const watch = new AttemptWatch(job, s);
+  if (watchOnly) await control.noteAttempt({ jobId: job.jobId, attempt: job.attempt, detail: `workflow restarted in Temporal (reset); watching the attempt on node ${s.nodeId} again` });
+  const { exit, failure } = await watch.untilEnded();
+  return outcomeOf(job, s, exit, failure);
+}
+
+/**
+ * How the watched attempt ended: its process's exit, or the failure of the activity that
+ * watched it (a cancel, a node that went silent, or something else).
+ */
+async function outcomeOf(job: JobAttempt, s: AttemptSpec, exit: ProcessExit | null, failure: unknown): Promise<AttemptOutcome> {
+  if (exit !== null) return outcomeOfExit(exit);
+  if (job.cancelRequested) {
+    // Whatever ended the attempt (the cancel itself, or a node that could not acknowledge
+    // it), it was asked to stop: it is not re-queued. Its cards are freed only once the
+    // process is known dead: the node stops it, or, silent until lost-after, has fenced it.
+    // A node that missed its heartbeat timeout has the rest of lost-after to answer.
+    const within = missedHeartbeat(failure) ? takeBackWithinMs(job.input) : job.input.lostAfterMs;
+    const unreachable = !(await stopOnNode({ jobId: job.jobId, attempt: job.attempt, nodeId: s.nodeId }, within));
+    const reason = unreachable ? `${job.cancelReason} (node unreachable)` : job.cancelReason;
+    return { state: 'CANCELLED', exitCode: null, signal: null, reason, nodeLost: unreachable };
+  }
+  if (isLost(failure)) {
+    return { state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${s.nodeId}: ${failureMessage(failure)}` };
+  }
+  return { state: 'FAILED', exitCode: null, signal: null, reason: failureMessage(failure) };
+}
+
+/** One activity watching the process, run in its own scope so that it can be cancelled alone. */
+interface Watch {
+  scope: CancellationScope;
+  done: boolean;
+  exit: ProcessExit | null;
+  failure: unknown;
+}
+
+function launch(fn: () => Promise<ProcessExit>): Watch {
+  const w: Watch = { scope: new CancellationScope(), done: false, exit: null, failure: null };
+  void w.scope
+    .run(fn)
+    .then(
+      (r) => {
+        w.exit = r;
+      },
+      (e: unknown) => {
+        w.failure = e;
+      },
+    )
+    .finally(() => {
+      w.done = true;
+    });
+  return w;
+}
+
+/**
+ * The activity that watches the process: runJob, then watchJob after the agent restarted or
+ * after the server stopped hearing from it for a heartbeat timeout. Only the current one's
+ * outcome counts; a replaced one is ignored (it times out by itself).
+ */
+class AttemptWatch {
+  private current: Watch;
+  private readonly watcher: GpuHostActivities;
+  private markedRunning: boolean;
+  private cancelSent = false;
+  private reattachesSeen = 0;
+
+  constructor(
+    private readonly job: JobAttempt,
+    private readonly spec: AttemptSpec,
+  ) {
+    const { jobId, attempt } = job;
+    const watchOnly = spec.resumed === true;
+    const { runner, watcher } = attemptActivities(job.input, spec.nodeId);
+    this.watcher = watcher;
+    this.markedRunning = watchOnly;
+    this.current = launch(() => (watchOnly ? runner.watchJob({ jobId, attempt }) : runner.runJob(spec)));
+  }
+
+  /** Follows the attempt until the current watch ends for good; its exit, or its failure. */
+  async untilEnded(): Promise<Watch> {
+    const { job } = this;
+    for (;;) {
+      await condition(
+        () => this.current.done || (job.cancelRequested && !this.cancelSent) || (job.started !== null && !this.markedRunning) || job.reattaches.length > this.reattachesSeen,
+      );
+      if (job.reattaches.length > this.reattachesSeen && !this.current.done && !this.cancelSent) await this.reattached();
+      // Recorded even when the attempt's end arrived in the same activation as its start.
+      if (job.started !== null && !this.markedRunning) await this.markRunning(job.started);
+      if (job.cancelRequested && !this.cancelSent) {
+        this.cancelSent = true;
+        this.current.scope.cancel();
+      }
+      if (!this.current.done) continue;
+      if (this.current.exit === null && !job.cancelRequested && missedHeartbeat(this.current.failure)) {
+        await this.takeBack();
+        continue;
+      }
+      return this.current;
+    }
+  }
+
+  /** The agent restarted and adopted the process: a new watchJob follows it. */
+  private async reattached(): Promise<void> {
+    const { job } = this;
+    const r: AttemptStarted = job.reattaches[job.reattaches.length - 1];
+    this.reattachesSeen = job.reattaches.length;
+    // The replaced activity is left alone, not cancelled: a cancel reaching the agent means
+    // "stop the job", and the old activity (on the dead agent) times out by itself.
+    this.current = launch(() => this.watcher.watchJob({ jobId: job.jobId, attempt: job.attempt }));
+    // The agent may have died before its "started" signal went out; the process runs all the same.
+    if (!this.markedRunning) await this.markRunning(r);
+    await control.noteAttempt({ jobId: job.jobId, attempt: job.attempt, detail: `agent restarted and re-attached to pid ${r.pid}` });
+  }
+
+  /**
+   * Temporal, the network or the node was away for a heartbeat timeout. The process may well
+   * be running: a live agent takes the attempt back within a second; a node still silent at
+   * lost-after has fenced itself, and the attempt is LOST.
+   */
+  private async takeBack(): Promise<void> {
+    const { job } = this;
+    this.current = launch(() => this.watcher.watchJob({ jobId: job.jobId, attempt: job.attempt }));
+    await control.noteAttempt({ jobId: job.jobId, attempt: job.attempt, detail: `no heartbeat from node ${this.spec.nodeId} for ${job.input.heartbeatTimeoutMs / 1000} s; waiting for it to take the attempt back` });
+  }
+
+  private async markRunning(r: AttemptStarted): Promise<void> {
+    this.markedRunning = true;
+    await control.markRunning({ jobId: this.job.jobId, attempt: this.job.attempt, pid: r.pid, logPath: r.logPath });
+    if (this.job.state === 'DISPATCHING') this.job.setState('RUNNING');
+  }
+}
