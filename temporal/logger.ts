@@ -1,5 +1,6 @@
 import type { LogLevel as TemporalLevel, LogMetadata, Logger as TemporalLogger } from '@temporalio/common';
 import type { Logger } from 'pino';
+import { AGENT_SHUTDOWN } from '../workflows/failures.ts';
 
 const PINO_LEVEL = { TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const;
 
@@ -8,7 +9,7 @@ function isNoise(message: string, meta: LogMetadata | undefined): boolean {
   // An agent's worker has no workflows by design.
   if (message.startsWith('No workflows registered')) return true;
   // An attempt or lease ended by its own agent's shutdown is expected, not a warning.
-  return (meta?.error as { type?: string } | undefined)?.type === 'AgentShutdown';
+  return (meta?.error as { type?: string } | undefined)?.type === AGENT_SHUTDOWN;
 }
 
 /** Details the SDK logs at info that only someone debugging wants: webpack's build report, unused Nexus. */

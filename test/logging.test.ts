@@ -4,6 +4,7 @@ import { DomainError } from '../api/errors.ts';
 import { RequestLog } from '../api/request-log.ts';
 import { createLogger, type LogLevel } from '../runtime/logger.ts';
 import { temporalLevelOf, temporalLogger } from '../temporal/logger.ts';
+import { AGENT_SHUTDOWN } from '../workflows/failures.ts';
 
 /** A logger of ours writing into an array, one parsed JSON object a line. */
 function capture(level: LogLevel = 'info') {
@@ -60,7 +61,7 @@ describe('logs', () => {
     t.trace('dropped: below debug');
     t.debug('Activity started', { activityType: 'runAttempt' });
     t.warn('No workflows registered, not polling for workflow tasks');
-    t.error('Activity failed', { error: Object.assign(new Error('stopped'), { type: 'AgentShutdown' }) });
+    t.error('Activity failed', { error: Object.assign(new Error('stopped'), { type: AGENT_SHUTDOWN }) });
     t.log('ERROR', 'Activity failed', { error: new Error('disk full') });
     expect(lines.map((l) => [l.level, l.component, l.msg])).toEqual([
       ['debug', 'temporal', 'Activity started'],
