@@ -3,7 +3,7 @@
  * A new violation fails the lint step. docs/extending.md says which layer a new file belongs to.
  *
  *   domain/     the concepts as code: imports nothing of ours, no Node built-ins, no packages
- *   db/         schema and named queries: imports only domain/
+ *   db/         schema and named queries: imports only domain/; the only place SQL is written
  *   runtime/    process helpers shared by every executable (logger, tokens, files): no db/, no drizzle
  *   workflows/  deterministic Temporal code: @temporalio/workflow|common, domain/, and types of activities/
  *   activities/, api/, temporal/, workers/  the processes' code; clients of workflows import only
@@ -36,6 +36,13 @@ module.exports = {
       comment: 'db/ knows the domain, drizzle and its drivers; never the orchestration, the processes or the tools.',
       from: { path: '^db/' },
       to: { path: ours, pathNot: '^(db|domain)/' },
+    },
+    {
+      name: 'sql-lives-in-db',
+      severity: 'error',
+      comment: 'Queries are named functions in db/queries/: no caller builds SQL. (temporal/cluster.ts creates the Temporal server\'s own databases, not ours.)',
+      from: { path: '^(activities|api|cli|domain|runtime|scripts|temporal|workers|workflows)/|^config\\.ts$', pathNot: '^temporal/cluster\\.ts$' },
+      to: { path: '^node_modules/(drizzle-orm|pg|@electric-sql)/', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'runtime-has-no-database',
