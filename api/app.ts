@@ -1,13 +1,11 @@
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
-import { sql } from 'drizzle-orm';
-import type { Db } from '../db/client.ts';
-import type { JobTimeouts } from '../temporal/client-ops.ts';
-import { installAuth, TokenResolver, type AuthConfig } from './auth.ts';
+import { pingDatabase } from '../db/queries/health.ts';
+import { installAuth } from './auth.ts';
+import type { ApiDeps } from './deps.ts';
 import { installErrorHandler } from './errors.ts';
-import { registerGuards, type GuardOptions } from './guards.ts';
+import { registerGuards } from './guards.ts';
 import { installInputGuard } from './input-guard.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { jobCountRoutes } from './routes/job-counts.ts';
@@ -21,20 +19,7 @@ import { runRoutes } from './routes/runs.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { ErrorBody } from './schemas/common.ts';
-
-export interface ApiDeps {
-  db: Db;
-  client: Client;
-  timeouts: JobTimeouts;
-  temporalUiUrl?: string | null;
-  /**
-   * Tokens and roles (api/auth.ts). Every process that serves the API passes one; null builds
-   * the routes without any check, for tests of the routes themselves.
-   */
-  auth: AuthConfig | null;
-  /** Host/Origin and rate-limit settings (api/guards.ts). */
-  guards?: GuardOptions;
-}
+import { TokenResolver } from './token-resolver.ts';
 
 /** Builds the Fastify app: every route under /api/v1 with its schemas, plus OpenAPI and the console page. */
 export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): Promise<FastifyInstance> {
@@ -77,7 +62,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(consoleRoutes, deps);
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database' } }, async () => {
-        await deps.db.execute(sql`select 1`);
+        await pingDatabase(deps.db);
         return { ok: true, temporal_ui: deps.temporalUiUrl ?? null };
       });
     },

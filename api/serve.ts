@@ -3,9 +3,9 @@ import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import { onShutdown, openConfiguredDatabase, timeoutsOf } from '../runtime/process.ts';
-import { ensureAdminToken } from '../runtime/credentials.ts';
+import { ensureAdminToken } from './token-store.ts';
 import { connectClient } from '../temporal/setup.ts';
-import type { ApiDeps } from './app.ts';
+import type { ApiDeps } from './deps.ts';
 import { startApiServer, type ApiServer } from './server.ts';
 
 /** The API as the configuration says; `gpuctl up` and the API process share it. */

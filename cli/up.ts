@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
 import { announceAdminToken, startConfiguredApi } from '../api/serve.ts';
-import { ensureNodeToken } from '../runtime/credentials.ts';
+import { ensureNodeToken } from '../api/token-store.ts';
 import { makePrivateDir } from '../runtime/private-files.ts';
 import { onShutdown, openConfiguredDatabase } from '../runtime/process.ts';
 import { startTemporalCluster, type TemporalCluster } from '../temporal/cluster.ts';

@@ -14,7 +14,7 @@ import { jobs } from '../../db/schema.ts';
 import { JOB_STATES } from '../../domain/job-states.ts';
 import { errorResponses } from '../schemas/common.ts';
 import { JobCountsQuery, JobCountsSchema, RunCountsSchema, type JobCounts, type RunCounts } from '../schemas/job-counts.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 export const jobCountRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
   // A static segment: find-my-way matches it before /jobs/:id whatever the order of registration.

@@ -22,7 +22,7 @@ import { errorResponses, IdParams } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { requestHash } from '../idempotency.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
 

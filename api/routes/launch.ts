@@ -17,7 +17,7 @@ import { Type } from '@sinclair/typebox';
 import { and, eq } from 'drizzle-orm';
 import { markAttemptRunning } from '../../db/queries/attempt-started.ts';
 import { jobAttempts, jobs, jobSecrets, runs } from '../../db/schema.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, Nullable, StringMap } from '../schemas/common.ts';
 

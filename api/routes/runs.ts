@@ -29,7 +29,7 @@ import {
   RunSchema,
 } from '../schemas/runs.ts';
 import { eventJson, runJson } from '../serialize.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 const MAX_POINTS = 10_000;
 
