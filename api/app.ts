@@ -16,6 +16,7 @@ import { logRoutes } from './routes/logs.ts';
 import { nodeRoutes } from './routes/nodes.ts';
 import { projectRoutes } from './routes/projects.ts';
 import { runRoutes } from './routes/runs.ts';
+import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { ErrorBody } from './schemas/common.ts';
@@ -54,6 +55,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(jobCountRoutes, deps);
       await api.register(nodeRoutes, deps);
       await api.register(runRoutes, deps);
+      await api.register(runEventRoutes, deps);
       await api.register(projectRoutes, deps);
       await api.register(checkpointRoutes, deps);
       await api.register(evaluationRoutes, deps);
