@@ -1,12 +1,11 @@
 /**
- * What every GPUPlane process does the same way around its own work: read its database from
- * the configuration, derive the job timeouts, print its lines, stop cleanly on SIGINT/SIGTERM,
- * and fail with one line. The entry points (api/main.ts, workers/control/main.ts,
- * workers/gpu-host/main.ts) and `gpuctl up` share it; it imports none of them.
+ * What every GPUPlane process does the same way around its own work: derive the job timeouts,
+ * print its lines, stop cleanly on SIGINT/SIGTERM, and fail with one line. Its database, read
+ * from the configuration, is db/open-configured.ts: runtime/ loads no database code. The entry
+ * points (api/main.ts, workers/control/main.ts, workers/gpu-host/main.ts) and `gpuctl up`
+ * share it; it imports none of them.
  */
-import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 
 /** A line for people on stdout (logs go to stderr): what a process prints when it is ready. */
@@ -35,13 +34,6 @@ export function onShutdown(fn: () => Promise<void>): void {
 
 export function timeoutsOf(c: GpuplaneConfig): JobTimeouts {
   return { heartbeatTimeoutMs: c.heartbeatTimeoutMs, lostAfterMs: c.lostAfterMs, retryRetentionMs: c.retryRetentionMs };
-}
-
-export async function openConfiguredDatabase(c: GpuplaneConfig, allowEmbedded: boolean): Promise<DatabaseHandle> {
-  if (!c.databaseUrl && !allowEmbedded) {
-    throw new Error('DATABASE_URL is not set; the embedded PGlite database lives inside `gpuctl up` only');
-  }
-  return openDatabase({ url: c.databaseUrl, dataDir: path.join(c.home, 'pglite') });
 }
 
 /** An entry point's body: a failure to start ends the process with one line, `name: message`. */

@@ -3,7 +3,8 @@ import type { NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
-import { onShutdown, openConfiguredDatabase, timeoutsOf } from '../../runtime/process.ts';
+import { openConfiguredDatabase } from '../../db/open-configured.ts';
+import { onShutdown, timeoutsOf } from '../../runtime/process.ts';
 import { connectClient, connectWorker, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { startControlWorker, type ControlWorker } from './worker.ts';
 
