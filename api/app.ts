@@ -1,13 +1,11 @@
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
-import { sql } from 'drizzle-orm';
-import type { Db } from '../db/client.ts';
-import type { JobTimeouts } from '../temporal/client-ops.ts';
-import { installAuth, TokenResolver, type AuthConfig } from './auth.ts';
+import { pingDatabase } from '../db/queries/health.ts';
+import { installAuth } from './auth.ts';
+import type { ApiDeps } from './deps.ts';
 import { installErrorHandler } from './errors.ts';
-import { registerGuards, type GuardOptions } from './guards.ts';
+import { registerGuards } from './guards.ts';
 import { installInputGuard } from './input-guard.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { jobCountRoutes } from './routes/job-counts.ts';
@@ -18,23 +16,11 @@ import { logRoutes } from './routes/logs.ts';
 import { nodeRoutes } from './routes/nodes.ts';
 import { projectRoutes } from './routes/projects.ts';
 import { runRoutes } from './routes/runs.ts';
+import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { ErrorBody } from './schemas/common.ts';
-
-export interface ApiDeps {
-  db: Db;
-  client: Client;
-  timeouts: JobTimeouts;
-  temporalUiUrl?: string | null;
-  /**
-   * Tokens and roles (api/auth.ts). Every process that serves the API passes one; null builds
-   * the routes without any check, for tests of the routes themselves.
-   */
-  auth: AuthConfig | null;
-  /** Host/Origin and rate-limit settings (api/guards.ts). */
-  guards?: GuardOptions;
-}
+import { TokenResolver } from './token-resolver.ts';
 
 /** Builds the Fastify app: every route under /api/v1 with its schemas, plus OpenAPI and the console page. */
 export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): Promise<FastifyInstance> {
@@ -69,6 +55,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(jobCountRoutes, deps);
       await api.register(nodeRoutes, deps);
       await api.register(runRoutes, deps);
+      await api.register(runEventRoutes, deps);
       await api.register(projectRoutes, deps);
       await api.register(checkpointRoutes, deps);
       await api.register(evaluationRoutes, deps);
@@ -77,7 +64,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(consoleRoutes, deps);
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database' } }, async () => {
-        await deps.db.execute(sql`select 1`);
+        await pingDatabase(deps.db);
         return { ok: true, temporal_ui: deps.temporalUiUrl ?? null };
       });
     },

@@ -1,12 +1,13 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../config.ts';
-import { openConfiguredDatabase, type Db } from '../db/client.ts';
+import type { Db } from '../db/client.ts';
+import { openConfiguredDatabase } from '../db/open-configured.ts';
 import { onShutdown } from '../runtime/process.ts';
 import { timeoutsOf } from '../temporal/client-ops.ts';
-import { ensureAdminToken } from '../runtime/credentials.ts';
+import { ensureAdminToken } from './token-store.ts';
 import { connectClient } from '../temporal/setup.ts';
-import type { ApiDeps } from './app.ts';
+import type { ApiDeps } from './deps.ts';
 import { startApiServer, type ApiServer } from './server.ts';
 
 /** The API as the configuration says; `gpuctl up` and the API process share it. */

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import { buildApp, type ApiDeps } from './app.ts';
+import { buildApp } from './app.ts';
+import type { ApiDeps } from './deps.ts';
 import { RequestLog } from './request-log.ts';
 
 export interface ApiServer {

@@ -51,13 +51,3 @@ export async function openDatabase(opts: { url?: string; dataDir?: string; poolS
   return { db: db as unknown as Db, kind: 'pglite', close: () => client.close() };
 }
 
-/**
- * openConfiguredDatabase opens the configured PostgreSQL (`DATABASE_URL`), or the embedded PGlite
- * under the home when the caller may hold it (only `gpuctl up` does: PGlite is one process's).
- */
-export async function openConfiguredDatabase(c: { databaseUrl?: string; home: string }, allowEmbedded: boolean): Promise<DatabaseHandle> {
-  if (!c.databaseUrl && !allowEmbedded) {
-    throw new Error('DATABASE_URL is not set; the embedded PGlite database lives inside `gpuctl up` only');
-  }
-  return openDatabase({ url: c.databaseUrl, dataDir: path.join(c.home, 'pglite') });
-}

@@ -1,7 +1,8 @@
 /**
  * What every GPUPlane process does the same way around its own work: print its lines, stop
- * cleanly on SIGINT/SIGTERM, and fail with one line (its database: db/client.ts's
- * openConfiguredDatabase; its job timeouts: temporal/client-ops.ts's timeoutsOf). The entry points (api/main.ts, workers/control/main.ts,
+ * cleanly on SIGINT/SIGTERM, and fail with one line. Its database, read from the configuration,
+ * is db/open-configured.ts, and its job timeouts temporal/client-ops.ts's timeoutsOf: runtime/
+ * loads no database code. The entry points (api/main.ts, workers/control/main.ts,
  * workers/gpu-host/main.ts) and `gpuctl up` share it; it imports none of them.
  */
 

@@ -8,7 +8,8 @@
  */
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { buildApp, type ApiDeps } from '../api/app.ts';
+import { buildApp } from '../api/app.ts';
+import type { ApiDeps } from '../api/deps.ts';
 import { buildProgram } from '../cli/main.ts';
 
 export function cliReference(): string {

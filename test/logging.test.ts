@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { buildApp, type ApiDeps } from '../api/app.ts';
+import { buildApp } from '../api/app.ts';
+import type { ApiDeps } from '../api/deps.ts';
 import { DomainError } from '../api/errors.ts';
 import { RequestLog } from '../api/request-log.ts';
 import { createLogger, type LogLevel } from '../runtime/logger.ts';

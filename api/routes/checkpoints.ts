@@ -8,7 +8,7 @@ import { settingOf, type MetricSetting, type ResolvedMetric } from '../../domain
 import { DomainError, notFound } from '../errors.ts';
 import { BestQuery, BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery } from '../schemas/checkpoints.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 /** A metric map as the wire carries it (NaN and ±Infinity as strings); a value that is no number is left out. */

@@ -8,7 +8,7 @@ import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest }
 import type { Db } from '../../db/client.ts';
 import { changedIds, readVersions, type ChangeTopic, type Versions } from '../../db/queries/changes.ts';
 import { CHANGE_TOPICS, ConsoleInfoSchema, StreamText, type ChangeEvent } from '../schemas/console.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 import { visibleProjectIds } from '../auth.ts';
 
 /** Where `npx vite build --config web/vite.config.ts` writes the console. */

@@ -6,7 +6,7 @@ import { normalizeCommand } from '../command.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
 import { EvaluationListSchema, EvaluationSchema, StartEvaluationBody } from '../schemas/evaluations.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 /**
  * What an evaluation answers. An evaluation still pending or running whose job has ended

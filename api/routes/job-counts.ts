@@ -4,17 +4,15 @@
  * (per project and experiment).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { eq, inArray, type SQL } from 'drizzle-orm';
 import { allows, visibleProjectIds } from '../auth.ts';
 import { forbidden } from '../errors.ts';
 import { findProjectId } from '../../db/queries/projects.ts';
-import { jobCountsByState } from '../../db/queries/jobs.ts';
+import { countJobsByState, type JobCountFilter } from '../../db/queries/job-counts.ts';
 import { runCountsByExperiment } from '../../db/queries/runs.ts';
-import { jobs } from '../../db/schema.ts';
 import { JOB_STATES } from '../../domain/job-states.ts';
 import { errorResponses } from '../schemas/common.ts';
 import { JobCountsQuery, JobCountsSchema, RunCountsSchema, type JobCounts, type RunCounts } from '../schemas/job-counts.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 export const jobCountRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
   // A static segment: find-my-way matches it before /jobs/:id whatever the order of registration.
@@ -30,20 +28,19 @@ export const jobCountRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { 
     },
     async (req): Promise<JobCounts> => {
       const states = Object.fromEntries(JOB_STATES.map((s) => [s, 0]));
-      const where: SQL[] = [];
-      if (req.query.type) where.push(eq(jobs.type, req.query.type));
+      const filter: JobCountFilter = { type: req.query.type };
       const projectIds = await visibleProjectIds(db, req);
       if (projectIds) {
         if (req.query.project && req.principal && !allows(req.principal, req.query.project, false)) throw forbidden(`this token may not read project "${req.query.project}"`);
         if (projectIds.length === 0) return { total: 0, states };
-        where.push(inArray(jobs.projectId, projectIds));
+        filter.projectIds = projectIds;
       }
       if (req.query.project) {
         const projectId = await findProjectId(db, req.query.project);
         if (!projectId) return { total: 0, states };
-        where.push(eq(jobs.projectId, projectId));
+        filter.projectId = projectId;
       }
-      const rows = await jobCountsByState(db, where);
+      const rows = await countJobsByState(db, filter);
       for (const r of rows) states[r.state] = r.n;
       return { total: rows.reduce((t, r) => t + r.n, 0), states };
     },

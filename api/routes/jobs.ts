@@ -1,12 +1,13 @@
 import path from 'node:path';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { eq } from 'drizzle-orm';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
-import { checkpoints, jobSecrets, type IdempotencyKey, type Job } from '../../db/schema.ts';
+import type { IdempotencyKey, Job } from '../../db/schema.ts';
+import { getCheckpoint } from '../../db/queries/checkpoints.ts';
+import { insertJobSecrets } from '../../db/queries/job-secrets.ts';
 import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempotency.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
@@ -23,7 +24,7 @@ import { errorResponses, IdParams } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { requestHash } from '../idempotency.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
 
@@ -37,11 +38,6 @@ function normalizeWatchDir(dir: string): string {
   const norm = path.posix.normalize(dir).replace(/\/+$/, '');
   if (norm === '..' || norm.startsWith('../')) throw new DomainError('invalid', 'watch_dir must stay inside working_dir (no `..` out of it)');
   return norm === '' ? '.' : norm;
-}
-
-async function checkpointExists(db: Db, id: string): Promise<boolean> {
-  const [row] = await db.select({ id: checkpoints.id }).from(checkpoints).where(eq(checkpoints.id, id));
-  return row !== undefined;
 }
 
 /** A job with its attempts (each with what changed from the one before, and its run) and its history. */
@@ -97,7 +93,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const secrets = b.secret_env ?? {};
       const secretProblem = secretEnvProblem(secrets, b.env ?? {});
       if (secretProblem) throw new DomainError('invalid', secretProblem);
-      if (b.resume_from !== undefined && !(await checkpointExists(db, b.resume_from))) {
+      if (b.resume_from !== undefined && (await getCheckpoint(db, b.resume_from)) === undefined) {
         throw new DomainError('invalid', `resume_from: checkpoint ${b.resume_from} does not exist`);
       }
       const key = req.headers['idempotency-key'];
@@ -131,7 +127,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
             resumeFrom: b.resume_from ?? null,
             evalPolicy: b.eval_policy ?? null,
           });
-          if (Object.keys(secrets).length > 0) await tx.insert(jobSecrets).values(Object.entries(secrets).map(([name, value]) => ({ jobId: made.id, name, value })));
+          await insertJobSecrets(tx, made.id, secrets);
           // The key goes in with the job: a concurrent request with the same key waits here, then finds it taken.
           if (key !== undefined && !(await claimIdempotencyKey(tx, { key, requestHash: hash, jobId: made.id }))) throw new KeyTaken();
           return made;

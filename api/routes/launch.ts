@@ -14,10 +14,12 @@
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { and, eq } from 'drizzle-orm';
 import { markAttemptRunning } from '../../db/queries/attempt-started.ts';
-import { jobAttempts, jobs, jobSecrets, runs } from '../../db/schema.ts';
-import type { ApiDeps } from '../app.ts';
+import { runOfAttempt } from '../../db/queries/attempt-run.ts';
+import { jobSecretValues } from '../../db/queries/job-secrets.ts';
+import { getJob } from '../../db/queries/jobs.ts';
+import { attemptStateAndNode } from '../../db/queries/launch.ts';
+import type { ApiDeps } from '../deps.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, Nullable, StringMap } from '../schemas/common.ts';
 
@@ -56,23 +58,23 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
     async (req, reply) => {
       const { id } = req.params;
       const attempt = Number(req.params.attempt);
-      const [a] = await db.select({ state: jobAttempts.state, nodeId: jobAttempts.nodeId }).from(jobAttempts).where(and(eq(jobAttempts.jobId, id), eq(jobAttempts.attempt, attempt)));
+      const a = await attemptStateAndNode(db, id, attempt);
       if (!a) throw notFound('attempt', `${id}#${attempt}`);
-      const [job] = await db.select().from(jobs).where(eq(jobs.id, id));
+      const job = await getJob(db, id);
       const live = (a.state === 'DISPATCHING' || a.state === 'RUNNING') && job?.attempt === attempt && job.nodeId === a.nodeId;
       if (!job || !live || !job.nodeId || !job.gpuIndices) throw new DomainError('conflict', `attempt ${id}#${attempt} is ${a.state}: only a live attempt is launched`);
-      const [run] = await db.select({ id: runs.id }).from(runs).where(and(eq(runs.jobId, id), eq(runs.attempt, attempt)));
-      const secrets = await db.select({ name: jobSecrets.name, value: jobSecrets.value }).from(jobSecrets).where(eq(jobSecrets.jobId, id));
+      const runId = await runOfAttempt(db, id, attempt);
+      const secretEnv = await jobSecretValues(db, id);
       reply.header('cache-control', 'no-store');
       return {
         node_id: job.nodeId,
-        run_id: run?.id ?? null,
+        run_id: runId,
         command: job.command,
         working_dir: job.workingDir,
         env: job.env,
         gpu_indices: job.gpuIndices,
         watch_dir: job.watchDir,
-        secret_env: Object.fromEntries(secrets.map((r) => [r.name, r.value])),
+        secret_env: secretEnv,
       };
     },
   );
@@ -94,7 +96,7 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
       const { pid, log_path: logPath } = req.body;
       return db.transaction(async (tx) => {
         if (await markAttemptRunning(tx, { jobId: id, attempt, pid, logPath })) return { state: 'RUNNING' };
-        const [job] = await tx.select({ state: jobs.state, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, id));
+        const job = await getJob(tx, id);
         if (!job) throw notFound('job', id);
         // A report sent twice, or one that arrives after the exit was recorded: nothing to change.
         if (job.attempt === attempt) return { state: job.state };

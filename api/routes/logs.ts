@@ -9,7 +9,7 @@ import type { RunLogRef } from '../../db/schema.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { ErrorBody, errorResponses, IdParams } from '../schemas/common.ts';
 import { IngestGap, IngestParams, IngestQuery, IngestResult, LogRefSchema, LogText, ReadLogsQuery, RefsQuery } from '../schemas/logs.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 /** Chunks read per stream and query. */
 const PAGE = 200;

@@ -5,7 +5,7 @@ import { notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
 import { NodeSchema } from '../schemas/nodes.ts';
 import { nodeJson } from '../serialize.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
   app.get(

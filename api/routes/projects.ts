@@ -7,7 +7,7 @@ import { DomainError } from '../errors.ts';
 import { errorResponses } from '../schemas/common.ts';
 import { ExperimentParams, PrimaryMetricBody, ProjectParams, ResolvedMetricSchema, ResolveQuery, RetentionBody, RetentionSchema } from '../schemas/projects.ts';
 import { getRetention, setRetention, type RetentionSetting } from '../../db/queries/retention.ts';
-import type { ApiDeps } from '../app.ts';
+import type { ApiDeps } from '../deps.ts';
 
 function checked(m: MetricSetting): MetricSetting {
   if (!METRIC_KEY_PATTERN.test(m.name)) throw new DomainError('invalid', `name ${JSON.stringify(m.name)} is not a metric key (${METRIC_KEY_RULE})`);

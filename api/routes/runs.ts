@@ -1,22 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
-import { claimBatch, rawPoints, rollupBuckets, summaries, writeSeries, type SummaryRow } from '../../db/queries/metrics.ts';
+import { claimBatch, summaries, writeSeries } from '../../db/queries/metrics.ts';
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
-import { addEvent, addKeyedEvent, endRun, getRun, getRunByExternalKey, insertRun, jobEvents, listRuns, patchRun, runEvents, touchRun } from '../../db/queries/runs.ts';
-import { experiments } from '../../db/schema.ts';
-import { and, eq } from 'drizzle-orm';
-import { getJob } from '../../db/queries/jobs.ts';
-import { BatchRejected, bucketRaw, encodeValue, mergeBuckets, parseBatch, planQuery, type Bucket } from '../../domain/metrics.ts';
+import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, patchRun, touchRun } from '../../db/queries/runs.ts';
+import { findExperimentId } from '../../db/queries/experiments.ts';
+import { BatchRejected, parseBatch } from '../../domain/metrics.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
 import {
   CompareQuery,
   CreateRunBody,
-  EventBody,
-  EventSchema,
   FinishRunBody,
   IdempotencyHeaders,
   ListRunsQuery,
@@ -28,75 +23,9 @@ import {
   RunMetricsSchema,
   RunSchema,
 } from '../schemas/runs.ts';
-import { eventJson, runJson } from '../serialize.ts';
-import type { ApiDeps } from '../app.ts';
-
-const MAX_POINTS = 10_000;
-
-function summaryJson(s: SummaryRow) {
-  return {
-    count: s.count,
-    nan_count: s.nanCount,
-    first_step: s.firstStep,
-    last_step: s.lastStep,
-    last: encodeValue(s.last),
-    min: s.min === null ? null : encodeValue(s.min),
-    min_step: s.minStep,
-    max: s.max === null ? null : encodeValue(s.max),
-    max_step: s.maxStep,
-  };
-}
-
-function bucketJson(b: Bucket) {
-  const finite = b.count - b.nanCount;
-  return {
-    step: b.step,
-    step_end: b.stepEnd,
-    count: b.count,
-    nan_count: b.nanCount,
-    min: b.min === null ? null : encodeValue(b.min),
-    max: b.max === null ? null : encodeValue(b.max),
-    mean: finite === 0 ? null : encodeValue(b.sum / finite),
-  };
-}
-
-const keysOf = (s: string | undefined) => (s === undefined || s.trim() === '' ? undefined : [...new Set(s.split(',').map((k) => k.trim()).filter(Boolean))]);
-
-function pointsOf(s: string | undefined): number {
-  const n = s === undefined ? 1000 : Number(s);
-  if (n < 1 || n > MAX_POINTS) throw new DomainError('invalid', `points must be between 1 and ${MAX_POINTS}`);
-  return n;
-}
-
-/** One run's series for the given keys: raw points for narrow ranges, rollup buckets for wide ones. */
-async function runSeries(db: Db, runId: string, q: { keys?: string[]; points: number; stepMin?: number; stepMax?: number }) {
-  const sums = await summaries(db, runId, q.keys);
-  const series = await Promise.all(
-    sums.map(async (s) => {
-      const lo = Math.max(q.stepMin ?? s.firstStep, s.firstStep);
-      const hi = Math.min(q.stepMax ?? s.lastStep, s.lastStep);
-      if (lo > hi) return { key: s.key, width: 1, points: [] };
-      const plan = planQuery(lo, hi, q.points);
-      if (plan.kind === 'raw' || (plan.kind === 'raw-buckets' && s.count <= q.points)) {
-        const raw = await rawPoints(db, runId, s.key, lo, hi);
-        if (raw.steps.length <= q.points) {
-          return { key: s.key, width: 1, points: raw.steps.map((step, i) => ({ step, value: encodeValue(raw.values[i]), ts: raw.times[i] })) };
-        }
-        const width = Math.max(2, Math.ceil((hi - lo + 1) / q.points));
-        return { key: s.key, width, buckets: mergeBuckets(bucketRaw(raw.steps, raw.values, width), q.points).map(bucketJson) };
-      }
-      if (plan.kind === 'raw-buckets') {
-        const raw = await rawPoints(db, runId, s.key, lo, hi);
-        return { key: s.key, width: plan.width, buckets: mergeBuckets(bucketRaw(raw.steps, raw.values, plan.width), q.points).map(bucketJson) };
-      }
-      const buckets = mergeBuckets(await rollupBuckets(db, runId, s.key, plan.width, lo, hi), q.points);
-      return { key: s.key, width: plan.width, buckets: buckets.map(bucketJson) };
-    }),
-  );
-  return { series, summaries: Object.fromEntries(sums.map((s) => [s.key, summaryJson(s)])) };
-}
-
-const stepOf = (s: string | undefined) => (s === undefined ? undefined : Number(s));
+import { keysOf, pointsOf, runSeries, stepOf, summaryJson } from '../metric-series.ts';
+import { runJson } from '../serialize.ts';
+import type { ApiDeps } from '../deps.ts';
 
 export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db } = deps;
@@ -172,9 +101,8 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         projectId = await findProjectId(db, q.project);
         if (!projectId) return { runs: [] };
         if (q.experiment) {
-          const [e] = await db.select({ id: experiments.id }).from(experiments).where(and(eq(experiments.projectId, projectId), eq(experiments.name, q.experiment)));
-          if (!e) return { runs: [] };
-          experimentId = e.id;
+          experimentId = await findExperimentId(db, projectId, q.experiment);
+          if (!experimentId) return { runs: [] };
         }
       }
       const rows = await listRuns(db, { projectId, experimentId, status: q.status, jobId: q.job, limit, projectIds });
@@ -294,51 +222,6 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const keys = keysOf(q.keys);
       const runs = await Promise.all(ids.map(async (id) => ({ run_id: id, ...(await runSeries(db, id, { keys, points, stepMin: stepOf(q.step_min), stepMax: stepOf(q.step_max) })) })));
       return { runs };
-    },
-  );
-
-  app.post(
-    '/runs/:id/events',
-    {
-      schema: {
-        tags: ['events'],
-        summary: 'Add an event of your own to a run (a retried Idempotency-Key adds it once)',
-        params: IdParams,
-        headers: IdempotencyHeaders,
-        body: EventBody,
-        response: { 201: EventSchema, ...errorResponses },
-      },
-    },
-    async (req, reply) => {
-      const run = await mustGetRun(req.params.id);
-      const b = req.body;
-      const fields = { runId: run.id, jobId: run.jobId, attempt: run.attempt, kind: b.kind, level: b.level, message: b.message, data: b.data };
-      const key = req.headers['idempotency-key'];
-      if (key === undefined) return reply.status(201).send(eventJson(await addEvent(db, fields)));
-      const { event, replayed } = await addKeyedEvent(db, { ...fields, key });
-      if (replayed) reply.header('idempotent-replayed', 'true');
-      return reply.status(201).send(eventJson(event));
-    },
-  );
-
-  const EventsQuery = Type.Object({ limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$' })) }, { additionalProperties: false });
-  const limitOf = (s?: string) => Math.min(Math.max(Number(s ?? 1000), 1), 10_000);
-
-  app.get(
-    '/runs/:id/events',
-    { schema: { tags: ['events'], summary: "A run's events, oldest first: its own and its job attempt's", params: IdParams, querystring: EventsQuery, response: { 200: Type.Object({ events: Type.Array(EventSchema) }), ...errorResponses } } },
-    async (req) => {
-      const run = await mustGetRun(req.params.id);
-      return { events: (await runEvents(db, run, limitOf(req.query.limit))).map(eventJson) };
-    },
-  );
-
-  app.get(
-    '/jobs/:id/events',
-    { schema: { tags: ['events'], summary: "A job's events, oldest first: state changes of every attempt and its runs' events", params: IdParams, querystring: EventsQuery, response: { 200: Type.Object({ events: Type.Array(EventSchema) }), ...errorResponses } } },
-    async (req) => {
-      if (!(await getJob(db, req.params.id))) throw notFound('job', req.params.id);
-      return { events: (await jobEvents(db, req.params.id, limitOf(req.query.limit))).map(eventJson) };
     },
   );
 };

@@ -2,9 +2,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { setNodeOffline } from '../../db/queries/nodes.ts';
-import { createToken, listTokens, nodeHasToken, revokeToken, type TokenRow } from '../../db/queries/tokens.ts';
-import type { ApiDeps } from '../app.ts';
-import type { TokenResolver } from '../auth.ts';
+import { listTokens, nodeHasToken, revokeToken, type TokenRow } from '../../db/queries/tokens.ts';
+import type { ApiDeps } from '../deps.ts';
+import type { TokenResolver } from '../token-resolver.ts';
+import { createToken } from '../token-store.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { errorResponses, IdParams } from '../schemas/common.ts';
 import { CreatedTokenSchema, CreateTokenBody, TokenSchema, WhoAmISchema } from '../schemas/tokens.ts';

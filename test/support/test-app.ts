@@ -4,7 +4,8 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import { inject } from 'vitest';
-import { buildApp, type ApiDeps } from '../../api/app.ts';
+import { buildApp } from '../../api/app.ts';
+import type { ApiDeps } from '../../api/deps.ts';
 import { openDatabase, type DatabaseHandle } from '../../db/client.ts';
 import { connectClient, ensureNamespace } from '../../temporal/setup.ts';
 

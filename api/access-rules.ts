@@ -1,0 +1,143 @@
+/**
+ * Who may call what: every route under /api/v1 has a rule in RULES (api/auth.ts refuses to
+ * start the app with a route that has none, and checks the rules on each request), and each
+ * rule names how to find the project a request touches.
+ */
+import type { FastifyRequest } from 'fastify';
+import type { Db } from '../db/client.ts';
+import { projectOfCheckpoint, projectOfEvaluation, projectOfJob, projectOfRun } from '../db/queries/auth.ts';
+import { forbidden } from './errors.ts';
+
+export type Params = Record<string, string>;
+/** Before validation a repeated query key is an array: the resolvers see only single strings. */
+export type Query = Record<string, string | string[] | undefined>;
+const one = (v: string | string[] | undefined): string | undefined | false => (Array.isArray(v) ? false : v);
+export type Body = Record<string, unknown> | undefined;
+
+/** The project a request touches: a name, null for a resource of no project, undefined when the resource is missing (the handler answers 404). */
+type ProjectOf = (db: Db, req: { params: Params; query: Query; body: Body }) => Promise<string | null | undefined | string[]>;
+
+export interface Rule {
+  /** open: no token; any: any user token (lists filter by visibleProjects); admin: admins only; read/write: on `project`; node: node tokens only (nodeAttempt). */
+  access: 'open' | 'any' | 'admin' | 'read' | 'write' | 'node';
+  project?: ProjectOf;
+  /** A run token may call it for its own run (the run id is `runOf`). */
+  runOf?: (req: { params: Params }) => string;
+  /** Any principal (node and run tokens too) may call it. */
+  everyone?: boolean;
+  /** The project is named in the body: checked once the body is parsed and validated. */
+  fromBody?: boolean;
+  /** A node token may call it for attempts dispatched to its node. */
+  nodeAttempt?: (req: { params: Params; query: Query }) => { jobId: string; attempt: number | null };
+}
+
+const byJob: ProjectOf = (db, r) => projectOfJob(db, r.params.id);
+const byRun: ProjectOf = (db, r) => projectOfRun(db, r.params.id);
+const byCheckpoint: ProjectOf = (db, r) => projectOfCheckpoint(db, r.params.id);
+const byEvaluation: ProjectOf = (db, r) => projectOfEvaluation(db, r.params.id);
+const byParam: ProjectOf = async (_db, r) => r.params.project;
+const byBodyProject: ProjectOf = async (_db, r) => (typeof r.body?.project === 'string' ? r.body.project : null);
+/** ?run= or ?project= (checkpoint listings, best). */
+// A repeated key (false) is left to validation, which refuses it: undefined here.
+const byScope: ProjectOf = async (db, r) => {
+  const run = one(r.query.run);
+  const project = one(r.query.project);
+  if (run === false || project === false) return undefined;
+  return run ? projectOfRun(db, run) : (project ?? null);
+};
+const byQueryProject: ProjectOf = async (_db, r) => {
+  const project = one(r.query.project);
+  return project === false ? undefined : (project ?? null);
+};
+const byRuns: ProjectOf = async (db, r) => {
+  const runs = one(r.query.runs);
+  if (runs === false) return undefined;
+  const ids = (runs ?? '').split(',').filter(Boolean).slice(0, 50);
+  const names: string[] = [];
+  for (const id of ids) {
+    const n = await projectOfRun(db, id);
+    if (n === undefined) return undefined;
+    names.push(n ?? '');
+  }
+  return names;
+};
+const ownRun = (r: { params: Params }) => r.params.id;
+const logAttempt = (r: { params: Params; query: Query }) => {
+  const q = one(r.query.attempt);
+  return { jobId: r.params.id, attempt: r.params.attempt ? Number(r.params.attempt) : q ? Number(q) : null };
+};
+
+/** Every route under /api/v1, by method and path. */
+const RULES: Record<string, Rule> = {
+  'GET /api/v1/health': { access: 'open' },
+  'GET /api/v1/openapi.json': { access: 'open' },
+  'GET /api/v1/console': { access: 'open' },
+  'GET /api/v1/whoami': { access: 'any', everyone: true },
+  'GET /api/v1/stream': { access: 'any' },
+  'GET /api/v1/nodes': { access: 'any' },
+  'GET /api/v1/nodes/:id': { access: 'any' },
+  'POST /api/v1/tokens': { access: 'admin' },
+  'GET /api/v1/tokens': { access: 'admin' },
+  'DELETE /api/v1/tokens/:id': { access: 'admin' },
+
+  'POST /api/v1/jobs': { access: 'write', project: byBodyProject, fromBody: true },
+  'GET /api/v1/jobs': { access: 'any' },
+  'GET /api/v1/jobs/counts': { access: 'any' },
+  'GET /api/v1/jobs/:id': { access: 'read', project: byJob },
+  'POST /api/v1/jobs/:id/retry': { access: 'write', project: byJob },
+  'POST /api/v1/jobs/:id/cancel': { access: 'write', project: byJob },
+  'GET /api/v1/jobs/:id/events': { access: 'read', project: byJob },
+  'GET /api/v1/jobs/:id/logs': { access: 'read', project: byJob },
+  'GET /api/v1/jobs/:id/logs/refs': { access: 'read', project: byJob, nodeAttempt: logAttempt },
+  // Logs are what a node saw its process print: its node (and an admin) write them, no user.
+  'POST /api/v1/jobs/:id/attempts/:attempt/logs/:stream': { access: 'admin', nodeAttempt: logAttempt },
+  'GET /api/v1/jobs/:id/attempts/:attempt/launch': { access: 'node', nodeAttempt: logAttempt },
+  'POST /api/v1/jobs/:id/attempts/:attempt/started': { access: 'node', nodeAttempt: logAttempt },
+
+  'GET /api/v1/runs/counts': { access: 'any' },
+  'POST /api/v1/runs': { access: 'write', project: byBodyProject, fromBody: true },
+  'GET /api/v1/runs': { access: 'any' },
+  'GET /api/v1/runs/:id': { access: 'read', project: byRun, runOf: ownRun },
+  'PATCH /api/v1/runs/:id': { access: 'write', project: byRun, runOf: ownRun },
+  'POST /api/v1/runs/:id/heartbeat': { access: 'write', project: byRun, runOf: ownRun },
+  'POST /api/v1/runs/:id/finish': { access: 'write', project: byRun, runOf: ownRun },
+  'POST /api/v1/runs/:id/metrics': { access: 'write', project: byRun, runOf: ownRun },
+  'GET /api/v1/runs/:id/metrics': { access: 'read', project: byRun, runOf: ownRun },
+  'POST /api/v1/runs/:id/events': { access: 'write', project: byRun, runOf: ownRun },
+  'GET /api/v1/runs/:id/events': { access: 'read', project: byRun, runOf: ownRun },
+  'GET /api/v1/runs/:id/logs': { access: 'read', project: byRun },
+  'GET /api/v1/metrics/compare': { access: 'read', project: byRuns },
+
+  'GET /api/v1/primary-metric': { access: 'read', project: byQueryProject },
+  'PUT /api/v1/projects/:project/primary-metric': { access: 'write', project: byParam },
+  'DELETE /api/v1/projects/:project/primary-metric': { access: 'write', project: byParam },
+  'PUT /api/v1/projects/:project/experiments/:experiment/primary-metric': { access: 'write', project: byParam },
+  'DELETE /api/v1/projects/:project/experiments/:experiment/primary-metric': { access: 'write', project: byParam },
+  'GET /api/v1/projects/:project/experiments/:experiment/retention': { access: 'read', project: byParam },
+  'PUT /api/v1/projects/:project/experiments/:experiment/retention': { access: 'write', project: byParam },
+
+  'GET /api/v1/checkpoints': { access: 'read', project: byScope },
+  'GET /api/v1/checkpoints/best': { access: 'read', project: byScope },
+  'GET /api/v1/checkpoints/:id': { access: 'read', project: byCheckpoint },
+  'POST /api/v1/checkpoints/:id/evaluations': { access: 'write', project: byCheckpoint },
+  'GET /api/v1/checkpoints/:id/evaluations': { access: 'read', project: byCheckpoint },
+  'GET /api/v1/evaluations/:id': { access: 'read', project: byEvaluation },
+};
+
+export function ruleKey(method: string, url: string): string {
+  return `${method} ${url}`;
+}
+
+/** Whether a route (method and path, as registered) has a rule. */
+export function hasRule(method: string, url: string): boolean {
+  return RULES[ruleKey(method, url)] !== undefined;
+}
+
+/** The rule of a request's route: undefined when no route matched (the not-found handler answers). */
+export function ruleOf(req: FastifyRequest): Rule | undefined {
+  const url = req.routeOptions.url;
+  if (!url) return undefined; // no route: the not-found handler answers
+  const rule = RULES[ruleKey(req.method === 'HEAD' ? 'GET' : req.method, url)];
+  if (!rule) throw forbidden(`no access rule for ${req.method} ${url}`);
+  return rule;
+}

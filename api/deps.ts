@@ -1,0 +1,20 @@
+import type { Client } from '@temporalio/client';
+import type { Db } from '../db/client.ts';
+import type { JobTimeouts } from '../temporal/client-ops.ts';
+import type { AuthConfig } from './token-resolver.ts';
+import type { GuardOptions } from './guards.ts';
+
+/** What the app and every route plugin are built from (api/app.ts registers the routes with it). */
+export interface ApiDeps {
+  db: Db;
+  client: Client;
+  timeouts: JobTimeouts;
+  temporalUiUrl?: string | null;
+  /**
+   * Tokens and roles (api/auth.ts). Every process that serves the API passes one; null builds
+   * the routes without any check, for tests of the routes themselves.
+   */
+  auth: AuthConfig | null;
+  /** Host/Origin and rate-limit settings (api/guards.ts). */
+  guards?: GuardOptions;
+}

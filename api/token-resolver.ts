@@ -1,0 +1,69 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { Db } from '../db/client.ts';
+import { nodeOfRunAttempt } from '../db/queries/auth.ts';
+import { liveRunKeysOfNode, liveTokenByHash } from '../db/queries/tokens.ts';
+import { parseRunToken, runMacValid, tokenHash } from '../runtime/tokens.ts';
+import type { Principal } from './principal.ts';
+
+export interface AuthConfig {
+  /** Admin tokens that need no row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
+  adminTokens?: string[];
+  /** How long a looked-up token is trusted before it is read again (a revocation takes this long on other replicas). */
+  cacheMs?: number;
+}
+
+/** Resolves bearer tokens to principals, with a short cache (a token is read at most once per cacheMs). */
+export class TokenResolver {
+  private readonly cache = new Map<string, { p: Principal | null; at: number }>();
+  private readonly admins: Buffer[];
+  constructor(
+    private readonly db: Db,
+    private readonly cfg: AuthConfig,
+  ) {
+    this.admins = (cfg.adminTokens ?? []).filter(Boolean).map((t) => Buffer.from(tokenHash(t), 'hex'));
+  }
+
+  forget(): void {
+    this.cache.clear();
+    this.good.clear();
+  }
+
+  /** Tokens that resolved in the last 10 minutes: a flood of made-up tokens from their address does not lock them out. */
+  private readonly good = new Map<string, number>();
+  knownGood(token: string): boolean {
+    const at = this.good.get(tokenHash(token));
+    return at !== undefined && Date.now() - at < 600_000;
+  }
+
+  async resolve(token: string): Promise<Principal | null> {
+    const hash = tokenHash(token);
+    const hit = this.cache.get(hash);
+    if (hit && Date.now() - hit.at < (this.cfg.cacheMs ?? 5000)) return hit.p;
+    const p = await this.lookup(token, hash);
+    if (this.cache.size > 10_000) this.cache.clear();
+    if (p) {
+      if (this.good.size > 10_000) this.good.clear();
+      this.good.set(hash, Date.now());
+    }
+    this.cache.set(hash, { p, at: Date.now() });
+    return p;
+  }
+
+  private async lookup(token: string, hash: string): Promise<Principal | null> {
+    const h = Buffer.from(hash, 'hex');
+    if (this.admins.some((a) => timingSafeEqual(a, h))) return { kind: 'admin', tokenId: null, name: 'GPUPLANE_ADMIN_TOKEN' };
+    const run = parseRunToken(token);
+    if (run) {
+      // The run's current node (its job's attempt) and that node's live run keys.
+      const nodeId = await nodeOfRunAttempt(this.db, run.runId);
+      if (!nodeId) return null;
+      const keys = await liveRunKeysOfNode(this.db, nodeId);
+      return keys.some((k) => k && runMacValid(k, run.runId, run.mac)) ? { kind: 'run', runId: run.runId, nodeId } : null;
+    }
+    const t = await liveTokenByHash(this.db, hash);
+    if (!t) return null;
+    if (t.role === 'admin') return { kind: 'admin', tokenId: t.id, name: t.name };
+    if (t.role === 'node') return { kind: 'node', tokenId: t.id, name: t.name, nodeId: t.nodeId! };
+    return { kind: 'user', tokenId: t.id, name: t.name, role: t.role, projects: t.projects };
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * What the API's access checks read (api/access-rules.ts, api/auth.ts): the project a resource
+ * belongs to, the projects a token names, and the node an attempt or a run runs on.
+ */
+import { and, eq, inArray } from 'drizzle-orm';
+import type { Executor } from '../client.ts';
+import { checkpoints, evaluations, jobAttempts, jobs, projects, runs } from '../schema.ts';
+
+/** projectNameOf returns the name of the project with this id, or null for no id (or a project that is gone). */
+export async function projectNameOf(ex: Executor, projectId: string | null): Promise<string | null> {
+  if (!projectId) return null;
+  const [p] = await ex.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId));
+  return p?.name ?? null;
+}
+
+/** projectOfJob returns the name of a job's project: null for a job of no project, undefined when there is no such job. */
+export async function projectOfJob(ex: Executor, jobId: string): Promise<string | null | undefined> {
+  const [j] = await ex.select({ p: jobs.projectId }).from(jobs).where(eq(jobs.id, jobId));
+  return j ? projectNameOf(ex, j.p) : undefined;
+}
+
+/** projectOfRun returns the name of a run's project: null for a run of no project, undefined when there is no such run. */
+export async function projectOfRun(ex: Executor, runId: string): Promise<string | null | undefined> {
+  const [r] = await ex.select({ p: runs.projectId }).from(runs).where(eq(runs.id, runId));
+  return r ? projectNameOf(ex, r.p) : undefined;
+}
+
+/** projectOfCheckpoint returns the name of the project of a checkpoint's run: null for none, undefined when there is no such checkpoint. */
+export async function projectOfCheckpoint(ex: Executor, checkpointId: string): Promise<string | null | undefined> {
+  const [c] = await ex.select({ p: runs.projectId }).from(checkpoints).innerJoin(runs, eq(runs.id, checkpoints.runId)).where(eq(checkpoints.id, checkpointId));
+  return c ? projectNameOf(ex, c.p) : undefined;
+}
+
+/** projectOfEvaluation returns the project of an evaluation's checkpoint as projectOfCheckpoint does, undefined when there is no such evaluation. */
+export async function projectOfEvaluation(ex: Executor, evaluationId: string): Promise<string | null | undefined> {
+  const [e] = await ex.select({ c: evaluations.checkpointId }).from(evaluations).where(eq(evaluations.id, evaluationId));
+  return e ? projectOfCheckpoint(ex, e.c) : undefined;
+}
+
+/** projectIdsNamed returns the ids of the projects with these names that exist. */
+export async function projectIdsNamed(ex: Executor, names: string[]): Promise<string[]> {
+  const rows = await ex.select({ id: projects.id }).from(projects).where(inArray(projects.name, names));
+  return rows.map((r) => r.id);
+}
+
+/** nodeOfRunAttempt returns the node of the attempt a run belongs to (its job's), or null when it has none. */
+export async function nodeOfRunAttempt(ex: Executor, runId: string): Promise<string | null> {
+  const [r] = await ex
+    .select({ nodeId: jobAttempts.nodeId })
+    .from(runs)
+    .innerJoin(jobAttempts, and(eq(jobAttempts.jobId, runs.jobId), eq(jobAttempts.attempt, runs.attempt)))
+    .where(eq(runs.id, runId));
+  return r?.nodeId ?? null;
+}
+
+/** attemptNodeIds returns the node of each attempt of a job (of one attempt when `attempt` is a number): empty when there is none. */
+export async function attemptNodeIds(ex: Executor, jobId: string, attempt: number | null): Promise<(string | null)[]> {
+  const where = attempt !== null ? and(eq(jobAttempts.jobId, jobId), eq(jobAttempts.attempt, attempt)) : eq(jobAttempts.jobId, jobId);
+  const rows = await ex.select({ nodeId: jobAttempts.nodeId }).from(jobAttempts).where(where);
+  return rows.map((r) => r.nodeId);
+}
