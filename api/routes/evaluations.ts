@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { createEvaluationJob, getCheckpointRow, getEvaluation, listEvaluations, trainingJobOf, type EvaluationWithJob } from '../../db/queries/evaluations.ts';
+import { getCheckpoint } from '../../db/queries/checkpoints.ts';
+import { createEvaluationJob, getEvaluation, listEvaluations, trainingJobOf, type EvaluationWithJob } from '../../db/queries/evaluations.ts';
 import { isTerminal } from '../../domain/job-states.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
 import { normalizeCommand } from '../command.ts';
@@ -50,7 +51,7 @@ export const evaluationRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
     async (req, reply) => {
       const b = req.body ?? {};
       const made = await db.transaction(async (tx) => {
-        const ckpt = await getCheckpointRow(tx, req.params.id);
+        const ckpt = await getCheckpoint(tx, req.params.id);
         if (!ckpt) throw notFound('checkpoint', req.params.id);
         if (ckpt.deletedAt) throw new DomainError('conflict', `checkpoint ${ckpt.id}'s files were deleted by retention (${ckpt.deletedAt.toISOString()}); nothing to evaluate`);
         const train = await trainingJobOf(tx, ckpt);
@@ -85,7 +86,7 @@ export const evaluationRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
     '/checkpoints/:id/evaluations',
     { schema: { tags: ['evaluations'], summary: "A checkpoint's evaluations, newest first", params: IdParams, response: { 200: EvaluationListSchema, ...errorResponses } } },
     async (req) => {
-      if (!(await getCheckpointRow(db, req.params.id))) throw notFound('checkpoint', req.params.id);
+      if (!(await getCheckpoint(db, req.params.id))) throw notFound('checkpoint', req.params.id);
       return { evaluations: (await listEvaluations(db, req.params.id)).map(evaluationJson) };
     },
   );

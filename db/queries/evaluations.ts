@@ -2,19 +2,13 @@ import { and, desc, eq, inArray, ne } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { insertJob } from './jobs.ts';
-import { checkpoints, evaluations, jobs, runs, type Checkpoint, type Evaluation, type Job } from '../schema.ts';
+import { evaluations, jobs, runs, type Checkpoint, type Evaluation, type Job } from '../schema.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import { listLogRefs, readLogChunks } from './logs.ts';
 
 export type EvaluationStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
 /** An evaluation with the state of its job, for what the API answers. */
 export type EvaluationWithJob = Evaluation & { jobState: JobState | null; jobReason: string | null };
-
-/** getCheckpointRow returns a checkpoint by id, or undefined. */
-export async function getCheckpointRow(ex: Executor, id: string): Promise<Checkpoint | undefined> {
-  const [row] = await ex.select().from(checkpoints).where(eq(checkpoints.id, id));
-  return row;
-}
 
 /** trainingJobOf returns the job whose run wrote the checkpoint: its own job_id, else its run's; none for an SDK or imported run. */
 export async function trainingJobOf(ex: Executor, c: Checkpoint): Promise<Job | undefined> {

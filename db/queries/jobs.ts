@@ -1,4 +1,4 @@
-import { and, count, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { events, gpuSlots, jobAttempts, jobs, jobTransitions, type Job } from '../schema.ts';
 import type { AttemptConfig } from '../../domain/attempt-config.ts';
@@ -181,13 +181,4 @@ export async function ownedCards(ex: Executor, jobId: string, attempt: number): 
     .orderBy(gpuSlots.index);
   const nodes = new Set(rows.map((r) => r.nodeId));
   return { nodeId: nodes.size === 1 ? rows[0].nodeId : null, indices: rows.map((r) => r.index) };
-}
-
-/** jobCountsByState returns how many jobs are in each state (of those matching `where`). */
-export async function jobCountsByState(ex: Executor, where: SQL[]): Promise<{ state: JobState; n: number }[]> {
-  return ex
-    .select({ state: jobs.state, n: count() })
-    .from(jobs)
-    .where(where.length ? and(...where) : undefined)
-    .groupBy(jobs.state);
 }
