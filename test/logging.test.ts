@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { buildApp, type ApiDeps } from '../api/app.ts';
 import { DomainError } from '../api/errors.ts';
 import { RequestLog } from '../api/request-log.ts';
 import { createLogger, type LogLevel } from '../cli/logger.ts';
 import { temporalLevelOf, temporalLogger } from '../temporal/logger.ts';
+import { startTestApp } from './support/test-app.ts';
 
 /** A logger of ours writing into an array, one parsed JSON object a line. */
 function capture(level: LogLevel = 'info') {
@@ -25,7 +25,8 @@ describe('logs', () => {
 
   it('log every API 5xx with its stack, while the client gets a generic body', async () => {
     const { logger, lines } = capture('info');
-    const app = await buildApp({} as ApiDeps, { loggerInstance: logger, logController: new RequestLog() });
+    const testApp = await startTestApp('logging', { temporal: false }, { loggerInstance: logger, logController: new RequestLog() });
+    const { app } = testApp;
     app.get('/boom', async () => {
       throw new Error('secret detail');
     });
@@ -42,7 +43,7 @@ describe('logs', () => {
     const busy = await app.inject({ method: 'GET', url: '/busy' });
     expect(busy.statusCode).toBe(503);
     expect((await app.inject({ method: 'GET', url: '/missing' })).statusCode).toBe(404);
-    await app.close();
+    await testApp.close();
 
     const errors = lines.filter((l) => l.level === 'error');
     expect(errors.map((l) => [l.url, l.statusCode])).toEqual([
