@@ -82,8 +82,11 @@ describe('shipped logs', () => {
       command: `i=1; while [ $i -le ${n} ]; do echo "line $i"; echo "warn $i" >&2; i=$((i+1)); sleep 0.03; done; seq 1 60000`,
     });
     await until('some lines shipped', async () => ((await logRefs(c.client, job.id)).find((r) => r.stream === 'stdout')?.size_bytes ?? 0) > 200, 30_000);
+    const logPath = (await c.client.job(job.id)).attempts[0].log_path!;
     await c.agents.get(NODE)!.kill('SIGKILL');
-    await new Promise((r) => setTimeout(r, 1000));
+    // Lines written while no agent runs: the next one ships them from where the API's copy ends.
+    const atKill = fs.statSync(logPath).size;
+    await until('lines written while the agent is down', () => fs.statSync(logPath).size > atKill, 10_000);
     const agent = await c.addAgent({ nodeId: NODE, gpus: 2 });
     expect(agent.output).toContain('re-attached to 1 running attempt');
     const done = await c.client.waitFor(job.id, undefined, 60_000);
