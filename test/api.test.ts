@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type DatabaseHandle } from '../db/client.ts';
+import type { DatabaseHandle } from '../db/client.ts';
 import { getJob, insertJob, listAttempts, listTransitions, transitionJob } from '../db/queries/jobs.ts';
 import { CONTROL_TASK_QUEUE } from '../workflows/names.ts';
 import { SA_JOB_ID } from '../workflows/search-attributes.ts';

@@ -3,7 +3,7 @@ import { promisify } from 'node:util';
 import { count, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type DatabaseHandle } from '../db/client.ts';
+import type { DatabaseHandle } from '../db/client.ts';
 import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { markCheckpointsDeleted, retentionPlan } from '../db/queries/retention.ts';

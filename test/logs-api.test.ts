@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GpuplaneClient } from '../cli/client.ts';
 import { logRefs, readLogs } from '../cli/client-logs.ts';
-import { type DatabaseHandle } from '../db/client.ts';
+import type { DatabaseHandle } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { readLogTail } from '../db/queries/logs.ts';

@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type DatabaseHandle } from '../db/client.ts';
+import type { DatabaseHandle } from '../db/client.ts';
 import { crashSilentRuns } from '../db/queries/runs.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 import type { TestBackend } from './support/test-database.ts';

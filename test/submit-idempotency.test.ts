@@ -2,7 +2,7 @@ import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type DatabaseHandle } from '../db/client.ts';
+import type { DatabaseHandle } from '../db/client.ts';
 import { getJob } from '../db/queries/jobs.ts';
 import { jobWorkflowId } from '../workflows/names.ts';
 import { startFlakyProxy, type FlakyProxy } from './support/flaky-proxy.ts';

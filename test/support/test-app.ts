@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { FastifyInstance, FastifyServerOptions } from 'fastify';
 import { inject } from 'vitest';
 import { buildApp, type ApiDeps } from '../../api/app.ts';
-import { type DatabaseHandle } from '../../db/client.ts';
+import type { DatabaseHandle } from '../../db/client.ts';
 import { connectClient, ensureNamespace } from '../../temporal/setup.ts';
 import { openTestDatabase, type TestBackend } from './test-database.ts';
 
@@ -30,9 +30,10 @@ export interface TestAppOptions {
 export type TestAppDeps = Partial<ApiDeps> & TestAppOptions;
 
 /**
- * The real app through app.inject, on PGlite in a folder of its own, with a real Temporal client
- * on a fresh namespace of the shared dev server (or none with `temporal: false`). `deps`
- * overrides the defaults (auth off, short timeouts). Every API-level test builds its app here.
+ * The real app through app.inject, on a fresh database (PGlite in a folder of its own unless
+ * `database` says otherwise), with a real Temporal client on a fresh namespace of the shared dev
+ * server (unless `temporal` says otherwise). `deps` overrides the defaults (auth off, short
+ * timeouts). Every API-level test builds its app here.
  */
 export async function startTestApp(name: string, deps: TestAppDeps = {}, opts: FastifyServerOptions = {}): Promise<TestApp> {
   const { temporal: want, database: db, listen, ...rest } = deps;
