@@ -40,7 +40,13 @@ describe('an idle agent on a Temporal server of its own', () => {
     const connection = await connectWorker(server.address, createLogger('error'));
     closers.push(() => connection.close());
     const polls = async () => (await frontendRequests(metricsUrl)).get('PollActivityTaskQueue') ?? 0;
-    const before = await polls();
+    /** The activity polls of this namespace the frontend holds open now (the server's own workers hold some too). */
+    const held = async () => {
+      const lines = (await (await fetch(metricsUrl)).text()).split('\n');
+      const mine = lines.filter((l) => l.startsWith('service_pending_requests{') && ['service_name="frontend"', 'namespace="polls"', 'operation="PollActivityTaskQueue"'].every((k) => l.includes(k)));
+      return mine.reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+    };
+    const [before, heldBefore] = [await polls(), await held()];
     // No control worker runs here: the node's workflow never schedules a lease, so every poll
     // the agent opens stays open (a long poll lasts a minute) and is counted once.
     agent = await startAgent({
@@ -58,8 +64,10 @@ describe('an idle agent on a Temporal server of its own', () => {
       logger: createLogger('error'),
     });
     await until('the agent polling', async () => (await polls()) > before, 20_000);
-    // Time for any other poller to open its poll too.
-    await new Promise((r) => setTimeout(r, 3000));
+    // The worker opens all its pollers together as it starts: once the frontend holds one open
+    // (its gauge of pending requests), any other would have been counted with it.
+    await until('its poll held open', async () => (await held()) > heldBefore, 20_000);
     expect((await polls()) - before).toBe(1);
+    expect((await held()) - heldBefore).toBe(1);
   }, 60_000);
 });

@@ -3,13 +3,11 @@ import { Readable } from 'node:stream';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import type { ApiDeps } from '../api/deps.ts';
 import { hostAllowed, parseHost } from '../api/guards.ts';
 import type { DatabaseHandle } from '../db/client.ts';
 import { MAX_LOG_CHUNK } from '../db/queries/logs.ts';
 import { newToken } from '../runtime/tokens.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
+import { startTestApp, type TestApp, type TestAppDeps } from './support/test-app.ts';
 
 const MiB = 1024 * 1024;
 
@@ -51,7 +49,8 @@ describe('Host and Origin parsing', () => {
 /** The guards through the real app (PGlite, a real Temporal client, tokens on): refused requests do nothing. */
 describe('API guards', () => {
   let app: FastifyInstance;
-  let deps: ApiDeps;
+  /** The same settings, database and Temporal client, for a second app of a test's own. */
+  let same: TestAppDeps;
   let database: DatabaseHandle;
   let testApp: TestApp;
   // One admin token per test: each has its own rate-limit bucket of 20 a minute.
@@ -66,7 +65,7 @@ describe('API guards', () => {
     };
     testApp = await startTestApp('guards', settings);
     ({ app, database } = testApp);
-    deps = { db: database.db, client: testApp.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, ...settings };
+    same = { database, temporal: testApp.client, ...settings };
   });
   afterAll(async () => {
     await testApp?.close();
@@ -105,10 +104,9 @@ describe('API guards', () => {
   });
 
   it('refuses a request without a Host header, over a real socket', async () => {
-    const server = await buildApp(deps);
+    const server = await startTestApp('guards-socket', { ...same, listen: true });
     try {
-      await server.listen({ port: 0, host: '127.0.0.1' });
-      const port = (server.server.address() as net.AddressInfo).port;
+      const port = Number(new URL(server.url).port);
       const none = await rawExchange(port, 'GET /api/v1/health HTTP/1.0\r\n\r\n');
       expect(none.status).toBe(403);
       expect(JSON.parse(none.body)).toEqual({ error: 'forbidden', message: 'a request must name the host it is for (a Host header)' });
@@ -178,8 +176,8 @@ describe('API guards', () => {
   });
 
   it('limits 6000 a minute by default, and not at all with 0', async () => {
-    const byDefault = await buildApp({ ...deps, guards: {} });
-    const unlimited = await buildApp({ ...deps, guards: { rateLimitPerMinute: 0 } });
+    const byDefault = (await startTestApp('guards-default', { ...same, guards: {} })).app;
+    const unlimited = (await startTestApp('guards-unlimited', { ...same, guards: { rateLimitPerMinute: 0 } })).app;
     try {
       expect((await byDefault.inject({ method: 'GET', url: '/api/v1/health' })).headers['x-ratelimit-limit']).toBe('6000');
       expect((await byDefault.inject({ method: 'GET', url: '/api/v1/health', headers: { host: 'evil.example' } })).statusCode).toBe(403);

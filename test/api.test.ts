@@ -1,38 +1,27 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DatabaseHandle } from '../db/client.ts';
 import { getJob, insertJob, listAttempts, listTransitions, transitionJob } from '../db/queries/jobs.ts';
-import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 import { CONTROL_TASK_QUEUE } from '../workflows/names.ts';
 import { SA_JOB_ID } from '../workflows/search-attributes.ts';
 import { untilJobWorkflow } from './support/poll.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
 
 /** The API through app.inject, on PGlite, with a real Temporal client. */
 describe('API input handling', () => {
+  let testApp: TestApp;
   let app: FastifyInstance;
   let database: DatabaseHandle;
-  let closeTemporal: () => Promise<void>;
   let temporal: Client;
 
   beforeAll(async () => {
-    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-api-')) });
-    const ns = `api-${Math.random().toString(36).slice(2, 8)}`;
-    await ensureNamespace(inject('temporalAddress'), ns);
-    const t = await connectClient(inject('temporalAddress'), ns);
-    closeTemporal = t.close;
-    temporal = t.client;
-    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
+    testApp = await startTestApp('api');
+    ({ app, database, client: temporal } = testApp);
   });
   afterAll(async () => {
-    await app?.close();
-    await closeTemporal?.();
-    await database?.close();
+    await testApp?.close();
   });
 
   const jobCount = async () => {
@@ -40,6 +29,16 @@ describe('API input handling', () => {
     return r.rows[0].n;
   };
   const submit = (payload: unknown) => app.inject({ method: 'POST', url: '/api/v1/jobs', payload: payload as object });
+
+  /** The one job that already ended (SUCCEEDED), shared by the cancel and list-filter tests. */
+  beforeAll(async () => {
+    await insertJob(database.db, { id: 'job-done', type: 'CUSTOM', state: 'CREATED', gpus: 0, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} });
+    // The transition table allows no shortcut to SUCCEEDED: walk the job there.
+    const path = ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED'] as const;
+    for (let i = 1; i < path.length; i++) {
+      expect(await database.db.transaction((tx) => transitionJob(tx, { jobId: 'job-done', attempt: 1, from: [path[i - 1]], to: path[i] }))).toBe(path[i - 1]);
+    }
+  });
 
   it.each([
     ['a negative gpu count', { command: ['true'], gpus: -1 }, /gpus/],
@@ -74,12 +73,6 @@ describe('API input handling', () => {
   });
 
   it('refuses to cancel a job that already ended, with 409', async () => {
-    await insertJob(database.db, { id: 'job-done', type: 'CUSTOM', state: 'CREATED', gpus: 0, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} });
-    // The transition table allows no shortcut to SUCCEEDED: walk the job there.
-    const path = ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED'] as const;
-    for (let i = 1; i < path.length; i++) {
-      expect(await database.db.transaction((tx) => transitionJob(tx, { jobId: 'job-done', attempt: 1, from: [path[i - 1]], to: path[i] }))).toBe(path[i - 1]);
-    }
     const res = await app.inject({ method: 'POST', url: '/api/v1/jobs/job-done/cancel', payload: {} });
     expect(res.statusCode).toBe(409);
     expect(res.json().message).toContain('SUCCEEDED');

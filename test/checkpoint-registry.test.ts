@@ -1,19 +1,16 @@
 import { execFile } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import { count, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import type { DatabaseHandle } from '../db/client.ts';
 import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { markCheckpointsDeleted, retentionPlan } from '../db/queries/retention.ts';
 import { checkpoints, evaluations, jobs, runs } from '../db/schema.ts';
 import { bestCheckpoint, metricFor, rankCheckpoints, type BestCandidate } from '../domain/best-checkpoint.ts';
 import { checkpointsToDelete } from '../domain/retention.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
 
 const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
 const cand = (id: string, step: number | null, evalMetrics: Record<string, unknown> | null, trainMetrics: Record<string, unknown> | null, created = step ?? 0): BestCandidate => ({
@@ -84,15 +81,15 @@ describe('retention', () => {
 });
 
 describe('checkpoint registry API and gpuctl', () => {
+  let testApp: TestApp;
   let app: FastifyInstance;
   let database: DatabaseHandle;
   let api: string;
 
+  /** The runs, checkpoints and evaluations every test reads (a test that sets a primary metric it reads sets it itself). */
   beforeAll(async () => {
-    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-ckpt-')) });
-    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    testApp = await startTestApp('ckpt', { temporal: false, listen: true });
+    ({ app, database, url: api } = testApp);
     const db = database.db;
     const projectId = await ensureProject(db, 'vision');
     const resnet = await ensureExperiment(db, projectId, 'resnet');
@@ -129,8 +126,7 @@ describe('checkpoint registry API and gpuctl', () => {
     ]);
   });
   afterAll(async () => {
-    await app?.close();
-    await database?.close();
+    await testApp?.close();
   });
 
   const call = async (url: string, method: 'GET' | 'PUT' = 'GET', payload?: object) => {
@@ -192,6 +188,8 @@ describe('checkpoint registry API and gpuctl', () => {
   it('gpuctl checkpoints, checkpoint and best print tables, JSON, and one-line errors', async () => {
     const run = promisify(execFile);
     const cli = (...args: string[]) => run(process.execPath, ['cli/gpuctl.mjs', '--api', api, ...args]);
+    // vit's metric is a training-time one: its best is a fallback.
+    await call('/projects/vision/experiments/vit/primary-metric', 'PUT', { name: 'train/loss', goal: 'min' });
     const [list, best, one, bad] = await Promise.all([
       cli('checkpoints', '--run', 'run-v'),
       cli('best', '--project', 'vision', '--experiment', 'vit'),
@@ -212,6 +210,7 @@ describe('checkpoint registry API and gpuctl', () => {
     const run = promisify(execFile);
     const cli = (...args: string[]) => run(process.execPath, ['cli/gpuctl.mjs', '--api', api, ...args]);
     const db = database.db;
+    await call('/projects/vision/experiments/resnet/primary-metric', 'PUT', { name: 'eval/loss', goal: 'max' });
     expect((await call('/projects/vision/experiments/resnet/retention')).body).toEqual({ keep_best: null, keep_latest: null });
     // Off: nothing is planned.
     await db.update(checkpoints).set({ nodeId: 'n1' }).where(eq(checkpoints.runId, 'run-a1'));
@@ -224,7 +223,7 @@ describe('checkpoint registry API and gpuctl', () => {
     expect(JSON.parse((await cli('retention', 'vision', 'resnet', '--json')).stdout)).toEqual({ keep_best: 1, keep_latest: 0 });
     const refused = await cli('retention', 'vision', 'resnet', '--off', '--keep-best', '2').catch((e: { code: number; stderr: string }) => e);
     expect((refused as { stderr: string }).stderr.trim()).toBe('gpuctl: --off excludes --keep-best and --keep-latest');
-    // resnet's metric is eval/loss, max (set above): ckpt-2 (0.35) is best; ckpt-3 is under evaluation.
+    // resnet's metric is eval/loss, max (set at the start): ckpt-2 (0.35) is best; ckpt-3 is under evaluation.
     expect(await retentionPlan(db, 'run-a1')).toEqual({ runId: 'run-a1', nodeId: 'n1', doomed: [{ id: 'ckpt-1', uri: '/ckpt/ckpt-1' }] });
     // A job not yet ended resumes from ckpt-1: it stays.
     await insertJob(db, { id: 'job-resume', type: 'TRAIN', state: 'QUEUED', gpus: 1, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {}, resumeFrom: 'ckpt-1' });

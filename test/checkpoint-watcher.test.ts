@@ -72,8 +72,11 @@ describe('CheckpointWatcher', () => {
     fs.writeFileSync(path.join(dir, '.hidden'), 'x');
     fs.writeFileSync(path.join(dir, 'other.part'), 'x');
     await until('two checkpoints', () => found.length >= 2, 10_000, 50);
-    await sleep(DEBOUNCE * 4);
-    expect(found.map((f) => path.basename(f.uri)).sort()).toEqual(['step_100.pt', 'step_200.pt']);
+    // A checkpoint written after everything else: once it is reported, any report due for an
+    // earlier write (a temp name, a repeat) would have come before it.
+    fs.writeFileSync(path.join(dir, 'step_999.pt'), 'last');
+    await until('the last checkpoint', () => found.some((f) => f.step === 999), 10_000, 50);
+    expect(found.map((f) => path.basename(f.uri)).sort()).toEqual(['step_100.pt', 'step_200.pt', 'step_999.pt']);
     const a = found.find((f) => f.uri === file)!;
     expect(a).toMatchObject({ step: 100, sizeBytes: 5 * 4096, fingerprint: sha(Buffer.concat(chunks)) });
     expect(found.find((f) => f.step === 200)!.fingerprint).toBe(sha('half and the rest'));

@@ -2,14 +2,11 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ImportClient, decodeValue, type RunJson } from '../cli/client-runs-import.ts';
 import { readStore } from '../cli/import/index.ts';
 import { uploadRun, type UploadResult } from '../cli/import/upload.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
-import { connectClient, ensureNamespace } from '../temporal/setup.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
 
 /** `gpuctl import-run` as a child process against a real API (PGlite, real Temporal client) in this process. */
 const ROOT = path.join(import.meta.dirname, '..');
@@ -25,28 +22,17 @@ interface CliResult {
 }
 
 describe('gpuctl import-run', () => {
-  let app: FastifyInstance;
-  let database: DatabaseHandle;
-  let closeTemporal: () => Promise<void>;
+  let testApp: TestApp;
   let api: string;
   let client: ImportClient;
 
   beforeAll(async () => {
-    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-import-api-')) });
-    const ns = `import-${Math.random().toString(36).slice(2, 8)}`;
-    await ensureNamespace(inject('temporalAddress'), ns);
-    const t = await connectClient(inject('temporalAddress'), ns);
-    closeTemporal = t.close;
-    app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const addr = app.server.address() as { port: number };
-    api = `http://127.0.0.1:${addr.port}`;
+    testApp = await startTestApp('import-api', { listen: true });
+    api = testApp.url;
     client = new ImportClient(api);
   });
   afterAll(async () => {
-    await app?.close();
-    await closeTemporal?.();
-    await database?.close();
+    await testApp?.close();
   });
 
   const gpuctl = (...args: string[]) =>
@@ -70,17 +56,21 @@ describe('gpuctl import-run', () => {
   const counts = async (runId: string) => Object.fromEntries(Object.entries((await client.run(runId)).metrics).map(([k, s]) => [k, s.count]));
   const byName = (runs: RunOut[], name: string) => runs.find((r) => r.name === name)!;
 
-  /** Each format once, then again: the second import must make nothing new. */
-  const firstImport = new Map<string, RunOut[]>();
+  /** Each format's store and its import arguments: imported once, then again, the second import must make nothing new. */
+  const stores: Record<string, string[]> = {
+    mlruns: [path.join(FIX, 'mlruns')],
+    sqlite: [path.join(FIX, 'mlflow.db')],
+    tensorboard: [path.join(FIX, 'tensorboard'), '--project', 'tb-proj', '--experiment', 'tb-exp'],
+    jsonl: [path.join(FIX, 'run.jsonl')],
+  };
 
   it('imports an MLflow file store: runs, statuses, params, tags apart from system tags, NaN/Inf', async () => {
-    const r = await importJson(path.join(FIX, 'mlruns'));
+    const r = await importJson(...stores.mlruns);
     expect(r.store).toBe('mlflow-file');
     expect(r.runs.map((x) => [x.name, x.created, x.points, x.stored]).sort()).toEqual([
       ['baseline', true, 7, 7],
       ['diverged', true, 3, 3],
     ]);
-    firstImport.set('mlruns', r.runs);
     expect(Object.keys(r.runs[0]).sort()).toEqual(['created', 'experiment', 'external_key', 'id', 'name', 'origin', 'points', 'project', 'status', 'store', 'stored']);
     const base: RunJson = await client.run(byName(r.runs, 'baseline').id);
     expect(base).toMatchObject({ source: 'import', status: 'finished', project: 'import-demo', experiment: 'import-demo', name: 'baseline' });
@@ -103,23 +93,21 @@ describe('gpuctl import-run', () => {
   });
 
   it('imports an MLflow SQLite store', async () => {
-    const r = await importJson(path.join(FIX, 'mlflow.db'));
+    const r = await importJson(...stores.sqlite);
     expect(r.store).toBe('mlflow-sqlite');
     expect(r.runs.map((x) => [x.name, x.status, x.created]).sort()).toEqual([
       ['sq-finished', 'finished', true],
       ['sq-killed', 'cancelled', true],
     ]);
-    firstImport.set('sqlite', r.runs);
     expect(await pointsOf(byName(r.runs, 'sq-finished').id)).toEqual({ loss: [[0, 1], [1, 0.5], [2, NaN]], 'val/acc': [[0, 0.25], [2, 0.875]] });
     expect(await pointsOf(byName(r.runs, 'sq-killed').id)).toEqual({ loss: [[0, 1.5], [1, -Infinity]] });
     expect((await client.run(byName(r.runs, 'sq-finished').id)).params).toEqual({ lr: '0.01', epochs: '3' });
   });
 
   it('imports a folder of TensorBoard runs, one run per folder, into --project/--experiment', async () => {
-    const r = await importJson(path.join(FIX, 'tensorboard'), '--project', 'tb-proj', '--experiment', 'tb-exp');
+    const r = await importJson(...stores.tensorboard);
     expect(r.runs.map((x) => x.name)).toEqual(['tb-native', 'tbx-simple', 'tf2-style']);
     expect(r.runs.every((x) => x.project === 'tb-proj' && x.experiment === 'tb-exp' && x.created)).toBe(true);
-    firstImport.set('tensorboard', r.runs);
     const pts = await pointsOf(byName(r.runs, 'tbx-simple').id);
     expect(pts.loss.map(([s]) => s)).toEqual([0, 1, 2, 3, 4]);
     const want = [0.9, 0.7, NaN, 0.123456789, Infinity];
@@ -131,9 +119,8 @@ describe('gpuctl import-run', () => {
   });
 
   it('imports a JSONL run with its events', async () => {
-    const r = await importJson(path.join(FIX, 'run.jsonl'));
+    const r = await importJson(...stores.jsonl);
     expect(r.runs).toHaveLength(1);
-    firstImport.set('jsonl', r.runs);
     const run = await client.run(r.runs[0].id);
     expect(run).toMatchObject({ project: 'jsonl-demo', experiment: 'sweep', name: 'lr-3e-4', status: 'finished', external_key: 'jsonl:demo-0001' });
     expect(run.params).toEqual({ lr: 0.0003, layers: 4, schedule: { kind: 'cosine', warmup: 100 } });
@@ -143,14 +130,13 @@ describe('gpuctl import-run', () => {
   });
 
   it('creates nothing new on a second import: same run ids, same point counts, no second event', async () => {
+    // Its own first import of each store (the tests above may have made it already: then this one is a repeat too).
+    const firstImport = new Map<string, RunOut[]>();
+    for (const [name, args] of Object.entries(stores)) firstImport.set(name, (await importJson(...args)).runs);
     const before = new Map<string, Record<string, number>>();
     for (const runs of firstImport.values()) for (const x of runs) before.set(x.id, await counts(x.id));
-    const again = [
-      await importJson(path.join(FIX, 'mlruns')),
-      await importJson(path.join(FIX, 'mlflow.db')),
-      await importJson(path.join(FIX, 'tensorboard'), '--project', 'tb-proj', '--experiment', 'tb-exp'),
-      await importJson(path.join(FIX, 'run.jsonl')),
-    ];
+    const again = [];
+    for (const args of Object.values(stores)) again.push(await importJson(...args));
     const firstIds = [...firstImport.values()].map((runs) => runs.map((x) => x.id).sort());
     expect(again.map((r) => r.runs.map((x) => x.id).sort())).toEqual(firstIds);
     for (const r of again) {

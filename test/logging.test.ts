@@ -1,11 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import type { ApiDeps } from '../api/deps.ts';
 import { DomainError } from '../api/errors.ts';
 import { RequestLog } from '../api/request-log.ts';
 import { createLogger, type LogLevel } from '../runtime/logger.ts';
 import { temporalLevelOf, temporalLogger } from '../temporal/logger.ts';
 import { AGENT_SHUTDOWN } from '../workflows/failures.ts';
+import { startTestApp } from './support/test-app.ts';
 
 /** A logger of ours writing into an array, one parsed JSON object a line. */
 function capture(level: LogLevel = 'info') {
@@ -27,7 +26,8 @@ describe('logs', () => {
 
   it('log every API 5xx with its stack, while the client gets a generic body', async () => {
     const { logger, lines } = capture('info');
-    const app = await buildApp({} as ApiDeps, { loggerInstance: logger, logController: new RequestLog() });
+    const testApp = await startTestApp('logging', { temporal: false }, { loggerInstance: logger, logController: new RequestLog() });
+    const { app } = testApp;
     app.get('/boom', async () => {
       throw new Error('secret detail');
     });
@@ -44,7 +44,7 @@ describe('logs', () => {
     const busy = await app.inject({ method: 'GET', url: '/busy' });
     expect(busy.statusCode).toBe(503);
     expect((await app.inject({ method: 'GET', url: '/missing' })).statusCode).toBe(404);
-    await app.close();
+    await testApp.close();
 
     const errors = lines.filter((l) => l.level === 'error');
     expect(errors.map((l) => [l.url, l.statusCode])).toEqual([

@@ -1,36 +1,36 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Client } from '@temporalio/client';
 import { and, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
 import { GpuplaneClient } from '../cli/client.ts';
 import { logRefs, readLogs } from '../cli/client-logs.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import type { DatabaseHandle } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { readLogTail } from '../db/queries/logs.ts';
 import { jobAttempts, runs } from '../db/schema.ts';
 import { LogShipper } from '../activities/gpu-host/log-shipper.ts';
 import { until } from './support/poll.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
 
-/** Log ingest and reads through app.inject on PGlite; the shipper against the same app on a real port. */
+/** Log ingest and reads through app.inject on PGlite; a follow and the shipper against the same app on a real port. */
 describe('shipped logs: the API', () => {
+  let testApp: TestApp;
   let app: FastifyInstance;
   let database: DatabaseHandle;
+  let url: string;
   let dir: string;
 
   beforeAll(async () => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-logs-api-'));
-    database = await openDatabase({ dataDir: path.join(dir, 'pglite') });
     // The log routes never touch Temporal.
-    app = await buildApp({ db: database.db, client: {} as Client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
+    testApp = await startTestApp('logs-api', { temporal: false, listen: true });
+    ({ app, database, url } = testApp);
   });
   afterAll(async () => {
-    await app?.close();
-    await database?.close();
+    await testApp?.close();
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -119,27 +119,33 @@ describe('shipped logs: the API', () => {
     const id = await newJob();
     await setAttempt(id, { startedAt: new Date() });
     await ship(id, 'stdout', 0, 'a\n');
+    // Over a real socket, so what has streamed so far can be seen (app.inject answers at the end).
+    const res = await fetch(`${url}/api/v1/jobs/${id}/logs?follow=true`);
+    let text = '';
     let settled = false;
-    const followed = read(id, '?follow=true').finally(() => (settled = true));
-    await new Promise((r) => setTimeout(r, 700));
-    await ship(id, 'stdout', 2, 'b\n', '&final=true');
-    await ship(id, 'stderr', 0, 'e\n');
-    await new Promise((r) => setTimeout(r, 700));
-    // Ended, but stderr is not complete yet: still open.
+    const followed = (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of res.body!) text += decoder.decode(chunk, { stream: true });
+      settled = true;
+    })();
+    await until('a streamed', () => text === 'a\n', 10_000, 20);
+    // Ended, but neither stream is complete yet: each chunk shipped after the end still streams,
+    // one look after another (the look that streams a chunk shipped after the previous one was
+    // seen began after the end was stored).
     await setAttempt(id, { endedAt: new Date() });
-    await new Promise((r) => setTimeout(r, 700));
+    await ship(id, 'stdout', 2, 'b\n', '&final=true');
+    await until('b streamed', () => text === 'a\nb\n', 10_000, 20);
+    await ship(id, 'stderr', 0, 'e\n');
+    await until('e streamed', () => text === 'a\nb\ne\n', 10_000, 20);
+    // stderr is not complete yet: still open.
     expect(settled).toBe(false);
     await ship(id, 'stderr', 2, 'f\n', '&final=true');
-    const r = await followed;
-    expect(r.body).toBe('a\nb\ne\nf\n');
+    await followed;
+    expect(res.status).toBe(200);
+    expect(text).toBe('a\nb\ne\nf\n');
   });
 
   describe('the shipper, over HTTP', () => {
-    let url: string;
-    beforeAll(async () => {
-      url = await app.listen({ port: 0, host: '127.0.0.1' });
-    });
-
     it('ships a growing file; a second shipper (a restarted agent) goes on from what the API has: no gap, no duplicate', async () => {
       const id = await newJob();
       const files = { stdout: path.join(dir, `${id}.log`), stderr: path.join(dir, `${id}.stderr.log`) };

@@ -40,24 +40,26 @@ describe('shipped logs', () => {
       await db.end();
     }
   };
-  let firstJob = '';
+  /** A job that writes to stdout and stderr and fails, once it has ended. */
+  const outAndErr = async () => {
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'echo out 1; sleep 0.8; echo err 1 >&2; sleep 0.8; echo out 2; exit 2' });
+    return c.client.waitFor(job.id, undefined, 30_000);
+  };
 
   it('a job writing to stdout and stderr: gpuctl logs shows both, complete and in order; a CUSTOM job keeps them with its exit code and no Run', async () => {
-    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'echo out 1; sleep 0.8; echo err 1 >&2; sleep 0.8; echo out 2; exit 2' });
-    firstJob = job.id;
-    const j = await c.client.waitFor(job.id, undefined, 30_000);
+    const j = await outAndErr();
     expect([j.state, j.exit_code]).toEqual(['FAILED', 2]);
     // The exit was reported after the log was flushed: both streams are complete already.
-    const refs = await logRefs(c.client, job.id);
+    const refs = await logRefs(c.client, j.id);
     expect(refs.map((r) => [r.attempt, r.stream, r.size_bytes, r.complete, r.node_id, r.run_id])).toEqual([
       [1, 'stderr', 6, true, NODE, null],
       [1, 'stdout', 12, true, NODE, null],
     ]);
     expect(refs.find((r) => r.stream === 'stderr')!.location).toMatch(/attempt-1\.stderr\.log$/);
-    const all = await gpuctl('logs', job.id);
+    const all = await gpuctl('logs', j.id);
     expect(all).toMatchObject({ code: 0, stdout: 'out 1\nerr 1\nout 2\n' });
-    expect((await gpuctl('logs', '--stream', 'stderr', job.id)).stdout).toBe('err 1\n');
-    expect(await readLogs(c.client, job.id, { stream: 'stdout', attempt: 1 })).toBe('out 1\nout 2\n');
+    expect((await gpuctl('logs', '--stream', 'stderr', j.id)).stdout).toBe('err 1\n');
+    expect(await readLogs(c.client, j.id, { stream: 'stdout', attempt: 1 })).toBe('out 1\nout 2\n');
     const bad = await gpuctl('logs', 'job-nope');
     expect(bad.code).not.toBe(0);
     expect(bad.stderr.trim().split('\n')).toHaveLength(1);
@@ -82,8 +84,11 @@ describe('shipped logs', () => {
       command: `i=1; while [ $i -le ${n} ]; do echo "line $i"; echo "warn $i" >&2; i=$((i+1)); sleep 0.03; done; seq 1 60000`,
     });
     await until('some lines shipped', async () => ((await logRefs(c.client, job.id)).find((r) => r.stream === 'stdout')?.size_bytes ?? 0) > 200, 30_000);
+    const logPath = (await c.client.job(job.id)).attempts[0].log_path!;
     await c.agents.get(NODE)!.kill('SIGKILL');
-    await new Promise((r) => setTimeout(r, 1000));
+    // Lines written while no agent runs: the next one ships them from where the API's copy ends.
+    const atKill = fs.statSync(logPath).size;
+    await until('lines written while the agent is down', () => fs.statSync(logPath).size > atKill, 10_000);
     const agent = await c.addAgent({ nodeId: NODE, gpus: 2 });
     expect(agent.output).toContain('re-attached to 1 running attempt');
     const done = await c.client.waitFor(job.id, undefined, 60_000);
@@ -123,11 +128,12 @@ describe('shipped logs', () => {
   });
 
   it("logs outlive the node: with its agent gone and its log dir deleted, gpuctl logs still shows them", async () => {
+    const jobId = (await outAndErr()).id;
     await c.agents.get(NODE)!.kill('SIGKILL');
     fs.rmSync(logDir(), { recursive: true, force: true });
-    const r = await gpuctl('logs', firstJob);
+    const r = await gpuctl('logs', jobId);
     expect(r).toMatchObject({ code: 0, stdout: 'out 1\nerr 1\nout 2\n' });
-    const refs = await gpuctl('logs', '--refs', firstJob);
+    const refs = await gpuctl('logs', '--refs', jobId);
     expect(refs.stdout).toMatch(/^ATTEMPT +STREAM +BYTES +COMPLETE +NODE +LOCATION\n/);
     expect(refs.stdout).toMatch(new RegExp(`^1 +stdout +12 +yes +${NODE} +/\\S+attempt-1\\.log`, 'm'));
   });

@@ -1,13 +1,9 @@
 import { execFile } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { resolvePrimaryMetric } from '../domain/primary-metric.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
 
 describe('resolvePrimaryMetric', () => {
   it('takes the experiment, else the project, else the default, and says which', () => {
@@ -23,19 +19,16 @@ describe('resolvePrimaryMetric', () => {
 });
 
 describe('primary metric through the API and gpuctl', () => {
+  let testApp: TestApp;
   let app: FastifyInstance;
-  let database: DatabaseHandle;
   let api: string;
 
   beforeAll(async () => {
-    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-metric-')) });
-    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    testApp = await startTestApp('metric', { temporal: false, listen: true });
+    ({ app, url: api } = testApp);
   });
   afterAll(async () => {
-    await app?.close();
-    await database?.close();
+    await testApp?.close();
   });
 
   const call = async (method: 'GET' | 'PUT' | 'DELETE', url: string, payload?: object) => {

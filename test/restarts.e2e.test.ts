@@ -1,8 +1,9 @@
 import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobJson } from '../cli/client.ts';
+import { connectClient } from '../temporal/setup.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
-import { until } from './support/poll.ts';
+import { until, untilJobWorkflow } from './support/poll.ts';
 
 /**
  * Invariant 6: SIGKILL any one process and start it again while jobs are QUEUED and RUNNING;
@@ -41,7 +42,12 @@ describe('restarting any one process', () => {
     await c.control.kill('SIGKILL');
     // Submitted while no control worker exists: recorded, and its workflow waits in Temporal.
     const later = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'true' });
-    await new Promise((r) => setTimeout(r, 5000));
+    const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+    try {
+      expect((await untilJobWorkflow(t.client, later.id)).status.name).toBe('RUNNING');
+    } finally {
+      await t.close();
+    }
     await c.control.start();
     await bothSucceed([...jobs, later]);
   });

@@ -1,37 +1,24 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DatabaseHandle } from '../db/client.ts';
 import { crashSilentRuns } from '../db/queries/runs.ts';
-import { createDatabase } from './support/postgres.ts';
-
-type Backend = 'postgres' | 'pglite';
-
-async function open(kind: Backend): Promise<DatabaseHandle> {
-  if (kind === 'pglite') return openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-runs-')) });
-  const name = `runs_${Math.random().toString(36).slice(2, 8)}`;
-  const port = inject('pgPort');
-  await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, name);
-  return openDatabase({ url: `postgres://postgres@127.0.0.1:${port}/${name}` });
-}
+import { startTestApp, type TestApp } from './support/test-app.ts';
+import type { TestBackend } from './support/test-database.ts';
 
 /** The runs, metrics and events API through app.inject, on real PostgreSQL and on PGlite. */
-describe.each<Backend>(['postgres', 'pglite'])('runs and metrics on %s', (kind) => {
+describe.each<TestBackend>(['postgres', 'pglite'])('runs and metrics on %s', (kind) => {
+  let testApp: TestApp;
   let app: FastifyInstance;
   let database: DatabaseHandle;
 
   beforeAll(async () => {
-    database = await open(kind);
     // These routes never reach Temporal.
-    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
+    testApp = await startTestApp('runs', { temporal: false, database: kind });
+    ({ app, database } = testApp);
   });
   afterAll(async () => {
-    await app?.close();
-    await database?.close();
+    await testApp?.close();
   });
 
   const post = (url: string, payload: unknown, headers: Record<string, string> = {}) => app.inject({ method: 'POST', url: `/api/v1${url}`, payload: payload as object, headers });

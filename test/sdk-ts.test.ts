@@ -83,9 +83,9 @@ describe('the TypeScript SDK against the real API', () => {
       for (let i = 0; i < 10_000; i++) run.log({ x: i, y: -i }, i);
       await proxy.resume();
       await until('the run registered', () => run.id, 15_000);
-      await proxy.pause();
+      await proxy.refuse();
       for (let i = 10_000; i < 20_000; i++) run.log({ x: i, y: -i }, i);
-      await new Promise((r) => setTimeout(r, 1500)); // a few failed flushes while it is away
+      await until('a few failed flushes while it is away', () => proxy.stats.refused >= 3, 15_000, 20);
       await proxy.resume();
       await gpuplane.finish();
       const got = await api.get<RunJson>(`/runs/${run.id}`);

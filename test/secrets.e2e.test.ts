@@ -139,7 +139,11 @@ describe('secret env', () => {
     await until('the control worker refused it', () => c.control.output.includes('node sec-rogue reported itself online but has no node token'), 30_000);
     expect((await c.client.nodes()).some((n) => n.id === 'sec-rogue')).toBe(false);
     const job = await c.client.submit({ type: 'CUSTOM', command: ['true'], gpus: 1, selector: { pool: 'rogue' } });
-    await new Promise((r) => setTimeout(r, 2000));
+    await c.client.waitFor(job.id, ['QUEUED'], 30_000);
+    // A job queued after it that any node can take: the scheduling pass that places it has seen
+    // the rogue node's job too, and left it queued.
+    const witness = await c.client.submit({ type: 'CUSTOM', command: ['true'], gpus: 0 });
+    expect((await c.client.waitFor(witness.id, undefined, 60_000)).state).toBe('SUCCEEDED');
     expect((await c.client.job(job.id)).state).toBe('QUEUED');
     await c.agents.get('sec-rogue')!.kill('SIGTERM');
     await c.addAgent({ nodeId: 'sec-rogue', gpus: 4, labels: { pool: 'rogue' } });

@@ -1,63 +1,43 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import type { DatabaseHandle } from '../db/client.ts';
 import { getJob } from '../db/queries/jobs.ts';
-import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 import { jobWorkflowId } from '../workflows/names.ts';
-import { createDatabase } from './support/postgres.ts';
 import { startFlakyProxy, type FlakyProxy } from './support/flaky-proxy.ts';
 import { until } from './support/poll.ts';
-
-const timeouts = { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 };
-
-async function postgres(): Promise<DatabaseHandle> {
-  const name = `t_idem_${Math.random().toString(36).slice(2, 8)}`;
-  const port = inject('pgPort');
-  await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, name);
-  return openDatabase({ url: `postgres://postgres@127.0.0.1:${port}/${name}` });
-}
-const pglite = () => openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-idem-')) });
+import { startTestApp, type TestApp } from './support/test-app.ts';
 
 /** POST /jobs with an Idempotency-Key, through app.inject, on both databases, with a real Temporal. */
 describe.each([
-  ['PostgreSQL', postgres],
-  ['PGlite', pglite],
-])('submit with an Idempotency-Key on %s', (_name, open) => {
+  ['PostgreSQL', 'postgres'],
+  ['PGlite', 'pglite'],
+] as const)('submit with an Idempotency-Key on %s', (_name, backend) => {
+  let testApp: TestApp;
   let database: DatabaseHandle;
   let temporal: Client;
-  let closeTemporal: () => Promise<void>;
   let app: FastifyInstance;
-  /** The same API over a Temporal client whose server cannot be reached until `gate` resumes. */
+  /** The same API (same database, same namespace) over a Temporal client whose server cannot be reached until `gate` resumes. */
+  let cutOffApp: TestApp;
   let cutOff: FastifyInstance;
   let deadConnection: Connection;
   let gate: FlakyProxy;
 
   beforeAll(async () => {
-    database = await open();
-    const ns = `idem-${Math.random().toString(36).slice(2, 8)}`;
-    await ensureNamespace(inject('temporalAddress'), ns);
-    const t = await connectClient(inject('temporalAddress'), ns);
-    temporal = t.client;
-    closeTemporal = t.close;
-    app = await buildApp({ db: database.db, client: temporal, timeouts, auth: null });
+    testApp = await startTestApp('idem', { database: backend });
+    ({ app, database, client: temporal } = testApp);
     // Nothing listens on the gate's port until it resumes; no retry interceptor, so each start fails at once.
     gate = await startFlakyProxy(Number(inject('temporalAddress').split(':').pop()), { paused: true });
     deadConnection = Connection.lazy({ address: `127.0.0.1:${gate.port}`, interceptors: [] });
-    cutOff = await buildApp({ db: database.db, client: new Client({ connection: deadConnection, namespace: ns }), timeouts, auth: null });
+    cutOffApp = await startTestApp('idem-cut', { database, temporal: new Client({ connection: deadConnection, namespace: temporal.options.namespace }) });
+    cutOff = cutOffApp.app;
   });
   afterAll(async () => {
-    await app?.close();
-    await cutOff?.close();
+    await cutOffApp?.close();
     await deadConnection?.close();
     await gate?.close();
-    await closeTemporal?.();
-    await database?.close();
+    await testApp?.close();
   });
 
   const count = async (table: 'jobs' | 'idempotency_keys') => {

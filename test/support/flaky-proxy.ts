@@ -6,13 +6,19 @@ export interface FlakyProxy {
   pause(): Promise<void>;
   resume(): Promise<void>;
   /**
+   * Listen, but reset every connection as it arrives, counting it in `stats.refused`: to a client
+   * the server is away, as with pause(), and a test can wait until the client has tried again.
+   * resume() forwards again.
+   */
+  refuse(): Promise<void>;
+  /**
    * For the next `count` requests whose request line matches `line` (e.g. /^POST \S+\/metrics /):
    * forward the request, then cut the connection when the answer starts, so the server has done
    * the work and the client never hears of it.
    */
   dropResponses(line: RegExp, count: number): void;
-  /** Answers the client never got, and answers seen that say `"replayed":true`. */
-  stats: { dropped: number; replayed: number };
+  /** Answers the client never got, answers seen that say `"replayed":true`, connections reset by refuse(). */
+  stats: { dropped: number; replayed: number; refused: number };
   close(): Promise<void>;
 }
 
@@ -24,11 +30,17 @@ export interface FlakyProxy {
 export async function startFlakyProxy(targetPort: number, opts: { port?: number; paused?: boolean } = {}): Promise<FlakyProxy> {
   const sockets = new Set<net.Socket>();
   let drop: { line: RegExp; count: number } | null = null;
-  const stats = { dropped: 0, replayed: 0 };
+  const stats = { dropped: 0, replayed: 0, refused: 0 };
+  let refusing = false;
   let server: net.Server | null = null;
   let port = opts.port ?? 0;
 
   const onClient = (client: net.Socket) => {
+    if (refusing) {
+      stats.refused++;
+      client.resetAndDestroy();
+      return;
+    }
     const upstream = net.connect(targetPort, '127.0.0.1');
     let lastLine = '';
     let dropThis = false;
@@ -96,8 +108,17 @@ export async function startFlakyProxy(targetPort: number, opts: { port?: number;
     get port() {
       return port;
     },
-    pause: stop,
+    pause: async () => {
+      refusing = false;
+      await stop();
+    },
     resume: async () => {
+      refusing = false;
+      if (!server) await listen();
+    },
+    refuse: async () => {
+      refusing = true;
+      for (const s of sockets) s.destroy();
       if (!server) await listen();
     },
     dropResponses(line, count) {

@@ -1,11 +1,6 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../api/app.ts';
 import { newToken } from '../../runtime/tokens.ts';
-import { openDatabase, type DatabaseHandle } from '../../db/client.ts';
-import { connectClient, ensureNamespace } from '../../temporal/setup.ts';
+import { startTestApp } from './test-app.ts';
 
 export interface SdkApi {
   app: FastifyInstance;
@@ -24,18 +19,15 @@ export interface SdkApi {
   close(): Promise<void>;
 }
 
-/** The real API in-process on PGlite with a real Temporal client, listening on a free port, for the SDK tests. */
-export async function startSdkApi(temporalAddress: string, name: string): Promise<SdkApi> {
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
-  const database: DatabaseHandle = await openDatabase({ dataDir });
-  const ns = `${name}-${Math.random().toString(36).slice(2, 8)}`;
-  await ensureNamespace(temporalAddress, ns);
-  const t = await connectClient(temporalAddress, ns);
+/**
+ * The real API in-process (startTestApp: PGlite, a real Temporal client on a namespace of its
+ * own of the suite's dev server, which is `_temporalAddress`), listening on a free port, for the SDK tests.
+ */
+export async function startSdkApi(_temporalAddress: string, name: string): Promise<SdkApi> {
   const token = newToken();
-  const app = await buildApp({ db: database.db, client: t.client, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: { adminTokens: [token] } });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  const addr = app.server.address();
-  const port = typeof addr === 'object' && addr ? addr.port : 0;
+  const testApp = await startTestApp(name, { auth: { adminTokens: [token] }, listen: true });
+  const { app } = testApp;
+  const port = Number(new URL(testApp.url).port);
   async function call<T>(method: 'GET' | 'POST' | 'DELETE', p: string, payload?: Record<string, unknown>): Promise<T> {
     const res = await app.inject({ method, url: `/api/v1${p}`, payload, headers: { authorization: `Bearer ${token}` } });
     if (res.statusCode < 200 || res.statusCode >= 300) throw new Error(`${method} ${p}: ${res.statusCode} ${res.body}`);
@@ -55,12 +47,7 @@ export async function startSdkApi(temporalAddress: string, name: string): Promis
     async revokeToken(id: string) {
       await call('DELETE', `/tokens/${id}`);
     },
-    async close() {
-      await app.close();
-      await t.close();
-      await database.close();
-      fs.rmSync(dataDir, { recursive: true, force: true });
-    },
+    close: () => testApp.close(),
   };
 }
 

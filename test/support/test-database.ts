@@ -1,0 +1,38 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { inject } from 'vitest';
+import { openDatabase, type DatabaseHandle } from '../../db/client.ts';
+import { createDatabase } from './postgres.ts';
+
+export type TestBackend = 'pglite' | 'postgres';
+
+/** A fresh, migrated database of a test's own, and how to throw it away. */
+export interface TestDatabase {
+  database: DatabaseHandle;
+  /** Closes it; PGlite's folder goes with it (a PostgreSQL database stays, with the suite's cluster). */
+  close(): Promise<void>;
+}
+
+/**
+ * A new database named after `name`: PGlite in a temporary folder, or a database of its own on
+ * the suite's PostgreSQL cluster (global-setup.ts), so tests of one file never see another's rows.
+ */
+export async function openTestDatabase(name: string, kind: TestBackend = 'pglite'): Promise<TestDatabase> {
+  if (kind === 'postgres') {
+    const db = `${name.replace(/\W/g, '_')}_${Math.random().toString(36).slice(2, 8)}`.toLowerCase();
+    const port = inject('pgPort');
+    await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, db);
+    const database = await openDatabase({ url: `postgres://postgres@127.0.0.1:${port}/${db}` });
+    return { database, close: () => database.close() };
+  }
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
+  const database = await openDatabase({ dataDir });
+  return {
+    database,
+    async close() {
+      await database.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
