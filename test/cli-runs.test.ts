@@ -1,21 +1,16 @@
 import { execFile } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../api/app.ts';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { renderSparkline } from '../cli/commands/runs.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
 
 const run = promisify(execFile);
 const gpuctl = path.resolve('cli/gpuctl.mjs');
 
 /** `gpuctl runs`, `run` and `metrics` as a child process against a real API on PGlite. */
 describe('gpuctl runs, run and metrics', () => {
-  let app: FastifyInstance;
-  let database: DatabaseHandle;
+  let t: TestApp;
   let api: string;
   let runId: string;
 
@@ -30,19 +25,16 @@ describe('gpuctl runs, run and metrics', () => {
   };
 
   beforeAll(async () => {
-    database = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-cli-runs-')) });
-    app = await buildApp({ db: database.db, client: {} as never, timeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 30_000 }, auth: null });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const addr = app.server.address() as { port: number };
-    api = `http://127.0.0.1:${addr.port}`;
+    t = await startTestApp('cli-runs', { temporal: false, listen: true });
+    const app = t.app;
+    api = t.url;
     const made = await app.inject({ method: 'POST', url: '/api/v1/runs', payload: { project: 'nlp', experiment: 'bert', name: 'base-lr3', params: { lr: 0.001 } } });
     runId = made.json().id;
     const points = Array.from({ length: 3000 }, (_, i) => ({ key: i % 2 ? 'acc' : 'loss', step: Math.floor(i / 2), value: i === 10 ? 'NaN' : 1 / (1 + i) }));
     await app.inject({ method: 'POST', url: `/api/v1/runs/${runId}/metrics`, payload: { points } });
   });
   afterAll(async () => {
-    await app?.close();
-    await database?.close();
+    await t?.close();
   });
 
   it('lists runs as a table, and as JSON', async () => {

@@ -192,10 +192,10 @@ print("run", run.id, flush=True)
       await s.line(/^half$/);
       await proxy.resume();
       await until('the run registered', async () => (await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-c')).runs[0], 15_000);
-      await proxy.pause();
+      await proxy.refuse();
       s.send('\n');
       await s.line(/^logged$/);
-      await new Promise((r) => setTimeout(r, 1500)); // a few failed flushes while it is away
+      await until('a few failed flushes while it is away', () => proxy.stats.refused >= 3, 15_000, 20);
       await proxy.resume();
       s.send('\n');
       const r = await s.done;
