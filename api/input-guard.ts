@@ -86,10 +86,16 @@ export function installInputGuard(app: FastifyInstance): void {
     const stated = Object.fromEntries((['params', 'querystring', 'body'] as const).filter((k) => schema[k]).map((k) => [k, storable(schema[k]!)]));
     r.schema = { ...r.schema, ...stated };
   });
-  // Params and query before the access checks (they look ids up), the body once parsed.
+  // Params and query before the access checks (they look ids up), the body once parsed. The
+  // path params are checked against their schema here too: an id or attempt the document
+  // refuses (attempt=__main__) is its 400 before any check looks it up.
   app.addHook('onRequest', async (req) => {
     const p = inputProblem(req.params, 'params') ?? inputProblem(req.query, 'query');
     if (p) throw new DomainError('invalid', p);
+    const validParams = req.routeOptions.url ? req.getValidationFunction('params') : undefined;
+    if (validParams && !validParams(req.params)) {
+      throw new DomainError('invalid', (validParams.errors ?? []).map((e) => `params${e.instancePath} ${e.message}`).join(', '));
+    }
   });
   app.addHook('preValidation', async (req) => {
     const p = inputProblem(req.body, 'body');

@@ -31,8 +31,8 @@ const OPEN = new Set(['GET /api/v1/health', 'GET /api/v1/console']);
 const NOT_FUZZED = new Set(['GET /api/v1/stream']);
 /** Fastify's router answers these itself: a param that is not valid percent-encoding, or longer than maxParamLength. */
 const ROUTER_CODES = new Set(['FST_ERR_BAD_URL', 'FST_ERR_MAX_PARAM_LENGTH']);
-/** What the URL decoder and the input guard (api/input-guard.ts) answer before any access check: a refusal all the same. */
-const INPUT_REFUSAL = /not valid percent-encoded UTF-8|cannot be stored|nested deeper than/;
+/** What the URL decoder and the input guard (api/input-guard.ts, path params by their schema too) answer before any access check: a refusal all the same. */
+const INPUT_REFUSAL = /not valid percent-encoded UTF-8|cannot be stored|nested deeper than|^params\//;
 
 interface Problem {
   what: string;

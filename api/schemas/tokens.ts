@@ -15,7 +15,7 @@ export const CreateTokenBody = Type.Object(
     description: 'a node token needs node_id, and only it takes one; a member or viewer token needs projects, an admin or node token takes none',
     allOf: [
       { if: { properties: { role: { const: 'node' } } }, then: { required: ['node_id'] }, else: { not: { required: ['node_id'] } } },
-      { if: { properties: { role: { enum: ['member', 'viewer'] } } }, then: { required: ['projects'], properties: { projects: { minItems: 1 } } }, else: { properties: { projects: { maxItems: 0 } } } },
+      { if: { properties: { role: { enum: ['member', 'viewer'] } } }, then: { required: ['projects'], properties: { projects: { type: 'array', minItems: 1 } } }, else: { properties: { projects: { type: 'array', maxItems: 0 } } } },
     ],
   },
 );
