@@ -15,6 +15,7 @@ import { errorResponses, IdParams } from '../schemas/common.ts';
 import {
   CompareQuery,
   CreateRunBody,
+  EMPTY_BATCH,
   EventBody,
   EventSchema,
   FinishRunBody,
@@ -235,6 +236,8 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         body: MetricsBody,
         response: { 200: MetricsWritten, ...errorResponses },
       },
+      schemaErrorFormatter: (errors, dataVar) =>
+        new Error(errors[0]?.keyword === 'minItems' && errors[0].instancePath === '/points' ? EMPTY_BATCH : errors.map((e) => `${dataVar}${e.instancePath} ${e.message}`).join(', ')),
       bodyLimit: 16 * 1024 * 1024,
     },
     async (req) => {

@@ -97,19 +97,23 @@ export const SummarySchema = Type.Object({
 
 export const RunDetailSchema = Type.Intersect([Type.Omit(RunSchema, []), Type.Object({ metrics: Type.Record(Type.String(), SummarySchema) })]);
 
+/** What the metrics route answers for an empty batch, as parseBatch did before the schema said it. */
+export const EMPTY_BATCH = 'batch rejected, nothing stored: points must not be empty';
+
 export const MetricsBody = Type.Object(
   {
     points: Type.Array(
       Type.Object(
         {
+          // Checked by domain/metrics.ts parseBatch, whose messages name the point: described here.
           key: Type.String({ description: METRIC_KEY_RULE }),
           step: Type.Number({ description: 'an integer >= 0' }),
           value: MetricValue,
-          ts: Type.Optional(Type.Number({ description: 'epoch milliseconds; default: when the batch arrived' })),
+          ts: Type.Optional(Type.Number({ description: 'epoch milliseconds (>= 0); default: when the batch arrived' })),
         },
         { additionalProperties: false },
       ),
-      { maxItems: MAX_BATCH_POINTS },
+      { minItems: 1, maxItems: MAX_BATCH_POINTS },
     ),
   },
   { additionalProperties: false },
