@@ -7,7 +7,7 @@ import { encodeValue, type WireValue } from '../../domain/metrics.ts';
 import { settingOf, type MetricSetting, type ResolvedMetric } from '../../domain/primary-metric.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { BestQuery, BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery } from '../schemas/checkpoints.ts';
-import { errorResponses, IdParams } from '../schemas/common.ts';
+import { IdParams, NotFound } from '../schemas/common.ts';
 import type { ApiDeps } from '../app.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -93,7 +93,7 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
         tags: ['checkpoints'],
         summary: "A run's, experiment's or project's checkpoints, newest first, with the primary metric's evaluated value",
         querystring: ListCheckpointsQuery,
-        response: { 200: CheckpointListSchema, ...errorResponses },
+        response: { 200: CheckpointListSchema, ...NotFound },
       },
     },
     async (req) => {
@@ -114,7 +114,7 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
         tags: ['checkpoints'],
         summary: 'The best checkpoint of a run, experiment or project by its primary metric: evaluated values first, training-time values only as a fallback',
         querystring: BestQuery,
-        response: { 200: BestSchema, ...errorResponses },
+        response: { 200: BestSchema, ...NotFound },
       },
     },
     async (req) => {
@@ -137,7 +137,7 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
         tags: ['checkpoints'],
         summary: 'A checkpoint with its evaluations and its resume chain (its ancestors, parent first, across runs and attempts)',
         params: IdParams,
-        response: { 200: CheckpointDetailSchema, ...errorResponses },
+        response: { 200: CheckpointDetailSchema, ...NotFound },
       },
     },
     async (req) => {

@@ -18,7 +18,7 @@ import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
-import { errorResponses, IdParams } from '../schemas/common.ts';
+import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { requestHash } from '../idempotency.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
@@ -81,7 +81,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: 'Submit a job',
         headers: SubmitJobHeaders,
         body: SubmitJobBody,
-        response: { 201: JobSchema, ...errorResponses },
+        response: { 201: JobSchema, ...NotFound, ...Conflict, ...Unavailable },
       },
       // A bad key is named in words; the schema's pattern is no message for people.
       schemaErrorFormatter: (errors, dataVar) =>
@@ -147,7 +147,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.get(
     '/jobs',
-    { schema: { tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: Type.Object({ jobs: Type.Array(JobSchema) }), ...errorResponses } } },
+    { schema: { tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: Type.Object({ jobs: Type.Array(JobSchema) }) } } },
     async (req) => {
       const q = req.query;
       const limit = q.limit === undefined ? 100 : Number(q.limit);
@@ -166,7 +166,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.get(
     '/jobs/:id',
-    { schema: { tags: ['jobs'], summary: 'A job with its attempts and state history', params: IdParams, response: { 200: JobDetailSchema, ...errorResponses } } },
+    { schema: { tags: ['jobs'], summary: 'A job with its attempts and state history', params: IdParams, response: { 200: JobDetailSchema, ...NotFound } } },
     async (req) => {
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);
@@ -182,7 +182,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: 'Retry a FAILED, CANCELLED or LOST job as its next attempt, with an edited config',
         params: IdParams,
         body: RetryBody,
-        response: { 202: JobDetailSchema, ...errorResponses },
+        response: { 202: JobDetailSchema, ...NotFound, ...Conflict, ...Unavailable },
       },
     },
     async (req, reply) => {
@@ -213,7 +213,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.post(
     '/jobs/:id/cancel',
-    { schema: { tags: ['jobs'], summary: 'Cancel a job that has not ended', params: IdParams, body: CancelBody, response: { 202: JobSchema, ...errorResponses } } },
+    { schema: { tags: ['jobs'], summary: 'Cancel a job that has not ended', params: IdParams, body: CancelBody, response: { 202: JobSchema, ...NotFound, ...Conflict } } },
     async (req, reply) => {
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);

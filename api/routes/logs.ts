@@ -7,7 +7,7 @@ import { getJob } from '../../db/queries/jobs.ts';
 import { appendLogChunk, attemptExists, attemptTimes, listLogRefs, LOG_STREAMS, MAX_LOG_CHUNK, readLogChunks, runAttempt, type LogStream, type StoredChunk } from '../../db/queries/logs.ts';
 import type { RunLogRef } from '../../db/schema.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { ErrorBody, errorResponses, IdParams } from '../schemas/common.ts';
+import { ErrorBody, IdParams, NotFound } from '../schemas/common.ts';
 import { IngestGap, IngestParams, IngestQuery, IngestResult, LogChunk, LogRefSchema, LogText, OFFSET_NEEDS_STREAM, ReadLogsQuery, RefsQuery } from '../schemas/logs.ts';
 import type { ApiDeps } from '../app.ts';
 
@@ -151,7 +151,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         body: LogChunk,
         params: IngestParams,
         querystring: IngestQuery,
-        response: { 200: IngestResult, ...errorResponses, 409: IngestGap },
+        response: { 200: IngestResult, ...NotFound, 409: IngestGap },
       },
     },
     async (req, reply) => {
@@ -184,7 +184,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: "An attempt's shipped stdout/stderr as text; follow=true streams it as it arrives",
         params: IdParams,
         querystring: ReadLogsQuery,
-        response: { 200: LogText, ...errorResponses },
+        response: { 200: LogText, ...NotFound },
       },
     },
     async (req, reply) => {
@@ -205,7 +205,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: "The shipped stdout/stderr of a job's Run (its attempt); follow=true streams it",
         params: IdParams,
         querystring: Type.Omit(ReadLogsQuery, ['attempt'], OFFSET_NEEDS_STREAM),
-        response: { 200: LogText, ...errorResponses },
+        response: { 200: LogText, ...NotFound },
       },
     },
     async (req, reply) => {

@@ -4,12 +4,17 @@ export const Nullable = <T extends TSchema>(t: T) => Type.Union([t, Type.Null()]
 export const StringMap = Type.Record(Type.String({ minLength: 1 }), Type.String());
 export const ErrorBody = Type.Object({ error: Type.String(), message: Type.String() }, { $id: 'Error' });
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
-/**
- * The error answers a handler gives itself (not found, conflict, Temporal unavailable). Those of
- * the machinery every route shares (400, 401, 403, 413-415, 429, 500) are added to each route by
- * api/declared-responses.ts.
+/*
+ * The error answers a handler gives itself, spread into a route's responses where it gives them.
+ * Those of the machinery every route shares (400, 401, 403, 413-415, 429, 500) are added to each
+ * route by api/declared-responses.ts.
  */
-export const errorResponses = { 400: ErrorBody, 404: ErrorBody, 409: ErrorBody, 503: ErrorBody };
+/** A thing the request names does not exist. */
+export const NotFound = { 404: ErrorBody };
+/** The thing is in a state that refuses the request (already ended, a key used with another body). */
+export const Conflict = { 409: ErrorBody };
+/** Temporal did not answer in time; the request may be retried. */
+export const Unavailable = { 503: ErrorBody };
 export const HealthSchema = Type.Object({
   ok: Type.Boolean(),
   temporal_ui: Type.Union([Type.String(), Type.Null()], { description: 'base URL of the Temporal Web UI, when the plane runs one' }),
