@@ -2,9 +2,6 @@ import { Type, type Static } from '@sinclair/typebox';
 import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
 import { LimitParam, Nullable, StringMap } from './common.ts';
 
-/** A secret's name: an environment variable's, and none the agent sets itself (domain/secret-env.ts). */
-const SECRET_NAME = '^(?!GPUPLANE_(?!TOKEN$)|CUDA_VISIBLE_DEVICES$|CUDA_DEVICE_ORDER$)[A-Za-z_][A-Za-z0-9_]{0,127}$';
-
 /** A command with something in it: api/command.ts refuses one that is only white space. */
 export const NOT_BLANK = Type.String({ pattern: '\\S' });
 
@@ -30,7 +27,7 @@ export const SubmitJobBody = Type.Object(
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/', description: 'absolute path on the node' })),
     env: Type.Optional(StringMap),
     secret_env: Type.Optional(
-      Type.Record(Type.String({ pattern: SECRET_NAME }), Type.String({ maxLength: 32_768 }), {
+      Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' }), Type.String({ maxLength: 32_768 }), {
         maxProperties: 64,
         additionalProperties: false,
         description:
@@ -49,7 +46,9 @@ export const SubmitJobBody = Type.Object(
       Type.String({
         minLength: 1,
         maxLength: 1000,
-        pattern: '^(?!/)(?!\\.\\.(?:/|$))',
+        // Not absolute, and not `..` or `../…` (written without lookahead, which generators of
+        // values from patterns often lack): a later `..` out of it is refused by the handler.
+        pattern: '^(?:[^/.]|\\.$|\\.[^.]|\\.\\.[^/])',
         description: 'checkpoint folder the agent watches while the job runs, relative to working_dir: not absolute, and no `..` out of it once normalised (`a/../b` is `b`)',
       }),
     ),

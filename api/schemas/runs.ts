@@ -135,7 +135,7 @@ export const MetricsQuery = Type.Object(
 
 export const CompareQuery = Type.Object(
   {
-    runs: Type.String({ pattern: '^(?=[\\s\\S]*[^,\\s])[^,]*(?:,[^,]*){0,49}$', description: 'comma-separated run ids: at least one, at most 50' }),
+    runs: Type.String({ pattern: '^[,\\s]*[^,\\s][^,]*(?:,[^,]*){0,49}$', description: 'comma-separated run ids: at least one, at most 50' }),
     keys: Type.Optional(Type.String()),
     points: Type.Optional(MetricsQuery.properties.points),
     step_min: Type.Optional(StepParam),
