@@ -6,7 +6,7 @@ import { bestCheckpoint, metricFor, metricNumber } from '../../domain/best-check
 import { encodeValue, type WireValue } from '../../domain/metrics.ts';
 import { settingOf, type MetricSetting, type ResolvedMetric } from '../../domain/primary-metric.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { BestQuery, BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery } from '../schemas/checkpoints.ts';
+import { BestQuery, BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery, SCOPE_RULE } from '../schemas/checkpoints.ts';
 import { IdParams, NotFound } from '../schemas/common.ts';
 import type { ApiDeps } from '../app.ts';
 
@@ -92,6 +92,7 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
       schema: {
         tags: ['checkpoints'],
         summary: "A run's, experiment's or project's checkpoints, newest first, with the primary metric's evaluated value",
+        description: SCOPE_RULE,
         querystring: ListCheckpointsQuery,
         response: { 200: CheckpointListSchema, ...NotFound },
       },
@@ -113,6 +114,7 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
       schema: {
         tags: ['checkpoints'],
         summary: 'The best checkpoint of a run, experiment or project by its primary metric: evaluated values first, training-time values only as a fallback',
+        description: SCOPE_RULE,
         querystring: BestQuery,
         response: { 200: BestSchema, ...NotFound },
       },

@@ -11,7 +11,7 @@ const scopeFields = {
   experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'needs project (an experiment is named within its project)' })),
 };
 
-const SCOPE_RULE = 'exactly one scope: run, or project (and optionally experiment); experiment needs project';
+export const SCOPE_RULE = 'Exactly one scope: run, or project (and optionally experiment); experiment needs project';
 /** The scope rule as schema: run or project, not both; experiment only with project. */
 const oneScope = {
   anyOf: [{ required: ['run'] }, { required: ['project'] }],
