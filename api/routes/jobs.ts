@@ -25,6 +25,11 @@ import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../app.ts';
 
 const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
+/** The submit schema's refusals that have words of their own, by where and which rule. */
+const SUBMIT_ERRORS: Record<string, string> = {
+  '/watch_dir pattern ': 'watch_dir must be relative to working_dir and stay inside it (no `..` out of it)',
+  ' required project': 'experiment needs a project',
+};
 
 /** Thrown inside the submit transaction to roll back a job whose Idempotency-Key another request took. */
 class KeyTaken extends Error {}
@@ -83,9 +88,9 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         body: SubmitJobBody,
         response: { 201: JobSchema, ...NotFound, ...Conflict, ...Unavailable },
       },
-      // A bad key is named in words; the schema's pattern is no message for people.
+      // A bad key, watch_dir or lone experiment is named in words; a schema's pattern is no message for people.
       schemaErrorFormatter: (errors, dataVar) =>
-        new Error(dataVar === 'headers' ? BAD_KEY : errors.map((e) => `${dataVar}${e.instancePath ?? ''} ${e.message}`).join(', ')),
+        new Error(dataVar === 'headers' ? BAD_KEY : errors.map((e) => SUBMIT_ERRORS[`${e.instancePath} ${e.keyword} ${(e.params as { missingProperty?: string }).missingProperty ?? ''}`] ?? `${dataVar}${e.instancePath ?? ''} ${e.message}`).join(', ')),
     },
     async (req, reply) => {
       const b = req.body;
