@@ -27,7 +27,7 @@ import type { ApiDeps } from '../app.ts';
 const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
 /** The submit schema's refusals that have words of their own, by where and which rule. */
 const SUBMIT_ERRORS: Record<string, string> = {
-  '/watch_dir pattern ': 'watch_dir must be relative to working_dir and stay inside it (no `..` out of it)',
+  '/watch_dir pattern ': 'watch_dir must be relative to working_dir and stay inside working_dir (no `..` out of it)',
   ' required project': 'experiment needs a project',
 };
 
