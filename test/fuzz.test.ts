@@ -192,7 +192,7 @@ describe('fuzzing every route with hostile input', () => {
       report(status >= 400 ? 'refused, yet the database changed' : 'a GET changed the database', route, status, said, request, String(body?.error));
     }
     // Refused by the router before any hook (no route, a malformed or over-long param): auth never ran.
-    const routed = matched && !target.pathname.split('/').some((seg) => seg.length > app.initialConfig.maxParamLength!) && !ROUTER_CODES.has(String(body?.code)) && !(status === 400 && INPUT_REFUSAL.test(String(body?.message)));
+    const routed = matched && !target.pathname.split('/').some((seg) => seg.length > (app.initialConfig.routerOptions?.maxParamLength ?? app.initialConfig.maxParamLength!)) && !ROUTER_CODES.has(String(body?.code)) && !(status === 400 && INPUT_REFUSAL.test(String(body?.message)));
     const limited = r.who === 'bogus' && status === 429 && body?.error === 'rate_limited';
     if (routed && !OPEN.has(route) && (r.who === 'none' || r.who === 'bogus') && status !== 401 && !limited) report('no valid token, yet not 401', route, status, said, request, '');
     if (routed && r.who === 'viewer' && c.method !== 'GET' && status !== 403) report('a viewer wrote, or was not refused with 403', route, status, said, request, '');
