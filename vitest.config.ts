@@ -9,5 +9,8 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     reporters: ['default'],
+    // Every response the API sends in a test is checked against the OpenAPI document
+    // (api/response-check.ts); the API processes end-to-end tests start inherit it.
+    env: { GPUPLANE_CHECK_RESPONSES: '1' },
   },
 });

@@ -4,9 +4,12 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOpt
 import { pingDatabase } from '../db/queries/health.ts';
 import { installAuth } from './auth.ts';
 import type { ApiDeps } from './deps.ts';
+import { declareMachineryResponses, MAX_PARAM_LENGTH } from './declared-responses.ts';
 import { installErrorHandler } from './errors.ts';
 import { registerGuards } from './guards.ts';
 import { installInputGuard } from './input-guard.ts';
+import { installMethodCheck } from './methods.ts';
+import { CHECK_RESPONSES_ENV, installResponseCheck } from './response-check.ts';
 import { jobRoutes } from './routes/jobs.ts';
 import { jobCountRoutes } from './routes/job-counts.ts';
 import { consoleAssets, consoleRoutes } from './routes/console.ts';
@@ -19,8 +22,11 @@ import { runRoutes } from './routes/runs.ts';
 import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
-import { ErrorBody } from './schemas/common.ts';
+import { ErrorBody, HealthSchema } from './schemas/common.ts';
 import { TokenResolver } from './token-resolver.ts';
+
+const API_DESCRIPTION =
+  'Jobs on GPU nodes, runs, checkpoints and evaluations. A path asked with a method it does not declare answers 405 with an `Allow` header naming those it does; a path no route has answers 404. Both are Error bodies.';
 
 /** Builds the Fastify app: every route under /api/v1 with its schemas, plus OpenAPI and the console page. */
 export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): Promise<FastifyInstance> {
@@ -28,6 +34,8 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     ...opts,
     // Types are not coerced: "2" is not a number of GPUs; unknown fields are errors, not dropped.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    // Longer than any declared maxLength once percent-encoded: a too-long id is the schema's 400, not the router's 414.
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // A URL the router cannot decode is named in words, not echoed back whole.
     frameworkErrors: (err, _req, reply) => {
       const bad = err.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid percent-encoded UTF-8' : err.message;
@@ -36,12 +44,16 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
   }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
   await registerGuards(app, deps.guards ?? {});
+  installMethodCheck(app);
   installInputGuard(app);
+  declareMachineryResponses(app, '/api/v1', deps.auth !== null);
+  if (process.env[CHECK_RESPONSES_ENV] === '1') installResponseCheck(app, '/api/v1');
   app.addSchema(ErrorBody);
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'GPUPlane API', version: '0.1.0', description: 'Jobs on GPU nodes, runs, checkpoints and evaluations.' },
+      info: { title: 'GPUPlane API', version: '0.1.0', description: API_DESCRIPTION },
+      ...(deps.auth ? { components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } }, security: [{ bearer: [] }] } : {}),
     },
   });
   await app.register(
@@ -63,7 +75,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(launchRoutes, deps);
       await api.register(consoleRoutes, deps);
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-      api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database' } }, async () => {
+      api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database', response: { 200: HealthSchema } } }, async () => {
         await pingDatabase(deps.db);
         return { ok: true, temporal_ui: deps.temporalUiUrl ?? null };
       });

@@ -31,8 +31,8 @@ const OPEN = new Set(['GET /api/v1/health', 'GET /api/v1/console']);
 const NOT_FUZZED = new Set(['GET /api/v1/stream']);
 /** Fastify's router answers these itself: a param that is not valid percent-encoding, or longer than maxParamLength. */
 const ROUTER_CODES = new Set(['FST_ERR_BAD_URL', 'FST_ERR_MAX_PARAM_LENGTH']);
-/** What the URL decoder and the input guard (api/input-guard.ts) answer before any access check: a refusal all the same. */
-const INPUT_REFUSAL = /not valid percent-encoded UTF-8|cannot be stored|nested deeper than/;
+/** What the URL decoder and the input guard (api/input-guard.ts, path params by their schema too) answer before any access check: a refusal all the same. */
+const INPUT_REFUSAL = /not valid percent-encoded UTF-8|cannot be stored|nested deeper than|^params\//;
 
 interface Problem {
   what: string;
@@ -192,7 +192,7 @@ describe('fuzzing every route with hostile input', () => {
       report(status >= 400 ? 'refused, yet the database changed' : 'a GET changed the database', route, status, said, request, String(body?.error));
     }
     // Refused by the router before any hook (no route, a malformed or over-long param): auth never ran.
-    const routed = matched && !target.pathname.split('/').some((seg) => seg.length > app.initialConfig.maxParamLength!) && !ROUTER_CODES.has(String(body?.code)) && !(status === 400 && INPUT_REFUSAL.test(String(body?.message)));
+    const routed = matched && !target.pathname.split('/').some((seg) => seg.length > (app.initialConfig.routerOptions?.maxParamLength ?? app.initialConfig.maxParamLength!)) && !ROUTER_CODES.has(String(body?.code)) && !(status === 400 && INPUT_REFUSAL.test(String(body?.message)));
     const limited = r.who === 'bogus' && status === 429 && body?.error === 'rate_limited';
     if (routed && !OPEN.has(route) && (r.who === 'none' || r.who === 'bogus') && status !== 401 && !limited) report('no valid token, yet not 401', route, status, said, request, '');
     if (routed && r.who === 'viewer' && c.method !== 'GET' && status !== 403) report('a viewer wrote, or was not refused with 403', route, status, said, request, '');

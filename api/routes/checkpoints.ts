@@ -6,8 +6,8 @@ import { bestCheckpoint, metricFor, metricNumber } from '../../domain/best-check
 import { encodeValue, type WireValue } from '../../domain/metrics.ts';
 import { settingOf, type MetricSetting, type ResolvedMetric } from '../../domain/primary-metric.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { BestQuery, BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery } from '../schemas/checkpoints.ts';
-import { errorResponses, IdParams } from '../schemas/common.ts';
+import { BestQuery, BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery, SCOPE_RULE } from '../schemas/checkpoints.ts';
+import { IdParams, NotFound } from '../schemas/common.ts';
 import type { ApiDeps } from '../deps.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -92,8 +92,9 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
       schema: {
         tags: ['checkpoints'],
         summary: "A run's, experiment's or project's checkpoints, newest first, with the primary metric's evaluated value",
+        description: SCOPE_RULE,
         querystring: ListCheckpointsQuery,
-        response: { 200: CheckpointListSchema, ...errorResponses },
+        response: { 200: CheckpointListSchema, ...NotFound },
       },
     },
     async (req) => {
@@ -113,8 +114,9 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
       schema: {
         tags: ['checkpoints'],
         summary: 'The best checkpoint of a run, experiment or project by its primary metric: evaluated values first, training-time values only as a fallback',
+        description: SCOPE_RULE,
         querystring: BestQuery,
-        response: { 200: BestSchema, ...errorResponses },
+        response: { 200: BestSchema, ...NotFound },
       },
     },
     async (req) => {
@@ -137,7 +139,7 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
         tags: ['checkpoints'],
         summary: 'A checkpoint with its evaluations and its resume chain (its ancestors, parent first, across runs and attempts)',
         params: IdParams,
-        response: { 200: CheckpointDetailSchema, ...errorResponses },
+        response: { 200: CheckpointDetailSchema, ...NotFound },
       },
     },
     async (req) => {

@@ -7,7 +7,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import { changedIds, readVersions, type ChangeTopic, type Versions } from '../../db/queries/changes.ts';
-import { CHANGE_TOPICS, ConsoleInfoSchema, StreamText, type ChangeEvent } from '../schemas/console.ts';
+import { CHANGE_TOPICS, ConsoleInfoSchema, StreamEvents, type ChangeEvent } from '../schemas/console.ts';
 import type { ApiDeps } from '../deps.ts';
 import { visibleProjectIds } from '../auth.ts';
 
@@ -174,8 +174,7 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
       schema: {
         tags: ['console'],
         summary: 'Server-sent events: a `change` event naming what changed (jobs, nodes, runs, metrics, events, checkpoints) whenever it does',
-        produces: ['text/event-stream'],
-        response: { 200: StreamText },
+        response: { 200: StreamEvents },
       },
     },
     async (req, reply) => {

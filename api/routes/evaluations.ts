@@ -5,7 +5,7 @@ import { isTerminal } from '../../domain/job-states.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
 import { normalizeCommand } from '../command.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { errorResponses, IdParams } from '../schemas/common.ts';
+import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { EvaluationListSchema, EvaluationSchema, StartEvaluationBody } from '../schemas/evaluations.ts';
 import type { ApiDeps } from '../deps.ts';
 
@@ -45,7 +45,7 @@ export const evaluationRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
         summary: 'Evaluate a checkpoint: an EVALUATE job that queues like any other; its last {"metrics": {...}} stdout line is the result',
         params: IdParams,
         body: StartEvaluationBody,
-        response: { 201: EvaluationSchema, ...errorResponses },
+        response: { 201: EvaluationSchema, ...NotFound, ...Conflict, ...Unavailable },
       },
     },
     async (req, reply) => {
@@ -84,7 +84,7 @@ export const evaluationRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
 
   app.get(
     '/checkpoints/:id/evaluations',
-    { schema: { tags: ['evaluations'], summary: "A checkpoint's evaluations, newest first", params: IdParams, response: { 200: EvaluationListSchema, ...errorResponses } } },
+    { schema: { tags: ['evaluations'], summary: "A checkpoint's evaluations, newest first", params: IdParams, response: { 200: EvaluationListSchema, ...NotFound } } },
     async (req) => {
       if (!(await getCheckpoint(db, req.params.id))) throw notFound('checkpoint', req.params.id);
       return { evaluations: (await listEvaluations(db, req.params.id)).map(evaluationJson) };
@@ -93,7 +93,7 @@ export const evaluationRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
 
   app.get(
     '/evaluations/:id',
-    { schema: { tags: ['evaluations'], summary: 'An evaluation: its status, its job, and its metrics once it succeeded', params: IdParams, response: { 200: EvaluationSchema, ...errorResponses } } },
+    { schema: { tags: ['evaluations'], summary: 'An evaluation: its status, its job, and its metrics once it succeeded', params: IdParams, response: { 200: EvaluationSchema, ...NotFound } } },
     async (req) => {
       const e = await getEvaluation(db, req.params.id);
       if (!e) throw notFound('evaluation', req.params.id);

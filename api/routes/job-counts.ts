@@ -10,7 +10,7 @@ import { findProjectId } from '../../db/queries/projects.ts';
 import { countJobsByState, type JobCountFilter } from '../../db/queries/job-counts.ts';
 import { runCountsByExperiment } from '../../db/queries/runs.ts';
 import { JOB_STATES } from '../../domain/job-states.ts';
-import { errorResponses } from '../schemas/common.ts';
+
 import { JobCountsQuery, JobCountsSchema, RunCountsSchema, type JobCounts, type RunCounts } from '../schemas/job-counts.ts';
 import type { ApiDeps } from '../deps.ts';
 
@@ -23,7 +23,7 @@ export const jobCountRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { 
         tags: ['jobs'],
         summary: 'How many jobs are in each state, optionally of one type or project',
         querystring: JobCountsQuery,
-        response: { 200: JobCountsSchema, ...errorResponses },
+        response: { 200: JobCountsSchema },
       },
     },
     async (req): Promise<JobCounts> => {
@@ -48,7 +48,7 @@ export const jobCountRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { 
 
   app.get(
     '/runs/counts',
-    { schema: { tags: ['runs'], summary: 'How many runs (and running ones) each project/experiment has, latest run first', response: { 200: RunCountsSchema, ...errorResponses } } },
+    { schema: { tags: ['runs'], summary: 'How many runs (and running ones) each project/experiment has, latest run first', response: { 200: RunCountsSchema } } },
     async (req): Promise<RunCounts> => {
       const rows = await runCountsByExperiment(db, await visibleProjectIds(db, req));
       return { experiments: rows.map((r) => ({ ...r, latest: (r.latest ?? new Date(0)).toISOString() })) };

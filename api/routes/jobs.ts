@@ -20,13 +20,18 @@ import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
-import { errorResponses, IdParams } from '../schemas/common.ts';
+import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { requestHash } from '../idempotency.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
 
 const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
+/** The submit schema's refusals that have words of their own, by where and which rule. */
+const SUBMIT_ERRORS: Record<string, string> = {
+  '/watch_dir pattern ': 'watch_dir must be relative to working_dir and stay inside working_dir (no `..` out of it)',
+  ' required project': 'experiment needs a project',
+};
 
 /** Thrown inside the submit transaction to roll back a job whose Idempotency-Key another request took. */
 class KeyTaken extends Error {}
@@ -79,11 +84,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: 'Submit a job',
         headers: SubmitJobHeaders,
         body: SubmitJobBody,
-        response: { 201: JobSchema, ...errorResponses },
+        response: { 201: JobSchema, ...NotFound, ...Conflict, ...Unavailable },
       },
-      // A bad key is named in words; the schema's pattern is no message for people.
+      // A bad key, watch_dir or lone experiment is named in words; a schema's pattern is no message for people.
       schemaErrorFormatter: (errors, dataVar) =>
-        new Error(dataVar === 'headers' ? BAD_KEY : errors.map((e) => `${dataVar}${e.instancePath ?? ''} ${e.message}`).join(', ')),
+        new Error(dataVar === 'headers' ? BAD_KEY : errors.map((e) => SUBMIT_ERRORS[`${e.instancePath} ${e.keyword} ${(e.params as { missingProperty?: string }).missingProperty ?? ''}`] ?? `${dataVar}${e.instancePath ?? ''} ${e.message}`).join(', ')),
     },
     async (req, reply) => {
       const b = req.body;
@@ -145,7 +150,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.get(
     '/jobs',
-    { schema: { tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: Type.Object({ jobs: Type.Array(JobSchema) }), ...errorResponses } } },
+    { schema: { tags: ['jobs'], summary: 'List jobs, newest first', querystring: ListJobsQuery, response: { 200: Type.Object({ jobs: Type.Array(JobSchema) }) } } },
     async (req) => {
       const q = req.query;
       const limit = q.limit === undefined ? 100 : Number(q.limit);
@@ -164,7 +169,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.get(
     '/jobs/:id',
-    { schema: { tags: ['jobs'], summary: 'A job with its attempts and state history', params: IdParams, response: { 200: JobDetailSchema, ...errorResponses } } },
+    { schema: { tags: ['jobs'], summary: 'A job with its attempts and state history', params: IdParams, response: { 200: JobDetailSchema, ...NotFound } } },
     async (req) => {
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);
@@ -180,7 +185,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: 'Retry a FAILED, CANCELLED or LOST job as its next attempt, with an edited config',
         params: IdParams,
         body: RetryBody,
-        response: { 202: JobDetailSchema, ...errorResponses },
+        response: { 202: JobDetailSchema, ...NotFound, ...Conflict, ...Unavailable },
       },
     },
     async (req, reply) => {
@@ -211,7 +216,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.post(
     '/jobs/:id/cancel',
-    { schema: { tags: ['jobs'], summary: 'Cancel a job that has not ended', params: IdParams, body: CancelBody, response: { 202: JobSchema, ...errorResponses } } },
+    { schema: { tags: ['jobs'], summary: 'Cancel a job that has not ended', params: IdParams, body: CancelBody, response: { 202: JobSchema, ...NotFound, ...Conflict } } },
     async (req, reply) => {
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);

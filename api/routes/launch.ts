@@ -21,7 +21,7 @@ import { getJob } from '../../db/queries/jobs.ts';
 import { attemptStateAndNode } from '../../db/queries/launch.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { errorResponses, Nullable, StringMap } from '../schemas/common.ts';
+import { Conflict, NotFound, Nullable, StringMap } from '../schemas/common.ts';
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), attempt: Type.String({ pattern: '^[1-9][0-9]{0,6}$' }) });
 export const LaunchSchema = Type.Object({
@@ -52,7 +52,7 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
         tags: ['jobs'],
         summary: 'What was dispatched for a live attempt, and its secret variables: for the agent of the node it was dispatched to (node tokens only)',
         params: Params,
-        response: { 200: LaunchSchema, ...errorResponses },
+        response: { 200: LaunchSchema, ...NotFound, ...Conflict },
       },
     },
     async (req, reply) => {
@@ -87,7 +87,7 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
         summary: "The attempt's process is up: DISPATCHING → RUNNING (node tokens of the node it was dispatched to only)",
         params: Params,
         body: StartedBody,
-        response: { 200: StartedSchema, ...errorResponses },
+        response: { 200: StartedSchema, ...NotFound, ...Conflict },
       },
     },
     async (req) => {

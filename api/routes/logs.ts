@@ -7,8 +7,8 @@ import { getJob } from '../../db/queries/jobs.ts';
 import { appendLogChunk, attemptExists, attemptTimes, listLogRefs, LOG_STREAMS, MAX_LOG_CHUNK, readLogChunks, runAttempt, type LogStream, type StoredChunk } from '../../db/queries/logs.ts';
 import type { RunLogRef } from '../../db/schema.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { ErrorBody, errorResponses, IdParams } from '../schemas/common.ts';
-import { IngestGap, IngestParams, IngestQuery, IngestResult, LogRefSchema, LogText, ReadLogsQuery, RefsQuery } from '../schemas/logs.ts';
+import { ErrorBody, IdParams, NotFound } from '../schemas/common.ts';
+import { IngestGap, IngestParams, IngestQuery, IngestResult, LogChunk, LogRefSchema, LogText, OFFSET_NEEDS_STREAM, ReadLogsQuery, RefsQuery } from '../schemas/logs.ts';
 import type { ApiDeps } from '../deps.ts';
 
 /** Chunks read per stream and query. */
@@ -148,9 +148,10 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         description:
           'The body (application/octet-stream, at most 256 KiB) holds the stream from byte `offset`. Bytes already stored are acknowledged and dropped; an offset past the stored size is 409 with `expected_offset`, from which the shipper resends. `final=true` marks the stream complete.',
         consumes: ['application/octet-stream'],
+        body: LogChunk,
         params: IngestParams,
         querystring: IngestQuery,
-        response: { 200: IngestResult, ...errorResponses, 409: IngestGap },
+        response: { 200: IngestResult, ...NotFound, 409: IngestGap },
       },
     },
     async (req, reply) => {
@@ -183,8 +184,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: "An attempt's shipped stdout/stderr as text; follow=true streams it as it arrives",
         params: IdParams,
         querystring: ReadLogsQuery,
-        produces: ['text/plain'],
-        response: { 200: LogText, ...errorResponses },
+        response: { 200: LogText, ...NotFound },
       },
     },
     async (req, reply) => {
@@ -204,9 +204,8 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         tags: ['logs'],
         summary: "The shipped stdout/stderr of a job's Run (its attempt); follow=true streams it",
         params: IdParams,
-        querystring: Type.Omit(ReadLogsQuery, ['attempt']),
-        produces: ['text/plain'],
-        response: { 200: LogText, ...errorResponses },
+        querystring: Type.Omit(ReadLogsQuery, ['attempt'], OFFSET_NEEDS_STREAM),
+        response: { 200: LogText, ...NotFound },
       },
     },
     async (req, reply) => {

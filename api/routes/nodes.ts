@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { getNode, listNodesWithSlots } from '../../db/queries/nodes.ts';
 import { notFound } from '../errors.ts';
-import { errorResponses, IdParams } from '../schemas/common.ts';
+import { IdParams, NotFound } from '../schemas/common.ts';
 import { NodeSchema } from '../schemas/nodes.ts';
 import { nodeJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
@@ -15,7 +15,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }
   );
   app.get(
     '/nodes/:id',
-    { schema: { tags: ['nodes'], summary: 'One node', params: IdParams, response: { 200: NodeSchema, ...errorResponses } } },
+    { schema: { tags: ['nodes'], summary: 'One node', params: IdParams, response: { 200: NodeSchema, ...NotFound } } },
     async (req) => {
       if (!(await getNode(db, req.params.id))) throw notFound('node', req.params.id);
       const n = (await listNodesWithSlots(db)).find((x) => x.id === req.params.id);

@@ -4,7 +4,6 @@ import { primaryMetricSettings, setExperimentMetric, setProjectMetric } from '..
 import { METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 import { resolvePrimaryMetric, type MetricSetting } from '../../domain/primary-metric.ts';
 import { DomainError } from '../errors.ts';
-import { errorResponses } from '../schemas/common.ts';
 import { ExperimentParams, PrimaryMetricBody, ProjectParams, ResolvedMetricSchema, ResolveQuery, RetentionBody, RetentionSchema } from '../schemas/projects.ts';
 import { getRetention, setRetention, type RetentionSetting } from '../../db/queries/retention.ts';
 import type { ApiDeps } from '../deps.ts';
@@ -23,7 +22,7 @@ async function resolved(db: Db, project: string, experiment?: string) {
 /** Primary metrics of projects and experiments: what decides the best checkpoint. */
 export const projectRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db } = deps;
-  const reply200 = { 200: ResolvedMetricSchema, ...errorResponses };
+  const reply200 = { 200: ResolvedMetricSchema };
 
   app.get(
     '/primary-metric',
@@ -70,7 +69,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
   const retentionJson = (r: RetentionSetting) => ({ keep_best: r.keepBest, keep_latest: r.keepLatest });
   app.get(
     '/projects/:project/experiments/:experiment/retention',
-    { schema: { tags: ['projects'], summary: "An experiment's checkpoint retention (both null: off, every checkpoint is kept)", params: ExperimentParams, response: { 200: RetentionSchema, ...errorResponses } } },
+    { schema: { tags: ['projects'], summary: "An experiment's checkpoint retention (both null: off, every checkpoint is kept)", params: ExperimentParams, response: { 200: RetentionSchema } } },
     async (req) => retentionJson(await getRetention(db, req.params.project, req.params.experiment)),
   );
 
@@ -82,7 +81,7 @@ export const projectRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
         summary: "Set an experiment's checkpoint retention: keep each run's best K and latest N, delete the others' files (applied at the next registration)",
         params: ExperimentParams,
         body: RetentionBody,
-        response: { 200: RetentionSchema, ...errorResponses },
+        response: { 200: RetentionSchema },
       },
     },
     async (req) => {

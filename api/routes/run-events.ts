@@ -5,7 +5,7 @@ import { getJob } from '../../db/queries/jobs.ts';
 import { addEvent, addKeyedEvent, getRun, jobEvents, runEvents } from '../../db/queries/runs.ts';
 import type { ApiDeps } from '../deps.ts';
 import { notFound } from '../errors.ts';
-import { errorResponses, IdParams } from '../schemas/common.ts';
+import { IdParams, NotFound } from '../schemas/common.ts';
 import { EventBody, EventSchema, IdempotencyHeaders } from '../schemas/runs.ts';
 import { eventJson } from '../serialize.ts';
 
@@ -25,7 +25,7 @@ export const runEventRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { 
         params: IdParams,
         headers: IdempotencyHeaders,
         body: EventBody,
-        response: { 201: EventSchema, ...errorResponses },
+        response: { 201: EventSchema, ...NotFound },
       },
     },
     async (req, reply) => {
@@ -45,7 +45,7 @@ export const runEventRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { 
 
   app.get(
     '/runs/:id/events',
-    { schema: { tags: ['events'], summary: "A run's events, oldest first: its own and its job attempt's", params: IdParams, querystring: EventsQuery, response: { 200: Type.Object({ events: Type.Array(EventSchema) }), ...errorResponses } } },
+    { schema: { tags: ['events'], summary: "A run's events, oldest first: its own and its job attempt's", params: IdParams, querystring: EventsQuery, response: { 200: Type.Object({ events: Type.Array(EventSchema) }), ...NotFound } } },
     async (req) => {
       const run = await mustGetRun(req.params.id);
       return { events: (await runEvents(db, run, limitOf(req.query.limit))).map(eventJson) };
@@ -54,7 +54,7 @@ export const runEventRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { 
 
   app.get(
     '/jobs/:id/events',
-    { schema: { tags: ['events'], summary: "A job's events, oldest first: state changes of every attempt and its runs' events", params: IdParams, querystring: EventsQuery, response: { 200: Type.Object({ events: Type.Array(EventSchema) }), ...errorResponses } } },
+    { schema: { tags: ['events'], summary: "A job's events, oldest first: state changes of every attempt and its runs' events", params: IdParams, querystring: EventsQuery, response: { 200: Type.Object({ events: Type.Array(EventSchema) }), ...NotFound } } },
     async (req) => {
       if (!(await getJob(db, req.params.id))) throw notFound('job', req.params.id);
       return { events: (await jobEvents(db, req.params.id, limitOf(req.query.limit))).map(eventJson) };

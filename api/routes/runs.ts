@@ -8,10 +8,11 @@ import { findExperimentId } from '../../db/queries/experiments.ts';
 import { BatchRejected, parseBatch } from '../../domain/metrics.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
-import { errorResponses, IdParams } from '../schemas/common.ts';
+import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import {
   CompareQuery,
   CreateRunBody,
+  EMPTY_BATCH,
   FinishRunBody,
   IdempotencyHeaders,
   ListRunsQuery,
@@ -44,7 +45,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: 'Register a run: an SDK run of its own, or an import (idempotent by external_key or Idempotency-Key)',
         headers: IdempotencyHeaders,
         body: CreateRunBody,
-        response: { 200: RunSchema, 201: RunSchema, ...errorResponses },
+        response: { 200: RunSchema, 201: RunSchema },
       },
     },
     async (req, reply) => {
@@ -87,7 +88,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.get(
     '/runs',
-    { schema: { tags: ['runs'], summary: 'List runs, newest first', querystring: ListRunsQuery, response: { 200: Type.Object({ runs: Type.Array(RunSchema) }), ...errorResponses } } },
+    { schema: { tags: ['runs'], summary: 'List runs, newest first', querystring: ListRunsQuery, response: { 200: Type.Object({ runs: Type.Array(RunSchema) }) } } },
     async (req) => {
       const q = req.query;
       const limit = q.limit === undefined ? 100 : Number(q.limit);
@@ -112,7 +113,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.get(
     '/runs/:id',
-    { schema: { tags: ['runs'], summary: 'A run with its params, tags and a summary per metric', params: IdParams, response: { 200: RunDetailSchema, ...errorResponses } } },
+    { schema: { tags: ['runs'], summary: 'A run with its params, tags and a summary per metric', params: IdParams, response: { 200: RunDetailSchema, ...NotFound } } },
     async (req) => {
       const run = await mustGetRun(req.params.id);
       const sums = await summaries(db, run.id);
@@ -122,7 +123,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.patch(
     '/runs/:id',
-    { schema: { tags: ['runs'], summary: 'Merge params and tags into a run, or rename it', params: IdParams, body: PatchRunBody, response: { 200: RunSchema, ...errorResponses } } },
+    { schema: { tags: ['runs'], summary: 'Merge params and tags into a run, or rename it', params: IdParams, body: PatchRunBody, response: { 200: RunSchema, ...NotFound } } },
     async (req) => {
       if (!(await patchRun(db, req.params.id, req.body))) throw notFound('run', req.params.id);
       return runJson(await mustGetRun(req.params.id));
@@ -131,7 +132,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.post(
     '/runs/:id/heartbeat',
-    { schema: { tags: ['runs'], summary: "A sign of life from the run's process (an SDK run silent for GPUPLANE_RUN_STALE_S is marked crashed)", params: IdParams, response: { 204: Type.Null(), ...errorResponses } } },
+    { schema: { tags: ['runs'], summary: "A sign of life from the run's process (an SDK run silent for GPUPLANE_RUN_STALE_S is marked crashed)", params: IdParams, response: { 204: Type.Null(), ...NotFound } } },
     async (req, reply) => {
       if ((await touchRun(db, req.params.id)) === undefined) throw notFound('run', req.params.id);
       return reply.status(204).send(null);
@@ -140,7 +141,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.post(
     '/runs/:id/finish',
-    { schema: { tags: ['runs'], summary: 'End a running run (default status finished); a run of a job follows its job instead', params: IdParams, body: FinishRunBody, response: { 200: RunSchema, ...errorResponses } } },
+    { schema: { tags: ['runs'], summary: 'End a running run (default status finished); a run of a job follows its job instead', params: IdParams, body: FinishRunBody, response: { 200: RunSchema, ...NotFound, ...Conflict } } },
     async (req) => {
       const run = await mustGetRun(req.params.id);
       if (run.jobId) throw new DomainError('conflict', `run ${run.id} belongs to job ${run.jobId}: its status follows the job's attempt`);
@@ -161,8 +162,10 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         params: IdParams,
         headers: IdempotencyHeaders,
         body: MetricsBody,
-        response: { 200: MetricsWritten, ...errorResponses },
+        response: { 200: MetricsWritten, ...NotFound },
       },
+      schemaErrorFormatter: (errors, dataVar) =>
+        new Error(errors[0]?.keyword === 'minItems' && errors[0].instancePath === '/points' ? EMPTY_BATCH : errors.map((e) => `${dataVar}${e.instancePath} ${e.message}`).join(', ')),
       bodyLimit: 16 * 1024 * 1024,
     },
     async (req) => {
@@ -192,7 +195,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: 'Metric series of a run: raw points, or at most `points` min/max/mean buckets per key; plus per-key summaries',
         params: IdParams,
         querystring: MetricsQuery,
-        response: { 200: RunMetricsSchema, ...errorResponses },
+        response: { 200: RunMetricsSchema, ...NotFound },
       },
     },
     async (req) => {
@@ -210,7 +213,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         tags: ['metrics'],
         summary: 'The same keys from several runs in one call',
         querystring: CompareQuery,
-        response: { 200: Type.Object({ runs: Type.Array(RunMetricsSchema) }), ...errorResponses },
+        response: { 200: Type.Object({ runs: Type.Array(RunMetricsSchema) }), ...NotFound },
       },
     },
     async (req) => {

@@ -7,7 +7,7 @@ import type { ApiDeps } from '../deps.ts';
 import type { TokenResolver } from '../token-resolver.ts';
 import { createToken } from '../token-store.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { errorResponses, IdParams } from '../schemas/common.ts';
+import { IdParams, NotFound } from '../schemas/common.ts';
 import { CreatedTokenSchema, CreateTokenBody, TokenSchema, WhoAmISchema } from '../schemas/tokens.ts';
 
 const tokenJson = (t: TokenRow) => ({
@@ -23,7 +23,7 @@ const tokenJson = (t: TokenRow) => ({
 export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps & { resolver: TokenResolver }> = async (app, { db, resolver }) => {
   app.post(
     '/tokens',
-    { schema: { tags: ['tokens'], summary: 'Make a token (admins): admin, member or viewer of projects, or a node; the token is shown once', body: CreateTokenBody, response: { 201: CreatedTokenSchema, ...errorResponses } } },
+    { schema: { tags: ['tokens'], summary: 'Make a token (admins): admin, member or viewer of projects, or a node; the token is shown once', body: CreateTokenBody, response: { 201: CreatedTokenSchema } } },
     async (req, reply) => {
       const b = req.body;
       if (b.role === 'node' && !b.node_id) throw new DomainError('invalid', 'a node token needs node_id');
@@ -36,12 +36,12 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps & { resolver: TokenR
   );
   app.get(
     '/tokens',
-    { schema: { tags: ['tokens'], summary: 'Tokens (admins), without their secrets', response: { 200: Type.Object({ tokens: Type.Array(TokenSchema) }), ...errorResponses } } },
+    { schema: { tags: ['tokens'], summary: 'Tokens (admins), without their secrets', response: { 200: Type.Object({ tokens: Type.Array(TokenSchema) }) } } },
     async () => ({ tokens: (await listTokens(db)).map(tokenJson) }),
   );
   app.delete(
     '/tokens/:id',
-    { schema: { tags: ['tokens'], summary: 'Revoke a token (admins); other API replicas stop taking it within 5 s', params: IdParams, response: { 200: TokenSchema, ...errorResponses } } },
+    { schema: { tags: ['tokens'], summary: 'Revoke a token (admins); other API replicas stop taking it within 5 s', params: IdParams, response: { 200: TokenSchema, ...NotFound } } },
     async (req) => {
       const row = await revokeToken(db, req.params.id);
       if (!row) throw notFound('token', req.params.id);
@@ -53,7 +53,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps & { resolver: TokenR
   );
   app.get(
     '/whoami',
-    { schema: { tags: ['tokens'], summary: 'Who the token is: its role, projects or node', response: { 200: WhoAmISchema, ...errorResponses } } },
+    { schema: { tags: ['tokens'], summary: 'Who the token is: its role, projects or node', response: { 200: WhoAmISchema } } },
     async (req) => {
       const p = req.principal!;
       if (p.kind === 'admin') return { kind: 'admin', name: p.name, role: 'admin', projects: ['*'], node_id: null };

@@ -1,5 +1,5 @@
 import { Type } from '@sinclair/typebox';
-import { Nullable } from './common.ts';
+import { LimitParam, Nullable } from './common.ts';
 import { MetricValue } from './runs.ts';
 
 const Time = Type.String({ format: 'date-time' });
@@ -8,15 +8,24 @@ const MetricMap = Type.Record(Type.String(), MetricValue);
 const scopeFields = {
   run: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: "a run's checkpoints" })),
   project: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "a project's checkpoints (with experiment: that experiment's)" })),
-  experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'needs project' })),
+  experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'needs project (an experiment is named within its project)' })),
+};
+
+export const SCOPE_RULE = 'Exactly one scope: run, or project (and optionally experiment); experiment needs project';
+/** The scope rule as schema: run or project, not both; experiment only with project. */
+const oneScope = {
+  anyOf: [{ required: ['run'] }, { required: ['project'] }],
+  not: { required: ['run', 'project'] },
+  if: { required: ['experiment'] },
+  then: { required: ['project'] },
 };
 
 export const ListCheckpointsQuery = Type.Object(
-  { ...scopeFields, limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$', description: 'at most 1000; default 100' })) },
-  { additionalProperties: false, description: 'exactly one scope: run, or project (and optionally experiment)' },
+  { ...scopeFields, limit: Type.Optional(LimitParam()) },
+  { additionalProperties: false, description: SCOPE_RULE, ...oneScope },
 );
 
-export const BestQuery = Type.Object(scopeFields, { additionalProperties: false, description: 'exactly one scope: run, or project (and optionally experiment)' });
+export const BestQuery = Type.Object(scopeFields, { additionalProperties: false, description: SCOPE_RULE, ...oneScope });
 
 export const ResolvedMetricSchema = Type.Object({
   name: Type.String(),

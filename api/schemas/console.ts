@@ -22,9 +22,21 @@ export const ChangeEventSchema = Type.Object({
 });
 export type ChangeEvent = Omit<Static<typeof ChangeEventSchema>, 'topics'> & { topics: ChangeTopic[] };
 
-export const StreamText = Type.String({
-  description:
-    'text/event-stream. `event: hello` once on connect, then `event: change` with a JSON ChangeEvent ' +
-    '({"topics": [...], "run_ids": [...], "job_ids": [...], "truncated": false}) whenever jobs, nodes, runs, metric points, events or checkpoints change; ' +
-    'each change is sent again about a second later (its writer may not have committed when it was first seen); a `: ping` comment every 15 s. Nothing but notifications: clients refetch through the other routes.',
-});
+const STREAM_FORMAT =
+  'Server-sent events (text/event-stream), each a block of `field: value` lines ended by a blank line. On connect: `retry: 2000`, `event: hello`, `data: {}`. ' +
+  'Then `event: change` with `data:` one line of JSON, a ChangeEvent ({"topics": [...], "run_ids": [...], "job_ids": [...], "truncated": false}), whenever jobs, nodes, runs, metric points, events or checkpoints change; ' +
+  'each change is sent again about a second later (its writer may not have committed when it was first seen). A `: ping` comment line every 15 s. The response never ends; nothing but notifications: clients refetch through the other routes.';
+
+/** A 200 of GET /stream: the event stream, its format in words and the data of each event as a schema (`x-events`). */
+export const StreamEvents = {
+  description: 'an endless stream of server-sent events',
+  content: {
+    'text/event-stream': {
+      schema: Type.String({ description: STREAM_FORMAT }),
+      'x-events': {
+        hello: { description: 'once, first, with `retry: 2000`', data: Type.Object({}, { additionalProperties: false }) },
+        change: { description: 'whenever something changed', data: ChangeEventSchema },
+      },
+    },
+  },
+};

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Nullable } from './common.ts';
+import { NOT_BLANK } from './jobs.ts';
 
 export const EvaluationStatusSchema = Type.Union(['pending', 'running', 'succeeded', 'failed', 'cancelled'].map((s) => Type.Literal(s)));
 const MetricValue = Type.Union([Type.Number(), Type.Literal('NaN'), Type.Literal('Infinity'), Type.Literal('-Infinity')]);
@@ -7,8 +8,8 @@ const MetricValue = Type.Union([Type.Number(), Type.Literal('NaN'), Type.Literal
 export const StartEvaluationBody = Type.Object(
   {
     command: Type.Optional(
-      Type.Union([Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }), Type.String({ minLength: 1 })], {
-        description: "argv as an array, or one string run by /bin/sh -c; default the training job's eval_policy.command",
+      Type.Union([Type.Array(Type.String({ minLength: 1 }), { minItems: 1, contains: NOT_BLANK }), Type.String({ minLength: 1, pattern: NOT_BLANK.pattern })], {
+        description: "argv as an array, or one string run by /bin/sh -c, not blank; default the training job's eval_policy.command",
       }),
     ),
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/', description: "absolute path on the node; default the training job's" })),

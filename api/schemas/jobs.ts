@@ -1,6 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
-import { Nullable, StringMap } from './common.ts';
+import { LimitParam, Nullable, StringMap } from './common.ts';
+
+/** A command with something in it: api/command.ts refuses one that is only white space. */
+export const NOT_BLANK = Type.String({ pattern: '\\S' });
 
 export const JobTypeSchema = Type.Union(JOB_TYPES.map((t) => Type.Literal(t)));
 export const JobStateSchema = Type.Union(JOB_STATES.map((s) => Type.Literal(s)));
@@ -18,8 +21,8 @@ export const EvalPolicySchema = Type.Object(
 export const SubmitJobBody = Type.Object(
   {
     type: Type.Optional(JobTypeSchema),
-    command: Type.Union([Type.Array(Type.String({ minLength: 1 }), { minItems: 1 }), Type.String({ minLength: 1 })], {
-      description: 'argv as an array, or one string run by /bin/sh -c',
+    command: Type.Union([Type.Array(Type.String({ minLength: 1 }), { minItems: 1, contains: NOT_BLANK }), Type.String({ minLength: 1, pattern: NOT_BLANK.pattern })], {
+      description: 'argv as an array, or one string run by /bin/sh -c; not blank (some character that is not white space)',
     }),
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/', description: 'absolute path on the node' })),
     env: Type.Optional(StringMap),
@@ -27,7 +30,8 @@ export const SubmitJobBody = Type.Object(
       Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' }), Type.String({ maxLength: 32_768 }), {
         maxProperties: 64,
         additionalProperties: false,
-        description: "variables the job's process gets whose values are never shown again: not by the API, the CLI, the console, Temporal's histories or the agent's files",
+        description:
+          "variables the job's process gets whose values are never shown again: not by the API, the CLI, the console, Temporal's histories or the agent's files. Not GPUPLANE_* (GPUPLANE_TOKEN aside) or CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER, which the agent sets, and no name that is also in env",
       }),
     ),
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
@@ -35,16 +39,23 @@ export const SubmitJobBody = Type.Object(
     priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
     params: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
     project: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-    experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'needs project' })),
     on_lost: Type.Optional(Type.Union([Type.Literal('requeue'), Type.Literal('fail')])),
     max_lost_requeues: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
     watch_dir: Type.Optional(
-      Type.String({ minLength: 1, maxLength: 1000, description: 'checkpoint folder the agent watches while the job runs, relative to working_dir (no `..` out of it)' }),
+      Type.String({
+        minLength: 1,
+        maxLength: 1000,
+        // Not absolute, and not `..` or `../…` (written without lookahead, which generators of
+        // values from patterns often lack): a later `..` out of it is refused by the handler.
+        pattern: '^(?:[^/.]|\\.$|\\.[^.]|\\.\\.[^/])',
+        description: 'checkpoint folder the agent watches while the job runs, relative to working_dir: not absolute, and no `..` out of it once normalised (`a/../b` is `b`)',
+      }),
     ),
     resume_from: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the checkpoint the job resumes from: the parent of its first checkpoint' })),
     eval_policy: Type.Optional(EvalPolicySchema),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, if: { required: ['experiment'] }, then: { required: ['project'] } },
 );
 export type SubmitJobBody = Static<typeof SubmitJobBody>;
 
@@ -134,7 +145,7 @@ export const ListJobsQuery = Type.Object(
     state: Type.Optional(JobStateSchema),
     type: Type.Optional(JobTypeSchema),
     project: Type.Optional(Type.String({ minLength: 1 })),
-    limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$', description: 'at most 1000; default 100' })),
+    limit: Type.Optional(LimitParam()),
   },
   { additionalProperties: false },
 );

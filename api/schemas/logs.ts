@@ -34,6 +34,9 @@ export const IngestGap = Type.Object({
   complete: Type.Boolean({ description: 'the stream is complete and takes no new bytes' }),
 });
 
+/** An offset is a byte of one stream: it needs stream=stdout or stream=stderr. */
+export const OFFSET_NEEDS_STREAM = { if: { required: ['offset'] }, then: { required: ['stream'], properties: { stream: { enum: ['stdout', 'stderr'] } } } };
+
 export const ReadLogsQuery = Type.Object(
   {
     attempt: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,8}$', description: "default: the job's current attempt" })),
@@ -41,7 +44,7 @@ export const ReadLogsQuery = Type.Object(
     offset: Type.Optional(UInt('start at this byte of the stream (one stream only)')),
     follow: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'keep the response open and send bytes as they arrive, until the attempt ended and its streams are complete' })),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, ...OFFSET_NEEDS_STREAM },
 );
 export type ReadLogsQuery = Static<typeof ReadLogsQuery>;
 
@@ -59,4 +62,14 @@ export const LogRefSchema = Type.Object({
   updated_at: Type.String({ format: 'date-time' }),
 });
 
-export const LogText = Type.String({ description: 'the log bytes, text/plain' });
+/**
+ * A 200 of a log read: the bytes as text/plain (UTF-8), the whole of what is stored, or with
+ * follow=true a response that stays open and sends bytes as they arrive. Errors are JSON.
+ */
+export const LogText = {
+  description: 'the log bytes as text (follow=true: sent as they arrive, until the attempt ended and its streams are complete); headers x-gpuplane-job and x-gpuplane-attempt name what was read',
+  content: { 'text/plain': { schema: Type.String({ description: 'the log bytes' }) } },
+};
+
+/** The body of a log chunk: raw bytes, not JSON (any schema would be checked against a Buffer). */
+export const LogChunk = Type.Unsafe<Buffer>({ description: "the stream's bytes from `offset` (application/octet-stream, at most 256 KiB)" });

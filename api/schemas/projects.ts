@@ -1,10 +1,10 @@
 import { Type } from '@sinclair/typebox';
-import { METRIC_KEY_RULE } from '../../domain/metrics.ts';
+import { METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 
 const Goal = Type.Union([Type.Literal('min'), Type.Literal('max')]);
 
 export const PrimaryMetricBody = Type.Object(
-  { name: Type.String({ minLength: 1, maxLength: 250, description: METRIC_KEY_RULE }), goal: Goal },
+  { name: Type.String({ minLength: 1, maxLength: 250, pattern: METRIC_KEY_PATTERN.source, description: METRIC_KEY_RULE }), goal: Goal },
   { additionalProperties: false, description: 'the metric that decides the best checkpoint, and whether lower or higher is better' },
 );
 

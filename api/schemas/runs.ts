@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { MAX_BATCH_POINTS, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 import { RUN_STATUSES } from '../../domain/run-status.ts';
-import { Nullable, StringMap } from './common.ts';
+import { LimitParam, Nullable, StringMap } from './common.ts';
 
 export const RunStatusSchema = Type.Union(RUN_STATUSES.map((s) => Type.Literal(s)));
 const Name = Type.String({ minLength: 1, maxLength: 200 });
@@ -48,12 +48,12 @@ export const FinishRunBody = Type.Optional(
 export const ListRunsQuery = Type.Object(
   {
     project: Type.Optional(Type.String({ minLength: 1 })),
-    experiment: Type.Optional(Type.String({ minLength: 1 })),
+    experiment: Type.Optional(Type.String({ minLength: 1, description: 'needs project (an experiment is named within its project)' })),
     status: Type.Optional(RunStatusSchema),
     job: Type.Optional(Type.String({ minLength: 1 })),
-    limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$', description: 'at most 1000; default 100' })),
+    limit: Type.Optional(LimitParam()),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, if: { required: ['experiment'] }, then: { required: ['project'] } },
 );
 
 export const RunSchema = Type.Object(
@@ -97,19 +97,23 @@ export const SummarySchema = Type.Object({
 
 export const RunDetailSchema = Type.Intersect([Type.Omit(RunSchema, []), Type.Object({ metrics: Type.Record(Type.String(), SummarySchema) })]);
 
+/** What the metrics route answers for an empty batch, as parseBatch did before the schema said it. */
+export const EMPTY_BATCH = 'batch rejected, nothing stored: points must not be empty';
+
 export const MetricsBody = Type.Object(
   {
     points: Type.Array(
       Type.Object(
         {
+          // Checked by domain/metrics.ts parseBatch, whose messages name the point: described here.
           key: Type.String({ description: METRIC_KEY_RULE }),
           step: Type.Number({ description: 'an integer >= 0' }),
           value: MetricValue,
-          ts: Type.Optional(Type.Number({ description: 'epoch milliseconds; default: when the batch arrived' })),
+          ts: Type.Optional(Type.Number({ description: 'epoch milliseconds (>= 0); default: when the batch arrived' })),
         },
         { additionalProperties: false },
       ),
-      { maxItems: MAX_BATCH_POINTS },
+      { minItems: 1, maxItems: MAX_BATCH_POINTS },
     ),
   },
   { additionalProperties: false },
@@ -122,7 +126,7 @@ const StepParam = Type.String({ pattern: '^[0-9]{1,16}$' });
 export const MetricsQuery = Type.Object(
   {
     keys: Type.Optional(Type.String({ description: 'comma-separated; default all keys of the run' })),
-    points: Type.Optional(Type.String({ pattern: '^[0-9]{1,5}$', description: 'at most this many points or buckets per key; default 1000, at most 10000' })),
+    points: Type.Optional(Type.String({ pattern: '^(?:[1-9][0-9]{0,3}|10000)$', description: 'at most this many points or buckets per key: from 1 to 10000; default 1000' })),
     step_min: Type.Optional(StepParam),
     step_max: Type.Optional(StepParam),
   },
@@ -131,7 +135,7 @@ export const MetricsQuery = Type.Object(
 
 export const CompareQuery = Type.Object(
   {
-    runs: Type.String({ minLength: 1, description: 'comma-separated run ids, at most 50' }),
+    runs: Type.String({ pattern: '^[,\\s]*[^,\\s][^,]*(?:,[^,]*){0,49}$', description: 'comma-separated run ids: at least one, at most 50' }),
     keys: Type.Optional(Type.String()),
     points: Type.Optional(MetricsQuery.properties.points),
     step_min: Type.Optional(StepParam),
