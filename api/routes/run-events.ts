@@ -2,19 +2,16 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { getJob } from '../../db/queries/jobs.ts';
-import { addEvent, addKeyedEvent, getRun, jobEvents, runEvents } from '../../db/queries/runs.ts';
+import { addEvent, addKeyedEvent, jobEvents, runEvents } from '../../db/queries/runs.ts';
 import type { ApiDeps } from '../deps.ts';
 import { notFound } from '../errors.ts';
 import { IdParams, NotFound } from '../schemas/common.ts';
 import { EventBody, EventSchema, IdempotencyHeaders } from '../schemas/runs.ts';
 import { eventJson } from '../serialize.ts';
+import { runOrNotFound } from './runs.ts';
 
 export const runEventRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
-  async function mustGetRun(id: string) {
-    const run = await getRun(db, id);
-    if (!run) throw notFound('run', id);
-    return run;
-  }
+  const mustGetRun = (id: string) => runOrNotFound(db, id);
 
   app.post(
     '/runs/:id/events',

@@ -7,6 +7,7 @@ import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, pat
 import { findExperimentId } from '../../db/queries/experiments.ts';
 import { BatchRejected, parseBatch } from '../../domain/metrics.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
+import type { Db } from '../../db/client.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import {
@@ -28,14 +29,17 @@ import { keysOf, pointsOf, runSeries, stepOf, summaryJson } from '../metric-seri
 import { runJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
 
+/** The run, or the API's 404 for it. */
+export async function runOrNotFound(db: Db, id: string) {
+  const run = await getRun(db, id);
+  if (!run) throw notFound('run', id);
+  return run;
+}
+
 export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db } = deps;
 
-  async function mustGetRun(id: string) {
-    const run = await getRun(db, id);
-    if (!run) throw notFound('run', id);
-    return run;
-  }
+  const mustGetRun = (id: string) => runOrNotFound(db, id);
 
   app.post(
     '/runs',
