@@ -11,6 +11,8 @@ export default defineConfig({
     reporters: ['default'],
     // Every response the API sends in a test is checked against the OpenAPI document
     // (api/response-check.ts); the API processes end-to-end tests start inherit it.
-    env: { GPUPLANE_CHECK_RESPONSES: '1' },
+    // Jobs run as the agent's user in the suite (its fixtures live in folders only root reads);
+    // test/tenancy.e2e.test.ts runs them as job users, the default for an agent running as root.
+    env: { GPUPLANE_CHECK_RESPONSES: '1', GPUPLANE_JOB_USERS: 'agent' },
   },
 });

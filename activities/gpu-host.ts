@@ -14,6 +14,7 @@ import { attemptEnd } from './gpu-host/checkpoint-watching.ts';
 import type { GpuHostDeps } from './gpu-host/deps.ts';
 import { confirmLaunch, reportStarted } from './gpu-host/launch.ts';
 import { workingDirProblem } from './gpu-host/proc.ts';
+import { workingDirProblemFor, type JobUser } from './gpu-host/job-users.ts';
 import type { Live } from './gpu-host/process-table.ts';
 import { deleteCheckpointFiles, type DeletionResult } from './gpu-host/retention.ts';
 import { retryWhile } from './gpu-host/retry-while.ts';
@@ -68,13 +69,26 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     if (ended) return endedExit(spec.jobId, spec.attempt, logPath, ended);
 
     makePrivateDir(path.dirname(logPath));
-    const dirProblem = workingDirProblem(spec.workingDir) ?? confinementProblem(spec);
+    let user: JobUser | null = null;
+    try {
+      user = deps.jobUsers?.forProject(spec.project ?? '') ?? null;
+    } catch (err) {
+      return spawnError(logPath, (err as Error).message);
+    }
+    // Confinement first: a job user makes a missing working dir only inside the allowed roots.
+    const dirProblem = confinementProblem(spec) ?? (user ? workingDirProblemFor(spec.workingDir, user) : workingDirProblem(spec.workingDir));
     if (dirProblem) return spawnError(logPath, dirProblem);
     const secrets = launched && 'secrets' in launched ? launched.secrets : {};
     const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
+    const env = attemptEnv(deps, spec, secrets);
+    if (user) {
+      // The agent's home is not the job's: its own working dir is, unless the job says otherwise.
+      env.HOME = spec.env.HOME ?? spec.workingDir;
+      env.USER = env.LOGNAME = user.name;
+    }
     let entry: Live;
     try {
-      entry = pt.spawn(spec, attemptEnv(deps, spec, secrets), logPath, plan);
+      entry = pt.spawn(spec, env, logPath, plan, user);
     } catch (err) {
       const why = err instanceof SpawnFailed ? await err.error : (err as Error);
       return spawnError(logPath, `could not start the attempt: ${why.message}`);

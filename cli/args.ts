@@ -39,6 +39,11 @@ export function rootsArg(v: string, prev: string[] = []) {
   return [...prev, ...v.split(':').filter(Boolean)];
 }
 
+/** A repeatable option whose variable form is comma-separated (`--protect`, GPUPLANE_PROTECT). */
+export function listArg(v: string, prev: string[] = []) {
+  return [...prev, ...v.split(',').map((s) => s.trim()).filter(Boolean)];
+}
+
 /**
  * `--secret-env NAME`: the value comes from gpuctl's environment, never from the command line,
  * where `ps` and the shell's history would keep it.

@@ -12,6 +12,7 @@ import { startDevServer, waitForTemporal, type DevServer } from '../temporal/dev
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startConfiguredControlWorker } from '../workers/control/serve.ts';
 import { readInventory } from '../activities/gpu-host/inventory.ts';
+import { listeningPorts } from '../activities/gpu-host/port-guard.ts';
 import { startConfiguredAgent, type AgentFlags } from '../workers/gpu-host/serve.ts';
 
 export interface UpFlags extends Partial<AgentFlags> {
@@ -34,6 +35,21 @@ async function startClusterOn(c: GpuplaneConfig, f: UpFlags, log: (s: string) =>
     numHistoryShards: shards,
     dir: path.join(c.home, 'temporal-cluster'),
   });
+}
+
+/**
+ * What jobs (run as job users) must not reach besides Temporal's frontend: every port the
+ * embedded Temporal server listens on (its HTTP API, metrics, Web UI and services pick their
+ * own), the Temporal UI's port, and the database. The API is not among them: jobs report to it.
+ */
+function controlPlaneEndpoints(c: GpuplaneConfig, f: UpFlags, temporalServer: { child: { pid?: number } } | null): string[] {
+  const out = [`127.0.0.1:${f.temporalUiPort}`];
+  if (temporalServer?.child.pid) out.push(...listeningPorts(temporalServer.child.pid).map((p) => `127.0.0.1:${p}`));
+  if (c.databaseUrl) {
+    const u = new URL(c.databaseUrl);
+    if (u.hostname) out.push(`${u.hostname.includes(':') ? `[${u.hostname.replace(/^\[|\]$/g, '')}]` : u.hostname}:${u.port || 5432}`);
+  }
+  return out;
 }
 
 /**
@@ -83,7 +99,13 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   // Jobs of the local agent reach this API where it really listens (GPUPLANE_API_PORT=0 picks a port).
   // The local agent speaks for its node only, with a node token of its own (kept 0600 in the home).
   const nodeToken = await ensureNodeToken(database.db, c.home, nodeId);
-  const agent = await startConfiguredAgent(c, { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv, allowedRoots: f.allowedRoots, nodeToken }, temporal.client, connection, api.url);
+  const agent = await startConfiguredAgent(
+    c,
+    { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv, allowedRoots: f.allowedRoots, nodeToken, jobUsers: f.jobUsers, protect: [...(f.protect ?? []), ...controlPlaneEndpoints(c, f, dev ?? cluster)] },
+    temporal.client,
+    connection,
+    api.url,
+  );
   log(`local agent ${nodeId}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource})`);
   log('');
   log(`GPUPlane is up.`);

@@ -39,3 +39,21 @@ export function writeTokenFile(file: string, token: string): void {
 export function cliToken(home: string, explicit?: string): string | undefined {
   return explicit || process.env.GPUPLANE_TOKEN || readTokenFile(loginTokenFile(home)) || readTokenFile(adminTokenFile(home)) || undefined;
 }
+
+/**
+ * A node token handed to an agent in a file (`gpuctl agent --token-file`): the safe way, where
+ * the file is readable by the agent's user only. A file other users can read, or one that holds
+ * no token, is refused with a one-line error that never repeats its contents.
+ */
+export function readNodeTokenFile(file: string): string {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(file);
+  } catch (err) {
+    throw new Error(`--token-file ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (err as Error).message}`);
+  }
+  if ((st.mode & 0o077) !== 0) throw new Error(`--token-file ${file} can be read by other users (mode ${(st.mode & 0o777).toString(8)}): chmod 600 it, so that only the agent's user reads the node's credential`);
+  const t = readTokenFile(file);
+  if (!t) throw new Error(`--token-file ${file} holds no GPUPlane token (gpt_ and 43 characters)`);
+  return t;
+}

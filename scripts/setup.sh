@@ -13,6 +13,13 @@ if [ ! -f web/dist/index.html ] || [ -n "$(find web/src web/index.html web/vite.
   echo "== building the web console"
   npx vite build --config web/vite.config.ts --logLevel warn
 fi
+# As root, the local agent runs each project's jobs as a user of its own and keeps them off the
+# control plane's ports with an nftables table (activities/gpu-host/port-guard.ts): it needs nft.
+if [ "$(id -u)" = 0 ] && ! command -v nft >/dev/null 2>&1; then
+  echo "== installing Debian package: nftables (jobs run as job users, kept off Temporal's ports)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null
+fi
 if [ "${1:-}" = "--with-postgres" ]; then
   # The tests need Debian's PostgreSQL server, and iproute2 for the network-partition test.
   missing=""

@@ -74,6 +74,8 @@ export interface AttemptSpec {
   attempt: number;
   type: JobType;
   runId: string | null;
+  /** The job's project: an agent running as root runs each project's jobs as a user of its own (activities/gpu-host/job-users.ts). */
+  project?: string | null;
   /** Where the database placed the attempt. */
   nodeId: string;
   command: string[];

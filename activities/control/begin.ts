@@ -25,6 +25,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
     attempt: a.attempt,
     type: job.type,
     runId,
+    project: job.projectId ?? null,
     nodeId: job.nodeId,
     command: job.command,
     workingDir: job.workingDir,

@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { NodeInventory } from '../../workflows/types.ts';
+import type { JobUsers } from './job-users.ts';
 import type { CheckpointWatching } from './checkpoint-watching.ts';
 import type { LogShipping } from './log-shipper.ts';
 import type { ProcessTable } from './process-table.ts';
@@ -20,6 +21,8 @@ export interface GpuHostDeps {
   checkpoints?: CheckpointWatching;
   /** The node's credential: each job with a run gets its run token, derived from it (runtime/tokens.ts). */
   nodeToken?: string;
+  /** The users jobs run as, one per project (an agent running as root); absent: the agent's own user. */
+  jobUsers?: JobUsers | null;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */
   allowedRoots?: readonly string[];
   /**

@@ -13,18 +13,28 @@
 # Where the agent made a cgroup for the attempt, the shim moves itself into it first, so the
 # command and everything it starts (setsid or not) stay inside, and fencing kills them all.
 #
-#   sh job-shim.sh <grace-s> <window-s> <state-path-prefix> <cgroup-dir or ""> <cmd> [args...]
+# Where the attempt runs as a job user (uid:gid; the agent is root), the command starts through
+# job-isolate.sh: that user, its own /proc, its environment from fd 4; the shim itself stays the
+# agent's, started with a bare environment (nothing of the job's reaches a root process).
+#
+#   sh job-shim.sh <grace-s> <window-s> <state-path-prefix> <cgroup-dir or ""> <uid:gid or ""> <cmd> [args...]
 grace=$1
 window=$2
 adopt="$3.adopt"
 status_file="$3.status"
 fenced_file="$3.fenced"
 cgroup=$4
+user=$5
 contact="${3%/*}/contact"
-shift 4
+shift 5
 if [ -n "$cgroup" ]; then echo $$ > "$cgroup/cgroup.procs" 2>/dev/null || cgroup=""; fi
+if [ -n "$user" ]; then
+  set -- /usr/bin/unshare --mount --propagation private /bin/sh "${0%/*}/job-isolate.sh" "${user%%:*}" "${user#*:}" "$@"
+fi
 "$@" 3>&- &
 child=$!
+# The job's environment was for the command only.
+exec 4<&-
 # The command has its own umask (the agent's); what the shim writes from now on (status and
 # fenced marks) is private to the agent's user.
 umask 077

@@ -100,7 +100,7 @@ export class ProcessTable {
   }
 
   /** Starts the attempt's shim; the caller has checked the working dir. */
-  spawn(spec: AttemptSpec, env: NodeJS.ProcessEnv, logPath: string, timing: { fenceAfterMs: number; fenceGraceMs: number }): Live {
+  spawn(spec: AttemptSpec, env: NodeJS.ProcessEnv, logPath: string, timing: { fenceAfterMs: number; fenceGraceMs: number }, user: { uid: number; gid: number } | null = null): Live {
     this.forget(spec.jobId, spec.attempt);
     const cgroup = this.cgroups?.create(spec.jobId, spec.attempt) ?? null;
     const child = startShim({
@@ -114,6 +114,7 @@ export class ProcessTable {
       cwd: spec.workingDir,
       env,
       logPath,
+      user,
     });
     child.once('error', () => undefined);
     const pid = child.pid!;

@@ -29,6 +29,21 @@ export interface ShimArgs {
   env: NodeJS.ProcessEnv;
   /** Where stdout goes; stderr goes to stderrPathOf(logPath), beside it. */
   logPath: string;
+  /** The job's own user (an agent running as root: job-users.ts); absent: the agent's user. */
+  user?: { uid: number; gid: number } | null;
+}
+
+/** The shim's environment where the job runs as a user of its own: nothing of the job's (its environment reaches the command through fd 4). */
+const BARE_ENV = { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C' };
+
+/** An environment as job-isolate.sh reads it from fd 4: NAME=VALUE, each ended by a NUL. */
+export function envBlock(env: NodeJS.ProcessEnv): Buffer {
+  return Buffer.from(
+    Object.entries(env)
+      .filter(([k, v]) => v !== undefined && !k.includes('=') && !k.includes('\0') && !v.includes('\0'))
+      .map(([k, v]) => `${k}=${v}\0`)
+      .join(''),
+  );
 }
 
 /**
@@ -49,12 +64,19 @@ export function startShim(a: ShimArgs): ChildProcess {
   try {
     const err = openPrivateForAppend(stderrPathOf(a.logPath));
     try {
-      child = spawn('/bin/sh', [shimPath, String(a.fenceGraceMs / 1000), String(a.windowS), a.state, a.cgroup ?? '', ...a.command], {
+      const user = a.user ? `${a.user.uid}:${a.user.gid}` : '';
+      child = spawn('/bin/sh', [shimPath, String(a.fenceGraceMs / 1000), String(a.windowS), a.state, a.cgroup ?? '', user, ...a.command], {
         cwd: a.cwd,
-        env: a.env,
+        env: a.user ? BARE_ENV : a.env,
         detached: true,
-        stdio: ['ignore', out, err, 'pipe'],
+        stdio: a.user ? ['ignore', out, err, 'pipe', 'pipe'] : ['ignore', out, err, 'pipe'],
       });
+      if (a.user && child.pid !== undefined) {
+        const envPipe = child.stdio[4] as NodeJS.WritableStream & { on(e: 'error', f: () => void): void };
+        // A command that never reads it (it failed to start) must not take the agent down.
+        envPipe.on('error', () => undefined);
+        envPipe.end(envBlock(a.env));
+      }
     } finally {
       fs.closeSync(err);
     }

@@ -2,7 +2,7 @@
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../../config.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../../runtime/logger.ts';
-import { envNameArg, intArg, pairArg, rootsArg } from '../args.ts';
+import { envNameArg, intArg, listArg, pairArg, rootsArg } from '../args.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 
@@ -23,7 +23,32 @@ const agentOptions = (c: Command) =>
         .argParser(rootsArg)
         .default([], 'anywhere'),
     )
+    .addOption(
+      new Option(
+        '--job-users <users>',
+        "who jobs run as, one user per project: a uid range A-B, or user names a,b; agent: the agent's own user (single-tenant). As root the default is 3000000-3000999, otherwise agent",
+      ).env('GPUPLANE_JOB_USERS'),
+    )
+    .addOption(
+      new Option('--protect <host:port>', "keep jobs run as job users off this endpoint too (repeatable; Temporal's is always kept)")
+        .env('GPUPLANE_PROTECT')
+        .argParser(listArg)
+        .default([], 'Temporal only'),
+    )
     .addOption(logLevel());
+
+/** What agentOptions parses. */
+interface AgentCliOptions {
+  label: Record<string, string>;
+  fakeGpus?: number;
+  passEnv: string[];
+  allowedRoot: string[];
+  jobUsers?: string;
+  protect: string[];
+  logLevel: LogLevel;
+}
+
+const agentFlagsOf = (o: AgentCliOptions) => ({ labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, jobUsers: o.jobUsers, protect: o.protect });
 
 export function registerProcessCommands(program: Command): void {
   agentOptions(
@@ -38,11 +63,11 @@ export function registerProcessCommands(program: Command): void {
           .default('dev'),
       )
       .option('--history-shards <n>', 'with --temporal cluster: history shards, fixed once its databases exist', intArg('--history-shards', 1), 4),
-  ).action(async (o: { nodeId?: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; allowedRoot: string[]; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number; logLevel: LogLevel }) => {
+  ).action(async (o: AgentCliOptions & { nodeId?: string; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number }) => {
     const { up } = await import('../up.ts');
     await up(
       loadConfig(),
-      { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards },
+      { nodeId: o.nodeId, ...agentFlagsOf(o), temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards },
       log,
       createLogger(o.logLevel),
     );
@@ -53,19 +78,23 @@ export function registerProcessCommands(program: Command): void {
       .command('agent')
       .description('run a GPU-host worker for this node')
       .requiredOption('--node-id <id>', 'this node\'s id')
-      .addOption(new Option('--token <token>', "this node's credential, from the API (prefer the variable: a flag shows in ps)").env('GPUPLANE_NODE_TOKEN'))
+      .addOption(new Option('--token <token>', "this node's credential, from the API (a flag shows in ps: prefer --token-file)").env('GPUPLANE_NODE_TOKEN'))
+      .addOption(new Option('--token-file <path>', "read this node's credential from a file only the agent's user can read (0600)").env('GPUPLANE_NODE_TOKEN_FILE'))
       .addOption(
         new Option('--on-stop <mode>', 'on SIGTERM/SIGINT: detach leaves running jobs for a restarted agent to re-attach; kill stops them')
           .choices(['detach', 'kill'])
           .default('detach'),
       ),
-  ).action(async (o: { nodeId: string; label: Record<string, string>; fakeGpus?: number; passEnv: string[]; allowedRoot: string[]; token?: string; onStop: 'detach' | 'kill'; logLevel: LogLevel }) => {
+  ).action(async (o: AgentCliOptions & { nodeId: string; token?: string; tokenFile?: string; onStop: 'detach' | 'kill' }) => {
     const { serveAgent } = await import('../../workers/gpu-host/serve.ts');
+    const { readNodeTokenFile } = await import('../../runtime/credentials.ts');
     // Read once: nothing the agent starts (nvidia-smi, jobs) inherits the node's credential.
     delete process.env.GPUPLANE_NODE_TOKEN;
+    if (o.token && o.tokenFile) throw new Error('give the node token once: --token (GPUPLANE_NODE_TOKEN) or --token-file, not both');
+    const nodeToken = o.tokenFile ? readNodeTokenFile(o.tokenFile) : o.token || undefined;
     await serveAgent(
       loadConfig(),
-      { nodeId: o.nodeId, labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, nodeToken: o.token || undefined, onStop: o.onStop },
+      { nodeId: o.nodeId, ...agentFlagsOf(o), nodeToken, onStop: o.onStop },
       log,
       createLogger(o.logLevel),
     );

@@ -20,6 +20,8 @@ import { ProcessTable } from '../../activities/gpu-host/process-table.ts';
 import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
 import { adoptSurvivors, sweepRecords } from '../../activities/gpu-host/survivors.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
+import { JobUsers } from '../../activities/gpu-host/job-users.ts';
+import { installPortGuard, removePortGuard, type Endpoint } from '../../activities/gpu-host/port-guard.ts';
 import { attemptWanted } from '../../activities/gpu-host/wanted.ts';
 import { rejoinWhenReachable } from './reconnect.ts';
 
@@ -49,6 +51,10 @@ export interface AgentOptions {
   nodeToken?: string;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (`--allowed-root`); none: anywhere. */
   allowedRoots?: string[];
+  /** `--job-users` (activities/gpu-host/job-users.ts): absent, the default (a pool of uids as root, else the agent's user). */
+  jobUsers?: string;
+  /** Endpoints jobs may not connect to (Temporal's, and `--protect`), where they run as job users. */
+  protect?: Endpoint[];
 }
 
 export interface Agent {
@@ -60,6 +66,8 @@ export interface Agent {
   inventorySource: string;
   /** Where attempts get their own cgroups, or null (process groups only). */
   cgroupBase: string | null;
+  /** Who jobs run as, for the start line: "job users uids A-B (…)", or the single-tenant warning. */
+  jobUsersLine: string;
   run: Promise<void>;
   shutdown(): Promise<void>;
 }
@@ -84,6 +92,22 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const cgroups = AttemptCgroups.detect(o.nodeId, process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto');
   // Nothing of the agent's is for the node's other users: its data dir and everything in it are private.
   makePrivateDir(o.dataDir);
+  const jobUsers = JobUsers.of(o.jobUsers, o.dataDir);
+  let jobUsersLine: string;
+  if (jobUsers) {
+    let guarded: string;
+    try {
+      guarded = await installPortGuard(o.nodeId, jobUsers.uidRanges(), o.protect ?? []);
+    } catch (err) {
+      const why = ((err as { stderr?: Buffer }).stderr?.toString().trim() || (err as Error).message).split('\n')[0];
+      throw new Error(`jobs would run as job users (${jobUsers.describe()}) but could still reach the control plane's ports: the nftables guard failed (${why}); install nftables (apt install nftables), or run jobs as the agent's own user with --job-users agent (single-tenant)`);
+    }
+    jobUsersLine = `jobs run as one user per project (${jobUsers.describe()}), each seeing only its own processes, kept off ${guarded || 'no protected port'}`;
+  } else {
+    const me = os.userInfo();
+    jobUsersLine = `jobs run as ${me.username} (uid ${me.uid}), this agent's own user: they can read its token and each other's files, so this node is single-tenant (docs/security.md)`;
+    agentLogger.warn(jobUsersLine);
+  }
   makePrivateDir(path.join(o.dataDir, 'logs'));
   const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), cgroups);
   const logger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'log-shipper', nodeId: o.nodeId });
@@ -120,6 +144,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       checkpoints,
       nodeToken: o.nodeToken,
       allowedRoots: o.allowedRoots,
+      jobUsers,
       onLeaseLost: () => rejoiner.leaseLost(),
     }),
     maxConcurrentActivityTaskExecutions: 1000,
@@ -177,6 +202,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     running: () => processes.live.size,
     inventorySource: source,
     cgroupBase: cgroups?.base ?? null,
+    jobUsersLine,
     run,
     async shutdown() {
       clearInterval(rejoin);
@@ -185,6 +211,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       // Before the attempts are stopped: a checkpoint cut off by the stop is not final.
       await checkpoints.stopAll();
       await processes.stopAll();
+      // Its jobs are gone: so is the guard that kept them off the control plane.
+      if (jobUsers) removePortGuard(o.nodeId);
       await logs.stopAll(LOG_DRAIN_MS);
       worker.shutdown();
       await run;

@@ -3,7 +3,8 @@
  *
  *   GPUPLANE_API_URL=http://api:8787 TEMPORAL_ADDRESS=temporal:7233 \
  *     node --import tsx workers/gpu-host/main.ts --node-id gpu-01 [--label k=v]… [--fake-gpus N]
- *     [--pass-env NAME]… [--allowed-root DIR]… [--token TOKEN] [--on-stop detach|kill]
+ *     [--pass-env NAME]… [--allowed-root DIR]… [--token TOKEN | --token-file FILE] [--on-stop detach|kill]
+ *     [--job-users A-B|NAME,…|agent] [--protect HOST:PORT]…
  *
  * The flags are `gpuctl agent`'s: --node-id is required; --on-stop defaults to detach. It never
  * opens the database. Environment (config.ts, with defaults): TEMPORAL_ADDRESS (127.0.0.1:7233),
@@ -11,7 +12,8 @@
  * GPUPLANE_HOME (~/.gpuplane; attempt records and logs under agent/NODE), GPUPLANE_LOST_AFTER_S
  * (75), GPUPLANE_HEARTBEAT_TIMEOUT_S (10), GPUPLANE_KILL_GRACE_S (10), GPUPLANE_LOG_LEVEL (info;
  * JSON lines on stderr), GPUPLANE_NODE_TOKEN (--token: the node's credential), GPUPLANE_ALLOWED_ROOTS
- * (--allowed-root, ':'-separated; the flags win). Prints "agent NODE: …" on stdout when it polls its queue.
+ * (--allowed-root, ':'-separated; the flags win), GPUPLANE_NODE_TOKEN_FILE (--token-file), GPUPLANE_JOB_USERS
+ * (--job-users), GPUPLANE_PROTECT (--protect, comma-separated). Prints "agent NODE: …" on stdout when it polls its queue.
  */
 import { parseArgs } from 'node:util';
 import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
@@ -19,6 +21,7 @@ import { loadConfig } from '../../config.ts';
 import { passEnvRefusal } from '../../domain/job-env.ts';
 import { printLine, runMain } from '../../runtime/process.ts';
 import { serveAgent, type AgentFlags } from './serve.ts';
+import { readNodeTokenFile } from '../../runtime/credentials.ts';
 
 /** `gpuctl agent`'s flags, strictly: an unknown or malformed flag is an error. */
 function agentFlagsOf(args: string[]): AgentFlags {
@@ -34,6 +37,9 @@ function agentFlagsOf(args: string[]): AgentFlags {
       'on-stop': { type: 'string', default: 'detach' },
       'allowed-root': { type: 'string', multiple: true, default: [] },
       token: { type: 'string' },
+      'token-file': { type: 'string' },
+      'job-users': { type: 'string' },
+      protect: { type: 'string', multiple: true, default: [] },
     },
   });
   if (!v['node-id']) throw new Error("required option '--node-id <id>' not specified");
@@ -53,10 +59,15 @@ function agentFlagsOf(args: string[]): AgentFlags {
   if (onStop !== 'detach' && onStop !== 'kill') throw new Error(`--on-stop must be detach or kill, got "${onStop}"`);
   const roots = v['allowed-root'].length ? v['allowed-root'] : [process.env.GPUPLANE_ALLOWED_ROOTS ?? ''];
   const allowedRoots = roots.flatMap((r) => r.split(':')).filter(Boolean);
-  const nodeToken = v.token || process.env.GPUPLANE_NODE_TOKEN || undefined;
+  const tokenFile = v['token-file'] || process.env.GPUPLANE_NODE_TOKEN_FILE || undefined;
+  const given = v.token || process.env.GPUPLANE_NODE_TOKEN || undefined;
+  if (given && tokenFile) throw new Error('give the node token once: --token (GPUPLANE_NODE_TOKEN) or --token-file, not both');
+  const nodeToken = tokenFile ? readNodeTokenFile(tokenFile) : given;
   // Read once: nothing the agent starts (nvidia-smi, jobs) inherits the node's credential.
   delete process.env.GPUPLANE_NODE_TOKEN;
-  return { nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], allowedRoots, nodeToken, onStop };
+  const protect = (v.protect.length ? v.protect : [process.env.GPUPLANE_PROTECT ?? '']).flatMap((p) => p.split(',')).map((p) => p.trim()).filter(Boolean);
+  const jobUsers = v['job-users'] ?? (process.env.GPUPLANE_JOB_USERS || undefined);
+  return { nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], allowedRoots, nodeToken, onStop, jobUsers, protect };
 }
 
 runMain('agent', () => serveAgent(loadConfig(), agentFlagsOf(process.argv.slice(2)), printLine, createLogger(logLevelFromEnv())));

@@ -9,6 +9,7 @@ import { connectWorker, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { startAgent, type Agent } from './agent.ts';
 import { connectAgentClient } from './reconnect.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
+import { parseEndpoint } from '../../activities/gpu-host/port-guard.ts';
 
 export interface AgentFlags {
   nodeId: string;
@@ -22,6 +23,10 @@ export interface AgentFlags {
   nodeToken?: string;
   /** Folders attempts must work in (`--allowed-root`, GPUPLANE_ALLOWED_ROOTS); none: anywhere. */
   allowedRoots?: string[];
+  /** Who jobs run as (`--job-users`, GPUPLANE_JOB_USERS; activities/gpu-host/job-users.ts); absent: the default. */
+  jobUsers?: string;
+  /** HOST:PORT endpoints jobs may not connect to besides Temporal's (`--protect`, GPUPLANE_PROTECT). */
+  protect?: string[];
 }
 
 /** Where an agent keeps its attempt records and logs. */
@@ -45,6 +50,9 @@ export function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: C
     passEnv: f.passEnv,
     nodeToken: f.nodeToken,
     allowedRoots: f.allowedRoots,
+    jobUsers: f.jobUsers,
+    // Temporal's frontend always: a job that reaches it could signal any workflow.
+    protect: [parseEndpoint(c.temporalAddress), ...(f.protect ?? []).map(parseEndpoint)],
   });
 }
 
@@ -55,7 +63,7 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
   const dataDir = agentDataDir(c, f.nodeId);
   makePrivateDir(dataDir);
   const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl);
-  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.cgroupBase ? `attempts in cgroups under ${agent.cgroupBase}` : 'attempts in process groups (no cgroups)'}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
+  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.cgroupBase ? `attempts in cgroups under ${agent.cgroupBase}` : 'attempts in process groups (no cgroups)'}, ${agent.jobUsersLine}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
     if (f.onStop === 'detach') {
       // Leave the attempts running and unreported, as if the agent had vanished: a new agent

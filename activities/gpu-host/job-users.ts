@@ -1,0 +1,155 @@
+/**
+ * Which Unix user an attempt runs as (`gpuctl agent --job-users`, GPUPLANE_JOB_USERS).
+ *
+ * - An agent running as root runs every job under an unprivileged uid of its own, one per
+ *   project, taken from a pool: by default the uids DEFAULT_JOB_UIDS (no names needed: they own
+ *   nothing else on a machine), or a range `A-B`, or a list of existing users `alice,bob`. A
+ *   project keeps its uid on this node (recorded in the agent's data dir), so its jobs share
+ *   their files (a checkpoint to resume from) and no other project's job can read them.
+ * - `agent` (and any agent that is not root) runs jobs as the agent's own user: they can read
+ *   what the agent can (its token, other jobs' files), so the node is single-tenant.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { writePrivateFile } from '../../runtime/private-files.ts';
+
+/** The default pool of job uids for an agent running as root: numbers no account owns on a usual machine. */
+export const DEFAULT_JOB_UIDS = '3000000-3000999';
+
+export interface JobUser {
+  uid: number;
+  gid: number;
+  /** The user's name, or `gpuplane-<uid>` for a bare uid. */
+  name: string;
+}
+
+/** What `--job-users` says: the agent's own user, or a pool of users. */
+export type JobUsersSpec = { kind: 'agent' } | { kind: 'pool'; users: JobUser[] };
+
+const MAX_POOL = 65_536;
+
+/** Parses `--job-users`: `agent`, `A-B` (uids), or `name,name…` (existing users). Throws a one-line error. */
+export function parseJobUsers(raw: string, lookup: (name: string) => JobUser | null = lookupUser): JobUsersSpec {
+  const s = raw.trim();
+  if (s === 'agent') return { kind: 'agent' };
+  const range = /^(\d+)-(\d+)$/.exec(s);
+  if (range) {
+    const lo = Number(range[1]);
+    const hi = Number(range[2]);
+    if (lo < 1000 || hi < lo || hi > 4_294_967_294 || hi - lo + 1 > MAX_POOL) throw new Error(`--job-users ${s}: a range of uids A-B with 1000 <= A <= B and at most ${MAX_POOL} uids`);
+    const users: JobUser[] = [];
+    for (let u = lo; u <= hi; u++) users.push({ uid: u, gid: u, name: `gpuplane-${u}` });
+    return { kind: 'pool', users };
+  }
+  const names = s.split(',').map((n) => n.trim());
+  if (names.some((n) => !/^[a-z_][a-z0-9_.-]{0,31}\$?$/i.test(n))) throw new Error(`--job-users: expected "agent", a uid range A-B or a list of user names, got "${raw}"`);
+  const users = names.map((n) => {
+    const u = lookup(n);
+    if (!u) throw new Error(`--job-users: no user named "${n}" on this machine`);
+    if (u.uid === 0) throw new Error(`--job-users: "${n}" is root; jobs must run unprivileged`);
+    return u;
+  });
+  return { kind: 'pool', users };
+}
+
+/** A user's uid and primary gid from the system's user database (getent), or null. */
+function lookupUser(name: string): JobUser | null {
+  try {
+    const line = execFileSync('getent', ['passwd', name], { encoding: 'utf8' }).trim();
+    const [n, , uid, gid] = line.split(':');
+    return { uid: Number(uid), gid: Number(gid), name: n };
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The pool an agent runs jobs from, with each project's uid on this node. Null from `of` means
+ * jobs run as the agent's own user.
+ */
+export class JobUsers {
+  private readonly byProject: Record<string, number>;
+
+  private constructor(
+    private readonly pool: JobUser[],
+    /** Where each project's uid is kept across agent restarts. */
+    private readonly file: string,
+  ) {
+    let saved: unknown = {};
+    try {
+      saved = JSON.parse(fs.readFileSync(file, 'utf8'));
+    } catch {
+      // None yet (or unreadable): projects get uids afresh.
+    }
+    const uids = new Set(pool.map((u) => u.uid));
+    this.byProject = {};
+    if (saved && typeof saved === 'object') {
+      for (const [p, u] of Object.entries(saved as Record<string, unknown>)) if (typeof u === 'number' && uids.has(u)) this.byProject[p] = u;
+    }
+  }
+
+  /**
+   * The agent's pool: `raw` (a flag or GPUPLANE_JOB_USERS) or, for an agent running as root, the
+   * default range. Null: jobs run as the agent's own user (`agent`, or an agent that is not root).
+   */
+  static of(raw: string | undefined, dataDir: string, isRoot = process.getuid?.() === 0): JobUsers | null {
+    const spec = parseJobUsers(raw?.trim() ? raw : isRoot ? DEFAULT_JOB_UIDS : 'agent');
+    if (spec.kind === 'agent') return null;
+    if (!isRoot) throw new Error('--job-users: only an agent running as root can run jobs as other users (run it as root, or use --job-users agent)');
+    return new JobUsers(spec.users, path.join(dataDir, 'job-users.json'));
+  }
+
+  /** The uid ranges of the pool, for rules that match every job's sockets (port-guard.ts). */
+  uidRanges(): [number, number][] {
+    const sorted = this.pool.map((u) => u.uid).sort((a, b) => a - b);
+    const out: [number, number][] = [];
+    for (const u of sorted) {
+      const last = out[out.length - 1];
+      if (last && u === last[1] + 1) last[1] = u;
+      else out.push([u, u]);
+    }
+    return out;
+  }
+
+  describe(): string {
+    const r = this.uidRanges();
+    return r.length === 1 && r[0][0] !== r[0][1] ? `uids ${r[0][0]}-${r[0][1]}` : this.pool.map((u) => u.name).join(', ');
+  }
+
+  /** The user a project's jobs run as on this node: its own, given on first use and kept. */
+  forProject(project: string): JobUser {
+    const known = this.byProject[project];
+    const found = known === undefined ? undefined : this.pool.find((u) => u.uid === known);
+    if (found) return found;
+    const taken = new Set(Object.values(this.byProject));
+    const free = this.pool.find((u) => !taken.has(u.uid));
+    if (!free) throw new Error(`no job user left for project ${project}: all ${this.pool.length} of the pool (${this.describe()}) belong to other projects on this node; widen gpuctl agent --job-users`);
+    this.byProject[project] = free.uid;
+    writePrivateFile(this.file, JSON.stringify(this.byProject));
+    return free;
+  }
+}
+
+/** Runs `cmd` as `user` (no groups, no privileges); true when it exits 0. */
+function asUser(user: JobUser, cmd: string[]): boolean {
+  try {
+    execFileSync('setpriv', [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--no-new-privs', '--', ...cmd], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Why `user` cannot work in `dir` (enter it and list it), asked as that user; null when it can.
+ * A missing dir is made by the job's user itself (0700), where that user may make it: a job may
+ * be given a fresh folder of its own, and the agent's privilege makes no folder anywhere.
+ */
+export function workingDirProblemFor(dir: string, user: JobUser): string | null {
+  if (!fs.existsSync(dir) && !asUser(user, ['mkdir', '-p', '-m', '700', '--', dir])) {
+    return `working dir ${dir} does not exist and the job's user ${user.name} (uid ${user.uid}) may not make it; submit with a folder that user can make or use`;
+  }
+  if (asUser(user, ['test', '-d', dir, '-a', '-x', dir, '-a', '-r', dir])) return null;
+  return `working dir ${dir} is not usable by the job's user ${user.name} (uid ${user.uid}; each project's jobs run as their own user, gpuctl agent --job-users): let that user enter and read it, or submit with a working dir that does not exist yet (the job's user makes it)`;
+}
