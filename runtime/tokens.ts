@@ -54,7 +54,7 @@ export function runKeyOf(nodeToken: string): string {
 export interface RunTokenClaims {
   runId: string;
   attempt: number;
-  /** Unix seconds after which the token is refused. */
+  /** Unix seconds from which on the token is refused. */
   exp: number;
   mac: string;
 }
