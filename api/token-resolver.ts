@@ -1,18 +1,23 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Db } from '../db/client.ts';
-import { nodeOfRunAttempt } from '../db/queries/auth.ts';
+import { runAttemptNow } from '../db/queries/auth.ts';
 import { liveRunKeysOfNode, liveTokenByHash } from '../db/queries/tokens.ts';
-import { parseRunToken, runMacValid, tokenHash } from '../runtime/tokens.ts';
+import { parseRunToken, RUN_TOKEN_MAX_AHEAD_S, runMacValid, tokenHash, type RunTokenClaims } from '../runtime/tokens.ts';
 import type { Principal } from './principal.ts';
 
 export interface AuthConfig {
   /** Admin tokens that need no row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
   adminTokens?: string[];
-  /** How long a looked-up token is trusted before it is read again (a revocation takes this long on other replicas). */
+  /** How long a looked-up token is trusted before it is read again (a revocation takes this long on other replicas); a run token is read on every request. */
   cacheMs?: number;
 }
 
-/** Resolves bearer tokens to principals, with a short cache (a token is read at most once per cacheMs). */
+/**
+ * Resolves bearer tokens to principals, with a short cache (a token is read at most once per
+ * cacheMs). A run token is the exception: the principal it resolves to is never cached, so its
+ * attempt is read again on every request and the first request after the attempt ended is
+ * refused (only a refusal is cached, as for any token).
+ */
 export class TokenResolver {
   private readonly cache = new Map<string, { p: Principal | null; at: number }>();
   private readonly admins: Buffer[];
@@ -45,7 +50,8 @@ export class TokenResolver {
       if (this.good.size > 10_000) this.good.clear();
       this.good.set(hash, Date.now());
     }
-    this.cache.set(hash, { p, at: Date.now() });
+    // A run principal ends with its attempt: never kept (a run token's request reads its attempt).
+    if (p?.kind !== 'run') this.cache.set(hash, { p, at: Date.now() });
     return p;
   }
 
@@ -53,17 +59,26 @@ export class TokenResolver {
     const h = Buffer.from(hash, 'hex');
     if (this.admins.some((a) => timingSafeEqual(a, h))) return { kind: 'admin', tokenId: null, name: 'GPUPLANE_ADMIN_TOKEN' };
     const run = parseRunToken(token);
-    if (run) {
-      // The run's current node (its job's attempt) and that node's live run keys.
-      const nodeId = await nodeOfRunAttempt(this.db, run.runId);
-      if (!nodeId) return null;
-      const keys = await liveRunKeysOfNode(this.db, nodeId);
-      return keys.some((k) => k && runMacValid(k, run.runId, run.mac)) ? { kind: 'run', runId: run.runId, nodeId } : null;
-    }
+    if (run) return this.lookupRun(run);
     const t = await liveTokenByHash(this.db, hash);
     if (!t) return null;
     if (t.role === 'admin') return { kind: 'admin', tokenId: t.id, name: t.name };
     if (t.role === 'node') return { kind: 'node', tokenId: t.id, name: t.name, nodeId: t.nodeId! };
     return { kind: 'user', tokenId: t.id, name: t.name, role: t.role, projects: t.projects };
+  }
+
+  /**
+   * A run token is good while: its mac is right under a live token of the node its run's attempt
+   * was placed on, `exp` has not passed (nor is further ahead than a token is ever made for),
+   * its attempt is the run's and the job's current one, and that attempt has not ended. Every
+   * failure is the same null (a 401 that does not say which check failed).
+   */
+  private async lookupRun(run: RunTokenClaims): Promise<Principal | null> {
+    const now = Math.floor(Date.now() / 1000);
+    if (run.exp <= now || run.exp > now + RUN_TOKEN_MAX_AHEAD_S) return null;
+    const a = await runAttemptNow(this.db, run.runId);
+    if (!a?.nodeId || a.ended || a.attempt !== run.attempt || a.jobAttempt !== run.attempt) return null;
+    const keys = await liveRunKeysOfNode(this.db, a.nodeId);
+    return keys.some((k) => k && runMacValid(k, run)) ? { kind: 'run', runId: run.runId, nodeId: a.nodeId } : null;
   }
 }

@@ -20,7 +20,7 @@ import { createGpuHostActivities, type GpuHostDeps } from '../activities/gpu-hos
 import { ProcessTable } from '../activities/gpu-host/process-table.ts';
 import { INVALID_ATTEMPT } from '../workflows/failures.ts';
 import { passEnvRefusal } from '../domain/job-env.ts';
-import { newToken, runToken } from '../runtime/tokens.ts';
+import { newToken, parseRunToken, RUN_TOKEN_TTL_S, runToken } from '../runtime/tokens.ts';
 import { CheckpointWatching } from '../activities/gpu-host/checkpoint-watching.ts';
 import { LogShipping } from '../activities/gpu-host/log-shipper.ts';
 import { agentDataDir } from '../workers/gpu-host/serve.ts';
@@ -252,6 +252,15 @@ describe('an agent with allowed roots', () => {
   });
 });
 
+/** A job's run token: the one its agent derives from its node token for this run and attempt, good for RUN_TOKEN_TTL_S from when it started. */
+function expectRunToken(token: string, nodeToken: string, runId: string, attempt: number, startedS: number): void {
+  const claims = parseRunToken(token);
+  expect(claims).toMatchObject({ runId, attempt });
+  expect(token).toBe(runToken(nodeToken, runId, attempt, claims!.exp));
+  expect(claims!.exp).toBeGreaterThanOrEqual(startedS + RUN_TOKEN_TTL_S);
+  expect(claims!.exp).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + RUN_TOKEN_TTL_S);
+}
+
 describe("what an agent writes, and a job's credentials", () => {
   let base: string;
   let server: http.Server;
@@ -300,6 +309,7 @@ describe("what an agent writes, and a job's credentials", () => {
     dispatched = spec;
     // Whatever the umask, the agent's files are its own.
     const umask = process.umask(0);
+    const startedS = Math.floor(Date.now() / 1000);
     let exit: ProcessExit;
     try {
       exit = await activity(acts.runJob, spec);
@@ -309,7 +319,7 @@ describe("what an agent writes, and a job's credentials", () => {
     expect(exit).toMatchObject({ exitCode: 0, spawnError: null });
 
     const jobEnv = parseEnv(fs.readFileSync(path.join(work, 'env.out'), 'utf8'));
-    expect(jobEnv.GPUPLANE_TOKEN).toBe(runToken(nodeToken, spec.runId!));
+    expectRunToken(jobEnv.GPUPLANE_TOKEN, nodeToken, spec.runId!, spec.attempt, startedS);
     expect(jobEnv.GPUPLANE_RUN_ID).toBe(spec.runId);
     expect(jobEnv).not.toHaveProperty('GPUPLANE_NODE_TOKEN');
     expect(jobEnv).not.toHaveProperty('GPUPLANE_ADMIN_TOKEN');
@@ -402,6 +412,7 @@ describe('a real agent with GPUPLANE_ALLOWED_ROOTS and GPUPLANE_NODE_TOKEN', () 
 
   it('runs a job inside its root with its run token, and refuses one outside, naming the path and the roots', async () => {
     const dir = path.join(root, 'inside');
+    const startedS = Math.floor(Date.now() / 1000);
     const ok = await c.client.submit({ type: 'TRAIN', gpus: 1, selector, working_dir: dir, command: 'env -0 > env.out' });
     const refusedOutside = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector, working_dir: outside, command: 'touch ran' });
     const refusedLink = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector, working_dir: path.join(root, 'link'), command: 'touch ran' });
@@ -409,7 +420,7 @@ describe('a real agent with GPUPLANE_ALLOWED_ROOTS and GPUPLANE_NODE_TOKEN', () 
     expect((await c.client.waitFor(ok.id, undefined, 30_000)).state).toBe('SUCCEEDED');
     const jobEnv = parseEnv(fs.readFileSync(path.join(dir, 'env.out'), 'utf8'));
     expect(jobEnv.GPUPLANE_RUN_ID).toMatch(/^run-/);
-    expect(jobEnv.GPUPLANE_TOKEN).toBe(runToken(nodeToken, jobEnv.GPUPLANE_RUN_ID));
+    expectRunToken(jobEnv.GPUPLANE_TOKEN, nodeToken, jobEnv.GPUPLANE_RUN_ID, 1, startedS);
     expect(Object.values(jobEnv)).not.toContain(nodeToken);
 
     for (const [job, where] of [

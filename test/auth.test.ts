@@ -68,7 +68,7 @@ describe('tokens and roles on every route', () => {
     const [jobRow] = await database.db.select({ projectId: jobs.projectId, experimentId: jobs.experimentId }).from(jobs).where(eq(jobs.id, jobJ));
     runJ = newId('run');
     await database.db.insert(runs).values({ id: runJ, projectId: jobRow.projectId, experimentId: jobRow.experimentId, jobId: jobJ, attempt: 1, source: 'job', status: 'running' });
-    tokens.runJ = runToken(tokens.nodeA!, runJ);
+    tokens.runJ = runToken(tokens.nodeA!, runJ, 1);
     const sdk = await call('admin', 'POST', '/runs', { project: 'alpha', experiment: 'e1' });
     runA = (sdk.json() as { id: string }).id;
     ckpt = newId('ckpt');
@@ -187,7 +187,7 @@ describe('tokens and roles on every route', () => {
   });
 
   it('a run token may not write another run, even of its own job', async () => {
-    const other = runToken(tokens.nodeB ?? newToken(), runJ);
+    const other = runToken(tokens.nodeB ?? newToken(), runJ, 1);
     const r = await app.inject({ method: 'POST', url: `/api/v1/runs/${runJ}/heartbeat`, headers: { authorization: `Bearer ${other}` }, payload: {} });
     expect(r.statusCode).toBe(401);
     const forged = await app.inject({ method: 'POST', url: `/api/v1/runs/${runA}/heartbeat`, headers: { authorization: `Bearer ${tokens.runJ}` }, payload: {} });

@@ -19,6 +19,6 @@ export function attemptEnv(deps: Pick<GpuHostDeps, 'passEnv' | 'apiUrl' | 'nodeI
     GPUPLANE_PARAMS: JSON.stringify(spec.params ?? {}),
     ...(spec.runId ? { GPUPLANE_RUN_ID: spec.runId } : {}),
     // The job's own credential, good for its run only: never the node's token itself.
-    ...(spec.runId && deps.nodeToken ? { GPUPLANE_TOKEN: runToken(deps.nodeToken, spec.runId) } : {}),
+    ...(spec.runId && deps.nodeToken ? { GPUPLANE_TOKEN: runToken(deps.nodeToken, spec.runId, spec.attempt) } : {}),
   };
 }

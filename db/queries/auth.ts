@@ -3,6 +3,7 @@
  * belongs to, the projects a token names, and the node an attempt or a run runs on.
  */
 import { and, eq, inArray } from 'drizzle-orm';
+import { isTerminal } from '../../domain/job-states.ts';
 import type { Executor } from '../client.ts';
 import { checkpoints, evaluations, jobAttempts, jobs, projects, runs } from '../schema.ts';
 
@@ -43,14 +44,38 @@ export async function projectIdsNamed(ex: Executor, names: string[]): Promise<st
   return rows.map((r) => r.id);
 }
 
-/** nodeOfRunAttempt returns the node of the attempt a run belongs to (its job's), or null when it has none. */
-export async function nodeOfRunAttempt(ex: Executor, runId: string): Promise<string | null> {
+/** What a run token is checked against (api/token-resolver.ts): its run's attempt, as the database has it now. */
+export interface RunAttemptNow {
+  /** The node the run's attempt was placed on (null: not placed). */
+  nodeId: string | null;
+  /** The attempt the run belongs to. */
+  attempt: number;
+  /** The job's current attempt (a retry or a lost requeue moves it on). */
+  jobAttempt: number;
+  /** The run's attempt is over: it has an end time, or a final state. */
+  ended: boolean;
+}
+
+/**
+ * runAttemptNow returns the attempt a run belongs to (its job's): its node, its number, the
+ * job's current attempt and whether it is over; null for a run of no job attempt (an SDK or
+ * imported run) or no run. One indexed read, made for every request with a run token.
+ */
+export async function runAttemptNow(ex: Executor, runId: string): Promise<RunAttemptNow | null> {
   const [r] = await ex
-    .select({ nodeId: jobAttempts.nodeId })
+    .select({
+      nodeId: jobAttempts.nodeId,
+      attempt: jobAttempts.attempt,
+      jobAttempt: jobs.attempt,
+      endedAt: jobAttempts.endedAt,
+      state: jobAttempts.state,
+    })
     .from(runs)
     .innerJoin(jobAttempts, and(eq(jobAttempts.jobId, runs.jobId), eq(jobAttempts.attempt, runs.attempt)))
+    .innerJoin(jobs, eq(jobs.id, runs.jobId))
     .where(eq(runs.id, runId));
-  return r?.nodeId ?? null;
+  if (!r) return null;
+  return { nodeId: r.nodeId, attempt: r.attempt, jobAttempt: r.jobAttempt, ended: r.endedAt !== null || isTerminal(r.state) };
 }
 
 /** attemptNodeIds returns the node of each attempt of a job (of one attempt when `attempt` is a number): empty when there is none. */
