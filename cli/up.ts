@@ -106,7 +106,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     connection,
     api.url,
   );
-  log(`local agent ${nodeId}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource})`);
+  log(`local agent ${nodeId}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource}); ${agent.jobUsersLine}`);
   log('');
   log(`GPUPlane is up.`);
   log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);

@@ -9,7 +9,7 @@ venv="${GPUPLANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuplane}/$name-venv-$ke
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   echo "== creating $venv ($what)" >&2
   rm -rf "$venv"
-  python3 -m venv "$venv"
+  "${GPUPLANE_VENV_PYTHON:-python3}" -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2
   touch "$venv/.complete"
 fi

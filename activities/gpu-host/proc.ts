@@ -64,9 +64,13 @@ export function readTail(file: string, bytes = TAIL_BYTES): string {
   }
 }
 
-/** Why a working dir cannot host an attempt, or null when it can. */
+/**
+ * Why a working dir cannot host an attempt (run as the agent's own user), or null when it can. A
+ * working dir that does not exist yet is made (0700), as a job user's is (job-users.ts).
+ */
 export function workingDirProblem(dir: string): string | null {
   try {
+    if (!fs.existsSync(dir)) fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     if (!fs.statSync(dir).isDirectory()) return `working dir is not a directory: ${dir}`;
     fs.accessSync(dir, fs.constants.X_OK);
     return null;
