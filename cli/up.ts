@@ -4,6 +4,8 @@ import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
 import { announceAdminToken, startConfiguredApi } from '../api/serve.ts';
 import { ensureNodeToken } from '../api/token-store.ts';
+import { adminTokenFile } from '../runtime/credentials.ts';
+import { consoleLine } from './up-banner.ts';
 import { makePrivateDir } from '../runtime/private-files.ts';
 import { openConfiguredDatabase } from '../db/open-configured.ts';
 import { onShutdown } from '../runtime/process.ts';
@@ -19,6 +21,11 @@ export interface UpFlags extends Partial<AgentFlags> {
   /** dev: the Temporal CLI's dev server (SQLite); cluster: a real temporal-server on the DATABASE_URL PostgreSQL. */
   temporal?: 'dev' | 'cluster';
   historyShards?: number;
+  /**
+   * Print the console link with the admin token in it: only when stdout is a terminal (a piped
+   * or redirected stdout ends up in log files that others may read).
+   */
+  tokenOnStdout?: boolean;
 }
 
 /** Starts a real Temporal server whose persistence and visibility live in DATABASE_URL's PostgreSQL. */
@@ -88,7 +95,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   log('');
   log(`GPUPlane is up.`);
   log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
-  log(`  web console  ${api.url}/${adminToken ? `?token=${adminToken}` : ''}   (signs you in as admin; the token is also in ${c.home}/admin-token)`);
+  log(`  web console  ${consoleLine(api.url, adminToken, c.adminToken ? null : adminTokenFile(c.home), f.tokenOnStdout ?? process.stdout.isTTY === true)}`);
   log(`  Temporal UI  ${dev?.uiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal; see its own UI)')}`);
   log(`  data         ${c.home}`);
   const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;

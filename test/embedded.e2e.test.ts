@@ -69,13 +69,16 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     fs.rmSync(home, { recursive: true, force: true });
   });
 
-  it('makes an admin token on the first start, 0600 in the home, and prints the console link with it', () => {
+  it('makes an admin token on the first start, 0600 in the home; with stdout piped it prints where it is kept, never the token', () => {
     const file = path.join(home, 'admin-token');
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
     expect(fs.statSync(home).mode & 0o777).toBe(0o700);
     const token = fs.readFileSync(file, 'utf8').trim();
     expect(token).toMatch(/^gpt_/);
-    expect(out).toContain(`/?token=${token}`);
+    // Piped (as into a log file): the console link without the token, and the file that keeps it.
+    expect(out).not.toContain(token);
+    expect(out).not.toContain('?token=');
+    expect(out).toMatch(new RegExp(`web console +${apiUrl}/ +\\(sign in with the admin token kept in ${file}; stdout is not a terminal`));
     expect(out).toContain('made on this first start');
     const nodeTokens = path.join(home, 'node-tokens');
     expect(fs.statSync(nodeTokens).mode & 0o777).toBe(0o700);
@@ -136,12 +139,17 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     expect(status).toBe(403);
   });
 
-  it('a restart keeps the same admin token', async () => {
+  it('a restart keeps the same admin token, and makes its file 0600 and the home 0700 again', async () => {
     const before = fs.readFileSync(path.join(home, 'admin-token'), 'utf8');
     await stopUp();
+    fs.chmodSync(path.join(home, 'admin-token'), 0o644);
+    fs.chmodSync(home, 0o755);
     await startUp();
     expect(fs.readFileSync(path.join(home, 'admin-token'), 'utf8')).toBe(before);
     expect(out).toContain('admin token: in');
+    expect(fs.statSync(path.join(home, 'admin-token')).mode & 0o777).toBe(0o600);
+    expect(fs.statSync(home).mode & 0o777).toBe(0o700);
+    expect(out).not.toContain(before.trim());
     expect((await gpuctl(baseEnv(), 'nodes')).code).toBe(0);
   }, 200_000);
 });
