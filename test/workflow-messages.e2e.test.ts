@@ -1,7 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { temporalBinary } from '../temporal/dev-server.ts';
 import { connectClient } from '../temporal/setup.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
 import { MAX_TEXT_CHARS } from '../workflows/message-guards.ts';
@@ -17,7 +19,7 @@ import { pidAlive, until } from './support/poll.ts';
  * failed one still retries, the node workflow still takes its agent, the scheduler still schedules.
  */
 const big = 'x'.repeat(MAX_TEXT_CHARS * 4);
-/** none, null, a number, a string too long for anything, objects whose fields have the wrong types or sizes. */
+/** none, null, a number, a string too long for anything, objects whose fields have the wrong types or sizes (and, in sendJunk, a payload of an unknown encoding). */
 const junk: unknown[][] = [
   [],
   [null],
@@ -28,8 +30,14 @@ const junk: unknown[][] = [
 ];
 const JOB_SIGNALS = ['dispatch', 'attemptStarted', 'reattach', 'checkpointFound', 'cancelJob', 'retryJob'];
 
+let cli: (...args: string[]) => string;
+
 async function sendJunk(h: WorkflowHandle, signals: string[]): Promise<void> {
-  for (const name of signals) for (const args of junk) await h.signal(name, ...args);
+  for (const name of signals) {
+    for (const args of junk) await h.signal(name, ...args);
+    // A payload no converter can read (the temporal CLI sends it as it is told).
+    cli('workflow', 'signal', '--workflow-id', h.workflowId, '--name', name, '--input-meta', 'encoding=binary/garbage', '--input', '"x"');
+  }
 }
 
 /** The job workflow's query answers whatever comes with it; its update refuses every malformed request. */
@@ -60,6 +68,8 @@ describe('malformed signals, queries and updates fail no workflow task', () => {
   beforeAll(async () => {
     c = await startCluster('junk', { agents: [{ nodeId: 'j1', gpus: 2 }] });
     t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+    const bin = temporalBinary();
+    cli = (...args) => execFileSync(bin, [...args, '--address', c.env.TEMPORAL_ADDRESS!, '--namespace', c.namespace], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   });
   afterAll(async () => {
     await t?.close();
@@ -87,7 +97,7 @@ describe('malformed signals, queries and updates fail no workflow task', () => {
     await cardsFree();
     const r = await taskFailures(h);
     expect(r.failures).toEqual([]);
-    expect(r.signals).toBeGreaterThanOrEqual(JOB_SIGNALS.length * junk.length + 1);
+    expect(r.signals).toBeGreaterThanOrEqual(JOB_SIGNALS.length * (junk.length + 1) + 1);
   });
 
   it('a queued job (it can never fit): the junk places nothing; cancelled through the API', async () => {
