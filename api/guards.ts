@@ -64,20 +64,42 @@ function sameOrigin(o: NonNullable<ReturnType<typeof parseOrigin>>, host: { name
 
 const quoted = (s: string) => JSON.stringify(s.length > 100 ? `${s.slice(0, 100)}…` : s);
 
-function checkHostAndOrigin(req: FastifyRequest, allowedHosts: ReadonlySet<string>, allowedOrigins: ReadonlySet<string>): void {
-  const raw = req.headers.host ?? (req.headers[':authority'] as string | undefined);
-  if (!raw) throw forbidden('a request must name the host it is for (a Host header)');
+/** The headers the DNS-rebinding rule reads. */
+export interface HostOriginHeaders {
+  host?: string;
+  origin?: string;
+  ':authority'?: string | string[];
+}
+
+/**
+ * Why a request must be refused under the DNS-rebinding rule, or null when it may go on: its
+ * Host must be an IP literal, a loopback name or an allowed name, and its Origin (when sent)
+ * the same site or an allowed origin. `server` names what refuses, in the message.
+ */
+export function hostOriginRefusal(h: HostOriginHeaders, allowedHosts: ReadonlySet<string>, allowedOrigins: ReadonlySet<string>, server = 'this API'): string | null {
+  const raw = h.host ?? (typeof h[':authority'] === 'string' ? h[':authority'] : undefined);
+  if (!raw) return 'a request must name the host it is for (a Host header)';
   const host = parseHost(raw);
   if (!host || !hostAllowed(host.name, allowedHosts)) {
-    throw forbidden(`Host ${quoted(host?.name ?? raw)} is not one this API answers to; add it to GPUPLANE_ALLOWED_HOSTS`);
+    return `Host ${quoted(host?.name ?? raw)} is not one ${server} answers to; add it to GPUPLANE_ALLOWED_HOSTS`;
   }
-  const origin = req.headers.origin;
-  if (origin === undefined) return;
-  if (origin === 'null') throw forbidden('Origin "null" (a sandboxed or file: page, or a redirect across sites) may not call this API');
+  const origin = h.origin;
+  if (origin === undefined) return null;
+  if (origin === 'null') return `Origin "null" (a sandboxed or file: page, or a redirect across sites) may not call ${server}`;
   const o = parseOrigin(origin);
-  if (!o) throw forbidden(`Origin ${quoted(origin)} is not an http(s) origin`);
-  if (sameOrigin(o, host) || allowedOrigins.has(o.origin)) return;
-  throw forbidden(`Origin ${quoted(o.origin)} is not this API's own (Host ${quoted(raw)}); a page of another site may not call it unless its origin is in GPUPLANE_ALLOWED_ORIGINS`);
+  if (!o) return `Origin ${quoted(origin)} is not an http(s) origin`;
+  if (sameOrigin(o, host) || allowedOrigins.has(o.origin)) return null;
+  return `Origin ${quoted(o.origin)} is not ${server}'s own (Host ${quoted(raw)}); a page of another site may not call it unless its origin is in GPUPLANE_ALLOWED_ORIGINS`;
+}
+
+function checkHostAndOrigin(req: FastifyRequest, allowedHosts: ReadonlySet<string>, allowedOrigins: ReadonlySet<string>): void {
+  const refusal = hostOriginRefusal(req.headers as HostOriginHeaders, allowedHosts, allowedOrigins);
+  if (refusal) throw forbidden(refusal);
+}
+
+/** The allowed host names of a list as the rule compares them (lower case, no port); unparseable entries dropped. */
+export function allowedHostNames(hosts: readonly string[]): Set<string> {
+  return new Set(hosts.flatMap((h) => parseHost(h)?.name ?? []));
 }
 
 /** A limit for people: "1 MiB", "256 KiB", "1000 bytes". */
@@ -95,7 +117,7 @@ function rateKey(req: FastifyRequest): string {
 
 /** Host/Origin checks (DNS rebinding) and the per-token rate limit, before any route runs. Call before the routes are registered. */
 export async function registerGuards(app: FastifyInstance, o: GuardOptions): Promise<void> {
-  const allowedHosts = new Set((o.allowedHosts ?? []).flatMap((h) => parseHost(h)?.name ?? []));
+  const allowedHosts = allowedHostNames(o.allowedHosts ?? []);
   const allowedOrigins = new Set((o.allowedOrigins ?? []).flatMap((s) => parseOrigin(s)?.origin ?? []));
 
   // A root onRequest hook runs before routing's own hooks, body parsing and the handler:

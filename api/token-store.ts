@@ -6,6 +6,7 @@
 import type { Executor } from '../db/client.ts';
 import { insertToken, liveAdminTokenExists, tokenLive, type TokenRow } from '../db/queries/tokens.ts';
 import { adminTokenFile, nodeTokenFile, readTokenFile, writeTokenFile } from '../runtime/credentials.ts';
+import { keepPrivate } from '../runtime/private-files.ts';
 import { newToken, runKeyOf, tokenHash } from '../runtime/tokens.ts';
 
 /** Makes a token; the secret is returned once and only its hash (and a node's run key) is stored. */
@@ -25,7 +26,10 @@ export async function createToken(
 export async function ensureAdminToken(ex: Executor, home: string): Promise<{ token: string | null; created: boolean; file: string }> {
   const file = adminTokenFile(home);
   const saved = readTokenFile(file);
-  if (saved && (await tokenLive(ex, tokenHash(saved), 'admin'))) return { token: saved, created: false, file };
+  if (saved && (await tokenLive(ex, tokenHash(saved), 'admin'))) {
+    keepPrivate(file);
+    return { token: saved, created: false, file };
+  }
   if (await liveAdminTokenExists(ex)) return { token: null, created: false, file };
   const { token } = await createToken(ex, { name: `admin (first start, ${home})`, role: 'admin', projects: [], nodeId: null });
   writeTokenFile(file, token);
@@ -36,7 +40,10 @@ export async function ensureAdminToken(ex: Executor, home: string): Promise<{ to
 export async function ensureNodeToken(ex: Executor, home: string, nodeId: string): Promise<string> {
   const file = nodeTokenFile(home, nodeId);
   const saved = readTokenFile(file);
-  if (saved && (await tokenLive(ex, tokenHash(saved), 'node'))) return saved;
+  if (saved && (await tokenLive(ex, tokenHash(saved), 'node'))) {
+    keepPrivate(file);
+    return saved;
+  }
   const { token } = await createToken(ex, { name: `node ${nodeId} (gpuctl up)`, role: 'node', projects: [], nodeId });
   writeTokenFile(file, token);
   return token;

@@ -3,12 +3,15 @@ import os from 'node:os';
 import path from 'node:path';
 import type { GpuplaneConfig } from '../config.ts';
 import { announceAdminToken, startConfiguredApi } from '../api/serve.ts';
+import { startUiProxy, type UiProxy } from '../api/temporal-ui-proxy.ts';
 import { ensureNodeToken } from '../api/token-store.ts';
+import { adminTokenFile } from '../runtime/credentials.ts';
+import { consoleLine } from './up-banner.ts';
 import { makePrivateDir } from '../runtime/private-files.ts';
 import { openConfiguredDatabase } from '../db/open-configured.ts';
 import { onShutdown } from '../runtime/process.ts';
 import { startTemporalCluster, type TemporalCluster } from '../temporal/cluster.ts';
-import { startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
+import { freeLoopbackPort, startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startConfiguredControlWorker } from '../workers/control/serve.ts';
 import { readInventory } from '../activities/gpu-host/inventory.ts';
@@ -20,6 +23,11 @@ export interface UpFlags extends Partial<AgentFlags> {
   /** dev: the Temporal CLI's dev server (SQLite); cluster: a real temporal-server on the DATABASE_URL PostgreSQL. */
   temporal?: 'dev' | 'cluster';
   historyShards?: number;
+  /**
+   * Print the console link with the admin token in it: only when stdout is a terminal (a piped
+   * or redirected stdout ends up in log files that others may read).
+   */
+  tokenOnStdout?: boolean;
 }
 
 /** Starts a real Temporal server whose persistence and visibility live in DATABASE_URL's PostgreSQL. */
@@ -61,6 +69,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   makePrivateDir(c.home);
   let dev: DevServer | null = null;
   let cluster: TemporalCluster | null = null;
+  let uiProxy: UiProxy | null = null;
   const already = await waitForTemporal(c.temporalAddress, 500).then(
     () => true,
     () => false,
@@ -74,12 +83,20 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   } else if (!process.env.TEMPORAL_ADDRESS && !already) {
     const [host, port] = c.temporalAddress.split(':');
     log(`starting Temporal dev server on ${c.temporalAddress} (state in ${path.join(c.home, 'temporal.db')})...`);
+    // The dev server's UI answers any Host: it listens on an internal loopback port, and the
+    // advertised port is our proxy's, which refuses what DNS rebinding sends (api/temporal-ui-proxy.ts).
+    const internalUiPort = await freeLoopbackPort();
     dev = await startDevServer({
       dbFile: path.join(c.home, 'temporal.db'),
       ip: host,
       port: Number(port),
-      uiPort: f.temporalUiPort,
+      uiPort: internalUiPort,
+      uiIp: '127.0.0.1',
       logFile: path.join(c.home, 'temporal.log'),
+    });
+    uiProxy = await startUiProxy({ host, port: f.temporalUiPort, targetPort: internalUiPort, allowedHosts: [...c.allowedHosts, c.apiHost] }).catch(async (err: unknown) => {
+      await dev?.stop();
+      throw new Error(`the Temporal UI port ${host}:${f.temporalUiPort} is not free (--temporal-ui-port): ${String(err)}`);
     });
   }
   await ensureNamespace(c.temporalAddress, c.temporalNamespace);
@@ -89,7 +106,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   const connection = await connectWorker(c.temporalAddress, logger);
   const control = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   const adminToken = await announceAdminToken(c, database.db, log);
-  const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: dev?.uiUrl ?? null });
+  const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: uiProxy?.url ?? null });
   let fakeGpus = f.fakeGpus;
   if (fakeGpus === undefined && (await readInventory('probe')).gpus.length === 0) {
     fakeGpus = 4;
@@ -110,8 +127,8 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   log('');
   log(`GPUPlane is up.`);
   log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
-  log(`  web console  ${api.url}/${adminToken ? `?token=${adminToken}` : ''}   (signs you in as admin; the token is also in ${c.home}/admin-token)`);
-  log(`  Temporal UI  ${dev?.uiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal; see its own UI)')}`);
+  log(`  web console  ${consoleLine(api.url, adminToken, c.adminToken ? null : adminTokenFile(c.home), f.tokenOnStdout ?? process.stdout.isTTY === true)}`);
+  log(`  Temporal UI  ${uiProxy?.url ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal; see its own UI)')}`);
   log(`  data         ${c.home}`);
   const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;
   log(`Try: node cli/gpuctl.mjs submit --gpus 1 -- ${example}     Ctrl-C stops everything.`);
@@ -122,6 +139,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     await connection.close();
     await temporal.close();
     await database.close();
+    await uiProxy?.close();
     await dev?.stop();
     await cluster?.stop();
   });

@@ -4,6 +4,7 @@
  * mode an older agent left them with.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 
 export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;
@@ -12,6 +13,15 @@ export const PRIVATE_FILE_MODE = 0o600;
 export function makePrivateDir(dir: string): void {
   fs.mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   fs.chmodSync(dir, PRIVATE_DIR_MODE);
+}
+
+/**
+ * Makes a file kept from an earlier start its owner's only again (0600, its folder 0700):
+ * whatever an older version, a copy or a umask left it with.
+ */
+export function keepPrivate(file: string): void {
+  fs.chmodSync(path.dirname(file), PRIVATE_DIR_MODE);
+  fs.chmodSync(file, PRIVATE_FILE_MODE);
 }
 
 /** Writes `data` to `file` (replacing it), readable by the agent's user only. */

@@ -1,5 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Connection } from '@temporalio/client';
@@ -18,6 +19,8 @@ export interface DevServerOptions {
   port: number;
   uiPort: number | null;
   ip?: string;
+  /** Where the UI listens (default: ip). `gpuctl up` puts it on loopback behind its guarding proxy. */
+  uiIp?: string;
   namespaces?: string[];
   logFile?: string;
   /** Port of its Prometheus `/metrics` endpoint (random when unset). */
@@ -36,7 +39,7 @@ export interface DevServer {
 export function devServerArgs(o: DevServerOptions): string[] {
   const ip = o.ip ?? '127.0.0.1';
   const args = ['server', 'start-dev', '--db-filename', o.dbFile, '--ip', ip, '--port', String(o.port), '--log-level', 'warn'];
-  args.push(...(o.uiPort === null ? ['--headless'] : ['--ui-port', String(o.uiPort)]));
+  args.push(...(o.uiPort === null ? ['--headless'] : ['--ui-port', String(o.uiPort), ...(o.uiIp ? ['--ui-ip', o.uiIp] : [])]));
   for (const ns of o.namespaces ?? []) args.push('--namespace', ns);
   if (o.metricsPort !== undefined) args.push('--metrics-port', String(o.metricsPort));
   for (const sa of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${sa.name}=Keyword`);
@@ -66,6 +69,18 @@ export async function waitForTemporal(address: string, timeoutMs = 60_000, secur
   throw new Error(`Temporal at ${address} did not answer within ${timeoutMs} ms: ${String(last)}`);
 }
 
+/** A port that was free a moment ago on 127.0.0.1 (for the UI's internal port). */
+export function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
 /** Starts `temporal server start-dev` and resolves once it answers. */
 export async function startDevServer(o: DevServerOptions): Promise<DevServer> {
   const bin = temporalBinary();
@@ -90,7 +105,7 @@ export async function startDevServer(o: DevServerOptions): Promise<DevServer> {
   }
   return {
     address,
-    uiUrl: o.uiPort === null ? null : `http://${o.ip ?? '127.0.0.1'}:${o.uiPort}`,
+    uiUrl: o.uiPort === null ? null : `http://${o.uiIp ?? o.ip ?? '127.0.0.1'}:${o.uiPort}`,
     child,
     async stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return;

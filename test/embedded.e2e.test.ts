@@ -20,6 +20,7 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   let apiUrl = '';
   let up: ChildProcess | null = null;
   let out = '';
+  let uiPort = 0;
   const baseEnv = (): NodeJS.ProcessEnv => {
     const env: NodeJS.ProcessEnv = { ...process.env, GPUPLANE_HOME: home, GPUPLANE_API_URL: apiUrl, GPUPLANE_LOG_LEVEL: 'warn' };
     for (const k of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'GPUPLANE_TOKEN', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_NODE_TOKEN']) delete env[k];
@@ -36,7 +37,8 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   };
   const startUp = async () => {
     out = '';
-    const child = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '2', '--temporal-ui-port', String(await freePort())], {
+    uiPort = await freePort();
+    const child = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '2', '--temporal-ui-port', String(uiPort)], {
       env: { ...baseEnv(), GPUPLANE_API_PORT: new URL(apiUrl).port },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -69,13 +71,16 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     fs.rmSync(home, { recursive: true, force: true });
   });
 
-  it('makes an admin token on the first start, 0600 in the home, and prints the console link with it', () => {
+  it('makes an admin token on the first start, 0600 in the home; with stdout piped it prints where it is kept, never the token', () => {
     const file = path.join(home, 'admin-token');
     expect(fs.statSync(file).mode & 0o777).toBe(0o600);
     expect(fs.statSync(home).mode & 0o777).toBe(0o700);
     const token = fs.readFileSync(file, 'utf8').trim();
     expect(token).toMatch(/^gpt_/);
-    expect(out).toContain(`/?token=${token}`);
+    // Piped (as into a log file): the console link without the token, and the file that keeps it.
+    expect(out).not.toContain(token);
+    expect(out).not.toContain('?token=');
+    expect(out).toMatch(new RegExp(`web console +${apiUrl}/ +\\(sign in with the admin token kept in ${file}; stdout is not a terminal`));
     expect(out).toContain('made on this first start');
     const nodeTokens = path.join(home, 'node-tokens');
     expect(fs.statSync(nodeTokens).mode & 0o777).toBe(0o700);
@@ -136,12 +141,52 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     expect(status).toBe(403);
   });
 
-  it('a restart keeps the same admin token', async () => {
+  /** A GET to the Temporal UI's advertised port with these headers: its status and body. */
+  const ui = async (urlPath: string, headers: Record<string, string>) => {
+    const http = await import('node:http');
+    return new Promise<{ status: number; body: string; type: string }>((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: uiPort, path: urlPath, headers }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode!, body, type: String(res.headers['content-type']) }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  };
+
+  it('the Temporal UI answers only IP literals and loopback names, from its own origin (DNS rebinding)', async () => {
+    expect(out).toContain(`Temporal UI  http://127.0.0.1:${uiPort}`);
+    const self = `127.0.0.1:${uiPort}`;
+    const page = await ui('/', { host: self });
+    expect(page.status).toBe(200);
+    expect(page.type).toMatch(/text\/html/);
+    const namespaces = await ui('/api/v1/namespaces', { host: self });
+    expect(namespaces.status, namespaces.body).toBe(200);
+    expect(namespaces.body).toContain('default');
+    expect((await ui('/api/v1/namespaces', { host: `localhost:${uiPort}`, origin: `http://localhost:${uiPort}` })).status).toBe(200);
+
+    const rebound = await ui('/api/v1/namespaces', { host: 'evil.example' });
+    expect(rebound.status).toBe(403);
+    expect(rebound.body).toBe('Host "evil.example" is not one the Temporal UI answers to; add it to GPUPLANE_ALLOWED_HOSTS\n');
+    expect((await ui('/', { host: `evil.example:${uiPort}` })).status).toBe(403);
+    const crossSite = await ui('/api/v1/namespaces', { host: self, origin: 'http://evil.example' });
+    expect(crossSite.status).toBe(403);
+    expect(crossSite.body).toMatch(/^Origin "http:\/\/evil.example" is not the Temporal UI's own/);
+  });
+
+  it('a restart keeps the same admin token, and makes its file 0600 and the home 0700 again', async () => {
     const before = fs.readFileSync(path.join(home, 'admin-token'), 'utf8');
     await stopUp();
+    fs.chmodSync(path.join(home, 'admin-token'), 0o644);
+    fs.chmodSync(home, 0o755);
     await startUp();
     expect(fs.readFileSync(path.join(home, 'admin-token'), 'utf8')).toBe(before);
     expect(out).toContain('admin token: in');
+    expect(fs.statSync(path.join(home, 'admin-token')).mode & 0o777).toBe(0o600);
+    expect(fs.statSync(home).mode & 0o777).toBe(0o700);
+    expect(out).not.toContain(before.trim());
     expect((await gpuctl(baseEnv(), 'nodes')).code).toBe(0);
   }, 200_000);
 });

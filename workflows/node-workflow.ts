@@ -1,6 +1,8 @@
-import { ActivityCancellationType, CancellationScope, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, CancellationScope, condition, continueAsNew, log, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
+import { guarded } from './guarded.ts';
+import { isNodeInventory } from './message-guards.ts';
 import { gpuHostTaskQueue } from './names.ts';
 import { nodeOnlineSignal, nodeSuspectSignal, type NodeWorkflowInput } from './node-messages.ts';
 import type { NodeInventory } from './types.ts';
@@ -23,9 +25,16 @@ export type { NodeWorkflowInput };
 export async function nodeWorkflow(input: NodeWorkflowInput): Promise<void> {
   let latest: NodeInventory | null = null;
   let leaseScope: CancellationScope | null = null;
-  setHandler(nodeOnlineSignal, (inv) => {
-    latest = inv;
-  });
+  // A malformed inventory, or one of another node, is logged and ignored: marking it ONLINE
+  // would fail its activity forever (message-guards.ts).
+  setHandler(
+    nodeOnlineSignal,
+    guarded('nodeOnline', isNodeInventory, (inv) => {
+      if (inv.nodeId === input.nodeId) latest = inv;
+      else log.warn(`ignored a nodeOnline signal for node ${inv.nodeId} sent to node ${input.nodeId}`);
+    }),
+  );
+  // It carries no argument, and reads none that comes with it.
   setHandler(nodeSuspectSignal, () => {
     leaseScope?.cancel();
   });

@@ -17,6 +17,7 @@ const local = proxyLocalActivities<ControlActivities>(options);
  */
 export async function schedulerWorkflow(input: SchedulerInput = { pending: true, idlePassMs: DEFAULT_IDLE_PASS_MS }): Promise<void> {
   let pending = input.pending;
+  // A wake-up carries no argument; one that comes with any wakes it the same (it reads none).
   setHandler(wakeSchedulerSignal, () => {
     pending = true;
   });

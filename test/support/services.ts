@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { startDevServer } from '../../temporal/dev-server.ts';
-import { workflowsPath } from '../../workers/control/worker.ts';
+import { payloadConverterPath, workflowsPath } from '../../workers/control/worker.ts';
 import type { SharedServices } from './cluster.ts';
 import { startThrowawayCluster } from './postgres.ts';
 import { freePort } from './ports.ts';
@@ -25,7 +25,7 @@ export async function startSharedServices(name: string): Promise<RunningServices
   const pgc = await startThrowawayCluster(await freePort());
   const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, logFile: path.join(scratch, 'temporal.log') });
   try {
-    const { code } = await bundleWorkflowCode({ workflowsPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });
+    const { code } = await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });
     const workflowBundle = path.join(scratch, 'workflow-bundle.js');
     fs.writeFileSync(workflowBundle, code);
     return {

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { createControlActivities } from '../../activities/control.ts';
 import { reconcileCreatedJobs, wakeScheduler } from '../../temporal/scheduler-ops.ts';
 import { crashSilentRuns } from '../../db/queries/runs.ts';
@@ -10,6 +10,11 @@ import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
 import { reconcileClosedJobWorkflows, reconcileMissingJobWorkflows } from './reconcile.ts';
 
 export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
+/**
+ * Bundled with the workflows (never the activities'): a signal whose payload cannot be decoded
+ * reaches its handler as undefined, which its check refuses, instead of failing every task.
+ */
+export const payloadConverterPath = fileURLToPath(new URL('../../workflows/payload-converter.ts', import.meta.url));
 
 export interface ControlWorkerOptions {
   db: Db;
@@ -22,7 +27,7 @@ export interface ControlWorkerOptions {
   reconcileEveryMs?: number;
   /** An SDK run silent this long is marked crashed. */
   runStaleMs?: number;
-  /** A pre-built workflow bundle (see bundleWorkflowCode); built from workflows/ when absent. */
+  /** A pre-built workflow bundle (bundleWorkflowCode with workflowsPath and payloadConverterPath); built from workflows/ when absent. */
   workflowBundlePath?: string;
 }
 
@@ -48,7 +53,7 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     connection: o.connection,
     namespace: o.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
-    ...(o.workflowBundlePath ? { workflowBundle: { codePath: o.workflowBundlePath } } : { workflowsPath }),
+    workflowBundle: o.workflowBundlePath ? { codePath: o.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: Runtime.instance().logger }),
     activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, timeouts: o.timeouts }),
     maxConcurrentActivityTaskExecutions: 50,
     maxConcurrentWorkflowTaskExecutions: 50,

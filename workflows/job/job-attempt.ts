@@ -6,6 +6,8 @@ import { jobWorkflowId } from '../names.ts';
 import { SA_JOB_STATE, SA_NODE } from '../search-attributes.ts';
 import type { AttemptStarted, CheckpointFound, EvaluationChild, JobState, JobWorkflowInput, JobWorkflowResult } from '../types.ts';
 import { control } from './control.ts';
+import { guarded } from '../guarded.ts';
+import { describeArg, isAttemptStarted, isCancelRequest, isCheckpointFound, isDispatchGrant, isRetryRequest } from '../message-guards.ts';
 import { applyRetention } from './on-node.ts';
 
 /** The job workflow's signature, for its children and its continue-as-new (job-workflow.ts). */
@@ -64,17 +66,30 @@ export class JobAttempt {
   /** Wires every message to this state. Called once, in the workflow's root scope, before any step. */
   listen(): void {
     setHandler(jobStateQuery, () => this.state);
-    setHandler(dispatchSignal, (g) => {
-      if (g.attempt === this.attempt) this.granted = true;
-    });
-    setHandler(attemptStartedSignal, (s) => {
-      if (s.attempt === this.attempt && this.started === null) this.started = s;
-    });
-    setHandler(reattachSignal, (r) => {
-      if (r.attempt === this.attempt) this.reattaches.push(r);
-    });
-    setHandler(checkpointFoundSignal, (c) => this.registerCheckpoint(c));
-    setHandler(cancelJobSignal, (c) => this.requestCancel(c.reason ? `cancelled by user: ${c.reason}` : 'cancelled by user'));
+    // Every argument is checked first (message-guards.ts): anyone who reaches Temporal can send these.
+    setHandler(
+      dispatchSignal,
+      guarded('dispatch', isDispatchGrant, (g) => {
+        if (g.attempt === this.attempt) this.granted = true;
+      }),
+    );
+    setHandler(
+      attemptStartedSignal,
+      guarded('attemptStarted', isAttemptStarted, (s) => {
+        if (s.attempt === this.attempt && this.started === null) this.started = s;
+      }),
+    );
+    setHandler(
+      reattachSignal,
+      guarded('reattach', isAttemptStarted, (r) => {
+        if (r.attempt === this.attempt) this.reattaches.push(r);
+      }),
+    );
+    setHandler(checkpointFoundSignal, guarded('checkpointFound', isCheckpointFound, (c) => this.registerCheckpoint(c)));
+    setHandler(
+      cancelJobSignal,
+      guarded('cancelJob', isCancelRequest, (c) => this.requestCancel(c.reason ? `cancelled by user: ${c.reason}` : 'cancelled by user')),
+    );
     CancellationScope.current().cancelRequested.catch(() => {
       this.temporalCancel = true;
       this.requestCancel('cancelled in Temporal (workflow cancel request)');
@@ -87,8 +102,9 @@ export class JobAttempt {
       },
       { validator: (r) => this.validateRetry(r) },
     );
-    // Recorded in the history of the run that signal-with-start began, after the retention.
-    setHandler(retryJobSignal, () => undefined);
+    // Recorded in the history of the run that signal-with-start began, after the retention
+    // (the run's input carries the attempt): nothing to do, but a malformed one is logged.
+    setHandler(retryJobSignal, guarded('retryJob', isRetryRequest, () => undefined));
   }
 
   /** Sets the state the jobState query answers and the search attributes say (with the node, once placed). */
@@ -138,7 +154,8 @@ export class JobAttempt {
   }
 
   /** retry_job is taken only while the ended attempt waits for it, and only for the next attempt. */
-  private validateRetry(r: RetryRequest): void {
+  private validateRetry(r: unknown): asserts r is RetryRequest {
+    if (!isRetryRequest(r)) throw permanentFailure(RETRY_REFUSED, `malformed retryJob request (${describeArg(r)}): want {attempt, changes}`);
     if (!this.awaitingRetry) throw permanentFailure(RETRY_REFUSED, `attempt ${this.attempt} of job ${this.jobId} has not ended; nothing to retry yet`);
     if (r.attempt !== this.retryBase + 1) throw permanentFailure(RETRY_REFUSED, `the next attempt of job ${this.jobId} is ${this.retryBase + 1}, not ${r.attempt}`);
   }
