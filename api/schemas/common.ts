@@ -6,7 +6,7 @@ export const ErrorBody = Type.Object({ error: Type.String(), message: Type.Strin
 export const IdParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) });
 /*
  * The error answers a handler gives itself, spread into a route's responses where it gives them.
- * Those of the machinery every route shares (400, 401, 403, 413-415, 429, 500) are added to each
+ * Those of the machinery every route shares (400, 401, 403, 413-415, 429, 431, 500) are added to each
  * route by api/declared-responses.ts.
  */
 /** A thing the request names does not exist. */
