@@ -1,11 +1,11 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { MAX_BATCH_POINTS, METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 import { RUN_STATUSES } from '../../domain/run-status.ts';
-import { LimitParam, Nullable, StringMap } from './common.ts';
+import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';
 
 export const RunStatusSchema = Type.Union(RUN_STATUSES.map((s) => Type.Literal(s)));
 const Name = Type.String({ minLength: 1, maxLength: 200 });
-const Params = Type.Record(Type.String({ minLength: 1, maxLength: 250 }), Type.Unknown());
+const Params = ParamsRecord(Type.String({ minLength: 1, maxLength: 250 }));
 const Tags = Type.Record(Type.String({ minLength: 1, maxLength: 250 }), Type.String({ maxLength: 5000 }));
 const Time = Type.String({ format: 'date-time' });
 
