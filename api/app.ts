@@ -4,7 +4,7 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOpt
 import { pingDatabase } from '../db/queries/health.ts';
 import { installAuth } from './auth.ts';
 import type { ApiDeps } from './deps.ts';
-import { declareMachineryResponses, MAX_PARAM_LENGTH } from './declared-responses.ts';
+import { declareMachineryResponses, markOptionalBodies, MAX_PARAM_LENGTH } from './declared-responses.ts';
 import { installErrorHandler } from './errors.ts';
 import { registerGuards } from './guards.ts';
 import { installInputGuard } from './input-guard.ts';
@@ -55,6 +55,8 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       info: { title: 'GPUPlane API', version: '0.1.0', description: API_DESCRIPTION },
       ...(deps.auth ? { components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } }, security: [{ bearer: [] }] } : {}),
     },
+    // A body whose schema takes null (a log chunk) may be left out: the document says it is not required.
+    transformObject: (d) => markOptionalBodies('openapiObject' in d ? d.openapiObject : d.swaggerObject),
   });
   await app.register(
     async (api) => {

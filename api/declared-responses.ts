@@ -8,8 +8,12 @@
  * - 403: a Host or Origin the API does not answer to (api/guards.ts), or a token's role;
  * - 413, 415: a body too large, or of a media type the route does not take (methods with a body);
  * - 414: a path parameter longer than the router takes (MAX_PARAM_LENGTH);
- * - 429: the rate limit; 500: an unexpected failure (its details go to the log only).
+ * - 429: the rate limit; 500: an unexpected failure (its details go to the log only);
+ * - 431: request headers larger than Node's HTTP parser takes (maxHeaderSize, 16 KiB by default):
+ *   answered by Fastify's clientError handler before any route is found, as a JSON
+ *   {error, message, statusCode}, which is an Error body.
  */
+import { Ajv } from 'ajv';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { ErrorBody } from './schemas/common.ts';
 
@@ -30,7 +34,7 @@ type Schema = { hide?: boolean; response?: Record<string, unknown>; params?: { p
 
 /** The statuses the shared machinery may answer on a route, each an Error body. */
 export function machineryStatuses(method: string, url: string, auth: boolean): number[] {
-  const codes = [400, 403, 429, 500];
+  const codes = [400, 403, 429, 431, 500];
   if (auth && !OPEN_ROUTES.has(`${method} ${url}`)) codes.push(401);
   if (BODY_METHODS.has(method)) codes.push(413, 415);
   if (url.includes(':')) codes.push(414);
@@ -53,4 +57,31 @@ export function declareMachineryResponses(app: FastifyInstance, prefix: string, 
     r.schema = { ...r.schema, response: { ...shared, ...(schema.response ?? {}) } };
     if (auth && OPEN_ROUTES.has(`${method} ${r.url}`)) r.schema = { ...r.schema, security: [] };
   });
+}
+
+type Operation = { requestBody?: { required?: boolean; content?: Record<string, { schema?: unknown }> } };
+
+/**
+ * @fastify/swagger marks every request body required, but Fastify validates a request that has
+ * none as `null`: a route whose body schema takes null (a log chunk, any bytes) takes a request
+ * without a body, and its document says so. A schema that cannot be compiled alone (a $ref into
+ * the document) stays required.
+ */
+export function markOptionalBodies<D>(doc: D): D {
+  const ajv = new Ajv({ strict: false, validateFormats: false });
+  for (const ops of Object.values((doc as { paths?: Record<string, Record<string, Operation>> }).paths ?? {})) {
+    for (const op of Object.values(ops)) {
+      const content = Object.values(op.requestBody?.content ?? {});
+      if (content.length === 0) continue;
+      const takesNone = content.every((c) => {
+        try {
+          return ajv.validate((c.schema ?? {}) as object, null) === true;
+        } catch {
+          return false;
+        }
+      });
+      if (takesNone) op.requestBody!.required = false;
+    }
+  }
+  return doc;
 }

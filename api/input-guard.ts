@@ -69,7 +69,9 @@ export function storable(s: Schema): Schema {
       const [[keyPattern, value]] = patterns;
       delete out.patternProperties;
       out.additionalProperties = value;
-      out.propertyNames = keyPattern === '^(.*)$' ? {} : { pattern: keyPattern };
+      // A rule the record states on its names besides the key's pattern (reserved names) is kept.
+      const own = (s.propertyNames as Schema | undefined) ?? {};
+      out.propertyNames = keyPattern === '^(.*)$' ? own : { ...own, pattern: keyPattern };
     }
     if (out.additionalProperties && typeof out.additionalProperties === 'object') out.additionalProperties = storable(out.additionalProperties as Schema);
     if (out.additionalProperties !== false && out.additionalProperties !== undefined) out.propertyNames = storable({ type: 'string', ...((out.propertyNames as Schema) ?? {}) });

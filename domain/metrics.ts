@@ -67,6 +67,23 @@ export interface SummaryDelta {
 }
 
 /**
+ * What is wrong with point `i` of a batch, in the words the API answers, or null when nothing is.
+ * The API's schema (api/schemas/runs.ts MetricsBody) states the same rules; the route asks this
+ * first, so a refusal names the point and its value. `goodKeys`: keys already checked (a batch
+ * repeats a few keys thousands of times), to which a good one is added.
+ */
+export function pointProblem(p: WirePoint, i: number, goodKeys?: Set<string>): string | null {
+  if (!goodKeys?.has(p.key)) {
+    if (typeof p.key !== 'string' || !METRIC_KEY_PATTERN.test(p.key)) return `points/${i}/key: ${JSON.stringify(p.key)} is not a metric key (${METRIC_KEY_RULE})`;
+    goodKeys?.add(p.key);
+  }
+  if (!Number.isSafeInteger(p.step) || p.step < 0) return `points/${i}/step: ${JSON.stringify(p.step)} is not an integer >= 0`;
+  if (decodeValue(p.value) === undefined) return `points/${i}/value: ${JSON.stringify(p.value)} is not a number (numbers, or "NaN", "Infinity", "-Infinity")`;
+  if (p.ts !== undefined && !(Number.isFinite(p.ts) && p.ts >= 0)) return `points/${i}/ts: ${JSON.stringify(p.ts)} is not a time in epoch milliseconds`;
+  return null;
+}
+
+/**
  * Checks every point and groups them by key, in the order given. The first bad point rejects
  * the batch with a message that names it; nothing of a rejected batch is kept.
  */
@@ -74,21 +91,15 @@ export function parseBatch(points: readonly WirePoint[], now: number): KeySeries
   if (points.length === 0) throw new BatchRejected('points must not be empty');
   if (points.length > MAX_BATCH_POINTS) throw new BatchRejected(`at most ${MAX_BATCH_POINTS} points per batch, got ${points.length}`);
   const byKey = new Map<string, KeySeries>();
-  const checkedKeys = new Set<string>();
+  const goodKeys = new Set<string>();
   for (let i = 0; i < points.length; i++) {
     const p = points[i];
-    if (!checkedKeys.has(p.key)) {
-      if (typeof p.key !== 'string' || !METRIC_KEY_PATTERN.test(p.key)) throw new BatchRejected(`points/${i}/key: ${JSON.stringify(p.key)} is not a metric key (${METRIC_KEY_RULE})`);
-      checkedKeys.add(p.key);
-    }
-    if (!Number.isSafeInteger(p.step) || p.step < 0) throw new BatchRejected(`points/${i}/step: ${JSON.stringify(p.step)} is not an integer >= 0`);
-    const v = decodeValue(p.value);
-    if (v === undefined) throw new BatchRejected(`points/${i}/value: ${JSON.stringify(p.value)} is not a number (numbers, or "NaN", "Infinity", "-Infinity")`);
-    if (p.ts !== undefined && !(Number.isFinite(p.ts) && p.ts >= 0)) throw new BatchRejected(`points/${i}/ts: ${JSON.stringify(p.ts)} is not a time in epoch milliseconds`);
+    const problem = pointProblem(p, i, goodKeys);
+    if (problem) throw new BatchRejected(problem);
     let s = byKey.get(p.key);
     if (!s) byKey.set(p.key, (s = { key: p.key, steps: [], values: [], times: [] }));
     s.steps.push(p.step);
-    s.values.push(v);
+    s.values.push(decodeValue(p.value)!);
     s.times.push(p.ts === undefined ? now : Math.round(p.ts));
   }
   return [...byKey.values()];

@@ -65,7 +65,7 @@ describe('checkpoints of a real training script (--watch)', () => {
       gpus: 1,
       project: 'ckpt-e2e',
       working_dir: work,
-      watch_dir: 'out/../ckpts',
+      watch_dir: './ckpts/',
       ...(resumeFrom ? { resume_from: resumeFrom } : {}),
       params: { chunk_sleep: 0.15, ...params },
       env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },

@@ -2,6 +2,8 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_DEPTH } from '../api/input-guard.ts';
+import { FIELD_DEPTH } from '../api/schemas/common.ts';
 import { newToken } from '../runtime/tokens.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
@@ -11,7 +13,9 @@ import { startTestApp, type TestApp } from './support/test-app.ts';
  * outside (lengths, numeric ranges, enums, and for patterns a set of values around the ranges
  * the handlers enforce), and the API answers 400 exactly when the document says the request is
  * invalid. Also: the routes that declare 401 are exactly those that refuse a caller without a
- * token, and a method a path does not declare answers 405 with Allow.
+ * token, and a method a path does not declare answers 405 with Allow. Rules inside the body
+ * (watch_dir, secret names, metric points, params depth) are walked by cases of their own, and
+ * each refusal must say why in words.
  */
 
 interface Param {
@@ -228,5 +232,152 @@ describe('the OpenAPI document against the API', () => {
     }
     // A path no route has is still 404.
     expect((await app.inject({ method: 'DELETE', url: '/api/v1/nothing-here' })).statusCode).toBe(404);
+  });
+  /** A request to a route with a JSON body; whether the document takes it and what the API answers. */
+  async function sendBody(method: string, path: string, params: Record<string, string>, body: unknown) {
+    const c: Case = { method, path, what: '', params, query: {}, body: body as Record<string, unknown> };
+    const r = await app.inject({ method: method as 'POST', url: pathOf(path, params), headers: { authorization: `Bearer ${admin}` }, payload: body as Record<string, unknown> });
+    return { takes: documentTakes(c), status: r.statusCode, message: (r.json() as { message?: string }).message ?? '', json: r.json() as Record<string, unknown> };
+  }
+
+  it('watch_dir: the document and the handler take the same paths (no `..` segment at all), and a refusal says why', async () => {
+    const inside = ['ckpts', './ckpts/', 'a//b', '.', '...', '..a', 'a..', 'a/.b/c', 'a/./b'];
+    const outside = ['..', '../x', 'a/..', 'a/../b', 'a/../..', './..', 'a/b/../../..', '/abs', '/'];
+    const wrong: string[] = [];
+    for (const watch of [...inside, ...outside]) {
+      const r = await sendBody('POST', '/api/v1/jobs', {}, { command: ['true'], project: 'p', watch_dir: watch });
+      const want = inside.includes(watch);
+      if (r.takes !== want) wrong.push(`${watch}: the document ${r.takes ? 'takes' : 'refuses'} it`);
+      if (want && r.status !== 201) wrong.push(`${watch}: ${r.status} ${r.message}`);
+      if (!want && (r.status !== 400 || !/relative to working_dir and stay inside working_dir: no `\.\.` segment/.test(r.message))) wrong.push(`${watch}: ${r.status} ${r.message}`);
+    }
+    expect(wrong, wrong.join('\n')).toEqual([]);
+    expect((await sendBody('POST', '/api/v1/jobs', {}, { command: ['true'], project: 'p', watch_dir: './ckpts//' })).json.watch_dir).toBe('ckpts');
+  });
+
+  it('secret_env: names the agent sets are refused by the document and the handler alike, in the handler\'s words', async () => {
+    const takes = [{ GPUPLANE_TOKEN: 't' }, { API_KEY: 'x' }, { GPUPLANE: 'x' }, { GPUPLANEX_A: 'x' }, { gpuplane_run_id: 'x' }, { CUDA_VISIBLE_DEVICES_2: 'x' }, { XCUDA_DEVICE_ORDER: 'x' }];
+    const refused: [Record<string, string>, RegExp][] = [
+      [{ GPUPLANE_RUN_ID: 'x' }, /^secret_env: GPUPLANE_RUN_ID is set by the agent itself$/],
+      [{ GPUPLANE_: 'x' }, /^secret_env: GPUPLANE_ is set by the agent itself$/],
+      [{ GPUPLANE_TOKENS: 'x' }, /GPUPLANE_TOKENS is set by the agent itself/],
+      [{ GPUPLANE_TOKE: 'x' }, /GPUPLANE_TOKE is set by the agent itself/],
+      [{ CUDA_VISIBLE_DEVICES: '0' }, /CUDA_VISIBLE_DEVICES is set by the agent itself/],
+      [{ CUDA_DEVICE_ORDER: 'FASTEST_FIRST' }, /CUDA_DEVICE_ORDER is set by the agent itself/],
+      [{ OK: 'x', 'bad-name': 'x' }, /secret_env: "bad-name" is not a variable name/],
+    ];
+    const wrong: string[] = [];
+    for (const secret_env of takes) {
+      const r = await sendBody('POST', '/api/v1/jobs', {}, { command: ['true'], project: 'p', secret_env });
+      if (!r.takes || r.status !== 201) wrong.push(`${JSON.stringify(secret_env)}: document ${r.takes}, ${r.status} ${r.message}`);
+    }
+    for (const [secret_env, message] of refused) {
+      const r = await sendBody('POST', '/api/v1/jobs', {}, { command: ['true'], project: 'p', secret_env });
+      if (r.takes || r.status !== 400 || !message.test(r.message)) wrong.push(`${JSON.stringify(secret_env)}: document ${r.takes}, ${r.status} ${r.message}`);
+    }
+    // env is the job's own: GPUPLANE_* there configures the SDK (the agent's own variables win), and is not refused.
+    const env = await sendBody('POST', '/api/v1/jobs', {}, { command: ['true'], project: 'p', env: { GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' } });
+    if (!env.takes || env.status !== 201) wrong.push(`env GPUPLANE_SDK_FLUSH_INTERVAL_S: document ${env.takes}, ${env.status} ${env.message}`);
+    // The one dependent rule no JSON Schema can state (a name in both maps): described, and the handler's 400.
+    const both = await sendBody('POST', '/api/v1/jobs', {}, { command: ['true'], project: 'p', env: { K: 'a' }, secret_env: { K: 'b' } });
+    expect(both.takes).toBe(true);
+    expect([both.status, both.message]).toEqual([400, 'secret_env: K is also in env; a variable is either secret or not']);
+    expect(wrong, wrong.join('\n')).toEqual([]);
+  });
+
+  it('metric points: every per-point rule is the document\'s, and a refused point is named with its value', async () => {
+    const run = await sendBody('POST', '/api/v1/runs', {}, { project: 'p' });
+    const id = String(run.json.id);
+    const ok = { key: 'ok', step: 0, value: 1 };
+    const takes = [
+      { key: 'a', step: 0, value: 0 },
+      { key: `_${'a'.repeat(249)}`, step: Number.MAX_SAFE_INTEGER, value: 'NaN' },
+      { key: 'grad/norm:0 x.y-z', step: 1.0, value: '-Infinity', ts: 0 },
+      { key: '9', step: 2, value: -1e308, ts: 1.5 },
+    ];
+    const refused: [Record<string, unknown>, RegExp][] = [
+      [{ key: '', step: 0, value: 1 }, /points\/1\/key: "" is not a metric key/],
+      [{ key: 'a'.repeat(251), step: 0, value: 1 }, /points\/1\/key: "a+" is not a metric key/],
+      [{ key: '.a', step: 0, value: 1 }, /points\/1\/key: ".a" is not a metric key/],
+      [{ key: 'a!', step: 0, value: 1 }, /points\/1\/key/],
+      [{ key: 'a', step: -1, value: 1 }, /points\/1\/step: -1 is not an integer >= 0/],
+      [{ key: 'a', step: 0.5, value: 1 }, /points\/1\/step: 0.5 is not an integer >= 0/],
+      [{ key: 'a', step: Number.MAX_SAFE_INTEGER + 1, value: 1 }, /points\/1\/step: 9007199254740992 is not an integer >= 0/],
+      [{ key: 'a', step: '1', value: 1 }, /points\/1\/step: "1" is not an integer/],
+      [{ key: 'a', step: 0, value: 'nan' }, /points\/1\/value: "nan" is not a number/],
+      [{ key: 'a', step: 0, value: null }, /points\/1\/value: null is not a number/],
+      [{ key: 'a', step: 0, value: 1, ts: -1 }, /points\/1\/ts: -1 is not a time in epoch milliseconds/],
+      [{ key: 'a', step: 0, value: 1, ts: '0' }, /points\/1\/ts: "0" is not a time/],
+    ];
+    const wrong: string[] = [];
+    for (const p of takes) {
+      const r = await sendBody('POST', '/api/v1/runs/{id}/metrics', { id }, { points: [ok, p] });
+      if (!r.takes || r.status !== 200) wrong.push(`${JSON.stringify(p).slice(0, 80)}: document ${r.takes}, ${r.status} ${r.message}`);
+    }
+    for (const [p, message] of refused) {
+      const r = await sendBody('POST', '/api/v1/runs/{id}/metrics', { id }, { points: [ok, p] });
+      if (r.takes || r.status !== 400 || !message.test(r.message) || !r.message.startsWith('batch rejected, nothing stored: ')) wrong.push(`${JSON.stringify(p).slice(0, 80)}: document ${r.takes}, ${r.status} ${r.message}`);
+    }
+    expect(wrong, wrong.join('\n')).toEqual([]);
+  });
+
+  it(`params: nested ${FIELD_DEPTH} levels below params is taken, one more is refused, as the document's description says`, async () => {
+    const nest = (levels: number) => JSON.parse(`${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`) as Record<string, unknown>;
+    const arrays = (levels: number) => JSON.parse(`${'['.repeat(levels)}${']'.repeat(levels)}`) as unknown[];
+    const run = await sendBody('POST', '/api/v1/runs', {}, { project: 'p' });
+    const routes: [string, string, Record<string, string>, Record<string, unknown>][] = [
+      ['POST', '/api/v1/jobs', {}, { command: ['true'], project: 'p' }],
+      ['POST', '/api/v1/runs', {}, { project: 'p' }],
+      ['PATCH', '/api/v1/runs/{id}', { id: String(run.json.id) }, {}],
+    ];
+    for (const [method, path, params, base] of routes) {
+      const op = doc.paths[path][method.toLowerCase()];
+      const described = (op.requestBody!.content['application/json'].schema.properties as Record<string, Schema>).params.description as string;
+      expect(described, `${method} ${path}`).toContain(`nested at most ${FIELD_DEPTH} levels`);
+      for (const deep of [nest(FIELD_DEPTH), arrays(FIELD_DEPTH)]) {
+        const r = await sendBody(method, path, params, { ...base, params: { x: deep } });
+        expect([r.takes, r.status < 300], `${method} ${path}: ${r.status} ${r.message}`).toEqual([true, true]);
+      }
+      for (const deep of [nest(FIELD_DEPTH + 1), arrays(FIELD_DEPTH + 1)]) {
+        const r = await sendBody(method, path, params, { ...base, params: { x: deep } });
+        expect([r.status, r.message], `${method} ${path}`).toEqual([400, expect.stringMatching(new RegExp(`^body/params/x(/a|/0)* is nested deeper than ${MAX_DEPTH} levels$`))]);
+      }
+    }
+  });
+
+  it('a request without a body: 400 exactly where the document says the body is required (a log chunk may be left out)', async () => {
+    const wrong: string[] = [];
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [m, op] of Object.entries(ops)) {
+        const key = `${m.toUpperCase()} ${path}`;
+        if (!op.requestBody || NODE_BODY.has(key)) continue;
+        const qs = new URLSearchParams(QUERY_BASE[key] ?? {}).toString();
+        const url = `${pathOf(path, PATH_VALUES)}${qs ? `?${qs}` : ''}`;
+        const r = await app.inject({ method: m.toUpperCase() as 'POST', url, headers: { authorization: `Bearer ${admin}` } });
+        const required = (op.requestBody as { required?: boolean }).required !== false;
+        if ((r.statusCode === 400) !== required) wrong.push(`${key}: ${r.statusCode} ${r.body.slice(0, 160)}; the document says the body is ${required ? 'required' : 'optional'}`);
+      }
+    }
+    expect(wrong, wrong.join('\n')).toEqual([]);
+    const log = doc.paths['/api/v1/jobs/{id}/attempts/{attempt}/logs/{stream}'].post;
+    expect((log.requestBody as { required?: boolean }).required).toBe(false);
+    // An empty chunk (what a shipper sends to mark a stream final) is taken too: the attempt is what is missing.
+    const empty = await app.inject({ method: 'POST', url: '/api/v1/jobs/nope/attempts/1/logs/stdout?offset=0&final=true', headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/octet-stream' }, payload: Buffer.alloc(0) });
+    expect(empty.statusCode, empty.body).toBe(404);
+  });
+
+  it("declares 431 on every route, and the server's 431 for headers too large is the declared Error body", async () => {
+    for (const [path, ops] of Object.entries(doc.paths)) for (const [m, op] of Object.entries(ops)) expect(Object.keys(op.responses), `${m} ${path}`).toContain('431');
+    const served = await startTestApp('openapi-431', { temporal: false, listen: true, auth: { adminTokens: [admin] } });
+    try {
+      const r = await fetch(`${served.url}/api/v1/jobs`, { headers: { authorization: `Bearer ${admin}`, 'x-padding': 'a'.repeat(20_000) } });
+      expect(r.status).toBe(431);
+      expect(r.headers.get('content-type')).toMatch(/^application\/json/);
+      const body: unknown = await r.json();
+      const check = validator(pointer('paths', '/api/v1/jobs', 'get', 'responses', '431', 'content', 'application/json', 'schema'));
+      expect(check(body), JSON.stringify(check.errors)).toBe(true);
+    } finally {
+      await served.close();
+    }
   });
 });

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyReply } from 'fastify';
+import type { FastifyReply, FastifySchemaValidationError } from 'fastify';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
@@ -16,7 +16,7 @@ import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransit
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
 import { JobStarter } from '../job-starter.ts';
 import { isTerminal } from '../../domain/job-states.ts';
-import { secretEnvProblem } from '../../domain/secret-env.ts';
+import { isReservedSecretName, reservedSecretMessage, secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
@@ -26,22 +26,37 @@ import { requestHash } from '../idempotency.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
 
+const WATCH_DIR_RULE = 'watch_dir must be relative to working_dir and stay inside working_dir: no `..` segment at all (not even `a/../b`)';
 const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
 /** The submit schema's refusals that have words of their own, by where and which rule. */
 const SUBMIT_ERRORS: Record<string, string> = {
-  '/watch_dir pattern ': 'watch_dir must be relative to working_dir and stay inside working_dir (no `..` out of it)',
+  '/watch_dir pattern ': WATCH_DIR_RULE,
   ' required project': 'experiment needs a project',
 };
+
+/** One refusal of the submit schema in words; null for the inner error of a refused property name (its propertyNames error says it). */
+function submitError(e: FastifySchemaValidationError, dataVar: string): string | null {
+  const params = e.params as { missingProperty?: string; propertyName?: string };
+  if ((e as { propertyName?: string }).propertyName !== undefined) return null;
+  if (e.instancePath === '/secret_env' && e.keyword === 'propertyNames' && params.propertyName !== undefined) {
+    const name = params.propertyName;
+    return isReservedSecretName(name) ? reservedSecretMessage(name) : `secret_env: ${JSON.stringify(name)} is not a variable name (letters, digits and _, not starting with a digit, at most 128 characters)`;
+  }
+  return SUBMIT_ERRORS[`${e.instancePath} ${e.keyword} ${params.missingProperty ?? ''}`] ?? `${dataVar}${e.instancePath ?? ''} ${e.message}`;
+}
 
 /** Thrown inside the submit transaction to roll back a job whose Idempotency-Key another request took. */
 class KeyTaken extends Error {}
 
-/** A checkpoint folder relative to the working dir, normalised; one that leaves it is refused. */
+/**
+ * A checkpoint folder relative to the working dir, normalised (`./a//b/` is `a/b`). One that is
+ * absolute or has any `..` segment is refused, as the schema's WATCH_DIR_PATTERN refuses it: a
+ * pattern cannot tell `a/../b` (inside) from `a/../..` (out), so neither takes a `..` at all.
+ */
 function normalizeWatchDir(dir: string): string {
   if (dir.includes('\0')) throw new DomainError('invalid', 'watch_dir must not contain NUL');
-  if (path.posix.isAbsolute(dir)) throw new DomainError('invalid', 'watch_dir must be relative to working_dir');
+  if (path.posix.isAbsolute(dir) || dir.split('/').includes('..')) throw new DomainError('invalid', WATCH_DIR_RULE);
   const norm = path.posix.normalize(dir).replace(/\/+$/, '');
-  if (norm === '..' || norm.startsWith('../')) throw new DomainError('invalid', 'watch_dir must stay inside working_dir (no `..` out of it)');
   return norm === '' ? '.' : norm;
 }
 
@@ -86,9 +101,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         body: SubmitJobBody,
         response: { 201: JobSchema, ...NotFound, ...Conflict, ...Unavailable },
       },
-      // A bad key, watch_dir or lone experiment is named in words; a schema's pattern is no message for people.
-      schemaErrorFormatter: (errors, dataVar) =>
-        new Error(dataVar === 'headers' ? BAD_KEY : errors.map((e) => SUBMIT_ERRORS[`${e.instancePath} ${e.keyword} ${(e.params as { missingProperty?: string }).missingProperty ?? ''}`] ?? `${dataVar}${e.instancePath ?? ''} ${e.message}`).join(', ')),
+      // A bad key, watch_dir, secret name or lone experiment is named in words; a schema's pattern is no message for people.
+      schemaErrorFormatter: (errors, dataVar) => new Error(dataVar === 'headers' ? BAD_KEY : [...new Set(errors.map((e) => submitError(e, dataVar)).filter((m) => m !== null))].join(', ')),
     },
     async (req, reply) => {
       const b = req.body;

@@ -5,7 +5,7 @@ import { claimBatch, summaries, writeSeries } from '../../db/queries/metrics.ts'
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
 import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, patchRun, touchRun } from '../../db/queries/runs.ts';
 import { findExperimentId } from '../../db/queries/experiments.ts';
-import { BatchRejected, parseBatch } from '../../domain/metrics.ts';
+import { BatchRejected, MAX_BATCH_POINTS, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
 import type { Db } from '../../db/client.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
@@ -170,6 +170,18 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       },
       schemaErrorFormatter: (errors, dataVar) =>
         new Error(errors[0]?.keyword === 'minItems' && errors[0].instancePath === '/points' ? EMPTY_BATCH : errors.map((e) => `${dataVar}${e.instancePath} ${e.message}`).join(', ')),
+      // The schema states every per-point rule; a refused point is named in the handler's words
+      // (its index and value), asked before the schema is: the two refuse the same points.
+      preValidation: async (req) => {
+        const points = (req.body as { points?: unknown } | undefined)?.points;
+        if (!Array.isArray(points) || points.length > MAX_BATCH_POINTS) return;
+        const goodKeys = new Set<string>();
+        for (const [i, p] of points.entries()) {
+          if (p === null || typeof p !== 'object' || Array.isArray(p)) continue;
+          const problem = pointProblem(p as WirePoint, i, goodKeys);
+          if (problem) throw new DomainError('invalid', `batch rejected, nothing stored: ${problem}`);
+        }
+      },
       bodyLimit: 16 * 1024 * 1024,
     },
     async (req) => {

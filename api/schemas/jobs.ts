@@ -1,9 +1,22 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
-import { LimitParam, Nullable, StringMap } from './common.ts';
+import { RESERVED_SECRET_NAME } from '../../domain/secret-env.ts';
+import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';
 
 /** A command with something in it: api/command.ts refuses one that is only white space. */
 export const NOT_BLANK = Type.String({ pattern: '\\S' });
+
+/**
+ * One segment of a watch_dir that is not `..`: empty (`a//b`, `a/`), `.`, or any other name
+ * without a slash (`...` and `..a` are names). Written without lookahead, which generators of
+ * values from patterns often lack.
+ */
+const NOT_DOTDOT = '(?:[^/.][^/]*|\\.|\\.[^/.][^/]*|\\.\\.[^/]+)';
+/** watch_dir: relative (its first segment is not empty) and no `..` segment; api/routes/jobs.ts refuses the same. */
+export const WATCH_DIR_PATTERN = `^${NOT_DOTDOT}(?:/${NOT_DOTDOT}?)*$`;
+
+/** A secret's name: an environment variable name of at most 128 characters. */
+export const SECRET_NAME = '^[A-Za-z_][A-Za-z0-9_]{0,127}$';
 
 export const JobTypeSchema = Type.Union(JOB_TYPES.map((t) => Type.Literal(t)));
 export const JobStateSchema = Type.Union(JOB_STATES.map((s) => Type.Literal(s)));
@@ -27,9 +40,12 @@ export const SubmitJobBody = Type.Object(
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/', description: 'absolute path on the node' })),
     env: Type.Optional(StringMap),
     secret_env: Type.Optional(
-      Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_]{0,127}$' }), Type.String({ maxLength: 32_768 }), {
+      Type.Record(Type.String({ pattern: SECRET_NAME }), Type.String({ maxLength: 32_768 }), {
         maxProperties: 64,
         additionalProperties: false,
+        // The names the agent sets itself (domain/secret-env.ts); api/input-guard.ts's storable
+        // adds the name pattern beside it.
+        propertyNames: { not: { pattern: RESERVED_SECRET_NAME } },
         description:
           "variables the job's process gets whose values are never shown again: not by the API, the CLI, the console, Temporal's histories or the agent's files. Not GPUPLANE_* (GPUPLANE_TOKEN aside) or CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER, which the agent sets, and no name that is also in env",
       }),
@@ -37,7 +53,7 @@ export const SubmitJobBody = Type.Object(
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
     selector: Type.Optional(StringMap),
     priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
-    params: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+    params: Type.Optional(ParamsRecord(Type.String(), 'the job gets them as JSON in GPUPLANE_PARAMS')),
     project: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'needs project' })),
     on_lost: Type.Optional(Type.Union([Type.Literal('requeue'), Type.Literal('fail')])),
@@ -46,10 +62,9 @@ export const SubmitJobBody = Type.Object(
       Type.String({
         minLength: 1,
         maxLength: 1000,
-        // Not absolute, and not `..` or `../…` (written without lookahead, which generators of
-        // values from patterns often lack): a later `..` out of it is refused by the handler.
-        pattern: '^(?:[^/.]|\\.$|\\.[^.]|\\.\\.[^/])',
-        description: 'checkpoint folder the agent watches while the job runs, relative to working_dir: not absolute, and no `..` out of it once normalised (`a/../b` is `b`)',
+        pattern: WATCH_DIR_PATTERN,
+        description:
+          'checkpoint folder the agent watches while the job runs, relative to working_dir: not absolute, and no `..` segment anywhere (not even `a/../b`, which stays inside: whether a path climbs out is a count no pattern can make, so every `..` is refused, by this pattern and the handler alike). `.` segments and repeated or trailing slashes are allowed',
       }),
     ),
     resume_from: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the checkpoint the job resumes from: the parent of its first checkpoint' })),
@@ -158,7 +173,7 @@ export const RetryBody = Type.Object(
     selector: Type.Optional(StringMap),
     priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
     env: Type.Optional(StringMap),
-    params: Type.Optional(Type.Record(Type.String({ minLength: 1 }), Type.Unknown(), { description: 'merged into the previous params' })),
+    params: Type.Optional(ParamsRecord(Type.String({ minLength: 1 }), 'merged into the previous params')),
   },
   { additionalProperties: false, description: 'a patch of the last attempt\'s config; env and params are merged key by key' },
 );

@@ -1,11 +1,11 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { MAX_BATCH_POINTS, METRIC_KEY_RULE } from '../../domain/metrics.ts';
+import { MAX_BATCH_POINTS, METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 import { RUN_STATUSES } from '../../domain/run-status.ts';
-import { LimitParam, Nullable, StringMap } from './common.ts';
+import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';
 
 export const RunStatusSchema = Type.Union(RUN_STATUSES.map((s) => Type.Literal(s)));
 const Name = Type.String({ minLength: 1, maxLength: 200 });
-const Params = Type.Record(Type.String({ minLength: 1, maxLength: 250 }), Type.Unknown());
+const Params = ParamsRecord(Type.String({ minLength: 1, maxLength: 250 }));
 const Tags = Type.Record(Type.String({ minLength: 1, maxLength: 250 }), Type.String({ maxLength: 5000 }));
 const Time = Type.String({ format: 'date-time' });
 
@@ -100,16 +100,21 @@ export const RunDetailSchema = Type.Intersect([Type.Omit(RunSchema, []), Type.Ob
 /** What the metrics route answers for an empty batch, as parseBatch did before the schema said it. */
 export const EMPTY_BATCH = 'batch rejected, nothing stored: points must not be empty';
 
+/** A point's value: a number, or one of the strings that stand for the values JSON lacks. */
+const PointValue = Type.Union([Type.Number(), Type.Union([Type.Literal('NaN'), Type.Literal('Infinity'), Type.Literal('-Infinity')])], {
+  description: 'a number, or "NaN", "Infinity", "-Infinity"',
+});
+
+/** Every per-point rule of domain/metrics.ts pointProblem, stated; the route answers a refusal in its words. */
 export const MetricsBody = Type.Object(
   {
     points: Type.Array(
       Type.Object(
         {
-          // Checked by domain/metrics.ts parseBatch, whose messages name the point: described here.
-          key: Type.String({ description: METRIC_KEY_RULE }),
-          step: Type.Number({ description: 'an integer >= 0' }),
-          value: MetricValue,
-          ts: Type.Optional(Type.Number({ description: 'epoch milliseconds (>= 0); default: when the batch arrived' })),
+          key: Type.String({ minLength: 1, maxLength: 250, pattern: METRIC_KEY_PATTERN.source, description: METRIC_KEY_RULE }),
+          step: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'an integer from 0 to 2^53 - 1' }),
+          value: PointValue,
+          ts: Type.Optional(Type.Number({ minimum: 0, description: 'epoch milliseconds (>= 0); default: when the batch arrived' })),
         },
         { additionalProperties: false },
       ),
