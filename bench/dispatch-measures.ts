@@ -81,7 +81,7 @@ export async function startEmbedded(scratch: string): Promise<{ client: Gpuplane
   const env: NodeJS.ProcessEnv = { ...process.env, GPUPLANE_HOME: path.join(scratch, 'embedded'), GPUPLANE_API_PORT: String(apiPort), GPUPLANE_API_URL: `http://127.0.0.1:${apiPort}`, GPUPLANE_LOG_LEVEL: 'warn' };
   delete env.TEMPORAL_ADDRESS;
   delete env.DATABASE_URL;
-  const up = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '8', '--temporal-ui-port', String(await freePort())], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const up = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '8', '--temporal-port', String(await freePort()), '--temporal-ui-port', String(await freePort())], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   up.stdout.on('data', (d: Buffer) => (out += d));
   up.stderr.on('data', (d: Buffer) => (out += d));

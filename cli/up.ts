@@ -20,6 +20,10 @@ import { startConfiguredAgent, type AgentFlags } from '../workers/gpu-host/serve
 
 export interface UpFlags extends Partial<AgentFlags> {
   temporalUiPort: number;
+  /** The Temporal server is one gpuctl up did not start (--temporal-address, TEMPORAL_ADDRESS): it starts none. */
+  externalTemporal?: boolean;
+  /** With an external Temporal: its Web UI, for the console's "open in Temporal UI" links (--temporal-ui-url). */
+  temporalUiUrl?: string;
   /** dev: the Temporal CLI's dev server (SQLite); cluster: a real temporal-server on the DATABASE_URL PostgreSQL. */
   temporal?: 'dev' | 'cluster';
   historyShards?: number;
@@ -74,13 +78,18 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     () => true,
     () => false,
   );
-  if (already) log(`a Temporal server already answers at ${c.temporalAddress}; using it`);
-  if (process.env.TEMPORAL_ADDRESS && !already) {
-    throw new Error(`no Temporal server answers at ${c.temporalAddress}; TEMPORAL_ADDRESS is set, so gpuctl up uses that server and starts none (unset it for the embedded dev server)`);
+  // A server it did not start is used only when asked for (--temporal-address, TEMPORAL_ADDRESS):
+  // two planes on one Temporal namespace would share one scheduler, each with its own database.
+  if (f.externalTemporal && !already) {
+    throw new Error(`no Temporal server answers at ${c.temporalAddress} (--temporal-address / TEMPORAL_ADDRESS): gpuctl up uses that server and starts none (leave both unset for its own dev server)`);
   }
-  if (!process.env.TEMPORAL_ADDRESS && !already && f.temporal === 'cluster') {
+  if (!f.externalTemporal && already) {
+    throw new Error(`something already answers at ${c.temporalAddress} (another GPUPlane, or a Temporal server): start this plane on another port with --temporal-port P, or use that server on purpose with --temporal-address ${c.temporalAddress}`);
+  }
+  if (f.externalTemporal) log(`using the Temporal server at ${c.temporalAddress}`);
+  if (!f.externalTemporal && f.temporal === 'cluster') {
     cluster = await startClusterOn(c, f, log);
-  } else if (!process.env.TEMPORAL_ADDRESS && !already) {
+  } else if (!f.externalTemporal) {
     const [host, port] = c.temporalAddress.split(':');
     log(`starting Temporal dev server on ${c.temporalAddress} (state in ${path.join(c.home, 'temporal.db')})...`);
     // The dev server's UI answers any Host: it listens on an internal loopback port, and the
@@ -106,7 +115,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   const connection = await connectWorker(c.temporalAddress, logger);
   const control = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   const adminToken = await announceAdminToken(c, database.db, log);
-  const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: uiProxy?.url ?? null });
+  const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: uiProxy?.url ?? f.temporalUiUrl ?? null });
   let fakeGpus = f.fakeGpus;
   if (fakeGpus === undefined && (await readInventory('probe')).gpus.length === 0) {
     fakeGpus = 4;
@@ -128,7 +137,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   log(`GPUPlane is up.`);
   log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
   log(`  web console  ${consoleLine(api.url, adminToken, c.adminToken ? null : adminTokenFile(c.home), f.tokenOnStdout ?? process.stdout.isTTY === true)}`);
-  log(`  Temporal UI  ${uiProxy?.url ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal; see its own UI)')}`);
+  log(`  Temporal UI  ${uiProxy?.url ?? f.temporalUiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal: give its UI with --temporal-ui-url)')}`);
   log(`  data         ${c.home}`);
   const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;
   log(`Try: node cli/gpuctl.mjs submit --gpus 1 -- ${example}     Ctrl-C stops everything.`);

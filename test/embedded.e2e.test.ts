@@ -21,6 +21,7 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   let up: ChildProcess | null = null;
   let out = '';
   let uiPort = 0;
+  let temporalPort = 0;
   const baseEnv = (): NodeJS.ProcessEnv => {
     const env: NodeJS.ProcessEnv = { ...process.env, GPUPLANE_HOME: home, GPUPLANE_API_URL: apiUrl, GPUPLANE_LOG_LEVEL: 'warn' };
     for (const k of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'GPUPLANE_TOKEN', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_NODE_TOKEN']) delete env[k];
@@ -38,7 +39,8 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   const startUp = async () => {
     out = '';
     uiPort = await freePort();
-    const child = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '2', '--temporal-ui-port', String(uiPort)], {
+    // A port of its own: never whatever answers on 7233 on this machine (gpuctl up refuses a server it did not start).
+    const child = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '2', '--temporal-port', String(temporalPort), '--temporal-ui-port', String(uiPort)], {
       env: { ...baseEnv(), GPUPLANE_API_PORT: new URL(apiUrl).port },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -64,6 +66,7 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
 
   beforeAll(async () => {
     apiUrl = `http://127.0.0.1:${await freePort()}`;
+    temporalPort = await freePort();
     await startUp();
   }, 200_000);
   afterAll(async () => {
@@ -174,6 +177,14 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     const crossSite = await ui('/api/v1/namespaces', { host: self, origin: 'http://evil.example' });
     expect(crossSite.status).toBe(403);
     expect(crossSite.body).toMatch(/^Origin "http:\/\/evil.example" is not the Temporal UI's own/);
+  });
+
+  it('a second plane never shares the first one\'s Temporal by accident: it refuses in one line naming the flags', async () => {
+    const other = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-second-'));
+    const r = await gpuctl({ ...baseEnv(), GPUPLANE_HOME: other }, 'up', '--fake-gpus', '1', '--port', '0', '--temporal-port', String(temporalPort), '--temporal-ui-port', String(await freePort()));
+    expect(r.code).not.toBe(0);
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(new RegExp(`something already answers at 127\\.0\\.0\\.1:${temporalPort}.*--temporal-port P.*--temporal-address 127\\.0\\.0\\.1:${temporalPort}`))]);
+    fs.rmSync(other, { recursive: true, force: true });
   });
 
   it('a restart keeps the same admin token, and makes its file 0600 and the home 0700 again', async () => {

@@ -1,5 +1,5 @@
 /** The process launchers: `gpuctl up`, `agent`, `api` and `control-worker`, each loaded only when run. */
-import { Option, type Command } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 import { loadConfig } from '../../config.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../../runtime/logger.ts';
 import { envNameArg, intArg, listArg, pairArg, rootsArg } from '../args.ts';
@@ -56,6 +56,10 @@ export function registerProcessCommands(program: Command): void {
       .command('up')
       .description('start Temporal (the dev server, or with --temporal cluster a real server on PostgreSQL), the API, the control worker and one local agent; embedded defaults')
       .option('--node-id <id>', 'the local agent\'s node id (default: hostname)')
+      .option('--port <port>', "the API's port (GPUPLANE_API_PORT, default 8787; 0 picks a free one)", intArg('--port', 0))
+      .option('--temporal-port <port>', "its Temporal dev server's port (two planes on one machine need two)", intArg('--temporal-port', 1), 7233)
+      .addOption(new Option('--temporal-address <host:port>', 'use this Temporal server, which gpuctl up did not start (it starts none)').env('TEMPORAL_ADDRESS'))
+      .option('--temporal-ui-url <url>', "with --temporal-address: that server's Web UI, for the console's links")
       .option('--temporal-ui-port <port>', 'Temporal Web UI port', intArg('--temporal-ui-port', 1), 8233)
       .addOption(
         new Option('--temporal <kind>', 'dev: the Temporal CLI dev server (SQLite in GPUPLANE_HOME); cluster: a real temporal-server with its persistence and visibility in the DATABASE_URL PostgreSQL (built once with go install)')
@@ -63,11 +67,12 @@ export function registerProcessCommands(program: Command): void {
           .default('dev'),
       )
       .option('--history-shards <n>', 'with --temporal cluster: history shards, fixed once its databases exist', intArg('--history-shards', 1), 4),
-  ).action(async (o: AgentCliOptions & { nodeId?: string; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number }) => {
+  ).action(async (o: AgentCliOptions & { nodeId?: string; port?: number; temporalPort: number; temporalAddress?: string; temporalUiUrl?: string; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number }) => {
     const { up } = await import('../up.ts');
+    if (o.temporalUiUrl && !o.temporalAddress) throw new InvalidArgumentError('--temporal-ui-url is for a Temporal server gpuctl up did not start (--temporal-address); its own dev server has its UI on --temporal-ui-port');
     await up(
-      loadConfig(),
-      { nodeId: o.nodeId, ...agentFlagsOf(o), temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards },
+      loadConfig({ temporalAddress: o.temporalAddress || `127.0.0.1:${o.temporalPort}`, ...(o.port !== undefined ? { apiPort: o.port } : {}) }),
+      { nodeId: o.nodeId, ...agentFlagsOf(o), temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards, externalTemporal: Boolean(o.temporalAddress), temporalUiUrl: o.temporalUiUrl },
       log,
       createLogger(o.logLevel),
     );
