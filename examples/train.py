@@ -38,6 +38,12 @@ def main() -> int:
     for step in range(a.steps):
         loss = loss * (1 - a.lr * 0.1) + rng.uniform(-0.01, 0.01)
         value = float("nan") if 0 <= a.nan_at <= step else loss
+        if abs(loss) > 1e6:
+            # Too high a learning rate: the loss diverges, as a real one would. Log it and stop.
+            run.log({"train/loss": float("inf")}, step=step)
+            print(f"loss diverged at step {step} (lr {a.lr}): lower --lr", file=sys.stderr, flush=True)
+            run.finish("failed")
+            return 1
         run.log({"train/loss": value, "train/acc": 1 - math.exp(-step * a.lr * 0.05), "lr": a.lr}, step=step)
         if step % 100 == 0:
             print(f"step {step} loss {value:.4f}", flush=True)

@@ -1,0 +1,80 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gpuctlPath } from './support/cluster.ts';
+import { freePort } from './support/ports.ts';
+import { until } from './support/poll.ts';
+
+const repo = path.resolve(import.meta.dirname, '..');
+
+/** The README's tour: the first bash block under "A five-minute tour", as a reader copies it. */
+function tourBlock(): string {
+  const readme = fs.readFileSync(path.join(repo, 'README.md'), 'utf8');
+  const section = readme.split('\n## A five-minute tour\n')[1]?.split('\n## ')[0];
+  const block = section && /```bash\n([\s\S]*?)\n```/.exec(section)?.[1];
+  if (!block) throw new Error('README.md has no bash block under "## A five-minute tour"');
+  return block;
+}
+
+/**
+ * The tour runs as written, against a scratch plane started the way the README starts one
+ * (`gpuctl up`, embedded defaults, fake cards), with `gpuctl` on PATH as `npm link` puts it.
+ * As root, its jobs run as job users (the agent's default there), as a reader's would.
+ */
+describe('the README tour', () => {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-tour-home-'));
+  const bin = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-tour-bin-'));
+  let up: ChildProcess | null = null;
+  let env: NodeJS.ProcessEnv = {};
+  let out = '';
+
+  beforeAll(async () => {
+    fs.symlinkSync(gpuctlPath, path.join(bin, 'gpuctl'));
+    const apiPort = await freePort();
+    env = { ...process.env, PATH: `${bin}:${process.env.PATH}`, GPUPLANE_HOME: home, GPUPLANE_API_URL: `http://127.0.0.1:${apiPort}`, GPUPLANE_LOG_LEVEL: 'warn' };
+    for (const k of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'GPUPLANE_TOKEN', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_NODE_TOKEN', 'GPUPLANE_JOB_USERS']) delete env[k];
+    const child = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '4', '--port', String(apiPort), '--temporal-port', String(await freePort()), '--temporal-ui-port', String(await freePort())], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.on('data', (d: Buffer) => (out += d));
+    child.stderr!.on('data', (d: Buffer) => (out += d));
+    up = child;
+    await until(
+      'gpuctl up',
+      () => {
+        if (child.exitCode !== null) throw new Error(`gpuctl up exited ${child.exitCode}:\n${out}`);
+        return out.includes('GPUPlane is up');
+      },
+      180_000,
+    );
+  }, 200_000);
+  afterAll(async () => {
+    const c = up;
+    if (c && c.exitCode === null) {
+      const gone = new Promise((r) => c.once('exit', r));
+      c.kill('SIGINT');
+      await gone;
+    }
+    fs.rmSync(home, { recursive: true, force: true });
+    fs.rmSync(bin, { recursive: true, force: true });
+  });
+
+  it('every command of the tour succeeds, and it ends with the evaluated best checkpoint and a retried job that succeeds', async () => {
+    // Each command's exit status is checked (-e), and a failing one is named.
+    const script = `set -eo pipefail\ntrap 'echo "tour command failed ($?): $BASH_COMMAND" >&2' ERR\n${tourBlock()}\necho "tour done: $bad"\n`;
+    const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      const p = spawn('bash', ['-c', script], { cwd: repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      p.stdout.on('data', (d: Buffer) => (stdout += d));
+      p.stderr.on('data', (d: Buffer) => (stderr += d));
+      p.once('exit', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(r.code, `${r.stderr}\n${r.stdout}`.slice(-4000)).toBe(0);
+    expect(r.stdout).toMatch(/^best: +ckpt-/m);
+    expect(r.stdout).toMatch(/^metric: eval\/loss = /m);
+    expect(r.stdout).toMatch(/FAILED: metric train\/loss ended NaN\/Inf \(exit code 1\) — hint: lower the learning rate/);
+    const bad = /tour done: (job-\S+)/.exec(r.stdout)![1];
+    expect(r.stdout).toContain(`${bad} SUCCEEDED`);
+  }, 300_000);
+});
