@@ -6,7 +6,7 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@te
 import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
 import type { IdempotencyKey, Job } from '../../db/schema.ts';
-import { getCheckpoint } from '../../db/queries/checkpoints.ts';
+import { projectOfCheckpoint } from '../../db/queries/auth.ts';
 import { insertJobSecrets } from '../../db/queries/job-secrets.ts';
 import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempotency.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
@@ -18,7 +18,7 @@ import { JobStarter } from '../job-starter.ts';
 import { isTerminal } from '../../domain/job-states.ts';
 import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
-import { allows, visibleProjectIds } from '../auth.ts';
+import { allows, mayRead, visibleProjectIds } from '../auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
@@ -98,8 +98,11 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const secrets = b.secret_env ?? {};
       const secretProblem = secretEnvProblem(secrets, b.env ?? {});
       if (secretProblem) throw new DomainError('invalid', secretProblem);
-      if (b.resume_from !== undefined && (await getCheckpoint(db, b.resume_from)) === undefined) {
-        throw new DomainError('invalid', `resume_from: checkpoint ${b.resume_from} does not exist`);
+      // A checkpoint of a project the caller may not read is refused as an unknown one: its
+      // path, run and metrics would show in this job's chain, and retention would keep it.
+      if (b.resume_from !== undefined) {
+        const parent = await projectOfCheckpoint(db, b.resume_from);
+        if (parent === undefined || !mayRead(req, parent)) throw new DomainError('invalid', `resume_from: checkpoint ${b.resume_from} does not exist`);
       }
       const key = req.headers['idempotency-key'];
       const hash = key === undefined ? '' : requestHash(b);
