@@ -8,7 +8,7 @@ import { newId } from '../../db/ids.ts';
 import type { IdempotencyKey, Job } from '../../db/schema.ts';
 import { projectOfCheckpoint } from '../../db/queries/auth.ts';
 import { insertJobSecrets } from '../../db/queries/job-secrets.ts';
-import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempotency.ts';
+import { claimIdempotencyKey, findIdempotencyKey, keyScope } from '../../db/queries/idempotency.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
@@ -106,14 +106,19 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       }
       const key = req.headers['idempotency-key'];
       const hash = key === undefined ? '' : requestHash(b);
+      // Keys are per project (the job's; '' for none): the same key in another project is
+      // another key, so no token learns of, or blocks, another project's submits through one.
       if (key !== undefined) {
-        const seen = await findIdempotencyKey(db, key);
+        const existing = b.project ? await findProjectId(db, b.project) : null;
+        const seen = existing === undefined ? undefined : await findIdempotencyKey(db, keyScope(existing), key);
         if (seen) return replaySubmit(reply, seen, hash);
       }
       let job: Job;
+      let scope = '';
       try {
         job = await db.transaction(async (tx) => {
           const projectId = b.project ? await ensureProject(tx, b.project) : null;
+          scope = keyScope(projectId);
           const experimentId = projectId && b.experiment ? await ensureExperiment(tx, projectId, b.experiment) : null;
           const made = await insertJob(tx, {
             id: newId('job'),
@@ -137,12 +142,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           });
           await insertJobSecrets(tx, made.id, secrets);
           // The key goes in with the job: a concurrent request with the same key waits here, then finds it taken.
-          if (key !== undefined && !(await claimIdempotencyKey(tx, { key, requestHash: hash, jobId: made.id }))) throw new KeyTaken();
+          if (key !== undefined && !(await claimIdempotencyKey(tx, { scope, key, requestHash: hash, jobId: made.id }))) throw new KeyTaken();
           return made;
         });
       } catch (err) {
         if (!(err instanceof KeyTaken)) throw err;
-        const seen = await findIdempotencyKey(db, key!);
+        const seen = await findIdempotencyKey(db, scope, key!);
         if (!seen) throw new DomainError('unavailable', 'a concurrent request with the same Idempotency-Key did not finish; try again');
         return replaySubmit(reply, seen, hash);
       }

@@ -3,10 +3,10 @@ import { Type } from '@sinclair/typebox';
 import { newId } from '../../db/ids.ts';
 import { claimBatch, summaries, writeSeries } from '../../db/queries/metrics.ts';
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
-import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, patchRun, touchRun } from '../../db/queries/runs.ts';
+import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, projectsOfExternalKey, patchRun, touchRun } from '../../db/queries/runs.ts';
 import { findExperimentId } from '../../db/queries/experiments.ts';
 import { BatchRejected, parseBatch } from '../../domain/metrics.ts';
-import { allows, visibleProjectIds } from '../auth.ts';
+import { allows, mayRead, visibleProjectIds } from '../auth.ts';
 import type { Db } from '../../db/client.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
@@ -47,10 +47,10 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     {
       schema: {
         tags: ['runs'],
-        summary: 'Register a run: an SDK run of its own, or an import (idempotent by external_key or Idempotency-Key)',
+        summary: 'Register a run: an SDK run of its own, or an import (idempotent within its project by external_key or Idempotency-Key; 409 for an external_key a project the caller may not read holds)',
         headers: IdempotencyHeaders,
         body: CreateRunBody,
-        response: { 200: RunSchema, 201: RunSchema },
+        response: { 200: RunSchema, 201: RunSchema, ...Conflict },
       },
     },
     async (req, reply) => {
@@ -59,11 +59,17 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const externalKey = b.external_key ?? (header === undefined ? null : `request:${header}`);
       if (b.status === 'running' && b.ended_at) throw new DomainError('invalid', 'a running run has no ended_at');
       const made = await db.transaction(async (tx) => {
-        if (externalKey) {
-          const seen = await getRunByExternalKey(tx, externalKey);
-          if (seen) return { run: seen, created: false };
-        }
         const projectId = await ensureProject(tx, b.project);
+        if (externalKey) {
+          // External keys are unique per project: a second import into the same project is
+          // that project's run; one a project the caller may not read holds is 409, with
+          // nothing of that run. An Idempotency-Key (request:…) is only ever the project's own.
+          const seen = await getRunByExternalKey(tx, projectId, externalKey);
+          if (seen) return { run: seen, created: false };
+          if (b.external_key !== undefined && (await projectsOfExternalKey(tx, externalKey)).some((p) => !mayRead(req, p))) {
+            throw new DomainError('conflict', 'external_key is already taken by a run this token may not read; import it under a key of its own');
+          }
+        }
         const experimentId = await ensureExperiment(tx, projectId, b.experiment ?? 'default');
         const status = b.status ?? 'running';
         const run = await insertRun(tx, {
@@ -81,7 +87,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           endedAt: b.ended_at ? new Date(b.ended_at) : status === 'running' ? null : new Date(),
         });
         // A concurrent request with the same key inserted first: return its run.
-        if (!run) return { run: (await getRunByExternalKey(tx, externalKey!))!, created: false };
+        if (!run) return { run: (await getRunByExternalKey(tx, projectId, externalKey!))!, created: false };
         await addEvent(tx, { runId: run.id, kind: 'run.status', message: `run registered (${run.source})`, data: { status } });
         return { run, created: true };
       });

@@ -29,15 +29,28 @@ export async function getRun(ex: Executor, id: string): Promise<RunWithNames | u
   return r ? flatten(r) : undefined;
 }
 
-/** getRunByExternalKey returns the run imported from `key` (`mlflow:<run uuid>`…), or undefined. */
-export async function getRunByExternalKey(ex: Executor, key: string): Promise<Run | undefined> {
-  const [r] = await ex.select().from(runs).where(eq(runs.externalKey, key));
+/** getRunByExternalKey returns the run of a project imported from `key` (`mlflow:<run uuid>`…), or undefined. */
+export async function getRunByExternalKey(ex: Executor, projectId: string, key: string): Promise<Run | undefined> {
+  const [r] = await ex
+    .select()
+    .from(runs)
+    .where(and(eq(runs.projectId, projectId), eq(runs.externalKey, key)));
   return r;
 }
 
-/** insertRun inserts a run and returns it; undefined when a run with its external key already exists. */
+/** projectsOfExternalKey returns the names of the projects that hold a run imported from `key` (null for a run of no project). */
+export async function projectsOfExternalKey(ex: Executor, key: string): Promise<(string | null)[]> {
+  const rows = await ex.select({ name: projects.name }).from(runs).leftJoin(projects, eq(projects.id, runs.projectId)).where(eq(runs.externalKey, key));
+  return rows.map((r) => r.name);
+}
+
+/** insertRun inserts a run and returns it; undefined when a run of its project with its external key already exists. */
 export async function insertRun(ex: Executor, values: typeof runs.$inferInsert): Promise<Run | undefined> {
-  const [r] = await ex.insert(runs).values(values).onConflictDoNothing({ target: runs.externalKey }).returning();
+  const [r] = await ex
+    .insert(runs)
+    .values(values)
+    .onConflictDoNothing({ target: [runs.projectId, runs.externalKey] })
+    .returning();
   return r;
 }
 
