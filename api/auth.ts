@@ -25,7 +25,8 @@ export function allows(p: Principal, project: string | null, write: boolean): bo
 
 /** Whether a request may read a project (null: of no project); an app built without auth (no principal) may read all. */
 export function mayRead(req: FastifyRequest, project: string | null): boolean {
-  return req.principal === null || allows(req.principal, project, false);
+  // Without auth the request is never decorated: principal is undefined, not null.
+  return !req.principal || allows(req.principal, project, false);
 }
 
 /**

@@ -16,7 +16,7 @@ import type { ApiDeps } from '../deps.ts';
  * cards held by a job it may read, so a token learns no job id of another project.
  */
 async function visibleNodes(db: Db, req: FastifyRequest, ns: NodeWithSlots[]): Promise<NodeWithSlots[]> {
-  if (req.principal === null || req.principal.kind === 'admin') return ns;
+  if (!req.principal || req.principal.kind === 'admin') return ns;
   const owners = [...new Set(ns.flatMap((n) => n.slots.flatMap((s) => (s.ownerJobId ? [s.ownerJobId] : []))))];
   const projects = await projectsOfJobs(db, owners);
   const readable = (jobId: string) => projects.has(jobId) && mayRead(req, projects.get(jobId)!);
@@ -26,7 +26,7 @@ async function visibleNodes(db: Db, req: FastifyRequest, ns: NodeWithSlots[]): P
 export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
   app.get(
     '/nodes',
-    { schema: { tags: ['nodes'], summary: "Nodes with their cards and who owns each (a card held by a job the caller may not read shows no owner)", response: { 200: Type.Object({ nodes: Type.Array(NodeSchema) }) } } },
+    { schema: { tags: ['nodes'], summary: 'Nodes with their cards and who owns each (a card held by a job the caller may not read shows no owner)', response: { 200: Type.Object({ nodes: Type.Array(NodeSchema) }) } } },
     async (req) => ({ nodes: (await visibleNodes(db, req, await listNodesWithSlots(db))).map(nodeJson) }),
   );
   app.get(
