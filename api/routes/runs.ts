@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { newId } from '../../db/ids.ts';
 import { claimBatch, summaries, writeSeries } from '../../db/queries/metrics.ts';
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
-import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, projectsOfExternalKey, patchRun, touchRun } from '../../db/queries/runs.ts';
+import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, runsOfExternalKey, patchRun, touchRun } from '../../db/queries/runs.ts';
 import { findExperimentId } from '../../db/queries/experiments.ts';
 import { BatchRejected, parseBatch } from '../../domain/metrics.ts';
 import { allows, mayRead, visibleProjectIds } from '../auth.ts';
@@ -47,7 +47,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     {
       schema: {
         tags: ['runs'],
-        summary: 'Register a run: an SDK run of its own, or an import (idempotent within its project by external_key or Idempotency-Key; 409 for an external_key a project the caller may not read holds)',
+        summary: 'Register a run: an SDK run of its own, or an import (idempotent by external_key over the runs the caller may read, by Idempotency-Key within its project; 409 for an external_key only projects the caller may not read hold)',
         headers: IdempotencyHeaders,
         body: CreateRunBody,
         response: { 200: RunSchema, 201: RunSchema, ...Conflict },
@@ -59,17 +59,22 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const externalKey = b.external_key ?? (header === undefined ? null : `request:${header}`);
       if (b.status === 'running' && b.ended_at) throw new DomainError('invalid', 'a running run has no ended_at');
       const made = await db.transaction(async (tx) => {
-        const projectId = await ensureProject(tx, b.project);
         if (externalKey) {
-          // External keys are unique per project: a second import into the same project is
-          // that project's run; one a project the caller may not read holds is 409, with
-          // nothing of that run. An Idempotency-Key (request:…) is only ever the project's own.
-          const seen = await getRunByExternalKey(tx, projectId, externalKey);
+          // Keys are unique per project. A second import into the same project is that
+          // project's run; one imported before into another project the caller may read stays
+          // there (gpuctl import-run says so); one only projects it may not read hold is 409,
+          // with nothing of their runs. An Idempotency-Key (request:…) is the project's own.
+          const own = await findProjectId(tx, b.project);
+          const seen = own === undefined ? undefined : await getRunByExternalKey(tx, own, externalKey);
           if (seen) return { run: seen, created: false };
-          if (b.external_key !== undefined && (await projectsOfExternalKey(tx, externalKey)).some((p) => !mayRead(req, p))) {
-            throw new DomainError('conflict', 'external_key is already taken by a run this token may not read; import it under a key of its own');
+          if (b.external_key !== undefined) {
+            const elsewhere = await runsOfExternalKey(tx, externalKey);
+            const readable = elsewhere.find((r) => mayRead(req, r.project));
+            if (readable) return { run: readable.run, created: false };
+            if (elsewhere.length > 0) throw new DomainError('conflict', 'external_key is already taken by a run this token may not read; import it under a key of its own');
           }
         }
+        const projectId = await ensureProject(tx, b.project);
         const experimentId = await ensureExperiment(tx, projectId, b.experiment ?? 'default');
         const status = b.status ?? 'running';
         const run = await insertRun(tx, {

@@ -38,10 +38,14 @@ export async function getRunByExternalKey(ex: Executor, projectId: string, key: 
   return r;
 }
 
-/** projectsOfExternalKey returns the names of the projects that hold a run imported from `key` (null for a run of no project). */
-export async function projectsOfExternalKey(ex: Executor, key: string): Promise<(string | null)[]> {
-  const rows = await ex.select({ name: projects.name }).from(runs).leftJoin(projects, eq(projects.id, runs.projectId)).where(eq(runs.externalKey, key));
-  return rows.map((r) => r.name);
+/** runsOfExternalKey returns every run imported from `key`, in any project, oldest first, with its project's name (null for none). */
+export async function runsOfExternalKey(ex: Executor, key: string): Promise<{ run: Run; project: string | null }[]> {
+  return ex
+    .select({ run: runs, project: projects.name })
+    .from(runs)
+    .leftJoin(projects, eq(projects.id, runs.projectId))
+    .where(eq(runs.externalKey, key))
+    .orderBy(runs.createdAt, runs.id);
 }
 
 /** insertRun inserts a run and returns it; undefined when a run of its project with its external key already exists. */
