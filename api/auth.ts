@@ -93,11 +93,9 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
     }
     if (rule.access === 'any') return;
     if (rule.access === 'admin') throw forbidden(`${describe(p)} is not an admin token`);
-    if (rule.fromBody) {
-      if (rule.access === 'write' && p.role !== 'member') throw forbidden(`${describe(p)} may only read`);
-      return;
-    }
-    await checkProject(req, rule, p);
+    // A viewer's write is 403 whatever it names, so the answer says nothing of the id.
+    if (rule.access === 'write' && p.role !== 'member') throw forbidden(`${describe(p)} may only read`);
+    if (!rule.fromBody) await checkProject(req, rule, p);
   });
   app.addHook('preHandler', async (req) => {
     const rule = ruleOf(req);
@@ -107,8 +105,8 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
 
   /**
    * A resource the caller may not read answers as an unknown one (404, the handler's words), so
-   * an id of another project is not confirmed to exist; one it may read but its role may not
-   * change is 403. A project named by name is 403 whether or not it exists.
+   * an id of another project is not confirmed to exist (a viewer's write was refused with 403
+   * before, whatever it names). A project named by name is 403 whether or not it exists.
    */
   async function checkProject(req: FastifyRequest, rule: Rule, p: Principal): Promise<void> {
     const write = rule.access === 'write';
@@ -116,10 +114,8 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
     if (target === undefined) return;
     if (Array.isArray(target)) {
       for (const t of target) if (t.project === undefined || !allows(p, t.project, false)) throw notFound(t.what, t.id);
-      if (write && p.kind === 'user' && p.role !== 'member') throw forbidden(`${describe(p)} may only read`);
       return;
     }
-    if (write && p.kind === 'user' && p.role !== 'member') throw forbidden(`${describe(p)} may only read`);
     if (!allows(p, target, write)) {
       const what = target === null ? 'resources of no project' : `project "${target}"`;
       throw forbidden(`${describe(p)} may not ${write ? 'write' : 'read'} ${what}`);
