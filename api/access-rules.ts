@@ -7,6 +7,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Db } from '../db/client.ts';
 import { projectOfCheckpoint, projectOfEvaluation, projectOfJob, projectOfRun } from '../db/queries/auth.ts';
 import { forbidden } from './errors.ts';
+import { compareRunIds } from './id-list.ts';
 
 export type Params = Record<string, string>;
 /** Before validation a repeated query key is an array: the resolvers see only single strings. */
@@ -14,8 +15,22 @@ export type Query = Record<string, string | string[] | undefined>;
 const one = (v: string | string[] | undefined): string | undefined | false => (Array.isArray(v) ? false : v);
 export type Body = Record<string, unknown> | undefined;
 
-/** The project a request touches: a name, null for a resource of no project, undefined when the resource is missing (the handler answers 404). */
-type ProjectOf = (db: Db, req: { params: Params; query: Query; body: Body }) => Promise<string | null | undefined | string[]>;
+/**
+ * A resource a request names by id: what it is and its id (a refusal reads exactly as the
+ * handler's 404 for an unknown id), and its project: a name, null for none, undefined when there
+ * is no such resource.
+ */
+export interface Touched {
+  what: string;
+  id: string;
+  project: string | null | undefined;
+}
+/**
+ * What a request touches: resources named by id (a caller that may not read one gets the 404 of
+ * an unknown id, so an id of another project is not confirmed to exist), or a project named by
+ * name (a string; null for no project), which is refused with 403 whether or not it exists.
+ */
+type ProjectOf = (db: Db, req: { params: Params; query: Query; body: Body }) => Promise<string | null | undefined | Touched[]>;
 
 export interface Rule {
   /** open: no token; any: any user token (lists filter by visibleProjects); admin: admins only; read/write: on `project`; node: node tokens only (nodeAttempt). */
@@ -31,10 +46,12 @@ export interface Rule {
   nodeAttempt?: (req: { params: Params; query: Query }) => { jobId: string; attempt: number | null };
 }
 
-const byJob: ProjectOf = (db, r) => projectOfJob(db, r.params.id);
-const byRun: ProjectOf = (db, r) => projectOfRun(db, r.params.id);
-const byCheckpoint: ProjectOf = (db, r) => projectOfCheckpoint(db, r.params.id);
-const byEvaluation: ProjectOf = (db, r) => projectOfEvaluation(db, r.params.id);
+/** The resource `what` with this id and its project, read by `lookup`. */
+const touched = async (what: string, id: string, lookup: (db: Db, id: string) => Promise<string | null | undefined>, db: Db): Promise<Touched> => ({ what, id, project: await lookup(db, id) });
+const byJob: ProjectOf = async (db, r) => [await touched('job', r.params.id, projectOfJob, db)];
+const byRun: ProjectOf = async (db, r) => [await touched('run', r.params.id, projectOfRun, db)];
+const byCheckpoint: ProjectOf = async (db, r) => [await touched('checkpoint', r.params.id, projectOfCheckpoint, db)];
+const byEvaluation: ProjectOf = async (db, r) => [await touched('evaluation', r.params.id, projectOfEvaluation, db)];
 const byParam: ProjectOf = async (_db, r) => r.params.project;
 const byBodyProject: ProjectOf = async (_db, r) => (typeof r.body?.project === 'string' ? r.body.project : null);
 /** ?run= or ?project= (checkpoint listings, best). */
@@ -43,24 +60,14 @@ const byScope: ProjectOf = async (db, r) => {
   const run = one(r.query.run);
   const project = one(r.query.project);
   if (run === false || project === false) return undefined;
-  return run ? projectOfRun(db, run) : (project ?? null);
+  return run ? [await touched('run', run, projectOfRun, db)] : (project ?? null);
 };
 const byQueryProject: ProjectOf = async (_db, r) => {
   const project = one(r.query.project);
   return project === false ? undefined : (project ?? null);
 };
-const byRuns: ProjectOf = async (db, r) => {
-  const runs = one(r.query.runs);
-  if (runs === false) return undefined;
-  const ids = (runs ?? '').split(',').filter(Boolean).slice(0, 50);
-  const names: string[] = [];
-  for (const id of ids) {
-    const n = await projectOfRun(db, id);
-    if (n === undefined) return undefined;
-    names.push(n ?? '');
-  }
-  return names;
-};
+/** Every run of ?runs=, read as the handler reads it (api/id-list.ts): all of them are checked. */
+const byRuns: ProjectOf = async (db, r) => Promise.all(compareRunIds(r.query.runs).map((id) => touched('run', id, projectOfRun, db)));
 const ownRun = (r: { params: Params }) => r.params.id;
 const logAttempt = (r: { params: Params; query: Query }) => {
   const q = one(r.query.attempt);

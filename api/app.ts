@@ -7,6 +7,7 @@ import type { ApiDeps } from './deps.ts';
 import { declareMachineryResponses, markOptionalBodies, MAX_PARAM_LENGTH } from './declared-responses.ts';
 import { installErrorHandler } from './errors.ts';
 import { registerGuards } from './guards.ts';
+import { installSecurityHeaders } from './security-headers.ts';
 import { installInputGuard } from './input-guard.ts';
 import { installMethodCheck } from './methods.ts';
 import { CHECK_RESPONSES_ENV, installResponseCheck } from './response-check.ts';
@@ -43,6 +44,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
+  installSecurityHeaders(app);
   await registerGuards(app, deps.guards ?? {});
   installMethodCheck(app);
   installInputGuard(app);

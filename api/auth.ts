@@ -10,7 +10,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../db/client.ts';
 import { attemptNodeIds, projectIdsNamed } from '../db/queries/auth.ts';
 import { hasRule, ruleOf, type Body, type Params, type Query, type Rule } from './access-rules.ts';
-import { forbidden, unauthorized } from './errors.ts';
+import { forbidden, notFound, unauthorized } from './errors.ts';
 import { FailedTokens } from './failed-tokens.ts';
 import { describe, type Principal } from './principal.ts';
 import type { TokenResolver } from './token-resolver.ts';
@@ -21,6 +21,12 @@ export function allows(p: Principal, project: string | null, write: boolean): bo
   if (p.kind !== 'user') return false;
   if (write && p.role !== 'member') return false;
   return p.projects.includes('*') || (project !== null && p.projects.includes(project));
+}
+
+/** Whether a request may read a project (null: of no project); an app built without auth (no principal) may read all. */
+export function mayRead(req: FastifyRequest, project: string | null): boolean {
+  // Without auth the request is never decorated: principal is undefined, not null.
+  return !req.principal || allows(req.principal, project, false);
 }
 
 /**
@@ -87,6 +93,7 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
     }
     if (rule.access === 'any') return;
     if (rule.access === 'admin') throw forbidden(`${describe(p)} is not an admin token`);
+    // A viewer's write is 403 whatever it names, so the answer says nothing of the id.
     if (rule.access === 'write' && p.role !== 'member') throw forbidden(`${describe(p)} may only read`);
     if (!rule.fromBody) await checkProject(req, rule, p);
   });
@@ -96,16 +103,22 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
     if (rule?.fromBody && p?.kind === 'user') await checkProject(req, rule, p);
   });
 
+  /**
+   * A resource the caller may not read answers as an unknown one (404, the handler's words), so
+   * an id of another project is not confirmed to exist (a viewer's write was refused with 403
+   * before, whatever it names). A project named by name is 403 whether or not it exists.
+   */
   async function checkProject(req: FastifyRequest, rule: Rule, p: Principal): Promise<void> {
     const write = rule.access === 'write';
     const target = await rule.project!(db, { params: req.params as Params, query: req.query as Query, body: req.body as Body });
-    if (target === undefined) return; // a missing resource: the handler answers 404
-    for (const name of Array.isArray(target) ? target : [target]) {
-      const project = name === '' ? null : name;
-      if (!allows(p, project, write)) {
-        const what = project === null ? 'resources of no project' : `project "${project}"`;
-        throw forbidden(`${describe(p)} may not ${write ? 'write' : 'read'} ${what}`);
-      }
+    if (target === undefined) return;
+    if (Array.isArray(target)) {
+      for (const t of target) if (t.project === undefined || !allows(p, t.project, false)) throw notFound(t.what, t.id);
+      return;
+    }
+    if (!allows(p, target, write)) {
+      const what = target === null ? 'resources of no project' : `project "${target}"`;
+      throw forbidden(`${describe(p)} may not ${write ? 'write' : 'read'} ${what}`);
     }
   }
 }

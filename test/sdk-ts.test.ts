@@ -213,16 +213,17 @@ describe('the TypeScript SDK against the real API', () => {
       await api.post(`/runs/${run.id}/finish`, { status: 'cancelled' });
     });
 
-    it("under a job, a token that may not write the job's run gets one 403 warning, and finish() resolves", async () => {
+    it("under a job, a token of another project gets one warning that the job's run is not found (404, as for an unknown run), and finish() resolves", async () => {
       const { id } = await api.post<RunJson>('/runs', { project: 'sdk-ts-job403' });
       const other = await api.memberToken(['sdk-ts-elsewhere']);
       const before = warnings.length;
       const run = await gpuplane.init(undefined, undefined, undefined, undefined, opts(api.url, {}, { GPUPLANE_RUN_ID: id, GPUPLANE_TOKEN: other.token }));
       for (let i = 0; i < 100; i++) run.log({ loss: 1 / (i + 1) });
       await gpuplane.finish();
-      const refused = warnings.slice(before).filter((w) => w.includes("refused the SDK's token"));
+      const refused = warnings.slice(before).filter((w) => w.includes('the API refused a metrics batch'));
       expect(refused).toHaveLength(1);
-      expect(refused[0]).toContain('HTTP 403: member token');
+      expect(refused[0]).toContain(`HTTP 404: run ${id} not found`);
+      expect(refused[0]).not.toContain('sdk-ts-job403');
       expect(refused[0]).not.toContain(other.token);
       expect(run.rejected).toBe(100);
       expect((await api.get<RunJson>(`/runs/${id}`)).metrics.loss).toBeUndefined();

@@ -1,10 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Db } from '../../db/client.ts';
+import { projectsOfRuns } from '../../db/queries/auth.ts';
 import { bestCandidates, checkpointChain, checkpointEvaluations, getCheckpoint, listCheckpoints, metricColumns, namedScope, runScope, type CheckpointScope, type ScopedCheckpoint } from '../../db/queries/checkpoints.ts';
 import type { Checkpoint, Evaluation } from '../../db/schema.ts';
 import { bestCheckpoint, metricFor, metricNumber } from '../../domain/best-checkpoint.ts';
 import { encodeValue, type WireValue } from '../../domain/metrics.ts';
 import { settingOf, type MetricSetting, type ResolvedMetric } from '../../domain/primary-metric.ts';
+import { mayRead } from '../auth.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { BestQuery, BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery, SCOPE_RULE } from '../schemas/checkpoints.ts';
 import { IdParams, NotFound } from '../schemas/common.ts';
@@ -146,7 +148,11 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
       const c = await getCheckpoint(db, req.params.id);
       if (!c) throw notFound('checkpoint', req.params.id);
       const [evals, chain] = await Promise.all([checkpointEvaluations(db, c.id), checkpointChain(db, c.id)]);
-      return { ...checkpointJson(c), evaluations: evals.map(evaluationJson), chain: chain.map(checkpointJson) };
+      // Ancestors in projects the caller may not read are left out (a job of before resume_from
+      // was checked may resume from another project's checkpoint).
+      const projects = await projectsOfRuns(db, [...new Set(chain.map((a) => a.runId))]);
+      const readable = chain.filter((a) => projects.has(a.runId) && mayRead(req, projects.get(a.runId)!));
+      return { ...checkpointJson(c), evaluations: evals.map(evaluationJson), chain: readable.map(checkpointJson) };
     },
   );
 };

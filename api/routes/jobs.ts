@@ -6,9 +6,9 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@te
 import type { Db } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
 import type { IdempotencyKey, Job } from '../../db/schema.ts';
-import { getCheckpoint } from '../../db/queries/checkpoints.ts';
+import { projectOfCheckpoint } from '../../db/queries/auth.ts';
 import { insertJobSecrets } from '../../db/queries/job-secrets.ts';
-import { claimIdempotencyKey, findIdempotencyKey } from '../../db/queries/idempotency.ts';
+import { claimIdempotencyKey, findIdempotencyKey, keyScope } from '../../db/queries/idempotency.ts';
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
@@ -18,7 +18,7 @@ import { JobStarter } from '../job-starter.ts';
 import { isTerminal } from '../../domain/job-states.ts';
 import { isReservedSecretName, reservedSecretMessage, secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
-import { allows, visibleProjectIds } from '../auth.ts';
+import { allows, mayRead, visibleProjectIds } from '../auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
@@ -112,19 +112,27 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const secrets = b.secret_env ?? {};
       const secretProblem = secretEnvProblem(secrets, b.env ?? {});
       if (secretProblem) throw new DomainError('invalid', secretProblem);
-      if (b.resume_from !== undefined && (await getCheckpoint(db, b.resume_from)) === undefined) {
-        throw new DomainError('invalid', `resume_from: checkpoint ${b.resume_from} does not exist`);
+      // A checkpoint of a project the caller may not read is refused as an unknown one: its
+      // path, run and metrics would show in this job's chain, and retention would keep it.
+      if (b.resume_from !== undefined) {
+        const parent = await projectOfCheckpoint(db, b.resume_from);
+        if (parent === undefined || !mayRead(req, parent)) throw new DomainError('invalid', `resume_from: checkpoint ${b.resume_from} does not exist`);
       }
       const key = req.headers['idempotency-key'];
       const hash = key === undefined ? '' : requestHash(b);
+      // Keys are per project (the job's; '' for none): the same key in another project is
+      // another key, so no token learns of, or blocks, another project's submits through one.
       if (key !== undefined) {
-        const seen = await findIdempotencyKey(db, key);
+        const existing = b.project ? await findProjectId(db, b.project) : null;
+        const seen = existing === undefined ? undefined : await findIdempotencyKey(db, keyScope(existing), key);
         if (seen) return replaySubmit(reply, seen, hash);
       }
       let job: Job;
+      let scope = '';
       try {
         job = await db.transaction(async (tx) => {
           const projectId = b.project ? await ensureProject(tx, b.project) : null;
+          scope = keyScope(projectId);
           const experimentId = projectId && b.experiment ? await ensureExperiment(tx, projectId, b.experiment) : null;
           const made = await insertJob(tx, {
             id: newId('job'),
@@ -148,12 +156,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           });
           await insertJobSecrets(tx, made.id, secrets);
           // The key goes in with the job: a concurrent request with the same key waits here, then finds it taken.
-          if (key !== undefined && !(await claimIdempotencyKey(tx, { key, requestHash: hash, jobId: made.id }))) throw new KeyTaken();
+          if (key !== undefined && !(await claimIdempotencyKey(tx, { scope, key, requestHash: hash, jobId: made.id }))) throw new KeyTaken();
           return made;
         });
       } catch (err) {
         if (!(err instanceof KeyTaken)) throw err;
-        const seen = await findIdempotencyKey(db, key!);
+        const seen = await findIdempotencyKey(db, scope, key!);
         if (!seen) throw new DomainError('unavailable', 'a concurrent request with the same Idempotency-Key did not finish; try again');
         return replaySubmit(reply, seen, hash);
       }

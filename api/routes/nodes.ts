@@ -1,25 +1,42 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { getNode, listNodesWithSlots } from '../../db/queries/nodes.ts';
+import type { FastifyRequest } from 'fastify';
+import type { Db } from '../../db/client.ts';
+import { projectsOfJobs } from '../../db/queries/auth.ts';
+import { getNode, listNodesWithSlots, type NodeWithSlots } from '../../db/queries/nodes.ts';
+import { mayRead } from '../auth.ts';
 import { notFound } from '../errors.ts';
 import { IdParams, NotFound } from '../schemas/common.ts';
 import { NodeSchema } from '../schemas/nodes.ts';
 import { nodeJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
 
+/**
+ * The nodes as the caller may see them: every card, but the owner (job and attempt) only of
+ * cards held by a job it may read, so a token learns no job id of another project.
+ */
+async function visibleNodes(db: Db, req: FastifyRequest, ns: NodeWithSlots[]): Promise<NodeWithSlots[]> {
+  if (!req.principal || req.principal.kind === 'admin') return ns;
+  const owners = [...new Set(ns.flatMap((n) => n.slots.flatMap((s) => (s.ownerJobId ? [s.ownerJobId] : []))))];
+  const projects = await projectsOfJobs(db, owners);
+  const readable = (jobId: string) => projects.has(jobId) && mayRead(req, projects.get(jobId)!);
+  return ns.map((n) => ({ ...n, slots: n.slots.map((s) => (s.ownerJobId && !readable(s.ownerJobId) ? { ...s, ownerJobId: null, ownerAttempt: null } : s)) }));
+}
+
 export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
   app.get(
     '/nodes',
-    { schema: { tags: ['nodes'], summary: 'Nodes with their cards and who owns each', response: { 200: Type.Object({ nodes: Type.Array(NodeSchema) }) } } },
-    async () => ({ nodes: (await listNodesWithSlots(db)).map(nodeJson) }),
+    { schema: { tags: ['nodes'], summary: 'Nodes with their cards and who owns each (a card held by a job the caller may not read shows no owner)', response: { 200: Type.Object({ nodes: Type.Array(NodeSchema) }) } } },
+    async (req) => ({ nodes: (await visibleNodes(db, req, await listNodesWithSlots(db))).map(nodeJson) }),
   );
   app.get(
     '/nodes/:id',
-    { schema: { tags: ['nodes'], summary: 'One node', params: IdParams, response: { 200: NodeSchema, ...NotFound } } },
+    { schema: { tags: ['nodes'], summary: 'One node (owners as in GET /nodes)', params: IdParams, response: { 200: NodeSchema, ...NotFound } } },
     async (req) => {
       if (!(await getNode(db, req.params.id))) throw notFound('node', req.params.id);
       const n = (await listNodesWithSlots(db)).find((x) => x.id === req.params.id);
-      return nodeJson(n!);
+      const [visible] = await visibleNodes(db, req, [n!]);
+      return nodeJson(visible);
     },
   );
 };

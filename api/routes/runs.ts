@@ -3,10 +3,10 @@ import { Type } from '@sinclair/typebox';
 import { newId } from '../../db/ids.ts';
 import { claimBatch, summaries, writeSeries } from '../../db/queries/metrics.ts';
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
-import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, patchRun, touchRun } from '../../db/queries/runs.ts';
+import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, runsOfExternalKey, patchRun, touchRun } from '../../db/queries/runs.ts';
 import { findExperimentId } from '../../db/queries/experiments.ts';
 import { BatchRejected, MAX_BATCH_POINTS, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
-import { allows, visibleProjectIds } from '../auth.ts';
+import { allows, mayRead, visibleProjectIds } from '../auth.ts';
 import type { Db } from '../../db/client.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
@@ -25,6 +25,7 @@ import {
   RunMetricsSchema,
   RunSchema,
 } from '../schemas/runs.ts';
+import { compareRunIds } from '../id-list.ts';
 import { keysOf, pointsOf, runSeries, stepOf, summaryJson } from '../metric-series.ts';
 import { runJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
@@ -46,10 +47,10 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     {
       schema: {
         tags: ['runs'],
-        summary: 'Register a run: an SDK run of its own, or an import (idempotent by external_key or Idempotency-Key)',
+        summary: 'Register a run: an SDK run of its own, or an import (idempotent by external_key over the runs the caller may read, by Idempotency-Key within its project; 409 for an external_key only projects the caller may not read hold)',
         headers: IdempotencyHeaders,
         body: CreateRunBody,
-        response: { 200: RunSchema, 201: RunSchema },
+        response: { 200: RunSchema, 201: RunSchema, ...Conflict },
       },
     },
     async (req, reply) => {
@@ -59,8 +60,19 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       if (b.status === 'running' && b.ended_at) throw new DomainError('invalid', 'a running run has no ended_at');
       const made = await db.transaction(async (tx) => {
         if (externalKey) {
-          const seen = await getRunByExternalKey(tx, externalKey);
+          // Keys are unique per project. A second import into the same project is that
+          // project's run; one imported before into another project the caller may read stays
+          // there (gpuctl import-run says so); one only projects it may not read hold is 409,
+          // with nothing of their runs. An Idempotency-Key (request:…) is the project's own.
+          const own = await findProjectId(tx, b.project);
+          const seen = own === undefined ? undefined : await getRunByExternalKey(tx, own, externalKey);
           if (seen) return { run: seen, created: false };
+          if (b.external_key !== undefined) {
+            const elsewhere = await runsOfExternalKey(tx, externalKey);
+            const readable = elsewhere.find((r) => mayRead(req, r.project));
+            if (readable) return { run: readable.run, created: false };
+            if (elsewhere.length > 0) throw new DomainError('conflict', 'external_key is already taken by a run this token may not read; import it under a key of its own');
+          }
         }
         const projectId = await ensureProject(tx, b.project);
         const experimentId = await ensureExperiment(tx, projectId, b.experiment ?? 'default');
@@ -80,7 +92,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           endedAt: b.ended_at ? new Date(b.ended_at) : status === 'running' ? null : new Date(),
         });
         // A concurrent request with the same key inserted first: return its run.
-        if (!run) return { run: (await getRunByExternalKey(tx, externalKey!))!, created: false };
+        if (!run) return { run: (await getRunByExternalKey(tx, projectId, externalKey!))!, created: false };
         await addEvent(tx, { runId: run.id, kind: 'run.status', message: `run registered (${run.source})`, data: { status } });
         return { run, created: true };
       });
@@ -234,8 +246,8 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     },
     async (req) => {
       const q = req.query;
-      const ids = keysOf(q.runs) ?? [];
-      if (ids.length === 0 || ids.length > 50) throw new DomainError('invalid', 'runs must name 1 to 50 run ids');
+      // The list as the access rule read it (api/id-list.ts): the runs served are the runs checked.
+      const ids = compareRunIds(q.runs);
       for (const id of ids) await mustGetRun(id);
       const points = pointsOf(q.points);
       const keys = keysOf(q.keys);

@@ -81,7 +81,7 @@ export const SubmitJobHeaders = Type.Object({
       maxLength: 200,
       pattern: '^[\\x20-\\x7E]+$',
       description:
-        '1-200 printable ASCII characters. A retry with the same key and body returns the job the first request made (201 again, header idempotent-replayed: true) and creates nothing; the same key with another body is 409',
+        '1-200 printable ASCII characters, a key of the job\'s project (the same key in another project is another key). A retry with the same key and body returns the job the first request made (201 again, header idempotent-replayed: true) and creates nothing; the same key with another body is 409',
     }),
   ),
 });

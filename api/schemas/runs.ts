@@ -24,7 +24,7 @@ export const CreateRunBody = Type.Object(
     tags: Type.Optional(Tags),
     system_tags: Type.Optional(Tags),
     source: Type.Optional(Type.Union([Type.Literal('sdk'), Type.Literal('import')])),
-    external_key: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'what an import came from; a second import of it returns the first run' })),
+    external_key: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'what an import came from, unique per project; a second import of it returns the first run where the caller may read it, and is 409 where only projects it may not read hold it' })),
     status: Type.Optional(RunStatusSchema),
     started_at: Type.Optional(Time),
     ended_at: Type.Optional(Time),

@@ -38,6 +38,20 @@ export async function projectOfEvaluation(ex: Executor, evaluationId: string): P
   return e ? projectOfCheckpoint(ex, e.c) : undefined;
 }
 
+/** projectsOfJobs returns the project name of each of these jobs that exists (null for a job of no project), by job id. */
+export async function projectsOfJobs(ex: Executor, jobIds: string[]): Promise<Map<string, string | null>> {
+  if (jobIds.length === 0) return new Map();
+  const rows = await ex.select({ id: jobs.id, name: projects.name }).from(jobs).leftJoin(projects, eq(projects.id, jobs.projectId)).where(inArray(jobs.id, jobIds));
+  return new Map(rows.map((r) => [r.id, r.name]));
+}
+
+/** projectsOfRuns returns the project name of each of these runs that exists (null for a run of no project), by run id. */
+export async function projectsOfRuns(ex: Executor, runIds: string[]): Promise<Map<string, string | null>> {
+  if (runIds.length === 0) return new Map();
+  const rows = await ex.select({ id: runs.id, name: projects.name }).from(runs).leftJoin(projects, eq(projects.id, runs.projectId)).where(inArray(runs.id, runIds));
+  return new Map(rows.map((r) => [r.id, r.name]));
+}
+
 /** projectIdsNamed returns the ids of the projects with these names that exist. */
 export async function projectIdsNamed(ex: Executor, names: string[]): Promise<string[]> {
   const rows = await ex.select({ id: projects.id }).from(projects).where(inArray(projects.name, names));

@@ -29,15 +29,32 @@ export async function getRun(ex: Executor, id: string): Promise<RunWithNames | u
   return r ? flatten(r) : undefined;
 }
 
-/** getRunByExternalKey returns the run imported from `key` (`mlflow:<run uuid>`…), or undefined. */
-export async function getRunByExternalKey(ex: Executor, key: string): Promise<Run | undefined> {
-  const [r] = await ex.select().from(runs).where(eq(runs.externalKey, key));
+/** getRunByExternalKey returns the run of a project imported from `key` (`mlflow:<run uuid>`…), or undefined. */
+export async function getRunByExternalKey(ex: Executor, projectId: string, key: string): Promise<Run | undefined> {
+  const [r] = await ex
+    .select()
+    .from(runs)
+    .where(and(eq(runs.projectId, projectId), eq(runs.externalKey, key)));
   return r;
 }
 
-/** insertRun inserts a run and returns it; undefined when a run with its external key already exists. */
+/** runsOfExternalKey returns every run imported from `key`, in any project, oldest first, with its project's name (null for none). */
+export async function runsOfExternalKey(ex: Executor, key: string): Promise<{ run: Run; project: string | null }[]> {
+  return ex
+    .select({ run: runs, project: projects.name })
+    .from(runs)
+    .leftJoin(projects, eq(projects.id, runs.projectId))
+    .where(eq(runs.externalKey, key))
+    .orderBy(runs.createdAt, runs.id);
+}
+
+/** insertRun inserts a run and returns it; undefined when a run of its project with its external key already exists. */
 export async function insertRun(ex: Executor, values: typeof runs.$inferInsert): Promise<Run | undefined> {
-  const [r] = await ex.insert(runs).values(values).onConflictDoNothing({ target: runs.externalKey }).returning();
+  const [r] = await ex
+    .insert(runs)
+    .values(values)
+    .onConflictDoNothing({ target: [runs.projectId, runs.externalKey] })
+    .returning();
   return r;
 }
 

@@ -63,13 +63,23 @@ export type Job = InferSelectModel<typeof jobs>;
  * gets the job the first one made. Written in the job's own transaction, so a key never
  * points at a job that was not stored, and two concurrent submits cannot both make one.
  */
-export const idempotencyKeys = pgTable('idempotency_keys', {
-  key: text('key').primaryKey(),
-  /** sha256 of the request body in canonical JSON: the same key with another body is refused. */
-  requestHash: text('request_hash').notNull(),
-  jobId: text('job_id').notNull().references(() => jobs.id),
-  createdAt: createdAt(),
-});
+export const idempotencyKeys = pgTable(
+  'idempotency_keys',
+  {
+    /**
+     * Whose key it is: the id of the job's project ('' for a job of no project). Keys are
+     * unique per project, so a token of one project neither sees another's jobs through a
+     * reused key nor blocks its submits by claiming its keys first.
+     */
+    scope: text('scope').notNull().default(''),
+    key: text('key').notNull(),
+    /** sha256 of the request body in canonical JSON: the same key with another body is refused. */
+    requestHash: text('request_hash').notNull(),
+    jobId: text('job_id').notNull().references(() => jobs.id),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.scope, t.key] })],
+);
 export type IdempotencyKey = InferSelectModel<typeof idempotencyKeys>;
 
 /** One row per attempt, with the config it ran with, so retries can be compared. */

@@ -22,8 +22,8 @@ export const runs = pgTable(
     tags: jsonb('tags').$type<Record<string, string>>().notNull().default({}),
     /** Tags another system set about itself (MLflow's `mlflow.*`), kept apart from the user's. */
     systemTags: jsonb('system_tags').$type<Record<string, string>>().notNull().default({}),
-    /** What an import came from (`mlflow:<run uuid>`, `tensorboard:<hash>`…): importing it again finds this run. */
-    externalKey: text('external_key').unique(),
+    /** What an import came from (`mlflow:<run uuid>`, `tensorboard:<hash>`…): importing it again into the same project finds this run (unique per project). */
+    externalKey: text('external_key'),
     createdAt: createdAt(),
     startedAt: ts('started_at').notNull().defaultNow(),
     endedAt: ts('ended_at'),
@@ -32,6 +32,7 @@ export const runs = pgTable(
   },
   (t) => [
     uniqueIndex('runs_job_attempt').on(t.jobId, t.attempt),
+    uniqueIndex('runs_project_external_key').on(t.projectId, t.externalKey),
     check('runs_source_known', sql`${t.source} in ('job', 'sdk', 'import')`),
     check('runs_status_known', sql`${t.status} in ('running', 'finished', 'failed', 'crashed', 'cancelled')`),
     index('runs_created').on(t.createdAt),
