@@ -11,3 +11,4 @@ export * from './schema/checkpoints.ts';
 export * from './schema/metrics.ts';
 export * from './schema/logs.ts';
 export * from './schema/tokens.ts';
+export * from './schema/plane.ts';

@@ -75,3 +75,25 @@ export async function untilTemporalAnswers<T>(what: string, fn: () => Promise<T>
     }
   }
 }
+
+/** The namespace data key a plane claims its namespace with (`temporal operator namespace describe` shows it). */
+export const PLANE_KEY = 'gpuplane.plane';
+
+/**
+ * Claims `namespace` for the plane `planeId` (its database's id, db/queries/plane.ts), or refuses
+ * in one line when another plane holds it: two planes on one namespace would share one
+ * scheduler and one set of task queues, each with its own database, and take each other's work.
+ * A namespace no plane claimed yet is claimed now (and read back, so that of two planes
+ * starting at once only one goes on).
+ */
+export async function claimNamespace(client: Client, namespace: string, planeId: string, where: string): Promise<void> {
+  const owner = async () => (await client.connection.workflowService.describeNamespace({ namespace })).namespaceInfo?.data?.[PLANE_KEY] ?? null;
+  let held = await owner();
+  if (held === null) {
+    await client.connection.workflowService.updateNamespace({ namespace, updateInfo: { data: { [PLANE_KEY]: planeId } } });
+    held = await owner();
+  }
+  if (held !== planeId) {
+    throw new Error(`the Temporal namespace "${namespace}" at ${where} belongs to another GPUPlane (plane ${held}; this database is plane ${planeId}): give this plane a namespace of its own (TEMPORAL_NAMESPACE) or a Temporal server of its own (gpuctl up --temporal-port P)`);
+  }
+}

@@ -6,11 +6,14 @@ import type { Db } from '../../db/client.ts';
 import { openConfiguredDatabase } from '../../db/open-configured.ts';
 import { onShutdown } from '../../runtime/process.ts';
 import { timeoutsOf } from '../../temporal/client-ops.ts';
-import { connectClient, connectWorker, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
+import { claimNamespace, connectClient, connectWorker, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
+import { planeIdOf } from '../../db/queries/plane.ts';
 import { startControlWorker, type ControlWorker } from './worker.ts';
 
 /** The control worker as the configuration says; `gpuctl up` and the control worker process share it. */
-export function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: Client, connection: NativeConnection): Promise<ControlWorker> {
+export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: Client, connection: NativeConnection): Promise<ControlWorker> {
+  // Never poll a namespace that holds another plane's jobs.
+  await claimNamespace(client, c.temporalNamespace, await planeIdOf(db), c.temporalAddress);
   return startControlWorker({
     db,
     client,
