@@ -26,7 +26,8 @@ from . import _hooks
 from ._config import FLUSH_AT_POINTS, MAX_BATCH_BYTES, MAX_BATCH_POINTS, MAX_PENDING_EVENTS, Settings
 from ._encode import Batch, Encoder, clean_json
 from ._flusher import EventItem as _EventItem, Flusher
-from ._http import ApiError, dumps, finish_run
+from ._http import ApiError, AuthContext, dumps, finish_run
+from ._offline import OfflineFile, file_path, notice, offline_dir, upload_command
 from ._warn import GpuplaneWarning, _warn  # GpuplaneWarning: gpuplane exports it from here
 
 __version__ = "0.1.0"
@@ -52,6 +53,10 @@ class Run(Flusher):
         params: Dict[str, Any],
         settings: Optional[Settings] = None,
         token: Optional[str] = None,
+        auth: Optional[AuthContext] = None,
+        mode: str = "online",
+        run_line: Optional[Dict[str, Any]] = None,
+        upload_api_url: Optional[str] = None,
     ):
         self.settings = settings or Settings.from_env()
         s = self.settings
@@ -59,10 +64,24 @@ class Run(Flusher):
         self.attached = attached_id is not None
         self.params = params
         self._token = token  # only ever handed to Transport
+        self._auth = auth or AuthContext(token_from="token=" if token else None, attached=attached_id is not None)
         self._id: Optional[str] = attached_id
+        self._key_prefix = uuid.uuid4().hex
+        # The run's own name for itself: the id of its offline file's run line, and (as
+        # jsonl:<that>) the external_key it registers with, so that importing a file written
+        # after the API went away mid-run adds to this run instead of making a second one.
+        self.local_id = f"sdk-{self._key_prefix}"
+        if create is not None:
+            create = {**create, "external_key": f"jsonl:{self.local_id}"}
         self._create_body = dumps(clean_json(create)) if create is not None else None
         self._patch_body = dumps(clean_json(patch)) if patch else None
-        self._key_prefix = uuid.uuid4().hex
+        if mode not in ("online", "offline"):
+            raise ValueError(f"gpuplane: mode {mode!r} must be online or offline (GPUPLANE_MODE)")
+        self.mode = mode
+        self._run_line: Dict[str, Any] = clean_json(run_line or {})
+        self._run_line.setdefault("started_at", int(_time() * 1000))
+        self._upload_api_url = upload_api_url
+        self._offline: Optional[OfflineFile] = None
         self._seq = itertools.count(1)
 
         self._lock = threading.Lock()
@@ -139,7 +158,7 @@ class Run(Flusher):
         body: Dict[str, Any] = {"kind": kind, "message": str(message), "level": level}
         if data is not None:
             body["data"] = clean_json(dict(data))
-        item = _EventItem(dumps(body), self._new_key())
+        item = _EventItem(dumps(body), self._new_key(), int(_time() * 1000))
         if self._off:
             self._refuse()
             return
@@ -168,7 +187,7 @@ class Run(Flusher):
                     "level": "warning",
                     "data": {"dropped_points": lost, "dropped_events": self.dropped_events, "max_buffer": self._max},
                 }
-                self._enqueue_event(_EventItem(dumps(body), self._new_key()))
+                self._enqueue_event(_EventItem(dumps(body), self._new_key(), int(_time() * 1000)))
             self._off = True
         _hooks.forget(self)
         if timeout is None:
@@ -178,25 +197,103 @@ class Run(Flusher):
         self._wake.set()
         if not self._thread.is_alive() and not self._drained.is_set():
             self._drained.set()  # never started (init failed)
-        if not self._drained.wait(timeout):
+        drained = self._drained.wait(timeout)
+        if not drained:
             self._abandon = True
             self._wake.set()
+            # Let a request in flight end (it is answered or times out), then keep what is left.
+            self._thread.join(self.settings.request_timeout_s + 1)
+        if self.mode == "offline":
+            if not drained and self._offline is not None:
+                self._cut()
+                self._write_all()
+            self._close_offline(status)
+            return
+        if not drained and (self._setup_error is not None or self._auth_error is not None or not self._write_rest(status)):
             with self._lock:
                 left = self._pending
             _warn(f"gpuplane: gave up flushing after {timeout:g} s (API at {self.api_url} unreachable?): {left} points not stored")
         if self.attached or self._setup_error is not None or self._auth_error is not None:
             return
         if self._id is None:
-            _warn("gpuplane: the run never reached the API: nothing was stored")
-            return
-        failed = finish_run(self.api_url, self._token, self._id, status, max(deadline - _monotonic(), 2.0), self.settings.request_timeout_s)
+            return  # never registered: the whole run is in its file (or a warning said why not)
+        failed = finish_run(self.api_url, self._token, self._id, status, max(deadline - _monotonic(), 2.0), self.settings.request_timeout_s, self._auth)
         if failed:
             _warn(failed)
+
+    @property
+    def offline_file(self) -> Optional[str]:
+        """The path of the run's local JSONL file, when it has one (offline mode, or the API away at the end)."""
+        return self._offline.path if self._offline is not None else None
+
+    # ---- the run's local file -----------------------------------------------------------------
+
+    def _open_offline(self, extra: Optional[Dict[str, Any]] = None) -> OfflineFile:
+        line = {"id": self.local_id, **self._run_line, **(extra or {})}
+        label = line.get("name") or line.get("project")
+        self._offline = OfflineFile(file_path(offline_dir(), label, self._key_prefix), line)
+        return self._offline
+
+    def _write_rest(self, status: str) -> bool:
+        """The API stayed away past finish()'s wait: what it did not take goes to the run's file,
+        with the upload command on stderr. False when the file could not be written."""
+        try:
+            self._cut()
+            items = list(self._outbox)
+            self._outbox.clear()
+            whole = self._id is None and not self.attached
+            extra: Dict[str, Any] = {}
+            if self.attached:
+                extra["system_tags"] = {**self._run_line.get("system_tags", {}), "sdk.job_run": str(self._id)}
+            f = self._offline or self._open_offline(extra)
+            if not whole:
+                f.write([_EventItem(dumps({
+                    "kind": "sdk.offline",
+                    "message": f"the API was away at the end of the run: what it had not stored was written to {f.path} and imported from there; the script ended {status}",
+                    "level": "warning",
+                    "data": {"status": status, "file": f.path},
+                }), "", int(_time() * 1000))])
+            f.write(items)
+            with self._lock:
+                self._pending = 0
+                self._pending_events = 0
+            f.close(status)
+        except Exception as err:  # noqa: BLE001
+            _warn(f"gpuplane: could not write the run's offline file ({err!r})")
+            return False
+        what = "the run" if whole else ("what the job's run had not stored" if self.attached else f"what run {self._id} had not stored")
+        notice(
+            f"gpuplane: WARNING: the API at {self.api_url} could not be reached: {what} ({f.points} points, {f.events} events) was written to\n"
+            f"gpuplane:   {f.path}\n"
+            f"gpuplane: upload it when the API is back:\n"
+            f"gpuplane:   {upload_command(f.path, self._upload_api_url)}"
+        )
+        return True
+
+    def _close_offline(self, status: str) -> None:
+        f = self._offline
+        if f is None:
+            return
+        try:
+            f.close(status)
+        except Exception as err:  # noqa: BLE001
+            notice(f"gpuplane: WARNING: could not complete the offline file {f.path}: {err!r}")
+            return
+        notice(
+            f"gpuplane: WARNING: offline mode (GPUPLANE_MODE=offline): nothing was sent to an API; the run ({f.points} points, {f.events} events) is in\n"
+            f"gpuplane:   {f.path}\n"
+            f"gpuplane: upload it with:\n"
+            f"gpuplane:   {upload_command(f.path, self._upload_api_url)}"
+        )
 
     # ---- lifecycle --------------------------------------------------------------------------
 
     def _start(self, wait_s: float) -> None:
         """Starts the flusher and waits up to `wait_s` for the run to be registered (or patched)."""
+        if self.mode == "offline":
+            self._open_offline()
+            self._setup_done.set()
+            notice(f"gpuplane: offline mode (GPUPLANE_MODE=offline): writing the run to {self._offline.path}")  # type: ignore[union-attr]
         if self._create_body is None and self._patch_body is None:
             self._setup_done.set()
         _hooks.remember(self)
