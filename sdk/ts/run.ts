@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { KIND_RE, MAX_PENDING_EVENTS, Encoder, cleanJson, type SdkSettings } from './encode.ts';
 import { ApiError, Unreachable, request, type ApiTarget } from './http.ts';
+import { OfflineFile, offlinePath, uploadCommand } from './offline.ts';
 import { Outbox, type EventItem } from './outbox.ts';
 import { finishRun, setupRun } from './run-calls.ts';
 import { Waiters } from './waiters.ts';
@@ -25,12 +26,32 @@ export interface RunSetup {
   params: Record<string, unknown>;
   settings: SdkSettings;
   warn: (msg: string) => void;
+  /** Where the token came from and the run's project: what a 401/403's message names. */
+  tokenFrom?: string | null;
+  project?: string | null;
+  /** 'offline': nothing is sent, the run goes to its local file. Default 'online'. */
+  mode?: 'online' | 'offline';
+  /** The run line of the offline file (project, experiment, name, params, tags, system_tags). */
+  runLine?: Record<string, unknown>;
+  /** Where offline files go (default <home>/offline-runs). */
+  offlineDir?: string;
+  /** The address to name in the upload command; null where gpuctl finds it by default. */
+  uploadApiUrl?: string | null;
+  /** Where the final word about the offline file goes (default: stderr, whatever warn() does). */
+  notice?: (msg: string) => void;
 }
 
 export class Run {
   readonly attached: boolean;
   readonly params: Record<string, unknown>;
   readonly settings: SdkSettings;
+  readonly mode: 'online' | 'offline';
+  /**
+   * The run's own name for itself: its offline file's run id, and (as jsonl:<that>) the
+   * external_key it registers with, so that importing a file written after the API went away
+   * mid-run adds to this run instead of making a second one.
+   */
+  readonly localId: string;
   /** Points refused because the buffer was full (the newest), events likewise, points the API or the encoder refused. */
   dropped = 0;
   droppedEvents = 0;
@@ -65,20 +86,36 @@ export class Run {
   private stopping = false;
   private abandoned = false;
   private readonly waiters = new Waiters();
+  private offline: OfflineFile | null = null;
+  private readonly runLine: Record<string, unknown>;
+  private readonly offlineDir: string;
+  private readonly uploadApiUrl: string | null;
+  private readonly notice: (msg: string) => void;
 
   constructor(s: RunSetup) {
     this.base = s.base;
-    this.#api = { base: s.base, token: s.token };
     this.attached = s.attachedId !== null;
+    this.#api = { base: s.base, token: s.token, tokenFrom: s.tokenFrom, project: s.project, attached: this.attached };
+    this.mode = s.mode ?? 'online';
+    this.localId = `sdk-${this.keyPrefix}`;
+    this.runLine = { id: this.localId, ...(cleanJson(s.runLine ?? {}) as Record<string, unknown>), started_at: Date.now() };
+    this.offlineDir = s.offlineDir ?? 'offline-runs';
+    this.uploadApiUrl = s.uploadApiUrl ?? null;
+    this.notice = s.notice ?? ((m) => void process.stderr.write(`${m}\n`));
     this.runId = s.attachedId;
     this.params = s.params;
     this.settings = s.settings;
     this.warn = s.warn;
-    this.createBody = s.create ? JSON.stringify(cleanJson(s.create)) : null;
+    this.createBody = s.create ? JSON.stringify(cleanJson({ ...s.create, external_key: `jsonl:${this.localId}` })) : null;
     this.patchBody = s.patch ? JSON.stringify(cleanJson(s.patch)) : null;
     this.outbox = new Outbox(new Encoder(() => this.newKey(), s.warn));
     this.nextBeat = Date.now() + s.settings.heartbeatS * 1000;
     if (!this.createBody && !this.patchBody) this.setupDone = true;
+  }
+
+  /** The path of the run's local JSONL file, when it has one (offline mode, or the API away at the end). */
+  get offlineFile(): string | null {
+    return this.offline?.path ?? null;
   }
 
   /** The run's id; null while a self-registering run has not reached the API yet. */
@@ -134,16 +171,90 @@ export class Run {
     if (!drained) {
       this.abandoned = true;
       if (this.timer) clearTimeout(this.timer);
+      // Let a request in flight end (answered or timed out), then keep what is left.
+      if (this.busy) await this.waiters.until(() => !this.busy, (this.settings.requestTimeoutS + 1) * 1000);
+    }
+    if (this.mode === 'offline') {
+      if (!drained) this.writeAll();
+      return this.closeOffline(status);
+    }
+    if (!drained && (this.setupError || this.authError || !this.writeRest(status))) {
       this.warn(`gpuplane: gave up flushing after ${budget / 1000} s (API at ${this.base} unreachable?): ${this.outbox.pending} points not stored`);
     }
     if (this.attached || this.setupError || this.authError) return;
-    if (this.runId === null) return this.warn('gpuplane: the run never reached the API: nothing was stored');
+    if (this.runId === null) return; // never registered: the whole run is in its file (or a warning said why not)
     const failed = await finishRun(this.#api, this.runId, status, Math.max(deadline - Date.now(), 2000), this.settings.requestTimeoutS * 1000);
     if (failed) this.warn(failed);
   }
 
+  // ---- the run's local file -------------------------------------------------------------------
+
+  private openOffline(extra: Record<string, unknown> = {}): OfflineFile {
+    const line = { ...this.runLine, ...extra };
+    this.offline = new OfflineFile(offlinePath(this.offlineDir, (line.name ?? line.project) as string | undefined, this.keyPrefix), line);
+    return this.offline;
+  }
+
+  /** Offline mode: what waits goes to the run's file instead of the API. */
+  private writeAll(): void {
+    this.rejected += this.outbox.cut();
+    const items = this.outbox.items;
+    this.offline?.write(items);
+    while (this.outbox.items.length) this.outbox.shift();
+  }
+
+  /**
+   * The API stayed away past finish()'s wait: what it did not take goes to the run's file, with
+   * the upload command on stderr. False when the file could not be written.
+   */
+  private writeRest(status: FinishStatus): boolean {
+    let f: OfflineFile;
+    const whole = this.runId === null && !this.attached;
+    try {
+      this.rejected += this.outbox.cut();
+      const sys = (this.runLine.system_tags ?? {}) as Record<string, string>;
+      f = this.offline ?? this.openOffline(this.attached ? { system_tags: { ...sys, 'sdk.job_run': String(this.runId) } } : {});
+      if (!whole) {
+        const body = { kind: 'sdk.offline', message: `the API was away at the end of the run: what it had not stored was written to ${f.path} and imported from there; the script ended ${status}`, level: 'warning', data: { status, file: f.path } };
+        f.write([{ kind: 'event', body: JSON.stringify(body), key: '', ts: Date.now() }]);
+      }
+      f.write(this.outbox.items);
+      this.outbox.clear();
+      this.outbox.pendingEvents = 0;
+      f.close(status);
+    } catch (err) {
+      this.warn(`gpuplane: could not write the run's offline file (${(err as Error).message})`);
+      return false;
+    }
+    const what = whole ? 'the run' : this.attached ? "what the job's run had not stored" : `what run ${this.runId} had not stored`;
+    this.notice(
+      `gpuplane: WARNING: the API at ${this.base} could not be reached: ${what} (${f.points} points, ${f.events} events) was written to\n` +
+        `gpuplane:   ${f.path}\ngpuplane: upload it when the API is back:\ngpuplane:   ${uploadCommand(f.path, this.uploadApiUrl)}`,
+    );
+    return true;
+  }
+
+  private closeOffline(status: FinishStatus): void {
+    const f = this.offline;
+    if (!f) return;
+    try {
+      f.close(status);
+    } catch (err) {
+      return this.notice(`gpuplane: WARNING: could not complete the offline file ${f.path}: ${(err as Error).message}`);
+    }
+    this.notice(
+      `gpuplane: WARNING: offline mode (GPUPLANE_MODE=offline): nothing was sent to an API; the run (${f.points} points, ${f.events} events) is in\n` +
+        `gpuplane:   ${f.path}\ngpuplane: upload it with:\ngpuplane:   ${uploadCommand(f.path, this.uploadApiUrl)}`,
+    );
+  }
+
   /** Starts sending; resolves once the run is registered (or patched), or after initTimeoutS. */
   async start(): Promise<void> {
+    if (this.mode === 'offline') {
+      this.openOffline();
+      this.setupDone = true;
+      this.notice(`gpuplane: offline mode (GPUPLANE_MODE=offline): writing the run to ${this.offline?.path}`);
+    }
     this.schedule(0);
     if (this.setupDone) return;
     this.initWaiting = true;
@@ -225,6 +336,10 @@ export class Run {
 
   /** Sends the outbox in order; false at the first failure worth retrying. */
   private async sendAll(): Promise<boolean> {
+    if (this.mode === 'offline') {
+      this.writeAll();
+      return true;
+    }
     if (!this.setupDone && !(await this.setup())) return false;
     if (this.setupError) {
       this.outbox.items = [];
@@ -279,7 +394,7 @@ export class Run {
       this.droppedEvents++;
       return this.tell('events', `gpuplane: more than ${MAX_PENDING_EVENTS} events waiting for the API: newer events are dropped (counted)`);
     }
-    this.outbox.addEvent({ kind: 'event', body: JSON.stringify(body), key: this.newKey() } satisfies EventItem);
+    this.outbox.addEvent({ kind: 'event', body: JSON.stringify(body), key: this.newKey(), ts: Date.now() } satisfies EventItem);
     this.schedule(0);
   }
 
