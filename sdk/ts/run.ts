@@ -167,7 +167,17 @@ export class Run {
     const budget = (timeoutS ?? this.settings.flushTimeoutS) * 1000;
     const deadline = Date.now() + budget;
     this.stopping = true;
-    const drained = await this.waitDrained(budget);
+    const first = Math.min(1000, budget);
+    let drained = await this.waitDrained(first);
+    if (!drained && budget > first) {
+      if (this.failures > 0 && this.mode !== 'offline' && !this.setupError && !this.authError) {
+        // Say what the wait is for: a program that seems to hang at its end is a surprise.
+        this.notice(
+          `gpuplane: the API at ${this.base} is not answering: waiting up to ${(budget - first) / 1000} s more for it to take ${this.outbox.pending} points (GPUPLANE_SDK_FLUSH_TIMEOUT_S); after that they are written to a local file`,
+        );
+      }
+      drained = await this.waitDrained(budget - first);
+    }
     if (!drained) {
       this.abandoned = true;
       if (this.timer) clearTimeout(this.timer);

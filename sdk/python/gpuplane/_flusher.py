@@ -71,6 +71,7 @@ class Flusher:
                     self._tell("bug", f"gpuplane: flusher error, retrying: {err!r}\n{traceback.format_exc()}")
                     failures += 1
                     retry_at = _monotonic() + s.max_backoff_s
+                self._failing = failures > 0
                 # Nothing more to send: finished and drained, or refused for good (4xx at setup, 401/403).
                 if self._auth_error is not None or self._setup_error is not None or (self._stop and failures == 0 and self._idle()):
                     self._drained.set()

@@ -110,6 +110,7 @@ class Run(Flusher):
         self._stop = False
         self._abandon = False
         self._init_waiting = False
+        self._failing = False  # the flusher's last try failed (the API unreachable or busy)
         self._thread = threading.Thread(target=self._flusher, name="gpuplane-flusher", daemon=True)
 
     # ---- the user's side ------------------------------------------------------------------
@@ -197,7 +198,18 @@ class Run(Flusher):
         self._wake.set()
         if not self._thread.is_alive() and not self._drained.is_set():
             self._drained.set()  # never started (init failed)
-        drained = self._drained.wait(timeout)
+        first = min(1.0, timeout)
+        drained = self._drained.wait(first)
+        if not drained and timeout > first:
+            if self._failing and self.mode != "offline" and self._setup_error is None and self._auth_error is None:
+                # Say what the wait is for: a script that seems to hang at its end is a surprise.
+                with self._lock:
+                    left = self._pending
+                notice(
+                    f"gpuplane: the API at {self.api_url} is not answering: waiting up to {timeout - first:g} s more for it to take "
+                    f"{left} points (GPUPLANE_SDK_FLUSH_TIMEOUT_S); after that they are written to a local file"
+                )
+            drained = self._drained.wait(timeout - first)
         if not drained:
             self._abandon = True
             self._wake.set()
