@@ -433,6 +433,43 @@ gpuplane.finish()
     }
   });
 
+  it('with the API away for a long run, a full buffer spills to the file: nothing is dropped, the import has every point', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-offline-home-'));
+    const proxy = await startFlakyProxy(api.port, { paused: true });
+    try {
+      const r = await python(
+        `
+import time, gpuplane
+run = gpuplane.init("sdk-py-spill")
+gpuplane.log({"x": 0.0}, step=0)
+time.sleep(1.0)
+for i in range(1, 3000):
+    gpuplane.log({"x": float(i)}, step=i)
+    if i % 100 == 0:
+        time.sleep(0.02)
+gpuplane.finish()
+print("dropped", run.dropped, flush=True)
+`,
+        `http://127.0.0.1:${proxy.port}`,
+        api.token,
+        { GPUPLANE_HOME: home, GPUPLANE_SDK_MAX_BUFFER: '500', GPUPLANE_SDK_FLUSH_TIMEOUT_S: '2' },
+      ).done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^dropped 0$/m);
+      expect(r.stderr).toContain('is away and 500 points wait (GPUPLANE_SDK_MAX_BUFFER): what waits goes to');
+      expect(r.stderr).toContain('could not be reached: the run (3000 points, 0 events) was written to');
+      const command = /^gpuplane: {3}(gpuctl .*)$/m.exec(r.stderr)?.[1] ?? '';
+      await proxy.resume();
+      const up = await shell(command, { GPUPLANE_TOKEN: api.token, GPUPLANE_HOME: home });
+      expect(up.code, up.stderr).toBe(0);
+      const [{ id }] = (await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-spill')).runs;
+      expect((await api.get<RunJson>(`/runs/${id}`)).metrics.x).toMatchObject({ count: 3000, first_step: 0, last_step: 2999 });
+    } finally {
+      await proxy.close();
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it('GPUPLANE_MODE=offline sends nothing and writes the file', async () => {
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-offline-home-'));
     try {

@@ -234,6 +234,34 @@ describe('the TypeScript SDK against the real API', () => {
     }
   });
 
+  it('a full buffer while the API is away spills to the offline file instead of dropping the newest points', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-spill-home-'));
+    const proxy = await startFlakyProxy(api.port);
+    try {
+      const run = await gpuplane.init('sdk-ts-spill', undefined, undefined, undefined, opts(`http://127.0.0.1:${proxy.port}`, { maxBuffer: 100, flushTimeoutS: 5 }, { GPUPLANE_HOME: home }));
+      await proxy.refuse();
+      run.log({ a: 0 }, 0);
+      await until('a failed flush', () => proxy.stats.refused >= 1, 15_000, 20);
+      for (let i = 1; i < 1000; i++) {
+        run.log({ a: i }, i);
+        if (i % 50 === 0) await new Promise((r) => setTimeout(r, 20)); // a training step: the flusher gets its turn
+      }
+      expect(run.dropped).toBe(0);
+      await proxy.resume();
+      await gpuplane.finish();
+      const lines = fs.readFileSync(run.offlineFile ?? '', 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string; step?: number; id?: string });
+      expect(lines[0].id).toBe(run.localId);
+      const spilled = lines.filter((l) => l.type === 'metric').map((l) => l.step as number);
+      const m = await api.get<SeriesJson>(`/runs/${run.id}/metrics?keys=a&points=5000`);
+      const live = (m.series[0]?.points ?? []).map((p) => p.step);
+      expect(spilled.length).toBeGreaterThan(0);
+      expect([...live, ...spilled].sort((x, y) => x - y)).toEqual([...Array(1000).keys()]);
+    } finally {
+      await proxy.close();
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it('mode offline sends nothing and writes the file', async () => {
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-offline-home-'));
     try {

@@ -87,6 +87,12 @@ export class Run {
   private abandoned = false;
   private readonly waiters = new Waiters();
   private offline: OfflineFile | null = null;
+  /** The API failed the last try, and has taken nothing since. */
+  private failing = false;
+  /** log() found the buffer full while the API was failing. */
+  private spillWanted = false;
+  /** The offline file could not be written: past the bound the newest points are dropped. */
+  private spillBroken = false;
   private readonly runLine: Record<string, unknown>;
   private readonly offlineDir: string;
   private readonly uploadApiUrl: string | null;
@@ -131,7 +137,15 @@ export class Run {
     this.nextStep = s + 1;
     let n = 0;
     for (const _ in data) n++;
-    if (this.outbox.pending + n > this.settings.maxBuffer) {
+    const p = this.outbox.pending + n;
+    if (p > this.settings.maxBuffer && this.failing && !this.spillBroken && p <= 2 * this.settings.maxBuffer) {
+      // Full while the API is failing: the flusher moves what waits to the offline file (the
+      // spill), so up to twice the bound may wait meanwhile; past that the newest are dropped.
+      this.spillWanted = true;
+      this.outbox.addPoints(data, n, s);
+      return this.schedule(0);
+    }
+    if (p > this.settings.maxBuffer) {
       this.dropped += n;
       this.tell('full', `gpuplane: ${this.settings.maxBuffer} points are waiting for the API (GPUPLANE_SDK_MAX_BUFFER): newer points are dropped and counted until it catches up`);
       return;
@@ -170,7 +184,7 @@ export class Run {
     const first = Math.min(1000, budget);
     let drained = await this.waitDrained(first);
     if (!drained && budget > first) {
-      if (this.failures > 0 && this.mode !== 'offline' && !this.setupError && !this.authError) {
+      if (this.failing && this.mode !== 'offline' && !this.setupError && !this.authError) {
         // Say what the wait is for: a program that seems to hang at its end is a surprise.
         this.notice(
           `gpuplane: the API at ${this.base} is not answering: waiting up to ${(budget - first) / 1000} s more for it to take ${this.outbox.pending} points (GPUPLANE_SDK_FLUSH_TIMEOUT_S); after that they are written to a local file`,
@@ -188,6 +202,7 @@ export class Run {
       if (!drained) this.writeAll();
       return this.closeOffline(status);
     }
+    if (drained && this.offline && this.mode === 'online') this.closeSpilled(status);
     if (!drained && (this.setupError || this.authError || !this.writeRest(status))) {
       this.warn(`gpuplane: gave up flushing after ${budget / 1000} s (API at ${this.base} unreachable?): ${this.outbox.pending} points not stored`);
     }
@@ -244,6 +259,48 @@ export class Run {
     return true;
   }
 
+  /**
+   * The buffer is full and the API away: what waits goes to the run's file, making room; the API
+   * gets what is logged from now on when it comes back.
+   */
+  private spillNow(): void {
+    this.spillWanted = false;
+    const first = this.offline === null;
+    try {
+      const sys = (this.runLine.system_tags ?? {}) as Record<string, string>;
+      const f = this.offline ?? this.openOffline(this.attached ? { system_tags: { ...sys, 'sdk.job_run': String(this.runId) } } : {});
+      f.write(this.outbox.items);
+    } catch (err) {
+      this.spillBroken = true;
+      return this.warn(`gpuplane: could not write the run's offline file (${(err as Error).message}): past GPUPLANE_SDK_MAX_BUFFER the newest points are dropped`);
+    }
+    while (this.outbox.items.length) this.outbox.shift();
+    if (first) {
+      this.notice(
+        `gpuplane: the API at ${this.base} is away and ${this.settings.maxBuffer} points wait (GPUPLANE_SDK_MAX_BUFFER): what waits goes to ${this.offline?.path} (the end of the run says how to upload it)`,
+      );
+    }
+  }
+
+  /** The API took the end of the run, but part of it was spilled to the file earlier. */
+  private closeSpilled(status: FinishStatus): void {
+    const f = this.offline;
+    if (!f) return;
+    try {
+      if (this.runId !== null) {
+        const body = { kind: 'sdk.offline', message: `the API was away during the run: ${f.points} points it had not stored were written to ${f.path} and imported from there`, level: 'warning', data: { status, file: f.path } };
+        f.write([{ kind: 'event', body: JSON.stringify(body), key: '', ts: Date.now() }]);
+      }
+      f.close(status);
+    } catch (err) {
+      return this.notice(`gpuplane: WARNING: could not complete the offline file ${f.path}: ${(err as Error).message}`);
+    }
+    this.notice(
+      `gpuplane: WARNING: the API at ${this.base} was away during the run: part of it (${f.points} points, ${f.events} events) is only in\n` +
+        `gpuplane:   ${f.path}\ngpuplane: upload it:\ngpuplane:   ${uploadCommand(f.path, this.uploadApiUrl)}`,
+    );
+  }
+
   private closeOffline(status: FinishStatus): void {
     const f = this.offline;
     if (!f) return;
@@ -290,10 +347,15 @@ export class Run {
     const s = this.settings;
     try {
       this.rejected += this.outbox.cut();
+      if (this.spillWanted && this.failing && this.mode === 'online') this.spillNow();
       if (this.failures === 0 || Date.now() >= this.retryAt) {
-        if (await this.sendAll()) this.failures = 0;
-        else {
+        const tried = this.outbox.items.length > 0 || !this.setupDone;
+        if (await this.sendAll()) {
+          this.failures = 0;
+          if (tried) this.failing = false; // the API took something: it is back
+        } else {
           this.failures++;
+          this.failing = true;
           this.retryAt = Date.now() + Math.min(s.maxBackoffS * 1000, 250 * 2 ** Math.min(this.failures - 1, 10));
         }
       }

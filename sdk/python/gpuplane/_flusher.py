@@ -57,12 +57,18 @@ class Flusher:
                     break
                 try:
                     self._cut()
+                    if self._spill_wanted and self._failing and self.mode != "offline":
+                        self._spill_now()
                     now = _monotonic()
                     if failures == 0 or now >= retry_at:
+                        tried = bool(self._outbox) or not self._setup_done.is_set()
                         if self._send_all(t):
                             failures = 0
+                            if tried:
+                                self._failing = False  # the API took something: it is back
                         else:
                             failures += 1
+                            self._failing = True
                             retry_at = _monotonic() + backoff_s(failures, s.max_backoff_s)
                     if failures == 0 and self._auth_error is None and not self.attached and self._id is not None and _monotonic() >= next_beat:
                         next_beat = _monotonic() + s.heartbeat_s
@@ -71,7 +77,6 @@ class Flusher:
                     self._tell("bug", f"gpuplane: flusher error, retrying: {err!r}\n{traceback.format_exc()}")
                     failures += 1
                     retry_at = _monotonic() + s.max_backoff_s
-                self._failing = failures > 0
                 # Nothing more to send: finished and drained, or refused for good (4xx at setup, 401/403).
                 if self._auth_error is not None or self._setup_error is not None or (self._stop and failures == 0 and self._idle()):
                     self._drained.set()

@@ -110,7 +110,9 @@ class Run(Flusher):
         self._stop = False
         self._abandon = False
         self._init_waiting = False
-        self._failing = False  # the flusher's last try failed (the API unreachable or busy)
+        self._failing = False  # the API failed the flusher's last try, and has taken nothing since
+        self._spill_wanted = False  # log() found the buffer full while the API was failing
+        self._spill_broken = False  # the offline file could not be written: drop past the bound
         self._thread = threading.Thread(target=self._flusher, name="gpuplane-flusher", daemon=True)
 
     # ---- the user's side ------------------------------------------------------------------
@@ -138,13 +140,20 @@ class Run(Flusher):
                 raise ValueError(f"step must be >= 0, got {step}")
             self._step = step + 1
             p = self._pending + len(data)
-            if p <= self._max:
+            # Full while the API is failing: the flusher moves what waits to the offline file
+            # (the spill), so up to twice the bound may wait meanwhile; past that, or when the
+            # file cannot be written, the newest points are dropped.
+            spill = p > self._max and self._failing and not self._spill_broken and p <= 2 * self._max
+            if p <= self._max or spill:
                 self._pending = p
                 # Flat (data, step, ts) triples: no tuple per call for the garbage collector to track.
                 self._raw.extend((data.copy() if data.__class__ is dict else dict(data), step, _time()))
             else:
                 self.dropped += len(data)
-        if p > self._max:
+        if spill:
+            self._spill_wanted = True
+            self._wake.set()  # every time: a wake-up the flusher cleared must not leave it asleep
+        elif p > self._max:
             self._tell("full", self._full_message())
         elif p >= self._kick_at and not self._kicked:
             self._kicked = True
@@ -221,6 +230,8 @@ class Run(Flusher):
                 self._write_all()
             self._close_offline(status)
             return
+        if drained and self._offline is not None:
+            self._close_spilled(status)
         if not drained and (self._setup_error is not None or self._auth_error is not None or not self._write_rest(status)):
             with self._lock:
                 left = self._pending
@@ -281,6 +292,54 @@ class Run(Flusher):
             f"gpuplane:   {upload_command(f.path, self._upload_api_url)}"
         )
         return True
+
+    def _spill_now(self) -> None:
+        """On the flusher thread: the buffer is full and the API away, so what waits goes to the
+        run's file, making room; the API gets what is logged from now on when it comes back."""
+        self._spill_wanted = False
+        items = list(self._outbox)
+        self._outbox.clear()
+        try:
+            extra = {"system_tags": {**self._run_line.get("system_tags", {}), "sdk.job_run": str(self._id)}} if self.attached else None
+            first = self._offline is None
+            f = self._offline or self._open_offline(extra)
+            f.write(items)
+        except Exception as err:  # noqa: BLE001
+            self._outbox.extendleft(reversed(items))
+            self._spill_broken = True
+            _warn(f"gpuplane: could not write the run's offline file ({err!r}): past GPUPLANE_SDK_MAX_BUFFER the newest points are dropped")
+            return
+        points = sum(i.points for i in items if i.__class__ is Batch)
+        with self._lock:
+            self._pending -= points
+            self._pending_events -= len(items) - sum(1 for i in items if i.__class__ is Batch)
+        if first:
+            notice(
+                f"gpuplane: the API at {self.api_url} is away and {self._max} points wait (GPUPLANE_SDK_MAX_BUFFER): "
+                f"what waits goes to {f.path} (the end of the run says how to upload it)"
+            )
+
+    def _close_spilled(self, status: str) -> None:
+        """The API took the end of the run, but part of it was spilled to the file earlier."""
+        f = self._offline
+        try:
+            if self._id is not None:
+                f.write([_EventItem(dumps({
+                    "kind": "sdk.offline",
+                    "message": f"the API was away during the run: {f.points} points it had not stored were written to {f.path} and imported from there",
+                    "level": "warning",
+                    "data": {"status": status, "file": f.path},
+                }), "", int(_time() * 1000))])
+            f.close(status)
+        except Exception as err:  # noqa: BLE001
+            notice(f"gpuplane: WARNING: could not complete the offline file {f.path}: {err!r}")
+            return
+        notice(
+            f"gpuplane: WARNING: the API at {self.api_url} was away during the run: part of it ({f.points} points, {f.events} events) is only in\n"
+            f"gpuplane:   {f.path}\n"
+            f"gpuplane: upload it:\n"
+            f"gpuplane:   {upload_command(f.path, self._upload_api_url)}"
+        )
 
     def _close_offline(self, status: str) -> None:
         f = self._offline

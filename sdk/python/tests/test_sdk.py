@@ -469,6 +469,27 @@ class OfflineTest(unittest.TestCase):
         self.assertIn("could not be reached: the run (50 points, 0 events) was written to", out)
         self.assertIn(f"gpuctl --api {self.api.url} import-run {run.offline_file}", out)
 
+    def test_a_full_buffer_while_the_api_is_away_spills_to_the_file_instead_of_dropping(self) -> None:
+        os.environ["GPUPLANE_SDK_MAX_BUFFER"] = "100"
+        run = gpuplane.init("proj", name="spill")
+        self.api.down = True
+        run.log({"a": 0}, step=0)
+        until("a failed flush", lambda: run._failing)
+        for i in range(1, 1000):
+            run.log({"a": i}, step=i)
+            if i % 50 == 0:
+                time.sleep(0.02)  # a training step: the flusher gets its turn
+        self.assertEqual(run.dropped, 0)
+        self.api.down = False
+        run.finish()
+        live = [p["step"] for p in self.api.points[run.id] if p["key"] == "a"]
+        spilled = [x["step"] for x in read_jsonl(run.offline_file) if x["type"] == "metric"]
+        self.assertGreater(len(spilled), 0)
+        self.assertEqual(sorted(live + spilled), list(range(1000)))
+        out = self.err.getvalue()
+        self.assertIn("is away and 100 points wait (GPUPLANE_SDK_MAX_BUFFER)", out)
+        self.assertIn(f"was away during the run: part of it ({len(spilled)} points, 1 events) is only in", out)
+
     def test_an_api_that_goes_away_mid_run_leaves_the_rest_in_a_file_of_the_same_run(self) -> None:
         run = gpuplane.init("proj", name="mid")
         for i in range(10):
