@@ -1,7 +1,8 @@
 /**
  * Where tokens live on a machine. `gpuctl up` and `gpuctl api` make an admin token on their
  * first start (when the database has none) and keep it in `<home>/admin-token`; `gpuctl login`
- * keeps the token it was given in `<home>/token`. Both files are 0600 in a 0700 folder. The
+ * keeps the token it was given in `<home>/token`, and the API address it checked it against in
+ * `<home>/api-url` (for the SDKs). The files are 0600 in a 0700 folder. The
  * CLI takes `--token`, else GPUPLANE_TOKEN, else `<home>/token`, else `<home>/admin-token`, so
  * on the machine that runs `gpuctl up` the CLI needs no set-up.
  *
@@ -32,6 +33,27 @@ export function writeTokenFile(file: string, token: string): void {
   makePrivateDir(path.dirname(file));
   const tmp = `${file}.${process.pid}.tmp`;
   writePrivateFile(tmp, `${token}\n`);
+  fs.renameSync(tmp, file);
+}
+
+/** The API address `gpuctl login` checked its token against, kept beside it (the SDKs read it). */
+export const loginApiUrlFile = (home: string) => path.join(home, 'api-url');
+
+/** The address kept in a file, or null when the file is missing or holds no http(s) address. */
+export function readApiUrlFile(file: string): string | null {
+  try {
+    const u = fs.readFileSync(file, 'utf8').trim();
+    return /^https?:\/\/\S+$/.test(u) ? u : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Writes the address file, 0600 in a 0700 folder, as the token files. */
+export function writeApiUrlFile(file: string, url: string): void {
+  makePrivateDir(path.dirname(file));
+  const tmp = `${file}.${process.pid}.tmp`;
+  writePrivateFile(tmp, `${url.trim()}\n`);
   fs.renameSync(tmp, file);
 }
 

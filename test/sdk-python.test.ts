@@ -1,8 +1,9 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { adminTokenFile, writeTokenFile } from '../runtime/credentials.ts';
 import { startFlakyProxy } from './support/flaky-proxy.ts';
 import { until } from './support/poll.ts';
 import { startSdkApi, type EventsJson, type RunJson, type SdkApi, type SeriesJson } from './support/sdk-api.ts';
@@ -27,11 +28,19 @@ interface Script {
   done: Promise<{ code: number | null; stdout: string; stderr: string }>;
 }
 
-/** Runs `code` in python3 with the SDK on PYTHONPATH, the API at `apiUrl` and GPUPLANE_TOKEN `token` (null: none). */
-function python(code: string, apiUrl: string, token: string | null, env: Record<string, string> = {}): Script {
+/** The test process's environment without any GPUPLANE_* of its own. */
+const bareEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GPUPLANE_'))) as Record<string, string>;
+/** A home with nothing in it: the SDK finds no token there (never the user's ~/.gpuplane). */
+const emptyHome = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-sdk-py-home-'));
+
+/**
+ * Runs `code` in python3 with the SDK on PYTHONPATH, the API at `apiUrl` (null: GPUPLANE_API_URL
+ * unset) and GPUPLANE_TOKEN `token` (null: none), an empty GPUPLANE_HOME unless `env` names one.
+ */
+function python(code: string, apiUrl: string | null, token: string | null, env: Record<string, string> = {}): Script {
   const child = spawn('python3', ['-c', code], {
     cwd: root,
-    env: { ...process.env, GPUPLANE_RUN_ID: '', ...fastEnv, PYTHONPATH: sdkDir, GPUPLANE_API_URL: apiUrl, GPUPLANE_TOKEN: token ?? '', ...env },
+    env: { ...bareEnv(), ...fastEnv, PYTHONPATH: sdkDir, GPUPLANE_HOME: emptyHome, ...(apiUrl === null ? {} : { GPUPLANE_API_URL: apiUrl }), ...(token === null ? {} : { GPUPLANE_TOKEN: token }), ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -69,6 +78,34 @@ function python(code: string, apiUrl: string, token: string | null, env: Record<
 }
 
 const runIdOf = (out: string) => /^run (\S+)$/m.exec(out)?.[1] ?? '';
+
+/** Runs a shell command line with `gpuctl` meaning this checkout's, asynchronously (the API lives in this process). */
+function shell(line: string, env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  const cmd = line.replace(/^gpuctl /, 'node cli/gpuctl.mjs ');
+  return new Promise((resolve) =>
+    execFile('bash', ['-c', cmd], { cwd: root, env: { ...bareEnv(), ...env }, timeout: 60_000 }, (err, stdout, stderr) =>
+      resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    ),
+  );
+}
+
+/** The same training script for a live run and an offline one: deterministic points, NaN and ±Inf, an event. */
+const trainScript = (project: string) => `
+import gpuplane
+run = gpuplane.init(${JSON.stringify(project)}, "offline-vs-live", "lr=0.05", {"lr": 0.05, "layers": [64, 64]})
+for i in range(300):
+    gpuplane.log({"train/loss": 1.0 / (i + 1), "train/acc": (i % 7) / 7.0}, step=2 * i)
+gpuplane.log({"weird": float("nan"), "big": float("inf"), "train/loss": 0.0}, step=1000)
+gpuplane.event("eval.done", "top-1 0.71", {"top1": 0.71})
+gpuplane.finish()
+print("run", run.id, flush=True)
+`;
+
+/** Every point of a run's series, as [key, step, value]. */
+async function pointsOf(api: SdkApi, id: string): Promise<[string, number, unknown][]> {
+  const m = await api.get<SeriesJson>(`/runs/${id}/metrics?keys=train/loss,train/acc,weird,big&points=5000`);
+  return m.series.flatMap((x) => (x.points ?? []).map((p) => [x.key, p.step, p.value] as [string, number, unknown])).sort((a, b) => a[0].localeCompare(b[0]) || a[1] - b[1]);
+}
 
 describe('the Python SDK against the real API', () => {
   let api: SdkApi;
@@ -278,6 +315,174 @@ print("run", run.id, flush=True)
     }
   });
 
+  describe('run by hand on the machine that runs gpuctl up, with no GPUPLANE_* set', () => {
+    it("finds gpuctl up's admin token in the home and the API where gpuctl up listens (GPUPLANE_API_PORT)", async () => {
+      const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-up-home-'));
+      try {
+        writeTokenFile(adminTokenFile(home), api.token); // what gpuctl up writes on its first start
+        const s = python(trainScript('sdk-py-home'), null, null, { GPUPLANE_HOME: home, GPUPLANE_API_PORT: String(api.port) });
+        const r = await s.done;
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stderr).toBe('');
+        const run = await api.get<RunJson>(`/runs/${runIdOf(r.stdout)}`);
+        expect(run).toMatchObject({ project: 'sdk-py-home', status: 'finished', metrics: { 'train/loss': { count: 301 } } });
+      } finally {
+        fs.rmSync(home, { recursive: true, force: true });
+      }
+    });
+
+    it("finds the token and the API address that gpuctl login saved", async () => {
+      const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-login-home-'));
+      try {
+        const member = await api.memberToken(['sdk-py-login']);
+        const login = await shell(`gpuctl --api ${api.url} login --token ${member.token}`, { GPUPLANE_HOME: home });
+        expect(login.code, login.stderr).toBe(0);
+        expect(fs.readFileSync(path.join(home, 'api-url'), 'utf8').trim()).toBe(api.url);
+        for (const f of ['token', 'api-url']) expect(fs.statSync(path.join(home, f)).mode & 0o777).toBe(0o600);
+        const s = python(trainScript('sdk-py-login'), null, null, { GPUPLANE_HOME: home });
+        const r = await s.done;
+        expect(r.code, r.stderr).toBe(0);
+        expect(r.stderr).toBe('');
+        const run = await api.get<RunJson>(`/runs/${runIdOf(r.stdout)}`);
+        expect(run).toMatchObject({ project: 'sdk-py-login', status: 'finished', metrics: { 'train/loss': { count: 301 } } });
+      } finally {
+        fs.rmSync(home, { recursive: true, force: true });
+      }
+    });
+  });
+
+  it('with the API away for the whole run, writes the run to a file that gpuctl import-run turns into the run the live script makes', async () => {
+    const live = await python(trainScript('sdk-py-live'), api.url, api.token).done;
+    expect(live.code, live.stderr).toBe(0);
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-offline-home-'));
+    const proxy = await startFlakyProxy(api.port, { paused: true }); // an address where nothing answers, until resume()
+    try {
+      const t0 = Date.now();
+      const r = await python(trainScript('sdk-py-offline'), `http://127.0.0.1:${proxy.port}`, api.token, { GPUPLANE_HOME: home, GPUPLANE_SDK_FLUSH_TIMEOUT_S: '2' }).done;
+      expect(r.code, r.stderr).toBe(0); // the script's own exit status
+      expect(Date.now() - t0).toBeLessThan(20_000);
+      expect(r.stdout).toMatch(/^run None$/m);
+      const file = /^gpuplane: {3}(\/\S+\.jsonl)$/m.exec(r.stderr)?.[1] ?? '';
+      expect(path.dirname(file)).toBe(path.join(home, 'offline-runs'));
+      expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+      expect(r.stderr).toContain(`gpuplane: WARNING: the API at http://127.0.0.1:${proxy.port} could not be reached: the run (603 points, 1 events) was written to`);
+      const command = /^gpuplane: {3}(gpuctl .*)$/m.exec(r.stderr)?.[1] ?? '';
+      expect(command).toBe(`gpuctl --api http://127.0.0.1:${proxy.port} import-run ${file}`);
+      expect(r.stderr.trimEnd().split('\n').at(-1)).toBe(`gpuplane:   ${command}`); // the last word on stderr
+      // The API comes back: the printed command, as printed, uploads the run.
+      await proxy.resume();
+      const up = await shell(command, { GPUPLANE_TOKEN: api.token, GPUPLANE_HOME: home });
+      expect(up.code, up.stderr).toBe(0);
+      expect(up.stdout).toMatch(/jsonl\s+603\s+new/);
+      const [imported] = (await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-offline')).runs;
+      const liveRun = await api.get<RunJson>(`/runs/${runIdOf(live.stdout)}`);
+      expect(imported).toMatchObject({ experiment: 'offline-vs-live', name: 'lr=0.05', status: 'finished', params: liveRun.params });
+      const points = await pointsOf(api, imported.id);
+      expect(points).toHaveLength(603);
+      expect(points).toEqual(await pointsOf(api, liveRun.id));
+      const ev = (await api.get<EventsJson>(`/runs/${imported.id}/events`)).events.find((e) => e.kind === 'eval.done');
+      expect(ev).toMatchObject({ message: 'top-1 0.71', data: { top1: 0.71 } });
+    } finally {
+      await proxy.close();
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('with the API gone from some point on, the rest goes to a file whose import completes the same run', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-offline-home-'));
+    const proxy = await startFlakyProxy(api.port);
+    try {
+      const s = python(
+        `
+import sys, time, gpuplane
+run = gpuplane.init("sdk-py-midway", params={"lr": 0.1})
+for i in range(100):
+    gpuplane.log({"x": float(i)}, step=i)
+while run._pending:  # the API has answered for them: no batch is in doubt when it goes away
+    time.sleep(0.01)
+print("run", run.id, flush=True)
+sys.stdin.readline()
+for i in range(100, 250):
+    gpuplane.log({"x": float(i)}, step=i)
+gpuplane.finish()
+`,
+        `http://127.0.0.1:${proxy.port}`,
+        api.token,
+        { GPUPLANE_HOME: home, GPUPLANE_SDK_FLUSH_TIMEOUT_S: '2' },
+      );
+      const id = runIdOf(await s.line(/^run /));
+      await until('the first points', async () => (await api.get<RunJson>(`/runs/${id}`)).metrics.x?.count === 100, 15_000);
+      await proxy.pause();
+      s.send('\n');
+      const r = await s.done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toContain(`what run ${id} had not stored (150 points, 1 events) was written to`);
+      const command = /^gpuplane: {3}(gpuctl .*)$/m.exec(r.stderr)?.[1] ?? '';
+      await proxy.resume();
+      const up = await shell(command, { GPUPLANE_TOKEN: api.token, GPUPLANE_HOME: home });
+      expect(up.code, up.stderr).toBe(0);
+      expect(up.stdout).toContain(id); // the same run, found by its external_key
+      const run = await api.get<RunJson>(`/runs/${id}`);
+      expect(run.metrics.x).toMatchObject({ count: 250, first_step: 0, last_step: 249 });
+      expect((await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-midway')).runs).toHaveLength(1);
+      const ev = (await api.get<EventsJson>(`/runs/${id}/events`)).events.find((e) => e.kind === 'sdk.offline');
+      expect(ev?.data).toMatchObject({ status: 'finished' });
+    } finally {
+      await proxy.close();
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('with the API away for a long run, a full buffer spills to the file: nothing is dropped, the import has every point', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-offline-home-'));
+    const proxy = await startFlakyProxy(api.port, { paused: true });
+    try {
+      const r = await python(
+        `
+import time, gpuplane
+run = gpuplane.init("sdk-py-spill")
+gpuplane.log({"x": 0.0}, step=0)
+time.sleep(1.0)
+for i in range(1, 3000):
+    gpuplane.log({"x": float(i)}, step=i)
+    if i % 100 == 0:
+        time.sleep(0.02)
+gpuplane.finish()
+print("dropped", run.dropped, flush=True)
+`,
+        `http://127.0.0.1:${proxy.port}`,
+        api.token,
+        { GPUPLANE_HOME: home, GPUPLANE_SDK_MAX_BUFFER: '500', GPUPLANE_SDK_FLUSH_TIMEOUT_S: '2' },
+      ).done;
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^dropped 0$/m);
+      expect(r.stderr).toContain('is away and 500 points wait (GPUPLANE_SDK_MAX_BUFFER): what waits goes to');
+      expect(r.stderr).toContain('could not be reached: the run (3000 points, 0 events) was written to');
+      const command = /^gpuplane: {3}(gpuctl .*)$/m.exec(r.stderr)?.[1] ?? '';
+      await proxy.resume();
+      const up = await shell(command, { GPUPLANE_TOKEN: api.token, GPUPLANE_HOME: home });
+      expect(up.code, up.stderr).toBe(0);
+      const [{ id }] = (await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-spill')).runs;
+      expect((await api.get<RunJson>(`/runs/${id}`)).metrics.x).toMatchObject({ count: 3000, first_step: 0, last_step: 2999 });
+    } finally {
+      await proxy.close();
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('GPUPLANE_MODE=offline sends nothing and writes the file', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-offline-home-'));
+    try {
+      const r = await python(trainScript('sdk-py-offline-mode'), null, null, { GPUPLANE_HOME: home, GPUPLANE_MODE: 'offline' }).done;
+      expect(r.code, r.stderr).toBe(0);
+      const [file] = fs.readdirSync(path.join(home, 'offline-runs'));
+      expect(r.stderr).toContain(`gpuplane:   gpuctl import-run ${path.join(home, 'offline-runs', file)}`);
+      expect((await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-offline-mode')).runs).toHaveLength(0);
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   describe('with the API wanting a token', () => {
     const initOnly = `import gpuplane\ngpuplane.init("sdk-py-auth", name="refused")\nprint("registered", flush=True)\n`;
 
@@ -290,10 +495,15 @@ print("run", run.id, flush=True)
         expect(r.stdout).not.toContain('registered');
       }
       expect(none.stderr).toContain('ApiError: POST /api/v1/runs: HTTP 401: this needs a token');
-      expect(none.stderr).toContain('the SDK sent no token: pass token= to gpuplane.init() or set GPUPLANE_TOKEN');
+      // Each names its fix in one line: gpuctl login for a 401, gpuctl token create for a 403.
+      expect(none.stderr).toContain('the SDK found no token (token=, GPUPLANE_TOKEN, <home>/token, <home>/admin-token); fix: `gpuctl login --token <token>`');
       expect(bad.stderr).toContain('HTTP 401: unknown or revoked token');
+      expect(bad.stderr).toContain('the token from GPUPLANE_TOKEN is unknown or revoked; fix: set GPUPLANE_TOKEN to a good token, or unset it and run `gpuctl login --token <token>`');
       expect(bad.stderr).not.toContain(wrong);
       expect(elsewhere.stderr).toMatch(/HTTP 403: member token "sdk-member-\w+" \(projects: sdk-py-elsewhere\) may not write project "sdk-py-auth"/);
+      expect(elsewhere.stderr).toContain(
+        "the token from GPUPLANE_TOKEN may not write project 'sdk-py-auth'; fix: an admin makes one with `gpuctl token create --name NAME --role member --project sdk-py-auth`, then",
+      );
       expect(elsewhere.stderr).not.toContain(other.token);
       expect((await api.get<{ runs: RunJson[] }>('/runs?project=sdk-py-auth')).runs).toHaveLength(0);
     });

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { inspect } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { adminTokenFile, loginApiUrlFile, writeApiUrlFile, writeTokenFile } from '../runtime/credentials.ts';
 import * as gpuplane from '../sdk/ts/index.ts';
 import { startFlakyProxy } from './support/flaky-proxy.ts';
 import { until } from './support/poll.ts';
@@ -11,6 +12,29 @@ import { startSdkApi, type EventsJson, type RunJson, type SdkApi, type SeriesJso
 
 const root = path.resolve(import.meta.dirname, '..');
 const fast = { flushIntervalS: 0.1, maxBackoffS: 0.3, initTimeoutS: 1, requestTimeoutS: 5 };
+/** A home with nothing in it: the SDK finds no token there (never the user's ~/.gpuplane). */
+const emptyHome = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-sdk-ts-home-'));
+const bareEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('GPUPLANE_'))) as Record<string, string>;
+
+/** Runs a TypeScript file with tsx, asynchronously (the API answering it lives in this process). */
+function tsx(file: string, env: Record<string, string>, shellLine?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const done = (err: Error | null, stdout: string, stderr: string) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    const opts = { cwd: root, env: { ...bareEnv(), ...env }, timeout: 60_000 };
+    if (shellLine) execFile('bash', ['-c', shellLine.replace(/^gpuctl /, 'node cli/gpuctl.mjs ')], opts, done);
+    else execFile(process.execPath, ['--import', 'tsx', file], opts, done);
+  });
+}
+
+/** The same training script for a live run and an offline one. */
+const trainScript = (project: string) =>
+  `import * as gpuplane from ${JSON.stringify(path.join(root, 'sdk/ts/index.ts'))};\n` +
+  `const run = await gpuplane.init(${JSON.stringify(project)}, 'offline-vs-live', 'lr=0.05', { lr: 0.05, layers: [64, 64] });\n` +
+  `for (let i = 0; i < 300; i++) gpuplane.log({ 'train/loss': 1 / (i + 1), 'train/acc': (i % 7) / 7 }, 2 * i);\n` +
+  `gpuplane.log({ weird: NaN, big: Infinity, 'train/loss': 0 }, 1000);\n` +
+  `gpuplane.event('eval.done', 'top-1 0.71', { top1: 0.71 });\n` +
+  `await gpuplane.finish();\n` +
+  `console.log('run', run.id);\n`;
 
 describe('the TypeScript SDK against the real API', () => {
   let api: SdkApi;
@@ -18,7 +42,7 @@ describe('the TypeScript SDK against the real API', () => {
   /** No GPUPLANE_* of the test process's own (GPUPLANE_TOKEN is the API's admin token), fast intervals, warnings collected. */
   const opts = (apiUrl: string, more: Partial<gpuplane.SdkSettings> = {}, env: Record<string, string> = {}): gpuplane.InitOptions => ({
     apiUrl,
-    env: { GPUPLANE_TOKEN: api.token, ...env },
+    env: { GPUPLANE_HOME: emptyHome, GPUPLANE_TOKEN: api.token, ...env },
     settings: { ...fast, ...more },
     autoFinish: false,
     warn: (m) => warnings.push(m),
@@ -157,13 +181,110 @@ describe('the TypeScript SDK against the real API', () => {
     }
   });
 
+  it("run by hand with no GPUPLANE_* set, finds gpuctl up's admin token and gpuctl login's address in the home", async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-up-home-'));
+    try {
+      writeTokenFile(adminTokenFile(home), api.token); // what gpuctl up writes
+      writeApiUrlFile(loginApiUrlFile(home), api.url); // what gpuctl login writes beside its token
+      const run = await gpuplane.init('sdk-ts-home', undefined, undefined, undefined, { env: { GPUPLANE_HOME: home }, settings: fast, autoFinish: false, warn: (m) => warnings.push(m) });
+      run.log({ a: 1 }, 0);
+      await gpuplane.finish();
+      expect(await api.get<RunJson>(`/runs/${run.id}`)).toMatchObject({ project: 'sdk-ts-home', status: 'finished', metrics: { a: { count: 1 } } });
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('with the API away for the whole run, writes the run to a file that gpuctl import-run turns into the run the live script makes', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-sdk-ts-'));
+    const home = path.join(dir, 'home');
+    const proxy = await startFlakyProxy(api.port, { paused: true }); // nothing answers until resume()
+    try {
+      const fastEnv = { GPUPLANE_HOME: home, GPUPLANE_TOKEN: api.token, GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1', GPUPLANE_SDK_INIT_TIMEOUT_S: '1', GPUPLANE_SDK_MAX_BACKOFF_S: '0.3', GPUPLANE_SDK_FLUSH_TIMEOUT_S: '2' };
+      fs.writeFileSync(path.join(dir, 'live.mts'), trainScript('sdk-ts-live'));
+      fs.writeFileSync(path.join(dir, 'offline.mts'), trainScript('sdk-ts-offline'));
+      const live = await tsx(path.join(dir, 'live.mts'), { ...fastEnv, GPUPLANE_API_URL: api.url });
+      expect(live.code, live.stderr).toBe(0);
+      const r = await tsx(path.join(dir, 'offline.mts'), { ...fastEnv, GPUPLANE_API_URL: `http://127.0.0.1:${proxy.port}` });
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(/^run null$/m);
+      const file = /^gpuplane: {3}(\/\S+\.jsonl)$/m.exec(r.stderr)?.[1] ?? '';
+      expect(path.dirname(file)).toBe(path.join(home, 'offline-runs'));
+      expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+      expect(r.stderr).toContain('could not be reached: the run (603 points, 1 events) was written to');
+      const command = /^gpuplane: {3}(gpuctl .*)$/m.exec(r.stderr)?.[1] ?? '';
+      expect(command).toBe(`gpuctl --api http://127.0.0.1:${proxy.port} import-run ${file}`);
+      await proxy.resume();
+      const up = await tsx('', { GPUPLANE_TOKEN: api.token, GPUPLANE_HOME: home }, command);
+      expect(up.code, up.stderr).toBe(0);
+      expect(up.stdout).toMatch(/jsonl\s+603\s+new/);
+      const [imported] = (await api.get<{ runs: RunJson[] }>('/runs?project=sdk-ts-offline')).runs;
+      const liveRun = await api.get<RunJson>(`/runs/${/^run (\S+)$/m.exec(live.stdout)?.[1]}`);
+      expect(imported).toMatchObject({ name: 'lr=0.05', status: 'finished', params: liveRun.params });
+      const pointsOf = async (id: string) => {
+        const m = await api.get<SeriesJson>(`/runs/${id}/metrics?keys=train/loss,train/acc,weird,big&points=5000`);
+        return m.series.flatMap((x) => (x.points ?? []).map((p) => [x.key, p.step, p.value] as const)).sort((a, b) => a[0].localeCompare(b[0]) || a[1] - b[1]);
+      };
+      const points = await pointsOf(imported.id);
+      expect(points).toHaveLength(603);
+      expect(points).toEqual(await pointsOf(liveRun.id));
+    } finally {
+      await proxy.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a full buffer while the API is away spills to the offline file instead of dropping the newest points', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-spill-home-'));
+    const proxy = await startFlakyProxy(api.port);
+    try {
+      const run = await gpuplane.init('sdk-ts-spill', undefined, undefined, undefined, opts(`http://127.0.0.1:${proxy.port}`, { maxBuffer: 100, flushTimeoutS: 5 }, { GPUPLANE_HOME: home }));
+      await proxy.refuse();
+      run.log({ a: 0 }, 0);
+      await until('a failed flush', () => proxy.stats.refused >= 1, 15_000, 20);
+      for (let i = 1; i < 1000; i++) {
+        run.log({ a: i }, i);
+        if (i % 50 === 0) await new Promise((r) => setTimeout(r, 20)); // a training step: the flusher gets its turn
+      }
+      expect(run.dropped).toBe(0);
+      await proxy.resume();
+      await gpuplane.finish();
+      const lines = fs.readFileSync(run.offlineFile ?? '', 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { type: string; step?: number; id?: string });
+      expect(lines[0].id).toBe(run.localId);
+      const spilled = lines.filter((l) => l.type === 'metric').map((l) => l.step as number);
+      const m = await api.get<SeriesJson>(`/runs/${run.id}/metrics?keys=a&points=5000`);
+      const live = (m.series[0]?.points ?? []).map((p) => p.step);
+      expect(spilled.length).toBeGreaterThan(0);
+      expect([...live, ...spilled].sort((x, y) => x - y)).toEqual([...Array(1000).keys()]);
+    } finally {
+      await proxy.close();
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  it('mode offline sends nothing and writes the file', async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-offline-home-'));
+    try {
+      const run = await gpuplane.init('sdk-ts-offline-mode', undefined, 'off', { lr: 1 }, { ...opts(api.url, {}, { GPUPLANE_HOME: home, GPUPLANE_MODE: 'offline' }) });
+      for (let i = 0; i < 10; i++) run.log({ a: i }, i);
+      await gpuplane.finish('cancelled');
+      expect(run.id).toBeNull();
+      const lines = fs.readFileSync(run.offlineFile ?? '', 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines[0]).toMatchObject({ type: 'run', id: run.localId, project: 'sdk-ts-offline-mode', name: 'off', status: 'cancelled', params: { lr: 1 } });
+      expect(lines.filter((l) => l.type === 'metric').map((l) => l.step)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect((await api.get<{ runs: RunJson[] }>('/runs?project=sdk-ts-offline-mode')).runs).toHaveLength(0);
+    } finally {
+      fs.rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   describe('with the API wanting a token', () => {
     it('refuses init without a token, with a wrong one (401) and with one of another project (403), clearly, never showing the token', async () => {
       const other = await api.memberToken(['sdk-ts-elsewhere']);
       const wrong = 'gpp_not-a-real-token-0123456789';
       const before = warnings.length;
       const refusal = async (env: Record<string, string>, token?: string) => {
-        const err = await gpuplane.init('sdk-ts-auth', undefined, 'refused', undefined, { ...opts(api.url), env, token }).then(
+        const err = await gpuplane.init('sdk-ts-auth', undefined, 'refused', undefined, { ...opts(api.url), env: { GPUPLANE_HOME: emptyHome, ...env }, token }).then(
           () => null,
           (e: unknown) => e,
         );
@@ -173,15 +294,18 @@ describe('the TypeScript SDK against the real API', () => {
       const none = await refusal({});
       expect(none.status).toBe(401);
       expect(none.message).toContain('POST ' + api.url + '/api/v1/runs: HTTP 401: this needs a token');
-      expect(none.message).toContain('the SDK sent no token: pass { token } to init() or set GPUPLANE_TOKEN');
+      expect(none.message).toContain('the SDK found no token (the token option, GPUPLANE_TOKEN, <home>/token, <home>/admin-token); fix: `gpuctl login --token <token>`');
       const bad = await refusal({ GPUPLANE_TOKEN: wrong });
       expect(bad.status).toBe(401);
       expect(bad.message).toContain('HTTP 401: unknown or revoked token');
-      expect(bad.message).toContain('was not accepted');
+      expect(bad.message).toContain('the token from GPUPLANE_TOKEN is unknown or revoked; fix: set GPUPLANE_TOKEN to a good token, or unset it and run `gpuctl login --token <token>`');
       expect(bad.message).not.toContain(wrong);
       const elsewhere = await refusal({ GPUPLANE_TOKEN: api.token }, other.token); // the option wins over the env
       expect(elsewhere.status).toBe(403);
       expect(elsewhere.message).toMatch(/HTTP 403: member token "sdk-member-\w+" \(projects: sdk-ts-elsewhere\) may not write project "sdk-ts-auth"/);
+      expect(elsewhere.message).toContain(
+        'the token from the token option may not write project "sdk-ts-auth"; fix: an admin makes one with `gpuctl token create --name NAME --role member --project sdk-ts-auth`, then',
+      );
       expect(elsewhere.message).not.toContain(other.token);
       await expect(gpuplane.init('sdk-ts-auth', undefined, undefined, undefined, { ...opts(api.url), token: `${wrong} x` })).rejects.toThrow(/cannot be sent in a header/);
       expect(warnings.slice(before)).toEqual([]); // init throws; it does not warn as well

@@ -1,6 +1,6 @@
 import { Command, Option } from 'commander';
 import { loadConfig } from '../../config.ts';
-import { loginTokenFile, writeTokenFile } from '../../runtime/credentials.ts';
+import { loginApiUrlFile, loginTokenFile, writeApiUrlFile, writeTokenFile } from '../../runtime/credentials.ts';
 import type { CreatedTokenJson, TokenJson, WhoAmIJson } from '../api-types.ts';
 import { GpuplaneClient } from '../client.ts';
 import { clientOf, out } from '../client-of.ts';
@@ -13,16 +13,20 @@ const describe = (w: WhoAmIJson) =>
 export function registerTokenCommands(program: Command): void {
   program
     .command('login')
-    .description('check a token against the API and keep it for gpuctl on this machine (<home>/token, 0600)')
+    .description('check a token against the API and keep it for gpuctl and the SDKs on this machine (<home>/token and <home>/api-url, 0600)')
     .requiredOption('--token <token>', 'the token an admin gave you (gpuctl token create)')
     .option('--json', 'print JSON')
     .action(async (o: { token: string; json?: boolean }, cmd: Command) => {
       const api = cmd.optsWithGlobals<{ api?: string }>().api ?? loadConfig().apiUrl;
       const who = await new GpuplaneClient(api, { token: o.token }).request<WhoAmIJson>('GET', '/whoami');
-      const file = loginTokenFile(loadConfig().home);
+      const home = loadConfig().home;
+      const file = loginTokenFile(home);
       writeTokenFile(file, o.token);
-      if (o.json) return out(JSON.stringify({ ...who, saved_in: file }));
-      out(`logged in to ${api} as ${describe(who)}; token kept in ${file}`);
+      // The SDKs read the address beside the token: a script finds the API this token is for.
+      const urlFile = loginApiUrlFile(home);
+      writeApiUrlFile(urlFile, api);
+      if (o.json) return out(JSON.stringify({ ...who, saved_in: file, api_url_saved_in: urlFile }));
+      out(`logged in to ${api} as ${describe(who)}; token kept in ${file}, the address in ${urlFile}`);
     });
   program
     .command('whoami')

@@ -27,13 +27,35 @@ export class ApiError extends Error {
 export interface ApiTarget {
   base: string;
   token: string | null;
+  /** Where the token came from ('token', 'GPUPLANE_TOKEN', a file's path), for a 401/403's message. */
+  tokenFrom?: string | null;
+  /** The project the run writes, for a 403's message. */
+  project?: string | null;
+  /** Under a job: the token is the agent's run token. */
+  attached?: boolean;
 }
 
-/** What to do about a 401/403, for the error's message. */
-function authHint(status: number, hasToken: boolean): string | undefined {
-  if (status === 401) return hasToken ? "the SDK's token (the token option or GPUPLANE_TOKEN) was not accepted" : 'the SDK sent no token: pass { token } to init() or set GPUPLANE_TOKEN';
-  if (status === 403) return "the SDK's token may not do this: use a member token of the run's project";
-  return undefined;
+/** What to do about a 401/403, in one line, for the error's message. Never the token itself. */
+export function authHint(status: number, api: Omit<ApiTarget, 'base'>): string | undefined {
+  if (status !== 401 && status !== 403) return undefined;
+  const p = api.project || 'P';
+  const make = `an admin makes one with \`gpuctl token create --name NAME --role member --project ${p}\``;
+  if (api.attached) {
+    return status === 401
+      ? 'the run token the agent set (GPUPLANE_TOKEN) was not accepted: its attempt may have ended'
+      : 'the run token the agent set (GPUPLANE_TOKEN) may not write this run';
+  }
+  const from = api.tokenFrom ?? (api.token ? 'token' : null);
+  if (!from) return `the SDK found no token (the token option, GPUPLANE_TOKEN, <home>/token, <home>/admin-token); fix: \`gpuctl login --token <token>\` (${make})`;
+  const where = from === 'token' ? 'the token option' : from;
+  const then =
+    from === 'token'
+      ? 'pass a good { token }, or drop it and run `gpuctl login --token <token>`'
+      : from === 'GPUPLANE_TOKEN'
+        ? 'set GPUPLANE_TOKEN to a good token, or unset it and run `gpuctl login --token <token>`'
+        : '`gpuctl login --token <token>`';
+  if (status === 401) return `the token from ${where} is unknown or revoked; fix: ${then} (${make})`;
+  return `the token from ${where} may not write project "${p}"; fix: ${make}, then ${then}`;
 }
 
 /**
@@ -85,6 +107,6 @@ export async function request(api: ApiTarget, method: string, path: string, body
       parsed = text;
     }
   }
-  if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, parsed, `${method} ${url}`, authHint(res.status, api.token !== null));
+  if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, parsed, `${method} ${url}`, authHint(res.status, api));
   return parsed;
 }

@@ -8,14 +8,19 @@
  *   gpuplane.event('checkpoint.saved', 'epoch 3', { path: '/ckpt/3' });
  *   await gpuplane.finish();
  *
- * Under a job (GPUPLANE_RUN_ID set) init() attaches to the job's run. Every request carries
- * `Authorization: Bearer <token>`: the `token` option, else GPUPLANE_TOKEN (set by the agent for a
- * job; run by hand, a member token of the run's project). See docs/sdk.md.
+ * Under a job (GPUPLANE_RUN_ID set) init() attaches to the job's run. The API and its token are
+ * found as gpuctl finds them (sdk/ts/creds.ts): the options, else GPUPLANE_API_URL /
+ * GPUPLANE_TOKEN, else what `gpuctl login` saved in the home, else `gpuctl up`'s admin token and
+ * address. When the API stays away past the retry window, what it did not take is written to
+ * <home>/offline-runs/*.jsonl for `gpuctl import-run`; GPUPLANE_MODE=offline writes only that
+ * file. See docs/sdk.md.
  */
 
 import os from 'node:os';
-import { DEFAULT_API_URL, settingsFrom, type SdkSettings } from './encode.ts';
-import { apiBase, cleanToken } from './http.ts';
+import { findApi } from './creds.ts';
+import { settingsFrom, type SdkSettings } from './encode.ts';
+import { apiBase } from './http.ts';
+import { offlineDir } from './offline.ts';
 import { Run, type EventLevel, type FinishStatus } from './run.ts';
 
 export { Run, type EventLevel, type FinishStatus } from './run.ts';
@@ -25,14 +30,21 @@ export type { SdkSettings } from './encode.ts';
 export const VERSION = '0.1.0';
 
 export interface InitOptions {
-  /** Default: GPUPLANE_API_URL, else http://127.0.0.1:8787. With or without /api/v1. */
+  /**
+   * Default: GPUPLANE_API_URL, else the address `gpuctl login` saved (<home>/api-url), else
+   * http://127.0.0.1:8787 (GPUPLANE_API_HOST / GPUPLANE_API_PORT, as `gpuctl up`). With or
+   * without /api/v1.
+   */
   apiUrl?: string;
   /**
    * The API token, sent as `Authorization: Bearer <token>` and never printed. Default:
-   * GPUPLANE_TOKEN (under a job the agent sets it to the run's token; else a member token of the
-   * project). Without one the API answers 401 and init() throws.
+   * GPUPLANE_TOKEN (under a job the agent sets it to the run's token), else <home>/token
+   * (`gpuctl login`), else <home>/admin-token (`gpuctl up`); the home is GPUPLANE_HOME, else
+   * ~/.gpuplane, and is not read under a job. Without one the API answers 401 and init() throws.
    */
   token?: string;
+  /** 'offline' sends nothing and writes the run to a local JSONL file for `gpuctl import-run`. Default: GPUPLANE_MODE, else 'online'. */
+  mode?: 'online' | 'offline';
   tags?: Record<string, string>;
   /** Where GPUPLANE_* come from (default process.env). */
   env?: Record<string, string | undefined>;
@@ -65,10 +77,23 @@ export async function init(project?: string, experiment?: string, name?: string,
   if (current) await finish();
   const env = opts.env ?? process.env;
   const settings = settingsFrom(env, opts.settings);
-  const base = apiBase(opts.apiUrl ?? env.GPUPLANE_API_URL ?? DEFAULT_API_URL);
-  const token = cleanToken(opts.token ?? env.GPUPLANE_TOKEN);
-  const warn = opts.warn ?? ((msg: string) => process.emitWarning(msg, { type: 'GpuplaneWarning' }));
   const runId = env.GPUPLANE_RUN_ID || null;
+  const mode = (opts.mode ?? (env.GPUPLANE_MODE?.trim().toLowerCase() || 'online')) as 'online' | 'offline';
+  if (mode !== 'online' && mode !== 'offline') throw new Error(`gpuplane: mode ${JSON.stringify(mode)} must be online or offline (GPUPLANE_MODE)`);
+  const found = findApi(env, opts.apiUrl, opts.token, runId !== null);
+  const base = apiBase(found.apiUrl);
+  const token = found.token;
+  const warn = opts.warn ?? ((msg: string) => process.emitWarning(msg, { type: 'GpuplaneWarning' }));
+  const systemTags = { sdk: `gpuplane-ts/${VERSION}`, hostname: os.hostname(), pid: String(process.pid), node: process.versions.node };
+  const runLine: Record<string, unknown> = {
+    ...(project && !runId ? { project } : {}),
+    ...(experiment && !runId ? { experiment } : {}),
+    ...(name ? { name } : {}),
+    params: params ?? {},
+    tags: opts.tags ?? {},
+    system_tags: systemTags,
+  };
+  const common = { base, token, settings, warn, tokenFrom: found.tokenFrom, mode, runLine, offlineDir: offlineDir(env), uploadApiUrl: found.apiUrlFrom === 'default' ? null : found.apiUrl.trim().replace(/\/+$/, '').replace(/\/api\/v1$/, '') };
   const merged: Record<string, unknown> = {};
   if (runId) {
     try {
@@ -86,19 +111,19 @@ export async function init(project?: string, experiment?: string, name?: string,
       ...(opts.tags ? { tags: opts.tags } : {}),
       ...(name !== undefined ? { name } : {}),
     };
-    run = new Run({ base, token, attachedId: runId, create: null, patch: Object.keys(patch).length > 0 ? patch : null, params: merged, settings, warn });
+    run = new Run({ ...common, attachedId: runId, create: null, patch: Object.keys(patch).length > 0 ? patch : null, params: merged });
   } else {
     if (!project) throw new Error('gpuplane.init: project is required outside a GPUPlane job');
     const create = {
       project,
       source: 'sdk',
-      system_tags: { sdk: `gpuplane-ts/${VERSION}`, hostname: os.hostname(), pid: String(process.pid), node: process.versions.node },
+      system_tags: systemTags,
       ...(experiment !== undefined ? { experiment } : {}),
       ...(name !== undefined ? { name } : {}),
       ...(params && Object.keys(params).length > 0 ? { params } : {}),
       ...(opts.tags ? { tags: opts.tags } : {}),
     };
-    run = new Run({ base, token, attachedId: null, create, patch: null, params: merged, settings, warn });
+    run = new Run({ ...common, project, attachedId: null, create, patch: null, params: merged });
   }
   await run.start();
   if (opts.autoFinish ?? true) {

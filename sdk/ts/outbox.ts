@@ -9,6 +9,8 @@ export interface EventItem {
   kind: 'event';
   body: string;
   key: string;
+  /** Epoch ms of the event() call: kept in the offline file. */
+  ts?: number;
 }
 export type Item = Batch | EventItem;
 

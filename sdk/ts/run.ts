@@ -8,6 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { KIND_RE, MAX_PENDING_EVENTS, Encoder, cleanJson, type SdkSettings } from './encode.ts';
 import { ApiError, Unreachable, request, type ApiTarget } from './http.ts';
+import { OfflineFile, offlinePath, uploadCommand } from './offline.ts';
 import { Outbox, type EventItem } from './outbox.ts';
 import { finishRun, setupRun } from './run-calls.ts';
 import { Waiters } from './waiters.ts';
@@ -25,12 +26,32 @@ export interface RunSetup {
   params: Record<string, unknown>;
   settings: SdkSettings;
   warn: (msg: string) => void;
+  /** Where the token came from and the run's project: what a 401/403's message names. */
+  tokenFrom?: string | null;
+  project?: string | null;
+  /** 'offline': nothing is sent, the run goes to its local file. Default 'online'. */
+  mode?: 'online' | 'offline';
+  /** The run line of the offline file (project, experiment, name, params, tags, system_tags). */
+  runLine?: Record<string, unknown>;
+  /** Where offline files go (default <home>/offline-runs). */
+  offlineDir?: string;
+  /** The address to name in the upload command; null where gpuctl finds it by default. */
+  uploadApiUrl?: string | null;
+  /** Where the final word about the offline file goes (default: stderr, whatever warn() does). */
+  notice?: (msg: string) => void;
 }
 
 export class Run {
   readonly attached: boolean;
   readonly params: Record<string, unknown>;
   readonly settings: SdkSettings;
+  readonly mode: 'online' | 'offline';
+  /**
+   * The run's own name for itself: its offline file's run id, and (as jsonl:<that>) the
+   * external_key it registers with, so that importing a file written after the API went away
+   * mid-run adds to this run instead of making a second one.
+   */
+  readonly localId: string;
   /** Points refused because the buffer was full (the newest), events likewise, points the API or the encoder refused. */
   dropped = 0;
   droppedEvents = 0;
@@ -65,20 +86,42 @@ export class Run {
   private stopping = false;
   private abandoned = false;
   private readonly waiters = new Waiters();
+  private offline: OfflineFile | null = null;
+  /** The API failed the last try, and has taken nothing since. */
+  private failing = false;
+  /** log() found the buffer full while the API was failing. */
+  private spillWanted = false;
+  /** The offline file could not be written: past the bound the newest points are dropped. */
+  private spillBroken = false;
+  private readonly runLine: Record<string, unknown>;
+  private readonly offlineDir: string;
+  private readonly uploadApiUrl: string | null;
+  private readonly notice: (msg: string) => void;
 
   constructor(s: RunSetup) {
     this.base = s.base;
-    this.#api = { base: s.base, token: s.token };
     this.attached = s.attachedId !== null;
+    this.#api = { base: s.base, token: s.token, tokenFrom: s.tokenFrom, project: s.project, attached: this.attached };
+    this.mode = s.mode ?? 'online';
+    this.localId = `sdk-${this.keyPrefix}`;
+    this.runLine = { id: this.localId, ...(cleanJson(s.runLine ?? {}) as Record<string, unknown>), started_at: Date.now() };
+    this.offlineDir = s.offlineDir ?? 'offline-runs';
+    this.uploadApiUrl = s.uploadApiUrl ?? null;
+    this.notice = s.notice ?? ((m) => void process.stderr.write(`${m}\n`));
     this.runId = s.attachedId;
     this.params = s.params;
     this.settings = s.settings;
     this.warn = s.warn;
-    this.createBody = s.create ? JSON.stringify(cleanJson(s.create)) : null;
+    this.createBody = s.create ? JSON.stringify(cleanJson({ ...s.create, external_key: `jsonl:${this.localId}` })) : null;
     this.patchBody = s.patch ? JSON.stringify(cleanJson(s.patch)) : null;
     this.outbox = new Outbox(new Encoder(() => this.newKey(), s.warn));
     this.nextBeat = Date.now() + s.settings.heartbeatS * 1000;
     if (!this.createBody && !this.patchBody) this.setupDone = true;
+  }
+
+  /** The path of the run's local JSONL file, when it has one (offline mode, or the API away at the end). */
+  get offlineFile(): string | null {
+    return this.offline?.path ?? null;
   }
 
   /** The run's id; null while a self-registering run has not reached the API yet. */
@@ -94,7 +137,15 @@ export class Run {
     this.nextStep = s + 1;
     let n = 0;
     for (const _ in data) n++;
-    if (this.outbox.pending + n > this.settings.maxBuffer) {
+    const p = this.outbox.pending + n;
+    if (p > this.settings.maxBuffer && this.failing && !this.spillBroken && p <= 2 * this.settings.maxBuffer) {
+      // Full while the API is failing: the flusher moves what waits to the offline file (the
+      // spill), so up to twice the bound may wait meanwhile; past that the newest are dropped.
+      this.spillWanted = true;
+      this.outbox.addPoints(data, n, s);
+      return this.schedule(0);
+    }
+    if (p > this.settings.maxBuffer) {
       this.dropped += n;
       this.tell('full', `gpuplane: ${this.settings.maxBuffer} points are waiting for the API (GPUPLANE_SDK_MAX_BUFFER): newer points are dropped and counted until it catches up`);
       return;
@@ -130,20 +181,147 @@ export class Run {
     const budget = (timeoutS ?? this.settings.flushTimeoutS) * 1000;
     const deadline = Date.now() + budget;
     this.stopping = true;
-    const drained = await this.waitDrained(budget);
+    const first = Math.min(1000, budget);
+    let drained = await this.waitDrained(first);
+    if (!drained && budget > first) {
+      if (this.failing && this.mode !== 'offline' && !this.setupError && !this.authError) {
+        // Say what the wait is for: a program that seems to hang at its end is a surprise.
+        this.notice(
+          `gpuplane: the API at ${this.base} is not answering: waiting up to ${(budget - first) / 1000} s more for it to take ${this.outbox.pending} points (GPUPLANE_SDK_FLUSH_TIMEOUT_S); after that they are written to a local file`,
+        );
+      }
+      drained = await this.waitDrained(budget - first);
+    }
     if (!drained) {
       this.abandoned = true;
       if (this.timer) clearTimeout(this.timer);
+      // Let a request in flight end (answered or timed out), then keep what is left.
+      if (this.busy) await this.waiters.until(() => !this.busy, (this.settings.requestTimeoutS + 1) * 1000);
+    }
+    if (this.mode === 'offline') {
+      if (!drained) this.writeAll();
+      return this.closeOffline(status);
+    }
+    if (drained && this.offline && this.mode === 'online') this.closeSpilled(status);
+    if (!drained && (this.setupError || this.authError || !this.writeRest(status))) {
       this.warn(`gpuplane: gave up flushing after ${budget / 1000} s (API at ${this.base} unreachable?): ${this.outbox.pending} points not stored`);
     }
     if (this.attached || this.setupError || this.authError) return;
-    if (this.runId === null) return this.warn('gpuplane: the run never reached the API: nothing was stored');
+    if (this.runId === null) return; // never registered: the whole run is in its file (or a warning said why not)
     const failed = await finishRun(this.#api, this.runId, status, Math.max(deadline - Date.now(), 2000), this.settings.requestTimeoutS * 1000);
     if (failed) this.warn(failed);
   }
 
+  // ---- the run's local file -------------------------------------------------------------------
+
+  private openOffline(extra: Record<string, unknown> = {}): OfflineFile {
+    const line = { ...this.runLine, ...extra };
+    this.offline = new OfflineFile(offlinePath(this.offlineDir, (line.name ?? line.project) as string | undefined, this.keyPrefix), line);
+    return this.offline;
+  }
+
+  /** Offline mode: what waits goes to the run's file instead of the API. */
+  private writeAll(): void {
+    this.rejected += this.outbox.cut();
+    const items = this.outbox.items;
+    this.offline?.write(items);
+    while (this.outbox.items.length) this.outbox.shift();
+  }
+
+  /**
+   * The API stayed away past finish()'s wait: what it did not take goes to the run's file, with
+   * the upload command on stderr. False when the file could not be written.
+   */
+  private writeRest(status: FinishStatus): boolean {
+    let f: OfflineFile;
+    const whole = this.runId === null && !this.attached;
+    try {
+      this.rejected += this.outbox.cut();
+      const sys = (this.runLine.system_tags ?? {}) as Record<string, string>;
+      f = this.offline ?? this.openOffline(this.attached ? { system_tags: { ...sys, 'sdk.job_run': String(this.runId) } } : {});
+      if (!whole) {
+        const body = { kind: 'sdk.offline', message: `the API was away at the end of the run: what it had not stored was written to ${f.path} and imported from there; the script ended ${status}`, level: 'warning', data: { status, file: f.path } };
+        f.write([{ kind: 'event', body: JSON.stringify(body), key: '', ts: Date.now() }]);
+      }
+      f.write(this.outbox.items);
+      this.outbox.clear();
+      this.outbox.pendingEvents = 0;
+      f.close(status);
+    } catch (err) {
+      this.warn(`gpuplane: could not write the run's offline file (${(err as Error).message})`);
+      return false;
+    }
+    const what = whole ? 'the run' : this.attached ? "what the job's run had not stored" : `what run ${this.runId} had not stored`;
+    this.notice(
+      `gpuplane: WARNING: the API at ${this.base} could not be reached: ${what} (${f.points} points, ${f.events} events) was written to\n` +
+        `gpuplane:   ${f.path}\ngpuplane: upload it when the API is back:\ngpuplane:   ${uploadCommand(f.path, this.uploadApiUrl)}`,
+    );
+    return true;
+  }
+
+  /**
+   * The buffer is full and the API away: what waits goes to the run's file, making room; the API
+   * gets what is logged from now on when it comes back.
+   */
+  private spillNow(): void {
+    this.spillWanted = false;
+    const first = this.offline === null;
+    try {
+      const sys = (this.runLine.system_tags ?? {}) as Record<string, string>;
+      const f = this.offline ?? this.openOffline(this.attached ? { system_tags: { ...sys, 'sdk.job_run': String(this.runId) } } : {});
+      f.write(this.outbox.items);
+    } catch (err) {
+      this.spillBroken = true;
+      return this.warn(`gpuplane: could not write the run's offline file (${(err as Error).message}): past GPUPLANE_SDK_MAX_BUFFER the newest points are dropped`);
+    }
+    while (this.outbox.items.length) this.outbox.shift();
+    if (first) {
+      this.notice(
+        `gpuplane: the API at ${this.base} is away and ${this.settings.maxBuffer} points wait (GPUPLANE_SDK_MAX_BUFFER): what waits goes to ${this.offline?.path} (the end of the run says how to upload it)`,
+      );
+    }
+  }
+
+  /** The API took the end of the run, but part of it was spilled to the file earlier. */
+  private closeSpilled(status: FinishStatus): void {
+    const f = this.offline;
+    if (!f) return;
+    try {
+      if (this.runId !== null) {
+        const body = { kind: 'sdk.offline', message: `the API was away during the run: ${f.points} points it had not stored were written to ${f.path} and imported from there`, level: 'warning', data: { status, file: f.path } };
+        f.write([{ kind: 'event', body: JSON.stringify(body), key: '', ts: Date.now() }]);
+      }
+      f.close(status);
+    } catch (err) {
+      return this.notice(`gpuplane: WARNING: could not complete the offline file ${f.path}: ${(err as Error).message}`);
+    }
+    this.notice(
+      `gpuplane: WARNING: the API at ${this.base} was away during the run: part of it (${f.points} points, ${f.events} events) is only in\n` +
+        `gpuplane:   ${f.path}\ngpuplane: upload it:\ngpuplane:   ${uploadCommand(f.path, this.uploadApiUrl)}`,
+    );
+  }
+
+  private closeOffline(status: FinishStatus): void {
+    const f = this.offline;
+    if (!f) return;
+    try {
+      f.close(status);
+    } catch (err) {
+      return this.notice(`gpuplane: WARNING: could not complete the offline file ${f.path}: ${(err as Error).message}`);
+    }
+    this.notice(
+      `gpuplane: WARNING: offline mode (GPUPLANE_MODE=offline): nothing was sent to an API; the run (${f.points} points, ${f.events} events) is in\n` +
+        `gpuplane:   ${f.path}\ngpuplane: upload it with:\ngpuplane:   ${uploadCommand(f.path, this.uploadApiUrl)}`,
+    );
+  }
+
   /** Starts sending; resolves once the run is registered (or patched), or after initTimeoutS. */
   async start(): Promise<void> {
+    if (this.mode === 'offline') {
+      this.openOffline();
+      this.setupDone = true;
+      this.notice(`gpuplane: offline mode (GPUPLANE_MODE=offline): writing the run to ${this.offline?.path}`);
+    }
     this.schedule(0);
     if (this.setupDone) return;
     this.initWaiting = true;
@@ -169,10 +347,15 @@ export class Run {
     const s = this.settings;
     try {
       this.rejected += this.outbox.cut();
+      if (this.spillWanted && this.failing && this.mode === 'online') this.spillNow();
       if (this.failures === 0 || Date.now() >= this.retryAt) {
-        if (await this.sendAll()) this.failures = 0;
-        else {
+        const tried = this.outbox.items.length > 0 || !this.setupDone;
+        if (await this.sendAll()) {
+          this.failures = 0;
+          if (tried) this.failing = false; // the API took something: it is back
+        } else {
           this.failures++;
+          this.failing = true;
           this.retryAt = Date.now() + Math.min(s.maxBackoffS * 1000, 250 * 2 ** Math.min(this.failures - 1, 10));
         }
       }
@@ -225,6 +408,10 @@ export class Run {
 
   /** Sends the outbox in order; false at the first failure worth retrying. */
   private async sendAll(): Promise<boolean> {
+    if (this.mode === 'offline') {
+      this.writeAll();
+      return true;
+    }
     if (!this.setupDone && !(await this.setup())) return false;
     if (this.setupError) {
       this.outbox.items = [];
@@ -279,7 +466,7 @@ export class Run {
       this.droppedEvents++;
       return this.tell('events', `gpuplane: more than ${MAX_PENDING_EVENTS} events waiting for the API: newer events are dropped (counted)`);
     }
-    this.outbox.addEvent({ kind: 'event', body: JSON.stringify(body), key: this.newKey() } satisfies EventItem);
+    this.outbox.addEvent({ kind: 'event', body: JSON.stringify(body), key: this.newKey(), ts: Date.now() } satisfies EventItem);
     this.schedule(0);
   }
 

@@ -8,19 +8,24 @@
     gpuplane.finish()
 
 Under a GPUPlane job (GPUPLANE_RUN_ID set) init() attaches to the job's run; otherwise it
-registers a new run. Every request carries `Authorization: Bearer <token>`: the `token` argument,
-else GPUPLANE_TOKEN (set by the agent for a job; run by hand, a member token of the run's
-project). See docs/sdk.md for the buffering bound, retries and environment variables.
+registers a new run. The API and its token are found as gpuctl finds them: the `api_url` / `token`
+arguments, else GPUPLANE_API_URL / GPUPLANE_TOKEN (what the agent sets for a job), else what
+`gpuctl login` saved in the home (<home>/api-url, <home>/token), else the admin token `gpuctl up`
+keeps there (<home>/admin-token) and the address it listens on. When the API stays away past the
+retry window, what it did not take is written to <home>/offline-runs/*.jsonl for `gpuctl
+import-run`; GPUPLANE_MODE=offline (or mode="offline") writes only that file. See docs/sdk.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Dict, Mapping, Optional
 
-from ._config import DEFAULT_API_URL, Settings
-from ._http import ApiError, Unreachable, clean_token
+from ._config import Settings
+from ._creds import find as _find_api
+from ._http import ApiError, AuthContext, Unreachable
 from ._run import GpuplaneWarning, Run, __version__, system_tags
 
 __all__ = ["init", "log", "event", "finish", "run", "Run", "GpuplaneWarning", "ApiError", "Unreachable", "__version__"]
@@ -38,14 +43,19 @@ def init(
     tags: Optional[Mapping[str, str]] = None,
     api_url: Optional[str] = None,
     token: Optional[str] = None,
+    mode: Optional[str] = None,
 ) -> Run:
     """Starts (or, under a job, attaches to) a run and makes it the module's current one.
 
     Under a job (env GPUPLANE_RUN_ID) `project` and `experiment` are the job's and are ignored
     here; `params` (and `name`, `tags`) are merged into the job's run. Otherwise the run is
     registered with source "sdk"; `project` is required. The API address is `api_url`, else
-    GPUPLANE_API_URL, else http://127.0.0.1:8787. The API token is `token`, else GPUPLANE_TOKEN
-    (under a job the agent sets it to the run's token; else use a member token of the project).
+    GPUPLANE_API_URL, else the one `gpuctl login` saved (<home>/api-url), else
+    http://127.0.0.1:8787 (GPUPLANE_API_HOST / GPUPLANE_API_PORT, as `gpuctl up`). The token is
+    `token`, else GPUPLANE_TOKEN, else <home>/token (`gpuctl login`), else <home>/admin-token
+    (`gpuctl up`); the home is GPUPLANE_HOME, else ~/.gpuplane, and is not read under a job.
+    `mode` ("online" or "offline", default GPUPLANE_MODE, else online): offline sends nothing
+    and writes the run to a local JSONL file for `gpuctl import-run`.
     A previous current run is finished first.
 
     Raises ApiError when the API refuses the run: a 4xx such as an invalid project, 401 (no or
@@ -57,9 +67,22 @@ def init(
         run.finish()
         run = None
     settings = Settings.from_env()
-    url = api_url or os.environ.get("GPUPLANE_API_URL") or DEFAULT_API_URL
-    secret = clean_token(token if token is not None else os.environ.get("GPUPLANE_TOKEN"))
     run_id = os.environ.get("GPUPLANE_RUN_ID") or None
+    mode = (mode or os.environ.get("GPUPLANE_MODE") or "online").strip().lower()
+    found = _find_api(api_url, token, under_job=run_id is not None)
+    url, secret = found.api_url, found.token
+    auth = AuthContext(token_from=found.token_from, project=None if run_id else project, attached=run_id is not None)
+    # The address for gpuctl's upload command: left out where gpuctl finds the same one by default.
+    upload_url = None if found.api_url_from == "default" else re.sub(r"/api/v1$", "", url.strip().rstrip("/"))
+    line: Dict[str, Any] = {"project": project, "experiment": experiment, "name": name}
+    line = {k: v for k, v in line.items() if v}
+    if run_id:
+        line.pop("project", None)
+        line.pop("experiment", None)
+    line["params"] = dict(params or {})
+    line["tags"] = {str(k): str(v) for k, v in (tags or {}).items()}
+    line["system_tags"] = system_tags()
+    extra = dict(token=secret, auth=auth, mode=mode, run_line=line, upload_api_url=upload_url)
     merged: Dict[str, Any] = {}
     if run_id:
         try:
@@ -78,7 +101,7 @@ def init(
             patch["tags"] = {str(k): str(v) for k, v in tags.items()}
         if name is not None:
             patch["name"] = name
-        r = Run(url, attached_id=run_id, create=None, patch=patch or None, params=merged, settings=settings, token=secret)
+        r = Run(url, attached_id=run_id, create=None, patch=patch or None, params=merged, settings=settings, **extra)
     else:
         if not project:
             raise ValueError("gpuplane.init: project is required outside a GPUPlane job")
@@ -91,7 +114,7 @@ def init(
             body["params"] = dict(params)
         if tags:
             body["tags"] = {str(k): str(v) for k, v in tags.items()}
-        r = Run(url, attached_id=None, create=body, patch=None, params=merged, settings=settings, token=secret)
+        r = Run(url, attached_id=None, create=body, patch=None, params=merged, settings=settings, **extra)
     r._start(settings.init_timeout_s)
     run = r
     return r

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Any, List
+from typing import Any, List, Optional
 
 from ._config import FLUSH_AT_POINTS
 from ._encode import Batch
@@ -21,11 +21,12 @@ _monotonic = time.monotonic
 class EventItem:
     """An event as it waits in the outbox, with the Idempotency-Key it keeps across retries."""
 
-    __slots__ = ("body", "key")
+    __slots__ = ("body", "key", "ts")
 
-    def __init__(self, body: bytes, key: str):
+    def __init__(self, body: bytes, key: str, ts: Optional[int] = None):
         self.body = body
         self.key = key
+        self.ts = ts  # epoch ms of the event() call: kept in the offline file
 
 
 class Flusher:
@@ -33,7 +34,7 @@ class Flusher:
 
     def _flusher(self) -> None:
         s = self.settings
-        t = Transport(self.api_url, s.request_timeout_s, self._token)
+        t = Transport(self.api_url, s.request_timeout_s, self._token, self._auth)
         failures = 0
         retry_at = 0.0
         next_beat = _monotonic() + s.heartbeat_s
@@ -56,12 +57,18 @@ class Flusher:
                     break
                 try:
                     self._cut()
+                    if self._spill_wanted and self._failing and self.mode != "offline":
+                        self._spill_now()
                     now = _monotonic()
                     if failures == 0 or now >= retry_at:
+                        tried = bool(self._outbox) or not self._setup_done.is_set()
                         if self._send_all(t):
                             failures = 0
+                            if tried:
+                                self._failing = False  # the API took something: it is back
                         else:
                             failures += 1
+                            self._failing = True
                             retry_at = _monotonic() + backoff_s(failures, s.max_backoff_s)
                     if failures == 0 and self._auth_error is None and not self.attached and self._id is not None and _monotonic() >= next_beat:
                         next_beat = _monotonic() + s.heartbeat_s
@@ -139,6 +146,8 @@ class Flusher:
 
     def _send_all(self, t: Transport) -> bool:
         """Sends the outbox in order; False at the first failure worth retrying."""
+        if self._offline is not None and self.mode == "offline":
+            return self._write_all()
         if not self._setup_done.is_set() and not self._setup(t):
             return False
         if self._setup_error is not None:
@@ -180,6 +189,18 @@ class Flusher:
                     self._pending -= item.points
                 else:
                     self._pending_events -= 1
+        return True
+
+    def _write_all(self) -> bool:
+        """Offline mode: the outbox goes to the run's file instead of the API."""
+        box = self._outbox
+        items = list(box)
+        box.clear()
+        self._offline.write(items)
+        points = sum(i.points for i in items if i.__class__ is Batch)
+        with self._lock:
+            self._pending -= points
+            self._pending_events -= len(items) - sum(1 for i in items if i.__class__ is Batch)
         return True
 
     def _heartbeat(self, t: Transport) -> None:

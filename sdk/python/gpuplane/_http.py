@@ -9,7 +9,7 @@ import json
 import re
 import socket
 import time
-from typing import Any, Callable, List, Mapping, Optional, Tuple
+from typing import Any, Callable, List, Mapping, NamedTuple, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ._encode import Batch
@@ -41,15 +41,39 @@ class ApiError(Exception):
         return self.status in (401, 403)
 
 
-def auth_hint(status: int, has_token: bool) -> Optional[str]:
-    """What to do about a 401/403, for the error's message. Never the token itself."""
-    if status == 401 and not has_token:
-        return "the SDK sent no token: pass token= to gpuplane.init() or set GPUPLANE_TOKEN"
+class AuthContext(NamedTuple):
+    """What a 401/403's message needs to name the fix: where the token came from, the project."""
+
+    token_from: Optional[str] = None  # "token=", "GPUPLANE_TOKEN", a file's path; None: no token
+    project: Optional[str] = None
+    attached: bool = False  # under a job: the agent's run token
+
+
+def auth_hint(status: int, ctx: AuthContext) -> Optional[str]:
+    """What to do about a 401/403, in one line, for the error's message. Never the token itself."""
+    if status not in (401, 403):
+        return None
+    p = ctx.project or "P"
+    make = f"an admin makes one with `gpuctl token create --name NAME --role member --project {p}`"
+    if ctx.attached:
+        if status == 401:
+            return "the run token the agent set (GPUPLANE_TOKEN) was not accepted: its attempt may have ended"
+        return "the run token the agent set (GPUPLANE_TOKEN) may not write this run"
+    if ctx.token_from is None:
+        return (
+            "the SDK found no token (token=, GPUPLANE_TOKEN, <home>/token, <home>/admin-token); "
+            f"fix: `gpuctl login --token <token>` ({make})"
+        )
+    where = {"token=": "the token= argument", "GPUPLANE_TOKEN": "GPUPLANE_TOKEN"}.get(ctx.token_from, ctx.token_from)
+    # gpuctl login only helps where nothing earlier in the lookup order hides its file.
+    then = "`gpuctl login --token <token>`"
+    if ctx.token_from == "token=":
+        then = "pass a good token=, or drop it and run `gpuctl login --token <token>`"
+    elif ctx.token_from == "GPUPLANE_TOKEN":
+        then = "set GPUPLANE_TOKEN to a good token, or unset it and run `gpuctl login --token <token>`"
     if status == 401:
-        return "the SDK's token (token= or GPUPLANE_TOKEN) was not accepted"
-    if status == 403:
-        return "the SDK's token may not do this: use a member token of the run's project"
-    return None
+        return f"the token from {where} is unknown or revoked; fix: {then} ({make})"
+    return f"the token from {where} may not write project {p!r}; fix: {make}, then {then}"
 
 
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]+$")
@@ -84,8 +108,9 @@ def base_path(api_url: str) -> Tuple[str, str, int, str]:
 class Transport:
     """Not thread-safe: each thread that talks to the API has its own."""
 
-    def __init__(self, api_url: str, timeout_s: float, token: Optional[str] = None):
+    def __init__(self, api_url: str, timeout_s: float, token: Optional[str] = None, auth: Optional[AuthContext] = None):
         self.api_url = api_url
+        self._auth = auth or AuthContext(token_from="token=" if token else None)
         self._scheme, self._host, self._port, self._prefix = base_path(api_url)
         self._timeout = timeout_s
         self._conn: Optional[http.client.HTTPConnection] = None
@@ -146,7 +171,7 @@ class Transport:
             except ValueError:
                 parsed = raw.decode("utf-8", "replace")
         if not 200 <= status < 300:
-            raise ApiError(status, parsed, method, full, auth_hint(status, self._authorization is not None))
+            raise ApiError(status, parsed, method, full, auth_hint(status, self._auth))
         return parsed
 
 
@@ -167,9 +192,9 @@ def split_batch(b: Batch, new_key: Callable[[], str]) -> List[Batch]:
     return [Batch(dumps({"points": part}), new_key(), len(part)) for part in (pts[:h], pts[h:])]
 
 
-def finish_run(api_url: str, token: Optional[str], run_id: str, status: str, budget_s: float, request_timeout_s: float) -> Optional[str]:
+def finish_run(api_url: str, token: Optional[str], run_id: str, status: str, budget_s: float, request_timeout_s: float, auth: Optional[AuthContext] = None) -> Optional[str]:
     """Ends the run, retrying (0.2 s, doubling to 2 s) within budget_s; the warning to give when it could not, else None."""
-    t = Transport(api_url, min(request_timeout_s, budget_s), token)
+    t = Transport(api_url, min(request_timeout_s, budget_s), token, auth)
     deadline = time.monotonic() + budget_s
     delay = 0.2
     try:

@@ -26,7 +26,8 @@ from . import _hooks
 from ._config import FLUSH_AT_POINTS, MAX_BATCH_BYTES, MAX_BATCH_POINTS, MAX_PENDING_EVENTS, Settings
 from ._encode import Batch, Encoder, clean_json
 from ._flusher import EventItem as _EventItem, Flusher
-from ._http import ApiError, dumps, finish_run
+from ._http import ApiError, AuthContext, dumps, finish_run
+from ._offline import OfflineFile, file_path, notice, offline_dir, upload_command
 from ._warn import GpuplaneWarning, _warn  # GpuplaneWarning: gpuplane exports it from here
 
 __version__ = "0.1.0"
@@ -52,6 +53,10 @@ class Run(Flusher):
         params: Dict[str, Any],
         settings: Optional[Settings] = None,
         token: Optional[str] = None,
+        auth: Optional[AuthContext] = None,
+        mode: str = "online",
+        run_line: Optional[Dict[str, Any]] = None,
+        upload_api_url: Optional[str] = None,
     ):
         self.settings = settings or Settings.from_env()
         s = self.settings
@@ -59,10 +64,24 @@ class Run(Flusher):
         self.attached = attached_id is not None
         self.params = params
         self._token = token  # only ever handed to Transport
+        self._auth = auth or AuthContext(token_from="token=" if token else None, attached=attached_id is not None)
         self._id: Optional[str] = attached_id
+        self._key_prefix = uuid.uuid4().hex
+        # The run's own name for itself: the id of its offline file's run line, and (as
+        # jsonl:<that>) the external_key it registers with, so that importing a file written
+        # after the API went away mid-run adds to this run instead of making a second one.
+        self.local_id = f"sdk-{self._key_prefix}"
+        if create is not None:
+            create = {**create, "external_key": f"jsonl:{self.local_id}"}
         self._create_body = dumps(clean_json(create)) if create is not None else None
         self._patch_body = dumps(clean_json(patch)) if patch else None
-        self._key_prefix = uuid.uuid4().hex
+        if mode not in ("online", "offline"):
+            raise ValueError(f"gpuplane: mode {mode!r} must be online or offline (GPUPLANE_MODE)")
+        self.mode = mode
+        self._run_line: Dict[str, Any] = clean_json(run_line or {})
+        self._run_line.setdefault("started_at", int(_time() * 1000))
+        self._upload_api_url = upload_api_url
+        self._offline: Optional[OfflineFile] = None
         self._seq = itertools.count(1)
 
         self._lock = threading.Lock()
@@ -91,6 +110,9 @@ class Run(Flusher):
         self._stop = False
         self._abandon = False
         self._init_waiting = False
+        self._failing = False  # the API failed the flusher's last try, and has taken nothing since
+        self._spill_wanted = False  # log() found the buffer full while the API was failing
+        self._spill_broken = False  # the offline file could not be written: drop past the bound
         self._thread = threading.Thread(target=self._flusher, name="gpuplane-flusher", daemon=True)
 
     # ---- the user's side ------------------------------------------------------------------
@@ -118,13 +140,20 @@ class Run(Flusher):
                 raise ValueError(f"step must be >= 0, got {step}")
             self._step = step + 1
             p = self._pending + len(data)
-            if p <= self._max:
+            # Full while the API is failing: the flusher moves what waits to the offline file
+            # (the spill), so up to twice the bound may wait meanwhile; past that, or when the
+            # file cannot be written, the newest points are dropped.
+            spill = p > self._max and self._failing and not self._spill_broken and p <= 2 * self._max
+            if p <= self._max or spill:
                 self._pending = p
                 # Flat (data, step, ts) triples: no tuple per call for the garbage collector to track.
                 self._raw.extend((data.copy() if data.__class__ is dict else dict(data), step, _time()))
             else:
                 self.dropped += len(data)
-        if p > self._max:
+        if spill:
+            self._spill_wanted = True
+            self._wake.set()  # every time: a wake-up the flusher cleared must not leave it asleep
+        elif p > self._max:
             self._tell("full", self._full_message())
         elif p >= self._kick_at and not self._kicked:
             self._kicked = True
@@ -139,7 +168,7 @@ class Run(Flusher):
         body: Dict[str, Any] = {"kind": kind, "message": str(message), "level": level}
         if data is not None:
             body["data"] = clean_json(dict(data))
-        item = _EventItem(dumps(body), self._new_key())
+        item = _EventItem(dumps(body), self._new_key(), int(_time() * 1000))
         if self._off:
             self._refuse()
             return
@@ -168,7 +197,7 @@ class Run(Flusher):
                     "level": "warning",
                     "data": {"dropped_points": lost, "dropped_events": self.dropped_events, "max_buffer": self._max},
                 }
-                self._enqueue_event(_EventItem(dumps(body), self._new_key()))
+                self._enqueue_event(_EventItem(dumps(body), self._new_key(), int(_time() * 1000)))
             self._off = True
         _hooks.forget(self)
         if timeout is None:
@@ -178,25 +207,164 @@ class Run(Flusher):
         self._wake.set()
         if not self._thread.is_alive() and not self._drained.is_set():
             self._drained.set()  # never started (init failed)
-        if not self._drained.wait(timeout):
+        first = min(1.0, timeout)
+        drained = self._drained.wait(first)
+        if not drained and timeout > first:
+            if self._failing and self.mode != "offline" and self._setup_error is None and self._auth_error is None:
+                # Say what the wait is for: a script that seems to hang at its end is a surprise.
+                with self._lock:
+                    left = self._pending
+                notice(
+                    f"gpuplane: the API at {self.api_url} is not answering: waiting up to {timeout - first:g} s more for it to take "
+                    f"{left} points (GPUPLANE_SDK_FLUSH_TIMEOUT_S); after that they are written to a local file"
+                )
+            drained = self._drained.wait(timeout - first)
+        if not drained:
             self._abandon = True
             self._wake.set()
+            # Let a request in flight end (it is answered or times out), then keep what is left.
+            self._thread.join(self.settings.request_timeout_s + 1)
+        if self.mode == "offline":
+            if not drained and self._offline is not None:
+                self._cut()
+                self._write_all()
+            self._close_offline(status)
+            return
+        if drained and self._offline is not None:
+            self._close_spilled(status)
+        if not drained and (self._setup_error is not None or self._auth_error is not None or not self._write_rest(status)):
             with self._lock:
                 left = self._pending
             _warn(f"gpuplane: gave up flushing after {timeout:g} s (API at {self.api_url} unreachable?): {left} points not stored")
         if self.attached or self._setup_error is not None or self._auth_error is not None:
             return
         if self._id is None:
-            _warn("gpuplane: the run never reached the API: nothing was stored")
-            return
-        failed = finish_run(self.api_url, self._token, self._id, status, max(deadline - _monotonic(), 2.0), self.settings.request_timeout_s)
+            return  # never registered: the whole run is in its file (or a warning said why not)
+        failed = finish_run(self.api_url, self._token, self._id, status, max(deadline - _monotonic(), 2.0), self.settings.request_timeout_s, self._auth)
         if failed:
             _warn(failed)
+
+    @property
+    def offline_file(self) -> Optional[str]:
+        """The path of the run's local JSONL file, when it has one (offline mode, or the API away at the end)."""
+        return self._offline.path if self._offline is not None else None
+
+    # ---- the run's local file -----------------------------------------------------------------
+
+    def _open_offline(self, extra: Optional[Dict[str, Any]] = None) -> OfflineFile:
+        line = {"id": self.local_id, **self._run_line, **(extra or {})}
+        label = line.get("name") or line.get("project")
+        self._offline = OfflineFile(file_path(offline_dir(), label, self._key_prefix), line)
+        return self._offline
+
+    def _write_rest(self, status: str) -> bool:
+        """The API stayed away past finish()'s wait: what it did not take goes to the run's file,
+        with the upload command on stderr. False when the file could not be written."""
+        try:
+            self._cut()
+            items = list(self._outbox)
+            self._outbox.clear()
+            whole = self._id is None and not self.attached
+            extra: Dict[str, Any] = {}
+            if self.attached:
+                extra["system_tags"] = {**self._run_line.get("system_tags", {}), "sdk.job_run": str(self._id)}
+            f = self._offline or self._open_offline(extra)
+            if not whole:
+                f.write([_EventItem(dumps({
+                    "kind": "sdk.offline",
+                    "message": f"the API was away at the end of the run: what it had not stored was written to {f.path} and imported from there; the script ended {status}",
+                    "level": "warning",
+                    "data": {"status": status, "file": f.path},
+                }), "", int(_time() * 1000))])
+            f.write(items)
+            with self._lock:
+                self._pending = 0
+                self._pending_events = 0
+            f.close(status)
+        except Exception as err:  # noqa: BLE001
+            _warn(f"gpuplane: could not write the run's offline file ({err!r})")
+            return False
+        what = "the run" if whole else ("what the job's run had not stored" if self.attached else f"what run {self._id} had not stored")
+        notice(
+            f"gpuplane: WARNING: the API at {self.api_url} could not be reached: {what} ({f.points} points, {f.events} events) was written to\n"
+            f"gpuplane:   {f.path}\n"
+            f"gpuplane: upload it when the API is back:\n"
+            f"gpuplane:   {upload_command(f.path, self._upload_api_url)}"
+        )
+        return True
+
+    def _spill_now(self) -> None:
+        """On the flusher thread: the buffer is full and the API away, so what waits goes to the
+        run's file, making room; the API gets what is logged from now on when it comes back."""
+        self._spill_wanted = False
+        items = list(self._outbox)
+        self._outbox.clear()
+        try:
+            extra = {"system_tags": {**self._run_line.get("system_tags", {}), "sdk.job_run": str(self._id)}} if self.attached else None
+            first = self._offline is None
+            f = self._offline or self._open_offline(extra)
+            f.write(items)
+        except Exception as err:  # noqa: BLE001
+            self._outbox.extendleft(reversed(items))
+            self._spill_broken = True
+            _warn(f"gpuplane: could not write the run's offline file ({err!r}): past GPUPLANE_SDK_MAX_BUFFER the newest points are dropped")
+            return
+        points = sum(i.points for i in items if i.__class__ is Batch)
+        with self._lock:
+            self._pending -= points
+            self._pending_events -= len(items) - sum(1 for i in items if i.__class__ is Batch)
+        if first:
+            notice(
+                f"gpuplane: the API at {self.api_url} is away and {self._max} points wait (GPUPLANE_SDK_MAX_BUFFER): "
+                f"what waits goes to {f.path} (the end of the run says how to upload it)"
+            )
+
+    def _close_spilled(self, status: str) -> None:
+        """The API took the end of the run, but part of it was spilled to the file earlier."""
+        f = self._offline
+        try:
+            if self._id is not None:
+                f.write([_EventItem(dumps({
+                    "kind": "sdk.offline",
+                    "message": f"the API was away during the run: {f.points} points it had not stored were written to {f.path} and imported from there",
+                    "level": "warning",
+                    "data": {"status": status, "file": f.path},
+                }), "", int(_time() * 1000))])
+            f.close(status)
+        except Exception as err:  # noqa: BLE001
+            notice(f"gpuplane: WARNING: could not complete the offline file {f.path}: {err!r}")
+            return
+        notice(
+            f"gpuplane: WARNING: the API at {self.api_url} was away during the run: part of it ({f.points} points, {f.events} events) is only in\n"
+            f"gpuplane:   {f.path}\n"
+            f"gpuplane: upload it:\n"
+            f"gpuplane:   {upload_command(f.path, self._upload_api_url)}"
+        )
+
+    def _close_offline(self, status: str) -> None:
+        f = self._offline
+        if f is None:
+            return
+        try:
+            f.close(status)
+        except Exception as err:  # noqa: BLE001
+            notice(f"gpuplane: WARNING: could not complete the offline file {f.path}: {err!r}")
+            return
+        notice(
+            f"gpuplane: WARNING: offline mode (GPUPLANE_MODE=offline): nothing was sent to an API; the run ({f.points} points, {f.events} events) is in\n"
+            f"gpuplane:   {f.path}\n"
+            f"gpuplane: upload it with:\n"
+            f"gpuplane:   {upload_command(f.path, self._upload_api_url)}"
+        )
 
     # ---- lifecycle --------------------------------------------------------------------------
 
     def _start(self, wait_s: float) -> None:
         """Starts the flusher and waits up to `wait_s` for the run to be registered (or patched)."""
+        if self.mode == "offline":
+            self._open_offline()
+            self._setup_done.set()
+            notice(f"gpuplane: offline mode (GPUPLANE_MODE=offline): writing the run to {self._offline.path}")  # type: ignore[union-attr]
         if self._create_body is None and self._patch_body is None:
             self._setup_done.set()
         _hooks.remember(self)

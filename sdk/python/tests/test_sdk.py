@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 import warnings
@@ -27,6 +28,8 @@ FAST = {
     "GPUPLANE_SDK_INIT_TIMEOUT_S": "2",
     "GPUPLANE_SDK_FLUSH_TIMEOUT_S": "10",
     "GPUPLANE_SDK_REQUEST_TIMEOUT_S": "2",
+    # A home of the tests' own: never the user's ~/.gpuplane and its tokens.
+    "GPUPLANE_HOME": tempfile.mkdtemp(prefix="gpuplane-sdk-home-"),
 }
 
 
@@ -272,7 +275,8 @@ class AuthTest(unittest.TestCase):
             gpuplane.init("proj")
         self.assertEqual(ctx.exception.status, 401)
         self.assertIn("HTTP 401: this needs a token", str(ctx.exception))
-        self.assertIn("the SDK sent no token: pass token= to gpuplane.init() or set GPUPLANE_TOKEN", str(ctx.exception))
+        self.assertIn("the SDK found no token (token=, GPUPLANE_TOKEN, <home>/token, <home>/admin-token); fix: `gpuctl login --token <token>`", str(ctx.exception))
+        self.assertIn("gpuctl token create --name NAME --role member --project proj", str(ctx.exception))
         self.assertEqual(self.api.auth_headers, [None])  # asked once, not retried
 
     def test_a_wrong_token_fails_init_with_a_clear_401_that_does_not_quote_it(self) -> None:
@@ -280,7 +284,7 @@ class AuthTest(unittest.TestCase):
             gpuplane.init("proj", token="gpp_wrong-secret")
         self.assertEqual(ctx.exception.status, 401)
         self.assertIn("HTTP 401: unknown or revoked token", str(ctx.exception))
-        self.assertIn("was not accepted", str(ctx.exception))
+        self.assertIn("the token from the token= argument is unknown or revoked; fix: pass a good token=, or drop it and run `gpuctl login --token <token>`", str(ctx.exception))
         self.assertNotIn("gpp_wrong-secret", str(ctx.exception))
         self.assertEqual(len(self.api.requests), 1)
         self.assertEqual(self.warned, [])
@@ -291,6 +295,7 @@ class AuthTest(unittest.TestCase):
             gpuplane.init("proj", token=self.SECRET)
         self.assertEqual(ctx.exception.status, 403)
         self.assertIn("HTTP 403: stub forbids this", str(ctx.exception))
+        self.assertIn("may not write project 'proj'; fix: an admin makes one with `gpuctl token create --name NAME --role member --project proj`", str(ctx.exception))
 
     def test_a_token_that_cannot_be_a_header_is_refused_without_quoting_it(self) -> None:
         with self.assertRaises(ValueError) as ctx:
@@ -361,6 +366,147 @@ class ExitTest(unittest.TestCase):
             self.assertEqual(api.events[by_name["bad"]["id"]][0]["kind"], "sdk.exception")
         finally:
             api.close()
+
+
+def read_jsonl(path: str) -> list:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class LookupTest(unittest.TestCase):
+    """The API address and token come from where gpuctl finds them, in gpuctl's order."""
+
+    GOOD = "gpt_" + "a" * 43
+    OTHER = "gpt_" + "b" * 43
+
+    def setUp(self) -> None:
+        self.home = tempfile.mkdtemp(prefix="gpuplane-sdk-lookup-")
+        self.env = mock.patch.dict(os.environ, {**FAST, "GPUPLANE_HOME": self.home})
+        self.env.start()
+        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_TOKEN", "GPUPLANE_API_URL", "GPUPLANE_API_HOST", "GPUPLANE_API_PORT"):
+            os.environ.pop(k, None)
+
+    def tearDown(self) -> None:
+        self.env.stop()
+
+    def write(self, name: str, text: str) -> None:
+        with open(os.path.join(self.home, name), "w") as f:
+            f.write(text + "\n")
+
+    def test_order(self) -> None:
+        from gpuplane._creds import find
+
+        self.assertEqual(find(None, None, False), ("http://127.0.0.1:8787", "default", None, None))
+        os.environ["GPUPLANE_API_PORT"] = "9999"
+        self.assertEqual(find(None, None, False).api_url, "http://127.0.0.1:9999")
+        self.write("admin-token", self.OTHER)
+        self.assertEqual(find(None, None, False)[2:], (self.OTHER, os.path.join(self.home, "admin-token")))
+        self.write("token", self.GOOD)
+        self.write("api-url", "http://10.0.0.5:8787")
+        f = find(None, None, False)
+        self.assertEqual(f, ("http://10.0.0.5:8787", os.path.join(self.home, "api-url"), self.GOOD, os.path.join(self.home, "token")))
+        os.environ["GPUPLANE_API_URL"] = "http://env:1"
+        os.environ["GPUPLANE_TOKEN"] = "gpt_env"
+        self.assertEqual(find(None, None, False), ("http://env:1", "GPUPLANE_API_URL", "gpt_env", "GPUPLANE_TOKEN"))
+        self.assertEqual(find("http://arg:2", "gpt_arg", False), ("http://arg:2", "api_url=", "gpt_arg", "token="))
+        # Under a job the home is not read.
+        del os.environ["GPUPLANE_TOKEN"], os.environ["GPUPLANE_API_URL"]
+        self.assertEqual(find(None, None, True), ("http://127.0.0.1:9999", "default", None, None))
+
+
+class OfflineTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.home = tempfile.mkdtemp(prefix="gpuplane-sdk-offline-")
+        self.api = StubApi()
+        self.env = mock.patch.dict(os.environ, {**FAST, "GPUPLANE_HOME": self.home, "GPUPLANE_API_URL": self.api.url, "GPUPLANE_SDK_FLUSH_TIMEOUT_S": "1"})
+        self.env.start()
+        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_TOKEN", "GPUPLANE_MODE", "GPUPLANE_SDK_MAX_BUFFER"):
+            os.environ.pop(k, None)
+        self.stderr = mock.patch("sys.stderr", new_callable=__import__("io").StringIO)
+        self.err = self.stderr.start()
+
+    def tearDown(self) -> None:
+        gpuplane.finish(timeout=1)
+        self.stderr.stop()
+        self.env.stop()
+        self.api.close()
+
+    def test_offline_mode_writes_only_the_file(self) -> None:
+        run = gpuplane.init("proj", "exp", "off", {"lr": 0.1}, mode="offline")
+        for i in range(3):
+            run.log({"loss": 1.0 / (i + 1), "n": float("nan")}, step=i)
+        run.event("eval.done", "top-1", {"top1": 0.5})
+        run.finish("failed")
+        self.assertEqual(self.api.requests, [])
+        self.assertIsNone(run.id)
+        path = run.offline_file
+        self.assertTrue(path.startswith(os.path.join(self.home, "offline-runs") + os.sep))
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        lines = read_jsonl(path)
+        self.assertEqual(lines[0]["type"], "run")
+        self.assertEqual((lines[0]["id"], lines[0]["project"], lines[0]["experiment"], lines[0]["name"], lines[0]["status"]), (run.local_id, "proj", "exp", "off", "failed"))
+        self.assertEqual(lines[0]["params"], {"lr": 0.1})
+        self.assertIsInstance(lines[0]["ended_at"], int)
+        metrics = [(x["key"], x["step"], x["value"]) for x in lines if x["type"] == "metric"]
+        self.assertEqual(metrics, [("loss", 0, 1.0), ("n", 0, "NaN"), ("loss", 1, 0.5), ("n", 1, "NaN"), ("loss", 2, 1.0 / 3), ("n", 2, "NaN")])
+        ev = [x for x in lines if x["type"] == "event"]
+        self.assertEqual([(e["kind"], e["message"], e["data"]) for e in ev], [("eval.done", "top-1", {"top1": 0.5})])
+        self.assertIn(f"gpuctl --api {self.api.url} import-run {path}", self.err.getvalue())  # GPUPLANE_API_URL was set
+
+    def test_an_api_away_for_the_whole_run_leaves_the_run_in_a_file(self) -> None:
+        os.environ["GPUPLANE_SDK_INIT_TIMEOUT_S"] = "0.2"
+        self.api.down = True
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            run = gpuplane.init("proj", name="down")
+            for i in range(50):
+                run.log({"a": i}, step=i)
+            run.finish()
+        lines = read_jsonl(run.offline_file)
+        self.assertEqual((lines[0]["id"], lines[0]["status"]), (run.local_id, "finished"))
+        self.assertEqual([x["step"] for x in lines if x["type"] == "metric"], list(range(50)))
+        out = self.err.getvalue()
+        self.assertIn("could not be reached: the run (50 points, 0 events) was written to", out)
+        self.assertIn(f"gpuctl --api {self.api.url} import-run {run.offline_file}", out)
+
+    def test_a_full_buffer_while_the_api_is_away_spills_to_the_file_instead_of_dropping(self) -> None:
+        os.environ["GPUPLANE_SDK_MAX_BUFFER"] = "100"
+        run = gpuplane.init("proj", name="spill")
+        self.api.down = True
+        run.log({"a": 0}, step=0)
+        until("a failed flush", lambda: run._failing)
+        for i in range(1, 1000):
+            run.log({"a": i}, step=i)
+            if i % 50 == 0:
+                time.sleep(0.02)  # a training step: the flusher gets its turn
+        self.assertEqual(run.dropped, 0)
+        self.api.down = False
+        run.finish()
+        live = [p["step"] for p in self.api.points[run.id] if p["key"] == "a"]
+        spilled = [x["step"] for x in read_jsonl(run.offline_file) if x["type"] == "metric"]
+        self.assertGreater(len(spilled), 0)
+        self.assertEqual(sorted(live + spilled), list(range(1000)))
+        out = self.err.getvalue()
+        self.assertIn("is away and 100 points wait (GPUPLANE_SDK_MAX_BUFFER)", out)
+        self.assertIn(f"was away during the run: part of it ({len(spilled)} points, 1 events) is only in", out)
+
+    def test_an_api_that_goes_away_mid_run_leaves_the_rest_in_a_file_of_the_same_run(self) -> None:
+        run = gpuplane.init("proj", name="mid")
+        for i in range(10):
+            run.log({"a": i}, step=i)
+        until("the first points", lambda: len(self.api.points.get(run.id, [])) == 10)
+        self.assertEqual(self.api.runs[run.id]["external_key"], f"jsonl:{run.local_id}")
+        self.api.down = True
+        for i in range(10, 30):
+            run.log({"a": i}, step=i)
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            run.finish()
+        lines = read_jsonl(run.offline_file)
+        self.assertEqual(lines[0]["id"], run.local_id)  # the importer finds the run by jsonl:<id>
+        self.assertEqual([x["step"] for x in lines if x["type"] == "metric"], list(range(10, 30)))
+        self.assertEqual([x["kind"] for x in lines if x["type"] == "event"], ["sdk.offline"])
+        self.assertIn(f"what run {run.id} had not stored (20 points, 1 events) was written to", self.err.getvalue())
 
 
 if __name__ == "__main__":
