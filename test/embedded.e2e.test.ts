@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gpuctlPath } from './support/cluster.ts';
 import { freePort } from './support/ports.ts';
-import { until } from './support/poll.ts';
+import { startGpuctlUp, type GpuctlUp } from './support/gpuctl-up.ts';
 
 const exec = promisify(execFile);
 
@@ -18,8 +18,7 @@ const exec = promisify(execFile);
 describe('gpuctl up: tokens on the embedded defaults', () => {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-embedded-'));
   let apiUrl = '';
-  let up: ChildProcess | null = null;
-  let out = '';
+  let up: GpuctlUp | null = null;
   let uiPort = 0;
   let temporalPort = 0;
   const baseEnv = (): NodeJS.ProcessEnv => {
@@ -37,32 +36,15 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     }
   };
   const startUp = async () => {
-    out = '';
     uiPort = await freePort();
     // A port of its own: never whatever answers on 7233 on this machine (gpuctl up refuses a server it did not start).
-    const child = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '2', '--temporal-port', String(temporalPort), '--temporal-ui-port', String(uiPort)], {
-      env: { ...baseEnv(), GPUPLANE_API_PORT: new URL(apiUrl).port },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout!.on('data', (d: Buffer) => (out += d));
-    child.stderr!.on('data', (d: Buffer) => (out += d));
-    up = child;
-    await until(
-      'gpuctl up',
-      () => {
-        if (child.exitCode !== null) throw new Error(`gpuctl up exited ${child.exitCode}:\n${out}`);
-        return out.includes('GPUPlane is up');
-      },
-      180_000,
-    );
+    up = await startGpuctlUp(['--fake-gpus', '2', '--temporal-port', String(temporalPort), '--temporal-ui-port', String(uiPort)], { ...baseEnv(), GPUPLANE_API_PORT: new URL(apiUrl).port });
   };
   const stopUp = async () => {
-    const c = up;
-    if (!c || c.exitCode !== null) return;
-    const gone = new Promise((r) => c.once('exit', r));
-    c.kill('SIGINT');
-    await gone;
+    await up?.stop();
   };
+  /** What the running `gpuctl up` printed. */
+  const printed = () => up?.output() ?? '';
 
   beforeAll(async () => {
     apiUrl = `http://127.0.0.1:${await freePort()}`;
@@ -81,10 +63,10 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     const token = fs.readFileSync(file, 'utf8').trim();
     expect(token).toMatch(/^gpt_/);
     // Piped (as into a log file): the console link without the token, and the file that keeps it.
-    expect(out).not.toContain(token);
-    expect(out).not.toContain('?token=');
-    expect(out).toMatch(new RegExp(`web console +${apiUrl}/ +\\(sign in with the admin token kept in ${file}; stdout is not a terminal`));
-    expect(out).toContain('made on this first start');
+    expect(printed()).not.toContain(token);
+    expect(printed()).not.toContain('?token=');
+    expect(printed()).toMatch(new RegExp(`web console +${apiUrl}/ +\\(sign in with the admin token kept in ${file}; stdout is not a terminal`));
+    expect(printed()).toContain('made on this first start');
     const nodeTokens = path.join(home, 'node-tokens');
     expect(fs.statSync(nodeTokens).mode & 0o777).toBe(0o700);
     for (const f of fs.readdirSync(nodeTokens)) expect(fs.statSync(path.join(nodeTokens, f)).mode & 0o777).toBe(0o600);
@@ -160,7 +142,7 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   };
 
   it('the Temporal UI answers only IP literals and loopback names, from its own origin (DNS rebinding)', async () => {
-    expect(out).toContain(`Temporal UI  http://127.0.0.1:${uiPort}`);
+    expect(printed()).toContain(`Temporal UI  http://127.0.0.1:${uiPort}`);
     const self = `127.0.0.1:${uiPort}`;
     const page = await ui('/', { host: self });
     expect(page.status).toBe(200);
@@ -194,10 +176,10 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     fs.chmodSync(home, 0o755);
     await startUp();
     expect(fs.readFileSync(path.join(home, 'admin-token'), 'utf8')).toBe(before);
-    expect(out).toContain('admin token: in');
+    expect(printed()).toContain('admin token: in');
     expect(fs.statSync(path.join(home, 'admin-token')).mode & 0o777).toBe(0o600);
     expect(fs.statSync(home).mode & 0o777).toBe(0o700);
-    expect(out).not.toContain(before.trim());
+    expect(printed()).not.toContain(before.trim());
     expect((await gpuctl(baseEnv(), 'nodes')).code).toBe(0);
   }, 200_000);
 });

@@ -1,11 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gpuctlPath } from './support/cluster.ts';
 import { freePort } from './support/ports.ts';
-import { until } from './support/poll.ts';
+import { startGpuctlUp, type GpuctlUp } from './support/gpuctl-up.ts';
 
 const repo = path.resolve(import.meta.dirname, '..');
 
@@ -26,35 +26,18 @@ function tourBlock(): string {
 describe('the README tour', () => {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-tour-home-'));
   const bin = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-tour-bin-'));
-  let up: ChildProcess | null = null;
+  let up: GpuctlUp | null = null;
   let env: NodeJS.ProcessEnv = {};
-  let out = '';
 
   beforeAll(async () => {
     fs.symlinkSync(gpuctlPath, path.join(bin, 'gpuctl'));
     const apiPort = await freePort();
     env = { ...process.env, PATH: `${bin}:${process.env.PATH}`, GPUPLANE_HOME: home, GPUPLANE_API_URL: `http://127.0.0.1:${apiPort}`, GPUPLANE_LOG_LEVEL: 'warn' };
     for (const k of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'GPUPLANE_TOKEN', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_NODE_TOKEN', 'GPUPLANE_JOB_USERS']) delete env[k];
-    const child = spawn(process.execPath, [gpuctlPath, 'up', '--fake-gpus', '4', '--port', String(apiPort), '--temporal-port', String(await freePort()), '--temporal-ui-port', String(await freePort())], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout!.on('data', (d: Buffer) => (out += d));
-    child.stderr!.on('data', (d: Buffer) => (out += d));
-    up = child;
-    await until(
-      'gpuctl up',
-      () => {
-        if (child.exitCode !== null) throw new Error(`gpuctl up exited ${child.exitCode}:\n${out}`);
-        return out.includes('GPUPlane is up');
-      },
-      180_000,
-    );
+    up = await startGpuctlUp(['--fake-gpus', '4', '--port', String(apiPort), '--temporal-port', String(await freePort()), '--temporal-ui-port', String(await freePort())], env);
   }, 200_000);
   afterAll(async () => {
-    const c = up;
-    if (c && c.exitCode === null) {
-      const gone = new Promise((r) => c.once('exit', r));
-      c.kill('SIGINT');
-      await gone;
-    }
+    await up?.stop();
     fs.rmSync(home, { recursive: true, force: true });
     fs.rmSync(bin, { recursive: true, force: true });
   });

@@ -1,0 +1,39 @@
+import { spawn } from 'node:child_process';
+import { gpuctlPath } from './cluster.ts';
+import { until } from './poll.ts';
+
+/** A `gpuctl up` process a test started, once it printed "GPUPlane is up". */
+export interface GpuctlUp {
+  /** Everything it printed so far, stdout and stderr. */
+  output(): string;
+  /** SIGINT, as Ctrl-C; resolves when it is gone. */
+  stop(): Promise<void>;
+}
+
+/** Starts `gpuctl up ARGS` with `env`, and waits (up to 180 s) until it says it is up; throws with its output if it exits first. */
+export async function startGpuctlUp(args: string[], env: NodeJS.ProcessEnv): Promise<GpuctlUp> {
+  let out = '';
+  const child = spawn(process.execPath, [gpuctlPath, 'up', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout.on('data', (d: Buffer) => (out += d));
+  child.stderr.on('data', (d: Buffer) => (out += d));
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGINT');
+    await gone;
+  };
+  try {
+    await until(
+      'gpuctl up',
+      () => {
+        if (child.exitCode !== null) throw new Error(`gpuctl up exited ${child.exitCode}:\n${out}`);
+        return out.includes('GPUPlane is up');
+      },
+      180_000,
+    );
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { output: () => out, stop };
+}
