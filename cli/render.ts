@@ -17,6 +17,13 @@ export function renderJobs(jobs: JobJson[], now = Date.now()): string {
   );
 }
 
+/** The line `gpuctl submit` writes to stderr for a job that no ONLINE node could take, or null. */
+export function submitWarning(j: JobJson): string | null {
+  // A reason on a job that has not started is why it waits: the API sets it at submit.
+  if (!j.reason || (j.state !== 'CREATED' && j.state !== 'QUEUED')) return null;
+  return `gpuctl: warning: ${j.id} stays queued until a node can take it: ${j.reason}`;
+}
+
 /** A `key: value` block, then the attempts (each with its run), then the state history. */
 export function renderJob(j: JobDetailJson): string {
   // The newest attempt that wrote a log: a queued retry has none yet, and its predecessor's is the

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatabaseHandle } from '../db/client.ts';
 import { getJob, insertJob, listAttempts, listTransitions, transitionJob } from '../db/queries/jobs.ts';
+import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { CONTROL_TASK_QUEUE } from '../workflows/names.ts';
 import { SA_JOB_ID } from '../workflows/search-attributes.ts';
 import { untilJobWorkflow } from './support/poll.ts';
@@ -103,6 +104,18 @@ describe('API input handling', () => {
     const wf = await untilJobWorkflow(temporal, job.id);
     expect(wf).toMatchObject({ workflowId: `job/${job.id}`, type: 'jobWorkflow', taskQueue: CONTROL_TASK_QUEUE, status: { name: 'RUNNING' } });
     expect(wf.typedSearchAttributes.get(SA_JOB_ID)).toBe(job.id);
+  });
+
+  it('keeps a job no ONLINE node could ever take QUEUED-bound, with a reason saying why', async () => {
+    const gpus = [0, 1, 2, 3].map((index) => ({ index, uuid: `GPU-fit-${index}`, name: 'Fake', memoryMb: 1 }));
+    await upsertNodeOnline(database.db, { nodeId: 'node-fit', hostname: 'fit', labels: { pool: 'a' }, gpus });
+    const big = await submit({ command: ['true'], gpus: 9 });
+    expect(big.statusCode).toBe(201);
+    expect(big.json()).toMatchObject({ state: 'CREATED', reason: 'no ONLINE node has 9 cards (largest: 4)' });
+    expect((await submit({ command: ['true'], gpus: 1, selector: { pool: 'b' } })).json().reason).toBe('no ONLINE node matching pool=b');
+    expect((await submit({ command: ['true'], gpus: 4 })).json().reason).toBeNull();
+    await database.db.execute(sql`delete from gpu_slots where node_id = 'node-fit'`);
+    await database.db.execute(sql`delete from nodes where id = 'node-fit'`);
   });
 
   it('serves an OpenAPI document that lists every route', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { JobJson } from '../cli/client.ts';
-import { renderJobs } from '../cli/render.ts';
+import { renderJobs, submitWarning } from '../cli/render.ts';
 import { age, cell, keyValues, shellJoin, table } from '../cli/table.ts';
 
 const BOX = /[\u2500-\u257f]/;
@@ -49,5 +49,12 @@ describe('CLI tables', () => {
     const now = Date.parse('2025-01-10T00:00:00Z');
     expect(['2025-01-09T23:59:15Z', '2025-01-09T23:30:00Z', '2025-01-09T20:00:00Z', '2025-01-01T00:00:00Z'].map((t) => age(t, now))).toEqual(['45s', '30m', '4h', '9d']);
     expect(shellJoin(['sh', '-c', "echo 'hi' && exit 3", ''])).toBe(`sh -c 'echo '\\''hi'\\'' && exit 3' ''`);
+  });
+
+  it('warn at submit about a job no ONLINE node could take, and only then', () => {
+    const job = { id: 'job-big', state: 'CREATED', reason: 'no ONLINE node has 9 cards (largest: 4)' } as JobJson;
+    expect(submitWarning(job)).toBe('gpuctl: warning: job-big stays queued until a node can take it: no ONLINE node has 9 cards (largest: 4)');
+    expect(submitWarning({ ...job, reason: null })).toBeNull();
+    expect(submitWarning({ ...job, state: 'FAILED' })).toBeNull();
   });
 });

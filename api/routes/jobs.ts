@@ -12,6 +12,8 @@ import { claimIdempotencyKey, findIdempotencyKey, keyScope } from '../../db/quer
 import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
+import { nodeRooms } from '../../db/queries/node-rooms.ts';
+import { neverFitsReason } from '../../domain/placement.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
 import { JobStarter } from '../job-starter.ts';
@@ -136,6 +138,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           const experimentId = projectId && b.experiment ? await ensureExperiment(tx, projectId, b.experiment) : null;
           const made = await insertJob(tx, {
             id: newId('job'),
+            // Kept QUEUED all the same (a bigger node may join); the reason says why it waits.
+            reason: neverFitsReason(b.gpus ?? 1, b.selector ?? {}, await nodeRooms(tx)),
             type: b.type ?? 'TRAIN',
             state: 'CREATED',
             projectId,

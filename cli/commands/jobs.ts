@@ -5,7 +5,7 @@ import type { JobDetailJson } from '../api-types.ts';
 import { evalWhenArg, intArg, pairArg, secretArg, setArg } from '../args.ts';
 import { ApiError } from '../client.ts';
 import { clientOf } from '../client-of.ts';
-import { renderJob, renderJobs } from '../render.ts';
+import { renderJob, renderJobs, submitWarning } from '../render.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 
@@ -52,6 +52,8 @@ export function registerJobCommands(program: Command): void {
         resume_from: o.resumeFrom,
         ...(o.eval ? { eval_policy: { ...o.evalWhen, command: ['/bin/sh', '-c', o.eval] } } : {}),
       });
+      const warning = submitWarning(job);
+      if (warning) process.stderr.write(`${warning}\n`);
       if (o.json) log(JSON.stringify(job, null, 2));
       else log(job.id);
     });
