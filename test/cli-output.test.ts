@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { JobJson } from '../cli/client.ts';
+import type { Command, Option } from 'commander';
+import { paramValue } from '../cli/args.ts';
+import { buildProgram } from '../cli/main.ts';
 import { renderJobs, submitWarning } from '../cli/render.ts';
 import { age, cell, keyValues, shellJoin, table } from '../cli/table.ts';
 
@@ -56,5 +59,20 @@ describe('CLI tables', () => {
     expect(submitWarning(job)).toBe('gpuctl: warning: job-big stays queued until a node can take it: no ONLINE node has 9 cards (largest: 4)');
     expect(submitWarning({ ...job, reason: null })).toBeNull();
     expect(submitWarning({ ...job, state: 'FAILED' })).toBeNull();
+  });
+
+  it("read submit's --param and retry's --set values by one rule", () => {
+    const option = (command: string, flag: string) => (buildProgram() as Command).commands.find((c) => c.name() === command)!.options.find((o) => o.long === flag)! as Option & { parseArg: (v: string, prev: unknown) => Record<string, unknown> };
+    const param = option('submit', '--param');
+    const set = option('retry', '--set');
+    const cases: [string, unknown][] = [
+      ['3e-4', 3e-4], ['1E+2', 100], ['-0.5', -0.5], ['.5', 0.5], ['42', 42], ['true', true], ['false', false], ['null', null],
+      ['[1,2]', [1, 2]], ['{"a":1}', { a: 1 }], ['"007"', '007'], ['abc', 'abc'], ['{oops', '{oops'], ['1e999', '1e999'], ['0x10', '0x10'], ['', ''], ['a=b', 'a=b'],
+    ];
+    for (const [raw, want] of cases) {
+      expect(paramValue(raw), raw).toEqual(want);
+      expect(param.parseArg(`k=${raw}`, {}), raw).toEqual({ k: want });
+      expect(set.parseArg(`k=${raw}`, {}), raw).toEqual({ k: want });
+    }
   });
 });
