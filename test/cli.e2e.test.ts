@@ -82,7 +82,7 @@ describe('gpuctl', () => {
     const [block, attempts, history] = job.stdout.trimEnd().split('\n\n');
     expect(block).toMatch(new RegExp(`^id: +${id}$`, 'm'));
     expect(block).toMatch(/^command: +sh -c 'echo oops; exit 3'$/m);
-    expect(block).toMatch(/^reason: +exit code 3 — hint: see the attempt's log \(gpuctl logs ID\)$/m);
+    expect(block).toMatch(new RegExp(`^reason: +exit code 3 — hint: see the attempt's log \\(gpuctl logs ${id}\\)$`, 'm'));
     expect(block).toMatch(new RegExp(`^log: +gpuctl logs ${id}$`, 'm'));
     expect(attempts).toMatch(/^ATTEMPT {2,}RUN {2,}STATE {2,}NODE {2,}CARDS {2,}PID {2,}EXIT {2,}REASON {2,}CHANGED\n1 {2,}FAILED {2,}c1 /);
     expect(history.split('\n')[0]).toMatch(/^AT {2,}ATTEMPT {2,}FROM {2,}TO {2,}DETAIL$/);
