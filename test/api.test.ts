@@ -60,6 +60,22 @@ describe('API input handling', () => {
     expect(await jobCount()).toBe(before);
   });
 
+  it.each([
+    ['an empty command string in an array', { command: [''] }, 'body/command must be a non-empty array of strings or a non-empty string'],
+    ['a command of the wrong type', { command: 3 }, 'body/command must be a non-empty array of strings or a non-empty string'],
+    ['an unknown type', { command: ['true'], type: 'BATCH' }, 'body/type must be one of "TRAIN", "EVALUATE", "CUSTOM"'],
+  ])('names %s in one sentence for the field', async (_what, payload, message) => {
+    const res = await submit(payload);
+    expect([res.statusCode, res.json().message]).toEqual([400, message]);
+  });
+
+  it('says each refused field once, in words, on any route', async () => {
+    const res = await app.inject({ method: 'GET', url: '/api/v1/jobs?state=NOPE' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toMatch(/^querystring\/state must be one of "CREATED", /);
+    expect(res.json().message).not.toMatch(/anyOf|must be equal to constant/);
+  });
+
   it('rejects a body that is not JSON', async () => {
     const res = await app.inject({ method: 'POST', url: '/api/v1/jobs', headers: { 'content-type': 'application/json' }, payload: '{nope' });
     expect(res.statusCode).toBe(400);

@@ -25,6 +25,7 @@ import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { requestHash } from '../idempotency.ts';
+import { fieldErrors } from '../schema-errors.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
 
@@ -104,7 +105,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         response: { 201: JobSchema, ...NotFound, ...Conflict, ...Unavailable },
       },
       // A bad key, watch_dir, secret name or lone experiment is named in words; a schema's pattern is no message for people.
-      schemaErrorFormatter: (errors, dataVar) => new Error(dataVar === 'headers' ? BAD_KEY : [...new Set(errors.map((e) => submitError(e, dataVar)).filter((m) => m !== null))].join(', ')),
+      schemaErrorFormatter: (errors, dataVar) => new Error(dataVar === 'headers' ? BAD_KEY : [...new Set(fieldErrors(errors).map((e) => submitError(e, dataVar)).filter((m) => m !== null))].join('; ')),
     },
     async (req, reply) => {
       const b = req.body;
