@@ -14,6 +14,7 @@ export function renderJobs(jobs: JobJson[], now = Date.now()): string {
     ['ID', 'TYPE', 'STATE', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'AGE', 'REASON'],
     jobs.map((j) => [j.id, j.type, j.state, j.attempt, j.gpus, j.priority, j.node_id ?? '', cards(j.gpu_indices), age(j.created_at, now), j.reason ?? '']),
     { NODE: 24, REASON: REASON_WIDTH },
+    'no jobs',
   );
 }
 
@@ -90,5 +91,6 @@ export function renderNodes(nodes: NodeJson[]): string {
       ];
     }),
     { NODE: 24, LABELS: 40, OWNERS: 60 },
+    'no nodes',
   );
 }

@@ -3,7 +3,7 @@ import type { JobJson } from '../cli/client.ts';
 import type { Command, Option } from 'commander';
 import { paramValue } from '../cli/args.ts';
 import { buildProgram } from '../cli/main.ts';
-import { renderJobs, submitWarning } from '../cli/render.ts';
+import { renderJobs, renderNodes, submitWarning } from '../cli/render.ts';
 import { age, cell, keyValues, shellJoin, table } from '../cli/table.ts';
 
 const BOX = /[\u2500-\u257f]/;
@@ -74,5 +74,22 @@ describe('CLI tables', () => {
       expect(param.parseArg(`k=${raw}`, {}), raw).toEqual({ k: want });
       expect(set.parseArg(`k=${raw}`, {}), raw).toEqual({ k: want });
     }
+  });
+
+  it('print "no jobs" / "no nodes" for an empty list, not a lone header', () => {
+    expect(renderJobs([])).toBe('no jobs');
+    expect(renderNodes([])).toBe('no nodes');
+  });
+
+  it("start every error with gpuctl:, commander's own too", () => {
+    const errs: string[] = [];
+    const program = buildProgram().exitOverride();
+    for (const c of program.commands) c.exitOverride().configureOutput({ writeErr: (s) => errs.push(s) });
+    program.configureOutput({ writeErr: (s) => errs.push(s) });
+    for (const argv of [['submit', '--bogus', '--', 'true'], ['submit', '--gpus', 'x', '--', 'true'], ['nope']]) {
+      expect(() => program.parse(argv, { from: 'user' })).toThrow();
+    }
+    expect(errs).toHaveLength(3);
+    for (const e of errs) expect(e).toMatch(/^gpuctl: \S[^\n]*\n$/);
   });
 });
