@@ -80,13 +80,14 @@ export function renderNodes(nodes: NodeJson[]): string {
       const present = n.gpus.filter((g) => g.present);
       // One entry a job, with its cards: job-a:0,1 job-b:2.
       const owners = new Map<string, number[]>();
-      for (const g of present) if (g.owner_job_id) owners.set(g.owner_job_id, [...(owners.get(g.owner_job_id) ?? []), g.index]);
+      // A card held by a job this token may not read is busy with no owner shown: `busy:2`.
+      for (const g of present) if (g.busy) owners.set(g.owner_job_id ?? 'busy', [...(owners.get(g.owner_job_id ?? 'busy') ?? []), g.index]);
       return [
         n.id,
         n.status,
         pairs(n.labels),
         present.length,
-        present.filter((g) => !g.owner_job_id).length,
+        present.filter((g) => !g.busy).length,
         [...owners].map(([job, idx]) => `${job}:${idx.join(',')}`).join(' '),
       ];
     }),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { JobJson } from '../cli/client.ts';
+import type { JobJson, NodeJson } from '../cli/client.ts';
 import type { Command, Option } from 'commander';
 import { paramValue } from '../cli/args.ts';
 import { buildProgram } from '../cli/main.ts';
@@ -91,5 +91,11 @@ describe('CLI tables', () => {
     }
     expect(errs).toHaveLength(3);
     for (const e of errs) expect(e).toMatch(/^gpuctl: \S[^\n]*\n$/);
+  });
+
+  it("count a card held by another project's job as busy, its owner unnamed", () => {
+    const gpu = { uuid: 'u', name: 'H200', memory_mb: 1, present: true, owner_attempt: null };
+    const node = { id: 'n1', hostname: 'h', labels: {}, status: 'ONLINE', last_seen_at: '2025-01-01T00:00:00Z', gpus: [{ ...gpu, index: 0, busy: true, owner_job_id: null }, { ...gpu, index: 1, busy: false, owner_job_id: null }] } as NodeJson;
+    expect(renderNodes([node]).split('\n')[1]).toMatch(/^n1 +ONLINE +2 +1 +busy:0$/);
   });
 });
