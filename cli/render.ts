@@ -11,9 +11,10 @@ const pairs = (o: Record<string, unknown>) =>
 
 export function renderJobs(jobs: JobJson[], now = Date.now()): string {
   return table(
-    ['ID', 'TYPE', 'STATE', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'AGE', 'REASON'],
-    jobs.map((j) => [j.id, j.type, j.state, j.attempt, j.gpus, j.priority, j.node_id ?? '', cards(j.gpu_indices), age(j.created_at, now), j.reason ?? '']),
-    { NODE: 24, REASON: REASON_WIDTH },
+    ['ID', 'TYPE', 'STATE', 'PROJECT', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'AGE', 'REASON'],
+    // An EVALUATE job without a reason says which checkpoint it evaluates.
+    jobs.map((j) => [j.id, j.type, j.state, j.project ?? '', j.attempt, j.gpus, j.priority, j.node_id ?? '', cards(j.gpu_indices), age(j.created_at, now), j.reason ?? (j.checkpoint_id ? `evaluates ${j.checkpoint_id}` : '')]),
+    { PROJECT: 16, NODE: 24, REASON: REASON_WIDTH },
     'no jobs',
   );
 }

@@ -134,6 +134,12 @@ describe('API input handling', () => {
     await database.db.execute(sql`delete from nodes where id = 'node-fit'`);
   });
 
+  it("lists jobs with their project's name", async () => {
+    const made = (await submit({ command: ['true'], gpus: 0, project: 'listed' })).json();
+    const res = await app.inject({ method: 'GET', url: '/api/v1/jobs?project=listed' });
+    expect(res.json().jobs.map((j: { id: string; project: string | null }) => [j.id, j.project])).toEqual([[made.id, 'listed']]);
+  });
+
   it('serves an OpenAPI document that lists every route', async () => {
     const doc = (await app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).json();
     expect(doc.openapi).toBe('3.1.0');

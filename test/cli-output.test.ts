@@ -43,7 +43,7 @@ describe('CLI tables', () => {
       created_at: '2025-01-01T11:55:00Z',
     } as JobJson;
     const out = renderJobs([job], now);
-    expect(out.split('\n')[0]).toMatch(/^ID\s{2,}TYPE\s{2,}STATE\s{2,}ATT\s{2,}GPUS\s{2,}PRIO\s{2,}NODE\s{2,}CARDS\s{2,}AGE\s{2,}REASON$/);
+    expect(out.split('\n')[0]).toMatch(/^ID\s{2,}TYPE\s{2,}STATE\s{2,}PROJECT\s{2,}ATT\s{2,}GPUS\s{2,}PRIO\s{2,}NODE\s{2,}CARDS\s{2,}AGE\s{2,}REASON$/);
     expect(out).toMatch(/ {2}5m {2,}exit code 3 — hint: z+…$/m);
     expect(Math.max(...out.split('\n').map((l) => l.length))).toBeLessThan(120);
   });
@@ -97,5 +97,17 @@ describe('CLI tables', () => {
     const gpu = { uuid: 'u', name: 'H200', memory_mb: 1, present: true, owner_attempt: null };
     const node = { id: 'n1', hostname: 'h', labels: {}, status: 'ONLINE', last_seen_at: '2025-01-01T00:00:00Z', gpus: [{ ...gpu, index: 0, busy: true, owner_job_id: null }, { ...gpu, index: 1, busy: false, owner_job_id: null }] } as NodeJson;
     expect(renderNodes([node]).split('\n')[1]).toMatch(/^n1 +ONLINE +2 +1 +busy:0$/);
+  });
+
+  it('print each job with its project, and an EVALUATE job with its checkpoint', () => {
+    const now = Date.parse('2025-01-01T12:00:00Z');
+    const base = { attempt: 1, gpus: 1, priority: 0, node_id: null, gpu_indices: null, reason: null, created_at: '2025-01-01T11:55:00Z' };
+    const jobs = [
+      { ...base, id: 'job-t', type: 'TRAIN', state: 'QUEUED', project: 'vision', checkpoint_id: null },
+      { ...base, id: 'job-e', type: 'EVALUATE', state: 'QUEUED', project: 'vision', checkpoint_id: 'ckpt-7' },
+    ] as JobJson[];
+    const lines = renderJobs(jobs, now).split('\n');
+    expect(lines[1]).toMatch(/^job-t +TRAIN +QUEUED +vision +1 +1 +0 +5m$/);
+    expect(lines[2]).toMatch(/^job-e +EVALUATE +QUEUED +vision +1 .* 5m +evaluates ckpt-7$/);
   });
 });

@@ -77,7 +77,7 @@ describe('gpuctl', () => {
       expect(out).not.toContain('\x1b');
       expect(out).not.toMatch(/[\u2500-\u257f]/); // box drawing: ─ │ ┌ ┼ …
     }
-    expect(jobs.stdout.split('\n')[0]).toMatch(/^ID {2,}TYPE {2,}STATE {2,}ATT {2,}GPUS {2,}PRIO {2,}NODE {2,}CARDS {2,}AGE {2,}REASON$/);
+    expect(jobs.stdout.split('\n')[0]).toMatch(/^ID {2,}TYPE {2,}STATE {2,}PROJECT {2,}ATT {2,}GPUS {2,}PRIO {2,}NODE {2,}CARDS {2,}AGE {2,}REASON$/);
     expect(jobs.stdout).toMatch(new RegExp(`^${id} +CUSTOM +FAILED +1 +1 +0 +c1 .*\\d+s +exit code 3`, 'm'));
     const [block, attempts, history] = job.stdout.trimEnd().split('\n\n');
     expect(block).toMatch(new RegExp(`^id: +${id}$`, 'm'));

@@ -9,7 +9,7 @@ import type { IdempotencyKey, Job } from '../../db/schema.ts';
 import { projectOfCheckpoint } from '../../db/queries/auth.ts';
 import { insertJobSecrets } from '../../db/queries/job-secrets.ts';
 import { claimIdempotencyKey, findIdempotencyKey, keyScope } from '../../db/queries/idempotency.ts';
-import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
+import { findProjectId, ensureExperiment, ensureProject, projectNames } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { nodeRooms } from '../../db/queries/node-rooms.ts';
@@ -190,7 +190,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         if (!projectId) return { jobs: [] };
       }
       const rows = await listJobs(db, { state: q.state, type: q.type, projectId, projectIds, limit });
-      return { jobs: rows.map(jobJson) };
+      const names = await projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : [])));
+      return { jobs: rows.map((j) => ({ ...jobJson(j), project: j.projectId ? (names.get(j.projectId) ?? null) : null })) };
     },
   );
 
