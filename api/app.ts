@@ -23,6 +23,7 @@ import { runRoutes } from './routes/runs.ts';
 import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
+import { formatSchemaErrors } from './schema-errors.ts';
 import { ErrorBody, HealthSchema } from './schemas/common.ts';
 import { TokenResolver } from './token-resolver.ts';
 
@@ -34,7 +35,9 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
   const app = Fastify({
     ...opts,
     // Types are not coerced: "2" is not a number of GPUs; unknown fields are errors, not dropped.
-    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false } },
+    // verbose: an anyOf's error carries its schema, to say in words what the field takes (./schema-errors.ts).
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, verbose: true } },
+    schemaErrorFormatter: (errors, dataVar) => new Error(formatSchemaErrors(errors, dataVar)),
     // Longer than any declared maxLength once percent-encoded: a too-long id is the schema's 400, not the router's 414.
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // A URL the router cannot decode is named in words, not echoed back whole.

@@ -62,7 +62,8 @@ export function transitionJson(t: JobTransition) {
   return { attempt: t.attempt, from: t.fromState, to: t.toState, detail: t.detail, at: t.at.toISOString() };
 }
 
-export function nodeJson(n: GpuNode & { slots: GpuSlot[] }) {
+/** A slot's `busy` is whether a job holds it, told apart from its owner, which the caller may not be shown. */
+export function nodeJson(n: GpuNode & { slots: (GpuSlot & { busy?: boolean })[] }) {
   return {
     id: n.id,
     hostname: n.hostname,
@@ -75,6 +76,7 @@ export function nodeJson(n: GpuNode & { slots: GpuSlot[] }) {
       name: s.name,
       memory_mb: s.memoryMb,
       present: s.present === 1,
+      busy: s.busy ?? s.ownerJobId !== null,
       owner_job_id: s.ownerJobId,
       owner_attempt: s.ownerAttempt,
     })),

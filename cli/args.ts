@@ -8,18 +8,38 @@ export function intArg(name: string, min: number) {
     return Number(v);
   };
 }
-/** `--set lr=0.01` → {lr: 0.01}: JSON values where they parse (numbers, true, null, "x"), else strings. */
+/** How a `--param`/`--set` value is read, said once for the help text and docs/cli.md. */
+export const PARAM_VALUE_RULE = 'numbers (3, -0.5, 3e-4), true, false and null are typed; {…}, […] and "…" are read as JSON; anything else is a string';
+
+const NUMBER = /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/;
+
+/**
+ * paramValue reads one param value by the one rule of PARAM_VALUE_RULE, the same for submit's
+ * `--param` and retry's `--set`: `lr=3e-4` is the number 0.0003 either way. A value that only
+ * looks like JSON (`{oops`) stays the string it is, as does a number too large to be finite.
+ */
+export function paramValue(raw: string): unknown {
+  if (NUMBER.test(raw)) {
+    const n = Number(raw);
+    return Number.isFinite(n) ? n : raw;
+  }
+  if (raw === 'true' || raw === 'false') return raw === 'true';
+  if (raw === 'null') return null;
+  if (/^[[{"]/.test(raw)) {
+    try {
+      return JSON.parse(raw);
+    } catch {
+      // A plain string.
+    }
+  }
+  return raw;
+}
+
+/** `--param lr=3e-4` / `--set lr=3e-4` → {lr: 0.0003}, by paramValue's rule; repeatable. */
 export function setArg(v: string, prev: Record<string, unknown> = {}) {
   const i = v.indexOf('=');
   if (i <= 0) throw new InvalidArgumentError(`expected KEY=VALUE, got "${v}"`);
-  const raw = v.slice(i + 1);
-  let value: unknown = raw;
-  try {
-    value = JSON.parse(raw);
-  } catch {
-    // A plain string.
-  }
-  return { ...prev, [v.slice(0, i)]: value };
+  return { ...prev, [v.slice(0, i)]: paramValue(v.slice(i + 1)) };
 }
 export function pairArg(v: string, prev: Record<string, string> = {}) {
   const i = v.indexOf('=');

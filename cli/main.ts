@@ -12,7 +12,11 @@ import { registerRetentionCommand } from './commands/retention.ts';
 import { registerRunCommands } from './commands/runs.ts';
 import { registerTokenCommands } from './commands/tokens.ts';
 
-/** The gpuctl program: its global options, then each group of commands from cli/commands/. */
+/**
+ * The gpuctl program: its global options, then each group of commands from cli/commands/.
+ * Every error is one line starting `gpuctl: `, commander's own (an unknown flag, a bad value)
+ * as well as the API's and the actions' (main below).
+ */
 export function buildProgram(): Command {
   const program = new Command('gpuctl')
     .description('GPUPlane: run training jobs on your own GPU nodes')
@@ -21,7 +25,7 @@ export function buildProgram(): Command {
     .addOption(new Option('--home <dir>', 'where GPUPlane keeps its data').env('GPUPLANE_HOME'))
     .configureHelp({ helpWidth: 100 })
     .showHelpAfterError(false)
-    .configureOutput({ outputError: (s, write) => write(s.split('\n')[0] + '\n') });
+    .configureOutput({ outputError: (s, write) => write(`${s.split('\n')[0].replace(/^error: /, 'gpuctl: ')}\n`) });
   program.hook('preAction', (cmd) => {
     const home = cmd.optsWithGlobals<{ home?: string }>().home;
     if (home) process.env.GPUPLANE_HOME = home;

@@ -11,10 +11,19 @@ const pairs = (o: Record<string, unknown>) =>
 
 export function renderJobs(jobs: JobJson[], now = Date.now()): string {
   return table(
-    ['ID', 'TYPE', 'STATE', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'AGE', 'REASON'],
-    jobs.map((j) => [j.id, j.type, j.state, j.attempt, j.gpus, j.priority, j.node_id ?? '', cards(j.gpu_indices), age(j.created_at, now), j.reason ?? '']),
-    { NODE: 24, REASON: REASON_WIDTH },
+    ['ID', 'TYPE', 'STATE', 'PROJECT', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'AGE', 'REASON'],
+    // An EVALUATE job without a reason says which checkpoint it evaluates.
+    jobs.map((j) => [j.id, j.type, j.state, j.project ?? '', j.attempt, j.gpus, j.priority, j.node_id ?? '', cards(j.gpu_indices), age(j.created_at, now), j.reason ?? (j.checkpoint_id ? `evaluates ${j.checkpoint_id}` : '')]),
+    { PROJECT: 16, NODE: 24, REASON: REASON_WIDTH },
+    'no jobs',
   );
+}
+
+/** The line `gpuctl submit` writes to stderr for a job that no ONLINE node could take, or null. */
+export function submitWarning(j: JobJson): string | null {
+  // A reason on a job that has not started is why it waits: the API sets it at submit.
+  if (!j.reason || (j.state !== 'CREATED' && j.state !== 'QUEUED')) return null;
+  return `gpuctl: warning: ${j.id} stays queued until a node can take it: ${j.reason}`;
 }
 
 /** A `key: value` block, then the attempts (each with its run), then the state history. */
@@ -72,16 +81,18 @@ export function renderNodes(nodes: NodeJson[]): string {
       const present = n.gpus.filter((g) => g.present);
       // One entry a job, with its cards: job-a:0,1 job-b:2.
       const owners = new Map<string, number[]>();
-      for (const g of present) if (g.owner_job_id) owners.set(g.owner_job_id, [...(owners.get(g.owner_job_id) ?? []), g.index]);
+      // A card held by a job this token may not read is busy with no owner shown: `busy:2`.
+      for (const g of present) if (g.busy) owners.set(g.owner_job_id ?? 'busy', [...(owners.get(g.owner_job_id ?? 'busy') ?? []), g.index]);
       return [
         n.id,
         n.status,
         pairs(n.labels),
         present.length,
-        present.filter((g) => !g.owner_job_id).length,
+        present.filter((g) => !g.busy).length,
         [...owners].map(([job, idx]) => `${job}:${idx.join(',')}`).join(' '),
       ];
     }),
     { NODE: 24, LABELS: 40, OWNERS: 60 },
+    'no nodes',
   );
 }

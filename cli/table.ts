@@ -35,7 +35,9 @@ export function cell(v: unknown, max = Infinity): string {
  * A borderless, uncoloured table: a header row in capitals, then one line a row. `max` caps a
  * column's width (by header) so one long reason does not widen the whole table.
  */
-export function table(head: string[], rows: unknown[][], max: Record<string, number> = {}): string {
+/** `empty`: what a list with no rows prints instead of a lone header ("no jobs"). */
+export function table(head: string[], rows: unknown[][], max: Record<string, number> = {}, empty?: string): string {
+  if (rows.length === 0 && empty !== undefined) return empty;
   // Empty style lists: cli-table3 colours nothing (its defaults are a red header, grey borders).
   const t = new Table({ head, chars: NO_BORDER, style: { head: [], border: [], 'padding-left': 0, 'padding-right': GAP } });
   for (const r of rows) t.push(r.map((v, i) => cell(v, max[head[i]])));

@@ -180,3 +180,17 @@ class MinHeap {
     return top;
   }
 }
+
+/**
+ * Why a job can never be placed on the nodes ONLINE now, or null when one of them could take it
+ * (busy or not). With no ONLINE node at all it says nothing: nodes may still be starting.
+ */
+export function neverFitsReason(gpus: number, selector: Record<string, string>, nodeList: readonly NodeRoom[]): string | null {
+  if (nodeList.length === 0) return null;
+  const matching = nodeList.filter((n) => selectorMatches(selector, n.labels));
+  const where = Object.keys(selector).length ? ` matching ${Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',')}` : '';
+  if (matching.length === 0) return `no ONLINE node${where}`;
+  const largest = matching.reduce((m, n) => Math.max(m, n.totalCards), 0);
+  if (gpus <= largest) return null;
+  return `no ONLINE node${where} has ${gpus} card${gpus === 1 ? '' : 's'} (largest: ${largest})`;
+}

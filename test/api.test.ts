@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatabaseHandle } from '../db/client.ts';
 import { getJob, insertJob, listAttempts, listTransitions, transitionJob } from '../db/queries/jobs.ts';
+import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { CONTROL_TASK_QUEUE } from '../workflows/names.ts';
 import { SA_JOB_ID } from '../workflows/search-attributes.ts';
 import { untilJobWorkflow } from './support/poll.ts';
@@ -59,6 +60,22 @@ describe('API input handling', () => {
     expect(await jobCount()).toBe(before);
   });
 
+  it.each([
+    ['an empty command string in an array', { command: [''] }, 'body/command must be a non-empty array of strings or a non-empty string'],
+    ['a command of the wrong type', { command: 3 }, 'body/command must be a non-empty array of strings or a non-empty string'],
+    ['an unknown type', { command: ['true'], type: 'BATCH' }, 'body/type must be one of "TRAIN", "EVALUATE", "CUSTOM"'],
+  ])('names %s in one sentence for the field', async (_what, payload, message) => {
+    const res = await submit(payload);
+    expect([res.statusCode, res.json().message]).toEqual([400, message]);
+  });
+
+  it('says each refused field once, in words, on any route', async () => {
+    const res = await app.inject({ method: 'GET', url: '/api/v1/jobs?state=NOPE' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toMatch(/^querystring\/state must be one of "CREATED", /);
+    expect(res.json().message).not.toMatch(/anyOf|must be equal to constant/);
+  });
+
   it('rejects a body that is not JSON', async () => {
     const res = await app.inject({ method: 'POST', url: '/api/v1/jobs', headers: { 'content-type': 'application/json' }, payload: '{nope' });
     expect(res.statusCode).toBe(400);
@@ -103,6 +120,24 @@ describe('API input handling', () => {
     const wf = await untilJobWorkflow(temporal, job.id);
     expect(wf).toMatchObject({ workflowId: `job/${job.id}`, type: 'jobWorkflow', taskQueue: CONTROL_TASK_QUEUE, status: { name: 'RUNNING' } });
     expect(wf.typedSearchAttributes.get(SA_JOB_ID)).toBe(job.id);
+  });
+
+  it('keeps a job no ONLINE node could ever take QUEUED-bound, with a reason saying why', async () => {
+    const gpus = [0, 1, 2, 3].map((index) => ({ index, uuid: `GPU-fit-${index}`, name: 'Fake', memoryMb: 1 }));
+    await upsertNodeOnline(database.db, { nodeId: 'node-fit', hostname: 'fit', labels: { pool: 'a' }, gpus });
+    const big = await submit({ command: ['true'], gpus: 9 });
+    expect(big.statusCode).toBe(201);
+    expect(big.json()).toMatchObject({ state: 'CREATED', reason: 'no ONLINE node has 9 cards (largest: 4)' });
+    expect((await submit({ command: ['true'], gpus: 1, selector: { pool: 'b' } })).json().reason).toBe('no ONLINE node matching pool=b');
+    expect((await submit({ command: ['true'], gpus: 4 })).json().reason).toBeNull();
+    await database.db.execute(sql`delete from gpu_slots where node_id = 'node-fit'`);
+    await database.db.execute(sql`delete from nodes where id = 'node-fit'`);
+  });
+
+  it("lists jobs with their project's name", async () => {
+    const made = (await submit({ command: ['true'], gpus: 0, project: 'listed' })).json();
+    const res = await app.inject({ method: 'GET', url: '/api/v1/jobs?project=listed' });
+    expect(res.json().jobs.map((j: { id: string; project: string | null }) => [j.id, j.project])).toEqual([[made.id, 'listed']]);
   });
 
   it('serves an OpenAPI document that lists every route', async () => {

@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { JobJson } from '../cli/client.ts';
-import { renderJobs } from '../cli/render.ts';
+import type { JobJson, NodeJson } from '../cli/client.ts';
+import type { Command, Option } from 'commander';
+import { paramValue } from '../cli/args.ts';
+import { buildProgram } from '../cli/main.ts';
+import { renderJobs, renderNodes, submitWarning } from '../cli/render.ts';
 import { age, cell, keyValues, shellJoin, table } from '../cli/table.ts';
 
 const BOX = /[\u2500-\u257f]/;
@@ -40,7 +43,7 @@ describe('CLI tables', () => {
       created_at: '2025-01-01T11:55:00Z',
     } as JobJson;
     const out = renderJobs([job], now);
-    expect(out.split('\n')[0]).toMatch(/^ID\s{2,}TYPE\s{2,}STATE\s{2,}ATT\s{2,}GPUS\s{2,}PRIO\s{2,}NODE\s{2,}CARDS\s{2,}AGE\s{2,}REASON$/);
+    expect(out.split('\n')[0]).toMatch(/^ID\s{2,}TYPE\s{2,}STATE\s{2,}PROJECT\s{2,}ATT\s{2,}GPUS\s{2,}PRIO\s{2,}NODE\s{2,}CARDS\s{2,}AGE\s{2,}REASON$/);
     expect(out).toMatch(/ {2}5m {2,}exit code 3 — hint: z+…$/m);
     expect(Math.max(...out.split('\n').map((l) => l.length))).toBeLessThan(120);
   });
@@ -49,5 +52,62 @@ describe('CLI tables', () => {
     const now = Date.parse('2025-01-10T00:00:00Z');
     expect(['2025-01-09T23:59:15Z', '2025-01-09T23:30:00Z', '2025-01-09T20:00:00Z', '2025-01-01T00:00:00Z'].map((t) => age(t, now))).toEqual(['45s', '30m', '4h', '9d']);
     expect(shellJoin(['sh', '-c', "echo 'hi' && exit 3", ''])).toBe(`sh -c 'echo '\\''hi'\\'' && exit 3' ''`);
+  });
+
+  it('warn at submit about a job no ONLINE node could take, and only then', () => {
+    const job = { id: 'job-big', state: 'CREATED', reason: 'no ONLINE node has 9 cards (largest: 4)' } as JobJson;
+    expect(submitWarning(job)).toBe('gpuctl: warning: job-big stays queued until a node can take it: no ONLINE node has 9 cards (largest: 4)');
+    expect(submitWarning({ ...job, reason: null })).toBeNull();
+    expect(submitWarning({ ...job, state: 'FAILED' })).toBeNull();
+  });
+
+  it("read submit's --param and retry's --set values by one rule", () => {
+    const option = (command: string, flag: string) => (buildProgram() as Command).commands.find((c) => c.name() === command)!.options.find((o) => o.long === flag)! as Option & { parseArg: (v: string, prev: unknown) => Record<string, unknown> };
+    const param = option('submit', '--param');
+    const set = option('retry', '--set');
+    const cases: [string, unknown][] = [
+      ['3e-4', 3e-4], ['1E+2', 100], ['-0.5', -0.5], ['.5', 0.5], ['42', 42], ['true', true], ['false', false], ['null', null],
+      ['[1,2]', [1, 2]], ['{"a":1}', { a: 1 }], ['"007"', '007'], ['abc', 'abc'], ['{oops', '{oops'], ['1e999', '1e999'], ['0x10', '0x10'], ['', ''], ['a=b', 'a=b'],
+    ];
+    for (const [raw, want] of cases) {
+      expect(paramValue(raw), raw).toEqual(want);
+      expect(param.parseArg(`k=${raw}`, {}), raw).toEqual({ k: want });
+      expect(set.parseArg(`k=${raw}`, {}), raw).toEqual({ k: want });
+    }
+  });
+
+  it('print "no jobs" / "no nodes" for an empty list, not a lone header', () => {
+    expect(renderJobs([])).toBe('no jobs');
+    expect(renderNodes([])).toBe('no nodes');
+  });
+
+  it("start every error with gpuctl:, commander's own too", () => {
+    const errs: string[] = [];
+    const program = buildProgram().exitOverride();
+    for (const c of program.commands) c.exitOverride().configureOutput({ writeErr: (s) => errs.push(s) });
+    program.configureOutput({ writeErr: (s) => errs.push(s) });
+    for (const argv of [['submit', '--bogus', '--', 'true'], ['submit', '--gpus', 'x', '--', 'true'], ['nope']]) {
+      expect(() => program.parse(argv, { from: 'user' })).toThrow();
+    }
+    expect(errs).toHaveLength(3);
+    for (const e of errs) expect(e).toMatch(/^gpuctl: \S[^\n]*\n$/);
+  });
+
+  it("count a card held by another project's job as busy, its owner unnamed", () => {
+    const gpu = { uuid: 'u', name: 'H200', memory_mb: 1, present: true, owner_attempt: null };
+    const node = { id: 'n1', hostname: 'h', labels: {}, status: 'ONLINE', last_seen_at: '2025-01-01T00:00:00Z', gpus: [{ ...gpu, index: 0, busy: true, owner_job_id: null }, { ...gpu, index: 1, busy: false, owner_job_id: null }] } as NodeJson;
+    expect(renderNodes([node]).split('\n')[1]).toMatch(/^n1 +ONLINE +2 +1 +busy:0$/);
+  });
+
+  it('print each job with its project, and an EVALUATE job with its checkpoint', () => {
+    const now = Date.parse('2025-01-01T12:00:00Z');
+    const base = { attempt: 1, gpus: 1, priority: 0, node_id: null, gpu_indices: null, reason: null, created_at: '2025-01-01T11:55:00Z' };
+    const jobs = [
+      { ...base, id: 'job-t', type: 'TRAIN', state: 'QUEUED', project: 'vision', checkpoint_id: null },
+      { ...base, id: 'job-e', type: 'EVALUATE', state: 'QUEUED', project: 'vision', checkpoint_id: 'ckpt-7' },
+    ] as JobJson[];
+    const lines = renderJobs(jobs, now).split('\n');
+    expect(lines[1]).toMatch(/^job-t +TRAIN +QUEUED +vision +1 +1 +0 +5m$/);
+    expect(lines[2]).toMatch(/^job-e +EVALUATE +QUEUED +vision +1 .* 5m +evaluates ckpt-7$/);
   });
 });

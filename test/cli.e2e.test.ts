@@ -77,12 +77,12 @@ describe('gpuctl', () => {
       expect(out).not.toContain('\x1b');
       expect(out).not.toMatch(/[\u2500-\u257f]/); // box drawing: ─ │ ┌ ┼ …
     }
-    expect(jobs.stdout.split('\n')[0]).toMatch(/^ID {2,}TYPE {2,}STATE {2,}ATT {2,}GPUS {2,}PRIO {2,}NODE {2,}CARDS {2,}AGE {2,}REASON$/);
+    expect(jobs.stdout.split('\n')[0]).toMatch(/^ID {2,}TYPE {2,}STATE {2,}PROJECT {2,}ATT {2,}GPUS {2,}PRIO {2,}NODE {2,}CARDS {2,}AGE {2,}REASON$/);
     expect(jobs.stdout).toMatch(new RegExp(`^${id} +CUSTOM +FAILED +1 +1 +0 +c1 .*\\d+s +exit code 3`, 'm'));
     const [block, attempts, history] = job.stdout.trimEnd().split('\n\n');
     expect(block).toMatch(new RegExp(`^id: +${id}$`, 'm'));
     expect(block).toMatch(/^command: +sh -c 'echo oops; exit 3'$/m);
-    expect(block).toMatch(/^reason: +exit code 3 — hint: see the attempt's log \(gpuctl logs ID\)$/m);
+    expect(block).toMatch(new RegExp(`^reason: +exit code 3 — hint: see the attempt's log \\(gpuctl logs ${id}\\)$`, 'm'));
     expect(block).toMatch(new RegExp(`^log: +gpuctl logs ${id}$`, 'm'));
     expect(attempts).toMatch(/^ATTEMPT {2,}RUN {2,}STATE {2,}NODE {2,}CARDS {2,}PID {2,}EXIT {2,}REASON {2,}CHANGED\n1 {2,}FAILED {2,}c1 /);
     expect(history.split('\n')[0]).toMatch(/^AT {2,}ATTEMPT {2,}FROM {2,}TO {2,}DETAIL$/);

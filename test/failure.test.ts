@@ -2,6 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { classifyFailure } from '../domain/failure.ts';
 
 describe('classifyFailure', () => {
+  it("names the job in its hints' commands, so they paste as they are", () => {
+    expect(classifyFailure({ exitCode: 3, signal: null, logTail: '', jobId: 'job-x1' }).reason).toBe("exit code 3 — hint: see the attempt's log (gpuctl logs job-x1)");
+    expect(classifyFailure({ exitCode: 1, signal: null, logTail: 'loss nan', jobId: 'job-x1' }).reason).toContain('gpuctl retry job-x1 --set lr=');
+    expect(classifyFailure({ exitCode: 137, signal: null, logTail: '', jobId: 'job-x1' }).reason).toContain('gpuctl retry job-x1 --set batch_size=');
+  });
+
   it('reads a NaN failure from the metrics when the log says nothing about it', () => {
     const c = classifyFailure({ exitCode: 1, signal: null, logTail: 'Traceback: ValueError', nonFiniteMetrics: ['train/loss'] });
     expect(c.kind).toBe('nan');

@@ -108,6 +108,9 @@ describe('jobs on GPU nodes through Temporal', () => {
     expect(a.node_id).toBe('node-a');
     expect((await c.client.job(huge.id)).state).toBe('QUEUED');
     expect((await c.client.job(nowhere.id)).state).toBe('QUEUED');
+    // Each says why it waits, from its submit on.
+    expect([huge.reason, (await c.client.job(huge.id)).reason]).toEqual(['no ONLINE node has 16 cards (largest: 4)', 'no ONLINE node has 16 cards (largest: 4)']);
+    expect((await c.client.job(nowhere.id)).reason).toBe('no ONLINE node matching zone=mars');
 
     // Cancelling a queued job ends it CANCELLED without ever running.
     await c.client.cancel(huge.id);
@@ -221,6 +224,13 @@ describe('jobs on GPU nodes through Temporal', () => {
     expect(log).toContain('path=/nonexistent');
     expect(log).not.toContain('not found');
   });
+
+  it("moves an ONLINE node's last_seen_at with its lease's heartbeats (every 30 s at most)", async () => {
+    const seen = async () => Date.parse((await c.client.nodes()).find((n) => n.id === 'node-a')!.last_seen_at);
+    const first = await seen();
+    await until('last_seen_at moved', async () => (await seen()) >= first + 30_000, 75_000);
+    expect(Date.now() - (await seen())).toBeLessThan(60_000);
+  }, 90_000);
 
   it('answers unknown ids with 404', async () => {
     await expect(c.client.job('job-nope')).rejects.toBeInstanceOf(ApiError);

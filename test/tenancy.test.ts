@@ -286,12 +286,15 @@ describe('tenancy: a token of one project sees nothing of another', () => {
     it("GET /nodes hides owners of b's jobs from a's tokens, not from admins", async () => {
       for (const url of ['/nodes', '/nodes/node-t']) {
         const asA = await ok(tok.viewerA, 'GET', url);
-        const node = (url === '/nodes' ? (asA.nodes as { id: string }[]).find((n) => n.id === 'node-t') : asA) as unknown as { gpus: { owner_job_id: string | null; owner_attempt: number | null }[] };
+        const node = (url === '/nodes' ? (asA.nodes as { id: string }[]).find((n) => n.id === 'node-t') : asA) as unknown as { gpus: { owner_job_id: string | null; owner_attempt: number | null; busy: boolean }[] };
         expect(node.gpus.map((g) => g.owner_job_id)).toEqual([null, ids.jobA]);
         expect(node.gpus[0].owner_attempt).toBeNull();
+        // The card is still busy: it must not look free to a's tokens.
+        expect(node.gpus.map((g) => g.busy)).toEqual([true, true]);
       }
       const all = (await ok(admin, 'GET', '/nodes/node-t')) as unknown as { gpus: { owner_job_id: string | null }[] };
       expect(all.gpus.map((g) => g.owner_job_id)).toEqual([ids.jobB, ids.jobA]);
+      expect((all.gpus as { busy?: boolean }[]).map((g) => g.busy)).toEqual([true, true]);
     });
   });
 

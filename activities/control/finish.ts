@@ -40,7 +40,7 @@ export function finishActivities({ deps, wake }: ControlContext) {
         // Hints read the shipped log; the tail the agent sent stands in when nothing was shipped.
         const shipped = o.state === 'FAILED' && o.exit ? await readLogTail(tx, a.jobId, a.attempt) : null;
         const nonFiniteMetrics = o.state === 'FAILED' && o.exit ? await nonFiniteLastKeys(tx, a.jobId, a.attempt) : [];
-        let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics }).reason : o.reason;
+        let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics, jobId: a.jobId }).reason : o.reason;
         let requeue = false;
         if (o.state === 'LOST') ({ to, reason, requeue } = decideLost(job, o.reason));
         // An evaluation that exited 0 succeeded only if its stdout holds its result.

@@ -1,4 +1,6 @@
 import { runSchedulePass, staleDispatches } from '../../db/queries/schedule.ts';
+import { log } from '@temporalio/activity';
+import { leaseHeartbeat, NODE_SEEN_STEP_MS, refreshNodesSeen } from '../../temporal/node-seen.ts';
 import { reconcileCreatedJobs, sendGrants } from '../../temporal/scheduler-ops.ts';
 import type { SchedulePassResult } from '../../workflows/types.ts';
 import type { ControlContext } from './context.ts';
@@ -6,6 +8,8 @@ import type { ControlContext } from './context.ts';
 /** The scheduler workflow's activity: one pass over the queue, its grants sent. */
 export function schedulingActivities({ deps }: ControlContext) {
   const { db, client } = deps;
+  // Nodes' last_seen_at is refreshed from their leases' heartbeats every step, not every pass.
+  let seenRefreshedAt = 0;
 
   return {
     async schedulePass(): Promise<SchedulePassResult> {
@@ -14,6 +18,10 @@ export function schedulingActivities({ deps }: ControlContext) {
       const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);
       await sendGrants(client, [...pass.placements, ...stale]);
       await reconcileCreatedJobs(db, client, deps.timeouts, 30_000);
+      if (Date.now() - seenRefreshedAt >= NODE_SEEN_STEP_MS) {
+        seenRefreshedAt = Date.now();
+        await refreshNodesSeen(db, (id) => leaseHeartbeat(client, id)).catch((err: unknown) => log.warn(`nodes' last_seen_at not refreshed: ${String(err)}`));
+      }
       return {
         granted: pass.placements.length,
         queued: pass.queued,

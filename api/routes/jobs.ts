@@ -9,9 +9,11 @@ import type { IdempotencyKey, Job } from '../../db/schema.ts';
 import { projectOfCheckpoint } from '../../db/queries/auth.ts';
 import { insertJobSecrets } from '../../db/queries/job-secrets.ts';
 import { claimIdempotencyKey, findIdempotencyKey, keyScope } from '../../db/queries/idempotency.ts';
-import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
+import { findProjectId, ensureExperiment, ensureProject, projectNames } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
+import { nodeRooms } from '../../db/queries/node-rooms.ts';
+import { neverFitsReason } from '../../domain/placement.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
 import { JobStarter } from '../job-starter.ts';
@@ -23,6 +25,7 @@ import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { requestHash } from '../idempotency.ts';
+import { fieldErrors } from '../schema-errors.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
 
@@ -102,7 +105,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         response: { 201: JobSchema, ...NotFound, ...Conflict, ...Unavailable },
       },
       // A bad key, watch_dir, secret name or lone experiment is named in words; a schema's pattern is no message for people.
-      schemaErrorFormatter: (errors, dataVar) => new Error(dataVar === 'headers' ? BAD_KEY : [...new Set(errors.map((e) => submitError(e, dataVar)).filter((m) => m !== null))].join(', ')),
+      schemaErrorFormatter: (errors, dataVar) => new Error(dataVar === 'headers' ? BAD_KEY : [...new Set(fieldErrors(errors).map((e) => submitError(e, dataVar)).filter((m) => m !== null))].join('; ')),
     },
     async (req, reply) => {
       const b = req.body;
@@ -136,6 +139,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           const experimentId = projectId && b.experiment ? await ensureExperiment(tx, projectId, b.experiment) : null;
           const made = await insertJob(tx, {
             id: newId('job'),
+            // Kept QUEUED all the same (a bigger node may join); the reason says why it waits.
+            reason: neverFitsReason(b.gpus ?? 1, b.selector ?? {}, await nodeRooms(tx)),
             type: b.type ?? 'TRAIN',
             state: 'CREATED',
             projectId,
@@ -185,7 +190,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         if (!projectId) return { jobs: [] };
       }
       const rows = await listJobs(db, { state: q.state, type: q.type, projectId, projectIds, limit });
-      return { jobs: rows.map(jobJson) };
+      const names = await projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : [])));
+      return { jobs: rows.map((j) => ({ ...jobJson(j), project: j.projectId ? (names.get(j.projectId) ?? null) : null })) };
     },
   );
 

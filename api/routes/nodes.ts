@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
+import type { GpuSlot } from '../../db/schema.ts';
 import { projectsOfJobs } from '../../db/queries/auth.ts';
 import { getNode, listNodesWithSlots, type NodeWithSlots } from '../../db/queries/nodes.ts';
 import { mayRead } from '../auth.ts';
@@ -15,12 +16,12 @@ import type { ApiDeps } from '../deps.ts';
  * The nodes as the caller may see them: every card, but the owner (job and attempt) only of
  * cards held by a job it may read, so a token learns no job id of another project.
  */
-async function visibleNodes(db: Db, req: FastifyRequest, ns: NodeWithSlots[]): Promise<NodeWithSlots[]> {
+async function visibleNodes(db: Db, req: FastifyRequest, ns: NodeWithSlots[]): Promise<(NodeWithSlots & { slots: (GpuSlot & { busy?: boolean })[] })[]> {
   if (!req.principal || req.principal.kind === 'admin') return ns;
   const owners = [...new Set(ns.flatMap((n) => n.slots.flatMap((s) => (s.ownerJobId ? [s.ownerJobId] : []))))];
   const projects = await projectsOfJobs(db, owners);
   const readable = (jobId: string) => projects.has(jobId) && mayRead(req, projects.get(jobId)!);
-  return ns.map((n) => ({ ...n, slots: n.slots.map((s) => (s.ownerJobId && !readable(s.ownerJobId) ? { ...s, ownerJobId: null, ownerAttempt: null } : s)) }));
+  return ns.map((n) => ({ ...n, slots: n.slots.map((s) => (s.ownerJobId && !readable(s.ownerJobId) ? { ...s, busy: true, ownerJobId: null, ownerAttempt: null } : s)) }));
 }
 
 export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {

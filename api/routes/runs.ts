@@ -27,6 +27,7 @@ import {
 } from '../schemas/runs.ts';
 import { compareRunIds } from '../id-list.ts';
 import { keysOf, pointsOf, runSeries, stepOf, summaryJson } from '../metric-series.ts';
+import { formatSchemaErrors } from '../schema-errors.ts';
 import { runJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
 
@@ -181,7 +182,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         response: { 200: MetricsWritten, ...NotFound },
       },
       schemaErrorFormatter: (errors, dataVar) =>
-        new Error(errors[0]?.keyword === 'minItems' && errors[0].instancePath === '/points' ? EMPTY_BATCH : errors.map((e) => `${dataVar}${e.instancePath} ${e.message}`).join(', ')),
+        new Error(errors[0]?.keyword === 'minItems' && errors[0].instancePath === '/points' ? EMPTY_BATCH : formatSchemaErrors(errors, dataVar)),
       // The schema states every per-point rule; a refused point is named in the handler's words
       // (its index and value), asked before the schema is: the two refuse the same points.
       preValidation: async (req) => {

@@ -93,6 +93,7 @@ export const JobSchema = Type.Object(
     state: JobStateSchema,
     attempt: Type.Integer(),
     project_id: Nullable(Type.String()),
+    project: Type.Optional(Nullable(Type.String({ description: "the project's name; in GET /jobs only" }))),
     experiment_id: Nullable(Type.String()),
     priority: Type.Integer(),
     gpus: Type.Integer(),

@@ -7,7 +7,8 @@ export const SlotSchema = Type.Object({
   name: Type.String(),
   memory_mb: Type.Integer(),
   present: Type.Boolean(),
-  owner_job_id: Nullable(Type.String()),
+  busy: Type.Boolean({ description: 'held by a job, whether or not the caller may see which (owner_job_id is then null)' }),
+  owner_job_id: Nullable(Type.String({ description: 'the job holding the card; null when free or held by a job the caller may not read' })),
   owner_attempt: Nullable(Type.Integer()),
 });
 

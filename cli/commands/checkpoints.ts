@@ -27,6 +27,8 @@ export function renderCheckpoints(list: ListedCheckpointJson[], metric: Resolved
   const t = table(
     ['ID', 'RUN', 'STEP', 'SIZE', 'EVAL', 'CREATED'],
     list.map((c) => [c.id, c.run_id, c.step ?? '-', c.deleted_at ? 'deleted' : humanSize(c.size_bytes), fmt(c.eval_value), when(c.created_at)]),
+    {},
+    'no checkpoints',
   );
   return `${t}\n\nEVAL: ${metricLine(metric)}`;
 }

@@ -2,10 +2,10 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
 import type { JobDetailJson } from '../api-types.ts';
-import { evalWhenArg, intArg, pairArg, secretArg, setArg } from '../args.ts';
+import { evalWhenArg, intArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
 import { ApiError } from '../client.ts';
 import { clientOf } from '../client-of.ts';
-import { renderJob, renderJobs } from '../render.ts';
+import { renderJob, renderJobs, submitWarning } from '../render.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 
@@ -23,7 +23,7 @@ export function registerJobCommands(program: Command): void {
     .option('--workdir <dir>', 'working directory on the node (default: here)')
     .addOption(new Option('--env <K=V>', 'environment variable (repeatable)').argParser(pairArg).default({}, 'none'))
     .addOption(new Option('--secret-env <NAME>', "a secret variable: its value is taken from gpuctl's own environment and never shown again (repeatable)").argParser(secretArg).default({}, 'none'))
-    .addOption(new Option('--param <k=v>', 'a parameter recorded with the job (repeatable)').argParser(pairArg).default({}, 'none'))
+    .addOption(new Option('--param <k=v>', `a parameter recorded with the job (repeatable; ${PARAM_VALUE_RULE})`).argParser(setArg).default({}, 'none'))
     .option('--project <name>', 'project')
     .option('--experiment <name>', 'experiment within the project')
     .addOption(new Option('--on-lost <policy>', 'what a lost node does to it').choices(['requeue', 'fail']))
@@ -52,6 +52,8 @@ export function registerJobCommands(program: Command): void {
         resume_from: o.resumeFrom,
         ...(o.eval ? { eval_policy: { ...o.evalWhen, command: ['/bin/sh', '-c', o.eval] } } : {}),
       });
+      const warning = submitWarning(job);
+      if (warning) process.stderr.write(`${warning}\n`);
       if (o.json) log(JSON.stringify(job, null, 2));
       else log(job.id);
     });
@@ -117,7 +119,7 @@ export function registerJobCommands(program: Command): void {
     .command('retry')
     .description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config')
     .argument('<id>')
-    .addOption(new Option('--set <k=v>', 'set a param for the new attempt (repeatable; JSON values)').argParser(setArg).default({}, 'none'))
+    .addOption(new Option('--set <k=v>', 'set a param for the new attempt (repeatable; values as in submit --param)').argParser(setArg).default({}, 'none'))
     .option('--gpus <n>', 'cards for the new attempt', intArg('--gpus', 0))
     .option('--env <K=V>', 'set an environment variable (repeatable)', pairArg)
     .option('--selector <k=v>', 'replace the node selector (repeatable)', pairArg)

@@ -35,7 +35,7 @@ export function registerLogCommands(program: Command): void {
       if (o.refs) {
         if (isRunId(id)) throw new Error('--refs takes a job id');
         const refs = await logRefs(client, id, o.attempt);
-        out(table(['ATTEMPT', 'STREAM', 'BYTES', 'COMPLETE', 'NODE', 'LOCATION'], refs.map((r) => [String(r.attempt), r.stream, String(r.size_bytes), r.complete ? 'yes' : 'no', r.node_id ?? '-', r.location ?? '-'])));
+        out(table(['ATTEMPT', 'STREAM', 'BYTES', 'COMPLETE', 'NODE', 'LOCATION'], refs.map((r) => [String(r.attempt), r.stream, String(r.size_bytes), r.complete ? 'yes' : 'no', r.node_id ?? '-', r.location ?? '-']), {}, 'no logs'));
         return;
       }
       process.stdout.on('error', (err: NodeJS.ErrnoException) => {

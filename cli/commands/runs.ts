@@ -27,6 +27,7 @@ export function renderRuns(runs: RunJson[], now = Date.now()): string {
     ['ID', 'NAME', 'PROJECT', 'EXPERIMENT', 'SOURCE', 'STATUS', 'JOB', 'AGE'],
     runs.map((r) => [r.id, r.name ?? '', r.project ?? '', r.experiment ?? '', r.source, r.status, r.job_id ? `${r.job_id}#${r.attempt}` : '', age(r.created_at, now)]),
     { NAME: 32, PROJECT: 24, EXPERIMENT: 24 },
+    'no runs',
   );
 }
 
@@ -34,6 +35,8 @@ export function renderSummaries(m: Record<string, SummaryJson>): string {
   return table(
     ['KEY', 'LAST', 'STEP', 'MIN', 'AT', 'MAX', 'AT', 'POINTS', 'NAN'],
     Object.entries(m).map(([k, s]) => [k, fmt(s.last), s.last_step, fmt(s.min), s.min_step ?? '', fmt(s.max), s.max_step ?? '', s.count, s.nan_count || '']),
+    {},
+    'no metrics',
   );
 }
 

@@ -59,7 +59,7 @@ export function registerTokenCommands(program: Command): void {
     .action(async (o: { json?: boolean }, cmd: Command) => {
       const { tokens } = await clientOf(cmd).request<{ tokens: TokenJson[] }>('GET', '/tokens');
       if (o.json) return out(JSON.stringify(tokens));
-      out(table(['ID', 'NAME', 'ROLE', 'SCOPE', 'CREATED', 'REVOKED'], tokens.map((t) => [t.id, t.name, t.role, t.node_id ?? t.projects.join(','), t.created_at, t.revoked_at ?? ''])));
+      out(table(['ID', 'NAME', 'ROLE', 'SCOPE', 'CREATED', 'REVOKED'], tokens.map((t) => [t.id, t.name, t.role, t.node_id ?? t.projects.join(','), t.created_at, t.revoked_at ?? '']), {}, 'no tokens'));
     });
   token
     .command('revoke')

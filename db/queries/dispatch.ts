@@ -28,7 +28,7 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
   const [r] = await queryRows<{ ids: string[]; claimed: number | string; cards: number | string }>(ex, sql`
       with p as (select * from ${recordset(planned)}),
       moved as (
-        update jobs j set state = 'DISPATCHING', node_id = p.node_id, gpu_indices = p.gpu_indices, updated_at = ${now}
+        update jobs j set state = 'DISPATCHING', reason = null, node_id = p.node_id, gpu_indices = p.gpu_indices, updated_at = ${now}
         from p where j.id = p.job_id and j.attempt = p.attempt and j.state = 'QUEUED'
         returning j.id, j.attempt, p.node_id, p.gpu_indices, p.detail),
       claimed as (

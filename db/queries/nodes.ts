@@ -1,5 +1,5 @@
 import { and, asc, eq, notInArray, sql } from 'drizzle-orm';
-import type { Executor } from '../client.ts';
+import { queryRows, type Executor } from '../client.ts';
 import { gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
 import type { NodeInventory } from '../../domain/node.ts';
 
@@ -52,4 +52,26 @@ export async function listNodesWithSlots(ex: Executor): Promise<NodeWithSlots[]>
   const ns = await ex.select().from(nodes).orderBy(asc(nodes.id));
   const slots = await ex.select().from(gpuSlots).orderBy(asc(gpuSlots.nodeId), asc(gpuSlots.index));
   return ns.map((n) => ({ ...n, slots: slots.filter((s) => s.nodeId === n.id) }));
+}
+
+/** onlineNodeIds returns the ids of the ONLINE nodes. */
+export async function onlineNodeIds(ex: Executor): Promise<string[]> {
+  const rows = await ex.select({ id: nodes.id }).from(nodes).where(eq(nodes.status, 'ONLINE'));
+  return rows.map((r) => r.id);
+}
+
+/**
+ * touchNodesSeen moves an ONLINE node's last_seen_at to when it was last heard from, only where
+ * that is at least `minStepMs` later than the stored one: a node's row is written at most once
+ * per step, however often this runs. Returns the ids written.
+ */
+export async function touchNodesSeen(ex: Executor, seen: readonly { nodeId: string; at: Date }[], minStepMs: number): Promise<string[]> {
+  if (seen.length === 0) return [];
+  const json = JSON.stringify(seen.map((s) => ({ id: s.nodeId, at: s.at.toISOString() })));
+  const rows = await queryRows<{ id: string }>(ex, sql`
+    update nodes n set last_seen_at = s.at
+    from jsonb_to_recordset(${json}::jsonb) as s(id text, at timestamptz)
+    where n.id = s.id and n.status = 'ONLINE' and s.at >= n.last_seen_at + make_interval(secs => ${minStepMs / 1000})
+    returning n.id`);
+  return rows.map((r) => r.id);
 }

@@ -1,4 +1,4 @@
-import { and, eq } from 'drizzle-orm';
+import { and, eq, inArray } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { experiments, projects } from '../schema.ts';
@@ -15,6 +15,13 @@ export async function ensureProject(ex: Executor, name: string): Promise<string>
 export async function findProjectId(ex: Executor, name: string): Promise<string | undefined> {
   const [row] = await ex.select({ id: projects.id }).from(projects).where(eq(projects.name, name));
   return row?.id;
+}
+
+/** projectNames returns the names of the projects with these ids, by id. */
+export async function projectNames(ex: Executor, ids: readonly string[]): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const rows = await ex.select({ id: projects.id, name: projects.name }).from(projects).where(inArray(projects.id, [...new Set(ids)]));
+  return new Map(rows.map((r) => [r.id, r.name]));
 }
 
 /** ensureExperiment returns the id of a project's experiment named `name`, creating it on first use. */

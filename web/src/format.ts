@@ -47,3 +47,14 @@ export function splitReason(reason: string | null): { reason: string; hint: stri
   const i = reason.indexOf(' — hint: ');
   return i < 0 ? { reason, hint: null } : { reason: reason.slice(0, i), hint: reason.slice(i + ' — hint: '.length) };
 }
+
+/**
+ * The header's "who": a token's name once, with its role only where the name does not already
+ * say it, and a parenthetical such as "(first start, /root/.gpuplane)" moved to the tooltip:
+ * "admin (first start, …)" with role admin reads "admin".
+ */
+export function whoLabel(name: string, role: string): { label: string; detail: string | null } {
+  const m = /^(.*?)\s*\((.*)\)$/.exec(name);
+  const short = m && m[1] ? m[1] : name;
+  return { label: short === role ? short : `${short} · ${role}`, detail: m && m[1] ? m[2] : null };
+}

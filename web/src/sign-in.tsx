@@ -2,6 +2,7 @@
 import { useState } from 'preact/hooks';
 import { api } from './api.ts';
 import { signIn, signOut, tokenProblem } from './auth.ts';
+import { whoLabel } from './format.ts';
 import { useResource } from './live.ts';
 
 export function SignIn({ notice }: { notice: string | null }) {
@@ -65,8 +66,8 @@ export function SignedInAs() {
   return (
     <span class="who">
       {w && (
-        <span data-testid="whoami" data-role={w.role} title={w.kind === 'user' ? `projects: ${w.projects.join(', ')}` : undefined}>
-          {w.name} · {w.role}
+        <span data-testid="whoami" data-role={w.role} title={[whoLabel(w.name, w.role).detail, w.kind === 'user' ? `projects: ${w.projects.join(', ')}` : null].filter(Boolean).join(' · ') || undefined}>
+          {whoLabel(w.name, w.role).label}
         </span>
       )}
       <button type="button" class="link" data-action="sign-out" onClick={() => signOut()}>

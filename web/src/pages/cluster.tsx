@@ -5,7 +5,7 @@ import { useResource } from '../live.ts';
 import type { GpuNode, Job } from '../types.ts';
 
 function NodeCard({ node, jobs }: { node: GpuNode; jobs: Map<string, Job> }) {
-  const busy = node.gpus.filter((g) => g.owner_job_id).length;
+  const busy = node.gpus.filter((g) => g.busy).length;
   return (
     <article class={`node node-${node.status}`} data-node={node.id}>
       <h3>
@@ -25,7 +25,7 @@ function NodeCard({ node, jobs }: { node: GpuNode; jobs: Map<string, Job> }) {
         {node.gpus.map((g) => {
           const job = g.owner_job_id ? jobs.get(g.owner_job_id) : undefined;
           return (
-            <li key={g.index} class={g.owner_job_id ? 'card busy' : 'card free'} data-card={g.index} title={`${g.name} · ${g.memory_mb} MB · ${g.uuid}`}>
+            <li key={g.index} class={g.busy ? 'card busy' : 'card free'} data-card={g.index} title={`${g.name} · ${g.memory_mb} MB · ${g.uuid}`}>
               <span class="idx">GPU {g.index}</span>
               <span class="gname">{g.name}</span>
               {!g.present && <span class="badge state-LOST">missing</span>}
@@ -33,6 +33,8 @@ function NodeCard({ node, jobs }: { node: GpuNode; jobs: Map<string, Job> }) {
                 <span class="owner">
                   <JobLink id={g.owner_job_id} />#{g.owner_attempt} {job && <StateBadge state={job.state} />}
                 </span>
+              ) : g.busy ? (
+                <span class="owner muted">busy (another project's job)</span>
               ) : (
                 <span class="owner muted">free</span>
               )}
