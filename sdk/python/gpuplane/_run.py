@@ -40,6 +40,12 @@ _time = time.time
 _monotonic = time.monotonic
 
 
+
+
+def _offline_event(message: str, status: str, path: str) -> "_EventItem":
+    """The `sdk.offline` event that tells, in the run itself, that part of it came from the offline file."""
+    return _EventItem(dumps({"kind": "sdk.offline", "message": message, "level": "warning", "data": {"status": status, "file": path}}), "", int(_time() * 1000))
+
 class Run(Flusher):
     """One run in GPUPlane. Make one with gpuplane.init()."""
 
@@ -270,12 +276,7 @@ class Run(Flusher):
                 extra["system_tags"] = {**self._run_line.get("system_tags", {}), "sdk.job_run": str(self._id)}
             f = self._offline or self._open_offline(extra)
             if not whole:
-                f.write([_EventItem(dumps({
-                    "kind": "sdk.offline",
-                    "message": f"the API was away at the end of the run: what it had not stored was written to {f.path} and imported from there; the script ended {status}",
-                    "level": "warning",
-                    "data": {"status": status, "file": f.path},
-                }), "", int(_time() * 1000))])
+                f.write([_offline_event(f"the API was away at the end of the run: what it had not stored was written to {f.path} and imported from there; the script ended {status}", status, f.path)])
             f.write(items)
             with self._lock:
                 self._pending = 0
@@ -324,12 +325,7 @@ class Run(Flusher):
         f = self._offline
         try:
             if self._id is not None:
-                f.write([_EventItem(dumps({
-                    "kind": "sdk.offline",
-                    "message": f"the API was away during the run: {f.points} points it had not stored were written to {f.path} and imported from there",
-                    "level": "warning",
-                    "data": {"status": status, "file": f.path},
-                }), "", int(_time() * 1000))])
+                f.write([_offline_event(f"the API was away during the run: {f.points} points it had not stored were written to {f.path} and imported from there", status, f.path)])
             f.close(status)
         except Exception as err:  # noqa: BLE001
             notice(f"gpuplane: WARNING: could not complete the offline file {f.path}: {err!r}")
