@@ -3,8 +3,11 @@
  * raw points for a narrow step range, min/max/mean buckets for a wide one, with per-key summaries.
  */
 import type { Db } from '../db/client.ts';
+import { evaluatedCheckpoints, metricColumns, runScope } from '../db/queries/checkpoints.ts';
 import { rawPoints, rollupBuckets, summaries, type SummaryRow } from '../db/queries/metrics.ts';
+import { metricFor } from '../domain/best-checkpoint.ts';
 import { bucketRaw, encodeValue, mergeBuckets, planQuery, type Bucket } from '../domain/metrics.ts';
+import { settingOf, trainKeyOf } from '../domain/primary-metric.ts';
 import { DomainError } from './errors.ts';
 
 const MAX_POINTS = 10_000;
@@ -72,7 +75,36 @@ export async function runSeries(db: Db, runId: string, q: { keys?: string[]; poi
       return { key: s.key, width: plan.width, buckets: buckets.map(bucketJson) };
     }),
   );
-  return { series, summaries: Object.fromEntries(sums.map((s) => [s.key, summaryJson(s)])) };
+  return { series, evaluations: await evalSeries(db, runId, q.keys), summaries: Object.fromEntries(sums.map((s) => [s.key, summaryJson(s)])) };
+}
+
+/**
+ * A training run's evaluations as series: for each evaluated metric, the latest succeeded
+ * evaluation of each of its checkpoints that has a step, at that step. Each series names the
+ * training-time metric it belongs beside (the primary metric's train_metric, else eval/X ↔
+ * train/X), so a chart of train/loss can draw "eval/loss @ checkpoints" over it. With `keys`,
+ * the series whose key or train_key is named.
+ */
+export async function evalSeries(db: Db, runId: string, keys?: string[]) {
+  const evaluated = await evaluatedCheckpoints(db, runId);
+  if (evaluated.length === 0) return [];
+  const scope = await runScope(db, runId);
+  const m = await metricColumns(db, scope?.projectId ?? null, scope?.experimentId ?? null);
+  const primary = metricFor(evaluated, { experiment: settingOf(m.experiment), project: settingOf(m.project) });
+  const byKey = new Map<string, { step: number; value: ReturnType<typeof encodeValue>; checkpoint_id: string }[]>();
+  for (const c of evaluated) {
+    for (const [key, v] of Object.entries(c.evalMetrics)) {
+      if (typeof v !== 'number' && typeof v !== 'string') continue;
+      const points = byKey.get(key) ?? [];
+      points.push({ step: c.step, value: typeof v === 'number' ? encodeValue(v) : v, checkpoint_id: c.id });
+      byKey.set(key, points);
+    }
+  }
+  const wanted = keys && new Set(keys);
+  return [...byKey.keys()]
+    .sort()
+    .map((key) => ({ key, label: `${key} @ checkpoints`, train_key: trainKeyOf(key, primary), points: byKey.get(key)! }))
+    .filter((s) => !wanted || wanted.has(s.key) || wanted.has(s.train_key));
 }
 
 /** A step bound of the query, when given. */

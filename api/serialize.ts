@@ -103,6 +103,7 @@ export function runJson(r: RunWithNames) {
     started_at: r.startedAt.toISOString(),
     ended_at: iso(r.endedAt),
     heartbeat_at: r.heartbeatAt.toISOString(),
+    evaluates: r.evaluates ? { checkpoint_id: r.evaluates.checkpointId, run_id: r.evaluates.runId, step: r.evaluates.step } : null,
   };
 }
 

@@ -32,8 +32,8 @@ describe('best checkpoint ranking', () => {
 
   it('falls back to training-time values only where no checkpoint has an evaluation of the metric, and says so', () => {
     const cs = [cand('a', 100, { 'eval/other': 1 }, { 'eval/loss': 0.9 }), cand('b', 200, null, { 'eval/loss': 0.3 }), cand('c', 300, null, null)];
-    expect(bestCheckpoint(cs, { name: 'eval/loss', goal: 'min', level: 'project' })).toMatchObject({ checkpoint: { id: 'b' }, value: 0.3, fallback: true, ranked: 2 });
-    expect(bestCheckpoint([cand('x', 1, null, null)], { name: 'eval/loss', goal: 'min', level: 'default' })).toBeUndefined();
+    expect(bestCheckpoint(cs, { name: 'eval/loss', goal: 'min', level: 'project', train_metric: 'train/loss' })).toMatchObject({ checkpoint: { id: 'b' }, value: 0.3, fallback: true, ranked: 2 });
+    expect(bestCheckpoint([cand('x', 1, null, null)], { name: 'eval/loss', goal: 'min', level: 'default', train_metric: 'train/loss' })).toBeUndefined();
   });
 
   it('never picks NaN; ties go to the later step, then the later created', () => {
@@ -134,18 +134,59 @@ describe('checkpoint registry API and gpuctl', () => {
     return { status: r.statusCode, body: r.json() };
   };
 
-  it('lists by run, experiment or project, newest first, with the evaluated value of the primary metric', async () => {
+  it('lists by run, experiment or project: the newest run first, each run by step, with the evaluated value and the training-time value beside it', async () => {
     const byRun = await call('/checkpoints?run=run-a1');
     expect(byRun.status).toBe(200);
-    expect(byRun.body.metric).toEqual({ name: 'eval/loss', goal: 'min', level: 'default' });
-    expect(byRun.body.checkpoints.map((c: { id: string; eval_value: number | null }) => [c.id, c.eval_value])).toEqual([
-      ['ckpt-3', null],
-      ['ckpt-2', 0.35],
-      ['ckpt-1', 0.3],
+    expect(byRun.body.metric).toEqual({ name: 'eval/loss', goal: 'min', level: 'default', train_metric: 'train/loss' });
+    expect(byRun.body.checkpoints.map((c: { id: string; step: number; eval_value: number | null; train_value: number | null }) => [c.id, c.step, c.eval_value, c.train_value])).toEqual([
+      ['ckpt-1', 100, 0.3, 0.9],
+      ['ckpt-2', 200, 0.35, 0.5],
+      ['ckpt-3', 300, null, 0.2],
     ]);
-    expect(byRun.body.checkpoints[0]).toMatchObject({ run_id: 'run-a1', step: 300, size_bytes: 300 * 2 ** 30, parent_checkpoint_id: 'ckpt-2' });
-    expect((await call('/checkpoints?project=vision&experiment=resnet')).body.checkpoints.map((c: { id: string }) => c.id)).toEqual(['ckpt-4', 'ckpt-3', 'ckpt-2', 'ckpt-1']);
-    expect((await call('/checkpoints?project=vision&limit=2')).body.checkpoints.map((c: { id: string }) => c.id)).toEqual(['ckpt-6', 'ckpt-5']);
+    expect(byRun.body.checkpoints[2]).toMatchObject({ run_id: 'run-a1', step: 300, size_bytes: 300 * 2 ** 30, parent_checkpoint_id: 'ckpt-2' });
+    // The runs were made in one statement: the later id is the newer.
+    expect((await call('/checkpoints?project=vision&experiment=resnet')).body.checkpoints.map((c: { id: string }) => c.id)).toEqual(['ckpt-4', 'ckpt-1', 'ckpt-2', 'ckpt-3']);
+    expect((await call('/checkpoints?project=vision&limit=2')).body.checkpoints.map((c: { id: string }) => c.id)).toEqual(['ckpt-5', 'ckpt-6']);
+  });
+
+  it("a training run's metrics carry its evaluations as series at its checkpoints' steps, named beside their training metric", async () => {
+    const r = await call('/runs/run-a1/metrics');
+    expect(r.status).toBe(200);
+    // ckpt-3's evaluation is still running, ckpt-2's failed retry does not hide its succeeded one.
+    expect(r.body.evaluations).toEqual([
+      { key: 'eval/accuracy', label: 'eval/accuracy @ checkpoints', train_key: 'train/accuracy', points: [{ step: 100, value: 0.8, checkpoint_id: 'ckpt-1' }, { step: 200, value: 0.9, checkpoint_id: 'ckpt-2' }] },
+      { key: 'eval/loss', label: 'eval/loss @ checkpoints', train_key: 'train/loss', points: [{ step: 100, value: 0.3, checkpoint_id: 'ckpt-1' }, { step: 200, value: 0.35, checkpoint_id: 'ckpt-2' }] },
+    ]);
+    // Asked for train/loss, the series drawn beside it comes too.
+    expect((await call('/runs/run-a1/metrics?keys=train/loss')).body.evaluations.map((s: { key: string }) => s.key)).toEqual(['eval/loss']);
+    expect((await call('/runs/run-v/metrics')).body.evaluations).toEqual([]);
+    const compared = (await call('/metrics/compare?runs=run-a1,run-a2&keys=eval/loss')).body.runs;
+    expect(compared.map((x: { evaluations: { points: { step: number }[] }[] }) => x.evaluations[0].points.map((p) => p.step))).toEqual([[100, 200], [400]]);
+  });
+
+  it('the primary metric names its training-time counterpart: eval/X ↔ train/X unless set, refused when it is no metric key', async () => {
+    await call('/projects/empty/experiments/default/primary-metric', 'PUT', { name: 'eval/accuracy', goal: 'max', train_metric: 'train/acc' });
+    expect((await call('/primary-metric?project=empty&experiment=default')).body).toEqual({ name: 'eval/accuracy', goal: 'max', level: 'experiment', train_metric: 'train/acc' });
+    const bad = await app.inject({ method: 'PUT', url: '/api/v1/projects/empty/experiments/default/primary-metric', payload: { name: 'eval/loss', goal: 'min', train_metric: '/starts-with-a-slash' } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().message).toContain('train_metric');
+    expect((await call('/primary-metric?project=empty&experiment=default')).body.train_metric).toBe('train/acc');
+    expect((await call('/projects/empty/experiments/default/primary-metric', 'PUT', { name: 'accuracy', goal: 'max' })).body.train_metric).toBe('accuracy');
+    await app.inject({ method: 'DELETE', url: '/api/v1/projects/empty/experiments/default/primary-metric' });
+  });
+
+  it('the run of an EVALUATE job says what it evaluates, and run lists can leave such runs out', async () => {
+    const db = database.db;
+    await insertJob(db, { id: 'job-ev1', type: 'EVALUATE', state: 'SUCCEEDED', gpus: 1, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {}, checkpointId: 'ckpt-1' });
+    const [a1] = await db.select().from(runs).where(eq(runs.id, 'run-a1'));
+    await db.insert(runs).values({ id: 'run-ev1', projectId: a1.projectId, experimentId: a1.experimentId, jobId: 'job-ev1', attempt: 1, source: 'job', status: 'finished' });
+    expect((await call('/runs/run-ev1')).body.evaluates).toEqual({ checkpoint_id: 'ckpt-1', run_id: 'run-a1', step: 100 });
+    expect((await call('/runs/run-a1')).body.evaluates).toBeNull();
+    const ids = async (q: string) => (await call(`/runs?project=vision${q}`)).body.runs.map((r: { id: string }) => r.id).sort();
+    expect(await ids('')).toEqual(['run-a1', 'run-a2', 'run-ev1', 'run-v']);
+    expect(await ids('&evaluations=exclude')).toEqual(['run-a1', 'run-a2', 'run-v']);
+    expect(await ids('&evaluations=only')).toEqual(['run-ev1']);
+    expect((await call('/runs?evaluations=some')).status).toBe(400);
   });
 
   it('gets one with its evaluations and its chain across runs', async () => {

@@ -428,6 +428,7 @@ describe('chart series', () => {
   const metrics = (run: string, steps: number[], v: (s: number) => number) => ({
     run_id: run,
     summaries: {},
+    evaluations: [],
     series: [{ key: 'k', width: 10, buckets: steps.map((s) => ({ step: s, step_end: s + 9, count: 10, nan_count: 0, min: v(s) - 1, max: s === 20 ? 99 : v(s) + 1, mean: v(s) })) }],
   });
 
@@ -452,10 +453,10 @@ describe('chart series', () => {
   });
 
   it('draws NaN and infinities as gaps', () => {
-    const r = { run_id: 'a', summaries: {}, series: [{ key: 'k', width: 1, points: [{ step: 0, value: 1, ts: 0 }, { step: 1, value: 'NaN', ts: 0 }, { step: 2, value: 'Infinity', ts: 0 }] }] };
+    const r = { run_id: 'a', summaries: {}, evaluations: [], series: [{ key: 'k', width: 1, points: [{ step: 0, value: 1, ts: 0 }, { step: 1, value: 'NaN', ts: 0 }, { step: 2, value: 'Infinity', ts: 0 }] }] };
     expect(seriesOf(r, 'k')!.y).toEqual([1, null, null]);
     // Lined up with a run logged at other steps, the gaps stay gaps (null), the holes holes.
-    const other = { run_id: 'b', summaries: {}, series: [{ key: 'k', width: 1, points: [{ step: 5, value: 2, ts: 0 }] }] };
+    const other = { run_id: 'b', summaries: {}, evaluations: [], series: [{ key: 'k', width: 1, points: [{ step: 5, value: 2, ts: 0 }] }] };
     expect(align([seriesOf(r, 'k'), seriesOf(other, 'k')], 100).y).toEqual([
       [1, null, null, undefined],
       [undefined, undefined, undefined, 2],

@@ -43,8 +43,11 @@ function checkpointJson(c: Checkpoint) {
 }
 
 function listedJson(c: ScopedCheckpoint, metric: ResolvedMetric) {
-  const v = c.evalMetrics ? metricNumber(c.evalMetrics[metric.name]) : undefined;
-  return { ...checkpointJson(c), eval_metrics: metricsJson(c.evalMetrics), eval_value: v === undefined ? null : encodeValue(v) };
+  const value = (m: Record<string, unknown> | null, name: string) => {
+    const v = m ? metricNumber(m[name]) : undefined;
+    return v === undefined ? null : encodeValue(v);
+  };
+  return { ...checkpointJson(c), eval_metrics: metricsJson(c.evalMetrics), eval_value: value(c.evalMetrics, metric.name), train_value: value(c.trainMetrics, metric.train_metric) };
 }
 
 function evaluationJson(e: Evaluation) {
@@ -69,19 +72,19 @@ async function scopeOf(db: Db, q: { run?: string; project?: string; experiment?:
     return {
       scope: { runId: q.run },
       label: `run ${q.run}`,
-      settings: { experiment: m.experiment ? settingOf(m.experiment.primaryMetric, m.experiment.primaryMetricMode) : null, project: m.project ? settingOf(m.project.primaryMetric, m.project.primaryMetricMode) : null },
+      settings: { experiment: settingOf(m.experiment), project: settingOf(m.project) },
     };
   }
   if (q.project === undefined) throw new DomainError('invalid', 'name a scope: run, or project (and optionally experiment)');
   const named = await namedScope(db, q.project, q.experiment);
   if (!named.project) throw notFound('project', q.project);
-  const project = settingOf(named.project.primaryMetric, named.project.primaryMetricMode);
+  const project = settingOf(named.project);
   if (q.experiment === undefined) return { scope: { projectId: named.project.id }, label: `project ${q.project}`, settings: { experiment: null, project } };
   if (!named.experiment) throw notFound('experiment', `${q.project}/${q.experiment}`);
   return {
     scope: { experimentId: named.experiment.id },
     label: `experiment ${q.project}/${q.experiment}`,
-    settings: { experiment: settingOf(named.experiment.primaryMetric, named.experiment.primaryMetricMode), project },
+    settings: { experiment: settingOf(named.experiment), project },
   };
 }
 
@@ -93,7 +96,7 @@ export const checkpointRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
     {
       schema: {
         tags: ['checkpoints'],
-        summary: "A run's, experiment's or project's checkpoints, newest first, with the primary metric's evaluated value",
+        summary: "A run's, experiment's or project's checkpoints: the newest run first, each run's by step; with the primary metric's evaluated value and its training-time counterpart at the step",
         description: SCOPE_RULE,
         querystring: ListCheckpointsQuery,
         response: { 200: CheckpointListSchema, ...NotFound },

@@ -8,9 +8,11 @@ import { ExperimentParams, PrimaryMetricBody, ProjectParams, ResolvedMetricSchem
 import { getRetention, setRetention, type RetentionSetting } from '../../db/queries/retention.ts';
 import type { ApiDeps } from '../deps.ts';
 
-function checked(m: MetricSetting): MetricSetting {
-  if (!METRIC_KEY_PATTERN.test(m.name)) throw new DomainError('invalid', `name ${JSON.stringify(m.name)} is not a metric key (${METRIC_KEY_RULE})`);
-  return m;
+function checked(b: { name: string; goal: MetricSetting['goal']; train_metric?: string }): MetricSetting {
+  for (const [field, v] of [['name', b.name], ['train_metric', b.train_metric]] as const) {
+    if (v !== undefined && !METRIC_KEY_PATTERN.test(v)) throw new DomainError('invalid', `${field} ${JSON.stringify(v)} is not a metric key (${METRIC_KEY_RULE})`);
+  }
+  return { name: b.name, goal: b.goal, train: b.train_metric ?? null };
 }
 
 /** The primary metric in force for a project (and experiment), with the level it came from. */

@@ -123,7 +123,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           if (!experimentId) return { runs: [] };
         }
       }
-      const rows = await listRuns(db, { projectId, experimentId, status: q.status, jobId: q.job, limit, projectIds });
+      const rows = await listRuns(db, { projectId, experimentId, status: q.status, jobId: q.job, evaluations: q.evaluations, limit, projectIds });
       return { runs: rows.map(runJson) };
     },
   );

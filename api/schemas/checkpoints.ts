@@ -1,5 +1,8 @@
 import { Type } from '@sinclair/typebox';
 import { LimitParam, Nullable } from './common.ts';
+import { ResolvedMetricSchema } from './projects.ts';
+
+export { ResolvedMetricSchema };
 import { MetricValue } from './runs.ts';
 
 const Time = Type.String({ format: 'date-time' });
@@ -27,11 +30,6 @@ export const ListCheckpointsQuery = Type.Object(
 
 export const BestQuery = Type.Object(scopeFields, { additionalProperties: false, description: SCOPE_RULE, ...oneScope });
 
-export const ResolvedMetricSchema = Type.Object({
-  name: Type.String(),
-  goal: Type.Union([Type.Literal('min'), Type.Literal('max')]),
-  level: Type.Union([Type.Literal('experiment'), Type.Literal('project'), Type.Literal('default')], { description: 'where the metric came from' }),
-});
 
 export const CheckpointSchema = Type.Object(
   {
@@ -57,6 +55,7 @@ const ListedCheckpoint = Type.Intersect([
   Type.Object({
     eval_metrics: Type.Union([MetricMap, Type.Null()], { description: "its latest succeeded evaluation's metrics" }),
     eval_value: Type.Union([MetricValue, Type.Null()], { description: "the primary metric's value in that evaluation" }),
+    train_value: Type.Union([MetricValue, Type.Null()], { description: "the run's value of the primary metric's train_metric at the checkpoint's step (null: not logged there)" }),
   }),
 ]);
 

@@ -3,8 +3,14 @@ import { METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 
 const Goal = Type.Union([Type.Literal('min'), Type.Literal('max')]);
 
+const MetricKey = (description: string) => Type.String({ minLength: 1, maxLength: 250, pattern: METRIC_KEY_PATTERN.source, description: `${description}: ${METRIC_KEY_RULE}` });
+
 export const PrimaryMetricBody = Type.Object(
-  { name: Type.String({ minLength: 1, maxLength: 250, pattern: METRIC_KEY_PATTERN.source, description: METRIC_KEY_RULE }), goal: Goal },
+  {
+    name: MetricKey('the evaluated metric'),
+    goal: Goal,
+    train_metric: Type.Optional(MetricKey('the training-time metric shown beside it on the leaderboard and charts (default: eval/X ↔ train/X, any other name is its own)')),
+  },
   { additionalProperties: false, description: 'the metric that decides the best checkpoint, and whether lower or higher is better' },
 );
 
@@ -14,6 +20,7 @@ export const ResolvedMetricSchema = Type.Object({
   level: Type.Union([Type.Literal('experiment'), Type.Literal('project'), Type.Literal('default')], {
     description: 'where it came from: the experiment, else the project, else the default (minimise eval/loss where runs have it, else maximise eval/accuracy)',
   }),
+  train_metric: Type.String({ description: 'the training-time metric shown beside it: the setting\'s train_metric, else eval/X ↔ train/X (any other name is its own)' }),
 });
 
 export const ProjectParams = Type.Object({ project: Type.String({ minLength: 1, maxLength: 200 }) });

@@ -51,6 +51,11 @@ export const ListRunsQuery = Type.Object(
     experiment: Type.Optional(Type.String({ minLength: 1, description: 'needs project (an experiment is named within its project)' })),
     status: Type.Optional(RunStatusSchema),
     job: Type.Optional(Type.String({ minLength: 1 })),
+    evaluations: Type.Optional(
+      Type.Union([Type.Literal('include'), Type.Literal('exclude'), Type.Literal('only')], {
+        description: 'runs of EVALUATE jobs: include (default), exclude (the training and SDK runs only: what gpuctl runs and the console show by default), or only',
+      }),
+    ),
     limit: Type.Optional(LimitParam()),
   },
   { additionalProperties: false, if: { required: ['experiment'] }, then: { required: ['project'] } },
@@ -76,6 +81,17 @@ export const RunSchema = Type.Object(
     started_at: Time,
     ended_at: Nullable(Time),
     heartbeat_at: Time,
+    evaluates: Type.Union(
+      [
+        Type.Object({
+          checkpoint_id: Type.String(),
+          run_id: Type.String({ description: 'the run that wrote the checkpoint' }),
+          step: Nullable(Type.Integer()),
+        }),
+        Type.Null(),
+      ],
+      { description: 'for the run of an EVALUATE job: the checkpoint it evaluates, its training run and step; null for any other run' },
+    ),
   },
   { $id: 'Run' },
 );
@@ -168,7 +184,29 @@ export const SeriesSchema = Type.Object({
   ),
 });
 
-export const RunMetricsSchema = Type.Object({ run_id: Type.String(), series: Type.Array(SeriesSchema), summaries: Type.Record(Type.String(), SummarySchema) });
+export const EvalSeriesSchema = Type.Object(
+  {
+    key: Type.String({ description: 'the evaluated metric, e.g. eval/loss' }),
+    label: Type.String({ description: 'e.g. "eval/loss @ checkpoints"' }),
+    train_key: Type.String({ description: "the training-time metric it is drawn beside: the primary metric's train_metric, else eval/X ↔ train/X" }),
+    points: Type.Array(
+      Type.Object({
+        step: Type.Integer({ description: "the checkpoint's step" }),
+        value: MetricValue,
+        checkpoint_id: Type.String(),
+      }),
+      { description: 'one per evaluated checkpoint with a step, by step' },
+    ),
+  },
+  { description: "a training run's evaluations at its checkpoints' steps (the latest succeeded evaluation of each)" },
+);
+
+export const RunMetricsSchema = Type.Object({
+  run_id: Type.String(),
+  series: Type.Array(SeriesSchema),
+  evaluations: Type.Array(EvalSeriesSchema, { description: "the run's evaluated checkpoints as series, one per evaluated metric; with keys: those whose key or train_key is named" }),
+  summaries: Type.Record(Type.String(), SummarySchema),
+});
 
 export const EventBody = Type.Object(
   {

@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, isNull, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, inArray, isNotNull, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { checkpoints, evaluations, experiments, projects, runs, type Checkpoint, type Evaluation } from '../schema.ts';
 
@@ -35,14 +35,18 @@ async function withEvalMetrics(ex: Executor, rows: Checkpoint[]): Promise<Scoped
   return rows.map((r) => ({ ...r, evalMetrics: latest.get(r.id) ?? null }));
 }
 
-/** listCheckpoints returns a scope's checkpoints, newest first, each with its latest succeeded evaluation's metrics. */
+/**
+ * listCheckpoints returns a scope's checkpoints, each with its latest succeeded evaluation's
+ * metrics: the newest run's first, and within a run by step (a final scan registers many at once,
+ * so registration order says little), then registration.
+ */
 export async function listCheckpoints(ex: Executor, scope: CheckpointScope, limit: number): Promise<ScopedCheckpoint[]> {
   const rows = await ex
     .select({ c: checkpoints })
     .from(checkpoints)
     .innerJoin(runs, eq(runs.id, checkpoints.runId))
     .where(scopeWhere(scope))
-    .orderBy(desc(checkpoints.createdAt), desc(checkpoints.id))
+    .orderBy(desc(runs.createdAt), desc(runs.id), sql`${checkpoints.step} asc nulls last`, checkpoints.createdAt, checkpoints.id)
     .limit(limit);
   return withEvalMetrics(
     ex,
@@ -145,4 +149,18 @@ export async function finalCheckpointOfAttempt(ex: Executor, jobId: string, atte
     .orderBy(sql`${checkpoints.step} desc nulls last`, desc(checkpoints.createdAt), desc(checkpoints.id))
     .limit(1);
   return last;
+}
+
+/**
+ * evaluatedCheckpoints returns a run's checkpoints that have a step and a succeeded evaluation, by
+ * step, each with its latest succeeded evaluation's metrics: the points of the run's evaluation
+ * series. A checkpoint whose files retention deleted keeps its place: its evaluation happened.
+ */
+export async function evaluatedCheckpoints(ex: Executor, runId: string): Promise<(ScopedCheckpoint & { step: number; evalMetrics: Record<string, number> })[]> {
+  const rows = await ex
+    .select()
+    .from(checkpoints)
+    .where(and(eq(checkpoints.runId, runId), isNotNull(checkpoints.step)))
+    .orderBy(checkpoints.step, checkpoints.createdAt, checkpoints.id);
+  return (await withEvalMetrics(ex, rows)).filter((c): c is ScopedCheckpoint & { step: number; evalMetrics: Record<string, number> } => c.step !== null && c.evalMetrics !== null);
 }

@@ -49,19 +49,22 @@ export async function primaryMetricSettings(ex: Executor, project: string, exper
   let e: MetricSetting | null = null;
   if (experiment) {
     const [row] = await ex.select().from(experiments).where(and(eq(experiments.projectId, p.id), eq(experiments.name, experiment)));
-    e = row ? settingOf(row.primaryMetric, row.primaryMetricMode) : null;
+    e = settingOf(row);
   }
-  return { project: settingOf(p.primaryMetric, p.primaryMetricMode), experiment: e };
+  return { project: settingOf(p), experiment: e };
 }
+
+/** The columns a setting is stored in (null: cleared). */
+const metricColumnsOf = (m: MetricSetting | null) => ({ primaryMetric: m?.name ?? null, primaryMetricMode: m?.goal ?? null, primaryTrainMetric: m?.train ?? null });
 
 /** setProjectMetric sets (or with null clears) a project's primary metric, creating the project on first use. */
 export async function setProjectMetric(ex: Executor, project: string, m: MetricSetting | null): Promise<void> {
   const id = await ensureProject(ex, project);
-  await ex.update(projects).set({ primaryMetric: m?.name ?? null, primaryMetricMode: m?.goal ?? null }).where(eq(projects.id, id));
+  await ex.update(projects).set(metricColumnsOf(m)).where(eq(projects.id, id));
 }
 
 /** setExperimentMetric sets (or with null clears) an experiment's primary metric, creating project and experiment on first use. */
 export async function setExperimentMetric(ex: Executor, project: string, experiment: string, m: MetricSetting | null): Promise<void> {
   const id = await ensureExperiment(ex, await ensureProject(ex, project), experiment);
-  await ex.update(experiments).set({ primaryMetric: m?.name ?? null, primaryMetricMode: m?.goal ?? null }).where(eq(experiments.id, id));
+  await ex.update(experiments).set(metricColumnsOf(m)).where(eq(experiments.id, id));
 }

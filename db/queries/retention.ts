@@ -73,8 +73,8 @@ export async function retentionPlan(ex: Executor, runId: string): Promise<Retent
     .where(and(inArray(evaluations.checkpointId, ids), inArray(evaluations.status, ['pending', 'running'])));
   const m = await metricColumns(ex, run.projectId, run.experimentId);
   const metric = metricFor(candidates, {
-    experiment: m.experiment ? settingOf(m.experiment.primaryMetric, m.experiment.primaryMetricMode) : null,
-    project: m.project ? settingOf(m.project.primaryMetric, m.project.primaryMetricMode) : null,
+    experiment: settingOf(m.experiment),
+    project: settingOf(m.project),
   });
   const doomed = new Set(
     checkpointsToDelete(candidates, metric, policy, {

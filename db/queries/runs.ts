@@ -1,31 +1,51 @@
-import { and, count, desc, eq, inArray, lt, max, or, sql, type SQL } from 'drizzle-orm';
+import { and, count, desc, eq, inArray, isNotNull, isNull, lt, max, or, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
-import { events, experiments, projects, runs, type Run, type RunEvent } from '../schema.ts';
+import { checkpoints, events, experiments, jobs, projects, runs, type Run, type RunEvent } from '../schema.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
+
+/** What the run of an EVALUATE job evaluates: the checkpoint, the run that wrote it, its step. */
+export interface Evaluates {
+  checkpointId: string;
+  runId: string;
+  step: number | null;
+}
 
 export interface RunWithNames extends Run {
   projectName: string | null;
   experimentName: string | null;
+  evaluates: Evaluates | null;
 }
 
 const withNames = {
   run: runs,
   projectName: projects.name,
   experimentName: experiments.name,
+  evalCheckpointId: checkpoints.id,
+  evalRunId: checkpoints.runId,
+  evalStep: checkpoints.step,
 };
 
-function flatten(r: { run: Run; projectName: string | null; experimentName: string | null }): RunWithNames {
-  return { ...r.run, projectName: r.projectName, experimentName: r.experimentName };
+type Row = { run: Run; projectName: string | null; experimentName: string | null; evalCheckpointId: string | null; evalRunId: string | null; evalStep: number | null };
+
+function flatten(r: Row): RunWithNames {
+  const evaluates = r.evalCheckpointId && r.evalRunId ? { checkpointId: r.evalCheckpointId, runId: r.evalRunId, step: r.evalStep } : null;
+  return { ...r.run, projectName: r.projectName, experimentName: r.experimentName, evaluates };
 }
 
-/** getRun returns a run by id with the names of its project and experiment, or undefined. */
-export async function getRun(ex: Executor, id: string): Promise<RunWithNames | undefined> {
-  const [r] = await ex
+/** The runs with their names and, for the run of an EVALUATE job, the checkpoint it evaluates. */
+function selectRuns(ex: Executor) {
+  return ex
     .select(withNames)
     .from(runs)
     .leftJoin(projects, eq(projects.id, runs.projectId))
     .leftJoin(experiments, eq(experiments.id, runs.experimentId))
-    .where(eq(runs.id, id));
+    .leftJoin(jobs, and(eq(jobs.id, runs.jobId), eq(jobs.type, 'EVALUATE')))
+    .leftJoin(checkpoints, eq(checkpoints.id, jobs.checkpointId));
+}
+
+/** getRun returns a run by id with the names of its project and experiment, or undefined. */
+export async function getRun(ex: Executor, id: string): Promise<RunWithNames | undefined> {
+  const [r] = await selectRuns(ex).where(eq(runs.id, id));
   return r ? flatten(r) : undefined;
 }
 
@@ -61,7 +81,7 @@ export async function insertRun(ex: Executor, values: typeof runs.$inferInsert):
 /** listRuns returns up to `q.limit` runs that match the query, newest first, with their project and experiment names. */
 export async function listRuns(
   ex: Executor,
-  q: { projectId?: string; experimentId?: string; status?: RunStatus; jobId?: string; limit: number; projectIds?: string[] | null },
+  q: { projectId?: string; experimentId?: string; status?: RunStatus; jobId?: string; evaluations?: 'include' | 'exclude' | 'only'; limit: number; projectIds?: string[] | null },
 ): Promise<RunWithNames[]> {
   const conds: SQL[] = [];
   if (q.projectIds) {
@@ -72,11 +92,9 @@ export async function listRuns(
   if (q.experimentId) conds.push(eq(runs.experimentId, q.experimentId));
   if (q.status) conds.push(eq(runs.status, q.status));
   if (q.jobId) conds.push(eq(runs.jobId, q.jobId));
-  const r = await ex
-    .select(withNames)
-    .from(runs)
-    .leftJoin(projects, eq(projects.id, runs.projectId))
-    .leftJoin(experiments, eq(experiments.id, runs.experimentId))
+  if (q.evaluations === 'exclude') conds.push(isNull(jobs.id));
+  if (q.evaluations === 'only') conds.push(isNotNull(jobs.id));
+  const r = await selectRuns(ex)
     .where(conds.length ? and(...conds) : undefined)
     .orderBy(desc(runs.createdAt), desc(runs.id))
     .limit(q.limit);

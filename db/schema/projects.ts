@@ -8,6 +8,8 @@ export const projects = pgTable('projects', {
   name: text('name').notNull().unique(),
   primaryMetric: text('primary_metric'),
   primaryMetricMode: text('primary_metric_mode').$type<MetricGoal>(),
+  /** The training-time metric shown beside the primary metric; null: eval/X ↔ train/X. */
+  primaryTrainMetric: text('primary_train_metric'),
   createdAt: createdAt(),
 });
 export type Project = InferSelectModel<typeof projects>;
@@ -20,6 +22,7 @@ export const experiments = pgTable(
     name: text('name').notNull(),
     primaryMetric: text('primary_metric'),
     primaryMetricMode: text('primary_metric_mode').$type<MetricGoal>(),
+    primaryTrainMetric: text('primary_train_metric'),
     /** Retention (opt-in): keep the best K and the latest N checkpoints of each run, delete the others' files. */
     keepBest: integer('keep_best'),
     keepLatest: integer('keep_latest'),
