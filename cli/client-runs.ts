@@ -8,7 +8,7 @@ const qs = (o: Record<string, string | number | undefined>) => {
   return p.size ? `?${p}` : '';
 };
 
-export async function listRuns(c: GpuplaneClient, q: { project?: string; experiment?: string; status?: string; job?: string; limit?: number } = {}): Promise<RunJson[]> {
+export async function listRuns(c: GpuplaneClient, q: { project?: string; experiment?: string; status?: string; job?: string; evaluations?: 'include' | 'exclude' | 'only'; limit?: number } = {}): Promise<RunJson[]> {
   return (await c.request<{ runs: RunJson[] }>('GET', `/runs${qs(q)}`)).runs;
 }
 

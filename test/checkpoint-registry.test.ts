@@ -189,6 +189,21 @@ describe('checkpoint registry API and gpuctl', () => {
     expect((await call('/runs?evaluations=some')).status).toBe(400);
   });
 
+  it('gpuctl runs hides the runs of evaluations unless asked, then lists each under its training run; run and metrics show the evaluated checkpoints', async () => {
+    const run = promisify(execFile);
+    const cli = async (...args: string[]) => (await run(process.execPath, ['cli/gpuctl.mjs', '--api', api, ...args])).stdout;
+    const hidden = await cli('runs', '--project', 'vision');
+    expect(hidden).not.toContain('run-ev1');
+    expect(hidden).toContain('(runs of evaluations are hidden: --evaluations lists each under its training run)');
+    const shown = (await cli('runs', '--project', 'vision', '--evaluations')).split('\n');
+    const at = shown.findIndex((l) => l.startsWith('run-a1 '));
+    expect(shown[at + 1]).toMatch(/^└ run-ev1\s+evaluates ckpt-1 @ step 100\s/);
+    expect(await cli('run', 'run-ev1')).toMatch(/evaluates:\s+checkpoint ckpt-1 of run run-a1 at step 100/);
+    expect(await cli('run', 'run-a1')).toMatch(/evaluated checkpoints:\nSTEP\s+CHECKPOINT\s+eval\/accuracy\s+eval\/loss\n100\s+ckpt-1\s+0\.8\s+0\.3\n200\s+ckpt-2\s+0\.9\s+0\.35/);
+    const metrics = await cli('metrics', 'run-a1', '--table', '--key', 'eval/loss');
+    expect(metrics).toMatch(/^eval\/loss @ checkpoints \(beside train\/loss\)\nSTEP\s+eval\/loss\s+CHECKPOINT\n100\s+0\.3\s+ckpt-1\n200\s+0\.35\s+ckpt-2/);
+  });
+
   it('gets one with its evaluations and its chain across runs', async () => {
     const r = await call('/checkpoints/ckpt-4');
     expect(r.status).toBe(200);
@@ -237,8 +252,9 @@ describe('checkpoint registry API and gpuctl', () => {
       cli('checkpoint', 'ckpt-4', '--json'),
       cli('best', '--experiment', 'x').catch((e: { code: number; stderr: string }) => e),
     ]);
-    expect(list.stdout).toMatch(/^ID\s+RUN\s+STEP\s+SIZE\s+EVAL\s+CREATED/);
-    expect(list.stdout).toMatch(/ckpt-6\s+run-v\s+20\s+300 GiB\s+-\s+2026-01-01 00:00:06Z/);
+    // vit's primary metric is train/loss: its training-time counterpart is itself.
+    expect(list.stdout).toMatch(/^ID\s+RUN\s+STEP\s+EVAL train\/loss\s+TRAIN train\/loss\s+SIZE\s+CREATED/);
+    expect(list.stdout).toMatch(/ckpt-5\s+run-v\s+10\s+-\s+0\.8\s+300 GiB\s+2026-01-01 00:00:05Z\n\s*ckpt-6\s+run-v\s+20\s+-\s+0\.7\s+300 GiB/);
     expect(best.stdout).toContain('ckpt-6');
     expect(best.stdout).toContain('train/loss = 0.7 (fallback: training-time value)');
     expect(best.stdout).toMatch(/level:\s+experiment/);

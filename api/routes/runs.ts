@@ -26,7 +26,7 @@ import {
   RunSchema,
 } from '../schemas/runs.ts';
 import { compareRunIds } from '../id-list.ts';
-import { keysOf, pointsOf, runSeries, stepOf, summaryJson } from '../metric-series.ts';
+import { evalSeries, keysOf, pointsOf, runSeries, stepOf, summaryJson } from '../metric-series.ts';
 import { formatSchemaErrors } from '../schema-errors.ts';
 import { runJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
@@ -130,11 +130,11 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.get(
     '/runs/:id',
-    { schema: { tags: ['runs'], summary: 'A run with its params, tags and a summary per metric', params: IdParams, response: { 200: RunDetailSchema, ...NotFound } } },
+    { schema: { tags: ['runs'], summary: 'A run with its params, tags, a summary per metric and its evaluated checkpoints as series', params: IdParams, response: { 200: RunDetailSchema, ...NotFound } } },
     async (req) => {
       const run = await mustGetRun(req.params.id);
-      const sums = await summaries(db, run.id);
-      return { ...runJson(run), metrics: Object.fromEntries(sums.map((s) => [s.key, summaryJson(s)])) };
+      const [sums, evaluations] = await Promise.all([summaries(db, run.id), evalSeries(db, run.id)]);
+      return { ...runJson(run), metrics: Object.fromEntries(sums.map((s) => [s.key, summaryJson(s)])), evaluations };
     },
   );
 

@@ -111,7 +111,6 @@ export const SummarySchema = Type.Object({
   max_step: Nullable(Type.Integer()),
 });
 
-export const RunDetailSchema = Type.Intersect([Type.Omit(RunSchema, []), Type.Object({ metrics: Type.Record(Type.String(), SummarySchema) })]);
 
 /** What the metrics route answers for an empty batch, as parseBatch did before the schema said it. */
 export const EMPTY_BATCH = 'batch rejected, nothing stored: points must not be empty';
@@ -200,6 +199,14 @@ export const EvalSeriesSchema = Type.Object(
   },
   { description: "a training run's evaluations at its checkpoints' steps (the latest succeeded evaluation of each)" },
 );
+
+export const RunDetailSchema = Type.Intersect([
+  Type.Omit(RunSchema, []),
+  Type.Object({
+    metrics: Type.Record(Type.String(), SummarySchema),
+    evaluations: Type.Array(EvalSeriesSchema, { description: "the run's evaluated checkpoints as series, one per evaluated metric (as GET /runs/:id/metrics answers them)" }),
+  }),
+]);
 
 export const RunMetricsSchema = Type.Object({
   run_id: Type.String(),

@@ -23,14 +23,18 @@ const when = (iso: string | null) => (iso ? iso.replace('T', ' ').replace(/\.\d+
 const pairs = (m: Record<string, MetricValue> | null) => (m ? Object.entries(m).map(([k, v]) => `${k}=${fmt(v)}`).join(' ') : '');
 export const metricLine = (m: ResolvedMetricJson) => `${m.goal === 'min' ? 'minimise' : 'maximise'} ${m.name} (from the ${m.level === 'default' ? 'global default' : m.level})`;
 
+/** The leaderboard's two metric columns, named: the evaluated primary metric and its training-time counterpart at the step. */
+export const leaderboardHeads = (m: ResolvedMetricJson) => [`EVAL ${m.name}`, `TRAIN ${m.train_metric}`];
+
+/** The leaderboard: the newest run first, each run by step; the evaluated value beside the training-time one. */
 export function renderCheckpoints(list: ListedCheckpointJson[], metric: ResolvedMetricJson): string {
   const t = table(
-    ['ID', 'RUN', 'STEP', 'SIZE', 'EVAL', 'CREATED'],
-    list.map((c) => [c.id, c.run_id, c.step ?? '-', c.deleted_at ? 'deleted' : humanSize(c.size_bytes), fmt(c.eval_value), when(c.created_at)]),
+    ['ID', 'RUN', 'STEP', ...leaderboardHeads(metric), 'SIZE', 'CREATED'],
+    list.map((c) => [c.id, c.run_id, c.step ?? '-', fmt(c.eval_value), fmt(c.train_value), c.deleted_at ? 'deleted' : humanSize(c.size_bytes), when(c.created_at)]),
     {},
     'no checkpoints',
   );
-  return `${t}\n\nEVAL: ${metricLine(metric)}`;
+  return `${t}\n\nEVAL: ${metricLine(metric)}; TRAIN: the run's ${metric.train_metric} at the checkpoint's step`;
 }
 
 export function renderCheckpoint(c: CheckpointDetailJson): string {
@@ -71,6 +75,7 @@ export function renderBest(b: BestJson): string {
     ['step', c.step],
     ['path', c.uri],
     ['metric', `${b.metric.name} = ${fmt(b.value)}${b.fallback ? ' (fallback: training-time value)' : ''}`],
+    ['train', `${b.metric.train_metric} = ${fmt(c.train_value)} at step ${c.step ?? '-'}`],
     ['goal', b.metric.goal === 'min' ? 'minimise' : 'maximise'],
     ['level', b.metric.level === 'default' ? 'global default' : b.metric.level],
     ['ranked', `${b.ranked} checkpoint${b.ranked === 1 ? '' : 's'}`],
@@ -101,7 +106,7 @@ function intArg(name: string, min: number, max: number) {
 export function registerCheckpointCommands(program: Command): void {
   program
     .command('checkpoints')
-    .description("a run's, experiment's or project's checkpoints, newest first, with the primary metric's evaluated value")
+    .description("a run's, experiment's or project's checkpoints (the newest run first, each run by step), with the primary metric's evaluated value and its training-time counterpart at the step")
     .option('--run <id>', "this run's checkpoints")
     .option('--project <name>', "this project's checkpoints")
     .option('--experiment <name>', "only this experiment's (needs --project)")

@@ -11,19 +11,21 @@ export function registerPrimaryMetricCommand(program: Command): void {
     .argument('[experiment]', 'experiment name (its setting overrides the project\'s)')
     .option('--set <metric>', 'the metric name, e.g. eval/accuracy')
     .addOption(new Option('--goal <goal>', 'with --set: whether lower or higher is better').choices(['min', 'max']))
+    .option('--train-metric <metric>', 'with --set: the training-time metric shown beside it on the leaderboard and charts (default: eval/X ↔ train/X)')
     .option('--clear', 'remove the setting at this level')
     .option('--json', 'print JSON')
-    .action(async (project: string, experiment: string | undefined, o: { set?: string; goal?: 'min' | 'max'; clear?: boolean; json?: boolean }, cmd: Command) => {
+    .action(async (project: string, experiment: string | undefined, o: { set?: string; goal?: 'min' | 'max'; trainMetric?: string; clear?: boolean; json?: boolean }, cmd: Command) => {
       if (o.set && o.clear) throw new InvalidArgumentError('--set and --clear exclude each other');
       if (o.set && !o.goal) throw new InvalidArgumentError('--set needs --goal min or --goal max');
       if (o.goal && !o.set) throw new InvalidArgumentError('--goal goes with --set');
+      if (o.trainMetric && !o.set) throw new InvalidArgumentError('--train-metric goes with --set');
       const c = clientOf(cmd);
       const at = `/projects/${encodeURIComponent(project)}${experiment ? `/experiments/${encodeURIComponent(experiment)}` : ''}/primary-metric`;
       const r = o.set
-        ? await c.request<PrimaryMetricJson>('PUT', at, { name: o.set, goal: o.goal })
+        ? await c.request<PrimaryMetricJson>('PUT', at, { name: o.set, goal: o.goal, ...(o.trainMetric ? { train_metric: o.trainMetric } : {}) })
         : o.clear
           ? await c.request<PrimaryMetricJson>('DELETE', at)
           : await c.request<PrimaryMetricJson>('GET', `/primary-metric?${new URLSearchParams({ project, ...(experiment ? { experiment } : {}) })}`);
-      out(o.json ? JSON.stringify(r) : `${r.goal === 'min' ? 'minimise' : 'maximise'} ${r.name} (from the ${r.level === 'default' ? 'global default' : r.level})`);
+      out(o.json ? JSON.stringify(r) : `${r.goal === 'min' ? 'minimise' : 'maximise'} ${r.name} (from the ${r.level === 'default' ? 'global default' : r.level}); shown beside ${r.train_metric}`);
     });
 }

@@ -1,8 +1,9 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import sparkly from 'sparkly';
-import type { RunDetailJson, RunJson, SeriesJson, SummaryJson, WireValue as MetricValue } from '../api-types.ts';
+import type { RunDetailJson, RunJson, RunMetricsJson, SeriesJson, SummaryJson } from '../api-types.ts';
 import { clientOf, out } from '../client-of.ts';
 import { getRun, listRuns, runMetrics } from '../client-runs.ts';
+import { fmtMetric as fmt, groupEvaluationRuns, metricNumber as num, renderEvalSparkline, renderEvalTable, renderEvaluatedCheckpoints, type EvalSeriesJson } from '../eval-series.ts';
 import { age, keyValues, table } from '../table.ts';
 
 const RUN_STATUSES = ['running', 'finished', 'failed', 'crashed', 'cancelled'];
@@ -18,14 +19,24 @@ const pairs = (o: Record<string, unknown>) =>
   Object.entries(o)
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
     .join(' ');
-/** Numbers as people read them: 6 significant digits. */
-const fmt = (v: MetricValue | null | undefined) => (v === null || v === undefined ? '' : typeof v === 'string' ? v : Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(6))));
-const num = (v: MetricValue | null): number => (v === null ? Number.NaN : typeof v === 'number' ? v : Number(v === 'NaN' ? Number.NaN : v === 'Infinity' ? Infinity : -Infinity));
 
+/** What a run of an EVALUATE job evaluates, in a few words. */
+const evaluatesLine = (e: NonNullable<RunJson['evaluates']>) => `evaluates ${e.checkpoint_id}${e.step === null ? '' : ` @ step ${e.step}`}`;
+
+/** Runs as a table; a run of an EVALUATE job listed with its training run sits under it, indented. */
 export function renderRuns(runs: RunJson[], now = Date.now()): string {
   return table(
     ['ID', 'NAME', 'PROJECT', 'EXPERIMENT', 'SOURCE', 'STATUS', 'JOB', 'AGE'],
-    runs.map((r) => [r.id, r.name ?? '', r.project ?? '', r.experiment ?? '', r.source, r.status, r.job_id ? `${r.job_id}#${r.attempt}` : '', age(r.created_at, now)]),
+    groupEvaluationRuns(runs).map(({ run: r, under }) => [
+      under ? `└ ${r.id}` : r.id,
+      r.evaluates ? evaluatesLine(r.evaluates) : (r.name ?? ''),
+      r.project ?? '',
+      r.experiment ?? '',
+      r.source,
+      r.status,
+      r.job_id ? `${r.job_id}#${r.attempt}` : '',
+      age(r.created_at, now),
+    ]),
     { NAME: 32, PROJECT: 24, EXPERIMENT: 24 },
     'no runs',
   );
@@ -50,6 +61,7 @@ export function renderRun(r: RunDetailJson, attempts: RunJson[]): string {
       ['project', r.project],
       ['experiment', r.experiment],
       ['job', r.job_id ? `${r.job_id} attempt ${r.attempt}` : null],
+      ['evaluates', r.evaluates ? `checkpoint ${r.evaluates.checkpoint_id} of run ${r.evaluates.run_id}${r.evaluates.step === null ? '' : ` at step ${r.evaluates.step}`}` : null],
       ['params', pairs(r.params)],
       ['tags', pairs(r.tags)],
       ['system tags', pairs(r.system_tags)],
@@ -60,6 +72,7 @@ export function renderRun(r: RunDetailJson, attempts: RunJson[]): string {
     ]),
   ];
   if (Object.keys(r.metrics).length) parts.push(renderSummaries(r.metrics));
+  if (r.evaluations.length) parts.push(renderEvaluatedCheckpoints(r.evaluations));
   if (attempts.length) parts.push(table(['ATTEMPT', 'RUN', 'STATUS', 'STARTED', 'ENDED'], attempts.map((a) => [a.attempt, a.id, a.status, a.started_at, a.ended_at ?? ''])));
   return parts.join('\n\n');
 }
@@ -79,6 +92,18 @@ export function renderSparkline(s: SeriesJson, summary: SummaryJson | undefined)
   return `${s.key}  ${line}\n${' '.repeat(s.key.length + 2)}${stats}`;
 }
 
+/**
+ * A run's series, each evaluated metric right after the training metric it belongs beside
+ * (eval/loss @ checkpoints under train/loss); one with no such series listed comes last.
+ */
+export function renderMetrics(m: RunMetricsJson, spark: boolean): string {
+  const evalOf = (s: EvalSeriesJson) => (spark ? renderEvalSparkline(s) : renderEvalTable(s));
+  const keys = new Set(m.series.map((s) => s.key));
+  const blocks = m.series.flatMap((s) => [spark ? renderSparkline(s, m.summaries[s.key]) : renderSeriesTable(s), ...m.evaluations.filter((e) => e.train_key === s.key).map(evalOf)]);
+  blocks.push(...m.evaluations.filter((e) => !keys.has(e.train_key)).map(evalOf));
+  return blocks.join('\n\n');
+}
+
 export function registerRunCommands(program: Command): void {
   program
     .command('runs')
@@ -87,12 +112,18 @@ export function registerRunCommands(program: Command): void {
     .option('--experiment <name>', 'only this experiment (needs --project)')
     .addOption(new Option('--status <status>', 'only runs with this status').choices(RUN_STATUSES))
     .option('--job <id>', "only this job's runs (one per attempt)")
+    .option('--evaluations', 'also list the runs of EVALUATE jobs, each under the training run it evaluates (--job lists them anyway)')
     .option('--limit <n>', 'at most this many (1-1000)', intArg('--limit', 1, 1000), 100)
     .option('--json', 'print JSON')
-    .action(async (o: { project?: string; experiment?: string; status?: string; job?: string; limit: number; json?: boolean }, cmd: Command) => {
+    .action(async (o: { project?: string; experiment?: string; status?: string; job?: string; evaluations?: boolean; limit: number; json?: boolean }, cmd: Command) => {
       if (o.experiment && !o.project) throw new InvalidArgumentError('--experiment needs --project');
-      const runs = await listRuns(clientOf(cmd), { project: o.project, experiment: o.experiment, status: o.status, job: o.job, limit: o.limit });
-      out(o.json ? JSON.stringify(runs, null, 2) : runs.length ? renderRuns(runs) : 'no runs');
+      const c = clientOf(cmd);
+      const q = { project: o.project, experiment: o.experiment, status: o.status, job: o.job };
+      const hide = !o.evaluations && !o.job;
+      const runs = await listRuns(c, { ...q, evaluations: hide ? 'exclude' : undefined, limit: o.limit });
+      if (o.json) return out(JSON.stringify(runs, null, 2));
+      const hidden = hide && (await listRuns(c, { ...q, evaluations: 'only', limit: 1 })).length > 0;
+      out([runs.length ? renderRuns(runs) : 'no runs', ...(hidden ? ['(runs of evaluations are hidden: --evaluations lists each under its training run)'] : [])].join('\n'));
     });
 
   program
@@ -123,9 +154,9 @@ export function registerRunCommands(program: Command): void {
       const points = o.points ?? (spark ? Math.max(10, (process.stdout.columns ?? 80) - 4) : undefined);
       const m = await runMetrics(clientOf(cmd), id, { keys: o.key, points, stepMin: o.stepMin, stepMax: o.stepMax });
       if (o.json) return out(JSON.stringify(m, null, 2));
-      const missing = (o.key ?? []).filter((k) => !m.summaries[k]);
+      const missing = (o.key ?? []).filter((k) => !m.summaries[k] && !m.evaluations.some((e) => e.key === k));
       if (missing.length) throw new Error(`run ${id} has no metric ${missing.map((k) => JSON.stringify(k)).join(', ')}`);
-      if (m.series.length === 0) return out(`run ${id} has no metrics yet`);
-      out(spark ? m.series.map((s) => renderSparkline(s, m.summaries[s.key])).join('\n\n') : m.series.map(renderSeriesTable).join('\n\n'));
+      if (m.series.length === 0 && m.evaluations.length === 0) return out(`run ${id} has no metrics yet`);
+      out(renderMetrics(m, spark));
     });
 }
