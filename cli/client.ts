@@ -92,7 +92,7 @@ export class GpuplaneClient {
   job(id: string): Promise<JobDetailJson> {
     return this.request('GET', `/jobs/${encodeURIComponent(id)}`);
   }
-  async jobs(q: { state?: string; type?: string; project?: string; limit?: number } = {}): Promise<JobJson[]> {
+  async jobs(q: { state?: string; type?: string; project?: string; parent?: string; limit?: number } = {}): Promise<JobJson[]> {
     const params = new URLSearchParams(Object.entries(q).filter(([, v]) => v !== undefined).map(([k, v]) => [k, String(v)]));
     const r = await this.request<{ jobs: JobJson[] }>('GET', `/jobs${params.size ? `?${params}` : ''}`);
     return r.jobs;
@@ -114,6 +114,20 @@ export class GpuplaneClient {
       const j = await this.job(id);
       if (states.includes(j.state)) return j;
       if (Date.now() > deadline) throw new Error(`job ${id} is still ${j.state} after ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  }
+
+  /**
+   * Polls until every evaluation the job started has ended (the job itself has: its final scan
+   * made them all) or the deadline passes; answers them.
+   */
+  async waitForEvaluations(id: string, deadline: number, intervalMs = 250): Promise<JobJson[]> {
+    for (;;) {
+      const evals = await this.jobs({ parent: id, limit: 1000 });
+      const open = evals.filter((e) => !TERMINAL.includes(e.state));
+      if (open.length === 0) return evals;
+      if (Date.now() > deadline) throw new Error(`${open.length} evaluation${open.length === 1 ? ' is' : 's are'} still running (${open.map((e) => e.id).join(', ')})`);
       await new Promise((r) => setTimeout(r, intervalMs));
     }
   }

@@ -69,6 +69,17 @@ describe('the README tour', () => {
       p.once('exit', (code) => resolve({ code, stdout, stderr }));
     });
     expect(r.code, `${r.stderr}\n${r.stdout}`.slice(-4000)).toBe(0);
+    // The evaluation story: every checkpoint evaluated before the curves are read, the eval
+    // series under train/loss at the checkpoints' steps, the leaderboard naming its metrics.
+    expect(r.stdout).toMatch(/^evaluations: 6 SUCCEEDED$/m);
+    expect(r.stdout).toMatch(/^eval\/loss @ checkpoints \(beside train\/loss\)\nSTEP\s+eval\/loss\s+CHECKPOINT\n(?:\d+\s+\S+\s+ckpt-\S+\n){5}60\s+\S+\s+ckpt-\S+$/m);
+    // The examples overfit on purpose: the eval curve turns up while train/loss keeps falling.
+    const block = r.stdout.split('eval/loss @ checkpoints (beside train/loss)\n')[1].split('\n\n')[0];
+    const points = [...block.matchAll(/^(\d+)\s+(\S+)\s+ckpt-\S+$/gm)].map((m) => [Number(m[1]), Number(m[2])]);
+    expect(points.map(([step]) => step)).toEqual([10, 20, 30, 40, 50, 60]);
+    const lowest = Math.min(...points.map(([, v]) => v));
+    expect(points[5][1]).toBeGreaterThan(lowest);
+    expect(r.stdout).toMatch(/^ID\s+RUN\s+STEP\s+EVAL eval\/loss\s+TRAIN train\/loss\s+SIZE\s+CREATED$/m);
     expect(r.stdout).toMatch(/^best: +ckpt-/m);
     expect(r.stdout).toMatch(/^metric: eval\/loss = /m);
     expect(r.stdout).toMatch(/FAILED: metric train\/loss ended NaN\/Inf \(exit code 1\) — hint: lower the learning rate/);

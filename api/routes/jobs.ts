@@ -189,7 +189,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         projectId = await findProjectId(db, q.project);
         if (!projectId) return { jobs: [] };
       }
-      const rows = await listJobs(db, { state: q.state, type: q.type, projectId, projectIds, limit });
+      const rows = await listJobs(db, { state: q.state, type: q.type, projectId, parentJobId: q.parent, projectIds, limit });
       const names = await projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : [])));
       return { jobs: rows.map((j) => ({ ...jobJson(j), project: j.projectId ? (names.get(j.projectId) ?? null) : null })) };
     },

@@ -161,6 +161,7 @@ export const ListJobsQuery = Type.Object(
     state: Type.Optional(JobStateSchema),
     type: Type.Optional(JobTypeSchema),
     project: Type.Optional(Type.String({ minLength: 1 })),
+    parent: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: "only the jobs a training job started: its checkpoints' EVALUATE jobs" })),
     limit: Type.Optional(LimitParam()),
   },
   { additionalProperties: false },

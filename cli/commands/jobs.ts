@@ -1,7 +1,7 @@
 /** The job commands: `gpuctl submit`, `jobs`, `job`, `wait`, `cancel` and `retry`. */
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
-import type { JobDetailJson } from '../api-types.ts';
+import type { JobDetailJson, JobJson } from '../api-types.ts';
 import { evalWhenArg, intArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
 import { ApiError } from '../client.ts';
 import { clientOf } from '../client-of.ts';
@@ -11,6 +11,14 @@ const log = (s: string) => process.stdout.write(`${s}\n`);
 
 /** Exit statuses of `gpuctl wait`. */
 export const WAIT_EXIT = { SUCCEEDED: 0, FAILED: 3, CANCELLED: 4, TIMEOUT: 5 } as const;
+
+/** "evaluations: 3 SUCCEEDED, 1 FAILED" (or "no evaluations"). */
+export function evaluationCount(evals: JobJson[]): string {
+  if (evals.length === 0) return 'no evaluations';
+  const by = new Map<string, number>();
+  for (const e of evals) by.set(e.state, (by.get(e.state) ?? 0) + 1);
+  return `evaluations: ${[...by.entries()].map(([state, n]) => `${n} ${state}`).join(', ')}`;
+}
 
 export function registerJobCommands(program: Command): void {
   program
@@ -88,19 +96,27 @@ export function registerJobCommands(program: Command): void {
     .description(`block until the job ends; exit ${WAIT_EXIT.SUCCEEDED} SUCCEEDED, ${WAIT_EXIT.FAILED} FAILED, ${WAIT_EXIT.CANCELLED} CANCELLED, ${WAIT_EXIT.TIMEOUT} timed out`)
     .argument('<id>')
     .option('--timeout <s>', 'give up after S seconds', intArg('--timeout', 1))
+    .option('--evaluations', "then also wait for the evaluations of its checkpoints to end, and count them (the exit status stays the job's)")
     .option('--json', 'print the final job as JSON')
-    .action(async (id: string, o: { timeout?: number; json?: boolean }, cmd: Command) => {
+    .action(async (id: string, o: { timeout?: number; evaluations?: boolean; json?: boolean }, cmd: Command) => {
       const client = clientOf(cmd);
+      const timeoutMs = o.timeout ? o.timeout * 1000 : 365 * 24 * 3600 * 1000;
+      const deadline = Date.now() + timeoutMs;
       let j: JobDetailJson;
+      let evals: JobJson[] | null = null;
       try {
-        j = await client.waitFor(id, undefined, o.timeout ? o.timeout * 1000 : 365 * 24 * 3600 * 1000, 500);
+        j = await client.waitFor(id, undefined, timeoutMs, 500);
+        if (o.evaluations) evals = await client.waitForEvaluations(id, deadline, 500);
       } catch (err) {
         if (err instanceof ApiError) throw err;
         process.stderr.write(`gpuctl: ${(err as Error).message}\n`);
         process.exit(WAIT_EXIT.TIMEOUT);
       }
-      if (o.json) log(JSON.stringify(j, null, 2));
-      else log(`${j.id} ${j.state}${j.reason ? `: ${j.reason}` : ''}`);
+      if (o.json) log(JSON.stringify(evals ? { ...j, evaluations: evals } : j, null, 2));
+      else {
+        log(`${j.id} ${j.state}${j.reason ? `: ${j.reason}` : ''}`);
+        if (evals) log(evaluationCount(evals));
+      }
       process.exit(WAIT_EXIT[j.state as 'SUCCEEDED' | 'FAILED' | 'CANCELLED']);
     });
 

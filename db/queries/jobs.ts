@@ -57,6 +57,8 @@ export interface JobFilter {
   state?: JobState;
   type?: JobType;
   projectId?: string;
+  /** Only the jobs this job started (its evaluations). */
+  parentJobId?: string;
   /** Only jobs of these projects (a restricted token's); null or absent: all. */
   projectIds?: string[] | null;
   limit: number;
@@ -68,6 +70,7 @@ export async function listJobs(ex: Executor, f: JobFilter): Promise<Job[]> {
   if (f.state) where.push(eq(jobs.state, f.state));
   if (f.type) where.push(eq(jobs.type, f.type));
   if (f.projectId) where.push(eq(jobs.projectId, f.projectId));
+  if (f.parentJobId) where.push(eq(jobs.parentJobId, f.parentJobId));
   if (f.projectIds) {
     if (f.projectIds.length === 0) return [];
     where.push(inArray(jobs.projectId, f.projectIds));
