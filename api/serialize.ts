@@ -67,6 +67,7 @@ export function nodeJson(n: GpuNode & { slots: (GpuSlot & { busy?: boolean })[] 
   return {
     id: n.id,
     hostname: n.hostname,
+    address: n.address,
     labels: n.labels,
     status: n.status,
     last_seen_at: n.lastSeenAt.toISOString(),

@@ -1,6 +1,7 @@
 /** Parsers of option values shared by the commands: each refuses a bad value with one clear line. */
 import { InvalidArgumentError } from 'commander';
 import { passEnvRefusal } from '../domain/job-env.ts';
+import { advertiseAddrProblem } from '../runtime/advertise-addr.ts';
 
 export function intArg(name: string, min: number) {
   return (v: string) => {
@@ -81,4 +82,11 @@ export function evalWhenArg(v: string): { when: 'each' | 'every' | 'final'; n?: 
   const m = /^every:([1-9]\d{0,5})$/.exec(v);
   if (m) return { when: 'every', n: Number(m[1]) };
   throw new InvalidArgumentError('expected each, final or every:N');
+}
+
+/** `--advertise-addr`: an IP address or a host name other nodes can connect to. */
+export function advertiseAddrArg(v: string): string {
+  const problem = advertiseAddrProblem(v);
+  if (problem) throw new InvalidArgumentError(problem.replace(/^--advertise-addr /, ''));
+  return v;
 }

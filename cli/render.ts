@@ -76,7 +76,7 @@ export function renderJob(j: JobDetailJson): string {
 
 export function renderNodes(nodes: NodeJson[]): string {
   return table(
-    ['NODE', 'STATUS', 'LABELS', 'CARDS', 'FREE', 'OWNERS'],
+    ['NODE', 'STATUS', 'ADDRESS', 'LABELS', 'CARDS', 'FREE', 'OWNERS'],
     nodes.map((n) => {
       const present = n.gpus.filter((g) => g.present);
       // One entry a job, with its cards: job-a:0,1 job-b:2.
@@ -86,13 +86,14 @@ export function renderNodes(nodes: NodeJson[]): string {
       return [
         n.id,
         n.status,
+        n.address ?? '-',
         pairs(n.labels),
         present.length,
         present.filter((g) => !g.busy).length,
         [...owners].map(([job, idx]) => `${job}:${idx.join(',')}`).join(' '),
       ];
     }),
-    { NODE: 24, LABELS: 40, OWNERS: 60 },
+    { NODE: 24, ADDRESS: 40, LABELS: 40, OWNERS: 60 },
     'no nodes',
   );
 }

@@ -12,5 +12,7 @@ export interface NodeInventory {
   nodeId: string;
   labels: Record<string, string>;
   hostname: string;
+  /** Where the other members of a multi-node job reach this node (rank 0's is their MASTER_ADDR); absent from agents of before. */
+  address?: string | null;
   gpus: GpuCard[];
 }

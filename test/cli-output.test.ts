@@ -95,8 +95,8 @@ describe('CLI tables', () => {
 
   it("count a card held by another project's job as busy, its owner unnamed", () => {
     const gpu = { uuid: 'u', name: 'H200', memory_mb: 1, present: true, owner_attempt: null };
-    const node = { id: 'n1', hostname: 'h', labels: {}, status: 'ONLINE', last_seen_at: '2025-01-01T00:00:00Z', gpus: [{ ...gpu, index: 0, busy: true, owner_job_id: null }, { ...gpu, index: 1, busy: false, owner_job_id: null }] } as NodeJson;
-    expect(renderNodes([node]).split('\n')[1]).toMatch(/^n1 +ONLINE +2 +1 +busy:0$/);
+    const node = { id: 'n1', hostname: 'h', address: '10.0.0.7', labels: {}, status: 'ONLINE', last_seen_at: '2025-01-01T00:00:00Z', gpus: [{ ...gpu, index: 0, busy: true, owner_job_id: null }, { ...gpu, index: 1, busy: false, owner_job_id: null }] } as NodeJson;
+    expect(renderNodes([node]).split('\n')[1]).toMatch(/^n1 +ONLINE +10\.0\.0\.7 +2 +1 +busy:0$/);
   });
 
   it('print each job with its project, and an EVALUATE job with its checkpoint', () => {

@@ -18,7 +18,7 @@ describe('gpuctl', () => {
   };
 
   beforeAll(async () => {
-    c = await startCluster('cli', { agents: [{ nodeId: 'c1', gpus: 2, labels: { kind: 'test' } }] });
+    c = await startCluster('cli', { agents: [{ nodeId: 'c1', gpus: 2, labels: { kind: 'test' }, env: { GPUPLANE_ADVERTISE_ADDR: 'gpu-c1.lab.example' } }] });
   });
   afterAll(async () => {
     await c?.stop();
@@ -50,9 +50,9 @@ describe('gpuctl', () => {
     const detail = JSON.parse((await gpuctl('job', job.id, '--json')).stdout);
     expect(detail.history[0].to).toBe('CREATED');
     const nodes = JSON.parse((await gpuctl('nodes', '--json')).stdout);
-    expect(nodes[0]).toMatchObject({ id: 'c1', status: 'ONLINE', labels: { kind: 'test' } });
+    expect(nodes[0]).toMatchObject({ id: 'c1', status: 'ONLINE', labels: { kind: 'test' }, address: 'gpu-c1.lab.example' });
     expect(nodes[0].gpus).toHaveLength(2);
-    expect((await gpuctl('nodes')).stdout).toContain('c1');
+    expect((await gpuctl('nodes')).stdout).toMatch(/^c1 +ONLINE +gpu-c1\.lab\.example +kind=test +2 /m);
   });
 
   it("shows each attempt's run, as gpuctl runs --job does", async () => {
@@ -89,7 +89,7 @@ describe('gpuctl', () => {
     expect(history).toMatch(/ RUNNING {2,}FAILED/);
     // Long reasons are cut in tables: no line of `gpuctl jobs` is wider than its capped columns allow.
     expect(Math.max(...jobs.stdout.split('\n').map((l) => l.length))).toBeLessThan(160);
-    expect(nodes.stdout).toMatch(/^c1 {2,}ONLINE {2,}kind=test {2,}2 {2,}/m);
+    expect(nodes.stdout).toMatch(/^c1 {2,}ONLINE {2,}gpu-c1\.lab\.example {2,}kind=test {2,}2 {2,}/m);
   });
 
   it('logs JSON lines on stderr from the API and the workers', async () => {

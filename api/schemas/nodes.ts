@@ -15,6 +15,7 @@ export const SlotSchema = Type.Object({
 export const NodeSchema = Type.Object({
   id: Type.String(),
   hostname: Type.String(),
+  address: Nullable(Type.String({ description: "where the other members of a multi-node job reach it: `gpuctl agent --advertise-addr`, default the agent's address toward the control plane; null for an agent of before" })),
   labels: StringMap,
   status: Type.Union([Type.Literal('ONLINE'), Type.Literal('OFFLINE')]),
   last_seen_at: Type.String({ format: 'date-time' }),

@@ -2,7 +2,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { loadConfig } from '../../config.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../../runtime/logger.ts';
-import { envNameArg, intArg, listArg, pairArg, rootsArg } from '../args.ts';
+import { advertiseAddrArg, envNameArg, intArg, listArg, pairArg, rootsArg } from '../args.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 
@@ -35,6 +35,12 @@ const agentOptions = (c: Command) =>
         .argParser(listArg)
         .default([], 'Temporal only'),
     )
+    .addOption(
+      new Option('--advertise-addr <addr>', "where the other members of a multi-node job reach this node (rank 0's is their MASTER_ADDR)")
+        .env('GPUPLANE_ADVERTISE_ADDR')
+        .argParser(advertiseAddrArg)
+        .default(undefined, 'its address toward the control plane'),
+    )
     .addOption(logLevel());
 
 /** What agentOptions parses. */
@@ -45,10 +51,11 @@ interface AgentCliOptions {
   allowedRoot: string[];
   jobUsers?: string;
   protect: string[];
+  advertiseAddr?: string;
   logLevel: LogLevel;
 }
 
-const agentFlagsOf = (o: AgentCliOptions) => ({ labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, jobUsers: o.jobUsers, protect: o.protect });
+const agentFlagsOf = (o: AgentCliOptions) => ({ labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, jobUsers: o.jobUsers, protect: o.protect, advertiseAddr: o.advertiseAddr });
 
 export function registerProcessCommands(program: Command): void {
   agentOptions(

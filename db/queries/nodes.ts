@@ -8,10 +8,10 @@ export async function upsertNodeOnline(ex: Executor, inv: NodeInventory): Promis
   const now = new Date();
   await ex
     .insert(nodes)
-    .values({ id: inv.nodeId, hostname: inv.hostname, labels: inv.labels, status: 'ONLINE', lastSeenAt: now })
+    .values({ id: inv.nodeId, hostname: inv.hostname, address: inv.address ?? null, labels: inv.labels, status: 'ONLINE', lastSeenAt: now })
     .onConflictDoUpdate({
       target: nodes.id,
-      set: { hostname: inv.hostname, labels: inv.labels, status: 'ONLINE', lastSeenAt: now },
+      set: { hostname: inv.hostname, address: inv.address ?? null, labels: inv.labels, status: 'ONLINE', lastSeenAt: now },
     });
   for (const g of inv.gpus) {
     await ex

@@ -7,6 +7,8 @@ import { jobs } from './jobs.ts';
 export const nodes = pgTable('nodes', {
   id: text('id').primaryKey(),
   hostname: text('hostname').notNull(),
+  /** Where other nodes reach it (`gpuctl agent --advertise-addr`, default: its address toward the control plane). */
+  address: text('address'),
   labels: jsonb('labels').$type<Record<string, string>>().notNull(),
   status: text('status').$type<NodeStatus>().notNull(),
   registeredAt: createdAt(),

@@ -55,6 +55,8 @@ export interface AgentOptions {
   jobUsers?: string;
   /** Endpoints jobs may not connect to (Temporal's, and `--protect`), where they run as job users. */
   protect?: Endpoint[];
+  /** Where other nodes reach this one (domain/node.ts NodeInventory.address). */
+  address?: string;
 }
 
 export interface Agent {
@@ -85,7 +87,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const agentLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'agent', nodeId: o.nodeId });
   if (!roots) agentLogger.warn('working dirs are not confined: attempts may work in any folder this user can reach (confine them with gpuctl agent --allowed-root DIR or GPUPLANE_ALLOWED_ROOTS)');
   const { gpus, source } = await readInventory(o.nodeId, o.fakeGpus);
-  const inventory: NodeInventory = { nodeId: o.nodeId, labels: o.labels, hostname: os.hostname(), gpus };
+  const inventory: NodeInventory = { nodeId: o.nodeId, labels: o.labels, hostname: os.hostname(), address: o.address ?? null, gpus };
   // Fails fast on a lost-after too short to fence in.
   livenessPlan(o.lostAfterMs, o.killGraceMs);
   // GPUPLANE_CGROUPS=off keeps attempts in process groups only, even where cgroups could be used.

@@ -10,6 +10,7 @@ import { startAgent, type Agent } from './agent.ts';
 import { connectAgentClient } from './reconnect.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
 import { parseEndpoint } from '../../activities/gpu-host/port-guard.ts';
+import { localAddressToward } from '../../runtime/advertise-addr.ts';
 
 export interface AgentFlags {
   nodeId: string;
@@ -27,6 +28,8 @@ export interface AgentFlags {
   jobUsers?: string;
   /** HOST:PORT endpoints jobs may not connect to besides Temporal's (`--protect`, GPUPLANE_PROTECT). */
   protect?: string[];
+  /** Where other nodes reach this one (`--advertise-addr`, GPUPLANE_ADVERTISE_ADDR); absent: its address toward Temporal. */
+  advertiseAddr?: string;
 }
 
 /** Where an agent keeps its attempt records and logs. */
@@ -35,8 +38,9 @@ export function agentDataDir(c: GpuplaneConfig, nodeId: string): string {
 }
 
 /** The agent as the configuration says; `gpuctl up` and the agent process share it. Jobs reach the API at `apiUrl`. */
-export function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: Client, connection: NativeConnection, apiUrl: string): Promise<Agent> {
+export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: Client, connection: NativeConnection, apiUrl: string): Promise<Agent> {
   return startAgent({
+    address: f.advertiseAddr ?? (await localAddressToward(c.temporalAddress)),
     ...f,
     client,
     connection,
@@ -63,7 +67,7 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
   const dataDir = agentDataDir(c, f.nodeId);
   makePrivateDir(dataDir);
   const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl);
-  log(`agent ${f.nodeId}: ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.cgroupBase ? `attempts in cgroups under ${agent.cgroupBase}` : 'attempts in process groups (no cgroups)'}, ${agent.jobUsersLine}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
+  log(`agent ${f.nodeId}: reached at ${agent.inventory.address}, ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.cgroupBase ? `attempts in cgroups under ${agent.cgroupBase}` : 'attempts in process groups (no cgroups)'}, ${agent.jobUsersLine}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
     if (f.onStop === 'detach') {
       // Leave the attempts running and unreported, as if the agent had vanished: a new agent

@@ -12,7 +12,7 @@ function NodeCard({ node, jobs }: { node: GpuNode; jobs: Map<string, Job> }) {
         {node.id} <StateBadge state={node.status} />
       </h3>
       <p class="muted">
-        {node.hostname} · seen <When at={node.last_seen_at} /> · {busy}/{node.gpus.length} cards busy
+        {node.hostname}{node.address ? ` · ${node.address}` : ''} · seen <When at={node.last_seen_at} /> · {busy}/{node.gpus.length} cards busy
       </p>
       <p class="labels">
         {Object.entries(node.labels).map(([k, v]) => (
