@@ -1,6 +1,7 @@
 /** What `gpuctl jobs`, `gpuctl job ID` and `gpuctl nodes` print for people; `--json` prints everything. */
 import type { JobDetailJson, JobJson, NodeJson } from './client.ts';
-import { age, keyValues, shellJoin, table } from './table.ts';
+import { shellJoin } from '../domain/shell-quote.ts';
+import { age, keyValues, table } from './table.ts';
 
 const REASON_WIDTH = 40;
 const cards = (indices: number[] | null) => (indices ?? []).join(',');

@@ -1,10 +1,12 @@
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import type { JobJson, NodeJson } from '../cli/client.ts';
 import type { Command, Option } from 'commander';
 import { paramValue } from '../cli/args.ts';
 import { buildProgram } from '../cli/main.ts';
 import { renderJobs, renderNodes, submitWarning } from '../cli/render.ts';
-import { age, cell, keyValues, shellJoin, table } from '../cli/table.ts';
+import { age, cell, keyValues, table } from '../cli/table.ts';
+import { shellJoin } from '../domain/shell-quote.ts';
 
 const BOX = /[\u2500-\u257f]/;
 
@@ -52,6 +54,15 @@ describe('CLI tables', () => {
     const now = Date.parse('2025-01-10T00:00:00Z');
     expect(['2025-01-09T23:59:15Z', '2025-01-09T23:30:00Z', '2025-01-09T20:00:00Z', '2025-01-01T00:00:00Z'].map((t) => age(t, now))).toEqual(['45s', '30m', '4h', '9d']);
     expect(shellJoin(['sh', '-c', "echo 'hi' && exit 3", ''])).toBe(`sh -c 'echo '\\''hi'\\'' && exit 3' ''`);
+  });
+
+  it('quote a command one way for gpuctl and the console (domain/shell-quote.ts): a shell splits it back into the same argv', () => {
+    const argv = ['python', 'train.py', '--name', 'my run', "it's", '', '--lr=3e-4', 'a"b', '$HOME', '*.ckpt'];
+    const line = shellJoin(argv);
+    expect(line).toBe(`python train.py --name 'my run' 'it'\\''s' '' --lr=3e-4 'a"b' '$HOME' '*.ckpt'`);
+    // What /bin/sh makes of the line: the same words, one per line (printf repeats its format).
+    const words = execFileSync('/bin/sh', ['-c', `printf '%s\\n' ${line}`], { encoding: 'utf8' });
+    expect(words).toBe(argv.map((a) => `${a}\n`).join(''));
   });
 
   it('warn at submit about a job no ONLINE node could take, and only then', () => {

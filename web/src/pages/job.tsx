@@ -5,6 +5,7 @@
  */
 import { useState } from 'preact/hooks';
 import { canTransition, isTerminal } from '../../../domain/job-states.ts';
+import { shellJoin } from '../../../domain/shell-quote.ts';
 import { api } from '../api.ts';
 import { ErrorBox, EventList, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
 import { useResource } from '../live.ts';
@@ -116,7 +117,7 @@ export function JobPage({ id }: { id: string }) {
         {!workflowUrl && ` · workflow job/${j.id} (no Temporal Web UI configured)`}
       </p>
       <p>
-        <code>{j.command.join(' ')}</code> <span class="muted">in {j.working_dir}</span>
+        <code>{shellJoin(j.command)}</code> <span class="muted">in {j.working_dir}</span>
       </p>
       {retrying && (
         <RetryForm
