@@ -42,12 +42,14 @@ describe('CLI tables', () => {
       node_id: 'n1',
       gpu_indices: [0],
       reason: 'exit code 3 — hint: '.padEnd(500, 'z'),
+      command: ['python', 'train.py', '--run-name', 'my first run', ...Array.from({ length: 50 }, (_, i) => `--flag-${i}`)],
       created_at: '2025-01-01T11:55:00Z',
     } as JobJson;
     const out = renderJobs([job], now);
-    expect(out.split('\n')[0]).toMatch(/^ID\s{2,}TYPE\s{2,}STATE\s{2,}PROJECT\s{2,}ATT\s{2,}GPUS\s{2,}PRIO\s{2,}NODE\s{2,}CARDS\s{2,}AGE\s{2,}REASON$/);
-    expect(out).toMatch(/ {2}5m {2,}exit code 3 — hint: z+…$/m);
-    expect(Math.max(...out.split('\n').map((l) => l.length))).toBeLessThan(120);
+    expect(out.split('\n')[0]).toMatch(/^ID\s{2,}TYPE\s{2,}STATE\s{2,}PROJECT\s{2,}ATT\s{2,}GPUS\s{2,}PRIO\s{2,}NODE\s{2,}CARDS\s{2,}AGE\s{2,}COMMAND\s{2,}REASON$/);
+    // The command shell-quoted as `gpuctl job` prints it, cut to 30 characters.
+    expect(out).toMatch(/ {2}5m {2,}python train\.py --run-name 'm… {2,}exit code 3 — hint: z+…$/m);
+    expect(Math.max(...out.split('\n').map((l) => l.length))).toBeLessThan(160);
   });
 
   it('show ages and commands as people read them', () => {
@@ -114,11 +116,11 @@ describe('CLI tables', () => {
     const now = Date.parse('2025-01-01T12:00:00Z');
     const base = { attempt: 1, gpus: 1, priority: 0, node_id: null, gpu_indices: null, reason: null, created_at: '2025-01-01T11:55:00Z' };
     const jobs = [
-      { ...base, id: 'job-t', type: 'TRAIN', state: 'QUEUED', project: 'vision', checkpoint_id: null },
-      { ...base, id: 'job-e', type: 'EVALUATE', state: 'QUEUED', project: 'vision', checkpoint_id: 'ckpt-7' },
+      { ...base, id: 'job-t', type: 'TRAIN', state: 'QUEUED', project: 'vision', checkpoint_id: null, command: ['python', 'train.py'] },
+      { ...base, id: 'job-e', type: 'EVALUATE', state: 'QUEUED', project: 'vision', checkpoint_id: 'ckpt-7', command: ['python', 'eval.py'] },
     ] as JobJson[];
     const lines = renderJobs(jobs, now).split('\n');
-    expect(lines[1]).toMatch(/^job-t +TRAIN +QUEUED +vision +1 +1 +0 +5m$/);
-    expect(lines[2]).toMatch(/^job-e +EVALUATE +QUEUED +vision +1 .* 5m +evaluates ckpt-7$/);
+    expect(lines[1]).toMatch(/^job-t +TRAIN +QUEUED +vision +1 +1 +0 +5m +python train\.py$/);
+    expect(lines[2]).toMatch(/^job-e +EVALUATE +QUEUED +vision +1 .* 5m +python eval\.py +evaluates ckpt-7$/);
   });
 });
