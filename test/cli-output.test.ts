@@ -94,6 +94,13 @@ describe('CLI tables', () => {
     expect(renderNodes([])).toBe('no nodes');
   });
 
+  it('show every default in --help as words, never as {} or JSON', () => {
+    const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
+    const commands = all(buildProgram() as Command);
+    expect(commands.length).toBeGreaterThan(25);
+    for (const c of commands) expect(c.helpInformation(), c.name()).not.toMatch(/default: [{[]/);
+  });
+
   it("start every error with gpuctl:, commander's own too", () => {
     const errs: string[] = [];
     const program = buildProgram().exitOverride();
