@@ -6,6 +6,8 @@ import { until } from './poll.ts';
 export interface GpuctlUp {
   /** Everything it printed so far, stdout and stderr. */
   output(): string;
+  /** What it printed on stdout alone: the banner's stream. */
+  stdout(): string;
   /** SIGINT, as Ctrl-C; resolves when it is gone. */
   stop(): Promise<void>;
 }
@@ -13,8 +15,12 @@ export interface GpuctlUp {
 /** Starts `gpuctl up ARGS` with `env`, and waits (up to 180 s) until it says it is up; throws with its output if it exits first. */
 export async function startGpuctlUp(args: string[], env: NodeJS.ProcessEnv): Promise<GpuctlUp> {
   let out = '';
+  let stdout = '';
   const child = spawn(process.execPath, [gpuctlPath, 'up', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout.on('data', (d: Buffer) => (out += d));
+  child.stdout.on('data', (d: Buffer) => {
+    out += d;
+    stdout += d;
+  });
   child.stderr.on('data', (d: Buffer) => (out += d));
   const stop = async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
@@ -35,5 +41,5 @@ export async function startGpuctlUp(args: string[], env: NodeJS.ProcessEnv): Pro
     await stop();
     throw err;
   }
-  return { output: () => out, stop };
+  return { output: () => out, stdout: () => stdout, stop };
 }
