@@ -169,6 +169,6 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     await uiProxy?.close();
     await dev?.stop();
     await cluster?.stop();
-  });
+  }, { name: 'GPUPlane', log });
   await Promise.all([control.run, agent.run.catch(() => undefined)]);
 }

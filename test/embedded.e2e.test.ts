@@ -49,9 +49,7 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
       PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}`,
     });
   };
-  const stopUp = async () => {
-    await up?.stop();
-  };
+  const stopUp = async () => up?.stop();
   /** What the running `gpuctl up` printed. */
   const printed = () => up?.output() ?? '';
 
@@ -184,9 +182,11 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     fs.rmSync(other, { recursive: true, force: true });
   });
 
-  it('a restart keeps the same admin token, and makes its file 0600 and the home 0700 again', async () => {
+  it('Ctrl-C says it stops and when it is done, and exits 0; a restart keeps the same admin token, and makes its file 0600 and the home 0700 again', async () => {
     const before = fs.readFileSync(path.join(home, 'admin-token'), 'utf8');
-    await stopUp();
+    const first = up!;
+    expect(await stopUp()).toEqual({ code: 0, signal: null });
+    expect(first.stdout()).toMatch(/\nCtrl-C stops everything\.\n(.*\n)*stopping GPUPlane\.\.\.\n(.*\n)*GPUPlane stopped\.\n$/);
     // Linked as `npm link` links it (bin/gpuctl -> lib/node_modules/gpuplane/cli/gpuctl.mjs, that folder -> the checkout): the try-line says gpuctl.
     fs.symlinkSync(path.dirname(path.dirname(script)), path.join(lib, 'gpuplane'));
     fs.rmSync(path.join(bin, 'gpuctl'));
