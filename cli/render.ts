@@ -1,8 +1,11 @@
 /** What `gpuctl jobs`, `gpuctl job ID` and `gpuctl nodes` print for people; `--json` prints everything. */
 import type { JobDetailJson, JobJson, NodeJson } from './client.ts';
-import { age, keyValues, shellJoin, table } from './table.ts';
+import { shellJoin } from '../domain/shell-quote.ts';
+import { age, keyValues, table } from './table.ts';
 
 const REASON_WIDTH = 40;
+/** Enough for a script and its first flags (`python train.py --lr 3e-4 …`); `gpuctl job ID` prints all of it. */
+const COMMAND_WIDTH = 30;
 const cards = (indices: number[] | null) => (indices ?? []).join(',');
 const pairs = (o: Record<string, unknown>) =>
   Object.entries(o)
@@ -11,10 +14,23 @@ const pairs = (o: Record<string, unknown>) =>
 
 export function renderJobs(jobs: JobJson[], now = Date.now()): string {
   return table(
-    ['ID', 'TYPE', 'STATE', 'PROJECT', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'AGE', 'REASON'],
+    ['ID', 'TYPE', 'STATE', 'PROJECT', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'AGE', 'COMMAND', 'REASON'],
     // An EVALUATE job without a reason says which checkpoint it evaluates.
-    jobs.map((j) => [j.id, j.type, j.state, j.project ?? '', j.attempt, j.gpus, j.priority, j.node_id ?? '', cards(j.gpu_indices), age(j.created_at, now), j.reason ?? (j.checkpoint_id ? `evaluates ${j.checkpoint_id}` : '')]),
-    { PROJECT: 16, NODE: 24, REASON: REASON_WIDTH },
+    jobs.map((j) => [
+      j.id,
+      j.type,
+      j.state,
+      j.project ?? '',
+      j.attempt,
+      j.gpus,
+      j.priority,
+      j.node_id ?? '',
+      cards(j.gpu_indices),
+      age(j.created_at, now),
+      shellJoin(j.command),
+      j.reason ?? (j.checkpoint_id ? `evaluates ${j.checkpoint_id}` : ''),
+    ]),
+    { PROJECT: 16, NODE: 24, COMMAND: COMMAND_WIDTH, REASON: REASON_WIDTH },
     'no jobs',
   );
 }

@@ -62,8 +62,3 @@ export function age(iso: string, now = Date.now()): string {
   if (s < 48 * 3600) return `${Math.floor(s / 3600)}h`;
   return `${Math.floor(s / 86400)}d`;
 }
-
-/** A command as a shell would take it back: arguments with spaces or quotes are quoted. */
-export function shellJoin(argv: string[]): string {
-  return argv.map((a) => (a !== '' && /^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
-}

@@ -1,3 +1,5 @@
+import { shellJoin } from '../domain/shell-quote.ts';
+
 /**
  * The banner's console line. The link that signs in as admin carries the token, so it is printed
  * only to a terminal; elsewhere the line says where the token is kept (`tokenFile`, or the
@@ -8,4 +10,15 @@ export function consoleLine(apiUrl: string, token: string | null, tokenFile: str
   if (!token) return `${apiUrl}/   (sign in with an admin token)`;
   if (onTerminal) return `${apiUrl}/?token=${token}   (signs you in as admin; the token is also ${kept})`;
   return `${apiUrl}/   (sign in with the admin token kept ${kept}; stdout is not a terminal, so it is not printed)`;
+}
+
+/**
+ * The banner's last lines: a command to try, on a line of its own so it copies whole, then how to
+ * stop. It names gpuctl as it runs from any folder: `gpuctl` where the one on PATH is this
+ * checkout's (`npm link`), else node with the script's absolute path. `script` is this checkout's
+ * gpuctl.mjs and `onPath` the file `gpuctl` on PATH runs (links followed), or null without one.
+ */
+export function tryLines(script: string, onPath: string | null, example: string): string[] {
+  const gpuctl = onPath === script ? 'gpuctl' : `node ${shellJoin([script])}`;
+  return ['Try:', `  ${gpuctl} submit --gpus 1 -- ${example}`, 'Ctrl-C stops everything.'];
 }

@@ -1,12 +1,14 @@
 import type { Logger } from 'pino';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { GpuplaneConfig } from '../config.ts';
 import { announceAdminToken, startConfiguredApi } from '../api/serve.ts';
 import { startUiProxy, type UiProxy } from '../api/temporal-ui-proxy.ts';
 import { ensureNodeToken } from '../api/token-store.ts';
 import { adminTokenFile } from '../runtime/credentials.ts';
-import { consoleLine } from './up-banner.ts';
+import { consoleLine, tryLines } from './up-banner.ts';
 import { makePrivateDir } from '../runtime/private-files.ts';
 import { openConfiguredDatabase } from '../db/open-configured.ts';
 import { onShutdown } from '../runtime/process.ts';
@@ -62,6 +64,21 @@ function controlPlaneEndpoints(c: GpuplaneConfig, f: UpFlags, temporalServer: { 
     if (u.hostname) out.push(`${u.hostname.includes(':') ? `[${u.hostname.replace(/^\[|\]$/g, '')}]` : u.hostname}:${u.port || 5432}`);
   }
   return out;
+}
+
+/** The file a command named `name` on PATH runs, links followed (`npm link` makes two), or null. */
+function onPath(name: string): string | null {
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    if (!dir) continue;
+    try {
+      const file = path.join(dir, name);
+      fs.accessSync(file, fs.constants.X_OK);
+      return fs.realpathSync(file);
+    } catch {
+      // Not in this folder: the next one.
+    }
+  }
+  return null;
 }
 
 /**
@@ -140,7 +157,8 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   log(`  Temporal UI  ${uiProxy?.url ?? f.temporalUiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal: give its UI with --temporal-ui-url)')}`);
   log(`  data         ${c.home}`);
   const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;
-  log(`Try: node cli/gpuctl.mjs submit --gpus 1 -- ${example}     Ctrl-C stops everything.`);
+  log('');
+  for (const line of tryLines(fs.realpathSync(fileURLToPath(new URL('./gpuctl.mjs', import.meta.url))), onPath('gpuctl'), example)) log(line);
   onShutdown(async () => {
     await agent.shutdown();
     await api.close();
@@ -151,6 +169,6 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     await uiProxy?.close();
     await dev?.stop();
     await cluster?.stop();
-  });
+  }, { name: 'GPUPlane', log });
   await Promise.all([control.run, agent.run.catch(() => undefined)]);
 }

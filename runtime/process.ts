@@ -11,15 +11,29 @@ export const printLine = (s: string): void => {
   process.stdout.write(`${s}\n`);
 };
 
-/** Runs cleanup once on SIGINT/SIGTERM, then exits. */
-export function onShutdown(fn: () => Promise<void>): void {
+/** How a process says it stops: `stopping NAME...` when it begins, `NAME stopped.` when done, with `log`. */
+export interface ShutdownLines {
+  name: string;
+  log: (s: string) => void;
+}
+
+/**
+ * Runs cleanup once on SIGINT/SIGTERM, then exits. With `say`, the stop is told in the process's
+ * own lines (where its banner went, so Ctrl-C does not end in silence); else one line on stderr.
+ */
+export function onShutdown(fn: () => Promise<void>, say?: ShutdownLines): void {
   let stopping = false;
   const handler = (sig: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    process.stderr.write(`gpuctl: ${sig}, shutting down...\n`);
+    if (say) say.log(`stopping ${say.name}...`);
+    else process.stderr.write(`gpuctl: ${sig}, shutting down...\n`);
     fn().then(
-      () => process.exit(0),
+      () => {
+        say?.log(`${say.name} stopped.`);
+        // Once stdout has taken that line: a pipe's writes are asynchronous on some systems (macOS).
+        process.stdout.write('', () => process.exit(0));
+      },
       (err: unknown) => {
         process.stderr.write(`gpuctl: shutdown failed: ${String(err)}\n`);
         process.exit(1);

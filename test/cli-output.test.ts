@@ -1,10 +1,12 @@
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import type { JobJson, NodeJson } from '../cli/client.ts';
 import type { Command, Option } from 'commander';
 import { paramValue } from '../cli/args.ts';
 import { buildProgram } from '../cli/main.ts';
 import { renderJobs, renderNodes, submitWarning } from '../cli/render.ts';
-import { age, cell, keyValues, shellJoin, table } from '../cli/table.ts';
+import { age, cell, keyValues, table } from '../cli/table.ts';
+import { shellJoin } from '../domain/shell-quote.ts';
 
 const BOX = /[\u2500-\u257f]/;
 
@@ -40,18 +42,29 @@ describe('CLI tables', () => {
       node_id: 'n1',
       gpu_indices: [0],
       reason: 'exit code 3 — hint: '.padEnd(500, 'z'),
+      command: ['python', 'train.py', '--run-name', 'my first run', ...Array.from({ length: 50 }, (_, i) => `--flag-${i}`)],
       created_at: '2025-01-01T11:55:00Z',
     } as JobJson;
     const out = renderJobs([job], now);
-    expect(out.split('\n')[0]).toMatch(/^ID\s{2,}TYPE\s{2,}STATE\s{2,}PROJECT\s{2,}ATT\s{2,}GPUS\s{2,}PRIO\s{2,}NODE\s{2,}CARDS\s{2,}AGE\s{2,}REASON$/);
-    expect(out).toMatch(/ {2}5m {2,}exit code 3 — hint: z+…$/m);
-    expect(Math.max(...out.split('\n').map((l) => l.length))).toBeLessThan(120);
+    expect(out.split('\n')[0]).toMatch(/^ID\s{2,}TYPE\s{2,}STATE\s{2,}PROJECT\s{2,}ATT\s{2,}GPUS\s{2,}PRIO\s{2,}NODE\s{2,}CARDS\s{2,}AGE\s{2,}COMMAND\s{2,}REASON$/);
+    // The command shell-quoted as `gpuctl job` prints it, cut to 30 characters.
+    expect(out).toMatch(/ {2}5m {2,}python train\.py --run-name 'm… {2,}exit code 3 — hint: z+…$/m);
+    expect(Math.max(...out.split('\n').map((l) => l.length))).toBeLessThan(160);
   });
 
   it('show ages and commands as people read them', () => {
     const now = Date.parse('2025-01-10T00:00:00Z');
     expect(['2025-01-09T23:59:15Z', '2025-01-09T23:30:00Z', '2025-01-09T20:00:00Z', '2025-01-01T00:00:00Z'].map((t) => age(t, now))).toEqual(['45s', '30m', '4h', '9d']);
     expect(shellJoin(['sh', '-c', "echo 'hi' && exit 3", ''])).toBe(`sh -c 'echo '\\''hi'\\'' && exit 3' ''`);
+  });
+
+  it('quote a command one way for gpuctl and the console (domain/shell-quote.ts): a shell splits it back into the same argv', () => {
+    const argv = ['python', 'train.py', '--name', 'my run', "it's", '', '--lr=3e-4', 'a"b', '$HOME', '*.ckpt'];
+    const line = shellJoin(argv);
+    expect(line).toBe(`python train.py --name 'my run' 'it'\\''s' '' --lr=3e-4 'a"b' '$HOME' '*.ckpt'`);
+    // What /bin/sh makes of the line: the same words, one per line (printf repeats its format).
+    const words = execFileSync('/bin/sh', ['-c', `printf '%s\\n' ${line}`], { encoding: 'utf8' });
+    expect(words).toBe(argv.map((a) => `${a}\n`).join(''));
   });
 
   it('warn at submit about a job no ONLINE node could take, and only then', () => {
@@ -81,6 +94,13 @@ describe('CLI tables', () => {
     expect(renderNodes([])).toBe('no nodes');
   });
 
+  it('show every default in --help as words, never as {} or JSON', () => {
+    const all = (c: Command): Command[] => [c, ...c.commands.flatMap(all)];
+    const commands = all(buildProgram() as Command);
+    expect(commands.length).toBeGreaterThan(25);
+    for (const c of commands) expect(c.helpInformation(), c.name()).not.toMatch(/default: [{[]/);
+  });
+
   it("start every error with gpuctl:, commander's own too", () => {
     const errs: string[] = [];
     const program = buildProgram().exitOverride();
@@ -103,11 +123,11 @@ describe('CLI tables', () => {
     const now = Date.parse('2025-01-01T12:00:00Z');
     const base = { attempt: 1, gpus: 1, priority: 0, node_id: null, gpu_indices: null, reason: null, created_at: '2025-01-01T11:55:00Z' };
     const jobs = [
-      { ...base, id: 'job-t', type: 'TRAIN', state: 'QUEUED', project: 'vision', checkpoint_id: null },
-      { ...base, id: 'job-e', type: 'EVALUATE', state: 'QUEUED', project: 'vision', checkpoint_id: 'ckpt-7' },
+      { ...base, id: 'job-t', type: 'TRAIN', state: 'QUEUED', project: 'vision', checkpoint_id: null, command: ['python', 'train.py'] },
+      { ...base, id: 'job-e', type: 'EVALUATE', state: 'QUEUED', project: 'vision', checkpoint_id: 'ckpt-7', command: ['python', 'eval.py'] },
     ] as JobJson[];
     const lines = renderJobs(jobs, now).split('\n');
-    expect(lines[1]).toMatch(/^job-t +TRAIN +QUEUED +vision +1 +1 +0 +5m$/);
-    expect(lines[2]).toMatch(/^job-e +EVALUATE +QUEUED +vision +1 .* 5m +evaluates ckpt-7$/);
+    expect(lines[1]).toMatch(/^job-t +TRAIN +QUEUED +vision +1 +1 +0 +5m +python train\.py$/);
+    expect(lines[2]).toMatch(/^job-e +EVALUATE +QUEUED +vision +1 .* 5m +python eval\.py +evaluates ckpt-7$/);
   });
 });

@@ -17,6 +17,11 @@ const exec = promisify(execFile);
  */
 describe('gpuctl up: tokens on the embedded defaults', () => {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-embedded-'));
+  // First on gpuctl up's PATH: a `gpuctl` that is not this checkout's, until a test links it here as `npm link` does.
+  const bin = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-bin-'));
+  const lib = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-lib-'));
+  fs.writeFileSync(path.join(bin, 'gpuctl'), '#!/bin/sh\nexit 1\n', { mode: 0o755 });
+  const script = fs.realpathSync(gpuctlPath);
   let apiUrl = '';
   let up: GpuctlUp | null = null;
   let uiPort = 0;
@@ -38,11 +43,13 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   const startUp = async () => {
     uiPort = await freePort();
     // A port of its own: never whatever answers on 7233 on this machine (gpuctl up refuses a server it did not start).
-    up = await startGpuctlUp(['--fake-gpus', '2', '--temporal-port', String(temporalPort), '--temporal-ui-port', String(uiPort)], { ...baseEnv(), GPUPLANE_API_PORT: new URL(apiUrl).port });
+    up = await startGpuctlUp(['--fake-gpus', '2', '--temporal-port', String(temporalPort), '--temporal-ui-port', String(uiPort)], {
+      ...baseEnv(),
+      GPUPLANE_API_PORT: new URL(apiUrl).port,
+      PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}`,
+    });
   };
-  const stopUp = async () => {
-    await up?.stop();
-  };
+  const stopUp = async () => up?.stop();
   /** What the running `gpuctl up` printed. */
   const printed = () => up?.output() ?? '';
 
@@ -54,6 +61,8 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   afterAll(async () => {
     await stopUp();
     fs.rmSync(home, { recursive: true, force: true });
+    fs.rmSync(bin, { recursive: true, force: true });
+    fs.rmSync(lib, { recursive: true, force: true });
   });
 
   it('makes an admin token on the first start, 0600 in the home; with stdout piped it prints where it is kept, never the token', () => {
@@ -70,6 +79,10 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     const nodeTokens = path.join(home, 'node-tokens');
     expect(fs.statSync(nodeTokens).mode & 0o777).toBe(0o700);
     for (const f of fs.readdirSync(nodeTokens)) expect(fs.statSync(path.join(nodeTokens, f)).mode & 0o777).toBe(0o600);
+  });
+
+  it("prints the command to try on a line of its own, as it runs from any folder: node and the checkout's gpuctl.mjs when the gpuctl on PATH is another", () => {
+    expect(up!.stdout()).toContain(`\nTry:\n  node ${script} submit --gpus 1 -- sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'\nCtrl-C stops everything.\n`);
   });
 
   it('gpuctl on the same machine needs no set-up; from elsewhere it needs a token', async () => {
@@ -169,14 +182,21 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     fs.rmSync(other, { recursive: true, force: true });
   });
 
-  it('a restart keeps the same admin token, and makes its file 0600 and the home 0700 again', async () => {
+  it('Ctrl-C says it stops and when it is done, and exits 0; a restart keeps the same admin token, and makes its file 0600 and the home 0700 again', async () => {
     const before = fs.readFileSync(path.join(home, 'admin-token'), 'utf8');
-    await stopUp();
+    const first = up!;
+    expect(await stopUp()).toEqual({ code: 0, signal: null });
+    expect(first.stdout()).toMatch(/\nCtrl-C stops everything\.\n(.*\n)*stopping GPUPlane\.\.\.\n(.*\n)*GPUPlane stopped\.\n$/);
+    // Linked as `npm link` links it (bin/gpuctl -> lib/node_modules/gpuplane/cli/gpuctl.mjs, that folder -> the checkout): the try-line says gpuctl.
+    fs.symlinkSync(path.dirname(path.dirname(script)), path.join(lib, 'gpuplane'));
+    fs.rmSync(path.join(bin, 'gpuctl'));
+    fs.symlinkSync(path.join(lib, 'gpuplane', 'cli', 'gpuctl.mjs'), path.join(bin, 'gpuctl'));
     fs.chmodSync(path.join(home, 'admin-token'), 0o644);
     fs.chmodSync(home, 0o755);
     await startUp();
     expect(fs.readFileSync(path.join(home, 'admin-token'), 'utf8')).toBe(before);
     expect(printed()).toContain('admin token: in');
+    expect(up!.stdout()).toContain(`\nTry:\n  gpuctl submit --gpus 1 -- sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'\nCtrl-C stops everything.\n`);
     expect(fs.statSync(path.join(home, 'admin-token')).mode & 0o777).toBe(0o600);
     expect(fs.statSync(home).mode & 0o777).toBe(0o700);
     expect(printed()).not.toContain(before.trim());

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { consoleLine } from '../cli/up-banner.ts';
+import { consoleLine, tryLines } from '../cli/up-banner.ts';
 
 /** `gpuctl up` prints the console link that signs in as admin only to a terminal (issue 28: it ended up in a log file). */
 describe('gpuctl up: the console line', () => {
@@ -17,5 +17,21 @@ describe('gpuctl up: the console line', () => {
   it('a token from GPUPLANE_ADMIN_TOKEN is named by its variable; no token known, no link with one', () => {
     expect(consoleLine('http://a', token, null, false)).toContain('kept in GPUPLANE_ADMIN_TOKEN');
     expect(consoleLine('http://a', null, '/h/admin-token', true)).toBe('http://a/   (sign in with an admin token)');
+  });
+});
+
+/** The try-line works from any folder (a newcomer's first hour: `node cli/gpuctl.mjs` worked only inside the clone). */
+describe('gpuctl up: the command to try', () => {
+  const script = '/home/ann/gpuplane/cli/gpuctl.mjs';
+  const example = 'nvidia-smi -L';
+  it('is `gpuctl` where the gpuctl on PATH is this checkout\'s (npm link), on a line of its own; then how to stop, on its own', () => {
+    expect(tryLines(script, script, example)).toEqual(['Try:', '  gpuctl submit --gpus 1 -- nvidia-smi -L', 'Ctrl-C stops everything.']);
+  });
+  it("is node with the script's absolute path where no gpuctl is on PATH, or another checkout's is", () => {
+    expect(tryLines(script, null, example)[1]).toBe('  node /home/ann/gpuplane/cli/gpuctl.mjs submit --gpus 1 -- nvidia-smi -L');
+    expect(tryLines(script, '/opt/other/cli/gpuctl.mjs', example)[1]).toBe('  node /home/ann/gpuplane/cli/gpuctl.mjs submit --gpus 1 -- nvidia-smi -L');
+  });
+  it('quotes a path a shell would split', () => {
+    expect(tryLines('/home/ann/my code/cli/gpuctl.mjs', null, example)[1]).toBe("  node '/home/ann/my code/cli/gpuctl.mjs' submit --gpus 1 -- nvidia-smi -L");
   });
 });

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { whoLabel } from '../web/src/format.ts';
+import { commandField, editedCommand } from '../web/src/retry-command.ts';
 
 describe('the console header', () => {
   it("names the token once: gpuctl up's admin token reads admin, its home in the tooltip", () => {
@@ -13,5 +14,29 @@ describe('the console header', () => {
   it('has a favicon, an SVG the build copies beside index.html', () => {
     expect(fs.readFileSync(new URL('../web/index.html', import.meta.url), 'utf8')).toContain('<link rel="icon" type="image/svg+xml" href="/favicon.svg">');
     expect(fs.readFileSync(new URL('../web/public/favicon.svg', import.meta.url), 'utf8')).toMatch(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+  });
+});
+
+describe("the retry form's command field", () => {
+  // What an <input type=text> keeps of a value: the HTML standard's sanitization strips line breaks.
+  const field = (v: string) => v.replace(/[\r\n]/g, '');
+  /** What Retry sends for the command when the field is left as it was shown. */
+  const untouched = (command: string[]) => editedCommand(field(commandField(command)).trim(), commandField(command));
+
+  it("shows a /bin/sh -c job's script, other argv as JSON, every argument exact", () => {
+    expect(commandField(['/bin/sh', '-c', "python train.py --name 'my run'"])).toBe("python train.py --name 'my run'");
+    expect(commandField(['python', 'train.py', '--name', 'my run', "it's"])).toBe(`["python","train.py","--name","my run","it's"]`);
+  });
+
+  it('sends no command when the field is left as shown, a multi-line script too (the field would have run it together)', () => {
+    const script = ['/bin/sh', '-c', 'echo one\necho two'];
+    expect(commandField(script)).toBe(JSON.stringify(script));
+    for (const c of [script, ['/bin/sh', '-c', ' sleep 1 '], ['python', 'train.py', '--name', 'my run']]) expect(untouched(c), c.join(' ')).toBeUndefined();
+  });
+
+  it('sends an edit as a script for /bin/sh -c, or as argv when it is JSON', () => {
+    expect(editedCommand('sleep 6', 'sleep 1')).toBe('sleep 6');
+    expect(editedCommand('["python","eval.py"]', '["python","train.py"]')).toEqual(['python', 'eval.py']);
+    expect(() => editedCommand('["python"', 'true')).toThrow(SyntaxError);
   });
 });

@@ -2,25 +2,37 @@ import { spawn } from 'node:child_process';
 import { gpuctlPath } from './cluster.ts';
 import { until } from './poll.ts';
 
+/** How a process ended: its exit code, or the signal that ended it. */
+export interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
 /** A `gpuctl up` process a test started, once it printed "GPUPlane is up". */
 export interface GpuctlUp {
   /** Everything it printed so far, stdout and stderr. */
   output(): string;
-  /** SIGINT, as Ctrl-C; resolves when it is gone. */
-  stop(): Promise<void>;
+  /** What it printed on stdout alone: the banner's stream. */
+  stdout(): string;
+  /** SIGINT, as Ctrl-C; resolves with how it exited once it is gone and its output read to the end. */
+  stop(): Promise<Exit>;
 }
 
 /** Starts `gpuctl up ARGS` with `env`, and waits (up to 180 s) until it says it is up; throws with its output if it exits first. */
 export async function startGpuctlUp(args: string[], env: NodeJS.ProcessEnv): Promise<GpuctlUp> {
   let out = '';
+  let stdout = '';
   const child = spawn(process.execPath, [gpuctlPath, 'up', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout.on('data', (d: Buffer) => (out += d));
+  child.stdout.on('data', (d: Buffer) => {
+    out += d;
+    stdout += d;
+  });
   child.stderr.on('data', (d: Buffer) => (out += d));
+  // 'close', not 'exit': the lines it prints on its way out are read by then.
+  const gone = new Promise<Exit>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
   const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const gone = new Promise((r) => child.once('exit', r));
-    child.kill('SIGINT');
-    await gone;
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGINT');
+    return gone;
   };
   try {
     await until(
@@ -35,5 +47,5 @@ export async function startGpuctlUp(args: string[], env: NodeJS.ProcessEnv): Pro
     await stop();
     throw err;
   }
-  return { output: () => out, stop };
+  return { output: () => out, stdout: () => stdout, stop };
 }

@@ -5,9 +5,11 @@
  */
 import { useState } from 'preact/hooks';
 import { canTransition, isTerminal } from '../../../domain/job-states.ts';
+import { shellJoin } from '../../../domain/shell-quote.ts';
 import { api } from '../api.ts';
 import { ErrorBox, EventList, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
 import { useResource } from '../live.ts';
+import { commandField, editedCommand } from '../retry-command.ts';
 import { href } from '../router.ts';
 import type { JobDetail, RetryBody } from '../types.ts';
 import { Attempts, Failure, LogTail, Timeline } from './job-parts.tsx';
@@ -17,10 +19,7 @@ function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
   const last = job.attempts[job.attempts.length - 1];
   // What the form started from, kept while it is open: a live refresh of the job re-renders
   // the form, and must neither reset what was typed nor move what an edit is compared with.
-  const [start] = useState(() => ({
-    cmd: job.command.length === 3 && job.command[0] === '/bin/sh' && job.command[1] === '-c' ? job.command[2] : JSON.stringify(job.command),
-    gpus: job.gpus,
-  }));
+  const [start] = useState(() => ({ cmd: commandField(job.command), gpus: job.gpus }));
   const cmd = start.cmd;
   async function submit(e: Event) {
     e.preventDefault();
@@ -28,7 +27,8 @@ function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
     const s = (k: string) => String(f.get(k) ?? '').trim();
     const body: RetryBody = {};
     try {
-      if (s('command') && s('command') !== cmd) body.command = s('command').startsWith('[') ? (JSON.parse(s('command')) as string[]) : s('command');
+      const command = editedCommand(s('command'), cmd);
+      if (command !== undefined) body.command = command;
       if (s('gpus') && Number(s('gpus')) !== start.gpus) body.gpus = Number(s('gpus'));
       if (s('params')) body.params = JSON.parse(s('params')) as Record<string, unknown>;
       if (s('env')) body.env = JSON.parse(s('env')) as Record<string, string>;
@@ -116,7 +116,7 @@ export function JobPage({ id }: { id: string }) {
         {!workflowUrl && ` · workflow job/${j.id} (no Temporal Web UI configured)`}
       </p>
       <p>
-        <code>{j.command.join(' ')}</code> <span class="muted">in {j.working_dir}</span>
+        <code>{shellJoin(j.command)}</code> <span class="muted">in {j.working_dir}</span>
       </p>
       {retrying && (
         <RetryForm
