@@ -1,6 +1,9 @@
+import { spawn } from 'node:child_process';
+import path from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { gangEnv, hostfileText, MASTER_PORTS, masterPortFor } from '../domain/gang-env.ts';
+import { freePort } from './support/ports.ts';
 
 const gang = { members: [{ address: '10.0.0.1', gpus: 8 }, { address: 'gpu-02.lab', gpus: 8 }], masterPort: 29517 };
 
@@ -49,5 +52,32 @@ describe('the rendezvous port', () => {
   it('is none when every port of the range is taken', () => {
     const all = new Set(Array.from({ length: MASTER_PORTS.last - MASTER_PORTS.first + 1 }, (_, i) => MASTER_PORTS.first + i));
     expect(masterPortFor('job-x', 1, all)).toBeNull();
+  });
+});
+
+describe('examples/gang_rendezvous.py with what gangEnv tells its members', () => {
+  const run = (env: Record<string, string>, timeoutS = 20) =>
+    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const p = spawn('python3', [path.join(import.meta.dirname, '../examples/gang_rendezvous.py'), '--timeout', String(timeoutS)], { env: { PATH: process.env.PATH ?? '', ...env } });
+      let out = '';
+      let err = '';
+      p.stdout.on('data', (d: Buffer) => (out += d));
+      p.stderr.on('data', (d: Buffer) => (err += d));
+      p.once('exit', (code) => resolve({ code, out, err }));
+    });
+
+  it('three members meet at rank 0 and each knows its rank, the node count and its cards', async () => {
+    const g = { members: [0, 1, 2].map(() => ({ address: '127.0.0.1', gpus: 2 })), masterPort: await freePort() };
+    const rs = await Promise.all([2, 0, 1].map((rank) => run({ ...gangEnv(g, rank, '/nonexistent/hostfile'), CUDA_VISIBLE_DEVICES: `${rank * 2},${rank * 2 + 1}` })));
+    for (const r of rs) expect(r.code, r.err).toBe(0);
+    const lines = rs.map((r) => JSON.parse(r.out) as { rank: number; nnodes: number; cards: string; peers: number[] }).sort((a, b) => a.rank - b.rank);
+    expect(lines).toEqual([0, 1, 2].map((rank) => ({ rank, nnodes: 3, cards: `${rank * 2},${rank * 2 + 1}`, peers: [0, 1, 2] })));
+  });
+
+  it('a member alone times out with exit 2', async () => {
+    const g = { members: [{ address: '127.0.0.1', gpus: 1 }, { address: '127.0.0.1', gpus: 1 }], masterPort: await freePort() };
+    const r = await run(gangEnv(g, 1, '/h'), 1);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain('rendezvous timed out');
   });
 });
