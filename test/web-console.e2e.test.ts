@@ -5,7 +5,7 @@ import { ChangeWatcher } from '../api/routes/console.ts';
 import type { ChangeEvent } from '../api/schemas/console.ts';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { checkpoints, evaluations, events, runs } from '../db/schema.ts';
-import { align, seriesOf } from '../web/src/charts/series.ts';
+import { align, seriesOf, withMarks } from '../web/src/charts/series.ts';
 import { EventStreamParser, type StreamEvent } from '../web/src/sse.ts';
 import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
@@ -450,6 +450,23 @@ describe('chart series', () => {
     expect(al.x).toHaveLength(10);
     expect(Math.max(...al.hi[0]!.map((v) => v ?? 0))).toBe(99);
     expect(al.y[1].every((v) => v === 2)).toBe(true);
+  });
+
+  it("draws evaluations at their checkpoints' steps, even where the lines were merged into pixel columns", () => {
+    const steps = Array.from({ length: 1000 }, (_, i) => i);
+    const lines = align([seriesOf(metrics('a', steps, (s) => 1 / (1 + s)), 'k')], 10);
+    expect(lines.snapped).toBe(true);
+    const m = { runId: 'a', key: 'eval/k', label: 'eval/k @ checkpoints', trainKey: 'k', x: [250, 500, 999], y: [0.5, 0.4, null], checkpoints: ['c1', 'c2', 'c3'] };
+    const { aligned, marks } = withMarks(lines, [m]);
+    const at = (s: number) => aligned.x.indexOf(s);
+    expect([250, 500, 999].map(at).every((i) => i >= 0)).toBe(true);
+    expect(marks[0].flatMap((v, i) => (v === undefined ? [] : [[aligned.x[i], v]]))).toEqual([[250, 0.5], [500, 0.4], [999, null]]);
+    // The line has no value at a step added for a mark (undefined: bridged), and keeps its own.
+    expect(aligned.y[0][at(250)]).toBeUndefined();
+    expect(aligned.y[0].filter((v) => v !== undefined)).toEqual(lines.y[0].filter((v) => v !== undefined));
+    expect(aligned.hi[0]!.length).toBe(aligned.x.length);
+    // No marks: the lines as they were.
+    expect(withMarks(lines, []).aligned).toBe(lines);
   });
 
   it('draws NaN and infinities as gaps', () => {
