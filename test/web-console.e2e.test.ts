@@ -210,8 +210,9 @@ describe('web console', () => {
     expect(best.checkpoint.id).toBe('ckpt-web-d');
     await page.goto(`${c.apiUrl}/#/checkpoints?project=web-e2e&experiment=live`);
     await expect.poll(() => page.locator('[data-testid="primary-metric"]').innerText()).toMatch(/eval\/loss/);
-    await expect.poll(() => page.locator('table.leaderboard tbody tr').first().getAttribute('data-checkpoint')).toBe(best.checkpoint.id);
-    expect(await page.locator('table.leaderboard tbody tr').first().getAttribute('data-rank')).toBe('1');
+    // Rows in the API's order (each run's by step), each ranked as best ranks.
+    await expect.poll(() => page.locator('table.leaderboard tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-checkpoint')))).toEqual(['ckpt-web-a', 'ckpt-web-b', 'ckpt-web-c', 'ckpt-web-d']);
+    expect(await page.locator('table.leaderboard tr[data-rank="1"]').getAttribute('data-checkpoint')).toBe(best.checkpoint.id);
     expect(await page.locator('tr[data-checkpoint="ckpt-web-c"]').getAttribute('data-rank')).toBeNull();
 
     // Retry with an edit, from the cancelled blocker's page: a second attempt with the diff.
