@@ -217,7 +217,7 @@ export class ChartController {
     // Evaluations: the run's colour, dashed, a dot per checkpoint; undefined between them is bridged.
     const marks = this.marks.map((m) => {
       const color = colorOf(this.colorIndex(m.run));
-      return { label: this.markLabel(m), stroke: color, width: 1.5, dash: [6, 4], spanGaps: false, points: { show: true, size: 8, width: 1, stroke: color, fill: color } };
+      return { label: this.markLabel(m), stroke: color, width: 2, dash: [6, 4], spanGaps: false, points: { show: true, size: 9, width: 1, stroke: color, fill: color } };
     });
     return {
       width: this.el.clientWidth || 600,

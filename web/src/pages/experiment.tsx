@@ -17,6 +17,7 @@ import { grouped, paramColumns, RunsTable } from './experiment-runs.tsx';
 import { runLabel } from './run.tsx';
 
 const DEFAULT_CHARTS = 4;
+const count = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
 
 /**
  * The metrics to chart: those the runs log, the ones with evaluations drawn beside them first;
@@ -84,8 +85,8 @@ export function ExperimentPage({ query }: { query: URLSearchParams }) {
         {project} / {experiment || 'all experiments'}
       </h1>
       <p class="muted">
-        {all.length - evalRuns.length} runs, {selected.length} overlaid
-        {evalRuns.length > 0 && <>, and {evalRuns.length} evaluation runs{showEvals ? '' : ' (hidden)'}</>} ·{' '}
+        {count(all.length - evalRuns.length, 'run')}, {selected.length} overlaid
+        {evalRuns.length > 0 && <>, and {count(evalRuns.length, 'evaluation run')}{showEvals ? '' : ' (hidden)'}</>} ·{' '}
         <a href={href(['checkpoints'], { project, experiment: experiment || undefined })}>checkpoints</a>
       </p>
       {full > 0 && (
