@@ -2,7 +2,8 @@
  * The console's screenshots in docs/screenshots/ (the README and docs/console.md show them):
  * a small plane of real processes gets a little of everything (nodes with labels, running,
  * queued, failed-then-retried and cancelled jobs, SDK runs with long metric series, checkpoints
- * with evaluations and a resume chain), then Debian's chromium saves each page.
+ * with evaluations and a resume chain, a training run that overfits: its checkpoints' evaluations
+ * turn up while its train/loss keeps falling), then Debian's chromium saves each page.
  *
  *   node --import tsx scripts/screenshots.ts [--out docs/screenshots]
  */
@@ -12,6 +13,7 @@ import { parseArgs } from 'node:util';
 import type { Page } from 'playwright-core';
 import { ensureConsoleBuilt, launchBrowser } from '../test/support/browser.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
+import { examplesPython } from '../test/support/examples.ts';
 import { until } from '../test/support/poll.ts';
 import { startSharedServices } from '../test/support/services.ts';
 
@@ -45,6 +47,12 @@ async function seed(c: Cluster) {
   await c.client.request('PUT', '/projects/demo/primary-metric', { name: 'eval/loss', goal: 'min' });
 }
 
+/** Waits for a job to end; one that did not succeed stops the script with its reason. */
+async function succeeded(c: Cluster, id: string): Promise<void> {
+  const j = await c.client.waitFor(id, undefined, 120_000);
+  if (j.state !== 'SUCCEEDED') throw new Error(`job ${id} ended ${j.state}: ${j.reason ?? ''}`);
+}
+
 async function checkpoints(c: Cluster): Promise<string> {
   log('a training job writing checkpoints, each evaluated, and a job resuming from one');
   const work = path.join(c.work, 'ckpt');
@@ -56,7 +64,7 @@ async function checkpoints(c: Cluster): Promise<string> {
     type: 'TRAIN', gpus: 1, project: 'demo', experiment: 'sgd', working_dir: work, watch_dir: 'ckpts', eval_policy: evalPolicy,
     command: `mkdir -p ckpts; ${write([['step_1000.pt', '0.92'], ['step_2000.pt', '0.61'], ['step_3000.pt', '0.44'], ['step_4000.pt', '0.47']])}; sleep 2`,
   });
-  await c.client.waitFor(first.id, undefined, 120_000);
+  await succeeded(c, first.id);
   const list = async (job: string) =>
     (await c.client.request<{ checkpoints: { id: string; job_id: string; step: number }[] }>('GET', '/checkpoints?project=demo&experiment=sgd')).checkpoints.filter((x) => x.job_id === job);
   await until('4 checkpoints', async () => (await list(first.id)).length === 4, 30_000);
@@ -67,9 +75,33 @@ async function checkpoints(c: Cluster): Promise<string> {
     type: 'TRAIN', gpus: 1, project: 'demo', experiment: 'sgd', working_dir: work2, watch_dir: 'ckpts', eval_policy: evalPolicy, resume_from: third.id, params: { lr: 0.01 },
     command: `mkdir -p ckpts; ${write([['step_3500.pt', '0.39'], ['step_4500.pt', '0.35']])}; sleep 2`,
   });
-  await c.client.waitFor(second.id, undefined, 120_000);
+  await succeeded(c, second.id);
   await until('every evaluation ended', async () => (await c.client.jobs({ type: 'EVALUATE' })).every((j) => ['SUCCEEDED', 'FAILED', 'CANCELLED'].includes(j.state)) && (await list(second.id)).length === 2, 120_000, 500);
   return (await list(second.id)).find((x) => x.step === 4500)!.id;
+}
+
+/**
+ * The evaluation story: examples/train_ckpt.py overfits its small training set, so train/loss
+ * falls for all 60 steps while the held-out loss examples/eval_ckpt.py measures on each of its
+ * checkpoints (every 10 steps) is lowest near step 30. Returns the training run's id.
+ */
+async function overfit(c: Cluster): Promise<string> {
+  log('a training run that overfits, each checkpoint evaluated');
+  const py = examplesPython();
+  const job = await c.client.submit({
+    type: 'TRAIN', gpus: 1, project: 'demo', experiment: 'overfit', working_dir: path.join(c.work, 'overfit'), watch_dir: 'ckpts',
+    params: { steps: 60, every: 10, chunk_sleep: 0.05 },
+    env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
+    command: [py, path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
+    eval_policy: { when: 'each', command: [py, path.join(repo, 'examples/eval_ckpt.py')], gpus: 0 },
+  });
+  await succeeded(c, job.id);
+  const [run] = (await c.client.request<{ runs: { id: string }[] }>('GET', `/runs?job=${job.id}`)).runs;
+  await until('6 checkpoints evaluated', async () => {
+    const m = await c.client.request<{ evaluations: { points: unknown[] }[] }>('GET', `/runs/${run.id}/metrics?keys=train/loss&points=1`);
+    return m.evaluations[0]?.points.length === 6;
+  }, 120_000, 500);
+  return run.id;
 }
 
 async function shot(page: Page, url: string, file: string, ready: string) {
@@ -84,12 +116,15 @@ async function main() {
   ensureConsoleBuilt();
   fs.mkdirSync(args.out!, { recursive: true });
   const services = await startSharedServices('screenshots');
+  // Jobs run as the agent's own user (as in the tests): as root, a project's job user could not
+  // enter the plane's private temporary folder where these jobs work.
+  const agentEnv = { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300', GPUPLANE_JOB_USERS: 'agent' };
   const c = await startCluster(
     'screens',
     {
       agents: [
-        { nodeId: 'gpu-a', gpus: 4, labels: { zone: 'lab', gpu: 'a100' }, env: { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300' } },
-        { nodeId: 'gpu-b', gpus: 2, labels: { zone: 'lab', gpu: 'l4' }, env: { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300' } },
+        { nodeId: 'gpu-a', gpus: 4, labels: { zone: 'lab', gpu: 'a100' }, env: agentEnv },
+        { nodeId: 'gpu-b', gpus: 2, labels: { zone: 'lab', gpu: 'l4' }, env: agentEnv },
       ],
     },
     services,
@@ -98,6 +133,7 @@ async function main() {
   try {
     await seed(c);
     const best = await checkpoints(c);
+    const overfitRun = await overfit(c);
 
     log('a job that fails on a NaN loss, then its retry with a lower learning rate');
     const failing = await c.client.submit({
@@ -138,6 +174,15 @@ async function main() {
     log('saved run.png');
     await page.goto('about:blank');
     await shot(page, `${c.apiUrl}/#/experiments?project=demo&experiment=sgd&keys=train/loss,eval/loss`, 'experiment.png', '[data-chart="eval/loss"][data-series]');
+    // The evaluation story: eval/loss @ checkpoints on the train/loss chart, the evaluated checkpoints, the leaderboard.
+    await shot(page, `${c.apiUrl}/#/runs/${overfitRun}`, 'run-evaluations.png', '[data-chart="train/loss"][data-marks*="eval/loss @ checkpoints"]');
+    await page.goto(`${c.apiUrl}/#/experiments?project=demo&experiment=overfit`);
+    await page.locator('[data-action="show-evaluations"]').check();
+    await page.locator('tr[data-evaluates]').first().waitFor();
+    await page.waitForTimeout(600);
+    await page.screenshot({ path: path.join(args.out!, 'experiment-evaluations.png'), fullPage: true });
+    log('saved experiment-evaluations.png');
+    await shot(page, `${c.apiUrl}/#/checkpoints?project=demo&experiment=overfit`, 'leaderboard.png', 'table.leaderboard .badge.best');
     // The Evaluate button of the best checkpoint: a second evaluation, from its job's eval policy.
     await page.goto(`${c.apiUrl}/#/checkpoints?project=demo&experiment=sgd&id=${best}`);
     await page.locator(`tr[data-checkpoint="${best}"] [data-action="evaluate"]`).click();

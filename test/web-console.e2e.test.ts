@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page, Request } from 'playwright-core';
 import type { FastifyBaseLogger } from 'fastify';
@@ -5,10 +7,12 @@ import { ChangeWatcher } from '../api/routes/console.ts';
 import type { ChangeEvent } from '../api/schemas/console.ts';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { checkpoints, evaluations, events, runs } from '../db/schema.ts';
-import { align, seriesOf } from '../web/src/charts/series.ts';
+import { align, seriesOf, withMarks } from '../web/src/charts/series.ts';
+import { metric } from '../web/src/format.ts';
 import { EventStreamParser, type StreamEvent } from '../web/src/sse.ts';
 import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
+import { examplesPython } from './support/examples.ts';
 import { until } from './support/poll.ts';
 
 interface Series {
@@ -31,6 +35,7 @@ interface ChartState {
   zoom: { drawnAt: number | null } | null;
 }
 
+const repo = path.resolve('.');
 const chart = (page: Page, key: string) => page.evaluate((k) => (window as unknown as { __gpuplaneCharts?: Record<string, ChartState> }).__gpuplaneCharts?.[k] ?? null, key);
 const stateOf = (page: Page) => page.locator('h1 [data-state]').first().getAttribute('data-state');
 
@@ -53,7 +58,7 @@ describe('web console', () => {
   beforeAll(async () => {
     ensureConsoleBuilt();
     b = await launchBrowser();
-    c = await startCluster('webconsole', { agents: [{ nodeId: 'web-node', gpus: 2, labels: { zone: 'lab' } }] });
+    c = await startCluster('webconsole', { agents: [{ nodeId: 'web-node', gpus: 2, labels: { zone: 'lab' }, env: { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '400' } }] });
     h = await openDatabase({ url: c.dbUrl, poolSize: 2 });
     page = await b.context.newPage();
   });
@@ -210,8 +215,9 @@ describe('web console', () => {
     expect(best.checkpoint.id).toBe('ckpt-web-d');
     await page.goto(`${c.apiUrl}/#/checkpoints?project=web-e2e&experiment=live`);
     await expect.poll(() => page.locator('[data-testid="primary-metric"]').innerText()).toMatch(/eval\/loss/);
-    await expect.poll(() => page.locator('table.leaderboard tbody tr').first().getAttribute('data-checkpoint')).toBe(best.checkpoint.id);
-    expect(await page.locator('table.leaderboard tbody tr').first().getAttribute('data-rank')).toBe('1');
+    // Rows in the API's order (each run's by step), each ranked as best ranks.
+    await expect.poll(() => page.locator('table.leaderboard tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-checkpoint')))).toEqual(['ckpt-web-a', 'ckpt-web-b', 'ckpt-web-c', 'ckpt-web-d']);
+    expect(await page.locator('table.leaderboard tr[data-rank="1"]').getAttribute('data-checkpoint')).toBe(best.checkpoint.id);
     expect(await page.locator('tr[data-checkpoint="ckpt-web-c"]').getAttribute('data-rank')).toBeNull();
 
     // Retry with an edit, from the cancelled blocker's page: a second attempt with the diff.
@@ -226,6 +232,90 @@ describe('web console', () => {
     expect(retried.attempt).toBe(2);
     expect(retried.attempts[1].changes.map((x) => x.key).sort()).toEqual(['command', 'gpus']);
     await page.locator('tr[data-attempt="2"] td.diff').getByText('gpus').waitFor();
+  });
+
+  it("tells the evaluation story: a training run's evaluations on its train/loss chart at their checkpoints' steps, evaluation runs under their checkpoint, a leaderboard of both metrics", async () => {
+    // examples/train_ckpt.py overfits: train/loss falls for 60 steps, while the held-out loss
+    // examples/eval_ckpt.py measures on each checkpoint (15, 30, 45, 60) is lowest at step 30.
+    const work = path.join(c.work, 'web-evals');
+    fs.mkdirSync(work, { recursive: true });
+    const job = await c.client.submit({
+      type: 'TRAIN', gpus: 1, project: 'web-evals', experiment: 'overfit', working_dir: work, watch_dir: 'ckpts',
+      params: { chunk_sleep: 0.05, steps: 60, every: 15 },
+      env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
+      command: [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
+      eval_policy: { when: 'each', command: [examplesPython(), path.join(repo, 'examples/eval_ckpt.py')], gpus: 0 },
+    });
+    const run = await until('its run', async () => (await c.client.request<{ runs: { id: string }[] }>('GET', `/runs?job=${job.id}`)).runs[0], 30_000);
+    // The run's page, open while it trains: each evaluation shows up on it as it ends.
+    await signedIn(page, `runs/${run.id}`);
+    expect((await c.client.waitFor(job.id, undefined, 90_000)).state).toBe('SUCCEEDED');
+    type Evals = { evaluations: { key: string; label: string; train_key: string; points: { step: number; checkpoint_id: string }[] }[] };
+    const apiEvals = await until('4 checkpoints evaluated', async () => {
+      const m = await c.client.request<Evals>('GET', `/runs/${run.id}/metrics?keys=train/loss&points=1`);
+      return m.evaluations[0]?.points.length === 4 ? m.evaluations : null;
+    }, 90_000, 300);
+    expect(apiEvals.map((e) => [e.key, e.label, e.train_key])).toEqual([['eval/loss', 'eval/loss @ checkpoints', 'train/loss']]);
+    const steps = [15, 30, 45, 60];
+    expect(apiEvals[0].points.map((p) => p.step)).toEqual(steps);
+    const marks = (p: Page, chartId: string) => p.locator(`[data-chart="${chartId}"]`).getAttribute('data-marks').then((m) => (m ? (JSON.parse(m) as { label: string; run: string; x: number[] }[]) : null));
+    // The train/loss chart draws its line and, in its colour, the evaluations at their steps.
+    await expect.poll(() => marks(page, 'train/loss'), { timeout: 15_000 }).toEqual([{ label: 'eval/loss @ checkpoints', run: run.id, x: steps }]);
+    const s = (await chart(page, 'train/loss')) as ChartState & { marks: { x: number[]; y: number[]; checkpoints: string[] }[] };
+    expect(s.marks[0].checkpoints).toEqual(apiEvals[0].points.map((p) => p.checkpoint_id));
+    // uPlot got them as a series after the line: a value at each checkpoint's step, nothing elsewhere.
+    const drawn = s.data[2].flatMap((v, i) => (v === undefined || v === null ? [] : [s.data[0][i]]));
+    expect(drawn).toEqual(steps);
+    expect(s.data[1].filter((v) => v !== undefined).length, 'the train/loss line: 60 steps').toBe(60);
+    const lowest = s.marks[0].x[s.marks[0].y.indexOf(Math.min(...s.marks[0].y))];
+    expect(lowest, 'the held-out loss is lowest at step 30, while train/loss falls to step 60').toBe(30);
+    // The same marks as a table for screen readers.
+    expect(await page.locator('[data-marks-table] tr[data-series="eval/loss @ checkpoints"]').evaluateAll((trs) => trs.map((tr) => Number(tr.getAttribute('data-step'))))).toEqual(steps);
+    // eval/accuracy's counterpart (train/accuracy) is not logged (the run logs train/acc): a chart of its own.
+    await expect.poll(() => marks(page, 'eval/accuracy'), { timeout: 10_000 }).toEqual([{ label: 'eval/accuracy @ checkpoints', run: run.id, x: steps }]);
+    expect(await page.locator('figure.chart', { has: page.locator('[data-chart="eval/accuracy"]') }).locator('figcaption strong').innerText()).toBe('eval/accuracy @ checkpoints');
+    // Its evaluated checkpoints, by step.
+    await expect.poll(() => page.locator('table.evaluated tbody tr').evaluateAll((trs) => trs.map((tr) => Number(tr.getAttribute('data-step'))))).toEqual(steps);
+    expect(await page.locator('table.evaluated tr[data-step="30"]').innerText()).toMatch(/best evaluated/);
+
+    // The experiment page: the evaluation runs are hidden, from the list and the charts' legends.
+    type RunJson = { id: string; evaluates: { checkpoint_id: string; run_id: string; step: number } | null };
+    const evalRuns = (await c.client.request<{ runs: RunJson[] }>('GET', '/runs?project=web-evals&evaluations=only')).runs;
+    expect(evalRuns).toHaveLength(4);
+    await page.goto(`${c.apiUrl}/#/experiments?project=web-evals&experiment=overfit`);
+    await expect.poll(() => marks(page, 'train/loss'), { timeout: 15_000 }).toEqual([{ label: 'eval/loss @ checkpoints', run: run.id, x: steps }]);
+    const listed = () => page.locator('table.runs tbody tr').evaluateAll((trs) => trs.map((tr) => [tr.getAttribute('data-run'), tr.getAttribute('data-parent')]));
+    expect(await listed()).toEqual([[run.id, null]]);
+    expect((await chart(page, 'train/loss'))!.runIds).toEqual([run.id]);
+    // Shown: each one under the training run, by the step of the checkpoint it evaluates.
+    const toggle = page.locator('[data-action="show-evaluations"]');
+    expect((await page.locator('label', { has: toggle }).innerText()).trim()).toBe('show evaluation runs (4)');
+    await toggle.check();
+    const byStep = [...evalRuns].sort((a, b) => a.evaluates!.step - b.evaluates!.step);
+    await expect.poll(listed).toEqual([[run.id, null], ...byStep.map((r) => [r.id, run.id])]);
+    for (const r of byStep) expect(await page.locator(`tr[data-run="${r.id}"] td.evaluates`).innerText()).toContain(`evaluates ${r.evaluates!.checkpoint_id} at step ${r.evaluates!.step}`);
+    expect((await chart(page, 'train/loss'))!.runIds, 'listed, not overlaid until ticked').toEqual([run.id]);
+
+    // An evaluation run's page says what it evaluates.
+    await page.locator(`tr[data-run="${byStep[1].id}"] td.evaluates a[href^="#/runs/"]`).click();
+    const says = page.getByTestId('evaluates');
+    await expect.poll(() => says.innerText()).toBe(`Evaluates checkpoint ${byStep[1].evaluates!.checkpoint_id} at step 30 of run ${run.id}; its metrics are drawn on that run's charts at the checkpoint's step.`);
+    expect(await says.locator(`a[href="#/runs/${run.id}"]`).count()).toBe(1);
+
+    // The leaderboard: each checkpoint's step, its evaluated eval/loss and train/loss at that step.
+    const board = (await c.client.request<{ metric: { name: string; train_metric: string }; checkpoints: { id: string; step: number; eval_value: number; train_value: number }[] }>('GET', '/checkpoints?project=web-evals&experiment=overfit'));
+    expect(board.metric).toMatchObject({ name: 'eval/loss', train_metric: 'train/loss' });
+    await page.goto(`${c.apiUrl}/#/checkpoints?project=web-evals&experiment=overfit`);
+    await page.locator('table.leaderboard tbody tr').first().waitFor();
+    expect(await page.locator('table.leaderboard th[data-column]').allInnerTexts()).toEqual(['eval/loss (evaluated)', 'train/loss at step']);
+    const rows = await page.locator('table.leaderboard tbody tr').evaluateAll((trs) =>
+      trs.map((tr) => ({ step: Number(tr.getAttribute('data-step')), eval: tr.querySelector('td[data-column="eval"]')!.textContent, train: tr.querySelector('td[data-column="train"]')!.textContent })),
+    );
+    expect(rows).toEqual(board.checkpoints.map((k) => ({ step: k.step, eval: metric(k.eval_value), train: metric(k.train_value) })));
+    expect(rows.map((r) => r.step)).toEqual(steps);
+    const trains = board.checkpoints.map((k) => k.train_value);
+    expect(trains, 'train/loss falls at every checkpoint').toEqual([...trains].sort((a, b) => b - a));
+    expect(await page.locator('table.leaderboard tr[data-step="30"] .badge.best').count()).toBe(1);
   });
 
   it('without a token shows the sign-in form and no data; a token pasted in it shows the queue', async () => {
@@ -450,6 +540,23 @@ describe('chart series', () => {
     expect(al.x).toHaveLength(10);
     expect(Math.max(...al.hi[0]!.map((v) => v ?? 0))).toBe(99);
     expect(al.y[1].every((v) => v === 2)).toBe(true);
+  });
+
+  it("draws evaluations at their checkpoints' steps, even where the lines were merged into pixel columns", () => {
+    const steps = Array.from({ length: 1000 }, (_, i) => i);
+    const lines = align([seriesOf(metrics('a', steps, (s) => 1 / (1 + s)), 'k')], 10);
+    expect(lines.snapped).toBe(true);
+    const m = { runId: 'a', key: 'eval/k', label: 'eval/k @ checkpoints', trainKey: 'k', x: [250, 500, 999], y: [0.5, 0.4, null], checkpoints: ['c1', 'c2', 'c3'] };
+    const { aligned, marks } = withMarks(lines, [m]);
+    const at = (s: number) => aligned.x.indexOf(s);
+    expect([250, 500, 999].map(at).every((i) => i >= 0)).toBe(true);
+    expect(marks[0].flatMap((v, i) => (v === undefined ? [] : [[aligned.x[i], v]]))).toEqual([[250, 0.5], [500, 0.4], [999, null]]);
+    // The line has no value at a step added for a mark (undefined: bridged), and keeps its own.
+    expect(aligned.y[0][at(250)]).toBeUndefined();
+    expect(aligned.y[0].filter((v) => v !== undefined)).toEqual(lines.y[0].filter((v) => v !== undefined));
+    expect(aligned.hi[0]!.length).toBe(aligned.x.length);
+    // No marks: the lines as they were.
+    expect(withMarks(lines, []).aligned).toBe(lines);
   });
 
   it('draws NaN and infinities as gaps', () => {

@@ -1,17 +1,38 @@
 /**
  * A chart's data and drawing, apart from Preact: what to fetch for the plot's width and range,
- * the uPlot instance, the min..max bands and the y range that keeps spikes in view.
+ * and the uPlot instance: a line per run and, for a run whose checkpoints were evaluated, its
+ * evaluations as marks at their steps (bands.ts draws the min..max bands).
  */
 import uPlot from 'uplot';
 import { api } from '../api.ts';
 import type { RunMetrics } from '../types.ts';
-import { align, seriesOf, type Aligned } from './series.ts';
+import { drawBands, yRange } from './bands.ts';
+import { align, marksOf, seriesOf, withMarks, type Aligned, type Marks } from './series.ts';
 
 export interface ChartRun {
   id: string;
   label: string;
   /** Its colour's index (colorOf): kept by the run while it is shown; its position otherwise. */
   color?: number;
+}
+
+/** A series of evaluations as drawn: its legend label, its run, and each mark's step, value and checkpoint. */
+export interface DrawnMarks {
+  label: string;
+  runId: string;
+  key: string;
+  x: number[];
+  y: (number | null)[];
+  checkpoints: string[];
+}
+
+export interface ChartOptions {
+  height: number;
+  /** Draw only the runs' evaluations: a chart of an evaluated metric the runs do not log. */
+  marksOnly: boolean;
+  onError: (e: Error | null) => void;
+  /** Called after each draw with the marks drawn (the page lists them in a table). */
+  onMarks: (m: DrawnMarks[]) => void;
 }
 
 /** What a chart last fetched and drew, for tests and the bench (window.__gpuplaneCharts[id]). */
@@ -27,6 +48,8 @@ export interface ChartState {
   allDrawnAt: number | null;
   draws: number;
   zoom: { requestedAt: number; drawnAt: number | null } | null;
+  /** The evaluation series drawn, after the lines (data[1 + lines.length + i]). */
+  marks: DrawnMarks[];
 }
 
 declare global {
@@ -40,14 +63,6 @@ const RUNS_PER_REQUEST = 10;
 const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
 export const colorOf = (i: number, alpha = 1) => (i < PALETTE.length && alpha === 1 ? PALETTE[i] : `hsl(${(i * 137.5) % 360} 65% 45% / ${alpha})`);
 
-function visibleIdx(x: number[], min: number, max: number): [number, number] {
-  let a = 0;
-  while (a < x.length && x[a] < min) a++;
-  let b = x.length - 1;
-  while (b > a && x[b] > max) b--;
-  return [Math.max(a - 1, 0), Math.min(b + 1, x.length - 1)];
-}
-
 export class ChartController {
   u: uPlot | null = null;
   aligned: Aligned = { x: [], y: [], lo: [], hi: [], snapped: false };
@@ -59,18 +74,19 @@ export class ChartController {
   loading = false;
   pending = false;
   state: ChartState;
-  onError: (e: Error | null) => void;
+  /** The marks of the last draw, each with its run's index; their labels are part of the plot's series. */
+  marks: (Marks & { run: number })[] = [];
+  /** What the plot's series are (labels, colours): a draw with others makes a new plot. */
+  seriesKey = '';
 
   constructor(
     readonly el: HTMLDivElement,
     readonly chartId: string,
     readonly key: string,
     public runs: ChartRun[],
-    readonly height: number,
-    onError: (e: Error | null) => void,
+    readonly opts: ChartOptions,
   ) {
-    this.onError = onError;
-    this.state = { key, runIds: runs.map((r) => r.id), query: { points: 0 }, responses: [], data: [], snapped: false, createdAt: performance.now(), firstDrawAt: null, allDrawnAt: null, draws: 0, zoom: null };
+    this.state = { key, runIds: runs.map((r) => r.id), query: { points: 0 }, responses: [], data: [], snapped: false, createdAt: performance.now(), firstDrawAt: null, allDrawnAt: null, draws: 0, zoom: null, marks: [] };
     (window.__gpuplaneCharts ??= {})[chartId] = this.state;
   }
 
@@ -126,9 +142,9 @@ export class ChartController {
           this.draw(fresh.size === ids.length);
         }),
       );
-      this.onError(null);
+      this.opts.onError(null);
     } catch (err) {
-      if (gen === this.gen) this.onError(err as Error);
+      if (gen === this.gen) this.opts.onError(err as Error);
     } finally {
       if (gen === this.gen) {
         this.loading = false;
@@ -141,11 +157,21 @@ export class ChartController {
   }
 
   draw(complete: boolean): void {
-    const runs = this.runs.map((r) => seriesOf(this.responses.get(r.id), this.key));
-    this.aligned = align(runs, this.points);
-    const data = [this.aligned.x, ...this.aligned.y] as uPlot.AlignedData;
-    if (!this.u) this.u = new uPlot(this.options(), data, this.el);
-    else if (this.range) {
+    const lines = this.opts.marksOnly ? [] : this.runs.map((r) => seriesOf(this.responses.get(r.id), this.key));
+    this.marks = this.runs.flatMap((r, run) => marksOf(this.responses.get(r.id)).map((m) => ({ ...m, run })));
+    const drawn = withMarks(align(lines, this.points), this.marks);
+    this.aligned = drawn.aligned;
+    const data = [this.aligned.x, ...this.aligned.y, ...drawn.marks] as uPlot.AlignedData;
+    const seriesKey = JSON.stringify([lines.length, this.marks.map((m) => [m.run, m.key])]);
+    if (this.u && seriesKey !== this.seriesKey) {
+      this.u.destroy();
+      this.u = null;
+    }
+    this.seriesKey = seriesKey;
+    if (!this.u) {
+      this.u = new uPlot(this.options(), data, this.el);
+      if (this.range) this.u.setScale('x', this.range);
+    } else if (this.range) {
       this.u.setData(data, false);
       this.u.setScale('x', this.range);
     } else this.u.setData(data, true);
@@ -154,12 +180,21 @@ export class ChartController {
     s.responses = this.runs.map((r) => this.responses.get(r.id)).filter((r): r is RunMetrics => r !== undefined);
     s.data = data as (number | null | undefined)[][];
     s.snapped = this.aligned.snapped;
+    s.marks = this.marks.map((m) => ({ label: this.markLabel(m), runId: m.runId, key: m.key, x: m.x, y: m.y, checkpoints: m.checkpoints }));
     s.draws++;
-    if (s.firstDrawAt === null && runs.some((r) => r && r.x.length)) s.firstDrawAt = now;
+    if (s.firstDrawAt === null && (lines.some((r) => r && r.x.length) || this.marks.length)) s.firstDrawAt = now;
     if (complete && s.allDrawnAt === null) s.allDrawnAt = now;
     if (complete && s.zoom && s.zoom.drawnAt === null) s.zoom.drawnAt = now;
     this.el.dataset.draws = String(s.draws);
     this.el.dataset.series = String(s.responses.length);
+    // What a test reads without looking at pixels: each evaluation series' label, run and steps.
+    this.el.dataset.marks = JSON.stringify(s.marks.map((m) => ({ label: m.label, run: m.runId, x: m.x })));
+    this.opts.onMarks(s.marks);
+  }
+
+  /** "eval/loss @ checkpoints", with the run's label where the chart shows more than one run. */
+  markLabel(m: Marks & { run: number }): string {
+    return this.runs.length > 1 ? `${m.label} · ${this.runs[m.run].label}` : m.label;
   }
 
   zoomTo(min: number, max: number): void {
@@ -176,76 +211,17 @@ export class ChartController {
     void this.load();
   }
 
-  /** The min..max bands, under the lines: drawn by hand so the legend lists one entry per run. */
-  drawBands(u: uPlot): void {
-    const { x, lo, hi } = this.aligned;
-    const sx = u.scales.x;
-    if (!x.length || sx.min === undefined || sx.max === undefined) return;
-    const [a, b] = visibleIdx(x, sx.min, sx.max);
-    const ctx = u.ctx;
-    ctx.save();
-    ctx.beginPath();
-    ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height);
-    ctx.clip();
-    const alpha = this.runs.length > 10 ? 0.1 : 0.2;
-    for (let i = 0; i < this.runs.length; i++) {
-      const l = lo[i];
-      const h = hi[i];
-      if (!l || !h || !u.series[i + 1]?.show) continue;
-      ctx.fillStyle = colorOf(this.colorIndex(i), alpha);
-      ctx.strokeStyle = colorOf(this.colorIndex(i), alpha * 2);
-      let seg: number[] = [];
-      const flush = () => {
-        if (seg.length === 1) {
-          const px = u.valToPos(x[seg[0]], 'x', true);
-          ctx.fillRect(px - 1, u.valToPos(h[seg[0]]!, 'y', true), 2, u.valToPos(l[seg[0]]!, 'y', true) - u.valToPos(h[seg[0]]!, 'y', true));
-        } else if (seg.length > 1) {
-          ctx.beginPath();
-          for (const j of seg) ctx.lineTo(u.valToPos(x[j], 'x', true), u.valToPos(h[j]!, 'y', true));
-          for (let k = seg.length - 1; k >= 0; k--) ctx.lineTo(u.valToPos(x[seg[k]], 'x', true), u.valToPos(l[seg[k]]!, 'y', true));
-          ctx.closePath();
-          ctx.fill();
-        }
-        seg = [];
-      };
-      for (let j = a; j <= b; j++) {
-        if (l[j] != null && h[j] != null) seg.push(j);
-        // A gap (null) ends the band; another run's step (undefined) is passed over.
-        else if (l[j] === null || h[j] === null) flush();
-      }
-      flush();
-    }
-    ctx.restore();
-  }
-
-  /** The y range covers the bands in view, not only the lines: a spike is never cut off. */
-  yRange(u: uPlot, dmin: number | null, dmax: number | null): uPlot.Range.MinMax {
-    let lo = dmin ?? Infinity;
-    let hi = dmax ?? -Infinity;
-    const { x } = this.aligned;
-    const sx = u.scales.x;
-    if (x.length && sx.min !== undefined && sx.max !== undefined) {
-      const [a, b] = visibleIdx(x, sx.min, sx.max);
-      for (let i = 0; i < this.runs.length; i++) {
-        const l = this.aligned.lo[i];
-        const h = this.aligned.hi[i];
-        if (!l || !h) continue;
-        for (let j = a; j <= b; j++) {
-          if (l[j] != null && l[j]! < lo) lo = l[j]!;
-          if (h[j] != null && h[j]! > hi) hi = h[j]!;
-        }
-      }
-    }
-    if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [0, 1];
-    const pad = (hi - lo) * 0.05 || Math.abs(hi) * 0.1 || 1;
-    return [lo - pad, hi + pad];
-  }
-
   options(): uPlot.Options {
     const many = this.runs.length > 12;
+    const lines = this.opts.marksOnly ? [] : this.runs;
+    // Evaluations: the run's colour, dashed, a dot per checkpoint; undefined between them is bridged.
+    const marks = this.marks.map((m) => {
+      const color = colorOf(this.colorIndex(m.run));
+      return { label: this.markLabel(m), stroke: color, width: 2, dash: [6, 4], spanGaps: false, points: { show: true, size: 9, width: 1, stroke: color, fill: color } };
+    });
     return {
       width: this.el.clientWidth || 600,
-      height: this.height,
+      height: this.opts.height,
       legend: { show: !many },
       cursor: {
         drag: { x: true, y: false, setScale: false },
@@ -253,12 +229,12 @@ export class ChartController {
         bind: { dblclick: () => () => (this.resetZoom(), null) },
       },
       focus: { alpha: 0.3 },
-      scales: { x: { time: false }, y: { range: (u, dmin, dmax) => this.yRange(u, dmin, dmax) } },
+      scales: { x: { time: false }, y: { range: (u, dmin, dmax) => yRange(u, this.aligned, dmin, dmax) } },
       axes: [{ label: 'step' }, { size: 60 }],
       // spanGaps off: null (NaN, ±Infinity) breaks the line; undefined (no point there) is bridged.
-      series: [{ label: 'step' }, ...this.runs.map((r, i) => ({ label: r.label, stroke: colorOf(this.colorIndex(i)), width: many ? 1 : 1.5, spanGaps: false, points: { show: false } }))],
+      series: [{ label: 'step' }, ...lines.map((r, i) => ({ label: r.label, stroke: colorOf(this.colorIndex(i)), width: many ? 1 : 1.5, spanGaps: false, points: { show: false } })), ...marks],
       hooks: {
-        drawAxes: [(u) => this.drawBands(u)],
+        drawAxes: [(u) => drawBands(u, this.aligned, lines.length, (i, alpha) => colorOf(this.colorIndex(i), alpha))],
         setSelect: [
           (u) => {
             const s = u.select;
@@ -278,7 +254,7 @@ export class ChartController {
   }
 
   resize(): void {
-    if (this.u && this.el.clientWidth) this.u.setSize({ width: this.el.clientWidth, height: this.height });
+    if (this.u && this.el.clientWidth) this.u.setSize({ width: this.el.clientWidth, height: this.opts.height });
   }
 
   destroy(): void {

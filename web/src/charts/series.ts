@@ -113,3 +113,57 @@ export function align(runs: (RunSeries | null)[], columns: number): Aligned {
   }
   return { x, y, lo, hi, snapped: true };
 }
+
+/**
+ * A run's evaluations of one metric, drawn beside its training metric: one mark per evaluated
+ * checkpoint, at the checkpoint's step (the API's `evaluations`, e.g. "eval/loss @ checkpoints").
+ */
+export interface Marks {
+  runId: string;
+  key: string;
+  label: string;
+  trainKey: string;
+  x: number[];
+  /** NaN and ±Infinity are gaps, as on the lines. */
+  y: (number | null)[];
+  checkpoints: string[];
+}
+
+/** Every evaluation series of a response (the API sent those the chart's key asked for). */
+export function marksOf(r: RunMetrics | undefined): Marks[] {
+  return (r?.evaluations ?? []).map((e) => ({
+    runId: r!.run_id,
+    key: e.key,
+    label: e.label,
+    trainKey: e.train_key,
+    x: e.points.map((p) => p.step),
+    y: e.points.map((p) => finite(num(p.value))),
+    checkpoints: e.points.map((p) => p.checkpoint_id),
+  }));
+}
+
+/**
+ * The lines with the marks added, each at its own step even where the lines were merged into
+ * pixel columns (a checkpoint's step is exact; there are few of them). Where a mark's step is not
+ * on the x array it is added, and the lines have no value there (undefined: bridged).
+ */
+export function withMarks(al: Aligned, marks: Marks[]): { aligned: Aligned; marks: Y[] } {
+  if (marks.length === 0) return { aligned: al, marks: [] };
+  const steps = new Set(al.x);
+  for (const m of marks) for (const s of m.x) steps.add(s);
+  const x = steps.size === al.x.length ? al.x : [...steps].sort((a, b) => a - b);
+  const at = new Map(x.map((s, i) => [s, i]));
+  const remap = (v: Y): Y => {
+    if (x === al.x) return v;
+    const out: Y = new Array<number | undefined>(x.length).fill(undefined);
+    al.x.forEach((s, i) => (out[at.get(s)!] = v[i]));
+    return out;
+  };
+  const aligned = { x, y: al.y.map(remap), lo: al.lo.map((v) => v && remap(v)), hi: al.hi.map((v) => v && remap(v)), snapped: al.snapped };
+  const drawn = marks.map((m) => {
+    const out: Y = new Array<number | undefined>(x.length).fill(undefined);
+    m.x.forEach((s, i) => (out[at.get(s)!] = m.y[i]));
+    return out;
+  });
+  return { aligned, marks: drawn };
+}

@@ -1,128 +1,93 @@
 /**
- * Checkpoints of a run, experiment or project: a leaderboard by the primary metric (evaluated
- * value beside the training-time one, the metric named with where it came from, the best one
- * badged), a checkpoint's resume chain and evaluations, and an Evaluate button.
+ * Checkpoints of a run, experiment or project: a leaderboard that tells the evaluation story
+ * (each run's checkpoints by step, the evaluated primary metric beside the training metric at that
+ * step, so the step where the evaluated value turns up while the training one keeps falling shows),
+ * ranked as GET /checkpoints/best ranks, the best one badged; a checkpoint's resume chain and
+ * evaluations (checkpoint-detail.tsx), and an Evaluate button.
  */
-import { useState } from 'preact/hooks';
 import { metricFor, rankCheckpoints, type BestCandidate } from '../../../domain/best-checkpoint.ts';
 import { api, ApiError } from '../api.ts';
-import { ErrorBox, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
+import { ErrorBox, JobLink, Loading, RunLink, When } from '../components.tsx';
 import { bytes, metric } from '../format.ts';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
-import type { CheckpointsQuery, ListedCheckpoint, ResolvedMetric } from '../types.ts';
+import type { CheckpointList, CheckpointsQuery, ListedCheckpoint } from '../types.ts';
+import { CheckpointDetail, EvaluateButton } from './checkpoint-detail.tsx';
 
 const LEVEL = { experiment: "the experiment's setting", project: "the project's setting", default: 'the default (no setting)' } as const;
 
 type Candidate = BestCandidate & { c: ListedCheckpoint };
 
 /**
- * The leaderboard in the server's order (domain/best-checkpoint.ts, what GET /checkpoints/best
- * uses): evaluated values where any checkpoint has one, training-time values otherwise, ties to
- * the later step. Deleted checkpoints are not ranked (best never picks them) but still listed.
+ * Each checkpoint's rank as GET /checkpoints/best ranks (domain/best-checkpoint.ts): evaluated
+ * values where any checkpoint has one, training-time values otherwise, ties to the later step.
+ * Deleted checkpoints are not ranked (best never picks them).
  */
-function leaderboard(list: ListedCheckpoint[], listed: ResolvedMetric) {
-  const live: Candidate[] = list
+function ranks(l: CheckpointList) {
+  const live: Candidate[] = l.checkpoints
     .filter((c) => !c.deleted_at)
     .map((c) => ({ c, id: c.id, step: c.step, createdAt: new Date(c.created_at), evalMetrics: c.eval_metrics, trainMetrics: c.train_metrics }));
   // A setting names its metric; the default depends on which metrics the ranked ones have.
-  const metric = listed.level === 'default' ? metricFor(live, { experiment: null, project: null }) : listed;
-  const { ranked, fallback } = rankCheckpoints(live, metric);
-  const rankOf = new Map(ranked.map((r, i) => [r.checkpoint.id, i + 1]));
-  const rest = list.filter((c) => !rankOf.has(c.id));
-  const rows = [...ranked.map((r) => r.checkpoint.c), ...rest.filter((c) => !c.deleted_at), ...rest.filter((c) => c.deleted_at)];
-  return { metric, fallback, rows: rows.map((c) => ({ c, rank: rankOf.get(c.id) ?? null })) };
+  const metric = l.metric.level === 'default' ? metricFor(live, { experiment: null, project: null }) : l.metric;
+  const { ranked } = rankCheckpoints(live, metric);
+  return { metric, rankOf: new Map(ranked.map((r, i) => [r.checkpoint.id, i + 1])) };
 }
 
-function EvaluateButton({ id, onDone }: { id: string; onDone: () => void }) {
-  const [error, setError] = useState<Error | null>(null);
-  const [askCommand, setAskCommand] = useState(false);
-  const [command, setCommand] = useState('');
-  const [started, setStarted] = useState<string | null>(null);
-  async function go() {
-    setError(null);
-    try {
-      const e = await api.evaluate(id, command ? { command } : {});
-      setStarted(e.job_id);
-      setAskCommand(false);
-      onDone();
-    } catch (err) {
-      // No eval policy on the training job: the page asks for the command instead.
-      if (err instanceof ApiError && err.status === 400 && /no command/.test(err.message)) setAskCommand(true);
-      setError(err as Error);
-    }
-  }
+/**
+ * The rows in the API's order (the newest run first, each run's checkpoints by step), the columns
+ * named by the API's metric: its evaluated value, and its train_metric's value at the step.
+ */
+function Leaderboard({ l, rankOf, selectedId, bestId, link, reload }: { l: CheckpointList; rankOf: Map<string, number>; selectedId: string | null; bestId?: string; link: (id: string) => string; reload: () => void }) {
+  const { name, train_metric: train } = l.metric;
   return (
-    <span class="evaluate">
-      {askCommand && <input value={command} placeholder="eval command" aria-label="eval command" onInput={(e) => setCommand((e.target as HTMLInputElement).value)} />}
-      <button onClick={go} data-action="evaluate">
-        Evaluate
-      </button>
-      {started && (
-        <span class="muted">
-          {' '}
-          started <JobLink id={started} />
-        </span>
-      )}
-      {error && !askCommand && <span class="error"> {error.message}</span>}
-    </span>
-  );
-}
-
-function CheckpointDetail({ id, onEvaluated }: { id: string; onEvaluated: () => void }) {
-  const c = useResource(() => api.checkpoint(id), [id], { topics: ['checkpoints'] });
-  if (!c.data) return c.error ? <ErrorBox error={c.error} /> : <Loading what={`checkpoint ${id}`} />;
-  const d = c.data;
-  return (
-    <Section title={`Checkpoint ${d.id}`}>
-      <p>
-        <code>{d.uri}</code> on {d.node_id ?? '?'} · {bytes(d.size_bytes)} · step {d.step ?? '?'} · <code title={d.fingerprint}>{d.fingerprint.slice(0, 19)}…</code>
-        {d.deleted_at && <span class="badge state-CANCELLED">files deleted</span>} <EvaluateButton id={d.id} onDone={onEvaluated} />
-      </p>
-      <h3>Resume chain</h3>
-      <ol class="chain" data-testid="chain">
-        <li>
-          <strong>{d.id}</strong> (step {d.step ?? '?'}, run <RunLink id={d.run_id} />, attempt {d.attempt ?? '?'})
-        </li>
-        {d.chain.map((p) => (
-          <li key={p.id}>
-            ← <a href={href(['checkpoints'], { run: p.run_id, id: p.id })}>{p.id}</a> (step {p.step ?? '?'}, run <RunLink id={p.run_id} />, attempt {p.attempt ?? '?'})
-          </li>
-        ))}
-      </ol>
-      {d.chain.length === 0 && <p class="muted">a root: no checkpoint before it</p>}
-      <h3>Evaluations</h3>
-      {d.evaluations.length === 0 ? (
-        <p class="muted">none yet</p>
-      ) : (
-        <table>
-          <tbody>
-            {d.evaluations.map((e) => (
-              <tr key={e.id}>
-                <td>{e.id}</td>
+    <div class="scroll">
+      <table class="leaderboard">
+        <thead>
+          <tr>
+            <th>run</th>
+            <th>step</th>
+            <th>checkpoint</th>
+            <th data-column="eval">{name} (evaluated)</th>
+            <th data-column="train">{train} at step</th>
+            <th>rank</th>
+            <th>job</th>
+            <th>size</th>
+            <th>created</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {l.checkpoints.map((c, i) => {
+            const first = i === 0 || l.checkpoints[i - 1].run_id !== c.run_id;
+            const cls = [c.id === selectedId ? 'selected' : '', first && i > 0 ? 'run-start' : ''].filter(Boolean).join(' ');
+            return (
+              <tr key={c.id} data-checkpoint={c.id} data-run={c.run_id} data-step={c.step ?? undefined} data-rank={rankOf.get(c.id)} class={cls || undefined}>
                 <td>
-                  <StateBadge state={e.status} />
+                  <RunLink id={c.run_id} />
                 </td>
+                <td>{c.step ?? ''}</td>
                 <td>
-                  <JobLink id={e.job_id} />
+                  <a href={link(c.id)}>{c.id}</a> {c.id === bestId && <span class="badge best">best</span>}
+                  {c.deleted_at && <span class="badge state-CANCELLED">deleted</span>}
                 </td>
+                <td data-column="eval">{metric(c.eval_value)}</td>
+                <td data-column="train">{metric(c.train_value)}</td>
+                <td>{rankOf.get(c.id) ?? ''}</td>
                 <td>
-                  {Object.entries(e.metrics ?? {}).map(([k, v]) => (
-                    <span key={k} class="label">
-                      {k}={metric(v)}
-                    </span>
-                  ))}
+                  <JobLink id={c.job_id} />
+                  {c.attempt !== null && ` #${c.attempt}`}
                 </td>
-                <td>{e.reason ?? ''}</td>
+                <td>{bytes(c.size_bytes)}</td>
                 <td>
-                  <When at={e.created_at} />
+                  <When at={c.created_at} />
                 </td>
+                <td>{!c.deleted_at && <EvaluateButton id={c.id} onDone={reload} />}</td>
               </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
-    </Section>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
   );
 }
 
@@ -172,9 +137,8 @@ export function CheckpointsPage({ query }: { query: URLSearchParams }) {
     );
   }
   const l = list.data;
-  const board = l ? leaderboard(l.checkpoints, l.metric) : null;
+  const board = l ? ranks(l) : null;
   const m = board?.metric;
-  const rows = board?.rows ?? [];
   const bestId = best.data?.checkpoint.id;
   const link = (id: string) => href(['checkpoints'], { ...scope, id });
   return (
@@ -182,12 +146,13 @@ export function CheckpointsPage({ query }: { query: URLSearchParams }) {
       <h1>Checkpoints</h1>
       <ScopeForm q={scope} />
       <ErrorBox error={list.error ?? best.error} />
-      {!l || !m ? (
+      {!l || !board || !m ? (
         <Loading what="checkpoints" />
       ) : (
         <>
           <p class="metric" data-testid="primary-metric">
-            Ranked by <strong>{m.name}</strong> ({m.goal === 'min' ? 'lower is better' : 'higher is better'}), from {LEVEL[m.level]}.
+            Ranked by <strong>{m.name}</strong> ({m.goal === 'min' ? 'lower is better' : 'higher is better'}), from {LEVEL[m.level]}; beside it, {l.metric.train_metric} as the run logged it at the
+            checkpoint's step: where the evaluated value turns up while the training one still falls, the model has begun to overfit.
             {best.data && (
               <>
                 {' '}
@@ -196,51 +161,8 @@ export function CheckpointsPage({ query }: { query: URLSearchParams }) {
               </>
             )}
           </p>
-          <div class="scroll">
-          <table class="leaderboard">
-            <thead>
-              <tr>
-                <th>#</th>
-                <th>checkpoint</th>
-                <th>eval {m.name}</th>
-                <th>train {m.name}</th>
-                <th>step</th>
-                <th>run</th>
-                <th>job</th>
-                <th>size</th>
-                <th>created</th>
-                <th />
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map(({ c, rank }) => (
-                <tr key={c.id} data-checkpoint={c.id} data-rank={rank ?? undefined} class={c.id === selectedId ? 'selected' : ''}>
-                  <td>{rank ?? ''}</td>
-                  <td>
-                    <a href={link(c.id)}>{c.id}</a> {c.id === bestId && <span class="badge best">best</span>}
-                    {c.deleted_at && <span class="badge state-CANCELLED">deleted</span>}
-                  </td>
-                  <td class={board?.fallback ? 'muted' : ''}>{metric(c.eval_metrics?.[m.name] ?? null)}</td>
-                  <td>{metric(c.train_metrics?.[m.name] ?? null)}</td>
-                  <td>{c.step ?? ''}</td>
-                  <td>
-                    <RunLink id={c.run_id} />
-                  </td>
-                  <td>
-                    <JobLink id={c.job_id} />
-                    {c.attempt !== null && ` #${c.attempt}`}
-                  </td>
-                  <td>{bytes(c.size_bytes)}</td>
-                  <td>
-                    <When at={c.created_at} />
-                  </td>
-                  <td>{!c.deleted_at && <EvaluateButton id={c.id} onDone={list.reload} />}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          </div>
-          {rows.length === 0 && <p class="muted">No checkpoints yet.</p>}
+          <Leaderboard l={l} rankOf={board.rankOf} selectedId={selectedId} bestId={bestId} link={link} reload={list.reload} />
+          {l.checkpoints.length === 0 && <p class="muted">No checkpoints yet.</p>}
         </>
       )}
       {selectedId && <CheckpointDetail id={selectedId} onEvaluated={list.reload} />}

@@ -1,4 +1,8 @@
-/** One run: its metric charts (with every attempt of its job overlaid on demand), params, tags and events. */
+/**
+ * One run: its metric charts (with every attempt of its job overlaid on demand; its checkpoints'
+ * evaluations drawn beside the training metric they belong to), its evaluated checkpoints, params,
+ * tags and events.
+ */
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { MetricChart, type ChartRun } from '../charts/metric-chart.tsx';
@@ -7,6 +11,7 @@ import { metric } from '../format.ts';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
 import type { Run, Summary } from '../types.ts';
+import { EvaluatedCheckpoints, Evaluates } from './run-evaluations.tsx';
 
 export const runLabel = (r: Run) => `${r.name ?? r.id}${r.attempt !== null && !(r.name ?? '').endsWith(`#${r.attempt}`) ? ` #${r.attempt}` : ''}`;
 
@@ -59,12 +64,20 @@ export function RunPage({ id }: { id: string }) {
   const events = useResource(() => api.runEvents(id), [id], { topics: ['events'], runId: id });
   const jobId = run.data?.job_id ?? null;
   const siblings = useResource(() => (jobId ? api.runs({ job: jobId }) : Promise.resolve([])), [jobId], { topics: ['runs'] });
+  // The run's evaluation series (one bucket of each metric is all this needs): which charts they go on.
+  const evals = useResource(() => api.metrics(id, { points: '1' }).then((m) => m.evaluations), [id], { topics: ['checkpoints'] });
   const [overlay, setOverlay] = useState(false);
   const r = run.data;
   if (!r) return run.error ? <ErrorBox error={run.error} /> : <Loading what={`run ${id}`} />;
   const attempts = (siblings.data ?? []).slice().sort((a, b) => (a.attempt ?? 0) - (b.attempt ?? 0));
   const chartRuns: ChartRun[] = overlay && attempts.length > 1 ? attempts.map((x) => ({ id: x.id, label: runLabel(x) })) : [{ id: r.id, label: runLabel(r) }];
-  const keys = Object.keys(r.metrics).sort();
+  const logged = Object.keys(r.metrics);
+  const ev = evals.data ?? [];
+  // The charts with evaluations drawn on them first: the train curve and the eval curve together.
+  const beside = new Set(ev.map((e) => e.train_key));
+  const keys = logged.sort((a, b) => Number(beside.has(b)) - Number(beside.has(a)) || a.localeCompare(b));
+  // An evaluated metric whose training counterpart the run does not log: a chart of its own.
+  const own = ev.filter((e) => !logged.includes(e.key) && !logged.includes(e.train_key));
   return (
     <>
       <h1>
@@ -87,6 +100,7 @@ export function RunPage({ id }: { id: string }) {
         · started <When at={r.started_at} /> {r.ended_at && <>· ended <When at={r.ended_at} /></>} ·{' '}
         <a href={href(['checkpoints'], { run: r.id })}>checkpoints</a>
       </p>
+      {r.evaluates && <Evaluates e={r.evaluates} />}
       <Section
         title="Metrics"
         actions={
@@ -101,9 +115,13 @@ export function RunPage({ id }: { id: string }) {
           {keys.map((k) => (
             <MetricChart key={k} chartId={k} metricKey={k} runs={chartRuns} />
           ))}
+          {own.map((e) => (
+            <MetricChart key={e.key} chartId={e.key} metricKey={e.key} title={e.label} runs={chartRuns} marksOnly />
+          ))}
         </div>
         <Summaries metrics={r.metrics} />
       </Section>
+      {!r.evaluates && <EvaluatedCheckpoints runId={r.id} summaries={r.metrics} />}
       <div class="columns">
         <Section title="Params">
           <KeyValues data={r.params} />
