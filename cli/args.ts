@@ -3,10 +3,11 @@ import { InvalidArgumentError } from 'commander';
 import { passEnvRefusal } from '../domain/job-env.ts';
 import { advertiseAddrProblem } from '../runtime/advertise-addr.ts';
 
-export function intArg(name: string, min: number) {
+export function intArg(name: string, min: number, max?: number) {
   return (v: string) => {
-    if (!/^-?\d+$/.test(v) || Number(v) < min) throw new InvalidArgumentError(`${name} must be an integer >= ${min}`);
-    return Number(v);
+    const n = Number(v);
+    if (!/^-?\d+$/.test(v) || n < min || (max !== undefined && n > max)) throw new InvalidArgumentError(max === undefined ? `${name} must be an integer >= ${min}` : `${name} must be an integer from ${min} to ${max}`);
+    return n;
   };
 }
 /** How a `--param`/`--set` value is read, said once for the help text and docs/cli.md. */

@@ -22,3 +22,14 @@ export function tryLines(script: string, onPath: string | null, example: string)
   const gpuctl = onPath === script ? 'gpuctl' : `node ${shellJoin([script])}`;
   return ['Try:', `  ${gpuctl} submit --gpus 1 -- ${example}`, 'Ctrl-C stops everything.'];
 }
+
+/**
+ * The banner's line of local nodes (`gpuctl up --fake-nodes N`): their ids, the first and last
+ * alone past three, and the cards each has, with where they come from (`fake`, `nvidia-smi`).
+ */
+export function nodesLine(ids: string[], cards: number, source: string): string {
+  const count = `${cards} card${cards === 1 ? '' : 's'}`;
+  if (ids.length === 1) return `${ids[0]}: ${count} (${source})`;
+  const names = ids.length <= 3 ? ids.join(', ') : `${ids[0]} … ${ids[ids.length - 1]} (${ids.length} nodes)`;
+  return `${names}: ${count} each (${source})`;
+}

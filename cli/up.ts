@@ -8,7 +8,8 @@ import { announceAdminToken, startConfiguredApi } from '../api/serve.ts';
 import { startUiProxy, type UiProxy } from '../api/temporal-ui-proxy.ts';
 import { ensureNodeToken } from '../api/token-store.ts';
 import { adminTokenFile } from '../runtime/credentials.ts';
-import { consoleLine, tryLines } from './up-banner.ts';
+import { consoleLine, nodesLine, tryLines } from './up-banner.ts';
+import { localCards, localJobUsers, localNodeIds } from './up-nodes.ts';
 import { makePrivateDir } from '../runtime/private-files.ts';
 import { openConfiguredDatabase } from '../db/open-configured.ts';
 import { onShutdown } from '../runtime/process.ts';
@@ -19,9 +20,12 @@ import { startConfiguredControlWorker } from '../workers/control/serve.ts';
 import { readInventory } from '../activities/gpu-host/inventory.ts';
 import { listeningPorts } from '../activities/gpu-host/port-guard.ts';
 import { startConfiguredAgent, type AgentFlags } from '../workers/gpu-host/serve.ts';
+import type { Agent } from '../workers/gpu-host/agent.ts';
 
 export interface UpFlags extends Partial<AgentFlags> {
   temporalUiPort: number;
+  /** How many local agents, each a node of its own (`--fake-nodes`; cli/up-nodes.ts); default 1. */
+  fakeNodes?: number;
   /** The Temporal server is one gpuctl up did not start (--temporal-address, TEMPORAL_ADDRESS): it starts none. */
   externalTemporal?: boolean;
   /** With an external Temporal: its Web UI, for the console's "open in Temporal UI" links (--temporal-ui-url). */
@@ -82,10 +86,13 @@ function onPath(name: string): string | null {
 }
 
 /**
- * Everything on one machine: Temporal dev server, API, control worker and one local agent, the
- * parts of the three processes composed in one, sharing one database, client and connection.
+ * Everything on one machine: Temporal dev server, API, control worker and one local agent (or
+ * `--fake-nodes N` of them), the parts of the three processes composed in one, sharing one
+ * database, client and connection.
  */
 export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void, logger: Logger): Promise<void> {
+  // Before anything starts: a node id it cannot use is a mistake in the flags.
+  const nodeIds = localNodeIds(f.nodeId ?? os.hostname().replace(/[^A-Za-z0-9._-]/g, '-'), f.fakeNodes ?? 1);
   // The home holds the database, Temporal's state and the tokens: its owner's only.
   makePrivateDir(c.home);
   let dev: DevServer | null = null;
@@ -133,34 +140,42 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   const control = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   const adminToken = await announceAdminToken(c, database.db, log);
   const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: uiProxy?.url ?? f.temporalUiUrl ?? null });
-  let fakeGpus = f.fakeGpus;
-  if (fakeGpus === undefined && (await readInventory('probe')).gpus.length === 0) {
-    fakeGpus = 4;
-    log('no nvidia-smi here: the local agent starts with 4 fake cards (--fake-gpus N to choose)');
+  const cards = await localCards(f.fakeGpus, nodeIds.length, async () => (await readInventory('probe')).gpus.length);
+  if (cards.line) log(cards.line);
+  const fakeGpus = cards.fakeGpus;
+  const protect = [...(f.protect ?? []), ...controlPlaneEndpoints(c, f, dev ?? cluster)];
+  const shared = localJobUsers(f.jobUsers, c.home, nodeIds.length);
+  const agents: Agent[] = [];
+  for (const nodeId of nodeIds) {
+    // Jobs of the local agents reach this API where it really listens (GPUPLANE_API_PORT=0 picks a port).
+    // Each local agent speaks for its node only, with a node token of its own (kept 0600 in the home).
+    const nodeToken = await ensureNodeToken(database.db, c.home, nodeId);
+    const flags = { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv, allowedRoots: f.allowedRoots, nodeToken, jobUsers: f.jobUsers, protect };
+    try {
+      agents.push(await startConfiguredAgent(c, flags, temporal.client, connection, api.url, shared));
+    } catch (err) {
+      // The ones already up leave no job and no nftables table behind.
+      for (const a of agents) await a.shutdown().catch(() => undefined);
+      throw err;
+    }
   }
-  const nodeId = f.nodeId ?? os.hostname().replace(/[^A-Za-z0-9._-]/g, '-');
-  // Jobs of the local agent reach this API where it really listens (GPUPLANE_API_PORT=0 picks a port).
-  // The local agent speaks for its node only, with a node token of its own (kept 0600 in the home).
-  const nodeToken = await ensureNodeToken(database.db, c.home, nodeId);
-  const agent = await startConfiguredAgent(
-    c,
-    { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv, allowedRoots: f.allowedRoots, nodeToken, jobUsers: f.jobUsers, protect: [...(f.protect ?? []), ...controlPlaneEndpoints(c, f, dev ?? cluster)] },
-    temporal.client,
-    connection,
-    api.url,
-  );
-  log(`local agent ${nodeId}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource}); ${agent.jobUsersLine}`);
+  const [agent] = agents;
+  if (agents.length === 1) log(`local agent ${nodeIds[0]}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource}); ${agent.jobUsersLine}`);
+  else log(`local agents ${nodeIds.join(', ')}: ${agent.inventory.gpus.length} card(s) each (${agent.inventorySource}); ${agent.jobUsersLine}`);
   log('');
   log(`GPUPlane is up.`);
   log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
   log(`  web console  ${consoleLine(api.url, adminToken, c.adminToken ? null : adminTokenFile(c.home), f.tokenOnStdout ?? process.stdout.isTTY === true)}`);
   log(`  Temporal UI  ${uiProxy?.url ?? f.temporalUiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal: give its UI with --temporal-ui-url)')}`);
+  log(`  ${nodeIds.length === 1 ? 'node ' : 'nodes'}        ${nodesLine(nodeIds, agent.inventory.gpus.length, agent.inventorySource)}`);
   log(`  data         ${c.home}`);
   const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;
   log('');
   for (const line of tryLines(fs.realpathSync(fileURLToPath(new URL('./gpuctl.mjs', import.meta.url))), onPath('gpuctl'), example)) log(line);
   onShutdown(async () => {
-    await agent.shutdown();
+    // The agents first, one after the other: each stops its attempts and takes its guard away
+    // while the API still takes their last logs.
+    for (const a of agents) await a.shutdown();
     await api.close();
     await control.shutdown();
     await connection.close();
@@ -170,5 +185,5 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     await dev?.stop();
     await cluster?.stop();
   }, { name: 'GPUPlane', log });
-  await Promise.all([control.run, agent.run.catch(() => undefined)]);
+  await Promise.all([control.run, ...agents.map((a) => a.run.catch(() => undefined))]);
 }

@@ -16,3 +16,7 @@ export interface NodeInventory {
   address?: string | null;
   gpus: GpuCard[];
 }
+
+/** What a node id may be (`gpuctl agent --node-id`): it names the node's task queue, data dir, cgroup and nftables table. */
+export const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
+export const NODE_ID_RULE = "1-64 letters, digits, '.', '_' or '-'";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { consoleLine, tryLines } from '../cli/up-banner.ts';
+import { consoleLine, nodesLine, tryLines } from '../cli/up-banner.ts';
 
 /** `gpuctl up` prints the console link that signs in as admin only to a terminal (issue 28: it ended up in a log file). */
 describe('gpuctl up: the console line', () => {
@@ -33,5 +33,17 @@ describe('gpuctl up: the command to try', () => {
   });
   it('quotes a path a shell would split', () => {
     expect(tryLines('/home/ann/my code/cli/gpuctl.mjs', null, example)[1]).toBe("  node '/home/ann/my code/cli/gpuctl.mjs' submit --gpus 1 -- nvidia-smi -L");
+  });
+});
+
+/** The local nodes, one line however many (gpuctl up --fake-nodes N). */
+describe('gpuctl up: the nodes line', () => {
+  it('names one node and its cards, as it has them', () => {
+    expect(nodesLine(['gpu-a'], 8, 'nvidia-smi')).toBe('gpu-a: 8 cards (nvidia-smi)');
+    expect(nodesLine(['gpu-a'], 1, 'fake')).toBe('gpu-a: 1 card (fake)');
+  });
+  it('names up to three fake nodes, the first and last of more', () => {
+    expect(nodesLine(['gpu-a-1', 'gpu-a-2', 'gpu-a-3'], 4, 'fake')).toBe('gpu-a-1, gpu-a-2, gpu-a-3: 4 cards each (fake)');
+    expect(nodesLine(Array.from({ length: 16 }, (_, i) => `gpu-a-${i + 1}`), 2, 'fake')).toBe('gpu-a-1 … gpu-a-16 (16 nodes): 2 cards each (fake)');
   });
 });

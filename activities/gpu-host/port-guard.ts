@@ -11,6 +11,7 @@
  * open to jobs: they report through it, with their run token.
  */
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { isIP } from 'node:net';
 import dns from 'node:dns/promises';
@@ -56,9 +57,14 @@ export function guardRuleset(table: string, uids: [number, number][], local: num
   ].join('\n');
 }
 
-/** The table of one node's agent: a restarted agent of the node replaces it. */
+/**
+ * The table of one node's agent: a restarted agent of the node replaces it. A name too long for
+ * nft ends in a hash of the whole id, so that two nodes on one machine whose ids differ only at
+ * the end (`gpuctl up --fake-nodes`: ID-1, ID-2…) never share a table, nor take each other's away.
+ */
 export function guardTableName(nodeId: string): string {
-  return `gpuplane_${nodeId.replace(/[^A-Za-z0-9_]/g, '_')}`.slice(0, 60);
+  const name = `gpuplane_${nodeId.replace(/[^A-Za-z0-9_]/g, '_')}`;
+  return name.length <= 60 ? name : `${name.slice(0, 51)}_${createHash('sha256').update(nodeId).digest('hex').slice(0, 8)}`;
 }
 
 /**

@@ -3,6 +3,7 @@ import { InvalidArgumentError, Option, type Command } from 'commander';
 import { loadConfig } from '../../config.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../../runtime/logger.ts';
 import { advertiseAddrArg, envNameArg, intArg, listArg, pairArg, rootsArg } from '../args.ts';
+import { DEFAULT_FAKE_GPUS, MAX_FAKE_NODES } from '../up-nodes.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 
@@ -61,8 +62,14 @@ export function registerProcessCommands(program: Command): void {
   agentOptions(
     program
       .command('up')
-      .description('start Temporal (the dev server, or with --temporal cluster a real server on PostgreSQL), the API, the control worker and one local agent; embedded defaults')
+      .description('start Temporal (the dev server, or with --temporal cluster a real server on PostgreSQL), the API, the control worker and one local agent (or --fake-nodes N); embedded defaults')
       .option('--node-id <id>', 'the local agent\'s node id (default: hostname)')
+      .option(
+        '--fake-nodes <n>',
+        `run N fake nodes (ids NODE-ID-1 … NODE-ID-N, each an agent with its own token) with --fake-gpus cards each (default ${DEFAULT_FAKE_GPUS}): to try scheduling across nodes on one machine`,
+        intArg('--fake-nodes', 1, MAX_FAKE_NODES),
+        1,
+      )
       .option('--port <port>', "the API's port (GPUPLANE_API_PORT, default 8787; 0 picks a free one)", intArg('--port', 0))
       .option('--temporal-port <port>', "its Temporal dev server's port (two planes on one machine need two)", intArg('--temporal-port', 1), 7233)
       .addOption(new Option('--temporal-address <host:port>', 'use this Temporal server, which gpuctl up did not start (it starts none)').env('TEMPORAL_ADDRESS'))
@@ -74,12 +81,12 @@ export function registerProcessCommands(program: Command): void {
           .default('dev'),
       )
       .option('--history-shards <n>', 'with --temporal cluster: history shards, fixed once its databases exist', intArg('--history-shards', 1), 4),
-  ).action(async (o: AgentCliOptions & { nodeId?: string; port?: number; temporalPort: number; temporalAddress?: string; temporalUiUrl?: string; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number }) => {
+  ).action(async (o: AgentCliOptions & { nodeId?: string; fakeNodes: number; port?: number; temporalPort: number; temporalAddress?: string; temporalUiUrl?: string; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number }) => {
     const { up } = await import('../up.ts');
     if (o.temporalUiUrl && !o.temporalAddress) throw new InvalidArgumentError('--temporal-ui-url is for a Temporal server gpuctl up did not start (--temporal-address); its own dev server has its UI on --temporal-ui-port');
     await up(
       loadConfig({ temporalAddress: o.temporalAddress || `127.0.0.1:${o.temporalPort}`, ...(o.port !== undefined ? { apiPort: o.port } : {}) }),
-      { nodeId: o.nodeId, ...agentFlagsOf(o), temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards, externalTemporal: Boolean(o.temporalAddress), temporalUiUrl: o.temporalUiUrl },
+      { nodeId: o.nodeId, fakeNodes: o.fakeNodes, ...agentFlagsOf(o), temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards, externalTemporal: Boolean(o.temporalAddress), temporalUiUrl: o.temporalUiUrl },
       log,
       createLogger(o.logLevel),
     );

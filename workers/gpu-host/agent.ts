@@ -8,7 +8,7 @@ import { defaultLeaseTimeoutMs, livenessPlan, PROBE_INTERVAL_MS } from '../../do
 import { reattachSignal } from '../../workflows/job-messages.ts';
 import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
 import { nodeOnlineSignal, type NodeWorkflowInput } from '../../workflows/node-messages.ts';
-import type { NodeInventory } from '../../domain/node.ts';
+import { NODE_ID, NODE_ID_RULE, type NodeInventory } from '../../domain/node.ts';
 import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
 import { looksLikeToken } from '../../runtime/tokens.ts';
 import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
@@ -53,6 +53,12 @@ export interface AgentOptions {
   allowedRoots?: string[];
   /** `--job-users` (activities/gpu-host/job-users.ts): absent, the default (a pool of uids as root, else the agent's user). */
   jobUsers?: string;
+  /**
+   * The job users of every agent of this process (`gpuctl up --fake-nodes`), instead of a pool of
+   * its own from `jobUsers`: agents on one machine must give a project one uid between them, or
+   * two projects' jobs could run as one uid there and read each other's files and processes.
+   */
+  sharedJobUsers?: JobUsers | null;
   /** Endpoints jobs may not connect to (Temporal's, and `--protect`), where they run as job users. */
   protect?: Endpoint[];
   /** Where other nodes reach this one (domain/node.ts NodeInventory.address). */
@@ -79,7 +85,7 @@ const LOG_DRAIN_MS = 3000;
 
 /** The GPU-host worker: activities only, on the node's own task queue. */
 export async function startAgent(o: AgentOptions): Promise<Agent> {
-  if (!/^[A-Za-z0-9._-]{1,64}$/.test(o.nodeId)) throw new Error(`node id "${o.nodeId}" must be 1-64 letters, digits, '.', '_' or '-'`);
+  if (!NODE_ID.test(o.nodeId)) throw new Error(`node id "${o.nodeId}" must be ${NODE_ID_RULE}`);
   // The message never repeats the token: it would end up in a terminal or a log.
   if (o.nodeToken !== undefined && !looksLikeToken(o.nodeToken)) throw new Error('the node token (--token, GPUPLANE_NODE_TOKEN) is not a GPUPlane token (gpt_ and 43 characters)');
   // Fails fast on a root that is not there.
@@ -94,7 +100,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const cgroups = AttemptCgroups.detect(o.nodeId, process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto');
   // Nothing of the agent's is for the node's other users: its data dir and everything in it are private.
   makePrivateDir(o.dataDir);
-  const jobUsers = JobUsers.of(o.jobUsers, o.dataDir);
+  const jobUsers = o.sharedJobUsers !== undefined ? o.sharedJobUsers : JobUsers.of(o.jobUsers, o.dataDir);
   let jobUsersLine: string;
   if (jobUsers) {
     let guarded: string;

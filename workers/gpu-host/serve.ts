@@ -6,7 +6,7 @@ import type { GpuplaneConfig } from '../../config.ts';
 import { livenessPlan } from '../../domain/liveness.ts';
 import { onShutdown } from '../../runtime/process.ts';
 import { connectWorker, untilTemporalAnswers } from '../../temporal/setup.ts';
-import { startAgent, type Agent } from './agent.ts';
+import { startAgent, type Agent, type AgentOptions } from './agent.ts';
 import { connectAgentClient } from './reconnect.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
 import { parseEndpoint } from '../../activities/gpu-host/port-guard.ts';
@@ -37,9 +37,13 @@ export function agentDataDir(c: GpuplaneConfig, nodeId: string): string {
   return path.join(c.home, 'agent', nodeId);
 }
 
-/** The agent as the configuration says; `gpuctl up` and the agent process share it. Jobs reach the API at `apiUrl`. */
-export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: Client, connection: NativeConnection, apiUrl: string): Promise<Agent> {
+/**
+ * The agent as the configuration says; `gpuctl up` and the agent process share it. Jobs reach the
+ * API at `apiUrl`. `shared` is what several agents of one process share (gpuctl up --fake-nodes).
+ */
+export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: Client, connection: NativeConnection, apiUrl: string, shared: Pick<AgentOptions, 'sharedJobUsers'> = {}): Promise<Agent> {
   return startAgent({
+    ...shared,
     address: f.advertiseAddr ?? (await localAddressToward(c.temporalAddress)),
     ...f,
     client,

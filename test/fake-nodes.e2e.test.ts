@@ -1,0 +1,81 @@
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { JobJson, NodeJson } from '../cli/client.ts';
+import { gpuctlPath } from './support/cluster.ts';
+import { startGpuctlUp, type GpuctlUp } from './support/gpuctl-up.ts';
+import { until } from './support/poll.ts';
+import { freePort } from './support/ports.ts';
+
+const exec = promisify(execFile);
+
+/**
+ * Trying multi-node scheduling on one machine is one command: `gpuctl up --fake-nodes 3
+ * --fake-gpus 2` runs three fake nodes in the embedded plane, each its own agent with its own id
+ * and token, and two 2-card jobs submitted at once run side by side, one on each of two nodes.
+ */
+describe('gpuctl up --fake-nodes', () => {
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-fake-nodes-'));
+  // Where the jobs wait for each other: each writes its name, and both end once both are there.
+  const meet = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-fake-nodes-meet-'));
+  let up: GpuctlUp | null = null;
+  let env: NodeJS.ProcessEnv = {};
+  const gpuctl = async (...args: string[]) => (await exec(process.execPath, [gpuctlPath, ...args], { env, cwd: home })).stdout;
+
+  beforeAll(async () => {
+    const apiPort = await freePort();
+    env = { ...process.env, GPUPLANE_HOME: home, GPUPLANE_API_URL: `http://127.0.0.1:${apiPort}`, GPUPLANE_LOG_LEVEL: 'warn' };
+    for (const k of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'GPUPLANE_TOKEN', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_NODE_TOKEN']) delete env[k];
+    // Ports of its own: never whatever answers on 7233 on this machine.
+    up = await startGpuctlUp(
+      ['--fake-nodes', '3', '--fake-gpus', '2', '--node-id', 'fk', '--port', String(apiPort), '--temporal-port', String(await freePort()), '--temporal-ui-port', String(await freePort())],
+      env,
+    );
+  }, 200_000);
+  afterAll(async () => {
+    await up?.stop();
+    fs.rmSync(home, { recursive: true, force: true });
+    fs.rmSync(meet, { recursive: true, force: true });
+  });
+
+  it('runs three ONLINE nodes with ids of their own, 2 cards each, a token and a data dir each; the banner names them', async () => {
+    expect(up!.stdout()).toContain('\n  nodes        fk-1, fk-2, fk-3: 2 cards each (fake)\n');
+    const nodes = await until(
+      'three ONLINE nodes',
+      async () => {
+        const all = JSON.parse(await gpuctl('nodes', '--json')) as NodeJson[];
+        return all.filter((n) => n.status === 'ONLINE').length === 3 ? all : null;
+      },
+      60_000,
+      500,
+    );
+    expect(nodes.map((n) => n.id).sort()).toEqual(['fk-1', 'fk-2', 'fk-3']);
+    for (const n of nodes) expect(n.gpus.map((g) => g.index)).toEqual([0, 1]);
+    expect(fs.readdirSync(path.join(home, 'node-tokens'))).toHaveLength(3);
+    expect(new Set(fs.readdirSync(path.join(home, 'node-tokens')).map((f) => fs.readFileSync(path.join(home, 'node-tokens', f), 'utf8'))).size).toBe(3);
+    expect(fs.readdirSync(path.join(home, 'agent')).sort()).toEqual(['fk-1', 'fk-2', 'fk-3']);
+  });
+
+  it('runs two 2-card jobs submitted at once side by side, on two nodes', async () => {
+    // Each job ends only once the other one runs too: they cannot take turns on one node.
+    const job = (name: string) => `touch ${meet}/${name}; for i in $(seq 600); do [ -e ${meet}/a ] && [ -e ${meet}/b ] && exit 0; sleep 0.1; done; exit 1`;
+    const ids = await Promise.all(['a', 'b'].map(async (name) => (await gpuctl('submit', '--gpus', '2', '--', 'sh', '-c', job(name))).trim().split('\n').at(-1)!));
+    await Promise.all(ids.map((id) => gpuctl('wait', id).catch(() => '')));
+    const jobs = JSON.parse(await gpuctl('jobs', '--json')) as JobJson[];
+    const ran = ids.map((id) => jobs.find((j) => j.id === id)!);
+    expect(ran.map((j) => j.state)).toEqual(['SUCCEEDED', 'SUCCEEDED']);
+    expect(ran.map((j) => j.gpu_indices)).toEqual([
+      [0, 1],
+      [0, 1],
+    ]);
+    expect(new Set(ran.map((j) => j.node_id)).size).toBe(2);
+  }, 120_000);
+
+  it('Ctrl-C stops every agent, then the rest, and exits 0', async () => {
+    expect(await up!.stop()).toEqual({ code: 0, signal: null });
+    expect(up!.stdout()).toMatch(/\nstopping GPUPlane\.\.\.\n(.*\n)*GPUPlane stopped\.\n$/);
+  }, 60_000);
+});
