@@ -4,7 +4,9 @@
 # PostgreSQL server, Chromium, the examples' numpy venv and a real Temporal server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+# A node_modules that is a link (a git worktree sharing another checkout's) is that checkout's to
+# install: npm ci here would empty the folder it points to.
+if [ ! -L node_modules ] && { [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; }; then
   echo "== npm ci"
   npm ci --no-audit --no-fund
 fi
