@@ -73,7 +73,12 @@ export function yRange(u: uPlot, al: Aligned, dmin: number | null, dmax: number 
       }
     }
   }
-  if (!Number.isFinite(lo) || !Number.isFinite(hi)) return [0, 1];
+  return padRange(lo, hi);
+}
+
+/** A value range with 5 % room above and below (a flat one gets 10 % of its value, or 1); [0, 1] for none. */
+export function padRange(lo: number | null, hi: number | null): uPlot.Range.MinMax {
+  if (lo === null || hi === null || !Number.isFinite(lo) || !Number.isFinite(hi)) return [0, 1];
   const pad = (hi - lo) * 0.05 || Math.abs(hi) * 0.1 || 1;
   return [lo - pad, hi + pad];
 }

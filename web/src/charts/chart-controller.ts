@@ -6,7 +6,7 @@
 import uPlot from 'uplot';
 import { api } from '../api.ts';
 import type { RunMetrics } from '../types.ts';
-import { drawBands, yRange } from './bands.ts';
+import { drawBands, padRange, yRange } from './bands.ts';
 import { align, marksOf, seriesOf, withMarks, type Aligned, type Marks } from './series.ts';
 
 export interface ChartRun {
@@ -215,10 +215,14 @@ export class ChartController {
     const many = this.runs.length > 12;
     const lines = this.opts.marksOnly ? [] : this.runs;
     // Evaluations: the run's colour, dashed, a dot per checkpoint; undefined between them is bridged.
+    // Beside a training line they get an axis of their own on the right: a held-out loss that
+    // turns up by a few hundredths would be flat on the training loss's scale.
+    const own = lines.length > 0 && this.marks.length > 0;
     const marks = this.marks.map((m) => {
       const color = colorOf(this.colorIndex(m.run));
-      return { label: this.markLabel(m), stroke: color, width: 2, dash: [6, 4], spanGaps: false, points: { show: true, size: 9, width: 1, stroke: color, fill: color } };
+      return { label: this.markLabel(m), scale: own ? 'eval' : 'y', stroke: color, width: 2, dash: [6, 4], spanGaps: false, points: { show: true, size: 9, width: 1, stroke: color, fill: color } };
     });
+    const evalKeys = [...new Set(this.marks.map((m) => m.key))].join(', ');
     return {
       width: this.el.clientWidth || 600,
       height: this.opts.height,
@@ -229,8 +233,8 @@ export class ChartController {
         bind: { dblclick: () => () => (this.resetZoom(), null) },
       },
       focus: { alpha: 0.3 },
-      scales: { x: { time: false }, y: { range: (u, dmin, dmax) => yRange(u, this.aligned, dmin, dmax) } },
-      axes: [{ label: 'step' }, { size: 60 }],
+      scales: { x: { time: false }, y: { range: (u, dmin, dmax) => yRange(u, this.aligned, dmin, dmax) }, ...(own ? { eval: { range: (_u, dmin, dmax) => padRange(dmin, dmax) } } : {}) },
+      axes: [{ label: 'step' }, { size: 60 }, ...(own ? [{ scale: 'eval', side: 1, size: 60, label: `${evalKeys} (right)`, grid: { show: false } }] : [])],
       // spanGaps off: null (NaN, ±Infinity) breaks the line; undefined (no point there) is bridged.
       series: [{ label: 'step' }, ...lines.map((r, i) => ({ label: r.label, stroke: colorOf(this.colorIndex(i)), width: many ? 1 : 1.5, spanGaps: false, points: { show: false } })), ...marks],
       hooks: {
