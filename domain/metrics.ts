@@ -32,6 +32,9 @@ export function encodeValue(v: number): WireValue {
 
 export function decodeValue(v: WireValue): number | undefined {
   if (typeof v === 'number') return v;
+  // A body is parsed JSON, not the type: an object here (one whose toString is no function, even)
+  // is no value, and must not reach hasOwn, which would turn it into a key.
+  if (typeof v !== 'string') return undefined;
   return Object.hasOwn(NON_FINITE, v) ? NON_FINITE[v] : undefined;
 }
 

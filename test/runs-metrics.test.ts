@@ -89,6 +89,8 @@ describe.each<TestBackend>(['postgres', 'pglite'])('runs and metrics on %s', (ki
     ['a fractional step', { key: 'ok', step: 1.5, value: 1 }, /points\/1\/step/],
     ['a value that is a word', { key: 'ok', step: 0, value: 'abc' }, /points\/1\/value: "abc" is not a number/],
     ['a value that is null', { key: 'ok', step: 0, value: null }, /value/],
+    // The fuzz test's find (FUZZ_SEED=1008602184): an object whose toString is no function was a 500.
+    ['a value that is an object', { key: 'ok', step: 0, value: { toString: 'x', valueOf: 1 } }, /points\/1\/value: .* is not a number/],
     ['an unknown field', { key: 'ok', step: 0, value: 1, extra: 1 }, /additional/],
   ])('rejects a whole batch with %s, and writes nothing', async (_what, bad, message) => {
     const run = await newRun();
