@@ -14,6 +14,7 @@
  *    time (GPUPLANE_BACKFILL_HOLD_S, default 300 s), it reserves the matching node with the
  *    most free cards; nothing behind it is placed on that node until it runs there.
  */
+import { MinHeap } from './placement-heap.ts';
 
 export interface QueuedJob {
   id: string;
@@ -55,18 +56,20 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
   const room = nodeList
     .map((n) => ({ ...n, free: [...n.free], reservedFor: null as string | null, pos: 0 }))
     .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  type Room = (typeof room)[number];
   room.forEach((n, i) => (n.pos = i));
   const placements: Placement[] = [];
   // atLeast[k]: how many nodes have k or more free cards. A job of k cards with none to go to
   // costs nothing more: most of a long queue waits for room that is not there.
   const atLeast: number[] = [];
-  const take = (n: (typeof room)[number], count: number) => {
+  const take = (n: Room, count: number) => {
     for (let k = n.free.length - count + 1; k <= n.free.length; k++) atLeast[k]--;
   };
   for (const n of room) for (let k = 1; k <= n.free.length; k++) atLeast[k] = (atLeast[k] ?? 0) + 1;
   // Nodes by their free-card count, each a min-heap of positions in `room` (so lowest id
-  // first); an entry whose node's count has changed since is skipped when met. A job without a
-  // selector, while no node is reserved, finds its best fit here without a scan.
+  // first); an entry whose node's count has changed since (or that is reserved) is skipped when
+  // met. A node is filed again only when its count drops, so no heap holds it twice. A job
+  // without a selector finds its best fit here without a scan.
   const byFree: MinHeap[] = [];
   const file = (i: number) => {
     const k = room[i].free.length;
@@ -75,8 +78,9 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
   room.forEach((_, i) => file(i));
   let reserved = 0;
   const maxTotal = room.reduce((m, n) => Math.max(m, n.totalCards), 0);
-  const bestFitFromBuckets = (gpus: number) => {
-    for (let k = gpus; k < byFree.length; k++) {
+  // The first live entry in the heaps from `gpus` free cards up (`step` -1: down to 1).
+  const bestFitFromBuckets = (gpus: number, step = 1) => {
+    for (let k = gpus; k > 0 && k < byFree.length; k += step) {
       const h = byFree[k];
       while (h && h.size > 0) {
         const i = h.peek();
@@ -87,12 +91,42 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     return -1;
   };
   // The nodes a selector matches, worked out once per distinct selector (most jobs share one).
-  const matching = new Map<string, typeof room>();
+  const matching = new Map<string, Room[]>();
   const matchingOf = (selector: Record<string, string>) => {
     const key = JSON.stringify(Object.entries(selector).sort());
     let m = matching.get(key);
     if (!m) matching.set(key, (m = room.filter((n) => selectorMatches(selector, n.labels))));
     return m;
+  };
+  const placeOn = (n: Room, gpus: number) => {
+    take(n, gpus);
+    const cards = n.free.splice(0, gpus);
+    if (gpus > 0) file(n.pos);
+    return { nodeId: n.id, gpuIndices: cards };
+  };
+  // The starvation guard's pick: the open matching node with the most free cards, ties by
+  // lowest id. With no selector, on a cluster whose every node has the cards in all, that is the
+  // head of the fullest heap with a live entry, or (none has free cards) the first open node.
+  const minTotal = room.reduce((m, n) => Math.min(m, n.totalCards), Infinity);
+  let firstOpen = 0;
+  const mostFreeOpen = (job: QueuedJob) => {
+    if (reserved === room.length) return null;
+    if (Object.keys(job.selector).length === 0 && minTotal >= job.gpus) {
+      const k = byFree.length - 1;
+      const i = k > 0 ? bestFitFromBuckets(k, -1) : -1;
+      if (i >= 0) return room[i];
+      while (room[firstOpen].reservedFor !== null) firstOpen++;
+      return room[firstOpen];
+    }
+    let best: Room | null = null;
+    for (const n of matchingOf(job.selector)) if (n.totalCards >= job.gpus && n.reservedFor === null && (best === null || n.free.length > best.free.length)) best = n;
+    return best;
+  };
+  const reserve = (n: Room, jobId: string) => {
+    n.reservedFor = jobId;
+    reserved++;
+    take(n, n.free.length);
+    n.free = [];
   };
   for (const job of ordered) {
     const waited = now.getTime() - job.queuedAt.getTime() >= holdMs;
@@ -101,9 +135,9 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     if (job.gpus > 0 && !(atLeast[job.gpus] > 0) && !waited) continue;
     // Best fit: the node with the fewest free cards that has enough (ties: the lowest id); a
     // zero-card job takes the one with the most. One scan, no sort: this runs per queued job.
-    let best: (typeof room)[number] | null = null;
+    let best: Room | null = null;
     let eligible = false;
-    if (job.gpus > 0 && reserved === 0 && Object.keys(job.selector).length === 0) {
+    if (job.gpus > 0 && Object.keys(job.selector).length === 0) {
       eligible = maxTotal >= job.gpus;
       const i = eligible ? bestFitFromBuckets(job.gpus) : -1;
       if (i >= 0) {
@@ -120,65 +154,16 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     }
     if (!eligible) continue;
     if (best !== null) {
-      take(best, job.gpus);
-      const cards = best.free.splice(0, job.gpus);
-      file(best.pos);
-      placements.push({ jobId: job.id, attempt: job.attempt, nodeId: best.id, gpuIndices: cards });
+      const { nodeId, gpuIndices } = placeOn(best, job.gpus);
+      placements.push({ jobId: job.id, attempt: job.attempt, nodeId, gpuIndices });
       continue;
     }
     if (waited) {
-      const open = matchingOf(job.selector)
-        .filter((n) => n.totalCards >= job.gpus && n.reservedFor === null)
-        .sort((a, b) => b.free.length - a.free.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-      if (open.length > 0) {
-        open[0].reservedFor = job.id;
-        reserved++;
-        take(open[0], open[0].free.length);
-        open[0].free = [];
-      }
+      const n = mostFreeOpen(job);
+      if (n !== null) reserve(n, job.id);
     }
   }
   return placements;
-}
-
-/** A binary min-heap of numbers. */
-class MinHeap {
-  private readonly a: number[] = [];
-  get size(): number {
-    return this.a.length;
-  }
-  peek(): number {
-    return this.a[0];
-  }
-  push(x: number): void {
-    const a = this.a;
-    a.push(x);
-    for (let i = a.length - 1; i > 0; ) {
-      const p = (i - 1) >> 1;
-      if (a[p] <= a[i]) break;
-      [a[p], a[i]] = [a[i], a[p]];
-      i = p;
-    }
-  }
-  pop(): number {
-    const a = this.a;
-    const top = a[0];
-    const last = a.pop()!;
-    if (a.length > 0) {
-      a[0] = last;
-      for (let i = 0; ; ) {
-        const l = 2 * i + 1;
-        const r = l + 1;
-        let m = i;
-        if (l < a.length && a[l] < a[m]) m = l;
-        if (r < a.length && a[r] < a[m]) m = r;
-        if (m === i) break;
-        [a[m], a[i]] = [a[i], a[m]];
-        i = m;
-      }
-    }
-    return top;
-  }
 }
 
 /**
