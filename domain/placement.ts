@@ -7,22 +7,34 @@
  *  - A job gets all its cards on one ONLINE node whose labels contain every selector pair.
  *    Among the nodes with room it takes the one with the fewest free cards (best fit), so
  *    large holes stay open for large jobs; cards are taken lowest index first.
+ *  - A gang (`nodes` N > 1) gets `gpus` cards on each of N distinct ONLINE nodes that match its
+ *    selector, all in the same pass or none at all: it never holds some cards while it waits for
+ *    the rest, so two gangs that each need both of two nodes cannot deadlock (the first in order
+ *    gets both, the other waits). Its members are the N nodes with room that fit best (fewest
+ *    free cards that suffice, ties by lowest id), in that order: rank 0 first. A zero-card job
+ *    takes the node with the most free cards, a zero-card gang the N with the most.
  *  - Backfill: a job that cannot be placed now does not block the jobs behind it; they are
  *    placed on whatever is free. A job that can never fit (no matching node has enough cards
- *    in total) never blocks anyone.
+ *    in total; for a gang, fewer than N do) never blocks anyone.
  *  - Starvation guard: once a job that could fit somewhere has waited longer than the hold
  *    time (GPUPLANE_BACKFILL_HOLD_S, default 300 s), it reserves the matching node with the
- *    most free cards; nothing behind it is placed on that node until it runs there.
+ *    most free cards (ties by lowest id); a gang reserves N such nodes (as many as are left
+ *    unreserved, when fewer are). Nothing behind it is placed on them until it runs, so jobs
+ *    that keep taking one node's cards cannot starve a gang forever.
  */
+import { gangPicker } from './placement-gang.ts';
 import { MinHeap } from './placement-heap.ts';
 
 export interface QueuedJob {
   id: string;
   attempt: number;
+  /** Cards wanted; on each node for a gang. */
   gpus: number;
   selector: Record<string, string>;
   priority: number;
   queuedAt: Date;
+  /** Nodes the job spans; absent or 1: a single-node job. */
+  nodes?: number;
 }
 
 export interface NodeRoom {
@@ -34,11 +46,28 @@ export interface NodeRoom {
   free: number[];
 }
 
-export interface Placement {
-  jobId: string;
-  attempt: number;
+/** One node's share of a placement. */
+export interface PlacedMember {
   nodeId: string;
   gpuIndices: number[];
+}
+
+/**
+ * A job's cards. `nodeId` and `gpuIndices` are rank 0's: a single-node job's only ones.
+ * `members` is there for a gang only (N > 1 nodes), every member in rank order, members[0]
+ * being rank 0's. Only for gangs, so that a single-node placement is the object it always was
+ * (what the database stores and the workflows are signalled stays the same) and the places
+ * that build one by hand keep compiling; a caller that handles gangs reads placementMembers().
+ */
+export interface Placement extends PlacedMember {
+  jobId: string;
+  attempt: number;
+  members?: PlacedMember[];
+}
+
+/** Every node a placement uses, in rank order: a gang's members, or a single-node job's one node. */
+export function placementMembers(p: Placement): PlacedMember[] {
+  return p.members ?? [{ nodeId: p.nodeId, gpuIndices: p.gpuIndices }];
 }
 
 export function selectorMatches(selector: Record<string, string>, labels: Record<string, string>): boolean {
@@ -98,7 +127,7 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     if (!m) matching.set(key, (m = room.filter((n) => selectorMatches(selector, n.labels))));
     return m;
   };
-  const placeOn = (n: Room, gpus: number) => {
+  const placeOn = (n: Room, gpus: number): PlacedMember => {
     take(n, gpus);
     const cards = n.free.splice(0, gpus);
     if (gpus > 0) file(n.pos);
@@ -128,8 +157,28 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     take(n, n.free.length);
     n.free = [];
   };
+  const gangs = gangPicker(room, byFree, matchingOf);
   for (const job of ordered) {
     const waited = now.getTime() - job.queuedAt.getTime() >= holdMs;
+    const size = job.nodes ?? 1;
+    if (size > 1) {
+      // As below, for N nodes at once: nothing to do while fewer than N have the cards free.
+      if (job.gpus > 0 && !(atLeast[job.gpus] >= size) && !waited) continue;
+      const matches = matchingOf(job.selector);
+      if (gangs.capable(matches, job.gpus) < size) continue;
+      const members = gangs.pick(job, size);
+      if (members !== null) {
+        const placed = members.map((n) => placeOn(n, job.gpus));
+        placements.push({ jobId: job.id, attempt: job.attempt, nodeId: placed[0].nodeId, gpuIndices: placed[0].gpuIndices, members: placed });
+      } else if (waited) {
+        for (let r = 0; r < size; r++) {
+          const n = mostFreeOpen(job);
+          if (n === null) break;
+          reserve(n, job.id);
+        }
+      }
+      continue;
+    }
     // Nothing left to hand out that is big enough (zero-card jobs could still go); a job past
     // the hold time goes on, to reserve a node.
     if (job.gpus > 0 && !(atLeast[job.gpus] > 0) && !waited) continue;
@@ -167,15 +216,25 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
 }
 
 /**
- * Why a job can never be placed on the nodes ONLINE now, or null when one of them could take it
- * (busy or not). With no ONLINE node at all it says nothing: nodes may still be starting.
+ * Why a job can never be placed on the nodes ONLINE now, or null when they could take it (busy
+ * or not). `nNodes` > 1: a gang, which needs that many matching nodes with `gpus` cards each.
+ * With no ONLINE node at all it says nothing: nodes may still be starting.
  */
-export function neverFitsReason(gpus: number, selector: Record<string, string>, nodeList: readonly NodeRoom[]): string | null {
+export function neverFitsReason(gpus: number, selector: Record<string, string>, nodeList: readonly NodeRoom[], nNodes = 1): string | null {
   if (nodeList.length === 0) return null;
   const matching = nodeList.filter((n) => selectorMatches(selector, n.labels));
   const where = Object.keys(selector).length ? ` matching ${Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',')}` : '';
   if (matching.length === 0) return `no ONLINE node${where}`;
   const largest = matching.reduce((m, n) => Math.max(m, n.totalCards), 0);
+  const cards = `${gpus} card${gpus === 1 ? '' : 's'}`;
+  if (nNodes > 1) {
+    const can = matching.filter((n) => n.totalCards >= gpus).length;
+    if (can >= nNodes) return null;
+    const verb = can === 1 ? 'does' : 'do';
+    return gpus === 0
+      ? `no ${nNodes} ONLINE nodes${where} (${can} ${can === 1 ? 'is' : 'are'})`
+      : `no ${nNodes} ONLINE nodes${where} have ${cards} each (${can === 0 ? 'none' : can} ${verb}; largest: ${largest})`;
+  }
   if (gpus <= largest) return null;
-  return `no ONLINE node${where} has ${gpus} card${gpus === 1 ? '' : 's'} (largest: ${largest})`;
+  return `no ONLINE node${where} has ${cards} (largest: ${largest})`;
 }
