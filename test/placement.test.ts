@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planPlacements, selectorMatches, type NodeRoom, type QueuedJob } from '../domain/placement.ts';
+import { neverFitsReason, placementMembers, planPlacements, selectorMatches, type NodeRoom, type Placement, type QueuedJob } from '../domain/placement.ts';
 
 const t0 = new Date('2026-01-01T00:00:00Z');
 const job = (id: string, gpus: number, extra: Partial<QueuedJob> = {}): QueuedJob => ({ id, attempt: 1, gpus, selector: {}, priority: 0, queuedAt: t0, ...extra });
@@ -98,3 +98,139 @@ describe('planPlacements', () => {
   });
 });
 
+
+describe('planPlacements: gangs (nodes > 1)', () => {
+  const gang = (id: string, nodes: number, gpus: number, extra: Partial<QueuedJob> = {}) => job(id, gpus, { nodes, ...extra });
+  const members = (p: Placement[]) => p.map((x) => ({ jobId: x.jobId, members: placementMembers(x).map((m) => `${m.nodeId}:${m.gpuIndices.join(',')}`) }));
+  const late = new Date(t0.getTime() + 120_000);
+
+  it('gives every member its node and cards, in rank order: the best fits first, lowest indices first; rank 0 is nodeId and gpuIndices', () => {
+    const nodes = [node('a', [0, 1, 2, 3]), node('b', [4, 5, 6], 8), node('c', [1, 3], 8), node('d', [0, 1, 2], 8), node('e', [7])];
+    const p = planPlacements([gang('g', 3, 2)], nodes, t0, 1000);
+    expect(p).toEqual([
+      {
+        jobId: 'g',
+        attempt: 1,
+        nodeId: 'c',
+        gpuIndices: [1, 3],
+        members: [
+          { nodeId: 'c', gpuIndices: [1, 3] },
+          { nodeId: 'b', gpuIndices: [4, 5] },
+          { nodeId: 'd', gpuIndices: [0, 1] },
+        ],
+      },
+    ]);
+  });
+
+  it('leaves a single-node job\'s placement as it was: no members (placementMembers gives its one node)', () => {
+    for (const nodes of [undefined, 1]) {
+      const [p] = planPlacements([job('j', 1, { nodes })], [node('a', [0, 1])], t0, 1000);
+      expect(Object.keys(p)).toEqual(['jobId', 'attempt', 'nodeId', 'gpuIndices']);
+      expect(placementMembers(p)).toEqual([{ nodeId: 'a', gpuIndices: [0] }]);
+    }
+  });
+
+  it('places a gang whole or not at all: short one node, it holds nothing and the jobs behind it get the cards', () => {
+    const p = planPlacements([gang('g', 3, 2, { priority: 9 }), job('s1', 2), job('s2', 2)], [node('a', [0, 1]), node('b', [0, 1]), node('c', [0], 2)], t0, 60_000);
+    expect(members(p)).toEqual([
+      { jobId: 's1', members: ['a:0,1'] },
+      { jobId: 's2', members: ['b:0,1'] },
+    ]);
+  });
+
+  it('two gangs that each need both of two nodes do not deadlock: the first in order gets both, the other waits', () => {
+    const nodes = [node('a', [0, 1]), node('b', [0, 1])];
+    for (const queue of [[gang('g1', 2, 2), gang('g2', 2, 2)], [gang('g2', 2, 2), gang('g1', 2, 2)]]) {
+      expect(members(planPlacements(queue, nodes, t0, 60_000))).toEqual([{ jobId: 'g1', members: ['a:0,1', 'b:0,1'] }]);
+    }
+    const fav = [gang('g1', 2, 2), gang('g2', 2, 2, { priority: 1 })];
+    expect(members(planPlacements(fav, nodes, t0, 60_000))).toEqual([{ jobId: 'g2', members: ['a:0,1', 'b:0,1'] }]);
+  });
+
+  it('puts every member on a distinct node that matches the selector, however many cards one node has', () => {
+    const nodes = [node('a', [0, 1, 2, 3, 4, 5, 6, 7], 8, { zone: 'x' }), node('b', [0, 1], 8, { zone: 'y' }), node('c', [0, 1], 8, { zone: 'x' })];
+    expect(members(planPlacements([gang('g', 2, 2, { selector: { zone: 'x' } })], nodes, t0, 1000))).toEqual([{ jobId: 'g', members: ['c:0,1', 'a:0,1'] }]);
+    // Two matching nodes for three members: not placed, though 'a' alone has the cards of all three.
+    expect(planPlacements([gang('g', 3, 2, { selector: { zone: 'x' } })], nodes, t0, 1000)).toEqual([]);
+  });
+
+  it('places a zero-card gang on N distinct matching nodes (the most free first, as a zero-card job), and not on fewer', () => {
+    const nodes = [node('a', [], 2), node('b', [0], 2), node('c', [], 2, { zone: 'z' })];
+    expect(members(planPlacements([gang('g', 2, 0)], nodes, t0, 1000))).toEqual([{ jobId: 'g', members: ['b:', 'c:'] }]);
+    expect(members(planPlacements([gang('g', 3, 0)], nodes, t0, 1000))).toEqual([{ jobId: 'g', members: ['b:', 'c:', 'a:'] }]);
+    expect(planPlacements([gang('g', 4, 0)], nodes, t0, 1000)).toEqual([]);
+    expect(planPlacements([gang('g', 2, 0, { selector: { zone: 'z' } })], nodes, t0, 1000)).toEqual([]);
+  });
+
+  it('a gang that can never fit blocks nobody and reserves nothing, even after the hold time', () => {
+    // Two nodes with 4 cards and one with 2: a gang of 3 × 4 can never run here.
+    const nodes = [node('a', [0, 1], 4), node('b', [0, 1, 2, 3]), node('c', [0, 1])];
+    const p = planPlacements([gang('huge', 3, 4, { priority: 9 }), job('s', 2, { queuedAt: late })], nodes, new Date(t0.getTime() + 3_600_000), 60_000);
+    expect(members(p)).toEqual([{ jobId: 's', members: ['a:0,1'] }]);
+  });
+
+  it('after the hold time a starving gang reserves N matching nodes, the most free first (ties: lowest id); nothing behind it goes there', () => {
+    const nodes = [node('a', [0], 2), node('b', [0, 1]), node('c', [0], 2), node('d', [0], 2), node('e', [0], 2, { zone: 'other' })];
+    const queue = [gang('g', 3, 2, { selector: {} }), job('s1', 1, { queuedAt: late }), job('s2', 1, { queuedAt: late }), job('s3', 1, { queuedAt: late })];
+    // Only 'b' has 2 free: 'g' reserves b, then a and c (1 free each, lowest ids); the small jobs get d and e.
+    expect(members(planPlacements(queue, nodes, late, 60_000))).toEqual([
+      { jobId: 's1', members: ['d:0'] },
+      { jobId: 's2', members: ['e:0'] },
+    ]);
+    // Before the hold time they backfill on the best fits, a first.
+    expect(members(planPlacements(queue, nodes, t0, 60_000)).map((x) => x.members[0])).toEqual(['a:0', 'c:0', 'd:0']);
+  });
+
+  it('a starving gang with a selector reserves only matching nodes, as many as are left when fewer are open', () => {
+    const nodes = [node('a', [0], 2, { zone: 'x' }), node('b', [0], 2, { zone: 'x' }), node('c', [0], 2), node('d', [0], 2, { zone: 'x' })];
+    const queue = [job('first', 2, { selector: { zone: 'x' } }), gang('g', 3, 2, { selector: { zone: 'x' } }), job('s1', 1, { queuedAt: late }), job('s2', 1, { queuedAt: late })];
+    // 'first' reserves a (most free, lowest id); 'g' gets the two matching nodes left, b and d; 'c' is all that is left to place on.
+    expect(members(planPlacements(queue, nodes, late, 60_000))).toEqual([{ jobId: 's1', members: ['c:0'] }]);
+  });
+
+  it('is not starved forever by single-node jobs that keep taking one node\'s cards', () => {
+    // Two nodes of 2 cards, a gang wanting both. Every pass a one-card job arrives behind it and
+    // runs two passes: best fit stacks them on one node, so both nodes are never empty at once
+    // unless the gang holds them.
+    const run = (holdMs: number) => {
+      const running: { id: string; until: number; node: string; idx: number }[] = [{ id: 'pre', until: 2, node: 'a', idx: 0 }];
+      const queue: QueuedJob[] = [gang('g', 2, 2)];
+      for (let pass = 0; pass < 60; pass++) {
+        running.splice(0, running.length, ...running.filter((r) => r.until > pass));
+        queue.push(job(`s${pass}`, 1, { queuedAt: new Date(t0.getTime() + 1 + pass * 1000) }));
+        const nodes = ['a', 'b'].map((n) => node(n, [0, 1].filter((i) => !running.some((r) => r.node === n && r.idx === i)), 2));
+        for (const p of planPlacements(queue, nodes, new Date(t0.getTime() + pass * 1000), holdMs)) {
+          if (p.jobId === 'g') return pass;
+          queue.splice(queue.findIndex((j) => j.id === p.jobId), 1);
+          running.push({ id: p.jobId, until: pass + 2, node: p.nodeId, idx: p.gpuIndices[0] });
+        }
+      }
+      return null;
+    };
+    expect(run(Number.POSITIVE_INFINITY)).toBeNull();
+    // Past the hold time, from pass 10, it holds both nodes; the last job placed there (pass 9) ends at 11.
+    expect(run(10_000)).toBe(11);
+  });
+});
+
+describe('neverFitsReason', () => {
+  const nodes = [node('a', [], 8), node('b', [], 8, { zone: 'x' }), node('c', [], 4, { zone: 'x' })];
+
+  it('keeps its single-node wording', () => {
+    expect(neverFitsReason(9, {}, nodes)).toBe('no ONLINE node has 9 cards (largest: 8)');
+    expect(neverFitsReason(1, { zone: 'y' }, nodes)).toBe('no ONLINE node matching zone=y');
+    expect(neverFitsReason(8, {}, nodes, 1)).toBeNull();
+    expect(neverFitsReason(8, {}, [])).toBeNull();
+  });
+
+  it('says when fewer than N ONLINE nodes could take a gang', () => {
+    expect(neverFitsReason(8, {}, nodes, 3)).toBe('no 3 ONLINE nodes have 8 cards each (2 do; largest: 8)');
+    expect(neverFitsReason(8, { zone: 'x' }, nodes, 2)).toBe('no 2 ONLINE nodes matching zone=x have 8 cards each (1 does; largest: 8)');
+    expect(neverFitsReason(9, {}, nodes, 2)).toBe('no 2 ONLINE nodes have 9 cards each (none do; largest: 8)');
+    expect(neverFitsReason(1, {}, nodes, 4)).toBe('no 4 ONLINE nodes have 1 card each (3 do; largest: 8)');
+    expect(neverFitsReason(0, { zone: 'x' }, nodes, 3)).toBe('no 3 ONLINE nodes matching zone=x (2 are)');
+    expect(neverFitsReason(2, { zone: 'y' }, nodes, 2)).toBe('no ONLINE node matching zone=y');
+    expect(neverFitsReason(4, { zone: 'x' }, nodes, 2)).toBeNull();
+    expect(neverFitsReason(8, {}, [], 5)).toBeNull();
+  });
+});
