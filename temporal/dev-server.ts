@@ -69,6 +69,16 @@ export async function waitForTemporal(address: string, timeoutMs = 60_000, secur
   throw new Error(`Temporal at ${address} did not answer within ${timeoutMs} ms: ${String(last)}`);
 }
 
+/** The last line of a log that says something, cut to 300 characters: why a server stopped, in the error that says it did. */
+function logTail(file: string): string {
+  try {
+    const last = fs.readFileSync(file, 'utf8').trimEnd().split('\n').at(-1) ?? '';
+    return last.length > 300 ? `${last.slice(0, 300)}…` : last || '(its log is empty)';
+  } catch {
+    return '(no log)';
+  }
+}
+
 /** A port that was free a moment ago on 127.0.0.1 (for the UI's internal port). */
 export function freeLoopbackPort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -95,7 +105,7 @@ export async function startDevServer(o: DevServerOptions): Promise<DevServer> {
     await Promise.race([
       waitForTemporal(address),
       exited.then(() => {
-        throw new Error(`temporal server start-dev exited early${o.logFile ? `; see ${o.logFile}` : ''}`);
+        throw new Error(`temporal server start-dev exited early${o.logFile ? `: ${logTail(o.logFile)} (see ${o.logFile})` : ''}`);
       }),
     ]);
   } catch (err) {

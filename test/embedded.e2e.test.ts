@@ -41,6 +41,11 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
     }
   };
   const startUp = async () => {
+    // Fresh ports on every start: a restart on the ports the first start let go would race any
+    // other test of the suite handed one of them since (the full run found it: the restarted
+    // Temporal dev server "exited early"). The home, and so the plane, stays the same.
+    apiUrl = `http://127.0.0.1:${await freePort()}`;
+    temporalPort = await freePort();
     uiPort = await freePort();
     // A port of its own: never whatever answers on 7233 on this machine (gpuctl up refuses a server it did not start).
     up = await startGpuctlUp(['--fake-gpus', '2', '--temporal-port', String(temporalPort), '--temporal-ui-port', String(uiPort)], {
@@ -54,8 +59,6 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   const printed = () => up?.output() ?? '';
 
   beforeAll(async () => {
-    apiUrl = `http://127.0.0.1:${await freePort()}`;
-    temporalPort = await freePort();
     await startUp();
   }, 200_000);
   afterAll(async () => {
