@@ -69,7 +69,7 @@ export class TokenResolver {
 
   /**
    * A run token is good while: its mac is right under a live token of the node its run's attempt
-   * was placed on, `exp` has not passed (nor is further ahead than a token is ever made for),
+   * was placed on (of one of a gang's members), `exp` has not passed (nor is further ahead than a token is ever made for),
    * its attempt is the run's and the job's current one, and that attempt has not ended. Every
    * failure is the same null (a 401 that does not say which check failed).
    */
@@ -78,7 +78,11 @@ export class TokenResolver {
     if (run.exp <= now || run.exp > now + RUN_TOKEN_MAX_AHEAD_S) return null;
     const a = await runAttemptNow(this.db, run.runId);
     if (!a?.nodeId || a.ended || a.attempt !== run.attempt || a.jobAttempt !== run.attempt) return null;
-    const keys = await liveRunKeysOfNode(this.db, a.nodeId);
-    return keys.some((k) => k && runMacValid(k, run)) ? { kind: 'run', runId: run.runId, nodeId: a.nodeId } : null;
+    // A gang's every member gets a token of its own node's making.
+    for (const nodeId of a.nodeIds) {
+      const keys = await liveRunKeysOfNode(this.db, nodeId);
+      if (keys.some((k) => k && runMacValid(k, run))) return { kind: 'run', runId: run.runId, nodeId };
+    }
+    return null;
   }
 }

@@ -6,7 +6,10 @@ export interface AttemptConfig {
   command: string[];
   workingDir: string;
   env: Record<string, string>;
+  /** Cards on each node. */
   gpus: number;
+  /** Nodes the job spans (a gang when > 1); absent in attempts recorded before gangs: 1. */
+  nodes?: number;
   selector: Record<string, string>;
   priority: number;
   params: Record<string, unknown>;
@@ -16,6 +19,7 @@ export interface RetryPatch {
   command?: string[];
   workingDir?: string;
   gpus?: number;
+  nodes?: number;
   selector?: Record<string, string>;
   priority?: number;
   /** Merged into the previous attempt's env / params. */
@@ -28,6 +32,7 @@ export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
     command: p.command ?? prev.command,
     workingDir: p.workingDir ?? prev.workingDir,
     gpus: p.gpus ?? prev.gpus,
+    nodes: p.nodes ?? prev.nodes ?? 1,
     selector: p.selector ?? prev.selector,
     priority: p.priority ?? prev.priority,
     env: { ...prev.env, ...p.env },
@@ -43,7 +48,8 @@ export interface ConfigChange {
 
 function flatten(c: AttemptConfig): Map<string, string> {
   const out = new Map<string, string>();
-  for (const [k, v] of Object.entries(c)) {
+  // An attempt recorded before gangs spans one node, as one recorded since with nodes: 1.
+  for (const [k, v] of Object.entries({ ...c, nodes: c.nodes ?? 1 })) {
     if (v && typeof v === 'object' && !Array.isArray(v)) {
       for (const [kk, vv] of Object.entries(v as Record<string, unknown>)) out.set(`${k}.${kk}`, JSON.stringify(vv));
     } else out.set(k, JSON.stringify(v));

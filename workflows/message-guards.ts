@@ -31,7 +31,7 @@ export function isDispatchGrant(v: unknown): v is DispatchGrant {
 
 /** `attemptStarted` and `reattach`: the agent's report of the attempt's process. */
 export function isAttemptStarted(v: unknown): v is AttemptStarted {
-  return isRecord(v) && isAttempt(v.attempt) && isCount(v.pid) && isText(v.logPath, MAX_TEXT_CHARS);
+  return isRecord(v) && isAttempt(v.attempt) && isCount(v.pid) && isText(v.logPath, MAX_TEXT_CHARS) && (v.nodeId === undefined || isText(v.nodeId, MAX_TEXT_CHARS));
 }
 
 /** `checkpointFound`: a complete checkpoint the agent's watcher found. */

@@ -92,10 +92,29 @@ export interface AttemptSpec {
   watchDir?: string;
   /** Already RUNNING (a workflow Reset in Temporal): watch the process, never start it again. */
   resumed?: boolean;
+  /** A gang (multi-node job): this member's rank and what it is told of the others (domain/gang-env.ts). */
+  gang?: AttemptGang;
+}
+
+/** A gang attempt as each member's spec carries it. nodeId and gpuIndices of the spec are members[rank]'s. */
+export interface AttemptGang {
+  rank: number;
+  /** The rendezvous port on rank 0's node. */
+  masterPort: number;
+  /** Every member in rank order: its node, the address the others reach it at, and its cards. */
+  members: GangMemberSpec[];
+}
+
+export interface GangMemberSpec {
+  nodeId: string;
+  address: string;
+  gpuIndices: number[];
 }
 
 export interface AttemptStarted {
   attempt: number;
+  /** A gang member's node (its rank's); absent for a single-node job. */
+  nodeId?: string;
   pid: number;
   logPath: string;
 }
@@ -129,6 +148,8 @@ export interface AttemptOutcome {
   reason: string | null;
   /** The node stopped answering during this attempt (set with LOST, or a cancel it could not acknowledge). */
   nodeLost?: boolean;
+  /** Which nodes stopped answering, for a gang (a member's); absent: the attempt's node. */
+  lostNodes?: string[];
   /** For a process that ran: its log tail and start error, from which the reason is classified. */
   exit?: { logTail: string; spawnError: string | null };
 }

@@ -32,11 +32,11 @@ export function attemptActivities({ deps, wake }: ControlContext) {
           attempt: a.attempt,
           from: ['CREATED', 'LOST'],
           to: 'QUEUED',
-          job: { queuedAt: now, nodeId: null, gpuIndices: null },
+          job: { queuedAt: now, nodeId: null, gpuIndices: null, members: null },
         });
         if (moved !== null) {
           // Nothing waits ahead of it and a node has room: placed now, without a scheduler pass.
-          const placed = await placeAlone(tx, { id: a.jobId, attempt: a.attempt, gpus: job.gpus, selector: job.selector }, now);
+          const placed = await placeAlone(tx, { id: a.jobId, attempt: a.attempt, gpus: job.gpus, nodes: job.nodes, selector: job.selector }, now);
           // Placed: its attempt begins in the same transaction (one local activity, not two).
           const begun = placed.placement ? await beginIn(tx, { jobId: a.jobId, attempt: a.attempt }) : null;
           if (begun) return { state: 'QUEUED' as const, attempt: a.attempt, dispatched: true as const, begun };
@@ -83,7 +83,7 @@ export function attemptActivities({ deps, wake }: ControlContext) {
       return db.transaction((tx) => beginIn(tx, a));
     },
 
-    async markRunning(a: { jobId: string; attempt: number; pid: number; logPath: string }): Promise<void> {
+    async markRunning(a: { jobId: string; attempt: number; pid: number; logPath: string; nodeId?: string }): Promise<void> {
       await db.transaction((tx) => markAttemptRunning(tx, a));
     },
 

@@ -1,8 +1,10 @@
 import type { Executor } from '../../db/client.ts';
 import { createAttemptRun, runOfAttempt } from '../../db/queries/attempt-run.ts';
+import { masterPortOf, nodeAddresses, ownedCardsByNode } from '../../db/queries/gangs.ts';
 import { getJobForUpdate, ownedCards } from '../../db/queries/jobs.ts';
+import type { GangPlacement } from '../../db/schema.ts';
 import { jobNotFound } from '../../workflows/failures.ts';
-import type { AttemptSpec } from '../../workflows/types.ts';
+import type { AttemptGang, AttemptSpec } from '../../workflows/types.ts';
 
 /**
  * The spec of an attempt whose cards are granted (DISPATCHING), its Run made; null when the
@@ -15,9 +17,18 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
   // A grant re-applied after a Reset can find the attempt already RUNNING: it is watched again.
   const resumed = job.state === 'RUNNING';
   if (job.attempt !== a.attempt || !(job.state === 'DISPATCHING' || resumed) || (a.resume && !resumed) || !job.nodeId || !job.gpuIndices) return null;
-  const owned = await ownedCards(tx, a.jobId, a.attempt);
-  const wanted = [...job.gpuIndices].sort((x, y) => x - y).join(',');
-  if (owned.indices.join(',') !== wanted || (wanted !== '' && owned.nodeId !== job.nodeId)) return null;
+  if (job.members) {
+    // A gang: every member's cards must be its own, on its node.
+    const owned = await ownedCardsByNode(tx, a.jobId, a.attempt);
+    const cards = (ix: number[]) => [...ix].sort((x, y) => x - y).join(',');
+    if (owned.size > job.members.length || job.members.some((m) => cards(m.gpu_indices) !== cards(owned.get(m.node_id) ?? []))) return null;
+  } else {
+    const owned = await ownedCards(tx, a.jobId, a.attempt);
+    const wanted = [...job.gpuIndices].sort((x, y) => x - y).join(',');
+    if (owned.indices.join(',') !== wanted || (wanted !== '' && owned.nodeId !== job.nodeId)) return null;
+  }
+  const gang = job.members ? await gangOf(tx, a.jobId, a.attempt, job.members) : null;
+  if (job.members && !gang) return null;
   let runId: string | null = null;
   if (job.type !== 'CUSTOM') runId = (await runOfAttempt(tx, a.jobId, a.attempt)) ?? (await createAttemptRun(tx, job, a.attempt));
   return {
@@ -35,5 +46,19 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
     gpuIndices: job.gpuIndices,
     ...(job.watchDir ? { watchDir: job.watchDir } : {}),
     ...(resumed ? { resumed: true } : {}),
+    ...(gang ? { gang } : {}),
   };
+}
+
+/**
+ * What a gang attempt's members are told of each other: their nodes' addresses, cards, and the
+ * rendezvous port on rank 0's node, picked once per attempt (masterPortFor) under a lock on that
+ * node, so two gangs with the same rank-0 node never get the same port. Null when all are taken.
+ */
+async function gangOf(tx: Executor, jobId: string, attempt: number, members: GangPlacement[]): Promise<AttemptGang | null> {
+  const addresses = await nodeAddresses(tx, members.map((m) => m.node_id));
+  // A node with no address reported (an agent from before addresses) is named by its id.
+  const spec = members.map((m) => ({ nodeId: m.node_id, address: addresses.get(m.node_id) ?? m.node_id, gpuIndices: m.gpu_indices }));
+  const port = await masterPortOf(tx, jobId, attempt, members[0].node_id);
+  return port === null ? null : { rank: 0, masterPort: port, members: spec };
 }

@@ -28,7 +28,7 @@ export function finishActivities({ deps, wake }: ControlContext) {
 
   return {
     async finishAttempt(a: { jobId: string; attempt: number; outcome: AttemptOutcome }): Promise<{ state: JobState; requeue: boolean }> {
-      let suspectNode: string | null = null;
+      const suspectNodes: string[] = [];
       let handed: { placed: Placement[]; wholePass: boolean } | null = null;
       const result = await db.transaction(async (tx) => {
         const job = await getJobForUpdate(tx, a.jobId);
@@ -78,11 +78,13 @@ export function finishActivities({ deps, wake }: ControlContext) {
             if (runId) await writeSeries(tx, runId, keys.map(([key, v]) => ({ key, steps: [0], values: [v], times: [now.getTime()] })));
           } else await settleEvaluation(tx, a.jobId, { status: to === 'CANCELLED' ? 'cancelled' : 'failed', reason, at: now });
         }
-        if ((o.state === 'LOST' || o.nodeLost) && job.nodeId) {
-          // Its agent stopped answering: take its cards out of the pool now, not when the
-          // node's own lease expires, so the re-queued attempt goes elsewhere.
-          await setNodeOffline(tx, job.nodeId);
-          suspectNode = job.nodeId;
+        if (o.state === 'LOST' || o.nodeLost) {
+          // Its agent stopped answering (a gang's: the members' that did): take its cards out of
+          // the pool now, not when the node's own lease expires, so the re-queued attempt goes elsewhere.
+          for (const n of o.lostNodes ?? (job.nodeId ? [job.nodeId] : [])) {
+            await setNodeOffline(tx, n);
+            suspectNodes.push(n);
+          }
         }
         if (requeue) {
           // The next attempt runs with the same config; the workflow re-queues it.
@@ -91,9 +93,9 @@ export function finishActivities({ deps, wake }: ControlContext) {
         }
         return { state: to, requeue };
       });
-      if (suspectNode) {
+      for (const n of suspectNodes) {
         await client.workflow
-          .getHandle(nodeWorkflowId(suspectNode))
+          .getHandle(nodeWorkflowId(n))
           .signal(nodeSuspectSignal)
           .catch(() => undefined);
       }

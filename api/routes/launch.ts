@@ -17,7 +17,10 @@ import { Type } from '@sinclair/typebox';
 import { markAttemptRunning } from '../../db/queries/attempt-started.ts';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { jobSecretValues } from '../../db/queries/job-secrets.ts';
+import { masterPortRead, nodeAddresses } from '../../db/queries/gangs.ts';
 import { getJob } from '../../db/queries/jobs.ts';
+import type { Db } from '../../db/client.ts';
+import type { GangPlacement } from '../../db/schema.ts';
 import { attemptStateAndNode } from '../../db/queries/launch.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DomainError, notFound } from '../errors.ts';
@@ -33,6 +36,13 @@ export const LaunchSchema = Type.Object({
   gpu_indices: Type.Array(Type.Integer()),
   watch_dir: Nullable(Type.String()),
   secret_env: StringMap,
+  gang: Nullable(
+    Type.Object({
+      rank: Type.Integer({ description: "the asking node's rank" }),
+      master_port: Type.Integer(),
+      members: Type.Array(Type.Object({ node_id: Type.String(), address: Type.String(), gpu_indices: Type.Array(Type.Integer()) }), { description: 'every member in rank order' }),
+    }, { description: 'a multi-node job: what this member is told of the gang; null for a single-node job' }),
+  ),
 });
 
 export const StartedBody = Type.Object(
@@ -43,6 +53,13 @@ export const StartedBody = Type.Object(
   { additionalProperties: false },
 );
 export const StartedSchema = Type.Object({ state: Type.String({ description: "the attempt's state after the report: RUNNING, or the state it had already moved on to" }) });
+
+/** A gang attempt's rendezvous as the database holds it (the port beginAttempt picked, the nodes' addresses). */
+async function gangLaunch(db: Db, jobId: string, attempt: number, members: GangPlacement[]) {
+  const port = await masterPortRead(db, jobId, attempt);
+  const addresses = await nodeAddresses(db, members.map((m) => m.node_id));
+  return { master_port: port ?? 0, members: members.map((m) => ({ node_id: m.node_id, address: addresses.get(m.node_id) ?? m.node_id, gpu_indices: m.gpu_indices })) };
+}
 
 export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
   app.get(
@@ -63,18 +80,25 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
       const job = await getJob(db, id);
       const live = (a.state === 'DISPATCHING' || a.state === 'RUNNING') && job?.attempt === attempt && job.nodeId === a.nodeId;
       if (!job || !live || !job.nodeId || !job.gpuIndices) throw new DomainError('conflict', `attempt ${id}#${attempt} is ${a.state}: only a live attempt is launched`);
+      // A gang's member is the one on the asking node (auth let only its members' nodes in).
+      const asking = req.principal?.kind === 'node' ? req.principal.nodeId : null;
+      const rank = job.members ? job.members.findIndex((m) => m.node_id === asking) : 0;
+      if (rank < 0) throw new DomainError('conflict', `attempt ${id}#${attempt} has no member on node ${asking}`);
+      const gang = job.members ? await gangLaunch(db, id, attempt, job.members) : null;
       const runId = await runOfAttempt(db, id, attempt);
       const secretEnv = await jobSecretValues(db, id);
       reply.header('cache-control', 'no-store');
+      const member = job.members ? job.members[rank] : { node_id: job.nodeId, gpu_indices: job.gpuIndices };
       return {
-        node_id: job.nodeId,
+        node_id: member.node_id,
         run_id: runId,
         command: job.command,
         working_dir: job.workingDir,
         env: job.env,
-        gpu_indices: job.gpuIndices,
+        gpu_indices: member.gpu_indices,
         watch_dir: job.watchDir,
         secret_env: secretEnv,
+        gang: gang ? { ...gang, rank } : null,
       };
     },
   );
@@ -95,7 +119,8 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
       const attempt = Number(req.params.attempt);
       const { pid, log_path: logPath } = req.body;
       return db.transaction(async (tx) => {
-        if (await markAttemptRunning(tx, { jobId: id, attempt, pid, logPath })) return { state: 'RUNNING' };
+        const nodeId = req.principal?.kind === 'node' ? req.principal.nodeId : undefined;
+        if (await markAttemptRunning(tx, { jobId: id, attempt, pid, logPath, nodeId })) return { state: 'RUNNING' };
         const job = await getJob(tx, id);
         if (!job) throw notFound('job', id);
         // A report sent twice, or one that arrives after the exit was recorded: nothing to change.

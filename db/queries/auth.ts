@@ -60,8 +60,10 @@ export async function projectIdsNamed(ex: Executor, names: string[]): Promise<st
 
 /** What a run token is checked against (api/token-resolver.ts): its run's attempt, as the database has it now. */
 export interface RunAttemptNow {
-  /** The node the run's attempt was placed on (null: not placed). */
+  /** The node the run's attempt was placed on (null: not placed); rank 0's for a gang. */
   nodeId: string | null;
+  /** Every node the attempt was placed on: a gang's members in rank order, or nodeId alone. */
+  nodeIds: string[];
   /** The attempt the run belongs to. */
   attempt: number;
   /** The job's current attempt (a retry or a lost requeue moves it on). */
@@ -79,6 +81,7 @@ export async function runAttemptNow(ex: Executor, runId: string): Promise<RunAtt
   const [r] = await ex
     .select({
       nodeId: jobAttempts.nodeId,
+      members: jobAttempts.members,
       attempt: jobAttempts.attempt,
       jobAttempt: jobs.attempt,
       endedAt: jobAttempts.endedAt,
@@ -89,12 +92,16 @@ export async function runAttemptNow(ex: Executor, runId: string): Promise<RunAtt
     .innerJoin(jobs, eq(jobs.id, runs.jobId))
     .where(eq(runs.id, runId));
   if (!r) return null;
-  return { nodeId: r.nodeId, attempt: r.attempt, jobAttempt: r.jobAttempt, ended: r.endedAt !== null || isTerminal(r.state) };
+  const nodeIds = r.members ? r.members.map((m) => m.node_id) : r.nodeId ? [r.nodeId] : [];
+  return { nodeId: r.nodeId, nodeIds, attempt: r.attempt, jobAttempt: r.jobAttempt, ended: r.endedAt !== null || isTerminal(r.state) };
 }
 
-/** attemptNodeIds returns the node of each attempt of a job (of one attempt when `attempt` is a number): empty when there is none. */
+/**
+ * attemptNodeIds returns the nodes of each attempt of a job (of one attempt when `attempt` is a
+ * number), a gang's every member: empty when there is none.
+ */
 export async function attemptNodeIds(ex: Executor, jobId: string, attempt: number | null): Promise<(string | null)[]> {
   const where = attempt !== null ? and(eq(jobAttempts.jobId, jobId), eq(jobAttempts.attempt, attempt)) : eq(jobAttempts.jobId, jobId);
-  const rows = await ex.select({ nodeId: jobAttempts.nodeId }).from(jobAttempts).where(where);
-  return rows.map((r) => r.nodeId);
+  const rows = await ex.select({ nodeId: jobAttempts.nodeId, members: jobAttempts.members }).from(jobAttempts).where(where);
+  return rows.flatMap((r) => (r.members ? r.members.map((m) => m.node_id) : [r.nodeId]));
 }

@@ -6,14 +6,33 @@
  */
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
-import { planPlacements, type Placement } from '../../domain/placement.ts';
+import { placementMembers, planPlacements, type Placement } from '../../domain/placement.ts';
 import { nodeRooms } from './node-rooms.ts';
 
 
-/** The placements as a row source `p(job_id, attempt, node_id, gpu_indices, detail)`: one parameter, however many. */
+/** How a placement reads in the history: its node and cards, or each member's for a gang. */
+export function placementDetail(p: Placement): string {
+  if (!p.members) return `node ${p.nodeId} cards [${p.gpuIndices.join(',')}]`;
+  return p.members.map((m, rank) => `rank ${rank} node ${m.nodeId} cards [${m.gpuIndices.join(',')}]`).join(', ');
+}
+
+/**
+ * The placements as a row source `p(job_id, attempt, node_id, gpu_indices, members, detail)`:
+ * one parameter, however many. node_id and gpu_indices are rank 0's; members is a gang's every
+ * member in rank order (null for a single-node job).
+ */
 function recordset(list: readonly Placement[]) {
-  const json = JSON.stringify(list.map((p) => ({ job_id: p.jobId, attempt: p.attempt, node_id: p.nodeId, gpu_indices: p.gpuIndices, detail: `node ${p.nodeId} cards [${p.gpuIndices.join(',')}]` })));
-  return sql`jsonb_to_recordset(${json}::jsonb) as p(job_id text, attempt int, node_id text, gpu_indices jsonb, detail text)`;
+  const json = JSON.stringify(
+    list.map((p) => ({
+      job_id: p.jobId,
+      attempt: p.attempt,
+      node_id: p.nodeId,
+      gpu_indices: p.gpuIndices,
+      members: p.members ? p.members.map((m) => ({ node_id: m.nodeId, gpu_indices: m.gpuIndices })) : null,
+      detail: placementDetail(p),
+    })),
+  );
+  return sql`jsonb_to_recordset(${json}::jsonb) as p(job_id text, attempt int, node_id text, gpu_indices jsonb, members jsonb, detail text)`;
 }
 
 /**
@@ -28,16 +47,19 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
   const [r] = await queryRows<{ ids: string[]; claimed: number | string; cards: number | string }>(ex, sql`
       with p as (select * from ${recordset(planned)}),
       moved as (
-        update jobs j set state = 'DISPATCHING', reason = null, node_id = p.node_id, gpu_indices = p.gpu_indices, updated_at = ${now}
+        update jobs j set state = 'DISPATCHING', reason = null, node_id = p.node_id, gpu_indices = p.gpu_indices, members = p.members, updated_at = ${now}
         from p where j.id = p.job_id and j.attempt = p.attempt and j.state = 'QUEUED'
-        returning j.id, j.attempt, p.node_id, p.gpu_indices, p.detail),
+        returning j.id, j.attempt, p.node_id, p.gpu_indices, p.members, p.detail),
+      cards as (
+        select m.id, m.attempt, mem->>'node_id' as node_id, jsonb_array_elements_text(mem->'gpu_indices')::int as idx
+        from moved m cross join lateral jsonb_array_elements(coalesce(m.members, jsonb_build_array(jsonb_build_object('node_id', m.node_id, 'gpu_indices', m.gpu_indices)))) mem),
       claimed as (
         update gpu_slots s set owner_job_id = c.id, owner_attempt = c.attempt
-        from (select m.id, m.attempt, m.node_id, jsonb_array_elements_text(m.gpu_indices)::int as idx from moved m) c
+        from cards c
         where s.node_id = c.node_id and s.index = c.idx and s.owner_job_id is null
         returning s.index),
       attempts as (
-        update job_attempts a set state = 'DISPATCHING', node_id = m.node_id, gpu_indices = m.gpu_indices
+        update job_attempts a set state = 'DISPATCHING', node_id = m.node_id, gpu_indices = m.gpu_indices, members = m.members
         from moved m where a.job_id = m.id and a.attempt = m.attempt
         returning 1),
       lines as (
@@ -50,7 +72,7 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
         returning 1)
       select coalesce((select json_agg(id) from moved), '[]'::json) as ids,
              (select count(*) from claimed) as claimed,
-             (select coalesce(sum(jsonb_array_length(gpu_indices)), 0) from moved) as cards,
+             (select count(*) from cards) as cards,
              (select count(*) from attempts) + (select count(*) from lines) + (select count(*) from evs) as written`);
   if (Number(r.claimed) !== Number(r.cards)) throw new Error(`card claim raced: ${r.claimed} of ${r.cards} cards still free; pass retried`);
   const ids = new Set(r.ids);
@@ -66,7 +88,8 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
  * does not wake the scheduler for nothing: the cards it waits for are handed on when they are
  * freed. Runs in a savepoint: a card taken meanwhile leaves the job QUEUED for the pass.
  */
-export async function placeAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; selector: Record<string, string> }, now: Date): Promise<{ placement: Placement } | { placement: null; passCouldPlace: boolean }> {
+export async function placeAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; nodes?: number; selector: Record<string, string> }, now: Date): Promise<{ placement: Placement } | { placement: null; passCouldPlace: boolean }> {
+  if ((job.nodes ?? 1) > 1) return placeGangAlone(ex, { ...job, nodes: job.nodes ?? 1 }, now);
   const [node] = await queryRows<{ node_id: string; free: number[] }>(ex, sql`
       select s.node_id, array_agg(s.index order by s.index) as free
       from gpu_slots s join nodes n on n.id = s.node_id
@@ -87,6 +110,21 @@ export async function placeAlone(ex: Executor, job: { id: string; attempt: numbe
   }
 }
 
+/** placeAlone for a gang: the planner's pick of its N nodes, taken in the same savepoint, or none. */
+async function placeGangAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string> }, now: Date): Promise<{ placement: Placement } | { placement: null; passCouldPlace: boolean }> {
+  const rooms = await nodeRooms(ex);
+  const [placement] = planPlacements([{ ...job, priority: 0, queuedAt: now }], rooms, now, Number.MAX_SAFE_INTEGER);
+  if (!placement) return { placement: null, passCouldPlace: false };
+  const others = await queryRows<{ id: string }>(ex, sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`);
+  if (others.length > 0) return { placement: null, passCouldPlace: true };
+  try {
+    const placed = (await (ex as Db).transaction((sp) => dispatchPlacements(sp, [placement], now)))[0];
+    return placed ? { placement: placed } : { placement: null, passCouldPlace: true };
+  } catch {
+    return { placement: null, passCouldPlace: true };
+  }
+}
+
 /** How many jobs at the head of the queue a job's end hands its freed cards to by itself. */
 export const HAND_ON_HEAD = 64;
 
@@ -99,9 +137,9 @@ export const HAND_ON_HEAD = 64;
  * while more jobs wait than the head held (one of them may fit), or a card was taken meanwhile.
  */
 export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<{ placed: Placement[]; wholePass: boolean }> {
-  const queue = await queryRows<{ id: string; attempt: number; gpus: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null }>(
+  const queue = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null }>(
     ex,
-    sql`select id, attempt, gpus, selector, priority, queued_at from jobs where state = 'QUEUED' order by priority desc, queued_at asc nulls last, id limit ${HAND_ON_HEAD + 1}`,
+    sql`select id, attempt, gpus, nodes, selector, priority, queued_at from jobs where state = 'QUEUED' order by priority desc, queued_at asc nulls last, id limit ${HAND_ON_HEAD + 1}`,
   );
   if (queue.length === 0) return { placed: [], wholePass: false };
   const more = queue.length > HAND_ON_HEAD;
@@ -109,13 +147,13 @@ export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date):
     return await (ex as Db).transaction(async (sp) => {
       const rooms = await nodeRooms(sp);
       const planned = planPlacements(
-        queue.slice(0, HAND_ON_HEAD).map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now })),
+        queue.slice(0, HAND_ON_HEAD).map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, nodes: q.nodes, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now })),
         rooms,
         now,
         holdMs,
       );
       const placed = await dispatchPlacements(sp, planned, now);
-      const free = rooms.reduce((n, r) => n + r.free.length, 0) - placed.reduce((n, p) => n + p.gpuIndices.length, 0);
+      const free = rooms.reduce((n, r) => n + r.free.length, 0) - placed.reduce((n, p) => n + placementMembers(p).reduce((k, m) => k + m.gpuIndices.length, 0), 0);
       return { placed, wholePass: more && free > 0 };
     });
   } catch {

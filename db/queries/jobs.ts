@@ -7,12 +7,13 @@ import { canTransition, type JobState, type JobType } from '../../domain/job-sta
 export type NewJob = typeof jobs.$inferInsert;
 
 /** attemptConfigOf returns the config a job's row holds for its current attempt, as job_attempts records it. */
-export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'selector' | 'priority' | 'params'>): AttemptConfig {
+export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'nodes' | 'selector' | 'priority' | 'params'>): AttemptConfig {
   return {
     command: job.command,
     workingDir: job.workingDir,
     env: job.env,
     gpus: job.gpus,
+    nodes: job.nodes,
     selector: job.selector,
     priority: job.priority,
     params: job.params,
@@ -90,7 +91,7 @@ export interface TransitionArgs {
   from: readonly JobState[];
   to: JobState;
   detail?: string | null;
-  job?: Partial<Pick<Job, 'nodeId' | 'gpuIndices' | 'exitCode' | 'signal' | 'reason' | 'queuedAt' | 'startedAt' | 'endedAt' | 'lostCount'>>;
+  job?: Partial<Pick<Job, 'nodeId' | 'gpuIndices' | 'members' | 'exitCode' | 'signal' | 'reason' | 'queuedAt' | 'startedAt' | 'endedAt' | 'lostCount'>>;
   attemptRow?: Partial<Pick<typeof jobAttempts.$inferInsert, 'nodeId' | 'gpuIndices' | 'pid' | 'logPath' | 'exitCode' | 'signal' | 'reason' | 'startedAt' | 'endedAt'>>;
 }
 

@@ -69,14 +69,14 @@ export interface PassPhases {
  * is not parsed at all.
  */
 async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
-  const rows = await queryRows<{ id: string; attempt: number; gpus: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null }>(
+  const rows = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null }>(
     ex,
-    sql`select id, attempt, gpus, case when selector = '{}'::jsonb then null else selector end as selector, priority,
+    sql`select id, attempt, gpus, nodes, case when selector = '{}'::jsonb then null else selector end as selector, priority,
                (extract(epoch from queued_at) * 1000)::float8 as queued_ms
         from jobs where state = 'QUEUED'`,
   );
   const none: Record<string, string> = {};
-  return rows.map((r) => ({ id: r.id, attempt: r.attempt, gpus: r.gpus, selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms) }));
+  return rows.map((r) => ({ id: r.id, attempt: r.attempt, gpus: r.gpus, ...(r.nodes > 1 ? { nodes: r.nodes } : {}), selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms) }));
 }
 
 /** staleDispatches returns the jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */

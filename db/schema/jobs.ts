@@ -5,6 +5,20 @@ import type { EvalPolicy } from '../../domain/eval-policy.ts';
 import type { JobState, JobType } from '../../domain/job-states.ts';
 import type { OnLostPolicy } from '../../domain/lost-policy.ts';
 import { createdAt, ts } from './columns.ts';
+
+/** One member of a gang's placement. */
+export interface GangPlacement {
+  node_id: string;
+  gpu_indices: number[];
+}
+
+/** One member of a gang attempt, as job_attempts.members keeps it. */
+export interface GangMemberRow extends GangPlacement {
+  pid?: number;
+  log_path?: string;
+  /** ISO time its process started. */
+  started_at?: string;
+}
 import { experiments, projects } from './projects.ts';
 
 export const jobs = pgTable(
@@ -16,7 +30,10 @@ export const jobs = pgTable(
     projectId: text('project_id').references(() => projects.id),
     experimentId: text('experiment_id').references(() => experiments.id),
     priority: integer('priority').notNull().default(0),
+    /** Cards wanted on each node the job spans. */
     gpus: integer('gpus').notNull(),
+    /** Nodes the job spans: 1, or N for a gang (multi-node job) whose members start and stop together. */
+    nodes: integer('nodes').notNull().default(1),
     selector: jsonb('selector').$type<Record<string, string>>().notNull(),
     command: jsonb('command').$type<string[]>().notNull(),
     workingDir: text('working_dir').notNull(),
@@ -38,8 +55,11 @@ export const jobs = pgTable(
     parentJobId: text('parent_job_id'),
     lostCount: integer('lost_count').notNull().default(0),
     attempt: integer('attempt').notNull().default(1),
+    /** Rank 0's node and cards (a single-node job's only ones). */
     nodeId: text('node_id'),
     gpuIndices: jsonb('gpu_indices').$type<number[]>(),
+    /** A gang's placement, every member in rank order (members[0] is node_id's); null for a single-node job. */
+    members: jsonb('members').$type<GangPlacement[]>(),
     exitCode: integer('exit_code'),
     signal: text('signal'),
     reason: text('reason'),
@@ -51,6 +71,7 @@ export const jobs = pgTable(
   },
   (t) => [
     check('jobs_gpus_nonnegative', sql`${t.gpus} >= 0`),
+    check('jobs_nodes_positive', sql`${t.nodes} >= 1`),
     check('jobs_type_known', sql`${t.type} in ('TRAIN', 'EVALUATE', 'CUSTOM')`),
     index('jobs_queue_order').on(t.state, t.priority, t.queuedAt),
     index('jobs_created').on(t.createdAt),
@@ -94,6 +115,10 @@ export const jobAttempts = pgTable(
     gpuIndices: jsonb('gpu_indices').$type<number[]>(),
     pid: integer('pid'),
     logPath: text('log_path'),
+    /** A gang attempt's members in rank order: node, cards, and once started pid, log and start time. */
+    members: jsonb('members').$type<GangMemberRow[]>(),
+    /** A gang attempt's rendezvous port on rank 0's node (domain/gang-env.ts masterPortFor). */
+    masterPort: integer('master_port'),
     exitCode: integer('exit_code'),
     signal: text('signal'),
     reason: text('reason'),
