@@ -7,6 +7,8 @@ export type LogStreamName = 'stdout' | 'stderr' | 'all';
 export interface LogQuery {
   /** Default: the job's current attempt (ignored for a run, which is one attempt). */
   attempt?: number;
+  /** Which gang member's log; default 0 (a single-node job's only rank). */
+  rank?: number;
   /** Default all: both streams, interleaved by line in arrival order. */
   stream?: LogStreamName;
   /** Start at this byte (one stream only). */
@@ -15,10 +17,13 @@ export interface LogQuery {
   follow?: boolean;
 }
 
-/** An open log response: which attempt it is of, and its bytes as they arrive. */
+/** An open log response: which attempt (and rank) it is of, how many ranks the attempt has, and its bytes as they arrive. */
 export interface OpenLog {
   jobId: string;
   attempt: number;
+  rank: number;
+  /** Nodes (ranks) the attempt spans: more than 1 for a gang, whose other ranks have logs of their own. */
+  nodes: number;
   body: AsyncIterable<Uint8Array>;
 }
 
@@ -29,6 +34,7 @@ export const isRunId = (id: string) => id.startsWith('run-');
 export async function openLogs(c: GpuplaneClient, id: string, q: LogQuery = {}): Promise<OpenLog> {
   const params = new URLSearchParams();
   if (q.attempt !== undefined && !isRunId(id)) params.set('attempt', String(q.attempt));
+  if (q.rank !== undefined) params.set('rank', String(q.rank));
   if (q.stream) params.set('stream', q.stream);
   if (q.offset !== undefined) params.set('offset', String(q.offset));
   if (q.follow) params.set('follow', 'true');
@@ -50,7 +56,9 @@ export async function openLogs(c: GpuplaneClient, id: string, q: LogQuery = {}):
     }
     throw new ApiError(res.status, e.error ?? 'error', e.message ?? `HTTP ${res.status}`);
   }
-  return { jobId: res.headers.get('x-gpuplane-job') ?? id, attempt: Number(res.headers.get('x-gpuplane-attempt')), body: res.body };
+  const h = res.headers;
+  // An API from before gangs sends no rank headers: its logs are rank 0's, of one node.
+  return { jobId: h.get('x-gpuplane-job') ?? id, attempt: Number(h.get('x-gpuplane-attempt')), rank: Number(h.get('x-gpuplane-rank') ?? 0), nodes: Number(h.get('x-gpuplane-nodes') ?? 1), body: res.body };
 }
 
 /** The whole log as text (what is shipped now; with follow, what is shipped until the attempt ends). */
@@ -61,8 +69,11 @@ export async function readLogs(c: GpuplaneClient, id: string, q: LogQuery = {}):
   return Buffer.concat(parts).toString('utf8');
 }
 
-/** Where each stream of a job's attempts was shipped from, its size and whether it is complete. */
-export async function logRefs(c: GpuplaneClient, jobId: string, attempt?: number): Promise<LogRefJson[]> {
-  const r = await c.request<{ refs: LogRefJson[] }>('GET', `/jobs/${encodeURIComponent(jobId)}/logs/refs${attempt === undefined ? '' : `?attempt=${attempt}`}`);
+/** Where each stream of a job's attempts (of each rank, or of `rank` when given) was shipped from, its size and whether it is complete. */
+export async function logRefs(c: GpuplaneClient, jobId: string, attempt?: number, rank?: number): Promise<LogRefJson[]> {
+  const params = new URLSearchParams();
+  if (attempt !== undefined) params.set('attempt', String(attempt));
+  if (rank !== undefined) params.set('rank', String(rank));
+  const r = await c.request<{ refs: LogRefJson[] }>('GET', `/jobs/${encodeURIComponent(jobId)}/logs/refs${params.size ? `?${params}` : ''}`);
   return r.refs;
 }

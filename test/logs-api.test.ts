@@ -9,9 +9,10 @@ import { logRefs, readLogs } from '../cli/client-logs.ts';
 import type { DatabaseHandle } from '../db/client.ts';
 import { newId } from '../db/ids.ts';
 import { insertJob } from '../db/queries/jobs.ts';
+import { readStdoutTail } from '../db/queries/evaluations.ts';
 import { readLogTail } from '../db/queries/logs.ts';
 import { jobAttempts, runs } from '../db/schema.ts';
-import { LogShipper } from '../activities/gpu-host/log-shipper.ts';
+import { LogShipper, LogShipping } from '../activities/gpu-host/log-shipper.ts';
 import { until } from './support/poll.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
@@ -34,7 +35,7 @@ describe('shipped logs: the API', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const newJob = async () => (await insertJob(database.db, { id: newId('job'), type: 'CUSTOM', state: 'CREATED', gpus: 0, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} })).id;
+  const newJob = async (nodes = 1) => (await insertJob(database.db, { id: newId('job'), type: 'CUSTOM', state: 'CREATED', gpus: 0, nodes, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} })).id;
   const ship = (jobId: string, stream: string, offset: number, body: string | Buffer, extra = '') =>
     app.inject({
       method: 'POST',
@@ -100,6 +101,65 @@ describe('shipped logs: the API', () => {
     expect((await read(id, '?stream=stderr')).body).toBe('err 1\nerr 2 (no newline)');
     expect(await readLogTail(database.db, id, 1)).toBe('out 1\nout 2 starts and ends\n\nerr 1\nerr 2 (no newline)');
     expect(await readLogTail(database.db, await newJob(), 1)).toBeNull();
+  });
+
+  it("a gang's ranks ship the same offsets of the same stream: each rank's log is kept whole and apart", async () => {
+    const id = await newJob(2);
+    // Both members write their stdout from byte 0, in turns, with the same offsets.
+    expect((await ship(id, 'stdout', 0, 'rank 0: one\n')).json()).toEqual({ size_bytes: 12, stored_bytes: 12, complete: false });
+    expect((await ship(id, 'stdout', 0, 'rank 1: one\n', '&rank=1')).json()).toEqual({ size_bytes: 12, stored_bytes: 12, complete: false });
+    expect((await ship(id, 'stdout', 12, 'rank 1: two\n', '&rank=1&node=n2&final=true')).json()).toEqual({ size_bytes: 24, stored_bytes: 12, complete: true });
+    expect((await ship(id, 'stdout', 12, 'rank 0: two\n', '&rank=0&node=n1')).json()).toEqual({ size_bytes: 24, stored_bytes: 12, complete: false });
+    expect((await ship(id, 'stderr', 0, 'rank 1 warns\n', '&rank=1')).statusCode).toBe(200);
+    // Rank 1's stream being complete says nothing of rank 0's, and its gap is its own.
+    expect((await ship(id, 'stdout', 24, 'rank 0: three\n')).json()).toEqual({ size_bytes: 38, stored_bytes: 14, complete: false });
+    expect((await ship(id, 'stderr', 5, 'x', '&rank=0')).json()).toMatchObject({ expected_offset: 0 });
+    const r0 = await read(id, '?stream=stdout');
+    expect(r0.body).toBe('rank 0: one\nrank 0: two\nrank 0: three\n');
+    expect([r0.headers['x-gpuplane-rank'], r0.headers['x-gpuplane-nodes']]).toEqual(['0', '2']);
+    const r1 = await read(id, '?stream=stdout&rank=1');
+    expect(r1.body).toBe('rank 1: one\nrank 1: two\n');
+    expect(r1.headers['x-gpuplane-rank']).toBe('1');
+    expect((await read(id, '?rank=1')).body).toBe('rank 1: one\nrank 1: two\nrank 1 warns\n');
+    expect((await read(id, '?rank=1&stream=stdout&offset=8')).body).toBe('one\nrank 1: two\n');
+    const refs = (await app.inject({ method: 'GET', url: `/api/v1/jobs/${id}/logs/refs?attempt=1` })).json().refs;
+    expect(refs.map((r: { rank: number; stream: string; size_bytes: number; complete: boolean }) => [r.rank, r.stream, r.size_bytes, r.complete])).toEqual([
+      [0, 'stdout', 38, false],
+      [1, 'stderr', 13, false],
+      [1, 'stdout', 24, true],
+    ]);
+    const one = (await app.inject({ method: 'GET', url: `/api/v1/jobs/${id}/logs/refs?rank=1` })).json().refs;
+    expect(one.map((r: { rank: number; node_id: string | null }) => [r.rank, r.node_id])).toEqual([
+      [1, null],
+      [1, 'n2'],
+    ]);
+    // The tails read for failure hints and evaluation results are rank 0's unless told.
+    expect(await readLogTail(database.db, id, 1)).toBe('rank 0: one\nrank 0: two\nrank 0: three\n');
+    expect(await readLogTail(database.db, id, 1, 8192, 1)).toBe('rank 1: one\nrank 1: two\n\nrank 1 warns\n');
+    expect((await readStdoutTail(database.db, id, 1, 100))?.text).toBe('rank 0: one\nrank 0: two\nrank 0: three\n');
+    expect(await readStdoutTail(database.db, id, 1, 12, 1)).toEqual({ text: 'rank 1: two\n', partialStart: true, complete: true });
+    // The CLI's client reads a rank and says how many the attempt has.
+    const client = new GpuplaneClient(url);
+    expect(await readLogs(client, id, { rank: 1, stream: 'stdout' })).toBe('rank 1: one\nrank 1: two\n');
+    expect((await logRefs(client, id, 1, 0)).map((r) => r.stream)).toEqual(['stdout']);
+  });
+
+  it('refuses a rank the attempt does not have, and one out of range', async () => {
+    const gang = await newJob(2);
+    const single = await newJob();
+    const noRank = await ship(gang, 'stdout', 0, 'x', '&rank=2');
+    expect(noRank.statusCode).toBe(400);
+    expect(noRank.json().message).toContain('has no rank 2: it spans 2 nodes');
+    expect((await ship(single, 'stdout', 0, 'x', '&rank=1')).json().message).toContain('it spans 1 node (ranks 0 to 0)');
+    for (const bad of ['-1', '1024', '01', 'x', '']) expect((await ship(gang, 'stdout', 0, 'x', `&rank=${bad}`)).statusCode).toBe(400);
+    expect((await ship(gang, 'stdout', 0, 'x', '&rank=1023')).statusCode).toBe(400);
+    expect((await read(gang, '?rank=2')).status).toBe(400);
+    expect((await read(single, '?rank=1')).status).toBe(400);
+    expect((await read(single, '?rank=0')).status).toBe(200);
+    expect((await app.inject({ method: 'GET', url: `/api/v1/jobs/${gang}/logs/refs?rank=1024` })).statusCode).toBe(400);
+    // A single-node job reads as it did before gangs: rank 0 of one node.
+    const plain = await read(single);
+    expect([plain.headers['x-gpuplane-rank'], plain.headers['x-gpuplane-nodes']]).toEqual(['0', '1']);
   });
 
   it("a job's Run reads its attempt's log; an SDK run has none", async () => {
@@ -173,6 +233,42 @@ describe('shipped logs: the API', () => {
         ['stdout', true],
       ]);
       expect(refs.find((r) => r.stream === 'stdout')!.size_bytes).toBe(lines(0, 30_010).length);
+    });
+
+    it("ships each member of a gang under its rank: two members' files of one attempt, read back apart", async () => {
+      const id = await newJob(2);
+      const filesOf = (rank: number) => ({ stdout: path.join(dir, `${id}.${rank}.log`), stderr: path.join(dir, `${id}.${rank}.stderr.log`) });
+      const body = (rank: number) => Array.from({ length: 20_000 }, (_, i) => `rank ${rank} line ${i}\n`).join('');
+      // Two agents' shippers (one LogShipping here, as a test may run two members on one host).
+      const shipping = new LogShipping({ apiUrl: url, nodeId: 'n1', pollMs: 50 });
+      let end!: () => void;
+      const ended = new Promise<void>((r) => (end = r));
+      for (const rank of [0, 1]) {
+        fs.writeFileSync(filesOf(rank).stdout, body(rank));
+        fs.writeFileSync(filesOf(rank).stderr, `rank ${rank} warns\n`);
+        shipping.ship(id, 1, filesOf(rank).stdout, ended, true, rank);
+      }
+      // Keyed per rank: asking again for rank 1 is its running shipper, not a third one.
+      expect(shipping.ship(id, 1, filesOf(1).stdout, ended, true, 1)).toBe(shipping.ship(id, 1, filesOf(1).stdout, ended, false, 1));
+      end();
+      expect(await shipping.flush(id, 1, 20_000, 0)).toBe(true);
+      expect(await shipping.flush(id, 1, 20_000, 1)).toBe(true);
+      const client = new GpuplaneClient(url);
+      for (const rank of [0, 1]) {
+        expect(await readLogs(client, id, { rank, stream: 'stdout' })).toBe(body(rank));
+        expect(await readLogs(client, id, { rank, stream: 'stderr' })).toBe(`rank ${rank} warns\n`);
+      }
+      const refs = await logRefs(client, id, 1);
+      expect(refs.map((r) => [r.rank, r.stream, r.complete, r.location])).toEqual([
+        [0, 'stderr', true, filesOf(0).stderr],
+        [0, 'stdout', true, filesOf(0).stdout],
+        [1, 'stderr', true, filesOf(1).stderr],
+        [1, 'stdout', true, filesOf(1).stdout],
+      ]);
+      // A restarted rank 1 asks what the API has of its own streams, and has nothing more to send.
+      const again = new LogShipper({ apiUrl: url, nodeId: 'n1', jobId: id, attempt: 1, rank: 1, files: filesOf(1), ended: Promise.resolve(), pollMs: 50 });
+      expect(await again.flush(10_000)).toBe(true);
+      expect((await logRefs(client, id, 1, 1)).map((r) => r.size_bytes)).toEqual([Buffer.byteLength('rank 1 warns\n'), body(1).length]);
     });
   });
 });

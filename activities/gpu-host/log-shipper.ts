@@ -22,6 +22,8 @@ export interface ShipperOptions {
   nodeId: string;
   jobId: string;
   attempt: number;
+  /** This node's rank in the attempt's gang (0 for a single-node job): its streams are kept apart from the other members'. */
+  rank?: number;
   files: Record<LogStream, string>;
   /** Resolves once the attempt's process has ended: the rest is shipped and the streams marked complete. */
   ended: Promise<unknown>;
@@ -48,9 +50,14 @@ export class LogShipper {
   private stopped = false;
   private readonly wakers = new Set<() => void>();
   private readonly base: string;
+  private readonly rank: number;
+  /** The attempt as warnings name it: `job#1`, or `job#1 rank 2` for a gang member. */
+  private readonly what: string;
 
   constructor(private readonly o: ShipperOptions) {
     this.base = `${o.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(o.jobId)}`;
+    this.rank = o.rank ?? 0;
+    this.what = `${o.jobId}#${o.attempt}${this.rank ? ` rank ${this.rank}` : ''}`;
     void o.ended.then(() => {
       this.ended = true;
       this.endedAt = Date.now();
@@ -106,10 +113,10 @@ export class LogShipper {
       } catch (err) {
         if (err instanceof GiveUp) throw err;
         if (this.ended && Date.now() - this.endedAt > GIVE_UP_AFTER_END_MS) {
-          this.o.warn?.(`log shipping of ${this.o.jobId}#${this.o.attempt}: giving up, the API has not answered since the attempt ended; the log stays on the node`, err);
+          this.o.warn?.(`log shipping of ${this.what}: giving up, the API has not answered since the attempt ended; the log stays on the node`, err);
           throw new GiveUp(what);
         }
-        if (tries === 5) this.o.warn?.(`log shipping of ${this.o.jobId}#${this.o.attempt}: ${what} keeps failing; retrying`, err);
+        if (tries === 5) this.o.warn?.(`log shipping of ${this.what}: ${what} keeps failing; retrying`, err);
         await this.sleep(wait);
         wait = Math.min(MAX_BACKOFF_MS, wait * 2);
       }
@@ -125,18 +132,20 @@ export class LogShipper {
     if (res.status >= 500) throw new Error(`HTTP ${res.status}: ${String(body.message ?? '')}`);
     if (res.status >= 400 && res.status !== 409) {
       // The job or attempt is unknown, or the request is refused: retrying cannot help.
-      this.o.warn?.(`log shipping of ${this.o.jobId}#${this.o.attempt} refused (HTTP ${res.status}): ${String(body.message ?? '')}`);
+      this.o.warn?.(`log shipping of ${this.what} refused (HTTP ${res.status}): ${String(body.message ?? '')}`);
       throw new GiveUp(String(body.message));
     }
     return { status: res.status, body };
   }
 
-  /** What the API already holds of each stream (a restarted agent resumes from there). */
+  /** What the API already holds of each of this rank's streams (a restarted agent resumes from there). */
   private async storedSizes(): Promise<Record<LogStream, { size: number; complete: boolean }>> {
-    const { body } = await this.untilAnswered('asking the stored size', () => this.call(`${this.base}/logs/refs?attempt=${this.o.attempt}`, { method: 'GET' }));
-    const refs = (body.refs ?? []) as { stream: LogStream; size_bytes: number; complete: boolean }[];
+    const q = new URLSearchParams({ attempt: String(this.o.attempt) });
+    if (this.rank) q.set('rank', String(this.rank));
+    const { body } = await this.untilAnswered('asking the stored size', () => this.call(`${this.base}/logs/refs?${q}`, { method: 'GET' }));
+    const refs = (body.refs ?? []) as { rank?: number; stream: LogStream; size_bytes: number; complete: boolean }[];
     const of = (s: LogStream) => {
-      const r = refs.find((x) => x.stream === s);
+      const r = refs.find((x) => x.stream === s && (x.rank ?? 0) === this.rank);
       return { size: r?.size_bytes ?? 0, complete: r?.complete ?? false };
     };
     return { stdout: of('stdout'), stderr: of('stderr') };
@@ -145,6 +154,9 @@ export class LogShipper {
   /** Sends `data` as the stream from `offset`; returns the offset to go on from, and whether the stream is complete. */
   private async post(stream: LogStream, offset: number, data: Buffer, final: boolean): Promise<{ offset: number; complete: boolean }> {
     const q = new URLSearchParams({ offset: String(offset), node: this.o.nodeId, location: this.o.files[stream] });
+    // Rank 0 is the API's default: a single-node job's requests are as they were before gangs
+    // (an API older than the agent still takes them).
+    if (this.rank) q.set('rank', String(this.rank));
     if (final) q.set('final', 'true');
     const { status, body } = await this.untilAnswered(`shipping ${stream}`, () =>
       this.call(`${this.base}/attempts/${this.o.attempt}/logs/${stream}?${q}`, {
@@ -198,7 +210,7 @@ export class LogShipper {
         await this.sleep(this.o.pollMs ?? 300);
       }
     } catch (err) {
-      if (!(err instanceof GiveUp)) this.o.warn?.(`log shipping of ${this.o.jobId}#${this.o.attempt} ${stream} stopped`, err);
+      if (!(err instanceof GiveUp)) this.o.warn?.(`log shipping of ${this.what} ${stream} stopped`, err);
     } finally {
       if (fd !== null) fs.closeSync(fd);
     }
@@ -214,17 +226,20 @@ function openIfThere(file: string): number | null {
   }
 }
 
-/** The shippers of one agent, one per attempt. */
+/** The shippers of one agent, one per attempt (per attempt and rank: a test may run two members of a gang in one agent). */
 export class LogShipping {
   private readonly shippers = new Map<string, LogShipper>();
   constructor(private readonly o: { apiUrl: string; nodeId: string; pollMs?: number; warn?: (msg: string, err?: unknown) => void; token?: string }) {}
 
-  /** Ships the attempt's log (its shipper, if it has one already) until `ended` and the rest is sent. */
-  ship(jobId: string, attempt: number, logPath: string, ended: Promise<unknown>, fresh = false): LogShipper {
-    const key = `${jobId}.${attempt}`;
+  /**
+   * Ships the attempt's log (its shipper, if it has one already) until `ended` and the rest is sent. `rank`: this
+   * node's rank in the attempt's gang (0 for a single-node job), whose streams the API keeps apart.
+   */
+  ship(jobId: string, attempt: number, logPath: string, ended: Promise<unknown>, fresh = false, rank = 0): LogShipper {
+    const key = `${jobId}.${attempt}.${rank}`;
     const running = this.shippers.get(key);
     if (running) return running;
-    const s = new LogShipper({ ...this.o, jobId, attempt, files: attemptLogFiles(logPath), ended, fresh });
+    const s = new LogShipper({ ...this.o, jobId, attempt, rank, files: attemptLogFiles(logPath), ended, fresh });
     this.shippers.set(key, s);
     void s.done.then(() => {
       if (this.shippers.get(key) === s) this.shippers.delete(key);
@@ -232,9 +247,9 @@ export class LogShipping {
     return s;
   }
 
-  /** Waits a bounded time for an attempt's log to be shipped whole; true when it was (or none ships). */
-  flush(jobId: string, attempt: number, timeoutMs: number): Promise<boolean> {
-    return this.shippers.get(`${jobId}.${attempt}`)?.flush(timeoutMs) ?? Promise.resolve(true);
+  /** Waits a bounded time for an attempt's (rank's) log to be shipped whole; true when it was (or none ships). */
+  flush(jobId: string, attempt: number, timeoutMs: number, rank = 0): Promise<boolean> {
+    return this.shippers.get(`${jobId}.${attempt}.${rank}`)?.flush(timeoutMs) ?? Promise.resolve(true);
   }
 
   /** Gives every shipper up to `timeoutMs` to finish, then stops them all (the agent shuts down). */

@@ -36,6 +36,11 @@ export interface AttemptRecord {
   cgroup?: string | null;
 }
 
+/** A gang member's rank in its attempt, from the spec its record keeps: 0 for a single-node job, and for a record written before gangs. */
+export function rankOfRecord(rec: Pick<AttemptRecord, 'spec'>): number {
+  return rec.spec.gang?.rank ?? 0;
+}
+
 type StateFile = 'json' | 'adopt' | 'status' | 'fenced';
 
 /**
@@ -86,6 +91,15 @@ export class ProcessTable {
       return fs.statSync(this.contactFile).mtimeMs;
     } catch {
       return null;
+    }
+  }
+
+  /** This node's rank in the attempt (its logs are shipped under it), from the attempt's record; 0 when there is none. */
+  rankOf(jobId: string, attempt: number): number {
+    try {
+      return rankOfRecord(JSON.parse(fs.readFileSync(this.file(jobId, attempt, 'json'), 'utf8')) as AttemptRecord);
+    } catch {
+      return 0;
     }
   }
 

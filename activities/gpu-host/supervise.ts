@@ -5,7 +5,7 @@ import type { ProcessExit } from '../../workflows/types.ts';
 import { agentShutdown, fenced, vanished } from './attempt-failures.ts';
 import type { GpuHostDeps } from './deps.ts';
 import { readTail } from './proc.ts';
-import type { AttemptRecord, Live } from './process-table.ts';
+import { rankOfRecord, type AttemptRecord, type Live } from './process-table.ts';
 import { stderrPathOf } from './shim.ts';
 import { attemptWanted } from './wanted.ts';
 
@@ -36,13 +36,14 @@ export function createSupervisor(deps: GpuHostDeps) {
   /**
    * Ships the attempt's log (from where the API's copy ends) and waits a bounded time for the
    * rest of it, heartbeating meanwhile: the workflow reads failure hints from the shipped log.
+   * `rank`: this node's in the attempt's gang (0 for a single-node job).
    */
-  async function shipRest(ctx: Context, jobId: string, attempt: number, logPath: string, ended: Promise<unknown>): Promise<void> {
+  async function shipRest(ctx: Context, jobId: string, attempt: number, rank: number, logPath: string, ended: Promise<unknown>): Promise<void> {
     if (!deps.logs) return;
-    deps.logs.ship(jobId, attempt, logPath, ended);
+    deps.logs.ship(jobId, attempt, logPath, ended, false, rank);
     const beat = setInterval(() => ctx.heartbeat(), 1000);
     try {
-      await deps.logs.flush(jobId, attempt, LOG_FLUSH_MS);
+      await deps.logs.flush(jobId, attempt, LOG_FLUSH_MS, rank);
     } finally {
       clearInterval(beat);
     }
@@ -70,7 +71,9 @@ export function createSupervisor(deps: GpuHostDeps) {
    */
   async function supervise(entry: Live, logPath: string): Promise<ProcessExit> {
     const ctx = Context.current();
-    deps.logs?.ship(entry.jobId, entry.attempt, logPath, entry.exited);
+    // A gang member's log is its rank's: the rank is in the spec the attempt's record keeps.
+    const rank = pt.rankOf(entry.jobId, entry.attempt);
+    deps.logs?.ship(entry.jobId, entry.attempt, logPath, entry.exited, false, rank);
     const token = pt.claim(entry);
     const mine = () => entry.watcher === token;
     try {
@@ -102,7 +105,7 @@ export function createSupervisor(deps: GpuHostDeps) {
     if (pt.draining) throw agentShutdown();
     if (r === null) throw vanished();
     await settleCheckpoints(ctx, entry.jobId, entry.attempt);
-    await shipRest(ctx, entry.jobId, entry.attempt, logPath, entry.exited);
+    await shipRest(ctx, entry.jobId, entry.attempt, rank, logPath, entry.exited);
     return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
   }
 
@@ -122,7 +125,7 @@ export function createSupervisor(deps: GpuHostDeps) {
       deps.checkpoints.watch(rec.spec, Promise.resolve({ ...ended, at: endedAt(pt.file(jobId, attempt, 'status')) }));
       await settleCheckpoints(Context.current(), jobId, attempt);
     }
-    await shipRest(Context.current(), jobId, attempt, logPath, Promise.resolve());
+    await shipRest(Context.current(), jobId, attempt, rec ? rankOfRecord(rec) : 0, logPath, Promise.resolve());
     return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
   }
 

@@ -4,7 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import { getJob } from '../../db/queries/jobs.ts';
-import { appendLogChunk, attemptExists, attemptTimes, listLogRefs, LOG_STREAMS, MAX_LOG_CHUNK, readLogChunks, runAttempt, type LogStream, type StoredChunk } from '../../db/queries/logs.ts';
+import { appendLogChunk, attemptNodes, attemptTimes, listLogRefs, LOG_STREAMS, MAX_LOG_CHUNK, readLogChunks, runAttempt, type LogStream, type StoredChunk } from '../../db/queries/logs.ts';
 import type { RunLogRef } from '../../db/schema.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { ErrorBody, IdParams, NotFound } from '../schemas/common.ts';
@@ -21,6 +21,10 @@ const END_GRACE_MS = 10_000;
 interface ReadTarget {
   jobId: string;
   attempt: number;
+  /** The gang member whose log is read (0: a single-node job's). */
+  rank: number;
+  /** How many ranks the attempt has (said in a header, so a reader knows there are others). */
+  nodes: number;
   streams: LogStream[];
   offset: number;
   follow: boolean;
@@ -36,9 +40,20 @@ interface Cursor {
   grew: boolean;
 }
 
+const noSuchRank = (jobId: string, attempt: number, rank: number, nodes: number) =>
+  new DomainError('invalid', `${jobId}#${attempt} has no rank ${rank}: it spans ${nodes} node${nodes === 1 ? '' : 's'} (ranks 0 to ${nodes - 1})`);
+
+/** The rank a read asks for (default 0), which the attempt must have. */
+const rankOf = (q: { rank?: string }, jobId: string, attempt: number, nodes: number) => {
+  const rank = Number(q.rank ?? 0);
+  if (rank >= nodes) throw noSuchRank(jobId, attempt, rank, nodes);
+  return { rank, nodes };
+};
+
 const refJson = (r: RunLogRef) => ({
   job_id: r.jobId,
   attempt: r.attempt,
+  rank: r.rank,
   stream: r.stream,
   run_id: r.runId,
   node_id: r.nodeId,
@@ -57,7 +72,7 @@ async function* logBytes(db: Db, t: ReadTarget, stopped: () => boolean): AsyncGe
   const cur = new Map<LogStream, Cursor>(t.streams.map((s) => [s, { next: t.offset, queue: [], more: false, partial: Buffer.alloc(0), grew: false }]));
   const interleave = t.streams.length > 1;
   const fetch = async (s: LogStream, c: Cursor) => {
-    const rows = await readLogChunks(db, { jobId: t.jobId, attempt: t.attempt, stream: s, from: c.next, limit: PAGE });
+    const rows = await readLogChunks(db, { jobId: t.jobId, attempt: t.attempt, rank: t.rank, stream: s, from: c.next, limit: PAGE });
     for (const r of rows) {
       const skip = Math.max(0, c.next - r.offset);
       c.next = r.offset + r.data.length;
@@ -92,7 +107,7 @@ async function* logBytes(db: Db, t: ReadTarget, stopped: () => boolean): AsyncGe
     const times = await attemptTimes(db, t.jobId, t.attempt);
     if (!times?.endedAt) return false;
     if (!times.startedAt || Date.now() - times.endedAt.getTime() > END_GRACE_MS) return true;
-    const refs = await listLogRefs(db, t.jobId, t.attempt);
+    const refs = await listLogRefs(db, t.jobId, t.attempt, t.rank);
     return t.streams.every((s) => refs.some((r) => r.stream === s && r.complete));
   };
   for (;;) {
@@ -128,6 +143,8 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       .type('text/plain; charset=utf-8')
       .header('x-gpuplane-job', t.jobId)
       .header('x-gpuplane-attempt', String(t.attempt))
+      .header('x-gpuplane-rank', String(t.rank))
+      .header('x-gpuplane-nodes', String(t.nodes))
       .header('cache-control', 'no-store')
       .send(stream);
   }
@@ -146,12 +163,12 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         tags: ['logs'],
         summary: "Append bytes to an attempt's stdout or stderr (what agents ship)",
         description:
-          'The body (application/octet-stream, at most 256 KiB) holds the stream from byte `offset`. Bytes already stored are acknowledged and dropped; an offset past the stored size is 409 with `expected_offset`, from which the shipper resends. `final=true` marks the stream complete.',
+          'The body (application/octet-stream, at most 256 KiB) holds the stream from byte `offset`. Bytes already stored are acknowledged and dropped; an offset past the stored size is 409 with `expected_offset`, from which the shipper resends. `final=true` marks the stream complete. A gang member ships with `rank=R`: each rank\'s streams are stored apart; a rank the attempt does not have is 400.',
         consumes: ['application/octet-stream'],
         body: LogChunk,
         params: IngestParams,
         querystring: IngestQuery,
-        response: { 200: IngestResult, ...NotFound, 409: IngestGap },
+        response: { 200: IngestResult, 400: ErrorBody, ...NotFound, 409: IngestGap },
       },
     },
     async (req, reply) => {
@@ -159,18 +176,22 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const { id: jobId, stream } = req.params;
       const attempt = Number(req.params.attempt);
       const q = req.query;
+      const rank = Number(q.rank ?? 0);
       const r = await db.transaction(async (tx) => {
-        if (!(await attemptExists(tx, jobId, attempt))) {
+        const nodes = await attemptNodes(tx, jobId, attempt);
+        if (nodes === undefined) {
           if (!(await getJob(tx, jobId))) throw notFound('job', jobId);
           throw notFound('attempt', `${jobId}#${attempt}`);
         }
-        return appendLogChunk(tx, { jobId, attempt, stream, offset: Number(q.offset), data, final: q.final === 'true', nodeId: q.node ?? null, location: q.location ?? null });
+        if (rank >= nodes) throw noSuchRank(jobId, attempt, rank, nodes);
+        return appendLogChunk(tx, { jobId, attempt, rank, stream, offset: Number(q.offset), data, final: q.final === 'true', nodeId: q.node ?? null, location: q.location ?? null });
       });
+      const what = `${stream} of ${jobId}#${attempt}${rank ? ` rank ${rank}` : ''}`;
       if (r.kind === 'gap') {
-        return reply.status(409).send({ error: 'conflict', message: `${stream} of ${jobId}#${attempt} has ${r.expected} bytes stored; resend from offset ${r.expected}`, expected_offset: r.expected, complete: false });
+        return reply.status(409).send({ error: 'conflict', message: `${what} has ${r.expected} bytes stored; resend from offset ${r.expected}`, expected_offset: r.expected, complete: false });
       }
       if (r.kind === 'complete') {
-        return reply.status(409).send({ error: 'conflict', message: `${stream} of ${jobId}#${attempt} is complete at ${r.sizeBytes} bytes; it takes no new bytes`, expected_offset: r.sizeBytes, complete: true });
+        return reply.status(409).send({ error: 'conflict', message: `${what} is complete at ${r.sizeBytes} bytes; it takes no new bytes`, expected_offset: r.sizeBytes, complete: true });
       }
       return { size_bytes: r.sizeBytes, stored_bytes: r.storedBytes, complete: r.complete };
     },
@@ -181,10 +202,10 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     {
       schema: {
         tags: ['logs'],
-        summary: "An attempt's shipped stdout/stderr as text; follow=true streams it as it arrives",
+        summary: "An attempt's shipped stdout/stderr as text (of one rank of a gang); follow=true streams it as it arrives",
         params: IdParams,
         querystring: ReadLogsQuery,
-        response: { 200: LogText, ...NotFound },
+        response: { 200: LogText, 400: ErrorBody, ...NotFound },
       },
     },
     async (req, reply) => {
@@ -192,8 +213,9 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       if (!job) throw notFound('job', req.params.id);
       const q = req.query;
       const attempt = q.attempt === undefined ? job.attempt : Number(q.attempt);
-      if (!(await attemptExists(db, job.id, attempt))) throw notFound('attempt', `${job.id}#${attempt}`);
-      return sendLog(reply, { jobId: job.id, attempt, streams: streamsOf(q), offset: Number(q.offset ?? 0), follow: q.follow === 'true' });
+      const nodes = await attemptNodes(db, job.id, attempt);
+      if (nodes === undefined) throw notFound('attempt', `${job.id}#${attempt}`);
+      return sendLog(reply, { jobId: job.id, attempt, ...rankOf(q, job.id, attempt, nodes), streams: streamsOf(q), offset: Number(q.offset ?? 0), follow: q.follow === 'true' });
     },
   );
 
@@ -205,7 +227,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         summary: "The shipped stdout/stderr of a job's Run (its attempt); follow=true streams it",
         params: IdParams,
         querystring: Type.Omit(ReadLogsQuery, ['attempt'], OFFSET_NEEDS_STREAM),
-        response: { 200: LogText, ...NotFound },
+        response: { 200: LogText, 400: ErrorBody, ...NotFound },
       },
     },
     async (req, reply) => {
@@ -213,7 +235,8 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       if (!run) throw notFound('run', req.params.id);
       if (!run.jobId || run.attempt === null) throw new DomainError('not_found', `run ${req.params.id} was not made by a job, so it has no shipped logs`);
       const q = req.query;
-      return sendLog(reply, { jobId: run.jobId, attempt: run.attempt, streams: streamsOf(q), offset: Number(q.offset ?? 0), follow: q.follow === 'true' });
+      const nodes = (await attemptNodes(db, run.jobId, run.attempt)) ?? 1;
+      return sendLog(reply, { jobId: run.jobId, attempt: run.attempt, ...rankOf(q, run.jobId, run.attempt, nodes), streams: streamsOf(q), offset: Number(q.offset ?? 0), follow: q.follow === 'true' });
     },
   );
 
@@ -222,7 +245,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     {
       schema: {
         tags: ['logs'],
-        summary: "Where each attempt's streams were shipped from, their size and whether they are complete",
+        summary: "Where each attempt's streams (each rank's, for a gang) were shipped from, their size and whether they are complete",
         params: IdParams,
         querystring: RefsQuery,
         response: { 200: Type.Object({ refs: Type.Array(LogRefSchema) }), 404: ErrorBody, 400: ErrorBody },
@@ -231,7 +254,8 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     async (req) => {
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);
-      const refs = await listLogRefs(db, job.id, req.query.attempt === undefined ? undefined : Number(req.query.attempt));
+      const q = req.query;
+      const refs = await listLogRefs(db, job.id, q.attempt === undefined ? undefined : Number(q.attempt), q.rank === undefined ? undefined : Number(q.rank));
       return { refs: refs.map(refJson) };
     },
   );

@@ -5,6 +5,9 @@ const StreamName = Type.Union([Type.Literal('stdout'), Type.Literal('stderr')]);
 /** Query values arrive as strings (types are not coerced): integers are spelt out by pattern. */
 const UInt = (description: string) => Type.String({ pattern: '^[0-9]{1,15}$', description });
 
+/** A gang member's rank: 0 to 1023 as a query string; 0 is a single-node job's only one. */
+const RankQuery = (description: string) => Type.Optional(Type.String({ pattern: '^(?:0|[1-9][0-9]{0,2}|10[01][0-9]|102[0-3])$', description }));
+
 export const IngestParams = Type.Object({
   id: Type.String({ minLength: 1, maxLength: 128 }),
   attempt: Type.String({ pattern: '^[1-9][0-9]{0,8}$' }),
@@ -14,6 +17,7 @@ export const IngestParams = Type.Object({
 export const IngestQuery = Type.Object(
   {
     offset: UInt('byte offset of the body in the stream: must be at most the stored size (409 otherwise)'),
+    rank: RankQuery("the gang member (0 to 1023) whose stream this is; default 0, a single-node job's only rank. Each rank's streams are stored apart"),
     final: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'the process ended and this body holds the last bytes' })),
     node: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'node the stream is shipped from' })),
     location: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, description: "the stream's file on its node" })),
@@ -40,6 +44,7 @@ export const OFFSET_NEEDS_STREAM = { if: { required: ['offset'] }, then: { requi
 export const ReadLogsQuery = Type.Object(
   {
     attempt: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,8}$', description: "default: the job's current attempt" })),
+    rank: RankQuery("which gang member's log (0 to 1023); default 0, a single-node job's only rank"),
     stream: Type.Optional(Type.Union([Type.Literal('stdout'), Type.Literal('stderr'), Type.Literal('all')], { description: 'default all: both streams, interleaved line by line in arrival order' })),
     offset: Type.Optional(UInt('start at this byte of the stream (one stream only)')),
     follow: Type.Optional(Type.Union([Type.Literal('true'), Type.Literal('false')], { description: 'keep the response open and send bytes as they arrive, until the attempt ended and its streams are complete' })),
@@ -48,11 +53,18 @@ export const ReadLogsQuery = Type.Object(
 );
 export type ReadLogsQuery = Static<typeof ReadLogsQuery>;
 
-export const RefsQuery = Type.Object({ attempt: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,8}$' })) }, { additionalProperties: false });
+export const RefsQuery = Type.Object(
+  {
+    attempt: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,8}$' })),
+    rank: RankQuery("only this gang member's streams (0 to 1023); default every rank's"),
+  },
+  { additionalProperties: false },
+);
 
 export const LogRefSchema = Type.Object({
   job_id: Type.String(),
   attempt: Type.Integer(),
+  rank: Type.Integer({ minimum: 0, description: "the gang member whose stream it is (0 for a single-node job): ranks' streams are kept apart" }),
   stream: StreamName,
   run_id: Nullable(Type.String()),
   node_id: Nullable(Type.String()),
@@ -67,7 +79,7 @@ export const LogRefSchema = Type.Object({
  * follow=true a response that stays open and sends bytes as they arrive. Errors are JSON.
  */
 export const LogText = {
-  description: 'the log bytes as text (follow=true: sent as they arrive, until the attempt ended and its streams are complete); headers x-gpuplane-job and x-gpuplane-attempt name what was read',
+  description: 'the log bytes as text (follow=true: sent as they arrive, until the attempt ended and its streams are complete); headers x-gpuplane-job, x-gpuplane-attempt and x-gpuplane-rank name what was read, and x-gpuplane-nodes how many ranks (nodes) the attempt has',
   content: { 'text/plain': { schema: Type.String({ description: 'the log bytes' }) } },
 };
 

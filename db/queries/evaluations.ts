@@ -83,14 +83,15 @@ export async function settleEvaluation(ex: Executor, jobId: string, e: { status:
 }
 
 /**
- * readStdoutTail returns the last `bytes` of an attempt's shipped stdout; null when none was shipped. `partialStart`:
- * the text starts mid-stream (its first line may be cut); `complete`: the shipper sent it all.
+ * readStdoutTail returns the last `bytes` of an attempt's shipped stdout (of rank 0, a single-node job's, unless told);
+ * null when none was shipped. `partialStart`: the text starts mid-stream (its first line may be cut); `complete`: the
+ * shipper sent it all.
  */
-export async function readStdoutTail(ex: Executor, jobId: string, attempt: number, bytes: number): Promise<{ text: string; partialStart: boolean; complete: boolean } | null> {
-  const ref = (await listLogRefs(ex, jobId, attempt)).find((r) => r.stream === 'stdout');
+export async function readStdoutTail(ex: Executor, jobId: string, attempt: number, bytes: number, rank = 0): Promise<{ text: string; partialStart: boolean; complete: boolean } | null> {
+  const ref = (await listLogRefs(ex, jobId, attempt, rank)).find((r) => r.stream === 'stdout');
   if (!ref || ref.sizeBytes === 0) return null;
   const from = Math.max(0, ref.sizeBytes - bytes);
-  const chunks = await readLogChunks(ex, { jobId, attempt, stream: 'stdout', from, limit: bytes + 1 });
+  const chunks = await readLogChunks(ex, { jobId, attempt, rank, stream: 'stdout', from, limit: bytes + 1 });
   const all = Buffer.concat(chunks.map((c) => c.data));
   const start = chunks.length ? Math.max(0, from - chunks[0].offset) : 0;
   return { text: all.subarray(start).toString('utf8'), partialStart: from > 0, complete: ref.complete };

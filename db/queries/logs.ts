@@ -19,6 +19,8 @@ export type AppendResult =
 export interface AppendChunk {
   jobId: string;
   attempt: number;
+  /** The gang member that wrote it (0 for a single-node job): each rank's streams are its own. */
+  rank: number;
   stream: LogStream;
   offset: number;
   data: Buffer;
@@ -29,25 +31,25 @@ export interface AppendChunk {
 }
 
 /**
- * appendLogChunk appends a chunk at `offset` of an attempt's stream, in the caller's transaction. The stream's
+ * appendLogChunk appends a chunk at `offset` of an attempt's (rank's) stream, in the caller's transaction. The stream's
  * ref row is locked first, so two shippers of one attempt (an agent and its successor) never
  * store the same bytes twice: bytes already held are acknowledged and dropped, and a chunk that
  * would leave a hole is refused.
  */
 export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResult> {
-  const key = and(eq(runLogRefs.jobId, c.jobId), eq(runLogRefs.attempt, c.attempt), eq(runLogRefs.stream, c.stream));
+  const key = and(eq(runLogRefs.jobId, c.jobId), eq(runLogRefs.attempt, c.attempt), eq(runLogRefs.rank, c.rank), eq(runLogRefs.stream, c.stream));
   let [ref] = await tx.select().from(runLogRefs).where(key).for('update');
   if (!ref) {
     // A first chunk that does not start at 0 is refused before anything is written.
     if (c.offset > 0) return { kind: 'gap', expected: 0 };
-    await tx.insert(runLogRefs).values({ jobId: c.jobId, attempt: c.attempt, stream: c.stream }).onConflictDoNothing();
+    await tx.insert(runLogRefs).values({ jobId: c.jobId, attempt: c.attempt, rank: c.rank, stream: c.stream }).onConflictDoNothing();
     [ref] = await tx.select().from(runLogRefs).where(key).for('update');
   }
   const stored = ref.sizeBytes;
   if (c.offset > stored) return { kind: 'gap', expected: stored };
   const fresh = c.data.subarray(Math.min(c.data.length, stored - c.offset));
   if (fresh.length > 0 && ref.complete) return { kind: 'complete', sizeBytes: stored };
-  if (fresh.length > 0) await tx.insert(logChunks).values({ jobId: c.jobId, attempt: c.attempt, stream: c.stream, offset: stored, data: Buffer.from(fresh) });
+  if (fresh.length > 0) await tx.insert(logChunks).values({ jobId: c.jobId, attempt: c.attempt, rank: c.rank, stream: c.stream, offset: stored, data: Buffer.from(fresh) });
   const runId = ref.runId ?? (await runOfAttempt(tx, c.jobId, c.attempt));
   const sizeBytes = stored + fresh.length;
   const complete = ref.complete || c.final;
@@ -65,22 +67,34 @@ export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResu
   return { kind: 'stored', sizeBytes, complete, storedBytes: fresh.length };
 }
 
-/** attemptExists says whether a job has an attempt numbered `attempt`. */
-export async function attemptExists(ex: Executor, jobId: string, attempt: number): Promise<boolean> {
+/**
+ * attemptNodes returns how many nodes (ranks) a job's attempt `attempt` spans, as its config says (1 for an attempt
+ * recorded before gangs); undefined when the job has no such attempt.
+ */
+export async function attemptNodes(ex: Executor, jobId: string, attempt: number): Promise<number | undefined> {
   const [row] = await ex
-    .select({ attempt: jobAttempts.attempt })
+    .select({ config: jobAttempts.config })
     .from(jobAttempts)
     .where(and(eq(jobAttempts.jobId, jobId), eq(jobAttempts.attempt, attempt)));
-  return row !== undefined;
+  return row && (row.config.nodes ?? 1);
 }
 
-/** listLogRefs returns the streams of a job's attempts (of one attempt, when given), by attempt then stream. */
-export async function listLogRefs(ex: Executor, jobId: string, attempt?: number): Promise<RunLogRef[]> {
+/**
+ * listLogRefs returns the streams of a job's attempts (of one attempt, and of one rank, when given), by attempt, rank,
+ * then stream.
+ */
+export async function listLogRefs(ex: Executor, jobId: string, attempt?: number, rank?: number): Promise<RunLogRef[]> {
   return ex
     .select()
     .from(runLogRefs)
-    .where(and(eq(runLogRefs.jobId, jobId), attempt === undefined ? undefined : eq(runLogRefs.attempt, attempt)))
-    .orderBy(asc(runLogRefs.attempt), asc(runLogRefs.stream));
+    .where(
+      and(
+        eq(runLogRefs.jobId, jobId),
+        attempt === undefined ? undefined : eq(runLogRefs.attempt, attempt),
+        rank === undefined ? undefined : eq(runLogRefs.rank, rank),
+      ),
+    )
+    .orderBy(asc(runLogRefs.attempt), asc(runLogRefs.rank), asc(runLogRefs.stream));
 }
 
 export interface StoredChunk {
@@ -91,10 +105,10 @@ export interface StoredChunk {
 }
 
 /**
- * readLogChunks returns up to `limit` chunks of a stream from byte `from` on, in order; the first may start before
+ * readLogChunks returns up to `limit` chunks of a (rank's) stream from byte `from` on, in order; the first may start before
  * `from` (the caller trims it). Chunks are contiguous: the API never stores a hole.
  */
-export async function readLogChunks(ex: Executor, q: { jobId: string; attempt: number; stream: LogStream; from: number; limit: number }): Promise<StoredChunk[]> {
+export async function readLogChunks(ex: Executor, q: { jobId: string; attempt: number; rank: number; stream: LogStream; from: number; limit: number }): Promise<StoredChunk[]> {
   const rows = await ex
     .select({ offset: logChunks.offset, data: logChunks.data, at: logChunks.at })
     .from(logChunks)
@@ -102,6 +116,7 @@ export async function readLogChunks(ex: Executor, q: { jobId: string; attempt: n
       and(
         eq(logChunks.jobId, q.jobId),
         eq(logChunks.attempt, q.attempt),
+        eq(logChunks.rank, q.rank),
         eq(logChunks.stream, q.stream),
         // The index narrows to one chunk's length before the offset; the length test keeps the one that holds it.
         gte(logChunks.offset, q.from - MAX_LOG_CHUNK),
@@ -114,18 +129,18 @@ export async function readLogChunks(ex: Executor, q: { jobId: string; attempt: n
 }
 
 /**
- * readLogTail returns the last `bytes` of each shipped stream (stdout, then stderr), for failure hints; null when
- * nothing of the attempt was shipped.
+ * readLogTail returns the last `bytes` of each shipped stream (stdout, then stderr) of one rank (rank 0, a
+ * single-node job's, unless told), for failure hints; null when nothing of it was shipped.
  */
-export async function readLogTail(ex: Executor, jobId: string, attempt: number, bytes = 8192): Promise<string | null> {
-  const refs = await listLogRefs(ex, jobId, attempt);
+export async function readLogTail(ex: Executor, jobId: string, attempt: number, bytes = 8192, rank = 0): Promise<string | null> {
+  const refs = await listLogRefs(ex, jobId, attempt, rank);
   if (!refs.some((r) => r.sizeBytes > 0)) return null;
   const parts: string[] = [];
   for (const stream of LOG_STREAMS) {
     const ref = refs.find((r) => r.stream === stream);
     if (!ref || ref.sizeBytes === 0) continue;
     const from = Math.max(0, ref.sizeBytes - bytes);
-    const chunks = await readLogChunks(ex, { jobId, attempt, stream, from, limit: bytes + 1 });
+    const chunks = await readLogChunks(ex, { jobId, attempt, rank, stream, from, limit: bytes + 1 });
     const all = Buffer.concat(chunks.map((c) => c.data));
     const start = chunks.length ? from - chunks[0].offset : 0;
     parts.push(all.subarray(Math.max(0, start)).toString('utf8'));

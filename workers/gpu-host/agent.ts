@@ -16,7 +16,7 @@ import { AttemptCgroups } from '../../activities/gpu-host/cgroup.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { attemptEnd, CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
-import { ProcessTable } from '../../activities/gpu-host/process-table.ts';
+import { ProcessTable, rankOfRecord } from '../../activities/gpu-host/process-table.ts';
 import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
 import { adoptSurvivors, sweepRecords } from '../../activities/gpu-host/survivors.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
@@ -179,8 +179,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
   const adopted = adoptSurvivors(processes, o.lostAfterMs, (rec) => attemptWanted(o.client, o.nodeId, rec.spec.jobId));
   for (const rec of adopted) {
-    // Its log goes on being shipped from where the API's copy ends.
-    logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited);
+    // Its log goes on being shipped from where the API's copy ends (its rank's, for a gang member).
+    logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited, false, rankOfRecord(rec));
     // Its checkpoint folder is watched again: the initial scan reports what was written while
     // the agent was down (and again what it reported before, which registers nothing twice).
     checkpoints.watch(rec.spec, attemptEnd(processes.live.get(rec.spec.jobId)!.exited));
