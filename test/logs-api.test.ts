@@ -1,6 +1,8 @@
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { and, eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -203,6 +205,50 @@ describe('shipped logs: the API', () => {
     await followed;
     expect(res.status).toBe(200);
     expect(text).toBe('a\nb\ne\nf\n');
+  });
+
+  describe('gpuctl logs, as a child process', () => {
+    const gpuctl = async (...args: string[]) => {
+      try {
+        const r = await promisify(execFile)(process.execPath, [path.resolve('cli/gpuctl.mjs'), '--api', url, ...args], { env: { ...process.env, GPUPLANE_LOG_LEVEL: 'warn' } });
+        return { code: 0, stdout: r.stdout, stderr: r.stderr };
+      } catch (err) {
+        const e = err as { code: number; stdout: string; stderr: string };
+        return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+      }
+    };
+
+    it("prints a gang's rank 0 with a hint naming --rank, another rank with --rank, and a RANK column in --refs", async () => {
+      const id = await newJob(3);
+      await ship(id, 'stdout', 0, 'zero\n');
+      await ship(id, 'stdout', 0, 'two\n', '&rank=2&node=n3');
+      const plain = await gpuctl('logs', id);
+      expect(plain).toEqual({ code: 0, stdout: 'zero\n', stderr: `gpuctl: ${id}#1 spans 3 nodes; this is rank 0's log (--rank 1 to 2 for the others)\n` });
+      expect(await gpuctl('logs', '--rank', '2', id)).toEqual({ code: 0, stdout: 'two\n', stderr: '' });
+      // Asked for rank 0 by name: no hint.
+      expect(await gpuctl('logs', '--rank', '0', '--stream', 'stdout', id)).toEqual({ code: 0, stdout: 'zero\n', stderr: '' });
+      expect((await gpuctl('logs', '--rank', '1', id)).stdout).toBe('');
+      const refs = (await gpuctl('logs', '--refs', id)).stdout.split('\n');
+      expect(refs[0]).toMatch(/^ATTEMPT +RANK +STREAM +BYTES +COMPLETE +NODE +LOCATION$/);
+      expect(refs.slice(1, 3).map((l) => l.split(/ +/).slice(0, 3))).toEqual([
+        ['1', '0', 'stdout'],
+        ['1', '2', 'stdout'],
+      ]);
+      expect((await gpuctl('logs', '--refs', '--rank', '2', id)).stdout.split('\n')).toHaveLength(3);
+      for (const bad of [['--rank', '3'], ['--rank', '1024']]) {
+        const r = await gpuctl('logs', ...bad, id);
+        expect(r.code, bad.join(' ')).not.toBe(0);
+        expect(r.stderr.trim().split('\n'), bad.join(' ')).toHaveLength(1);
+        expect(r.stderr).toMatch(/^gpuctl: /);
+      }
+    });
+
+    it("prints a single-node job's log and refs as before: no hint, no RANK column", async () => {
+      const id = await newJob();
+      await ship(id, 'stdout', 0, 'only\n');
+      expect(await gpuctl('logs', id)).toEqual({ code: 0, stdout: 'only\n', stderr: '' });
+      expect((await gpuctl('logs', '--refs', id)).stdout).toMatch(/^ATTEMPT +STREAM +BYTES +COMPLETE +NODE +LOCATION\n1 +stdout +5 /);
+    });
   });
 
   describe('the shipper, over HTTP', () => {
