@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { whoLabel } from '../web/src/format.ts';
+import { logRanks, rankTabs } from '../web/src/log-ranks.ts';
 import { commandField, editedCommand } from '../web/src/retry-command.ts';
 
 describe('the console header', () => {
@@ -38,5 +39,22 @@ describe("the retry form's command field", () => {
     expect(editedCommand('sleep 6', 'sleep 1')).toBe('sleep 6');
     expect(editedCommand('["python","eval.py"]', '["python","train.py"]')).toEqual(['python', 'eval.py']);
     expect(() => editedCommand('["python"', 'true')).toThrow(SyntaxError);
+  });
+});
+
+describe("the job page's rank tabs", () => {
+  it("offer a tab per rank of a gang attempt, from its config's nodes", () => {
+    expect(logRanks({ nodes: 3, gpus: 8 })).toEqual([0, 1, 2]);
+    expect(rankTabs(logRanks({ nodes: 2 }))).toEqual([
+      { rank: 0, label: 'rank 0' },
+      { rank: 1, label: 'rank 1' },
+    ]);
+  });
+
+  it('show none for a single-node attempt, one recorded before gangs, or a config that makes no sense', () => {
+    for (const config of [{ nodes: 1 }, { gpus: 1 }, undefined, { nodes: 0 }, { nodes: '2' }, { nodes: 1.5 }]) {
+      expect(logRanks(config), JSON.stringify(config)).toEqual([0]);
+      expect(rankTabs(logRanks(config))).toEqual([]);
+    }
   });
 });

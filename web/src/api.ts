@@ -117,12 +117,15 @@ export const api = {
   best: (q: Omit<CheckpointsQuery, 'limit'>) => get<Best>('/checkpoints/best', q),
   checkpoint: (id: string) => get<CheckpointDetail>(`/checkpoints/${encodeURIComponent(id)}`),
   evaluate: (id: string, body: StartEvaluationBody) => call<Evaluation>('POST', `/checkpoints/${encodeURIComponent(id)}/evaluations`, body),
-  /** The log of a job's attempt as it grows: calls `onText` with each piece until the attempt's streams end or `signal` aborts. */
-  async followLog(jobId: string, attempt: number, onText: (s: string) => void, signal: AbortSignal): Promise<void> {
+  /**
+   * The log of a job's attempt (of a gang member's `rank`; 0, a single-node job's, by default) as it grows: calls
+   * `onText` with each piece until the attempt's streams end or `signal` aborts.
+   */
+  async followLog(jobId: string, attempt: number, onText: (s: string) => void, signal: AbortSignal, rank = 0): Promise<void> {
     const token = currentToken();
-    const res = await fetch(`${API}/jobs/${encodeURIComponent(jobId)}/logs${qs({ attempt, follow: 'true' })}`, { signal, headers: headers(token, false) });
+    const res = await fetch(`${API}/jobs/${encodeURIComponent(jobId)}/logs${qs({ attempt, rank: rank || undefined, follow: 'true' })}`, { signal, headers: headers(token, false) });
     if (!res.ok || !res.body) {
-      const message = messageOf(parse(await res.text()), `log of ${jobId}#${attempt}: ${res.status}`);
+      const message = messageOf(parse(await res.text()), `log of ${jobId}#${attempt}${rank ? ` rank ${rank}` : ''}: ${res.status}`);
       if (res.status === 401 && token) refused(token, message);
       throw new ApiError(res.status, message);
     }

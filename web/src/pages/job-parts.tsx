@@ -1,8 +1,9 @@
-/** The pieces of the job page: its timeline, failure, attempts and log tail. */
+/** The pieces of the job page: its timeline, failure, attempts, log tail and a gang's rank tabs. */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { ErrorBox, StateBadge, When } from '../components.tsx';
 import { duration, show, splitReason, time } from '../format.ts';
+import { rankTabs } from '../log-ranks.ts';
 import type { Attempt, Transition } from '../types.ts';
 
 /** The states as bars on one time axis: how long the job spent in each, attempt by attempt. */
@@ -102,8 +103,8 @@ export function Attempts({ attempts }: { attempts: Attempt[] }) {
   );
 }
 
-/** The attempt's stdout and stderr as they arrive (follow=true), the last 2,000 lines kept. */
-export function LogTail({ jobId, attempt, live }: { jobId: string; attempt: number; live: boolean }) {
+/** The attempt's (a gang member's) stdout and stderr as they arrive (follow=true), the last 2,000 lines kept. */
+export function LogTail({ jobId, attempt, rank = 0, live }: { jobId: string; attempt: number; rank?: number; live: boolean }) {
   const [text, setText] = useState('');
   const [error, setError] = useState<Error | null>(null);
   const pre = useRef<HTMLPreElement>(null);
@@ -123,11 +124,12 @@ export function LogTail({ jobId, attempt, live }: { jobId: string; attempt: numb
           setText(buf);
         },
         ac.signal,
+        rank,
       )
       .catch((err: Error) => !ac.signal.aborted && setError(err));
     return () => ac.abort();
     // A new follow when the attempt starts running (the first follow may have ended before it had a log).
-  }, [jobId, attempt, live]);
+  }, [jobId, attempt, rank, live]);
   useEffect(() => {
     const el = pre.current;
     if (el) el.scrollTop = el.scrollHeight;
@@ -139,5 +141,20 @@ export function LogTail({ jobId, attempt, live }: { jobId: string; attempt: numb
         {text || <span class="muted">no output yet</span>}
       </pre>
     </>
+  );
+}
+
+/** A gang attempt's ranks as tabs above its log; nothing for a single-node attempt. */
+export function RankTabs({ ranks, rank, onPick }: { ranks: readonly number[]; rank: number; onPick: (rank: number) => void }) {
+  const tabs = rankTabs(ranks);
+  if (!tabs.length) return null;
+  return (
+    <div class="tabs ranks" role="tablist" aria-label="rank">
+      {tabs.map((t) => (
+        <button key={t.rank} type="button" role="tab" aria-selected={t.rank === rank} class={t.rank === rank ? 'active' : ''} data-rank={t.rank} onClick={() => onPick(t.rank)}>
+          {t.label}
+        </button>
+      ))}
+    </div>
   );
 }

@@ -9,10 +9,11 @@ import { shellJoin } from '../../../domain/shell-quote.ts';
 import { api } from '../api.ts';
 import { ErrorBox, EventList, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
 import { useResource } from '../live.ts';
+import { logRanks } from '../log-ranks.ts';
 import { commandField, editedCommand } from '../retry-command.ts';
 import { href } from '../router.ts';
 import type { JobDetail, RetryBody } from '../types.ts';
-import { Attempts, Failure, LogTail, Timeline } from './job-parts.tsx';
+import { Attempts, Failure, LogTail, RankTabs, Timeline } from './job-parts.tsx';
 
 function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
   const [error, setError] = useState<Error | null>(null);
@@ -67,9 +68,13 @@ export function JobPage({ id }: { id: string }) {
   const [retrying, setRetrying] = useState(false);
   const [actionError, setActionError] = useState<Error | null>(null);
   const [logAttempt, setLogAttempt] = useState<number | null>(null);
+  const [logRank, setLogRank] = useState(0);
   const j = job.data;
   if (!j) return job.error ? <ErrorBox error={job.error} /> : <Loading what={`job ${id}`} />;
   const attempt = logAttempt ?? j.attempt;
+  // A gang's members each have a log; an attempt with fewer ranks than the one picked shows rank 0.
+  const ranks = logRanks(j.attempts.find((a) => a.attempt === attempt)?.config);
+  const rank = ranks.includes(logRank) ? logRank : 0;
   const tui = info.data?.temporal_ui;
   const workflowUrl = tui ? `${tui.replace(/\/$/, '')}/namespaces/${encodeURIComponent(info.data?.namespace ?? 'default')}/workflows/${encodeURIComponent(`job/${j.id}`)}` : null;
   const cancel = async () => {
@@ -166,7 +171,8 @@ export function JobPage({ id }: { id: string }) {
           )
         }
       >
-        <LogTail jobId={j.id} attempt={attempt} live={j.state === 'RUNNING'} />
+        <RankTabs ranks={ranks} rank={rank} onPick={setLogRank} />
+        <LogTail jobId={j.id} attempt={attempt} rank={rank} live={j.state === 'RUNNING'} />
       </Section>
       <Section title="Events">{events.data ? <EventList events={events.data} /> : <Loading what="events" />}</Section>
     </>
