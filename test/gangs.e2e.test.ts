@@ -16,9 +16,9 @@ describe('gang jobs: started together, stopped together', () => {
     c = await startCluster('gangs', {
       heartbeatTimeoutS: 4,
       agents: [
-        { nodeId: 'g1', gpus: 2 },
+        { nodeId: 'g1', gpus: 2, labels: { zone: 'b' } },
         { nodeId: 'g2', gpus: 2 },
-        { nodeId: 'g3', gpus: 2 },
+        { nodeId: 'g3', gpus: 2, labels: { zone: 'b' } },
       ],
     });
   });
@@ -153,6 +153,34 @@ describe('gang jobs: started together, stopped together', () => {
     }
     expect((await c.client.jobs({ limit: 1000 })).length).toBe(before);
   });
+
+  it('cancel while DISPATCHING (one member started, the other\'s node not answering) stops the started one; the other never starts', async () => {
+    const dir = fs.mkdtempSync(path.join(c.work, 'dispatching-'));
+    const frozen = c.agents.get('g3')!;
+    // g3's agent is frozen: still ONLINE for a heartbeat timeout, so the gang is placed on g1 and g3.
+    process.kill(frozen.pid!, 'SIGSTOP');
+    try {
+      const job = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, selector: { zone: 'b' }, command: `echo $$ > ${dir}/pid-$NODE_RANK; sleep 300` });
+      const pid0 = Number(await until('g1 member up', () => fs.existsSync(path.join(dir, 'pid-0')) && fs.readFileSync(path.join(dir, 'pid-0'), 'utf8').trim(), 30_000));
+      const j = await c.client.job(job.id);
+      expect(j.state).toBe('DISPATCHING');
+      expect(j.members!.map((m) => m.node_id)).toEqual(['g1', 'g3']);
+      expect(j.attempts[0].members![0].pid).toBeGreaterThan(0);
+      expect(j.attempts[0].members![1].pid ?? null).toBeNull();
+      await c.client.cancel(job.id);
+      await until('g1 member gone', () => !pidAlive(pid0), 15_000);
+      const done = await c.client.waitFor(job.id, undefined, 60_000);
+      expect(done.state).toBe('CANCELLED');
+      expect(done.reason).toContain('g3 unreachable');
+    } finally {
+      process.kill(frozen.pid!, 'SIGCONT');
+    }
+    // g3 comes back and never starts its member: the attempt is over.
+    await until('g3 ONLINE again', async () => (await c.client.nodes()).find((n) => n.id === 'g3')!.status === 'ONLINE', 60_000);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(fs.existsSync(path.join(dir, 'pid-1'))).toBe(false);
+    await until('cards free', allFree, 10_000);
+  }, 150_000);
 
   it("a member's agent SIGKILLed mid-run: the survivor is killed, the attempt is LOST, and the gang comes back whole as attempt 2; the two attempts' members never overlap", async () => {
     const dir = fs.mkdtempSync(path.join(c.work, 'lost-'));
