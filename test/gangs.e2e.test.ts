@@ -108,7 +108,7 @@ describe('gang jobs: started together, stopped together', () => {
 
   it('a rank that exits 1 fails the job naming that rank and node; the other rank is killed and every card freed', async () => {
     const dir = fs.mkdtempSync(path.join(c.work, 'fail-'));
-    const { job, pids } = await gangWithPids(dir, `if [ "$NODE_RANK" = 1 ]; then sleep 1; exit 1; fi; sleep 300`);
+    const { job, pids } = await gangWithPids(dir, `[ -n "$FIXED" ] && exit 0; if [ "$NODE_RANK" = 1 ]; then sleep 1; exit 1; fi; sleep 300`);
     const done = await c.client.waitFor(job.id, undefined, 60_000);
     expect(done.state).toBe('FAILED');
     const member1 = done.attempts[0].members![1].node_id;
@@ -116,6 +116,16 @@ describe('gang jobs: started together, stopped together', () => {
     await until('rank 0 gone', () => !pidAlive(pids[0]), 15_000);
     expect(pidAlive(pids[1])).toBe(false);
     await until('cards free', allFree, 10_000);
+    // retry_job edits nodes like any field: attempt 2 runs on one node, as a single-node job.
+    await c.client.retry(job.id, { nodes: 1, gpus_per_node: 2, env: { FIXED: '1' } });
+    const again = await c.client.waitFor(job.id, undefined, 60_000);
+    expect(again.attempt).toBe(2);
+    expect(again.nodes).toBe(1);
+    expect(again.gpus).toBe(2);
+    expect(again.members).toBeNull();
+    expect(again.attempts[1].changes.map((ch) => ch.key)).toEqual(expect.arrayContaining(['nodes', 'gpus', 'env.FIXED']));
+    expect(again.state).toBe('SUCCEEDED');
+    expect(again.attempts[1].members).toBeNull();
   }, 90_000);
 
   it('cancel while RUNNING stops every member', async () => {
