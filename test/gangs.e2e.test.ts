@@ -227,4 +227,26 @@ describe('gang jobs: started together, stopped together', () => {
     for (const e of ends1) expect(e < firstStart2).toBe(true);
     await until('cards free', allFree, 10_000);
   }, 200_000);
+
+  it("a member whose node refuses the attempt (its working dir is outside that node's allowed roots) fails the whole attempt, naming it; the started member is stopped", async () => {
+    const dir = fs.mkdtempSync(path.join(c.work, 'refused-'));
+    fs.mkdirSync(path.join(c.work, 'elsewhere'), { recursive: true });
+    const ok = await c.addAgent({ nodeId: 'x1', gpus: 1, labels: { zone: 'x' } });
+    const strict = await c.addAgent({ nodeId: 'x2', gpus: 1, labels: { zone: 'x' }, env: { GPUPLANE_ALLOWED_ROOTS: path.join(c.work, 'elsewhere') } });
+    try {
+      const job = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, selector: { zone: 'x' }, working_dir: dir, command: `echo $$ > ${dir}/pid-$NODE_RANK; sleep 300` });
+      const done = await c.client.waitFor(job.id, undefined, 60_000);
+      expect(done.state).toBe('FAILED');
+      expect(done.members!.map((m) => m.node_id)).toEqual(['x1', 'x2']);
+      expect(done.reason).toMatch(/^rank 1 on node x2: .*allowed roots/);
+      // Rank 0 may have started before rank 1 was refused: then it was stopped.
+      const pid0 = fs.existsSync(path.join(dir, 'pid-0')) ? Number(fs.readFileSync(path.join(dir, 'pid-0'), 'utf8').trim()) : 0;
+      if (pid0) await until('rank 0 gone', () => !pidAlive(pid0), 15_000);
+      expect(fs.existsSync(path.join(dir, 'pid-1'))).toBe(false);
+      await until('cards free', allFree, 10_000);
+    } finally {
+      await ok.kill('SIGTERM');
+      await strict.kill('SIGTERM');
+    }
+  }, 90_000);
 });
