@@ -42,11 +42,13 @@ describe('gang jobs: started together, stopped together', () => {
 
   it('a two-node gang meets over MASTER_ADDR:MASTER_PORT, each rank told its rank, the node count and its own cards; SUCCEEDED', async () => {
     const dir = fs.mkdtempSync(path.join(c.work, 'meet-'));
+    // Each member also reads its run with its own run token (made with its node's token).
+    const readRun = `python3 -c "import os,urllib.request as u; print(u.urlopen(u.Request(os.environ['GPUPLANE_API_URL'] + '/api/v1/runs/' + os.environ['GPUPLANE_RUN_ID'], headers={'authorization': 'Bearer ' + os.environ['GPUPLANE_TOKEN']})).status)" > ${dir}/token-$NODE_RANK`;
     const job = await c.client.submit({
-      type: 'CUSTOM',
+      type: 'TRAIN',
       nodes: 2,
       gpus_per_node: 2,
-      command: `python3 ${example} --timeout 60 > ${dir}/rank-$NODE_RANK.json; env | grep -E '^(PET_[A-Z_]+|MASTER_[A-Z]+|NNODES|NODE_RANK|GPUPLANE_NNODES|GPUPLANE_NODE_RANK|GPUPLANE_HOSTFILE|WORLD_SIZE|RANK)=' | sort > ${dir}/env-$NODE_RANK; cp "$GPUPLANE_HOSTFILE" ${dir}/hosts-$NODE_RANK`,
+      command: `${readRun}; python3 ${example} --timeout 60 > ${dir}/rank-$NODE_RANK.json; env | grep -E '^(PET_[A-Z_]+|MASTER_[A-Z]+|NNODES|NODE_RANK|GPUPLANE_NNODES|GPUPLANE_NODE_RANK|GPUPLANE_HOSTFILE|WORLD_SIZE|RANK)=' | sort > ${dir}/env-$NODE_RANK; cp "$GPUPLANE_HOSTFILE" ${dir}/hosts-$NODE_RANK`,
     });
     expect(job.nodes).toBe(2);
     expect(job.gpus).toBe(2);
@@ -78,6 +80,9 @@ describe('gang jobs: started together, stopped together', () => {
       expect(env).not.toMatch(/^(WORLD_SIZE|RANK)=/m);
     }
     expect(fs.readFileSync(path.join(dir, 'hosts-1'), 'utf8')).toMatch(/^\S+ slots=2\n\S+ slots=2\n$/);
+    // One run for the attempt; both members' run tokens are good for it.
+    expect(fs.readFileSync(path.join(dir, 'token-0'), 'utf8').trim()).toBe('200');
+    expect(fs.readFileSync(path.join(dir, 'token-1'), 'utf8').trim()).toBe('200');
     // The history shows each member's node, cards, pid and start time.
     const members = done.attempts[0].members!;
     expect(members.map((m) => m.rank)).toEqual([0, 1]);
