@@ -8,7 +8,7 @@ import { jobWorkflowId, nodeWorkflowId } from '../workflows/names.ts';
 import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, ProcessExit } from '../workflows/types.ts';
 import { AllowedRoots } from './gpu-host/allowed-roots.ts';
-import { attemptEnv } from './gpu-host/attempt-env.ts';
+import { attemptEnv, writeHostfile } from './gpu-host/attempt-env.ts';
 import { agentShutdown, checkAttemptIds, fencedHere, unknownHere, vanished } from './gpu-host/attempt-failures.ts';
 import { attemptEnd } from './gpu-host/checkpoint-watching.ts';
 import type { GpuHostDeps } from './gpu-host/deps.ts';
@@ -80,7 +80,8 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     if (dirProblem) return spawnError(logPath, dirProblem);
     const secrets = launched && 'secrets' in launched ? launched.secrets : {};
     const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
-    const env = attemptEnv(deps, spec, secrets);
+    const hostfile = spec.gang ? writeHostfile({ ...spec, gang: spec.gang }) : undefined;
+    const env = attemptEnv(deps, spec, secrets, hostfile);
     if (user) {
       // The agent's home is not the job's: its own working dir is, unless the job says otherwise.
       env.HOME = spec.env.HOME ?? spec.workingDir;
@@ -94,13 +95,14 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       return spawnError(logPath, `could not start the attempt: ${why.message}`);
     }
     deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true);
-    deps.checkpoints?.watch(spec, attemptEnd(entry.exited));
+    // A gang's checkpoints are watched on rank 0's node (the folder is assumed shared, or rank 0's).
+    if (!spec.gang || spec.gang.rank === 0) deps.checkpoints?.watch(spec, attemptEnd(entry.exited));
     // RUNNING is recorded from this report, sent before the exit can be: to the API with the
     // node token (one request), or, by an agent without one, as a signal to the job's workflow.
     // A blip must not kill a job that started: on failure it is retried in the background, and
     // without it the attempt still ends right, from DISPATCHING.
     const started = entry;
-    const report = deps.nodeToken ? () => reportStarted(deps, spec, started.pid, logPath) : () => deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: started.pid, logPath });
+    const report = deps.nodeToken ? () => reportStarted(deps, spec, started.pid, logPath) : () => deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: started.pid, logPath, ...(spec.gang ? { nodeId: deps.nodeId } : {}) });
     await report().catch(() => {
       void retryWhile(() => live.get(spec.jobId) === started && !started.fenced, report);
     });

@@ -1,8 +1,13 @@
 import { diffConfigs } from '../domain/attempt-config.ts';
-import type { GpuNode, GpuSlot, Job, JobAttempt, JobTransition, RunEvent } from '../db/schema.ts';
+import type { GangMemberRow, GpuNode, GpuSlot, Job, JobAttempt, JobTransition, RunEvent } from '../db/schema.ts';
 import type { RunWithNames } from '../db/queries/runs.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+/** A gang's members in rank order, as the API shows them. */
+function membersJson(ms: GangMemberRow[]) {
+  return ms.map((m, rank) => ({ rank, node_id: m.node_id, gpu_indices: m.gpu_indices, ...(m.pid ? { pid: m.pid, log_path: m.log_path ?? null, started_at: m.started_at ?? null } : {}) }));
+}
 
 export function jobJson(j: Job) {
   return {
@@ -14,6 +19,7 @@ export function jobJson(j: Job) {
     experiment_id: j.experimentId,
     priority: j.priority,
     gpus: j.gpus,
+    nodes: j.nodes,
     selector: j.selector,
     command: j.command,
     working_dir: j.workingDir,
@@ -30,6 +36,7 @@ export function jobJson(j: Job) {
     parent_job_id: j.parentJobId,
     node_id: j.nodeId,
     gpu_indices: j.gpuIndices,
+    members: j.members ? membersJson(j.members) : null,
     exit_code: j.exitCode,
     signal: j.signal,
     reason: j.reason,
@@ -50,6 +57,8 @@ export function attemptJson(a: JobAttempt, prev?: JobAttempt) {
     gpu_indices: a.gpuIndices,
     pid: a.pid,
     log_path: a.logPath,
+    members: a.members ? membersJson(a.members) : null,
+    master_port: a.masterPort,
     exit_code: a.exitCode,
     signal: a.signal,
     reason: a.reason,

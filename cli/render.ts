@@ -22,10 +22,11 @@ export function renderJobs(jobs: JobJson[], now = Date.now()): string {
       j.state,
       j.project ?? '',
       j.attempt,
-      j.gpus,
+      j.nodes > 1 ? `${j.nodes}×${j.gpus}` : j.gpus,
       j.priority,
-      j.node_id ?? '',
-      cards(j.gpu_indices),
+      // A gang: every member's node, and its cards in the same order.
+      j.members ? j.members.map((m) => m.node_id).join(',') : (j.node_id ?? ''),
+      j.members ? j.members.map((m) => cards(m.gpu_indices)).join(' ') : cards(j.gpu_indices),
       age(j.created_at, now),
       shellJoin(j.command),
       j.reason ?? (j.checkpoint_id ? `evaluates ${j.checkpoint_id}` : ''),
@@ -56,7 +57,7 @@ export function renderJob(j: JobDetailJson): string {
     ['attempt', j.attempt],
     ['command', shellJoin(j.command)],
     ['working_dir', j.working_dir],
-    ['gpus', `${j.gpus}${j.gpu_indices ? ` on ${j.node_id} [${cards(j.gpu_indices)}]` : ''}`],
+    ['gpus', j.nodes > 1 ? `${j.gpus} on each of ${j.nodes} nodes${j.members ? `: ${j.members.map((m) => `${m.node_id} [${cards(m.gpu_indices)}]`).join(', ')}` : ''}` : `${j.gpus}${j.gpu_indices ? ` on ${j.node_id} [${cards(j.gpu_indices)}]` : ''}`],
     ['selector', pairs(j.selector)],
     ['params', pairs(params)],
     ['priority', j.priority],
@@ -82,12 +83,21 @@ export function renderJob(j: JobDetailJson): string {
     ]),
     { NODE: 24, REASON: REASON_WIDTH, CHANGED: REASON_WIDTH },
   );
+  // A gang's members, attempt by attempt: each one's node, cards, pid and start.
+  const gangs = j.attempts.filter((a) => a.members);
+  const members = gangs.length
+    ? `\n\n${table(
+        ['ATTEMPT', 'RANK', 'NODE', 'CARDS', 'PID', 'STARTED'],
+        gangs.flatMap((a) => a.members!.map((m) => [a.attempt, m.rank, m.node_id, cards(m.gpu_indices), m.pid ?? '', m.started_at ?? ''])),
+        { NODE: 24 },
+      )}`
+    : '';
   const history = table(
     ['AT', 'ATTEMPT', 'FROM', 'TO', 'DETAIL'],
     j.history.map((h) => [h.at, h.attempt, h.from ?? '', h.to, h.detail ?? '']),
     { DETAIL: 80 },
   );
-  return `${block}\n\n${attempts}\n\n${history}`;
+  return `${block}\n\n${attempts}${members}\n\n${history}`;
 }
 
 export function renderNodes(nodes: NodeJson[]): string {

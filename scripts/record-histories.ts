@@ -2,7 +2,7 @@
  * Records the Temporal histories that test/replay.test.ts replays against the current workflow
  * code, one per workflow kind and shape, into test/histories/<kind>-<shape>.json.
  *
- *   node --import tsx scripts/record-histories.ts [--suffix <change-id>] [--overwrite]
+ *   node --import tsx scripts/record-histories.ts [--suffix <change-id>] [--overwrite] [--only main|lost|gang]
  *
  * It never replaces a recorded history unasked: it writes only the files that are missing;
  * --suffix writes <kind>-<shape>-<change-id>.json beside the old files (new code behind a
@@ -25,7 +25,7 @@ import { startCluster, type SharedServices } from '../test/support/cluster.ts';
 import { until } from '../test/support/poll.ts';
 import { startSharedServices } from '../test/support/services.ts';
 
-const { values: args } = parseArgs({ options: { suffix: { type: 'string' }, overwrite: { type: 'boolean', default: false } }, strict: true });
+const { values: args } = parseArgs({ options: { suffix: { type: 'string' }, overwrite: { type: 'boolean', default: false }, only: { type: 'string' } }, strict: true });
 const outDir = fileURLToPath(new URL('../test/histories/', import.meta.url));
 const fileOf = (name: string) => path.join(outDir, `${name}${args.suffix ? `-${args.suffix}` : ''}.json`);
 const SHAPES = [
@@ -42,6 +42,8 @@ const SHAPES = [
   'job-lost-then-requeued-run2',
   'node-online',
   'node-offline-then-online',
+  'job-gang-succeeded',
+  'job-gang-member-failed',
 ];
 const say = (s: string) => process.stdout.write(`${s}\n`);
 const written: { name: string; events: number; bytes: number }[] = [];
@@ -197,6 +199,29 @@ async function lostScenario(shared: SharedServices): Promise<void> {
   }
 }
 
+/** Gangs: a two-node job that succeeds, and one whose rank 1 exits 1 while rank 0 runs (rank 0 is stopped). */
+async function gangScenario(shared: SharedServices): Promise<void> {
+  say('cluster "replay-gang": two nodes');
+  const c = await startCluster('replay-gang', { heartbeatTimeoutS: 5, lostAfterS: 30, retryRetentionS: 5, agents: [{ nodeId: 'k1', gpus: 1 }, { nodeId: 'k2', gpus: 1 }] }, shared);
+  const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+  try {
+    say('two-node gang that succeeds');
+    const ok = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, command: 'sleep 1' });
+    expectState(await c.client.waitFor(ok.id, undefined, 60_000), 'SUCCEEDED');
+    await closed(t.client, jobWorkflowId(ok.id));
+    await record(t.client, 'job-gang-succeeded', jobWorkflowId(ok.id));
+
+    say('two-node gang whose rank 1 exits 1: FAILED, rank 0 stopped (its workflow completes after the retry retention)');
+    const bad = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, command: 'if [ "$NODE_RANK" = 1 ]; then sleep 1; exit 1; fi; sleep 60' });
+    expectState(await c.client.waitFor(bad.id, undefined, 60_000), 'FAILED');
+    await closed(t.client, jobWorkflowId(bad.id));
+    await record(t.client, 'job-gang-member-failed', jobWorkflowId(bad.id));
+  } finally {
+    await t.close();
+    await c.stop();
+  }
+}
+
 function expectState(job: { id: string; state: string; attempt: number; reason: string | null }, state: string, attempt?: number): void {
   if (job.state !== state || (attempt !== undefined && job.attempt !== attempt)) {
     throw new Error(`job ${job.id}: expected ${state}${attempt ? ` as attempt ${attempt}` : ''}, got ${job.state} attempt ${job.attempt} (${job.reason ?? ''})`);
@@ -215,8 +240,9 @@ async function main(): Promise<void> {
   const shared = await startSharedServices('record');
   try {
     fs.mkdirSync(outDir, { recursive: true });
-    await mainScenarios(shared);
-    await lostScenario(shared);
+    if (!args.only || args.only === 'main') await mainScenarios(shared);
+    if (!args.only || args.only === 'lost') await lostScenario(shared);
+    if (!args.only || args.only === 'gang') await gangScenario(shared);
     const total = written.reduce((n, w) => n + w.bytes, 0);
     say(`\n${written.length} histories written, ${total} bytes:`);
     for (const w of written) say(`  ${w.name.padEnd(42)} ${String(w.events).padStart(4)} events ${String(w.bytes).padStart(8)} bytes`);

@@ -482,6 +482,63 @@ describe('web console', () => {
       await p2.close();
     }
   });
+
+  it("shows a gang's members on its page, its size and every node in the queue, and each node's rank on the cluster page", async () => {
+    // A single-node job's page reads as before: its cards and node, no members.
+    const single = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'true' });
+    const ended = await c.client.waitFor(single.id, undefined, 30_000);
+    await signedIn(page, `jobs/${single.id}`);
+    await expect.poll(() => stateOf(page)).toBe('SUCCEEDED');
+    expect(await page.locator('main > p.muted').first().innerText()).toContain(`attempt 1 · 1 GPU on ${ended.node_id} · priority`);
+    expect(await page.locator('main h2', { hasText: 'Members' }).count()).toBe(0);
+
+    await c.addAgent({ nodeId: 'web-node-2', gpus: 1 });
+    const job = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, command: 'sleep 300' });
+    try {
+      const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
+      const { members, master_port: port } = running.attempts.at(-1)!;
+      expect(members!.map((m) => m.node_id).sort()).toEqual(['web-node', 'web-node-2']);
+
+      // The job page: one row per member, in rank order, each with its node, cards and pid.
+      await page.goto(`${c.apiUrl}/#/jobs/${job.id}`);
+      await expect.poll(() => stateOf(page), { timeout: 10_000 }).toBe('RUNNING');
+      const rows = page.locator('table.members tbody tr');
+      const shown = () =>
+        rows.evaluateAll((trs) =>
+          trs.map((tr) => ({
+            rank: Number(tr.getAttribute('data-rank')),
+            node: tr.querySelector('[data-column="node"]')!.textContent,
+            pid: Number(tr.querySelector('[data-column="pid"]')!.textContent),
+          })),
+        );
+      await expect.poll(shown, { timeout: 10_000 }).toEqual(members!.map((m) => ({ rank: m.rank, node: m.node_id, pid: m.pid })));
+      const seen = await shown();
+      expect(new Set(seen.map((r) => r.node)).size).toBe(2);
+      expect(seen.every((r) => r.pid > 0)).toBe(true);
+      expect(await rows.locator('td', { hasText: '[' }).allInnerTexts()).toEqual(members!.map((m) => `[${m.gpu_indices.join(',')}]`));
+      expect(await page.getByTestId('master-port').innerText()).toContain(`rendezvous on ${members![0].node_id}:${port}`);
+      expect(await page.locator('main > p.muted').first().innerText()).toContain(`2 nodes × 1 GPU each on ${members!.map((m) => m.node_id).join(', ')}`);
+
+      // A member's node links to it on the cluster page, where each node's card names the job and that node's rank.
+      await rows.nth(1).locator('[data-column="node"] a').click();
+      await page.locator(`article.node.focus[data-node="${members![1].node_id}"]`).waitFor();
+      for (const m of members!) {
+        const owner = page.locator(`article[data-node="${m.node_id}"] li.card[data-card="${m.gpu_indices[0]}"] .owner`);
+        await expect.poll(() => owner.locator('[data-rank]').getAttribute('data-rank'), { timeout: 10_000 }).toBe(String(m.rank));
+        expect(await owner.innerText()).toContain(`${job.id}#1 · rank ${m.rank}`);
+      }
+
+      // The queue: the gang's size (nodes × cards) and every member's node.
+      await page.goto(`${c.apiUrl}/#/queue`);
+      const row = page.locator(`tr[data-job="${job.id}"]`);
+      await expect.poll(() => row.locator('td[data-column="gpus"]').innerText()).toBe('2 × 1');
+      expect(await row.locator('td[data-column="nodes"]').innerText()).toBe(members!.map((m) => m.node_id).join(', '));
+      expect(await page.locator(`tr[data-job="${single.id}"] td[data-column="gpus"]`).innerText()).toBe('1');
+    } finally {
+      await c.client.cancel(job.id);
+      await c.client.waitFor(job.id, undefined, 30_000);
+    }
+  });
 });
 
 describe('event stream parser', () => {

@@ -1,6 +1,7 @@
 import { CancellationScope } from '@temporalio/workflow';
 import { end, finish } from './job/end.ts';
 import { JobAttempt } from './job/job-attempt.ts';
+import { runGang } from './job/gang.ts';
 import { queue } from './job/queue.ts';
 import { runAndWatch } from './job/watch.ts';
 import type { JobWorkflowInput, JobWorkflowResult } from './types.ts';
@@ -10,7 +11,7 @@ import type { JobWorkflowInput, JobWorkflowResult } from './types.ts';
  * attempt that policy re-queues continues as new with attempt + 1, and so does a retry_job
  * that an ended FAILED or CANCELLED attempt waited for.
  *
- *   queue ─► run/watch ─► finish ─► end ─► await-retry
+ *   queue ─► run/watch (a gang: every member) ─► finish ─► end ─► await-retry
  *     └─ cancelled or settled before it started ─┘
  *
  * The attempt's state lives in one JobAttempt (workflows/job/job-attempt.ts), with the
@@ -26,7 +27,8 @@ export async function jobWorkflow(input: JobWorkflowInput): Promise<JobWorkflowR
   return CancellationScope.nonCancellable(async () => {
     const queued = await queue(job);
     if ('ended' in queued) return end(job, queued.ended);
-    const outcome = await runAndWatch(job, queued.spec);
+    // A gang (multi-node job): one watched activity per member, on its node (workflows/job/gang.ts).
+    const outcome = queued.spec.gang ? await runGang(job, { ...queued.spec, gang: queued.spec.gang }) : await runAndWatch(job, queued.spec);
     return end(job, await finish(job, outcome));
   });
 }

@@ -19,15 +19,18 @@ const control = proxyLocalActivities<ControlActivities>({
  * freed, so no other job ever shares a card with it.
  */
 export async function settleJobWorkflow(input: SettleJobInput): Promise<void> {
-  if (input.nodeId) {
-    const host = proxyActivities<GpuHostActivities>({
-      taskQueue: gpuHostTaskQueue(input.nodeId),
-      scheduleToStartTimeout: input.lostAfterMs,
-      startToCloseTimeout: '10 minutes',
-      retry: { maximumAttempts: 3 },
-    });
-    // A node that never answers fences the attempt by itself before lost-after (domain/liveness.ts).
-    await host.stopAttempt({ jobId: input.jobId, attempt: input.attempt }).catch(() => undefined);
-  }
+  // A gang's members are stopped on their nodes at once.
+  if (input.nodeId) await Promise.all([input.nodeId, ...(input.memberNodeIds ?? [])].map((n) => stopOn(n, input)));
   await control.settleJob({ jobId: input.jobId, attempt: input.attempt, state: input.state, reason: input.reason });
+}
+
+async function stopOn(nodeId: string, input: SettleJobInput): Promise<void> {
+  const host = proxyActivities<GpuHostActivities>({
+    taskQueue: gpuHostTaskQueue(nodeId),
+    scheduleToStartTimeout: input.lostAfterMs,
+    startToCloseTimeout: '10 minutes',
+    retry: { maximumAttempts: 3 },
+  });
+  // A node that never answers fences the attempt by itself before lost-after (domain/liveness.ts).
+  await host.stopAttempt({ jobId: input.jobId, attempt: input.attempt }).catch(() => undefined);
 }

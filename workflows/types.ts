@@ -150,6 +150,8 @@ export interface AttemptOutcome {
   nodeLost?: boolean;
   /** Which nodes stopped answering, for a gang (a member's); absent: the attempt's node. */
   lostNodes?: string[];
+  /** A gang's member whose end ended the attempt (its exit, failure or lost node). */
+  member?: { rank: number; nodeId: string };
   /** For a process that ran: its log tail and start error, from which the reason is classified. */
   exit?: { logTail: string; spawnError: string | null };
 }

@@ -41,6 +41,8 @@ export function finishActivities({ deps, wake }: ControlContext) {
         const shipped = o.state === 'FAILED' && o.exit ? await readLogTail(tx, a.jobId, a.attempt) : null;
         const nonFiniteMetrics = o.state === 'FAILED' && o.exit ? await nonFiniteLastKeys(tx, a.jobId, a.attempt) : [];
         let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics, jobId: a.jobId }).reason : o.reason;
+        // A gang's reason names the member that ended it.
+        if (o.member && o.state === 'FAILED' && o.exit) reason = `rank ${o.member.rank} on node ${o.member.nodeId}: ${reason}`;
         let requeue = false;
         if (o.state === 'LOST') ({ to, reason, requeue } = decideLost(job, o.reason));
         // An evaluation that exited 0 succeeded only if its stdout holds its result.

@@ -28,6 +28,9 @@ export function launchMismatch(spec: AttemptSpec, nodeId: string, l: LaunchJson)
   if (!sameJson(sortedEntries(spec.env), sortedEntries(l.env))) return 'another environment';
   if (!sameJson(spec.gpuIndices, l.gpu_indices)) return `cards ${spec.gpuIndices.join(',')}`;
   if ((spec.watchDir ?? null) !== l.watch_dir) return `checkpoint folder ${spec.watchDir}`;
+  // A gang member is told where the others are: the task must say what the database holds.
+  const g = spec.gang ? { rank: spec.gang.rank, master_port: spec.gang.masterPort, members: spec.gang.members.map((m) => ({ node_id: m.nodeId, address: m.address, gpu_indices: m.gpuIndices })) } : null;
+  if (!sameJson(g, l.gang ?? null)) return spec.gang ? `rank ${spec.gang.rank} of a gang dispatched otherwise` : 'a single-node job (dispatched as a gang)';
   return null;
 }
 

@@ -70,6 +70,17 @@ async function jobDetail(db: Db, job: Job) {
   return { ...jobJson(job), attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
 }
 
+/**
+ * The cards a submit asks for: `gpus` (all on one node), or `nodes` with `gpus_per_node` (a
+ * gang when nodes > 1). Mixing the forms is refused rather than guessed at.
+ */
+function cardsOf(b: { gpus?: number; nodes?: number; gpus_per_node?: number }): { gpus: number; nodes: number } {
+  if (b.gpus !== undefined && b.gpus_per_node !== undefined) throw new DomainError('invalid', 'give gpus (cards on one node) or gpus_per_node (cards on each of nodes), not both');
+  const nodes = b.nodes ?? 1;
+  if (nodes > 1 && b.gpus !== undefined) throw new DomainError('invalid', `gpus is the single-node form: with nodes ${nodes}, give gpus_per_node (cards on each node)`);
+  return { gpus: b.gpus ?? b.gpus_per_node ?? 1, nodes };
+}
+
 export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db, client } = deps;
 
@@ -111,6 +122,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const b = req.body;
       const command = normalizeCommand(b.command);
       if (b.experiment && !b.project) throw new DomainError('invalid', 'experiment needs a project');
+      const { gpus, nodes } = cardsOf(b);
       const watchDir = b.watch_dir === undefined ? null : normalizeWatchDir(b.watch_dir);
       const secrets = b.secret_env ?? {};
       const secretProblem = secretEnvProblem(secrets, b.env ?? {});
@@ -140,13 +152,14 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           const made = await insertJob(tx, {
             id: newId('job'),
             // Kept QUEUED all the same (a bigger node may join); the reason says why it waits.
-            reason: neverFitsReason(b.gpus ?? 1, b.selector ?? {}, await nodeRooms(tx)),
+            reason: neverFitsReason(gpus, b.selector ?? {}, await nodeRooms(tx), nodes),
             type: b.type ?? 'TRAIN',
             state: 'CREATED',
             projectId,
             experimentId,
             priority: b.priority ?? 0,
-            gpus: b.gpus ?? 1,
+            gpus,
+            nodes,
             selector: b.selector ?? {},
             command,
             workingDir: b.working_dir ?? '/tmp',
@@ -219,7 +232,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     async (req, reply) => {
       const b = req.body;
       const command = b.command === undefined ? undefined : normalizeCommand(b.command);
-      const patch = { command, workingDir: b.working_dir, gpus: b.gpus, selector: b.selector, priority: b.priority, env: b.env, params: b.params };
+      if (b.gpus !== undefined && b.gpus_per_node !== undefined) throw new DomainError('invalid', 'give gpus or gpus_per_node (the same: cards on each node), not both');
+      const patch = { command, workingDir: b.working_dir, gpus: b.gpus ?? b.gpus_per_node, nodes: b.nodes, selector: b.selector, priority: b.priority, env: b.env, params: b.params };
       const id = req.params.id;
       await db.transaction(async (tx) => {
         const job = await getJobForUpdate(tx, id);

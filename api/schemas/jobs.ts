@@ -50,7 +50,9 @@ export const SubmitJobBody = Type.Object(
           "variables the job's process gets whose values are never shown again: not by the API, the CLI, the console, Temporal's histories or the agent's files. Not GPUPLANE_* (GPUPLANE_TOKEN aside) or CUDA_VISIBLE_DEVICES/CUDA_DEVICE_ORDER, which the agent sets, and no name that is also in env",
       }),
     ),
-    gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+    gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'cards, all on one node (the single-node form; default 1)' })),
+    nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, description: 'nodes the job spans (default 1): more than 1 makes a gang, whose members start and stop together; give gpus_per_node with it' })),
+    gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'cards on each node of a multi-node job (default 1); not with gpus' })),
     selector: Type.Optional(StringMap),
     priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
     params: Type.Optional(ParamsRecord(Type.String(), 'the job gets them as JSON in GPUPLANE_PARAMS')),
@@ -86,6 +88,16 @@ export const SubmitJobHeaders = Type.Object({
   ),
 });
 
+/** One member of a gang: its node and cards, and once started, its process. */
+export const MemberSchema = Type.Object({
+  rank: Type.Integer(),
+  node_id: Type.String(),
+  gpu_indices: Type.Array(Type.Integer()),
+  pid: Type.Optional(Nullable(Type.Integer())),
+  log_path: Type.Optional(Nullable(Type.String())),
+  started_at: Type.Optional(Nullable(Type.String({ format: 'date-time' }))),
+});
+
 export const JobSchema = Type.Object(
   {
     id: Type.String(),
@@ -96,7 +108,8 @@ export const JobSchema = Type.Object(
     project: Type.Optional(Nullable(Type.String({ description: "the project's name; in GET /jobs only" }))),
     experiment_id: Nullable(Type.String()),
     priority: Type.Integer(),
-    gpus: Type.Integer(),
+    gpus: Type.Integer({ description: 'cards on each node the job spans' }),
+    nodes: Type.Integer({ description: 'nodes the job spans: 1, or more for a gang (multi-node job)' }),
     selector: StringMap,
     command: Type.Array(Type.String()),
     working_dir: Type.String(),
@@ -111,8 +124,9 @@ export const JobSchema = Type.Object(
     eval_policy: Nullable(EvalPolicySchema),
     checkpoint_id: Nullable(Type.String({ description: 'for an EVALUATE job: the checkpoint it evaluates' })),
     parent_job_id: Nullable(Type.String({ description: 'for an EVALUATE job: the training job it evaluates' })),
-    node_id: Nullable(Type.String()),
-    gpu_indices: Nullable(Type.Array(Type.Integer())),
+    node_id: Nullable(Type.String({ description: "where the attempt runs: rank 0's node for a gang" })),
+    gpu_indices: Nullable(Type.Array(Type.Integer(), { description: "its cards there (rank 0's for a gang)" })),
+    members: Nullable(Type.Array(MemberSchema, { description: "a gang's placement, every member in rank order; null for a single-node job or before it is placed" })),
     exit_code: Nullable(Type.Integer()),
     signal: Nullable(Type.String()),
     reason: Nullable(Type.String()),
@@ -136,6 +150,8 @@ export const AttemptSchema = Type.Object({
   gpu_indices: Nullable(Type.Array(Type.Integer())),
   pid: Nullable(Type.Integer()),
   log_path: Nullable(Type.String()),
+  members: Nullable(Type.Array(MemberSchema, { description: "a gang attempt's members in rank order: node, cards, pid, log and start time of each" })),
+  master_port: Nullable(Type.Integer({ description: "a gang attempt's rendezvous port on rank 0's node" })),
   exit_code: Nullable(Type.Integer()),
   signal: Nullable(Type.String()),
   reason: Nullable(Type.String()),
@@ -171,7 +187,9 @@ export const RetryBody = Type.Object(
   {
     command: Type.Optional(SubmitJobBody.properties.command),
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/' })),
-    gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+    gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'cards on each node' })),
+    nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, description: 'nodes the job spans' })),
+    gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'the same as gpus (cards on each node); not with gpus' })),
     selector: Type.Optional(StringMap),
     priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
     env: Type.Optional(StringMap),

@@ -25,7 +25,9 @@ export function registerJobCommands(program: Command): void {
     .command('submit')
     .description('submit a job; prints its id on the last line')
     .addOption(new Option('--type <type>', 'job type').choices(JOB_TYPES).default('TRAIN'))
-    .option('--gpus <n>', 'cards, all on one node', intArg('--gpus', 0), 1)
+    .addOption(new Option('--gpus <n>', 'cards, all on one node').argParser(intArg('--gpus', 0)).default(undefined, '1'))
+    .option('--nodes <n>', 'nodes the job spans: more than 1 runs it on N nodes at once, started and stopped together (with --gpus-per-node)', intArg('--nodes', 1))
+    .option('--gpus-per-node <n>', 'cards on each node of a multi-node job (default 1)', intArg('--gpus-per-node', 0))
     .addOption(new Option('--selector <k=v>', 'node label the job needs (repeatable)').argParser(pairArg).default({}, 'none'))
     .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
     .option('--workdir <dir>', 'working directory on the node (default: here)')
@@ -47,6 +49,8 @@ export function registerJobCommands(program: Command): void {
         type: o.type,
         command,
         gpus: o.gpus,
+        nodes: o.nodes,
+        gpus_per_node: o.gpusPerNode,
         selector: o.selector,
         priority: o.priority,
         working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : process.cwd(),
@@ -136,7 +140,9 @@ export function registerJobCommands(program: Command): void {
     .description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config')
     .argument('<id>')
     .addOption(new Option('--set <k=v>', 'set a param for the new attempt (repeatable; values as in submit --param)').argParser(setArg).default({}, 'none'))
-    .option('--gpus <n>', 'cards for the new attempt', intArg('--gpus', 0))
+    .option('--gpus <n>', 'cards for the new attempt (on each node)', intArg('--gpus', 0))
+    .option('--nodes <n>', 'nodes the new attempt spans', intArg('--nodes', 1))
+    .option('--gpus-per-node <n>', 'the same as --gpus: cards on each node', intArg('--gpus-per-node', 0))
     .option('--env <K=V>', 'set an environment variable (repeatable)', pairArg)
     .option('--selector <k=v>', 'replace the node selector (repeatable)', pairArg)
     .option('--priority <p>', 'new priority', intArg('--priority', -1000))
@@ -145,6 +151,8 @@ export function registerJobCommands(program: Command): void {
       const j = await clientOf(cmd).retry(id, {
         params: Object.keys(o.set).length ? o.set : undefined,
         gpus: o.gpus,
+        nodes: o.nodes,
+        gpus_per_node: o.gpusPerNode,
         env: o.env,
         selector: o.selector,
         priority: o.priority,

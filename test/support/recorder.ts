@@ -1,10 +1,11 @@
 /**
- * The body of a test job that records its own life in `<dir>/<jobId>-<attempt>`: a start line
- * (time in ms, pid, node, cards) and an end line, written by a trap when it is killed.
+ * The body of a test job that records its own life in `<dir>/<jobId>-<attempt>` (a gang
+ * member's in `<dir>/<jobId>-<attempt>.r<rank>`): a start line (time in ms, pid, node, cards) and
+ * an end line, written by a trap when it is killed.
  */
 export function recorderScript(dir: string, seconds: number): string {
   return [
-    `f="${dir}/$GPUPLANE_JOB_ID-$GPUPLANE_ATTEMPT"`,
+    `f="${dir}/$GPUPLANE_JOB_ID-$GPUPLANE_ATTEMPT\${GPUPLANE_NODE_RANK:+.r$GPUPLANE_NODE_RANK}"`,
     `echo "start $(date +%s%3N) $$ $GPUPLANE_NODE_ID $CUDA_VISIBLE_DEVICES" >> "$f"`,
     `trap 'echo "end $(date +%s%3N) killed" >> "$f"; exit 143' TERM`,
     `sleep ${seconds} & wait $!`,

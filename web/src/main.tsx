@@ -28,7 +28,7 @@ function pageFor(r: Route) {
   const [page = 'cluster', id] = r.path;
   switch (page) {
     case 'cluster':
-      return <ClusterPage />;
+      return <ClusterPage focus={r.query.get('node')} />;
     case 'queue':
       return <QueuePage query={r.query} />;
     case 'jobs':

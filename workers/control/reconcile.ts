@@ -29,7 +29,9 @@ async function closeReason(client: Client, workflowId: string, runId: string, st
 }
 
 async function settle(client: Client, job: Job, state: SettleJobInput['state'], reason: string, t: JobTimeouts): Promise<boolean> {
-  const input: SettleJobInput = { jobId: job.id, attempt: job.attempt, nodeId: job.state === 'QUEUED' ? null : job.nodeId, state, reason, lostAfterMs: t.lostAfterMs };
+  const placed = job.state !== 'QUEUED';
+  const others = placed && job.members ? job.members.slice(1).map((m) => m.node_id) : [];
+  const input: SettleJobInput = { jobId: job.id, attempt: job.attempt, nodeId: placed ? job.nodeId : null, ...(others.length ? { memberNodeIds: others } : {}), state, reason, lostAfterMs: t.lostAfterMs };
   try {
     await client.workflow.start('settleJobWorkflow', {
       workflowId: jobWorkflowId(job.id),

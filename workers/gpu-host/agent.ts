@@ -183,11 +183,11 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited, false, rankOfRecord(rec));
     // Its checkpoint folder is watched again: the initial scan reports what was written while
     // the agent was down (and again what it reported before, which registers nothing twice).
-    checkpoints.watch(rec.spec, attemptEnd(processes.live.get(rec.spec.jobId)!.exited));
+    if (!rec.spec.gang || rec.spec.gang.rank === 0) checkpoints.watch(rec.spec, attemptEnd(processes.live.get(rec.spec.jobId)!.exited));
     // Until it is heard or the attempt is fenced: a restart during a Temporal outage still re-attaches.
     void retryWhile(
       () => processes.live.get(rec.spec.jobId)?.attempt === rec.spec.attempt,
-      () => o.client.workflow.getHandle(jobWorkflowId(rec.spec.jobId)).signal(reattachSignal, { attempt: rec.spec.attempt, pid: rec.pid, logPath: rec.logPath }),
+      () => o.client.workflow.getHandle(jobWorkflowId(rec.spec.jobId)).signal(reattachSignal, { attempt: rec.spec.attempt, pid: rec.pid, logPath: rec.logPath, ...(rec.spec.gang ? { nodeId: o.nodeId } : {}) }),
     );
   }
   await retryWhile(() => true, joinNode);

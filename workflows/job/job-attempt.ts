@@ -27,6 +27,8 @@ export class JobAttempt {
   granted = false;
   /** The agent's report that the process is up. */
   started: AttemptStarted | null = null;
+  /** A gang's: each member's first report, by its node. */
+  readonly memberStarts = new Map<string, AttemptStarted>();
   /** Every restart of the agent during this attempt re-attaches afresh. */
   readonly reattaches: AttemptStarted[] = [];
   cancelRequested: boolean;
@@ -76,7 +78,10 @@ export class JobAttempt {
     setHandler(
       attemptStartedSignal,
       guarded('attemptStarted', isAttemptStarted, (s) => {
-        if (s.attempt === this.attempt && this.started === null) this.started = s;
+        if (s.attempt !== this.attempt) return;
+        if (s.nodeId !== undefined) {
+          if (!this.memberStarts.has(s.nodeId)) this.memberStarts.set(s.nodeId, s);
+        } else if (this.started === null) this.started = s;
       }),
     );
     setHandler(

@@ -23,7 +23,7 @@ export async function runAndWatch(job: JobAttempt, s: AttemptSpec): Promise<Atte
   const runningOnHandOver = job.input.startedByApi === true || patched(STARTED_BY_API);
   job.setState(watchOnly || runningOnHandOver ? 'RUNNING' : 'DISPATCHING', s.nodeId);
 
-  const watch = new AttemptWatch(job, s);
+  const watch = new AttemptWatch(job, s, wholeAttempt(job));
   if (watchOnly) await control.noteAttempt({ jobId: job.jobId, attempt: job.attempt, detail: `workflow restarted in Temporal (reset); watching the attempt on node ${s.nodeId} again` });
   const { exit, failure } = await watch.untilEnded();
   return outcomeOf(job, s, exit, failure);
@@ -51,8 +51,21 @@ async function outcomeOf(job: JobAttempt, s: AttemptSpec, exit: ProcessExit | nu
   return { state: 'FAILED', exitCode: null, signal: null, reason: failureMessage(failure) };
 }
 
+/**
+ * What one watch follows of the attempt's messages and its stop: the whole attempt's for a
+ * single-node job; for a gang member, its own node's starts and re-attaches, and a stop that is
+ * the job's cancel or the gang's (workflows/job/gang.ts).
+ */
+export interface WatchView {
+  stop(): boolean;
+  started(): AttemptStarted | null;
+  reattaches(): AttemptStarted[];
+}
+
+const wholeAttempt = (job: JobAttempt): WatchView => ({ stop: () => job.cancelRequested, started: () => job.started, reattaches: () => job.reattaches });
+
 /** One activity watching the process, run in its own scope so that it can be cancelled alone. */
-interface Watch {
+export interface Watch {
   scope: CancellationScope;
   done: boolean;
   exit: ProcessExit | null;
@@ -82,7 +95,7 @@ function launch(fn: () => Promise<ProcessExit>): Watch {
  * after the server stopped hearing from it for a heartbeat timeout. Only the current one's
  * outcome counts; a replaced one is ignored (it times out by itself).
  */
-class AttemptWatch {
+export class AttemptWatch {
   private current: Watch;
   private readonly watcher: GpuHostActivities;
   private markedRunning: boolean;
@@ -92,6 +105,7 @@ class AttemptWatch {
   constructor(
     private readonly job: JobAttempt,
     private readonly spec: AttemptSpec,
+    private readonly view: WatchView,
   ) {
     const { jobId, attempt } = job;
     const watchOnly = spec.resumed === true;
@@ -103,20 +117,21 @@ class AttemptWatch {
 
   /** Follows the attempt until the current watch ends for good; its exit, or its failure. */
   async untilEnded(): Promise<Watch> {
-    const { job } = this;
+    const { view } = this;
     for (;;) {
       await condition(
-        () => this.current.done || (job.cancelRequested && !this.cancelSent) || (job.started !== null && !this.markedRunning) || job.reattaches.length > this.reattachesSeen,
+        () => this.current.done || (view.stop() && !this.cancelSent) || (view.started() !== null && !this.markedRunning) || view.reattaches().length > this.reattachesSeen,
       );
-      if (job.reattaches.length > this.reattachesSeen && !this.current.done && !this.cancelSent) await this.reattached();
+      if (view.reattaches().length > this.reattachesSeen && !this.current.done && !this.cancelSent) await this.reattached();
       // Recorded even when the attempt's end arrived in the same activation as its start.
-      if (job.started !== null && !this.markedRunning) await this.markRunning(job.started);
-      if (job.cancelRequested && !this.cancelSent) {
+      const started = view.started();
+      if (started !== null && !this.markedRunning) await this.markRunning(started);
+      if (view.stop() && !this.cancelSent) {
         this.cancelSent = true;
         this.current.scope.cancel();
       }
       if (!this.current.done) continue;
-      if (this.current.exit === null && !job.cancelRequested && missedHeartbeat(this.current.failure)) {
+      if (this.current.exit === null && !view.stop() && missedHeartbeat(this.current.failure)) {
         await this.takeBack();
         continue;
       }
@@ -127,14 +142,15 @@ class AttemptWatch {
   /** The agent restarted and adopted the process: a new watchJob follows it. */
   private async reattached(): Promise<void> {
     const { job } = this;
-    const r: AttemptStarted = job.reattaches[job.reattaches.length - 1];
-    this.reattachesSeen = job.reattaches.length;
+    const all = this.view.reattaches();
+    const r: AttemptStarted = all[all.length - 1];
+    this.reattachesSeen = all.length;
     // The replaced activity is left alone, not cancelled: a cancel reaching the agent means
     // "stop the job", and the old activity (on the dead agent) times out by itself.
     this.current = launch(() => this.watcher.watchJob({ jobId: job.jobId, attempt: job.attempt }));
     // The agent may have died before its "started" signal went out; the process runs all the same.
     if (!this.markedRunning) await this.markRunning(r);
-    await control.noteAttempt({ jobId: job.jobId, attempt: job.attempt, detail: `agent restarted and re-attached to pid ${r.pid}` });
+    await control.noteAttempt({ jobId: job.jobId, attempt: job.attempt, detail: `${this.spec.gang ? `node ${this.spec.nodeId}'s ` : ''}agent restarted and re-attached to pid ${r.pid}` });
   }
 
   /**
@@ -150,7 +166,7 @@ class AttemptWatch {
 
   private async markRunning(r: AttemptStarted): Promise<void> {
     this.markedRunning = true;
-    await control.markRunning({ jobId: this.job.jobId, attempt: this.job.attempt, pid: r.pid, logPath: r.logPath });
+    await control.markRunning({ jobId: this.job.jobId, attempt: this.job.attempt, pid: r.pid, logPath: r.logPath, ...(this.spec.gang ? { nodeId: this.spec.nodeId } : {}) });
     if (this.job.state === 'DISPATCHING') this.job.setState('RUNNING');
   }
 }

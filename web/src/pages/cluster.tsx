@@ -1,13 +1,20 @@
-/** Every node with its labels and state; each card with the job that owns it, or free. */
+/** Every node with its labels and state; each card with the job that owns it (a gang's with this node's rank), or free. */
+import { useEffect, useRef } from 'preact/hooks';
 import { api } from '../api.ts';
 import { ErrorBox, JobLink, Loading, StateBadge, When } from '../components.tsx';
+import { rankOn } from '../gang.ts';
 import { useResource } from '../live.ts';
 import type { GpuNode, Job } from '../types.ts';
 
-function NodeCard({ node, jobs }: { node: GpuNode; jobs: Map<string, Job> }) {
+function NodeCard({ node, jobs, focus }: { node: GpuNode; jobs: Map<string, Job>; focus: boolean }) {
   const busy = node.gpus.filter((g) => g.busy).length;
+  // A link to one node (a gang member's, from the job page) scrolls to it once.
+  const ref = useRef<HTMLElement>(null);
+  useEffect(() => {
+    if (focus) ref.current?.scrollIntoView({ block: 'nearest' });
+  }, [focus]);
   return (
-    <article class={`node node-${node.status}`} data-node={node.id}>
+    <article ref={ref} class={`node node-${node.status}${focus ? ' focus' : ''}`} data-node={node.id}>
       <h3>
         {node.id} <StateBadge state={node.status} />
       </h3>
@@ -24,6 +31,7 @@ function NodeCard({ node, jobs }: { node: GpuNode; jobs: Map<string, Job> }) {
       <ul class="cards">
         {node.gpus.map((g) => {
           const job = g.owner_job_id ? jobs.get(g.owner_job_id) : undefined;
+          const rank = job ? rankOn(job, node.id) : null;
           return (
             <li key={g.index} class={g.busy ? 'card busy' : 'card free'} data-card={g.index} title={`${g.name} · ${g.memory_mb} MB · ${g.uuid}`}>
               <span class="idx">GPU {g.index}</span>
@@ -31,7 +39,14 @@ function NodeCard({ node, jobs }: { node: GpuNode; jobs: Map<string, Job> }) {
               {!g.present && <span class="badge state-LOST">missing</span>}
               {g.owner_job_id ? (
                 <span class="owner">
-                  <JobLink id={g.owner_job_id} />#{g.owner_attempt} {job && <StateBadge state={job.state} />}
+                  <JobLink id={g.owner_job_id} />#{g.owner_attempt}
+                  {rank !== null && (
+                    <span class="rank" data-rank={rank} title={`this node is rank ${rank} of the job's ${job!.nodes} nodes`}>
+                      {' '}
+                      · rank {rank}
+                    </span>
+                  )}{' '}
+                  {job && <StateBadge state={job.state} />}
                 </span>
               ) : g.busy ? (
                 <span class="owner muted">busy (another project's job)</span>
@@ -46,7 +61,8 @@ function NodeCard({ node, jobs }: { node: GpuNode; jobs: Map<string, Job> }) {
   );
 }
 
-export function ClusterPage() {
+/** `focus`: the node a link named (`#/cluster?node=ID`), marked and scrolled to. */
+export function ClusterPage({ focus }: { focus: string | null }) {
   const nodes = useResource(() => api.nodes(), [], { topics: ['nodes'] });
   // A card's owner is dispatching or running, however old the job: ask for those states, not
   // for the newest jobs.
@@ -67,7 +83,7 @@ export function ClusterPage() {
       ) : (
         <div class="grid">
           {nodes.data.map((n) => (
-            <NodeCard key={n.id} node={n} jobs={byId} />
+            <NodeCard key={n.id} node={n} jobs={byId} focus={n.id === focus} />
           ))}
         </div>
       )}

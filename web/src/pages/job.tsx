@@ -8,6 +8,8 @@ import { canTransition, isTerminal } from '../../../domain/job-states.ts';
 import { shellJoin } from '../../../domain/shell-quote.ts';
 import { api } from '../api.ts';
 import { ErrorBox, EventList, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
+import { placementLine } from '../gang.ts';
+import { Members } from './job-members.tsx';
 import { useResource } from '../live.ts';
 import { logRanks } from '../log-ranks.ts';
 import { commandField, editedCommand } from '../retry-command.ts';
@@ -110,8 +112,7 @@ export function JobPage({ id }: { id: string }) {
       </h1>
       <ErrorBox error={actionError} />
       <p class="muted">
-        {j.type} · attempt {j.attempt} · {j.gpus} GPU{j.gpus === 1 ? '' : 's'}
-        {j.node_id ? ` on ${j.node_id}` : ''} · priority {j.priority} · submitted <When at={j.created_at} />
+        {j.type} · attempt {j.attempt} · {placementLine(j)} · priority {j.priority} · submitted <When at={j.created_at} />
         {j.parent_job_id && (
           <>
             {' '}
@@ -140,6 +141,7 @@ export function JobPage({ id }: { id: string }) {
       <Section title="Attempts">
         <Attempts attempts={j.attempts} />
       </Section>
+      <Members job={j} />
       {runs.data && runs.data.length > 0 && (
         <Section title="Runs">
           <ul>

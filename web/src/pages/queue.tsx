@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks';
 import { JOB_STATES } from '../../../domain/job-states.ts';
 import { api } from '../api.ts';
 import { ErrorBox, JobLink, Loading, StateBadge, When } from '../components.tsx';
+import { nodesOf, sizeLabel } from '../gang.ts';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
 import type { Job, JobState, ListJobsQuery, SubmitJobBody } from '../types.ts';
@@ -156,8 +157,8 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
                   <StateBadge state={j.state} />
                 </td>
                 <td>{j.attempt}</td>
-                <td>{j.gpus}</td>
-                <td>{j.node_id ?? ''}</td>
+                <td data-column="gpus">{sizeLabel(j)}</td>
+                <td data-column="nodes">{nodesOf(j).join(', ')}</td>
                 <td>{j.priority}</td>
                 <td>
                   <When at={j.created_at} />
