@@ -491,6 +491,8 @@ describe('web console', () => {
     await expect.poll(() => stateOf(page)).toBe('SUCCEEDED');
     expect(await page.locator('main > p.muted').first().innerText()).toContain(`attempt 1 · 1 GPU on ${ended.node_id} · priority`);
     expect(await page.locator('main h2', { hasText: 'Members' }).count()).toBe(0);
+    // Nor rank tabs above its log.
+    expect(await page.locator('.tabs.ranks').count()).toBe(0);
 
     await c.addAgent({ nodeId: 'web-node-2', gpus: 1 });
     const job = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, command: 'sleep 300' });
@@ -518,6 +520,14 @@ describe('web console', () => {
       expect(await rows.locator('td', { hasText: '[' }).allInnerTexts()).toEqual(members!.map((m) => `[${m.gpu_indices.join(',')}]`));
       expect(await page.getByTestId('master-port').innerText()).toContain(`rendezvous on ${members![0].node_id}:${port}`);
       expect(await page.locator('main > p.muted').first().innerText()).toContain(`2 nodes × 1 GPU each on ${members!.map((m) => m.node_id).join(', ')}`);
+
+      // Above its log, a tab per rank: each member's log is its own, rank 0's shown first.
+      const tabs = page.locator('.tabs.ranks [role="tab"]');
+      expect(await tabs.allInnerTexts()).toEqual(['rank 0', 'rank 1']);
+      expect(await tabs.nth(0).getAttribute('aria-selected')).toBe('true');
+      await tabs.nth(1).click();
+      await expect.poll(() => tabs.nth(1).getAttribute('aria-selected')).toBe('true');
+      expect(await tabs.nth(0).getAttribute('aria-selected')).toBe('false');
 
       // A member's node links to it on the cluster page, where each node's card names the job and that node's rank.
       await rows.nth(1).locator('[data-column="node"] a').click();
