@@ -94,7 +94,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       const why = err instanceof SpawnFailed ? await err.error : (err as Error);
       return spawnError(logPath, `could not start the attempt: ${why.message}`);
     }
-    deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true);
+    deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true, spec.gang?.rank ?? 0);
     // A gang's checkpoints are watched on rank 0's node (the folder is assumed shared, or rank 0's).
     if (!spec.gang || spec.gang.rank === 0) deps.checkpoints?.watch(spec, attemptEnd(entry.exited));
     // RUNNING is recorded from this report, sent before the exit can be: to the API with the

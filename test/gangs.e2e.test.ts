@@ -48,7 +48,7 @@ describe('gang jobs: started together, stopped together', () => {
       type: 'TRAIN',
       nodes: 2,
       gpus_per_node: 2,
-      command: `${readRun}; python3 ${example} --timeout 60 > ${dir}/rank-$NODE_RANK.json; env | grep -E '^(PET_[A-Z_]+|MASTER_[A-Z]+|NNODES|NODE_RANK|GPUPLANE_NNODES|GPUPLANE_NODE_RANK|GPUPLANE_HOSTFILE|WORLD_SIZE|RANK)=' | sort > ${dir}/env-$NODE_RANK; cp "$GPUPLANE_HOSTFILE" ${dir}/hosts-$NODE_RANK`,
+      command: `echo "hello from rank $NODE_RANK"; ${readRun}; python3 ${example} --timeout 60 > ${dir}/rank-$NODE_RANK.json; env | grep -E '^(PET_[A-Z_]+|MASTER_[A-Z]+|NNODES|NODE_RANK|GPUPLANE_NNODES|GPUPLANE_NODE_RANK|GPUPLANE_HOSTFILE|WORLD_SIZE|RANK)=' | sort > ${dir}/env-$NODE_RANK; cp "$GPUPLANE_HOSTFILE" ${dir}/hosts-$NODE_RANK`,
     });
     expect(job.nodes).toBe(2);
     expect(job.gpus).toBe(2);
@@ -80,6 +80,15 @@ describe('gang jobs: started together, stopped together', () => {
       expect(env).not.toMatch(/^(WORLD_SIZE|RANK)=/m);
     }
     expect(fs.readFileSync(path.join(dir, 'hosts-1'), 'utf8')).toMatch(/^\S+ slots=2\n\S+ slots=2\n$/);
+    // Logs are kept per rank.
+    for (const rank of [0, 1]) {
+      const log = await until(`rank ${rank}'s log`, async () => {
+        const text = await (await fetch(`${c.apiUrl}/api/v1/jobs/${job.id}/logs?rank=${rank}`, { headers: c.auth })).text();
+        return text.includes('hello') ? text : null;
+      }, 10_000);
+      expect(log).toContain(`hello from rank ${rank}\n`);
+      expect(log).not.toContain(`hello from rank ${1 - rank}`);
+    }
     // One run for the attempt; both members' run tokens are good for it.
     expect(fs.readFileSync(path.join(dir, 'token-0'), 'utf8').trim()).toBe('200');
     expect(fs.readFileSync(path.join(dir, 'token-1'), 'utf8').trim()).toBe('200');

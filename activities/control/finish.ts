@@ -38,7 +38,7 @@ export function finishActivities({ deps, wake }: ControlContext) {
         const o = a.outcome;
         let to: JobState = o.state;
         // Hints read the shipped log; the tail the agent sent stands in when nothing was shipped.
-        const shipped = o.state === 'FAILED' && o.exit ? await readLogTail(tx, a.jobId, a.attempt) : null;
+        const shipped = o.state === 'FAILED' && o.exit ? await readLogTail(tx, a.jobId, a.attempt, 8192, o.member?.rank ?? 0) : null;
         const nonFiniteMetrics = o.state === 'FAILED' && o.exit ? await nonFiniteLastKeys(tx, a.jobId, a.attempt) : [];
         let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics, jobId: a.jobId }).reason : o.reason;
         // A gang's reason names the member that ended it.
