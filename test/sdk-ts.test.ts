@@ -90,6 +90,56 @@ describe('the TypeScript SDK against the real API', () => {
     expect(got).toMatchObject({ status: 'running', params: { lr: 1, batch: 32 }, metrics: { loss: { count: 1 } } });
   });
 
+  it('under a job, a process of rank above 0 (RANK, else GPUPLANE_NODE_RANK) sends nothing, unless the program asks (allRanks, GPUPLANE_LOG_ALL_RANKS=1)', async () => {
+    const { id } = await api.post<RunJson>('/runs', { project: 'sdk-ts-ranks', params: { lr: 1 } });
+    const job = (more: Record<string, string>) => ({ GPUPLANE_RUN_ID: id, GPUPLANE_PARAMS: JSON.stringify({ lr: 1 }), ...more });
+    // Every connection to the proxy is reset and counted: a muted run must make none.
+    const proxy = await startFlakyProxy(api.port);
+    try {
+      await proxy.refuse();
+      const warned = warnings.length;
+      for (const env of [{ GPUPLANE_NODE_RANK: '1' }, { RANK: '3' }, { GPUPLANE_NODE_RANK: '0', RANK: '1' }] as Record<string, string>[]) {
+        const run = await gpuplane.init(undefined, undefined, 'rank-n', { batch: 32 }, opts(`http://127.0.0.1:${proxy.port}`, {}, job(env)));
+        expect(run).toMatchObject({ muted: true, id, attached: true, params: { lr: 1, batch: 32 } });
+        for (let i = 0; i < 1000; i++) gpuplane.log({ loss: 1 / (i + 1) }, i);
+        gpuplane.event('checkpoint.saved', 'rank n', { path: '/x' });
+        const t = Date.now();
+        await gpuplane.finish('failed');
+        expect(Date.now() - t).toBeLessThan(500);
+      }
+      await new Promise((r) => setTimeout(r, 300)); // a timer, were one left, would have tried by now
+      expect(proxy.stats.refused).toBe(0);
+      expect(warnings.length).toBe(warned);
+    } finally {
+      await proxy.close();
+    }
+    // Rank 0 (RANK decides over GPUPLANE_NODE_RANK), and ranks above 0 that ask, send to the one run.
+    const sends: { env: Record<string, string>; allRanks: boolean | undefined; key: string }[] = [
+      { env: { GPUPLANE_NODE_RANK: '1', RANK: '0' }, allRanks: undefined, key: 'loss' },
+      { env: { RANK: '2' }, allRanks: true, key: 'rank2/loss' },
+      { env: { GPUPLANE_NODE_RANK: '1', GPUPLANE_LOG_ALL_RANKS: '1' }, allRanks: undefined, key: 'node1/loss' },
+    ];
+    for (const s of sends) {
+      const run = await gpuplane.init(undefined, undefined, undefined, undefined, { ...opts(api.url, {}, job(s.env)), allRanks: s.allRanks });
+      expect(run.muted).toBe(false);
+      gpuplane.log({ [s.key]: 0.5 }, 7);
+      await gpuplane.finish();
+    }
+    const got = await api.get<RunJson>(`/runs/${id}`);
+    expect(Object.keys(got.metrics).sort()).toEqual(['loss', 'node1/loss', 'rank2/loss']);
+    expect(got.metrics.loss).toMatchObject({ count: 1, last_step: 7 });
+    expect(got.params).toEqual({ lr: 1 });
+    expect(got.name).not.toBe('rank-n');
+    // The option wins over the environment; outside a job RANK means nothing to the SDK.
+    expect((await gpuplane.init(undefined, undefined, undefined, undefined, { ...opts(api.url, {}, job({ RANK: '1', GPUPLANE_LOG_ALL_RANKS: '1' })), allRanks: false })).muted).toBe(true);
+    await gpuplane.finish();
+    await expect(gpuplane.init(undefined, undefined, undefined, undefined, opts(api.url, {}, job({ RANK: '1', GPUPLANE_LOG_ALL_RANKS: 'maybe' })))).rejects.toThrow(/GPUPLANE_LOG_ALL_RANKS/);
+    const own = await gpuplane.init('sdk-ts-ranks', undefined, undefined, undefined, opts(api.url, {}, { RANK: '1', GPUPLANE_NODE_RANK: '1' }));
+    expect(own.muted).toBe(false);
+    await gpuplane.finish();
+    expect((await api.get<RunJson>(`/runs/${own.id}`)).status).toBe('finished');
+  });
+
   it('sends heartbeats while the run is open', async () => {
     const run = await gpuplane.init('sdk-ts-beat', undefined, undefined, undefined, opts(api.url, { heartbeatS: 0.2 }));
     const first = (await api.get<RunJson & { heartbeat_at: string }>(`/runs/${run.id}`)).heartbeat_at;

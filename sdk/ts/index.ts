@@ -13,7 +13,8 @@
  * GPUPLANE_TOKEN, else what `gpuctl login` saved in the home, else `gpuctl up`'s admin token and
  * address. When the API stays away past the retry window, what it did not take is written to
  * <home>/offline-runs/*.jsonl for `gpuctl import-run`; GPUPLANE_MODE=offline writes only that
- * file. See docs/sdk.md.
+ * file. In a job of several processes (multi-node, torchrun) only global rank 0 sends: see
+ * InitOptions.allRanks. See docs/sdk.md.
  */
 
 import os from 'node:os';
@@ -21,6 +22,7 @@ import { findApi } from './creds.ts';
 import { settingsFrom, type SdkSettings } from './encode.ts';
 import { apiBase } from './http.ts';
 import { offlineDir } from './offline.ts';
+import { muted as isMuted } from './rank.ts';
 import { Run, type EventLevel, type FinishStatus } from './run.ts';
 
 export { Run, type EventLevel, type FinishStatus } from './run.ts';
@@ -45,6 +47,14 @@ export interface InitOptions {
   token?: string;
   /** 'offline' sends nothing and writes the run to a local JSONL file for `gpuctl import-run`. Default: GPUPLANE_MODE, else 'online'. */
   mode?: 'online' | 'offline';
+  /**
+   * Under a job of several processes (a multi-node job's members, torchrun's workers) they all
+   * share the job's run and only global rank 0 sends: where the rank (RANK, which torchrun sets,
+   * else GPUPLANE_NODE_RANK) is above 0 the run is muted (`run.muted`): log(), event() and
+   * finish() return at once and nothing is sent. true makes every rank send to the run (give
+   * each rank its own keys then). Default: GPUPLANE_LOG_ALL_RANKS=1, else false.
+   */
+  allRanks?: boolean;
   tags?: Record<string, string>;
   /** Where GPUPLANE_* come from (default process.env). */
   env?: Record<string, string | undefined>;
@@ -78,6 +88,7 @@ export async function init(project?: string, experiment?: string, name?: string,
   const env = opts.env ?? process.env;
   const settings = settingsFrom(env, opts.settings);
   const runId = env.GPUPLANE_RUN_ID || null;
+  const muted = isMuted(env, opts.allRanks);
   const mode = (opts.mode ?? (env.GPUPLANE_MODE?.trim().toLowerCase() || 'online')) as 'online' | 'offline';
   if (mode !== 'online' && mode !== 'offline') throw new Error(`gpuplane: mode ${JSON.stringify(mode)} must be online or offline (GPUPLANE_MODE)`);
   const found = findApi(env, opts.apiUrl, opts.token, runId !== null);
@@ -111,7 +122,7 @@ export async function init(project?: string, experiment?: string, name?: string,
       ...(opts.tags ? { tags: opts.tags } : {}),
       ...(name !== undefined ? { name } : {}),
     };
-    run = new Run({ ...common, attachedId: runId, create: null, patch: Object.keys(patch).length > 0 ? patch : null, params: merged });
+    run = new Run({ ...common, attachedId: runId, create: null, patch: Object.keys(patch).length > 0 ? patch : null, params: merged, muted });
   } else {
     if (!project) throw new Error('gpuplane.init: project is required outside a GPUPlane job');
     const create = {
@@ -125,8 +136,8 @@ export async function init(project?: string, experiment?: string, name?: string,
     };
     run = new Run({ ...common, project, attachedId: null, create, patch: null, params: merged });
   }
-  await run.start();
-  if (opts.autoFinish ?? true) {
+  if (!muted) await run.start();
+  if ((opts.autoFinish ?? true) && !muted) {
     const hook = () => {
       exitHooks.delete(run);
       void run.finish();

@@ -39,6 +39,8 @@ export interface RunSetup {
   uploadApiUrl?: string | null;
   /** Where the final word about the offline file goes (default: stderr, whatever warn() does). */
   notice?: (msg: string) => void;
+  /** Not rank 0 of a job of several processes (sdk/ts/rank.ts): log(), event() and finish() return at once. */
+  muted?: boolean;
 }
 
 export class Run {
@@ -46,6 +48,8 @@ export class Run {
   readonly params: Record<string, unknown>;
   readonly settings: SdkSettings;
   readonly mode: 'online' | 'offline';
+  /** Not rank 0 of a job of several processes: log(), event() and finish() return at once, nothing is sent. */
+  readonly muted: boolean;
   /**
    * The run's own name for itself: its offline file's run id, and (as jsonl:<that>) the
    * external_key it registers with, so that importing a file written after the API went away
@@ -103,6 +107,8 @@ export class Run {
     this.attached = s.attachedId !== null;
     this.#api = { base: s.base, token: s.token, tokenFrom: s.tokenFrom, project: s.project, attached: this.attached };
     this.mode = s.mode ?? 'online';
+    this.muted = s.muted ?? false;
+    this.off = this.muted;
     this.localId = `sdk-${this.keyPrefix}`;
     this.runLine = { id: this.localId, ...(cleanJson(s.runLine ?? {}) as Record<string, unknown>), started_at: Date.now() };
     this.offlineDir = s.offlineDir ?? 'offline-runs';
@@ -131,7 +137,7 @@ export class Run {
 
   /** Buffers {key: value} at `step` (default: one more than the last step logged). */
   log(data: Record<string, number | bigint | boolean>, step?: number): void {
-    if (this.off) return this.tell('off', 'gpuplane: log()/event() after finish(), or on a run the API refused: ignored');
+    if (this.off) return this.refuse();
     const s = step ?? this.nextStep;
     if (!Number.isInteger(s) || s < 0) throw new RangeError(`step must be an integer >= 0, got ${step}`);
     this.nextStep = s + 1;
@@ -157,7 +163,7 @@ export class Run {
   event(kind: string, message: string, data?: Record<string, unknown>, level: EventLevel = 'info'): void {
     if (!KIND_RE.test(kind)) throw new RangeError(`event kind ${JSON.stringify(kind)} must match ${KIND_RE}`);
     if (!['info', 'warning', 'error'].includes(level)) throw new RangeError(`event level ${level} must be info, warning or error`);
-    if (this.off) return this.tell('off', 'gpuplane: log()/event() after finish(), or on a run the API refused: ignored');
+    if (this.off) return this.refuse();
     this.enqueueEvent({ kind, message: String(message), level, ...(data === undefined ? {} : { data: cleanJson(data) }) });
   }
 
@@ -169,6 +175,7 @@ export class Run {
     if (!['finished', 'failed', 'cancelled'].includes(status)) throw new RangeError(`status ${status} must be finished, failed or cancelled`);
     if (this.finished) return;
     this.finished = true;
+    if (this.muted) return;
     if (this.dropped > 0 || this.droppedEvents > 0) {
       this.enqueueEvent({
         kind: 'sdk.points_dropped',
@@ -468,6 +475,10 @@ export class Run {
     }
     this.outbox.addEvent({ kind: 'event', body: JSON.stringify(body), key: this.newKey(), ts: Date.now() } satisfies EventItem);
     this.schedule(0);
+  }
+
+  private refuse(): void {
+    if (!this.muted) this.tell('off', 'gpuplane: log()/event() after finish(), or on a run the API refused: ignored');
   }
 
   private newKey(): string {

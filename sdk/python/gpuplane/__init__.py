@@ -13,7 +13,8 @@ arguments, else GPUPLANE_API_URL / GPUPLANE_TOKEN (what the agent sets for a job
 `gpuctl login` saved in the home (<home>/api-url, <home>/token), else the admin token `gpuctl up`
 keeps there (<home>/admin-token) and the address it listens on. When the API stays away past the
 retry window, what it did not take is written to <home>/offline-runs/*.jsonl for `gpuctl
-import-run`; GPUPLANE_MODE=offline (or mode="offline") writes only that file. See docs/sdk.md.
+import-run`; GPUPLANE_MODE=offline (or mode="offline") writes only that file. In a job of several
+processes (multi-node, torchrun) only global rank 0 sends: see init()'s `all_ranks`. See docs/sdk.md.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Dict, Mapping, Optional
 from ._config import Settings
 from ._creds import find as _find_api
 from ._http import ApiError, AuthContext, Unreachable
+from ._rank import muted as _muted
 from ._run import GpuplaneWarning, Run, __version__, system_tags
 
 __all__ = ["init", "log", "event", "finish", "run", "Run", "GpuplaneWarning", "ApiError", "Unreachable", "__version__"]
@@ -44,6 +46,7 @@ def init(
     api_url: Optional[str] = None,
     token: Optional[str] = None,
     mode: Optional[str] = None,
+    all_ranks: Optional[bool] = None,
 ) -> Run:
     """Starts (or, under a job, attaches to) a run and makes it the module's current one.
 
@@ -58,6 +61,12 @@ def init(
     and writes the run to a local JSONL file for `gpuctl import-run`.
     A previous current run is finished first.
 
+    Under a job of several processes (a multi-node job's members, torchrun's workers) they all
+    share the job's run, and only global rank 0 sends: in a process whose rank is above 0 (RANK,
+    which torchrun sets, else GPUPLANE_NODE_RANK) the run is muted (`run.muted`): log(), event()
+    and finish() return at once and nothing is sent. `all_ranks=True` (default
+    GPUPLANE_LOG_ALL_RANKS=1) makes every rank send to the run; give each rank its own keys then.
+
     Raises ApiError when the API refuses the run: a 4xx such as an invalid project, 401 (no or
     unknown token) or 403 (a token without write access to the project). A 401/403 later on
     stops the run's sending with one GpuplaneWarning; log() goes on without raising.
@@ -68,6 +77,7 @@ def init(
         run = None
     settings = Settings.from_env()
     run_id = os.environ.get("GPUPLANE_RUN_ID") or None
+    muted = _muted(os.environ, all_ranks)
     mode = (mode or os.environ.get("GPUPLANE_MODE") or "online").strip().lower()
     found = _find_api(api_url, token, under_job=run_id is not None)
     url, secret = found.api_url, found.token
@@ -101,7 +111,7 @@ def init(
             patch["tags"] = {str(k): str(v) for k, v in tags.items()}
         if name is not None:
             patch["name"] = name
-        r = Run(url, attached_id=run_id, create=None, patch=patch or None, params=merged, settings=settings, **extra)
+        r = Run(url, attached_id=run_id, create=None, patch=patch or None, params=merged, settings=settings, muted=muted, **extra)
     else:
         if not project:
             raise ValueError("gpuplane.init: project is required outside a GPUPlane job")
@@ -115,7 +125,8 @@ def init(
         if tags:
             body["tags"] = {str(k): str(v) for k, v in tags.items()}
         r = Run(url, attached_id=None, create=body, patch=None, params=merged, settings=settings, **extra)
-    r._start(settings.init_timeout_s)
+    if not muted:
+        r._start(settings.init_timeout_s)
     run = r
     return r
 

@@ -63,6 +63,7 @@ class Run(Flusher):
         mode: str = "online",
         run_line: Optional[Dict[str, Any]] = None,
         upload_api_url: Optional[str] = None,
+        muted: bool = False,
     ):
         self.settings = settings or Settings.from_env()
         s = self.settings
@@ -98,7 +99,9 @@ class Run(Flusher):
         self._pending_events = 0
         self._max = s.max_buffer
         self._step = 0
-        self._off = False  # log() refuses: finished, or the run could not be set up
+        # Not rank 0 of a job of several processes: log(), event() and finish() return at once.
+        self.muted = muted
+        self._off = muted  # log() refuses: finished, or the run could not be set up, or muted
         self._kicked = False
         self._finished = False
         self.dropped = 0  # points refused because the buffer was full (the newest ones)
@@ -134,7 +137,8 @@ class Run(Flusher):
     def log(self, data: Mapping[str, Any], step: Optional[int] = None) -> None:
         """Buffers {key: value} at `step` (default: one more than the last step logged)."""
         if self._off:
-            self._refuse()
+            if not self.muted:
+                self._refuse()
             return
         # Warnings are given outside the lock: a warnings handler that logs must not deadlock.
         with self._lock:
@@ -174,10 +178,11 @@ class Run(Flusher):
         body: Dict[str, Any] = {"kind": kind, "message": str(message), "level": level}
         if data is not None:
             body["data"] = clean_json(dict(data))
-        item = _EventItem(dumps(body), self._new_key(), int(_time() * 1000))
         if self._off:
-            self._refuse()
+            if not self.muted:
+                self._refuse()
             return
+        item = _EventItem(dumps(body), self._new_key(), int(_time() * 1000))
         with self._lock:
             full = not self._enqueue_event(item)
         if full:
@@ -190,6 +195,9 @@ class Run(Flusher):
         """
         if status not in FINISH_STATUSES:
             raise ValueError(f"status {status!r} must be one of {', '.join(FINISH_STATUSES)}")
+        if self.muted:
+            self._finished = True
+            return
         with self._lock:
             if self._finished:
                 return

@@ -44,6 +44,10 @@ def until(what: str, check: Any, timeout: float = 10.0) -> Any:
         time.sleep(0.02)
 
 
+# What torchrun and the agent set to say which process this is: never the test process's own.
+RANK_VARS = ("RANK", "GPUPLANE_NODE_RANK", "GPUPLANE_LOG_ALL_RANKS")
+
+
 class EncoderTest(unittest.TestCase):
     def test_values(self) -> None:
         self.assertEqual(value_json(1.5), "1.5")
@@ -82,7 +86,7 @@ class RunTest(unittest.TestCase):
         self.api = StubApi()
         self.env = mock.patch.dict(os.environ, {**FAST, "GPUPLANE_API_URL": self.api.url})
         self.env.start()
-        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_PARAMS", "GPUPLANE_SDK_MAX_BUFFER", "GPUPLANE_TOKEN"):
+        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_PARAMS", "GPUPLANE_SDK_MAX_BUFFER", "GPUPLANE_TOKEN", *RANK_VARS):
             os.environ.pop(k, None)
 
     def tearDown(self) -> None:
@@ -198,6 +202,73 @@ class RunTest(unittest.TestCase):
         self.assertEqual(self.api.runs[rid]["status"], "running")
         self.assertEqual(self.stored(rid)["loss"], [(0, 0.5)])
         self.assertEqual(len(self.api.runs), 1)
+
+    def job_run(self, **env: str) -> str:
+        """A job's run in the stub, with GPUPLANE_RUN_ID and `env` set as the agent (and torchrun) would."""
+        rid = self.api.route("POST", "/api/v1/runs", {"project": "p"}, None)[1]["id"]
+        os.environ.update({"GPUPLANE_RUN_ID": rid, "GPUPLANE_PARAMS": json.dumps({"lr": 1}), **env})
+        return rid
+
+    def test_under_a_job_a_rank_above_0_sends_nothing(self) -> None:
+        # RANK (torchrun's global rank) decides when set; else GPUPLANE_NODE_RANK (the gang member's).
+        for env in ({"GPUPLANE_NODE_RANK": "1"}, {"RANK": "3"}, {"GPUPLANE_NODE_RANK": "0", "RANK": "1"}):
+            with self.subTest(env=env), mock.patch.dict(os.environ):
+                rid = self.job_run(**env)
+                before = len(self.api.requests)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")  # and says nothing about it
+                    run = gpuplane.init("ignored", name="rank-n", params={"batch": 32})
+                    self.assertTrue(run.muted)
+                    self.assertEqual(run.id, rid)
+                    self.assertEqual(run.params, {"lr": 1, "batch": 32})
+                    for i in range(1000):
+                        gpuplane.log({"loss": 1.0 / (i + 1)}, step=i)
+                    gpuplane.event("checkpoint.saved", "rank n", {"path": "/x"})
+                    t = time.monotonic()
+                    gpuplane.finish("failed")
+                    self.assertLess(time.monotonic() - t, 0.5)
+                time.sleep(0.2)  # a flusher, were there one, would have sent by now
+                self.assertEqual(self.api.requests[before:], [])
+                self.assertEqual((self.api.points[rid], self.api.events[rid]), ([], []))
+                self.assertNotIn("name", self.api.runs[rid])
+
+    def test_under_a_job_rank_0_sends_as_before(self) -> None:
+        for env in ({"GPUPLANE_NODE_RANK": "0"}, {"GPUPLANE_NODE_RANK": "1", "RANK": "0"}, {"RANK": "0"}):
+            with self.subTest(env=env), mock.patch.dict(os.environ):
+                rid = self.job_run(**env)
+                run = gpuplane.init(params={"batch": 32})
+                self.assertFalse(run.muted)
+                gpuplane.log({"loss": 0.5}, step=7)
+                gpuplane.finish()
+                self.assertEqual(self.stored(rid)["loss"], [(7, 0.5)])
+                self.assertEqual(self.api.runs[rid]["params"], {"batch": 32})
+
+    def test_every_rank_sends_when_the_script_asks(self) -> None:
+        for how, env in (("all_ranks=True", {}), ("GPUPLANE_LOG_ALL_RANKS=1", {"GPUPLANE_LOG_ALL_RANKS": "1"})):
+            with self.subTest(how=how), mock.patch.dict(os.environ):
+                rid = self.job_run(RANK="2", GPUPLANE_NODE_RANK="1", **env)
+                run = gpuplane.init(all_ranks=True) if not env else gpuplane.init()
+                self.assertFalse(run.muted)
+                gpuplane.log({"rank2/loss": 0.25}, step=3)
+                gpuplane.event("rank.started", "rank 2")
+                gpuplane.finish()
+                self.assertEqual(self.stored(rid)["rank2/loss"], [(3, 0.25)])
+                self.assertEqual(self.api.events[rid][0]["message"], "rank 2")
+        # The argument wins over the environment.
+        with mock.patch.dict(os.environ):
+            self.job_run(RANK="2", GPUPLANE_LOG_ALL_RANKS="1")
+            self.assertTrue(gpuplane.init(all_ranks=False).muted)
+            os.environ["GPUPLANE_LOG_ALL_RANKS"] = "maybe"
+            with self.assertRaisesRegex(ValueError, "GPUPLANE_LOG_ALL_RANKS"):
+                gpuplane.init()
+
+    def test_outside_a_job_rank_does_not_matter(self) -> None:
+        os.environ.update({"RANK": "1", "GPUPLANE_NODE_RANK": "1"})
+        run = gpuplane.init("proj")
+        self.assertFalse(run.muted)
+        gpuplane.log({"a": 1.0})
+        gpuplane.finish()
+        self.assertEqual(self.stored(run.id)["a"], [(0, 1.0)])
 
     def test_heartbeats(self) -> None:
         os.environ["GPUPLANE_SDK_HEARTBEAT_S"] = "0.1"
