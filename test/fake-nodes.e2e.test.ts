@@ -14,7 +14,7 @@ const exec = promisify(execFile);
 
 /**
  * Trying multi-node scheduling on one machine is one command: `gpuctl up --fake-nodes 3
- * --fake-gpus 2` runs three fake nodes in the embedded plane, each its own agent with its own id
+ * --fake-gpus 4` runs three fake nodes in the embedded plane, each its own agent with its own id
  * and token, and two 2-card jobs submitted at once run side by side, one on each of two nodes.
  */
 describe('gpuctl up --fake-nodes', () => {
@@ -31,7 +31,7 @@ describe('gpuctl up --fake-nodes', () => {
     for (const k of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'GPUPLANE_TOKEN', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_NODE_TOKEN']) delete env[k];
     // Ports of its own: never whatever answers on 7233 on this machine.
     up = await startGpuctlUp(
-      ['--fake-nodes', '3', '--fake-gpus', '2', '--node-id', 'fk', '--port', String(apiPort), '--temporal-port', String(await freePort()), '--temporal-ui-port', String(await freePort())],
+      ['--fake-nodes', '3', '--fake-gpus', '4', '--node-id', 'fk', '--port', String(apiPort), '--temporal-port', String(await freePort()), '--temporal-ui-port', String(await freePort())],
       env,
     );
   }, 200_000);
@@ -41,8 +41,8 @@ describe('gpuctl up --fake-nodes', () => {
     fs.rmSync(meet, { recursive: true, force: true });
   });
 
-  it('runs three ONLINE nodes with ids of their own, 2 cards each, a token and a data dir each; the banner names them', async () => {
-    expect(up!.stdout()).toContain('\n  nodes        fk-1, fk-2, fk-3: 2 cards each (fake)\n');
+  it('runs three ONLINE nodes with ids of their own, 4 cards each, a token and a data dir each; the banner names them', async () => {
+    expect(up!.stdout()).toContain('\n  nodes        fk-1, fk-2, fk-3: 4 cards each (fake)\n');
     const nodes = await until(
       'three ONLINE nodes',
       async () => {
@@ -53,25 +53,44 @@ describe('gpuctl up --fake-nodes', () => {
       500,
     );
     expect(nodes.map((n) => n.id).sort()).toEqual(['fk-1', 'fk-2', 'fk-3']);
-    for (const n of nodes) expect(n.gpus.map((g) => g.index)).toEqual([0, 1]);
+    for (const n of nodes) expect(n.gpus.map((g) => g.index)).toEqual([0, 1, 2, 3]);
     expect(fs.readdirSync(path.join(home, 'node-tokens'))).toHaveLength(3);
     expect(new Set(fs.readdirSync(path.join(home, 'node-tokens')).map((f) => fs.readFileSync(path.join(home, 'node-tokens', f), 'utf8'))).size).toBe(3);
     expect(fs.readdirSync(path.join(home, 'agent')).sort()).toEqual(['fk-1', 'fk-2', 'fk-3']);
   });
 
-  it('runs two 2-card jobs submitted at once side by side, on two nodes', async () => {
+  it('runs two 4-card jobs submitted at once side by side, on two nodes', async () => {
     // Each job ends only once the other one runs too: they cannot take turns on one node.
     const job = (name: string) => `touch ${meet}/${name}; for i in $(seq 600); do [ -e ${meet}/a ] && [ -e ${meet}/b ] && exit 0; sleep 0.1; done; exit 1`;
-    const ids = await Promise.all(['a', 'b'].map(async (name) => (await gpuctl('submit', '--gpus', '2', '--', 'sh', '-c', job(name))).trim().split('\n').at(-1)!));
+    const ids = await Promise.all(['a', 'b'].map(async (name) => (await gpuctl('submit', '--gpus', '4', '--', 'sh', '-c', job(name))).trim().split('\n').at(-1)!));
     await Promise.all(ids.map((id) => gpuctl('wait', id).catch(() => '')));
     const jobs = JSON.parse(await gpuctl('jobs', '--json')) as JobJson[];
     const ran = ids.map((id) => jobs.find((j) => j.id === id)!);
     expect(ran.map((j) => j.state)).toEqual(['SUCCEEDED', 'SUCCEEDED']);
     expect(ran.map((j) => j.gpu_indices)).toEqual([
-      [0, 1],
-      [0, 1],
+      [0, 1, 2, 3],
+      [0, 1, 2, 3],
     ]);
     expect(new Set(ran.map((j) => j.node_id)).size).toBe(2);
+  }, 120_000);
+
+  it("the README's two-node job runs as written: both members meet, each rank's log is there", async () => {
+    // The second bash block under "### Across nodes" (the first starts the plane, as this test did).
+    const section = fs.readFileSync(path.resolve('README.md'), 'utf8').split('\n### Across nodes\n')[1].split('\n## ')[0];
+    const block = [...section.matchAll(/```bash\n([\s\S]*?)```/g)][1][1];
+    expect(block).toContain('--nodes 2');
+    const bin = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-fake-nodes-bin-'));
+    fs.writeFileSync(path.join(bin, 'gpuctl'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(gpuctlPath)} "$@"\n`, { mode: 0o755 });
+    const script = `set -eo pipefail\n${block}\necho "tour done: $id"\n`;
+    const r = await exec('bash', ['-c', script], { env: { ...env, PATH: `${bin}:${env.PATH}` }, cwd: path.resolve('.') });
+    const id = /tour done: (job-\S+)/.exec(r.stdout)![1];
+    const j = JSON.parse(await gpuctl('job', id, '--json')) as JobJson & { members: { node_id: string }[] };
+    expect(j.state).toBe('SUCCEEDED');
+    expect(new Set(j.members.map((m) => m.node_id)).size).toBe(2);
+    // `gpuctl job` lists the members; `gpuctl logs --rank 1` printed rank 1's line.
+    expect(r.stdout).toMatch(/RANK\s+NODE\s+CARDS\s+PID\s+STARTED/);
+    expect(r.stdout).toMatch(/"rank": 1, "nnodes": 2, "cards": "0,1,2,3"/);
+    fs.rmSync(bin, { recursive: true, force: true });
   }, 120_000);
 
   it('Ctrl-C stops every agent, then the rest, and exits 0', async () => {
