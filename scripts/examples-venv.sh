@@ -1,14 +1,6 @@
 #!/usr/bin/env bash
 # Prints the path of a Python venv with what the example scripts need (examples/requirements.txt:
-# numpy), created on first use and cached outside the checkout.
+# numpy), created on first use and cached outside the checkout, where job users can run it.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-# As root, jobs run as job users (docs/security.md), who cannot enter /root: the venv goes where
-# every user may run it, made from the system's Python (a pyenv one under /root is out of their reach).
-if [ "$(id -u)" = 0 ] && [ -z "${GPUPLANE_CACHE:-}" ]; then
-  export GPUPLANE_CACHE=/var/cache/gpuplane
-  if [ -x /usr/bin/python3 ]; then export GPUPLANE_VENV_PYTHON=/usr/bin/python3; fi
-  umask 022
-  mkdir -p -m 755 "$GPUPLANE_CACHE"
-fi
-exec bash "$here/cached-venv.sh" examples "$here/../examples/requirements.txt" "numpy for the examples"
+exec bash "$here/job-venv.sh" examples "$here/../examples/requirements.txt" "numpy for the examples"
