@@ -202,7 +202,7 @@ async function main() {
     `jobs lost: ${lost} (${states.rows.map((s) => `${s.state} ${s.n}`).join(', ')})`,
     `duplicate concurrent attempts: ${duplicates} (from ${recorded} process records)`,
     `double-owned cards: ${doubleOwned}; jobs with two live attempts: ${twoLive}; cards held against gpu_slots: ${mismatch} (in ${samples} samples); cards owned at the end: ${end.owned}`,
-    `mean kill → re-queue: ${(mean / 1000).toFixed(1)} s over ${gaps.length} attempts (heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s)`,
+    `mean kill → re-queue: ${gaps.length ? `${(mean / 1000).toFixed(1)} s over ${gaps.length} attempts` : 'no attempt was LOST'} (heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s)`,
   ];
   const lostReasons = await db.query<{ job_id: string; attempt: number; reason: string | null }>(`select job_id, attempt, reason from job_attempts where state = 'LOST'`);
   for (const r of lostReasons.rows) lines.push(`  LOST: ${r.job_id} attempt ${r.attempt}: ${r.reason ?? ''}`);
