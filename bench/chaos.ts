@@ -1,11 +1,12 @@
 /**
  * bench/chaos: 200 jobs on 10 fake nodes while agents and the control worker are SIGKILLed and
  * restarted at random, and the control plane itself fails: the Temporal server and PostgreSQL
- * are paused (SIGSTOP for 5-60 s, connections left open) or killed and started again. Prints
- * jobs lost, duplicate concurrent attempts, double-owned cards and the mean time from an agent
- * kill to the re-queue of its attempts, on the default timing (heartbeat 10 s, lost-after 75 s).
+ * are paused (SIGSTOP for 5-60 s, connections left open) or killed and started again. A share of
+ * the jobs (`--gang-share`, 0.2) are 2-node gangs of one card a node. Prints jobs lost, duplicate
+ * concurrent attempts, double-owned cards and the mean time from an agent kill to the re-queue of
+ * its attempts, on the default timing (heartbeat 10 s, lost-after 75 s).
  *
- *   npm run bench:chaos [-- --jobs 200 --nodes 10 --seed 7 --heartbeat-timeout 10 --lost-after 75]
+ *   npm run bench:chaos [-- --jobs 200 --nodes 10 --gang-share 0.2 --seed 7 --heartbeat-timeout 10 --lost-after 75]
  *
  * Every part is real and separate: a throwaway PostgreSQL and a Temporal dev server of the
  * run's own, and `gpuctl control-worker`, `gpuctl api` and one `gpuctl agent` process per node.
@@ -15,13 +16,15 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { startCluster, type ManagedProcess } from '../test/support/cluster.ts';
-import { parseRecord, recorderScript } from '../test/support/recorder.ts';
+import { sampleOwnership } from '../test/support/ownership.ts';
+import { overlappingAttempts, recorderScript } from '../test/support/recorder.ts';
 import { startSharedServices } from '../test/support/services.ts';
 
 const { values: args } = parseArgs({
   options: {
     jobs: { type: 'string', default: '200' },
     nodes: { type: 'string', default: '10' },
+    'gang-share': { type: 'string', default: '0.2' },
     seed: { type: 'string', default: '7' },
     'heartbeat-timeout': { type: 'string', default: '10' },
     'lost-after': { type: 'string', default: '75' },
@@ -30,6 +33,7 @@ const { values: args } = parseArgs({
 });
 const JOBS = Number(args.jobs);
 const NODES = Number(args.nodes);
+const GANG_SHARE = Number(args['gang-share']);
 const HB = Number(args['heartbeat-timeout']);
 const LOST_AFTER = Number(args['lost-after']);
 let seed = Number(args.seed);
@@ -42,8 +46,11 @@ function recorder(dir: string): string {
 }
 
 async function main() {
+  // Jobs run as the agent's user (as under vitest): as root, an agent runs them as a job user, who
+  // could not write their records into this run's private folder.
+  process.env.GPUPLANE_JOB_USERS ??= 'agent';
   const services = await startSharedServices('chaos');
-  say(`bench/chaos: ${JOBS} jobs, ${NODES} nodes × 2 cards, heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s, seed ${args.seed}`);
+  say(`bench/chaos: ${JOBS} jobs (${Math.round(GANG_SHARE * 100)} % 2-node gangs), ${NODES} nodes × 2 cards, heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s, seed ${args.seed}`);
 
   // The cluster's own Temporal server and PostgreSQL, so that the chaos can pause and kill them.
   const c = await startCluster(
@@ -69,8 +76,10 @@ async function main() {
   };
 
   const ids: string[] = [];
+  let gangs = 0;
   for (let i = 0; i < JOBS; i++) {
-    ids.push((await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorder(out), max_lost_requeues: 20 })).id);
+    const shape = rand() < GANG_SHARE ? (gangs++, { nodes: 2, gpus_per_node: 1 }) : { gpus: 1 };
+    ids.push((await c.client.submit({ type: 'TRAIN', ...shape, command: recorder(out), max_lost_requeues: 20 })).id);
   }
   const t0 = Date.now();
 
@@ -80,6 +89,8 @@ async function main() {
   let killsControl = 0;
   const outages: string[] = [];
   let doubleOwned = 0;
+  let twoLive = 0;
+  let mismatch = 0;
   let samples = 0;
   let stop = false;
   const restarts: Promise<void>[] = [];
@@ -137,14 +148,14 @@ async function main() {
       }));
     }
   })();
-  // Watch for two live jobs holding the same card, every 250 ms, straight from the catalogue.
+  // Watch for two live attempts holding the same card (a gang's on each of its nodes), two live
+  // attempts of one job, or a card held against gpu_slots, every 250 ms, from the catalogue.
   const watch = (async () => {
     while (!stop) {
-      const r = await db.query<{ n: number }>(`
-        select count(*)::int as n from (
-          select j.node_id, card, count(*) from jobs j, jsonb_array_elements_text(j.gpu_indices) card
-          where j.state in ('DISPATCHING', 'RUNNING') group by j.node_id, card having count(*) > 1) x`);
-      doubleOwned += r.rows[0].n;
+      const s = await sampleOwnership((text) => db.query(text));
+      doubleOwned += s.doubleOwned;
+      twoLive += s.twoLiveAttempts;
+      mismatch += s.ownerMismatch;
       samples++;
       await sleep(250);
     }
@@ -164,37 +175,34 @@ async function main() {
   const states = await db.query<{ state: string; n: number }>(`select state, count(*)::int as n from jobs group by state`);
   const lost = JOBS - (states.rows.find((s) => s.state === 'SUCCEEDED')?.n ?? 0);
 
-  // Duplicate concurrent attempts: two processes of one job alive at the same time.
+  // Duplicate concurrent attempts: processes of two attempts of one job alive at the same time.
   let duplicates = 0;
-  for (const id of ids) {
-    const spans = fs
-      .readdirSync(out)
-      .filter((f) => f.startsWith(`${id}-`))
-      .map((f) => parseRecord(fs.readFileSync(path.join(out, f), 'utf8')));
-    for (let i = 0; i < spans.length; i++) for (let j = i + 1; j < spans.length; j++) if (spans[i].start < spans[j].end && spans[j].start < spans[i].end) duplicates++;
-  }
+  for (const id of ids) duplicates += overlappingAttempts(out, id);
+  const recorded = fs.readdirSync(out).length;
 
-  // Kill → re-queue: for each agent kill, its attempts' LOST → next QUEUED transition.
-  const lostRows = await db.query<{ job_id: string; attempt: number; node_id: string; requeued: Date }>(`
-    select a.job_id, a.attempt, a.node_id, t.at as requeued
+  // Kill → re-queue: for each agent kill, its attempts' LOST → next QUEUED transition (a gang's
+  // attempt is lost with any of its members' nodes).
+  const lostRows = await db.query<{ job_id: string; attempt: number; nodes: string[]; requeued: Date }>(`
+    select a.job_id, a.attempt, coalesce((select array_agg(m->>'node_id') from jsonb_array_elements(a.members) m), array[a.node_id]) as nodes, t.at as requeued
     from job_attempts a join job_transitions t on t.job_id = a.job_id and t.attempt = a.attempt + 1 and t.to_state = 'QUEUED'
     where a.state = 'LOST'`);
   const gaps: number[] = [];
   for (const row of lostRows.rows) {
-    const k = kills.filter((x) => x.node === row.node_id && x.at <= row.requeued.getTime()).at(-1);
+    const k = kills.filter((x) => row.nodes.includes(x.node) && x.at <= row.requeued.getTime()).at(-1);
     if (k) gaps.push(row.requeued.getTime() - k.at);
   }
   const mean = gaps.length ? gaps.reduce((a, b) => a + b, 0) / gaps.length : NaN;
   const attempts = await db.query<{ n: number }>(`select count(*)::int as n from job_attempts`);
   const reattached = await db.query<{ n: number }>(`select count(*)::int as n from job_transitions where detail like '%re-attached%'`);
 
+  const end = await sampleOwnership((text) => db.query(text));
   const lines = [
-    `${JOBS} jobs in ${seconds.toFixed(0)} s; ${kills.length} agent kills, ${killsControl} control-worker kills; ${attempts.rows[0].n} attempts (${lostRows.rows.length} LOST and re-queued, ${reattached.rows[0].n} re-attached by a restarted agent)`,
+    `${JOBS} jobs (${gangs} of them 2-node gangs) in ${seconds.toFixed(0)} s; ${kills.length} agent kills, ${killsControl} control-worker kills; ${attempts.rows[0].n} attempts (${lostRows.rows.length} LOST and re-queued, ${reattached.rows[0].n} re-attached by a restarted agent)`,
     `control-plane outages: ${outages.length ? outages.join(', ') : 'none'}`,
     `jobs lost: ${lost} (${states.rows.map((s) => `${s.state} ${s.n}`).join(', ')})`,
-    `duplicate concurrent attempts: ${duplicates}`,
-    `double-owned cards: ${doubleOwned} (in ${samples} samples)`,
-    `mean kill → re-queue: ${(mean / 1000).toFixed(1)} s over ${gaps.length} attempts (heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s)`,
+    `duplicate concurrent attempts: ${duplicates} (from ${recorded} process records)`,
+    `double-owned cards: ${doubleOwned}; jobs with two live attempts: ${twoLive}; cards held against gpu_slots: ${mismatch} (in ${samples} samples); cards owned at the end: ${end.owned}`,
+    `mean kill → re-queue: ${gaps.length ? `${(mean / 1000).toFixed(1)} s over ${gaps.length} attempts` : 'no attempt was LOST'} (heartbeat timeout ${HB} s, lost-after ${LOST_AFTER} s)`,
   ];
   const lostReasons = await db.query<{ job_id: string; attempt: number; reason: string | null }>(`select job_id, attempt, reason from job_attempts where state = 'LOST'`);
   for (const r of lostReasons.rows) lines.push(`  LOST: ${r.job_id} attempt ${r.attempt}: ${r.reason ?? ''}`);
@@ -207,7 +215,7 @@ async function main() {
   await pool.end();
   await c.stop();
   await services.stop();
-  if (lost || duplicates || doubleOwned) process.exitCode = 1;
+  if (lost || duplicates || doubleOwned || twoLive || mismatch || end.owned) process.exitCode = 1;
 }
 
 main().then(

@@ -34,7 +34,7 @@ describe('a network partition under a gang', () => {
     expect(running.members!.map((m) => m.node_id).sort()).toEqual(['isle', 'shore-1']);
     const isleRank = running.members!.findIndex((m) => m.node_id === 'isle');
     await c.addAgent({ nodeId: 'shore-2', gpus: 1 });
-    const rec = (attempt: number, rank: number) => path.join(out, `${job.id}-${attempt}.r${rank}`);
+    const rec = (attempt: number, rank: number) => path.join(out, `${job.id}-${attempt}-r${rank}`);
     const islePid = Number(await until('isle member started', () => fs.existsSync(rec(1, isleRank)) && fs.readFileSync(rec(1, isleRank), 'utf8').split(' ')[2]));
 
     host.cut();
