@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { eq } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -200,24 +201,30 @@ describe('tokens and roles on every route', () => {
   it('the live stream names changed ids to an unrestricted token only', async () => {
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as { port: number };
+    // node:http, not fetch: the request is destroyed when the test has read enough, so its socket
+    // closes. An aborted fetch left its keep-alive socket open, and app.close() in afterAll then
+    // waited out Fastify's keep-alive timeout (72 s) for it.
     const firstChange = async (who: Who) => {
-      const ctl = new AbortController();
-      const res = await fetch(`http://127.0.0.1:${port}/api/v1/stream`, { headers: { authorization: `Bearer ${tokens[who]}` }, signal: ctl.signal });
-      expect(res.status).toBe(200);
-      const reader = res.body!.getReader();
-      let text = '';
+      let req: http.ClientRequest | undefined;
       const poke = setInterval(() => void call('admin', 'POST', `/runs/${runA}/events`, { kind: 'note', message: 'poke' }), 700);
       try {
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) throw new Error(`stream ended: ${text}`);
-          text += Buffer.from(value).toString('utf8');
-          const m = /event: change\ndata: (.*)\n/.exec(text);
-          if (m) return JSON.parse(m[1]) as { run_ids: string[]; truncated: boolean };
-        }
+        return await new Promise<{ run_ids: string[]; truncated: boolean }>((resolve, reject) => {
+          req = http.get(`http://127.0.0.1:${port}/api/v1/stream`, { headers: { authorization: `Bearer ${tokens[who]}` } }, (res) => {
+            if (res.statusCode !== 200) reject(new Error(`GET /stream: ${res.statusCode}`));
+            let text = '';
+            res.setEncoding('utf8');
+            res.on('data', (d: string) => {
+              text += d;
+              const m = /event: change\ndata: (.*)\n/.exec(text);
+              if (m) resolve(JSON.parse(m[1]) as { run_ids: string[]; truncated: boolean });
+            });
+            res.on('end', () => reject(new Error(`stream ended: ${text}`)));
+          });
+          req.on('error', reject);
+        });
       } finally {
         clearInterval(poke);
-        ctl.abort();
+        req?.destroy();
       }
     };
     const admin = await firstChange('admin');

@@ -43,7 +43,8 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
 
   it('a SIGKILLed agent: the job goes LOST, re-queues onto the other node as attempt 2 with its own Run, and finishes', async () => {
     const pidFile = path.join(c.work, 'lost-pid');
-    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: `echo $$ >> ${pidFile}; sleep 6` });
+    // Attempt 1 runs until its agent is killed; attempt 2 has nothing more to show by running long.
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: `echo $$ >> ${pidFile}; if [ "$GPUPLANE_ATTEMPT" = 1 ]; then sleep 6; fi` });
     const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     const victim = running.node_id!;
     const survivor = victim === 'l1' ? 'l2' : 'l1';
@@ -76,10 +77,11 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
     await c.addAgent({ nodeId: victim, gpus: 1 });
   });
 
-  it.each([
+  // The two at once, one on each node: each waits out lost-after for its own node.
+  it.concurrent.for([
     ['on_lost=fail', { on_lost: 'fail' as const }, /^lost/],
     ['max_lost_requeues=0', { max_lost_requeues: 0 }, /re-queues exhausted/],
-  ])('%s ends the job FAILED with reason lost', async (_what, policy, reason) => {
+  ] as const)('%s ends the job FAILED with reason lost', async ([, policy, reason], { expect }) => {
     const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'sleep 30', ...policy });
     const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     await c.agents.get(running.node_id!)!.kill('SIGKILL');

@@ -1,24 +1,34 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, it, type ExpectStatic } from 'vitest';
 import type { JobJson } from '../cli/client.ts';
-import { startCluster, type Cluster } from './support/cluster.ts';
+import { startCluster, type Cluster, type ClusterOptions } from './support/cluster.ts';
 
 /**
  * Invariant 7: a control-plane outage of up to 60 s kills no running job and starts no second
  * attempt, on the default timing (heartbeat timeout 10 s, lost-after 75 s). Each case has two
  * jobs running and one queued behind them.
+ *
+ * Each case has a plane of its own (its own Temporal dev server, or its own PostgreSQL: the
+ * server it takes down), and the cases run at once: most of each is waiting out an outage and
+ * its jobs. The planes start one after another (two cores), the longest case's first, and each
+ * case begins as soon as its plane is up.
  */
 // Each case waits out a real outage and then jobs of up to 75 s; the assertions, not vitest's
 // default 120 s, decide (a slow recovery must show as a wrong state, not a timeout).
-describe('a control-plane outage, on the default timing', { timeout: 300_000 }, () => {
-  let c: Cluster;
-  beforeAll(async () => {
-    c = await startCluster('outage', { heartbeatTimeoutS: 10, lostAfterS: 75, ownTemporal: {}, ownPostgres: true, agents: [{ nodeId: 'o1', gpus: 2 }] });
-  });
+describe.concurrent('a control-plane outage, on the default timing', { timeout: 300_000 }, () => {
+  const planes: Cluster[] = [];
+  let starting: Promise<unknown> = Promise.resolve();
+  /** A plane of its own, started once the planes asked for before it are up. */
+  function plane(name: string, own: Pick<ClusterOptions, 'ownTemporal' | 'ownPostgres'>): Promise<Cluster> {
+    const started = starting.then(() => startCluster(name, { heartbeatTimeoutS: 10, lostAfterS: 75, ...own, agents: [{ nodeId: 'o1', gpus: 2 }] }));
+    starting = started.then((c) => planes.push(c)).catch(() => undefined);
+    return started;
+  }
   afterAll(async () => {
-    await c?.stop();
+    await starting;
+    await Promise.all(planes.map((c) => c.stop()));
   });
 
-  async function twoRunningOneQueued(seconds: number): Promise<JobJson[]> {
+  async function twoRunningOneQueued(c: Cluster, seconds: number): Promise<JobJson[]> {
     const running = [];
     for (let i = 0; i < 2; i++) running.push(await c.client.submit({ type: 'CUSTOM', gpus: 1, command: `sleep ${seconds}` }));
     for (const j of running) await c.client.waitFor(j.id, ['RUNNING'], 30_000);
@@ -27,7 +37,7 @@ describe('a control-plane outage, on the default timing', { timeout: 300_000 }, 
     return [...running, queued];
   }
 
-  async function allSucceedOnFirstAttempt(jobs: JobJson[]) {
+  async function allSucceedOnFirstAttempt(c: Cluster, jobs: JobJson[], expect: ExpectStatic) {
     for (const j of jobs) {
       const done = await c.client.waitFor(j.id, undefined, 180_000);
       expect(done.state, `${j.id}: ${done.reason}`).toBe('SUCCEEDED');
@@ -44,8 +54,10 @@ describe('a control-plane outage, on the default timing', { timeout: 300_000 }, 
 
   const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-  it.each([30, 60])('the Temporal server paused (SIGSTOP) for %i s', async (seconds) => {
-    const jobs = await twoRunningOneQueued(seconds + 15);
+  // Declared longest first: concurrent cases start in this order, and so do their planes.
+  it.for([60, 30])('the Temporal server paused (SIGSTOP) for %i s', async (seconds, { expect }) => {
+    const c = await plane(`outage-t${seconds}`, { ownTemporal: {} });
+    const jobs = await twoRunningOneQueued(c, seconds + 15);
     const pid = c.temporal!.server.child.pid!;
     process.kill(pid, 'SIGSTOP');
     try {
@@ -53,23 +65,25 @@ describe('a control-plane outage, on the default timing', { timeout: 300_000 }, 
     } finally {
       process.kill(pid, 'SIGCONT');
     }
-    await allSucceedOnFirstAttempt(jobs);
+    await allSucceedOnFirstAttempt(c, jobs, expect);
   });
 
-  it('PostgreSQL paused (SIGSTOP, connections open) for 30 s', async () => {
-    const jobs = await twoRunningOneQueued(45);
+  it('PostgreSQL paused (SIGSTOP, connections open) for 30 s', async ({ expect }) => {
+    const c = await plane('outage-pg', { ownPostgres: true });
+    const jobs = await twoRunningOneQueued(c, 45);
     c.postgres!.signalAll('SIGSTOP');
     try {
       await pause(30_000);
     } finally {
       c.postgres!.signalAll('SIGCONT');
     }
-    await allSucceedOnFirstAttempt(jobs);
+    await allSucceedOnFirstAttempt(c, jobs, expect);
   });
 
-  it('the Temporal server SIGKILLed and started again 20 s later', async () => {
-    const jobs = await twoRunningOneQueued(35);
+  it('the Temporal server SIGKILLed and started again 20 s later', async ({ expect }) => {
+    const c = await plane('outage-restart', { ownTemporal: {} });
+    const jobs = await twoRunningOneQueued(c, 35);
     await c.temporal!.restart(20_000);
-    await allSucceedOnFirstAttempt(jobs);
+    await allSucceedOnFirstAttempt(c, jobs, expect);
   });
 });

@@ -31,7 +31,10 @@ describe('a network partition', () => {
     await c.addAgent({ nodeId: 'island', gpus: 1, host });
     const out = path.join(c.work, 'part');
     fs.mkdirSync(out);
-    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorderScript(out, 30) });
+    // Attempt 1 runs 30 s (it is fenced long before); attempt 2 runs until the island is back,
+    // so the island rejoins while the job runs on mainland, and the test need not wait out 30 s more.
+    const release = path.join(out, 'release');
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorderScript(out, 30, release) });
     const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     expect(running.node_id).toBe('island');
     await c.addAgent({ nodeId: 'mainland', gpus: 1 });
@@ -54,6 +57,8 @@ describe('a network partition', () => {
     const healed = Date.now();
     await until('island ONLINE again', async () => (await c.client.nodes()).find((n) => n.id === 'island')!.status === 'ONLINE', NODE_RETURN_BOUND_MS + LOADED_MARGIN_MS);
     expect(Date.now() - healed).toBeLessThanOrEqual(NODE_RETURN_BOUND_MS + LOADED_MARGIN_MS);
+    expect((await c.client.job(job.id)).state).toBe('RUNNING');
+    fs.writeFileSync(release, '');
 
     const done = await c.client.waitFor(job.id, undefined, 90_000);
     expect(done.state).toBe('SUCCEEDED');

@@ -5,13 +5,16 @@ import path from 'node:path';
  * The body of a test job that records its own life in `<dir>/<jobId>-<attempt>` (a gang member
  * in `<dir>/<jobId>-<attempt>-r<rank>`): a start line (time in ms, pid, node, cards) and an end
  * line, written by a trap when it is killed.
+ * It runs `seconds`; with `release`, an attempt after the first runs instead until that file
+ * exists (the test says when it has seen what it waits for while the attempt still runs).
  */
-export function recorderScript(dir: string, seconds: number): string {
+export function recorderScript(dir: string, seconds: number, release?: string): string {
+  const sleep = `sleep ${seconds} & wait $!`;
   return [
     `f="${dir}/$GPUPLANE_JOB_ID-$GPUPLANE_ATTEMPT\${NODE_RANK:+-r$NODE_RANK}"`,
     `echo "start $(date +%s%3N) $$ $GPUPLANE_NODE_ID $CUDA_VISIBLE_DEVICES" >> "$f"`,
     `trap 'echo "end $(date +%s%3N) killed" >> "$f"; exit 143' TERM`,
-    `sleep ${seconds} & wait $!`,
+    release ? `if [ "$GPUPLANE_ATTEMPT" = 1 ]; then ${sleep}; else while [ ! -e "${release}" ]; do sleep 0.2 & wait $!; done; fi` : sleep,
     `echo "end $(date +%s%3N) done" >> "$f"`,
   ].join('; ');
 }
