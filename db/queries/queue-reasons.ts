@@ -17,8 +17,12 @@ export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: n
   if (queued.length === 0) return out;
   const rooms = await nodeRooms(ex);
   const fit: QueuedJob[] = [];
+  // The rooms' words depend on the job's shape only: a page of a long queue has few shapes.
+  const byShape = new Map<string, string | null>();
   for (const j of queued) {
-    const r = freeCardsReason(j, rooms);
+    const shape = `${j.gpus}/${j.nodes ?? 1}/${JSON.stringify(Object.entries(j.selector).sort())}`;
+    let r = byShape.get(shape);
+    if (r === undefined) byShape.set(shape, (r = freeCardsReason(j, rooms)));
     if (r === null) fit.push(j);
     else out.set(j.id, r);
   }
