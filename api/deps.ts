@@ -15,6 +15,8 @@ export interface ApiDeps {
    * the routes without any check, for tests of the routes themselves.
    */
   auth: AuthConfig | null;
+  /** GPUPLANE_BACKFILL_HOLD_S in ms (300 s when absent): a QUEUED job's reason names the starved jobs that hold its cards. */
+  backfillHoldMs?: number;
   /** Host/Origin and rate-limit settings (api/guards.ts). */
   guards?: GuardOptions;
 }

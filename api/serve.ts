@@ -23,6 +23,7 @@ export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, lo
       db,
       client,
       timeouts: timeoutsOf(c),
+      backfillHoldMs: c.backfillHoldMs,
       auth: { adminTokens: c.adminToken ? [c.adminToken] : [] },
       guards: { allowedHosts: [...c.allowedHosts, c.apiHost, ...apiUrlHost], allowedOrigins: c.allowedOrigins, rateLimitPerMinute: c.rateLimitPerMinute },
       ...extra,

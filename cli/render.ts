@@ -12,6 +12,9 @@ const pairs = (o: Record<string, unknown>) =>
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
     .join(' ');
 
+/** A job that has not started: its reason says why it waits (for a QUEUED job the API works it out for each answer). */
+const waiting = (j: JobJson) => j.state === 'CREATED' || j.state === 'QUEUED';
+
 export function renderJobs(jobs: JobJson[], now = Date.now()): string {
   return table(
     ['ID', 'TYPE', 'STATE', 'PROJECT', 'ATT', 'GPUS', 'PRIO', 'NODE', 'CARDS', 'AGE', 'COMMAND', 'REASON'],
@@ -31,7 +34,8 @@ export function renderJobs(jobs: JobJson[], now = Date.now()): string {
       shellJoin(j.command),
       j.reason ?? (j.checkpoint_id ? `evaluates ${j.checkpoint_id}` : ''),
     ]),
-    { PROJECT: 16, NODE: 24, COMMAND: COMMAND_WIDTH, REASON: REASON_WIDTH },
+    // A waiting job's reason (why it waits) is printed whole: it is short, and cut it says nothing.
+    { PROJECT: 16, NODE: 24, COMMAND: COMMAND_WIDTH, REASON: Math.max(REASON_WIDTH, ...jobs.map((j) => (waiting(j) ? [...(j.reason ?? '')].length : 0))) },
     'no jobs',
   );
 }

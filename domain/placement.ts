@@ -79,7 +79,11 @@ export function queueOrder(a: QueuedJob, b: QueuedJob): number {
   return b.priority - a.priority || a.queuedAt.getTime() - b.queuedAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
-export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[], now: Date, holdMs: number): Placement[] {
+/**
+ * `reservations`, when given, is filled with the starvation guard's picks: node id → the job that
+ * reserves it (for the queue reasons, domain/queue-reasons.ts; the pass does not ask).
+ */
+export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[], now: Date, holdMs: number, reservations?: Map<string, string>): Placement[] {
   const ordered = [...queue].sort(queueOrder);
   // In id order: the first node found with exactly the cards wanted is the best fit.
   const room = nodeList
@@ -153,6 +157,7 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
   };
   const reserve = (n: Room, jobId: string) => {
     n.reservedFor = jobId;
+    reservations?.set(n.id, jobId);
     reserved++;
     take(n, n.free.length);
     n.free = [];

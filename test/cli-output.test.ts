@@ -52,6 +52,15 @@ describe('CLI tables', () => {
     expect(Math.max(...out.split('\n').map((l) => l.length))).toBeLessThan(160);
   });
 
+  it("print a waiting job's reason whole, an ended job's cut", () => {
+    const now = Date.parse('2025-01-01T12:00:00Z');
+    const base = { type: 'CUSTOM', attempt: 1, gpus: 1, nodes: 1, priority: 0, node_id: null, gpu_indices: null, command: ['true'], created_at: '2025-01-01T11:55:00Z' };
+    const held = 'held: behind job job-starved-one, which reserves node n17 (waited past GPUPLANE_BACKFILL_HOLD_S)';
+    const out = renderJobs([{ ...base, id: 'job-q', state: 'QUEUED', reason: held } as JobJson, { ...base, id: 'job-f', state: 'FAILED', reason: 'x'.padEnd(300, 'y') } as JobJson], now);
+    expect(out.split('\n')[1].endsWith(` ${held}`)).toBe(true);
+    expect(out.split('\n')[2]).toMatch(new RegExp(` xy{${[...held].length - 2}}…$`));
+  });
+
   it('show ages and commands as people read them', () => {
     const now = Date.parse('2025-01-10T00:00:00Z');
     expect(['2025-01-09T23:59:15Z', '2025-01-09T23:30:00Z', '2025-01-09T20:00:00Z', '2025-01-01T00:00:00Z'].map((t) => age(t, now))).toEqual(['45s', '30m', '4h', '9d']);

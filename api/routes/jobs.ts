@@ -13,6 +13,7 @@ import { findProjectId, ensureExperiment, ensureProject, projectNames } from '..
 import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { nodeRooms } from '../../db/queries/node-rooms.ts';
+import { queueReasons } from '../../db/queries/queue-reasons.ts';
 import { neverFitsReason } from '../../domain/placement.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
@@ -64,10 +65,20 @@ function normalizeWatchDir(dir: string): string {
 }
 
 /** A job with its attempts (each with what changed from the one before, and its run) and its history. */
-async function jobDetail(db: Db, job: Job) {
-  const [attempts, history] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id)]);
+async function jobDetail(db: Db, job: Job, holdMs: number) {
+  const [attempts, history, waits] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id), queueReasons(db, [job], holdMs)]);
   const runIds = await Promise.all(attempts.map((a) => runOfAttempt(db, job.id, a.attempt)));
-  return { ...jobJson(job), attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
+  return { ...withWaitReason(jobJson(job), waits), attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
+}
+
+/**
+ * A QUEUED job's `reason` in an answer is why it waits now (db/queries/queue-reasons.ts), worked
+ * out for the answer and never stored: the stored reason stays an ended job's (or a requeued
+ * job's last) reason, and the scheduling pass does not pay for words.
+ */
+function withWaitReason<T extends { id: string; reason: string | null }>(j: T, waits: Map<string, string>): T {
+  const r = waits.get(j.id);
+  return r === undefined ? j : { ...j, reason: r };
 }
 
 /**
@@ -83,6 +94,7 @@ function cardsOf(b: { gpus?: number; nodes?: number; gpus_per_node?: number }): 
 
 export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db, client } = deps;
+  const holdMs = deps.backfillHoldMs ?? 300_000;
 
   // A job is accepted once it is recorded; its workflow is started right after the answer.
   const starter = new JobStarter({ db, client, timeouts: deps.timeouts, log: app.log });
@@ -203,8 +215,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         if (!projectId) return { jobs: [] };
       }
       const rows = await listJobs(db, { state: q.state, type: q.type, projectId, parentJobId: q.parent, projectIds, limit });
-      const names = await projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : [])));
-      return { jobs: rows.map((j) => ({ ...jobJson(j), project: j.projectId ? (names.get(j.projectId) ?? null) : null })) };
+      const [names, waits] = await Promise.all([projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : []))), queueReasons(db, rows, holdMs)]);
+      return { jobs: rows.map((j) => ({ ...withWaitReason(jobJson(j), waits), project: j.projectId ? (names.get(j.projectId) ?? null) : null })) };
     },
   );
 
@@ -214,7 +226,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     async (req) => {
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);
-      return jobDetail(db, job);
+      return jobDetail(db, job, holdMs);
     },
   );
 
@@ -252,7 +264,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         }
       });
       const job = (await getJob(db, id))!;
-      return reply.status(202).send(await jobDetail(db, job));
+      return reply.status(202).send(await jobDetail(db, job, holdMs));
     },
   );
 

@@ -129,7 +129,7 @@ export const JobSchema = Type.Object(
     members: Nullable(Type.Array(MemberSchema, { description: "a gang's placement, every member in rank order; null for a single-node job or before it is placed" })),
     exit_code: Nullable(Type.Integer()),
     signal: Nullable(Type.String()),
-    reason: Nullable(Type.String()),
+    reason: Nullable(Type.String({ description: "a QUEUED job's: why it waits now, worked out for this answer (no ONLINE node matches, waiting for cards, held by a starved job, behind jobs ahead); an ended job's: why it ended" })),
     created_at: Type.String({ format: 'date-time' }),
     queued_at: Nullable(Type.String({ format: 'date-time' })),
     started_at: Nullable(Type.String({ format: 'date-time' })),

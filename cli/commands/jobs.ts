@@ -72,7 +72,7 @@ export function registerJobCommands(program: Command): void {
 
   program
     .command('jobs')
-    .description('list jobs, newest first')
+    .description("list jobs, newest first; a QUEUED job's REASON says why it waits")
     .addOption(new Option('--state <state>', 'only this state').choices(JOB_STATES))
     .addOption(new Option('--type <type>', 'only this type').choices(JOB_TYPES))
     .option('--project <name>', 'only this project')

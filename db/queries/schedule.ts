@@ -68,7 +68,7 @@ export interface PassPhases {
  * more than it saves). Read raw, without drizzle's row mapping; an empty selector, most jobs',
  * is not parsed at all.
  */
-async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
+export async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
   const rows = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null }>(
     ex,
     sql`select id, attempt, gpus, nodes, case when selector = '{}'::jsonb then null else selector end as selector, priority,

@@ -41,6 +41,16 @@ export function Timeline({ history, ended }: { history: Transition[]; ended: str
   );
 }
 
+/** Why a job that has not started waits: for a QUEUED job the API works it out for each answer (no node matches, waiting for cards, held, …). */
+export function Waiting({ reason }: { reason: string | null }) {
+  if (!reason) return null;
+  return (
+    <p class="waiting" data-testid="waiting">
+      <strong>Waiting:</strong> {reason}
+    </p>
+  );
+}
+
 export function Failure({ reason }: { reason: string | null }) {
   const r = splitReason(reason);
   if (!r.reason) return null;

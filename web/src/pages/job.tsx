@@ -15,7 +15,7 @@ import { logRanks } from '../log-ranks.ts';
 import { commandField, editedCommand } from '../retry-command.ts';
 import { href } from '../router.ts';
 import type { JobDetail, RetryBody } from '../types.ts';
-import { Attempts, Failure, LogTail, RankTabs, Timeline } from './job-parts.tsx';
+import { Attempts, Failure, LogTail, RankTabs, Timeline, Waiting } from './job-parts.tsx';
 
 function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
   const [error, setError] = useState<Error | null>(null);
@@ -135,6 +135,7 @@ export function JobPage({ id }: { id: string }) {
         />
       )}
       {(j.state === 'FAILED' || j.state === 'LOST' || j.state === 'CANCELLED') && <Failure reason={j.reason} />}
+      {(j.state === 'QUEUED' || j.state === 'CREATED') && <Waiting reason={j.reason} />}
       <Section title="Timeline">
         <Timeline history={j.history} ended={isTerminal(j.state) ? j.ended_at : null} />
       </Section>
