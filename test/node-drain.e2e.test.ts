@@ -72,6 +72,7 @@ describe('gpuctl node drain / resume', () => {
     }
     // One that only d1 could take waits.
     const forD1 = await c.client.submit({ type: 'CUSTOM', command: ['true'], gpus: 1, selector: { name: 'd1' } });
+    await c.client.waitFor(forD1.id, ['QUEUED'], 30_000);
 
     // The control worker and the API restart; the drain is in the database.
     await c.control.kill();
