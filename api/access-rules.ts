@@ -83,6 +83,8 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/stream': { access: 'any' },
   'GET /api/v1/nodes': { access: 'any' },
   'GET /api/v1/nodes/:id': { access: 'any' },
+  'POST /api/v1/nodes/:id/drain': { access: 'admin' },
+  'POST /api/v1/nodes/:id/resume': { access: 'admin' },
   'POST /api/v1/tokens': { access: 'admin' },
   'GET /api/v1/tokens': { access: 'admin' },
   'DELETE /api/v1/tokens/:id': { access: 'admin' },

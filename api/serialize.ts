@@ -80,6 +80,7 @@ export function nodeJson(n: GpuNode & { slots: (GpuSlot & { busy?: boolean })[] 
     labels: n.labels,
     status: n.status,
     last_seen_at: n.lastSeenAt.toISOString(),
+    drained: n.drainedAt ? { at: n.drainedAt.toISOString(), reason: n.drainReason, by: n.drainedBy ?? '' } : null,
     gpus: n.slots.map((s) => ({
       index: s.index,
       uuid: s.uuid,

@@ -106,6 +106,12 @@ export class GpuplaneClient {
   async nodes(): Promise<NodeJson[]> {
     return (await this.request<{ nodes: NodeJson[] }>('GET', '/nodes')).nodes;
   }
+  drainNode(id: string, reason?: string): Promise<NodeJson> {
+    return this.request('POST', `/nodes/${encodeURIComponent(id)}/drain`, reason ? { reason } : {});
+  }
+  resumeNode(id: string): Promise<NodeJson> {
+    return this.request('POST', `/nodes/${encodeURIComponent(id)}/resume`, {});
+  }
 
   /** Polls until the job reaches one of `states` (terminal ones by default) or the deadline passes. */
   async waitFor(id: string, states: readonly string[] = TERMINAL, timeoutMs = 3_600_000, intervalMs = 250): Promise<JobDetailJson> {

@@ -115,7 +115,7 @@ export function renderNodes(nodes: NodeJson[]): string {
       for (const g of present) if (g.busy) owners.set(g.owner_job_id ?? 'busy', [...(owners.get(g.owner_job_id ?? 'busy') ?? []), g.index]);
       return [
         n.id,
-        n.status,
+        n.drained ? `${n.status} (draining${n.drained.reason ? `: ${n.drained.reason}` : ''})` : n.status,
         n.address ?? '-',
         pairs(n.labels),
         present.length,
@@ -123,7 +123,7 @@ export function renderNodes(nodes: NodeJson[]): string {
         [...owners].map(([job, idx]) => `${job}:${idx.join(',')}`).join(' '),
       ];
     }),
-    { NODE: 24, ADDRESS: 40, LABELS: 40, OWNERS: 60 },
+    { NODE: 24, STATUS: 48, ADDRESS: 40, LABELS: 40, OWNERS: 60 },
     'no nodes',
   );
 }

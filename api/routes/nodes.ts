@@ -4,12 +4,13 @@ import type { FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import type { GpuSlot } from '../../db/schema.ts';
 import { projectsOfJobs } from '../../db/queries/auth.ts';
-import { getNode, listNodesWithSlots, type NodeWithSlots } from '../../db/queries/nodes.ts';
+import { drainNode, getNode, listNodesWithSlots, resumeNode, type NodeWithSlots } from '../../db/queries/nodes.ts';
 import { mayRead } from '../auth.ts';
 import { notFound } from '../errors.ts';
 import { IdParams, NotFound } from '../schemas/common.ts';
-import { NodeSchema } from '../schemas/nodes.ts';
+import { DrainBody, NodeSchema } from '../schemas/nodes.ts';
 import { nodeJson } from '../serialize.ts';
+import { wakeScheduler } from '../../temporal/scheduler-ops.ts';
 import type { ApiDeps } from '../deps.ts';
 
 /**
@@ -24,7 +25,7 @@ async function visibleNodes(db: Db, req: FastifyRequest, ns: NodeWithSlots[]): P
   return ns.map((n) => ({ ...n, slots: n.slots.map((s) => (s.ownerJobId && !readable(s.ownerJobId) ? { ...s, busy: true, ownerJobId: null, ownerAttempt: null } : s)) }));
 }
 
-export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
+export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, client }) => {
   app.get(
     '/nodes',
     { schema: { tags: ['nodes'], summary: 'Nodes with their cards and who owns each (a card held by a job the caller may not read shows no owner)', response: { 200: Type.Object({ nodes: Type.Array(NodeSchema) }) } } },
@@ -38,6 +39,39 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }
       const n = (await listNodesWithSlots(db)).find((x) => x.id === req.params.id);
       const [visible] = await visibleNodes(db, req, [n!]);
       return nodeJson(visible);
+    },
+  );
+  // Admins only (api/access-rules.ts), who see every owner: the answer is the node as GET /nodes/:id has it.
+  const oneNode = async (id: string) => nodeJson((await listNodesWithSlots(db)).find((x) => x.id === id)!);
+  app.post(
+    '/nodes/:id/drain',
+    {
+      schema: {
+        tags: ['nodes'],
+        summary: 'Drain a node (admins): the scheduler places nothing new on it; its running jobs run on and finish. Kept in the database until resumed. Draining a drained node keeps when and by whom, and takes the new reason if one is given',
+        params: IdParams,
+        body: DrainBody,
+        response: { 200: NodeSchema, ...NotFound },
+      },
+    },
+    async (req) => {
+      const by = req.principal?.kind === 'admin' ? req.principal.name : 'an admin';
+      const done = await db.transaction((tx) => drainNode(tx, req.params.id, { reason: req.body?.reason ?? null, by }));
+      if (!done) throw notFound('node', req.params.id);
+      return oneNode(req.params.id);
+    },
+  );
+  app.post(
+    '/nodes/:id/resume',
+    { schema: { tags: ['nodes'], summary: 'Resume a drained node (admins): the scheduler places on it again; a no-op on a node not drained', params: IdParams, response: { 200: NodeSchema, ...NotFound } } },
+    async (req) => {
+      const by = req.principal?.kind === 'admin' ? req.principal.name : 'an admin';
+      const done = await db.transaction((tx) => resumeNode(tx, req.params.id, by));
+      if (!done) throw notFound('node', req.params.id);
+      // Its cards are free for the queue now: a pass soon, not at the scheduler's next idle pass.
+      // Temporal not answering loses nothing: that idle pass places on it.
+      await wakeScheduler(client).catch((err: unknown) => req.log.warn({ err }, 'resume: the scheduler was not woken'));
+      return oneNode(req.params.id);
     },
   );
 };

@@ -19,5 +19,16 @@ export const NodeSchema = Type.Object({
   labels: StringMap,
   status: Type.Union([Type.Literal('ONLINE'), Type.Literal('OFFLINE')]),
   last_seen_at: Type.String({ format: 'date-time' }),
+  drained: Nullable(
+    Type.Object({
+      at: Type.String({ format: 'date-time', description: 'when it was first drained' }),
+      reason: Nullable(Type.String()),
+      by: Type.String({ description: 'the name of the admin token that drained it' }),
+    }, { description: 'set while the node is drained (gpuctl node drain): the scheduler places nothing new on it, its running jobs finish; null when it takes jobs' }),
+  ),
   gpus: Type.Array(SlotSchema),
 });
+
+export const DrainBody = Type.Optional(
+  Type.Object({ reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'why; shown by gpuctl nodes and the console. Draining a drained node again keeps when and by whom, and takes this reason' })) }, { additionalProperties: false }),
+);

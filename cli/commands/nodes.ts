@@ -1,9 +1,10 @@
-/** `gpuctl nodes`: the nodes, their cards and who owns each. */
+/** `gpuctl nodes`: the nodes, their cards and who owns each; `gpuctl node drain|resume`. */
 import type { Command } from 'commander';
+import type { NodeJson } from '../client.ts';
 import { clientOf } from '../client-of.ts';
 import { renderNodes } from '../render.ts';
 
-const log = (s: string) => process.stdout.write(`${s}\n`);
+const log = (s: string): void => void process.stdout.write(`${s}\n`);
 
 export function registerNodeCommand(program: Command): void {
   program
@@ -18,4 +19,33 @@ export function registerNodeCommand(program: Command): void {
       }
       log(renderNodes(nodes));
     });
+
+  const node = program.command('node').description('node operations (admins): drain a node, resume it');
+  node
+    .command('drain')
+    .description('place nothing new on a node; its running jobs run on and finish. Kept until resumed, across restarts; draining it again keeps when and by whom, and takes a new --reason')
+    .argument('<node>', 'node id (gpuctl nodes)')
+    .option('--reason <text>', 'why (shown by gpuctl nodes and the console)')
+    .option('--json', 'print the node as JSON')
+    .action(async (id: string, o: { reason?: string; json?: boolean }, cmd: Command) => {
+      const n = await clientOf(cmd).drainNode(id, o.reason);
+      if (o.json) return log(JSON.stringify(n, null, 2));
+      log(`node ${n.id} drained${n.drained?.reason ? `: ${n.drained.reason}` : ''}; ${running(n)}`);
+    });
+  node
+    .command('resume')
+    .description('let the scheduler place jobs on a drained node again (a no-op on a node not drained)')
+    .argument('<node>', 'node id (gpuctl nodes)')
+    .option('--json', 'print the node as JSON')
+    .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
+      const n = await clientOf(cmd).resumeNode(id);
+      if (o.json) return log(JSON.stringify(n, null, 2));
+      log(`node ${n.id} takes jobs again (${n.status})`);
+    });
+}
+
+/** What still runs on a drained node, in words. */
+function running(n: NodeJson): string {
+  const jobs = new Set(n.gpus.filter((g) => g.busy).map((g) => g.owner_job_id ?? 'busy'));
+  return jobs.size === 0 ? 'nothing runs on it' : `${jobs.size} job(s) still run on it and finish: ${[...jobs].join(', ')}`;
 }

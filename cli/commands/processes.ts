@@ -99,21 +99,24 @@ export function registerProcessCommands(program: Command): void {
       .requiredOption('--node-id <id>', 'this node\'s id')
       .addOption(new Option('--token <token>', "this node's credential, from the API (a flag shows in ps: prefer --token-file)").env('GPUPLANE_NODE_TOKEN'))
       .addOption(new Option('--token-file <path>', "read this node's credential from a file only the agent's user can read (0600)").env('GPUPLANE_NODE_TOKEN_FILE'))
+      .option('--no-token', 'start without a node token, which the agent otherwise refuses: the plane never takes such a node into the pool, so it runs nothing (for tests)')
       .addOption(
         new Option('--on-stop <mode>', 'on SIGTERM/SIGINT: detach leaves running jobs for a restarted agent to re-attach; kill stops them')
           .choices(['detach', 'kill'])
           .default('detach'),
       ),
-  ).action(async (o: AgentCliOptions & { nodeId: string; token?: string; tokenFile?: string; onStop: 'detach' | 'kill' }) => {
+  ).action(async (o: AgentCliOptions & { nodeId: string; token?: string | false; tokenFile?: string; onStop: 'detach' | 'kill' }) => {
     const { serveAgent } = await import('../../workers/gpu-host/serve.ts');
     const { readNodeTokenFile } = await import('../../runtime/credentials.ts');
     // Read once: nothing the agent starts (nvidia-smi, jobs) inherits the node's credential.
     delete process.env.GPUPLANE_NODE_TOKEN;
     if (o.token && o.tokenFile) throw new Error('give the node token once: --token (GPUPLANE_NODE_TOKEN) or --token-file, not both');
+    const tokenless = o.token === false;
+    if (tokenless && o.tokenFile) throw new Error('--no-token and --token-file (GPUPLANE_NODE_TOKEN_FILE) contradict each other');
     const nodeToken = o.tokenFile ? readNodeTokenFile(o.tokenFile) : o.token || undefined;
     await serveAgent(
       loadConfig(),
-      { nodeId: o.nodeId, ...agentFlagsOf(o), nodeToken, onStop: o.onStop },
+      { nodeId: o.nodeId, ...agentFlagsOf(o), nodeToken, tokenless, onStop: o.onStop },
       log,
       createLogger(o.logLevel),
     );

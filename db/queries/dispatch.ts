@@ -93,7 +93,7 @@ export async function placeAlone(ex: Executor, job: { id: string; attempt: numbe
   const [node] = await queryRows<{ node_id: string; free: number[] }>(ex, sql`
       select s.node_id, array_agg(s.index order by s.index) as free
       from gpu_slots s join nodes n on n.id = s.node_id
-      where n.status = 'ONLINE' and s.present = 1 and s.owner_job_id is null and n.labels @> ${JSON.stringify(job.selector)}::jsonb
+      where n.status = 'ONLINE' and n.drained_at is null and s.present = 1 and s.owner_job_id is null and n.labels @> ${JSON.stringify(job.selector)}::jsonb
       group by s.node_id
       having count(*) >= ${job.gpus}
       order by ${job.gpus === 0 ? sql`count(*) desc, s.node_id desc` : sql`count(*), s.node_id`}

@@ -2,13 +2,13 @@ import { sql } from 'drizzle-orm';
 import { queryRows, type Executor } from '../client.ts';
 import type { NodeRoom } from '../../domain/placement.ts';
 
-/** nodeRooms returns every ONLINE node with its labels, its present cards and which of them are free (one row a node). */
+/** nodeRooms returns every ONLINE node that is not drained (the nodes the scheduler may place on) with its labels, its present cards and which of them are free (one row a node). */
 export async function nodeRooms(ex: Executor): Promise<NodeRoom[]> {
   const rows = await queryRows<RoomRow>(ex, sql`
     select n.id, n.labels, count(s.index)::int as total,
            coalesce(array_agg(s.index order by s.index) filter (where s.index is not null and s.owner_job_id is null), '{}') as free
     from nodes n left join gpu_slots s on s.node_id = n.id and s.present = 1
-    where n.status = 'ONLINE'
+    where n.status = 'ONLINE' and n.drained_at is null
     group by n.id, n.labels`);
   return rows.map((r) => ({ id: r.id, labels: r.labels, totalCards: Number(r.total), free: r.free.map(Number) }));
 }

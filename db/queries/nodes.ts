@@ -1,6 +1,6 @@
 import { and, asc, eq, notInArray, sql } from 'drizzle-orm';
 import { queryRows, type Executor } from '../client.ts';
-import { gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
+import { events, gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
 import type { NodeInventory } from '../../domain/node.ts';
 
 /** upsertNodeOnline records a node as ONLINE with its current labels and cards. Cards that vanished stay, marked absent. */
@@ -74,4 +74,39 @@ export async function touchNodesSeen(ex: Executor, seen: readonly { nodeId: stri
     where n.id = s.id and n.status = 'ONLINE' and s.at >= n.last_seen_at + make_interval(secs => ${minStepMs / 1000})
     returning n.id`);
   return rows.map((r) => r.id);
+}
+
+/**
+ * drainNode stops new placements on a node; its running attempts are left alone. Draining a
+ * drained node keeps when and by whom it was first drained and takes the new reason, if one is
+ * given. Each call records a `node.drained` event (who and why). Undefined for an unknown node.
+ */
+export async function drainNode(ex: Executor, nodeId: string, d: { reason: string | null; by: string }, now = new Date()): Promise<GpuNode | undefined> {
+  const [row] = await ex
+    .update(nodes)
+    .set({
+      drainedAt: sql`coalesce(${nodes.drainedAt}, ${now.toISOString()}::timestamptz)`,
+      drainedBy: sql`coalesce(${nodes.drainedBy}, ${d.by})`,
+      drainReason: d.reason === null ? sql`${nodes.drainReason}` : d.reason,
+    })
+    .where(eq(nodes.id, nodeId))
+    .returning();
+  if (!row) return undefined;
+  await nodeEvent(ex, 'node.drained', `node ${nodeId} drained by ${d.by}${row.drainReason ? `: ${row.drainReason}` : ''}`, { node_id: nodeId, by: d.by, reason: row.drainReason }, now);
+  return row;
+}
+
+/** resumeNode lets the scheduler place on a node again (a no-op on a node not drained); undefined for an unknown node. */
+export async function resumeNode(ex: Executor, nodeId: string, by: string, now = new Date()): Promise<GpuNode | undefined> {
+  const before = await getNode(ex, nodeId);
+  if (!before) return undefined;
+  if (!before.drainedAt) return before;
+  const [row] = await ex.update(nodes).set({ drainedAt: null, drainReason: null, drainedBy: null }).where(eq(nodes.id, nodeId)).returning();
+  await nodeEvent(ex, 'node.resumed', `node ${nodeId} resumed by ${by}`, { node_id: nodeId, by, drained_by: before.drainedBy, reason: before.drainReason }, now);
+  return row;
+}
+
+/** A node's event: of no job and no run, its node in `data.node_id`. */
+async function nodeEvent(ex: Executor, kind: string, message: string, data: Record<string, unknown>, at: Date): Promise<void> {
+  await ex.insert(events).values({ kind, level: 'info', message, data, at });
 }

@@ -13,6 +13,14 @@ export const nodes = pgTable('nodes', {
   status: text('status').$type<NodeStatus>().notNull(),
   registeredAt: createdAt(),
   lastSeenAt: ts('last_seen_at').notNull().defaultNow(),
+  /**
+   * Set by `gpuctl node drain`: no new placements on the node (its running attempts finish).
+   * Apart from `status`, which the node's lease rewrites: a drain outlives restarts of every process.
+   */
+  drainedAt: ts('drained_at'),
+  drainReason: text('drain_reason'),
+  /** Who drained it: the name of the admin token. */
+  drainedBy: text('drained_by'),
 });
 export type GpuNode = InferSelectModel<typeof nodes>;
 

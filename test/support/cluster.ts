@@ -72,7 +72,7 @@ export interface AgentSpec {
   host?: TestHost;
   /** Extra variables in this agent's environment only (on top of the cluster's). */
   env?: Record<string, string>;
-  /** false: start it without a node token (it is then never taken into the pool: addAgent does not wait for ONLINE). */
+  /** false: start it without a node token (`gpuctl agent --no-token`; it is then never taken into the pool: addAgent does not wait for ONLINE). */
   token?: false;
 }
 
@@ -261,7 +261,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       if (spec.host && !exposed) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
       const nodeToken = spec.token === false ? null : (await makeToken({ role: 'node', nodeId: spec.nodeId })).token;
       const agentEnv = { ...env, ...(nodeToken ? { GPUPLANE_NODE_TOKEN: nodeToken } : {}), ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address, GPUPLANE_API_URL: hostApiUrl! } : {}) };
-      const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
+      const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs, ...(spec.token === false ? ['--no-token'] : [])], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
       await p.start();
       agents.set(spec.nodeId, p);
       if (spec.token === false) return p;

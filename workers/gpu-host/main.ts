@@ -39,6 +39,7 @@ function agentFlagsOf(args: string[]): AgentFlags {
       'allowed-root': { type: 'string', multiple: true, default: [] },
       token: { type: 'string' },
       'token-file': { type: 'string' },
+      'no-token': { type: 'boolean', default: false },
       'job-users': { type: 'string' },
       protect: { type: 'string', multiple: true, default: [] },
       'advertise-addr': { type: 'string' },
@@ -64,7 +65,9 @@ function agentFlagsOf(args: string[]): AgentFlags {
   const tokenFile = v['token-file'] || process.env.GPUPLANE_NODE_TOKEN_FILE || undefined;
   const given = v.token || process.env.GPUPLANE_NODE_TOKEN || undefined;
   if (given && tokenFile) throw new Error('give the node token once: --token (GPUPLANE_NODE_TOKEN) or --token-file, not both');
-  const nodeToken = tokenFile ? readNodeTokenFile(tokenFile) : given;
+  const tokenless = v['no-token'];
+  if (tokenless && (given || tokenFile)) throw new Error('--no-token and a node token (--token, --token-file, GPUPLANE_NODE_TOKEN[_FILE]) contradict each other');
+  const nodeToken = tokenless ? undefined : tokenFile ? readNodeTokenFile(tokenFile) : given;
   // Read once: nothing the agent starts (nvidia-smi, jobs) inherits the node's credential.
   delete process.env.GPUPLANE_NODE_TOKEN;
   const protect = (v.protect.length ? v.protect : [process.env.GPUPLANE_PROTECT ?? '']).flatMap((p) => p.split(',')).map((p) => p.trim()).filter(Boolean);
@@ -72,7 +75,7 @@ function agentFlagsOf(args: string[]): AgentFlags {
   const advertiseAddr = v['advertise-addr'] ?? (process.env.GPUPLANE_ADVERTISE_ADDR || undefined);
   const badAddr = advertiseAddr === undefined ? null : advertiseAddrProblem(advertiseAddr);
   if (badAddr) throw new Error(badAddr);
-  return { nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], allowedRoots, nodeToken, onStop, jobUsers, protect, advertiseAddr };
+  return { nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], allowedRoots, nodeToken, tokenless, onStop, jobUsers, protect, advertiseAddr };
 }
 
 runMain('agent', () => serveAgent(loadConfig(), agentFlagsOf(process.argv.slice(2)), printLine, createLogger(logLevelFromEnv())));

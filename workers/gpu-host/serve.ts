@@ -11,6 +11,7 @@ import { connectAgentClient } from './reconnect.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
 import { parseEndpoint } from '../../activities/gpu-host/port-guard.ts';
 import { localAddressToward } from '../../runtime/advertise-addr.ts';
+import { checkNodeToken, noTokenRefusal } from './token-check.ts';
 
 export interface AgentFlags {
   nodeId: string;
@@ -22,6 +23,8 @@ export interface AgentFlags {
   passEnv?: string[];
   /** The node's credential (`--token`, GPUPLANE_NODE_TOKEN): the API's bearer token, and the key of its jobs' run tokens. */
   nodeToken?: string;
+  /** `--no-token`: start without a node token, which the agent otherwise refuses (the plane then never takes the node into the pool: for tests). */
+  tokenless?: boolean;
   /** Folders attempts must work in (`--allowed-root`, GPUPLANE_ALLOWED_ROOTS); none: anywhere. */
   allowedRoots?: string[];
   /** Who jobs run as (`--job-users`, GPUPLANE_JOB_USERS; activities/gpu-host/job-users.ts); absent: the default. */
@@ -66,6 +69,7 @@ export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, cli
 
 /** The GPU-host worker process of one node (workers/gpu-host/main.ts, `gpuctl agent`): Temporal only, never the database. */
 export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void, logger: Logger): Promise<void> {
+  await refuseWrongToken(c.apiUrl, f, logger);
   const temporal = await untilTemporalAnswers('connect', () => connectAgentClient(c.temporalAddress, c.temporalNamespace), logger);
   const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger), logger);
   const dataDir = agentDataDir(c, f.nodeId);
@@ -90,4 +94,31 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
     process.stderr.write(`gpuctl: the agent's Temporal worker failed; its attempts were stopped: ${(err as Error).message}\n`);
     process.exit(1);
   }
+}
+
+/**
+ * Throws, in one line, when the agent has no node token (unless `--no-token`) or one the API
+ * says is not this node's. An API that does not answer yet does not hold the agent back (it may
+ * be restarting while the agent re-attaches to its attempts): the token is asked about again
+ * every 5 s until the API answers, and a refusal then ends the agent.
+ */
+async function refuseWrongToken(apiUrl: string, f: AgentFlags, logger: Logger): Promise<void> {
+  if (!f.nodeToken) {
+    if (f.tokenless) return;
+    throw new Error(noTokenRefusal(f.nodeId));
+  }
+  const token = f.nodeToken;
+  const first = await checkNodeToken(apiUrl, f.nodeId, token);
+  if (first.kind === 'refused') throw new Error(first.message);
+  if (first.kind === 'ok') return;
+  logger.warn(`${first.message}: the node token is checked once it does`);
+  const again = async (): Promise<void> => {
+    const r = await checkNodeToken(apiUrl, f.nodeId, token);
+    if (r.kind === 'unanswered') return void setTimeout(() => void again(), 5_000).unref();
+    if (r.kind === 'refused') {
+      process.stderr.write(`gpuctl: ${r.message}\n`);
+      process.exit(1);
+    }
+  };
+  setTimeout(() => void again(), 5_000).unref();
 }

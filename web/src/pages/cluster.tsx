@@ -14,10 +14,23 @@ function NodeCard({ node, jobs, focus }: { node: GpuNode; jobs: Map<string, Job>
     if (focus) ref.current?.scrollIntoView({ block: 'nearest' });
   }, [focus]);
   return (
-    <article ref={ref} class={`node node-${node.status}${focus ? ' focus' : ''}`} data-node={node.id}>
+    <article ref={ref} class={`node node-${node.status}${node.drained ? ' drained' : ''}${focus ? ' focus' : ''}`} data-node={node.id}>
       <h3>
         {node.id} <StateBadge state={node.status} />
+        {node.drained && (
+          <>
+            {' '}
+            <span class="badge state-DRAINED" title={`drained by ${node.drained.by}`}>
+              draining
+            </span>
+          </>
+        )}
       </h3>
+      {node.drained && (
+        <p class="drain" data-drain>
+          Takes no new jobs{node.drained.reason ? `: ${node.drained.reason}` : ''} (drained by {node.drained.by} <When at={node.drained.at} />; <code>gpuctl node resume {node.id}</code>)
+        </p>
+      )}
       <p class="muted">
         {node.hostname}{node.address ? ` · ${node.address}` : ''} · seen <When at={node.last_seen_at} /> · {busy}/{node.gpus.length} cards busy
       </p>
