@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobDetailJson } from '../cli/client.ts';
-import { startCluster, type Cluster } from './support/cluster.ts';
+import { startCluster, type AgentSpec, type Cluster } from './support/cluster.ts';
 import { pidAlive, until } from './support/poll.ts';
 
 /**
@@ -11,16 +11,14 @@ import { pidAlive, until } from './support/poll.ts';
  */
 describe('gang jobs: started together, stopped together', () => {
   let c: Cluster;
+  const agentSpecs: AgentSpec[] = [
+    { nodeId: 'g1', gpus: 2, labels: { zone: 'b' } },
+    { nodeId: 'g2', gpus: 2 },
+    { nodeId: 'g3', gpus: 2, labels: { zone: 'b' } },
+  ];
   const example = path.resolve('examples/gang_rendezvous.py');
   beforeAll(async () => {
-    c = await startCluster('gangs', {
-      heartbeatTimeoutS: 4,
-      agents: [
-        { nodeId: 'g1', gpus: 2, labels: { zone: 'b' } },
-        { nodeId: 'g2', gpus: 2 },
-        { nodeId: 'g3', gpus: 2, labels: { zone: 'b' } },
-      ],
-    });
+    c = await startCluster('gangs', { heartbeatTimeoutS: 4, agents: agentSpecs });
   });
   afterAll(async () => {
     await c?.stop();
@@ -205,6 +203,23 @@ describe('gang jobs: started together, stopped together', () => {
     expect(fs.existsSync(path.join(dir, 'pid-1'))).toBe(false);
     await until('cards free', allFree, 10_000);
   }, 150_000);
+
+  it("rank 1's agent restarted (SIGKILL) mid-run re-attaches to its member: nothing is killed, the gang SUCCEEDS as attempt 1", async () => {
+    const dir = fs.mkdtempSync(path.join(c.work, 'reattach-'));
+    const { job, pids } = await gangWithPids(dir, 'sleep 12');
+    const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
+    const node = running.members![1].node_id;
+    await c.agents.get(node)!.kill('SIGKILL');
+    const agent = await c.addAgent(agentSpecs.find((a) => a.nodeId === node)!);
+    expect(agent.output).toContain('re-attached to 1 running attempt');
+    // Its member lives on through the restart (a rank > 0 member's job names rank 0's node).
+    expect(pidAlive(pids[1])).toBe(true);
+    const done = await c.client.waitFor(job.id, undefined, 60_000);
+    expect(done.state, done.reason ?? '').toBe('SUCCEEDED');
+    expect(done.attempts.map((a) => [a.attempt, a.state])).toEqual([[1, 'SUCCEEDED']]);
+    expect(done.history.map((h) => h.detail).join('\n')).toContain(`node ${node}'s agent restarted and re-attached to pid ${running.attempts[0].members![1].pid}`);
+    await until('cards free', allFree, 10_000);
+  }, 120_000);
 
   it("a member's agent SIGKILLed mid-run: the survivor is killed, the attempt is LOST, and the gang comes back whole as attempt 2; the two attempts' members never overlap", async () => {
     const dir = fs.mkdtempSync(path.join(c.work, 'lost-'));

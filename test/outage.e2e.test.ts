@@ -5,7 +5,7 @@ import { startCluster, type Cluster, type ClusterOptions } from './support/clust
 /**
  * Invariant 7: a control-plane outage of up to 60 s kills no running job and starts no second
  * attempt, on the default timing (heartbeat timeout 10 s, lost-after 75 s). Each case has two
- * jobs running and one queued behind them.
+ * jobs running and one queued behind them; one more has a two-node gang running.
  *
  * Each case has a plane of its own (its own Temporal dev server, or its own PostgreSQL: the
  * server it takes down), and the cases run at once: most of each is waiting out an outage and
@@ -18,8 +18,8 @@ describe.concurrent('a control-plane outage, on the default timing', { timeout: 
   const planes: Cluster[] = [];
   let starting: Promise<unknown> = Promise.resolve();
   /** A plane of its own, started once the planes asked for before it are up. */
-  function plane(name: string, own: Pick<ClusterOptions, 'ownTemporal' | 'ownPostgres'>): Promise<Cluster> {
-    const started = starting.then(() => startCluster(name, { heartbeatTimeoutS: 10, lostAfterS: 75, ...own, agents: [{ nodeId: 'o1', gpus: 2 }] }));
+  function plane(name: string, own: Pick<ClusterOptions, 'ownTemporal' | 'ownPostgres'>, agents: ClusterOptions['agents'] = [{ nodeId: 'o1', gpus: 2 }]): Promise<Cluster> {
+    const started = starting.then(() => startCluster(name, { heartbeatTimeoutS: 10, lostAfterS: 75, ...own, agents }));
     starting = started.then((c) => planes.push(c)).catch(() => undefined);
     return started;
   }
@@ -66,6 +66,30 @@ describe.concurrent('a control-plane outage, on the default timing', { timeout: 
       process.kill(pid, 'SIGCONT');
     }
     await allSucceedOnFirstAttempt(c, jobs, expect);
+  });
+
+  // A gang's members each ride out the outage: no member is killed, none starts twice.
+  it('a two-node gang through the Temporal server paused (SIGSTOP) for 60 s', async ({ expect }) => {
+    const c = await plane('outage-gang', { ownTemporal: {} }, [
+      { nodeId: 'o1', gpus: 1 },
+      { nodeId: 'o2', gpus: 1 },
+    ]);
+    const gang = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, command: 'sleep 75' });
+    const running = await c.client.waitFor(gang.id, ['RUNNING'], 30_000);
+    const pids = running.attempts[0].members!.map((m) => m.pid);
+    const pid = c.temporal!.server.child.pid!;
+    process.kill(pid, 'SIGSTOP');
+    try {
+      await pause(60_000);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    const done = await c.client.waitFor(gang.id, undefined, 180_000);
+    expect(done.state, `${gang.id}: ${done.reason}`).toBe('SUCCEEDED');
+    expect(done.attempts.map((a) => a.state), JSON.stringify(done.history)).toEqual(['SUCCEEDED']);
+    expect(done.attempts[0].members!.map((m) => m.pid)).toEqual(pids);
+    const owned = (await c.client.nodes()).flatMap((n) => n.gpus).filter((g) => g.owner_job_id);
+    expect(owned).toEqual([]);
   });
 
   it('PostgreSQL paused (SIGSTOP, connections open) for 30 s', async ({ expect }) => {

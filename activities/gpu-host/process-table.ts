@@ -94,13 +94,19 @@ export class ProcessTable {
     }
   }
 
+  /** The attempt's record on this node (its spec, pid and log), or null when there is none. */
+  recordOf(jobId: string, attempt: number): AttemptRecord | null {
+    try {
+      return JSON.parse(fs.readFileSync(this.file(jobId, attempt, 'json'), 'utf8')) as AttemptRecord;
+    } catch {
+      return null;
+    }
+  }
+
   /** This node's rank in the attempt (its logs are shipped under it), from the attempt's record; 0 when there is none. */
   rankOf(jobId: string, attempt: number): number {
-    try {
-      return rankOfRecord(JSON.parse(fs.readFileSync(this.file(jobId, attempt, 'json'), 'utf8')) as AttemptRecord);
-    } catch {
-      return 0;
-    }
+    const rec = this.recordOf(jobId, attempt);
+    return rec ? rankOfRecord(rec) : 0;
   }
 
   forget(jobId: string, attempt: number): void {

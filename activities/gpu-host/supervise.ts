@@ -5,9 +5,9 @@ import type { ProcessExit } from '../../workflows/types.ts';
 import { agentShutdown, fenced, vanished } from './attempt-failures.ts';
 import type { GpuHostDeps } from './deps.ts';
 import { readTail } from './proc.ts';
-import { rankOfRecord, type AttemptRecord, type Live } from './process-table.ts';
+import { rankOfRecord, type Live } from './process-table.ts';
 import { stderrPathOf } from './shim.ts';
-import { attemptWanted } from './wanted.ts';
+import { attemptWanted, homeNodeOf } from './wanted.ts';
 
 /** How long an exit report waits for the rest of its log to reach the API (failure hints read it there). */
 const LOG_FLUSH_MS = 3000;
@@ -72,7 +72,10 @@ export function createSupervisor(deps: GpuHostDeps) {
   async function supervise(entry: Live, logPath: string): Promise<ProcessExit> {
     const ctx = Context.current();
     // A gang member's log is its rank's: the rank is in the spec the attempt's record keeps.
-    const rank = pt.rankOf(entry.jobId, entry.attempt);
+    const rec = pt.recordOf(entry.jobId, entry.attempt);
+    const rank = rec ? rankOfRecord(rec) : 0;
+    // The node the job's workflow names while it wants this attempt: rank 0's, for a gang member.
+    const home = rec ? homeNodeOf(rec.spec) : deps.nodeId;
     deps.logs?.ship(entry.jobId, entry.attempt, logPath, entry.exited, false, rank);
     const token = pt.claim(entry);
     const mine = () => entry.watcher === token;
@@ -93,7 +96,7 @@ export function createSupervisor(deps: GpuHostDeps) {
         if (pt.draining || entry.fenced) throw agentShutdown();
         throw err;
       }
-      pt.orphan(entry, entry.fenceAfterMs, () => attemptWanted(deps.client, deps.nodeId, entry.jobId));
+      pt.orphan(entry, entry.fenceAfterMs, () => attemptWanted(deps.client, home, entry.jobId));
       throw err;
     }
     const r = await entry.exited;
@@ -109,18 +112,11 @@ export function createSupervisor(deps: GpuHostDeps) {
     return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
   }
 
-  function readRecord(jobId: string, attempt: number): AttemptRecord | null {
-    try {
-      return JSON.parse(fs.readFileSync(pt.file(jobId, attempt, 'json'), 'utf8')) as AttemptRecord;
-    } catch {
-      return null;
-    }
-  }
 
   /** An attempt that ended while nobody watched: the rest of its log is shipped before its status is reported. */
   async function endedExit(jobId: string, attempt: number, logPath: string, ended: { code: number | null; signal: string | null }): Promise<ProcessExit> {
     // Its checkpoints, the last ones written while no agent watched included, are scanned once.
-    const rec = readRecord(jobId, attempt);
+    const rec = pt.recordOf(jobId, attempt);
     if (rec && deps.checkpoints) {
       deps.checkpoints.watch(rec.spec, Promise.resolve({ ...ended, at: endedAt(pt.file(jobId, attempt, 'status')) }));
       await settleCheckpoints(Context.current(), jobId, attempt);

@@ -22,7 +22,7 @@ import { adoptSurvivors, sweepRecords } from '../../activities/gpu-host/survivor
 import { makePrivateDir } from '../../runtime/private-files.ts';
 import { JobUsers } from '../../activities/gpu-host/job-users.ts';
 import { installPortGuard, removePortGuard, type Endpoint } from '../../activities/gpu-host/port-guard.ts';
-import { attemptWanted } from '../../activities/gpu-host/wanted.ts';
+import { attemptWanted, homeNodeOf } from '../../activities/gpu-host/wanted.ts';
 import { rejoinWhenReachable } from './reconnect.ts';
 
 export interface AgentOptions {
@@ -177,7 +177,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     throw err;
   });
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
-  const adopted = adoptSurvivors(processes, o.lostAfterMs, (rec) => attemptWanted(o.client, o.nodeId, rec.spec.jobId));
+  const adopted = adoptSurvivors(processes, o.lostAfterMs, (rec) => attemptWanted(o.client, homeNodeOf(rec.spec), rec.spec.jobId));
   for (const rec of adopted) {
     // Its log goes on being shipped from where the API's copy ends (its rank's, for a gang member).
     logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited, false, rankOfRecord(rec));
