@@ -2,6 +2,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_RETRY_RETENTION_S } from './domain/job-retry.ts';
 import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
+import { DEFAULT_QUARANTINE, type QuarantineRule } from './domain/quarantine.ts';
 
 /** Everything GPUPlane reads from the environment, with its default, in one place. */
 export interface GpuplaneConfig {
@@ -27,6 +28,8 @@ export interface GpuplaneConfig {
   /** An SDK run silent this long is marked crashed (GPUPLANE_RUN_STALE_S, 120 s). */
   runStaleMs: number;
   backfillHoldMs: number;
+  /** Bad-node quarantine (domain/quarantine.ts): GPUPLANE_QUARANTINE_AFTER faults (default 3; 0: off) within GPUPLANE_QUARANTINE_WINDOW_S (3600). */
+  quarantine: QuarantineRule;
   /** An admin token the API accepts without a row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
   adminToken: string | undefined;
   /** Host names a request may name in Host/Origin besides IP literals and localhost (GPUPLANE_ALLOWED_HOSTS, comma-separated). */
@@ -65,6 +68,10 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,
     runStaleMs: overrides.runStaleMs ?? intFromEnv('GPUPLANE_RUN_STALE_S', 120) * 1000,
     backfillHoldMs: overrides.backfillHoldMs ?? intFromEnv('GPUPLANE_BACKFILL_HOLD_S', 300) * 1000,
+    quarantine: overrides.quarantine ?? {
+      after: intFromEnv('GPUPLANE_QUARANTINE_AFTER', DEFAULT_QUARANTINE.after),
+      windowMs: intFromEnv('GPUPLANE_QUARANTINE_WINDOW_S', DEFAULT_QUARANTINE.windowMs / 1000) * 1000,
+    },
     adminToken: overrides.adminToken ?? (process.env.GPUPLANE_ADMIN_TOKEN || undefined),
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),

@@ -3,7 +3,7 @@
  * hint for the edit that a retry needs (the seed: after an OOM or a NaN, change the config
  * first, or the retry fails the same way).
  */
-export type FailureKind = 'oom' | 'nan' | 'command_not_found' | 'exit' | 'signal' | 'other';
+export type FailureKind = 'oom' | 'nan' | 'command_not_found' | 'hardware' | 'exit' | 'signal' | 'other';
 
 export interface FailureClass {
   kind: FailureKind;
@@ -12,6 +12,33 @@ export interface FailureClass {
 
 const OOM = /CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory/i;
 const NAN = /\b(loss|grad(ient)?s?)\b[^\n]{0,40}\b(nan|inf)\b|\b(nan|inf)\b[^\n]{0,20}\bloss\b|non-finite loss|Loss is (nan|inf)/i;
+/**
+ * A GPU, driver or interconnect fault rather than the script's: an Xid from the driver, an
+ * uncorrectable ECC error, a card fallen off the bus, CUDA's launch and illegal-address
+ * failures, NCCL's system and CUDA errors. Such failures count towards quarantining the node
+ * (domain/quarantine.ts); "CUDA out of memory" is the script's, and is an OOM.
+ */
+export const HARDWARE = new RegExp(
+  [
+    String.raw`\bNVRM: Xid\b`,
+    String.raw`\bXid \(PCI:`,
+    String.raw`\bXid\s+\d+\b`,
+    'uncorrectable ECC error',
+    'ECC_UNCORRECTABLE',
+    'cudaErrorECCUncorrectable',
+    'GPU has fallen off the bus',
+    'unspecified launch failure',
+    'an illegal memory access was encountered',
+    'CUDA_ERROR_LAUNCH_FAILED',
+    'CUDA_ERROR_ILLEGAL_ADDRESS',
+    'ncclSystemError',
+    'ncclUnhandledCudaError',
+    String.raw`NCCL error[^\n]{0,80}(unhandled (system|cuda) error|remote process exited)`,
+    'CUDA driver version is insufficient',
+    'no CUDA-capable device is detected',
+  ].join('|'),
+  'i',
+);
 const NOT_FOUND = /command not found|: not found|No such file or directory/i;
 
 /**
@@ -28,6 +55,11 @@ export function classifyFailure(f: { exitCode: number | null; signal: string | n
       return { kind: 'command_not_found', reason: `${f.spawnError} — hint: check the command and PATH on the node, then retry with a fixed command` };
     }
     return { kind: 'other', reason: f.spawnError };
+  }
+  if (HARDWARE.test(tail) && !OOM.test(tail)) {
+    const how = f.signal ? `killed by ${f.signal}` : `exit code ${f.exitCode}`;
+    const line = tail.split('\n').find((l) => HARDWARE.test(l))?.trim().slice(0, 160) ?? '';
+    return { kind: 'hardware', reason: `GPU or driver error on the node (${how}): ${line} — hint: retry it (a retry avoids this node when another fits); gpuctl nodes shows whether the node was quarantined` };
   }
   if (OOM.test(tail) || f.exitCode === 137 || f.signal === 'SIGKILL') {
     const how = f.signal ? `killed by ${f.signal}` : `exit code ${f.exitCode}`;

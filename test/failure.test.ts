@@ -16,6 +16,25 @@ describe('classifyFailure', () => {
     expect(classifyFailure({ exitCode: 1, signal: null, logTail: 'CUDA out of memory', nonFiniteMetrics: ['loss'] }).kind).toBe('oom');
   });
 
+  it('recognises GPU, driver and interconnect faults (they count towards quarantining the node), and not the script\'s OOM', () => {
+    const hw = [
+      'NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.',
+      'RuntimeError: CUDA error: an illegal memory access was encountered',
+      'RuntimeError: CUDA error: unspecified launch failure',
+      'torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details)',
+      'RuntimeError: CUDA error: uncorrectable ECC error encountered',
+      'RuntimeError: No CUDA GPUs are available / no CUDA-capable device is detected',
+    ];
+    for (const t of hw) {
+      const c = classifyFailure({ exitCode: 1, signal: null, logTail: `step 3\n${t}\n`, jobId: 'job-h1' });
+      expect(c.kind, t).toBe('hardware');
+      expect(c.reason).toMatch(/^GPU or driver error on the node \(exit code 1\): /);
+      expect(c.reason).toContain(t.slice(0, 40));
+    }
+    expect(classifyFailure({ exitCode: 1, signal: null, logTail: 'RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB' }).kind).toBe('oom');
+    expect(classifyFailure({ exitCode: 1, signal: null, logTail: 'KeyError: xid' }).kind).toBe('exit');
+  });
+
   it('recognises CUDA OOM from the log', () => {
     const c = classifyFailure({ exitCode: 1, signal: null, logTail: 'RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB' });
     expect(c.kind).toBe('oom');

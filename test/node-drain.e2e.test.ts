@@ -31,7 +31,7 @@ describe('gpuctl node drain / resume', () => {
   const drainOf = async (id: string) => (await nodesJson()).find((n) => n.id === id)!.drained;
 
   beforeAll(async () => {
-    c = await startCluster('drain', { agents: [{ nodeId: 'd1', gpus: 2, labels: { name: 'd1' } }, { nodeId: 'd2', gpus: 2, labels: { name: 'd2' } }] });
+    c = await startCluster('drain', { quarantineAfter: 2, agents: [{ nodeId: 'd1', gpus: 2, labels: { name: 'd1' } }, { nodeId: 'd2', gpus: 2, labels: { name: 'd2' } }] });
   }, 120_000);
   afterAll(async () => c?.stop());
 
@@ -123,6 +123,28 @@ describe('gpuctl node drain / resume', () => {
       await db.end();
     }
   }, 300_000);
+
+  it('a node whose attempts keep failing with GPU/driver errors is quarantined (drained, with the reason and an event); resume gives it work again', async () => {
+    const xid = 'echo "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus." >&2; exit 1';
+    for (let i = 0; i < 2; i++) {
+      const bad = await c.client.submit({ type: 'CUSTOM', command: ['sh', '-c', xid], gpus: 1, selector: { name: 'd2' } });
+      const done = await c.client.waitFor(bad.id, undefined, 60_000);
+      expect(done.state).toBe('FAILED');
+      expect(done.reason).toMatch(/^GPU or driver error on the node \(exit code 1\): NVRM: Xid \(PCI:0000:3b:00\): 79/);
+    }
+    const q = await until('d2 quarantined', () => drainOf('d2'), 20_000);
+    expect(q.by).toBe('gpuplane (quarantine)');
+    expect(q.reason).toMatch(/^quarantined: 2 attempts ended LOST or with a GPU\/driver error within 1 h \(job-\S+#1 GPU\/driver error, job-\S+#1 GPU\/driver error\); gpuctl node resume once it is fixed$/);
+    expect((await gpuctl(['nodes'])).stdout).toContain('ONLINE (draining: quarantined: 2 attempts');
+    // It takes no new job until an admin resumes it; then it does, with a clean slate.
+    const next = await c.client.submit({ type: 'CUSTOM', command: ['true'], gpus: 1, selector: { name: 'd2' } });
+    await new Promise((r) => setTimeout(r, 3000));
+    expect((await c.client.job(next.id)).state).toBe('QUEUED');
+    const resumed = await gpuctl(['node', 'resume', 'd2']);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect((await c.client.waitFor(next.id, undefined, 60_000)).state).toBe('SUCCEEDED');
+    expect(await drainOf('d2')).toBeNull();
+  }, 180_000);
 
   it('an agent without a node token, or with another node\'s, refuses to start in one line', async () => {
     const env = { ...c.env };

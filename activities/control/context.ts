@@ -1,12 +1,15 @@
 import type { Client } from '@temporalio/client';
 import type { Db } from '../../db/client.ts';
 import type { JobTimeouts } from '../../temporal/client-ops.ts';
+import type { QuarantineRule } from '../../domain/quarantine.ts';
 
 export interface ControlDeps {
   db: Db;
   client: Client;
   timeouts: JobTimeouts;
   backfillHoldMs: number;
+  /** Bad-node quarantine; DEFAULT_QUARANTINE when absent. */
+  quarantine?: QuarantineRule;
   /** A DISPATCHING job whose workflow has not moved on after this long gets its grant again. */
   redispatchAfterMs?: number;
   idlePassMs?: number;

@@ -5,11 +5,13 @@ import { getJobForUpdate, releaseSlots, transitionJob } from '../../db/queries/j
 import { readLogTail } from '../../db/queries/logs.ts';
 import { nonFiniteLastKeys, writeSeries } from '../../db/queries/metrics.ts';
 import { configOfAttempt, nextAttempt } from '../../db/queries/next-attempt.ts';
+import { recordNodeFault } from '../../db/queries/node-faults.ts';
 import { setNodeOffline } from '../../db/queries/nodes.ts';
 import { EVAL_STDOUT_TAIL_BYTES, MISSING_METRICS_LINE, metricsToWire, parseEvalStdout, type EvalResult } from '../../domain/eval-result.ts';
 import { classifyFailure } from '../../domain/failure.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import { decideLost } from '../../domain/lost-policy.ts';
+import { DEFAULT_QUARANTINE } from '../../domain/quarantine.ts';
 import type { Placement } from '../../domain/placement.ts';
 import { runStatusOfAttempt } from '../../domain/run-status.ts';
 import { sendGrants } from '../../temporal/scheduler-ops.ts';
@@ -40,7 +42,8 @@ export function finishActivities({ deps, wake }: ControlContext) {
         // Hints read the shipped log; the tail the agent sent stands in when nothing was shipped.
         const shipped = o.state === 'FAILED' && o.exit ? await readLogTail(tx, a.jobId, a.attempt, 8192, o.member?.rank ?? 0) : null;
         const nonFiniteMetrics = o.state === 'FAILED' && o.exit ? await nonFiniteLastKeys(tx, a.jobId, a.attempt) : [];
-        let reason = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics, jobId: a.jobId }).reason : o.reason;
+        const failure = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics, jobId: a.jobId }) : null;
+        let reason = failure ? failure.reason : o.reason;
         // A gang's reason names the member that ended it.
         if (o.member && o.state === 'FAILED' && o.exit) reason = `rank ${o.member.rank} on node ${o.member.nodeId}: ${reason}`;
         let requeue = false;
@@ -80,14 +83,18 @@ export function finishActivities({ deps, wake }: ControlContext) {
             if (runId) await writeSeries(tx, runId, keys.map(([key, v]) => ({ key, steps: [0], values: [v], times: [now.getTime()] })));
           } else await settleEvaluation(tx, a.jobId, { status: to === 'CANCELLED' ? 'cancelled' : 'failed', reason, at: now });
         }
-        if (o.state === 'LOST' || o.nodeLost) {
+        const lostNodes = o.state === 'LOST' || o.nodeLost ? (o.lostNodes ?? (job.nodeId ? [job.nodeId] : [])) : [];
+        for (const n of lostNodes) {
           // Its agent stopped answering (a gang's: the members' that did): take its cards out of
           // the pool now, not when the node's own lease expires, so the re-queued attempt goes elsewhere.
-          for (const n of o.lostNodes ?? (job.nodeId ? [job.nodeId] : [])) {
-            await setNodeOffline(tx, n);
-            suspectNodes.push(n);
-          }
+          await setNodeOffline(tx, n);
+          suspectNodes.push(n);
         }
+        // Ends that are not the script's doing count against the node: K of them quarantine it.
+        const rule = deps.quarantine ?? DEFAULT_QUARANTINE;
+        for (const n of lostNodes) await recordNodeFault(tx, { nodeId: n, jobId: a.jobId, attempt: a.attempt, cause: 'lost' }, rule, now);
+        const failedOn = o.member?.nodeId ?? job.nodeId;
+        if (failure?.kind === 'hardware' && failedOn) await recordNodeFault(tx, { nodeId: failedOn, jobId: a.jobId, attempt: a.attempt, cause: 'hardware' }, rule, now);
         if (requeue) {
           // The next attempt runs with the same config; the workflow re-queues it.
           const config = await configOfAttempt(tx, a.jobId, a.attempt);

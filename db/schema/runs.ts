@@ -57,6 +57,14 @@ export const events = pgTable(
     idempotencyKey: text('idempotency_key'),
     at: ts('at').notNull().defaultNow(),
   },
-  (t) => [index('events_run').on(t.runId, t.id), index('events_job').on(t.jobId, t.id), uniqueIndex('events_run_idempotency_key').on(t.runId, t.idempotencyKey)],
+  (t) => [
+    index('events_run').on(t.runId, t.id),
+    index('events_job').on(t.jobId, t.id),
+    uniqueIndex('events_run_idempotency_key').on(t.runId, t.idempotencyKey),
+    // A node's faults and resumes, which its quarantine counts (db/queries/node-faults.ts).
+    index('events_node_faults')
+      .on(sql`(${t.data}->>'node_id')`, t.id)
+      .where(sql`${t.kind} in ('node.fault', 'node.resumed')`),
+  ],
 );
 export type RunEvent = InferSelectModel<typeof events>;

@@ -115,6 +115,12 @@ export interface ClusterOptions {
   /** An SDK run silent this long is marked crashed (GPUPLANE_RUN_STALE_S). */
   runStaleS?: number;
   backfillHoldS?: number;
+  /**
+   * Faults that quarantine a node (GPUPLANE_QUARANTINE_AFTER). 0, off, when absent: tests and
+   * benches kill agents on purpose, often the same node's, and a plane of the defaults (3 in an
+   * hour) would drain it in the middle of the test.
+   */
+  quarantineAfter?: number;
   /** A dev server of its own (restartable); `exposeTo` forwards it to a test host's side of the veth. */
   ownTemporal?: { exposeTo?: TestHost };
   /** A PostgreSQL cluster of its own (restartable). */
@@ -208,6 +214,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     GPUPLANE_KILL_GRACE_S: '2',
     ...(o.runStaleS !== undefined ? { GPUPLANE_RUN_STALE_S: String(o.runStaleS) } : {}),
     GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
+    GPUPLANE_QUARANTINE_AFTER: String(o.quarantineAfter ?? 0),
     ...tlsEnv,
     GPUPLANE_ADMIN_TOKEN: token,
     GPUPLANE_TOKEN: token,

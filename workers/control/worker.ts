@@ -1,3 +1,4 @@
+import type { QuarantineRule } from '../../domain/quarantine.ts';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, Runtime, Worker } from '@temporalio/worker';
@@ -22,6 +23,8 @@ export interface ControlWorkerOptions {
   connection: NativeConnection;
   namespace: string;
   backfillHoldMs: number;
+  /** Bad-node quarantine; DEFAULT_QUARANTINE when absent. */
+  quarantine?: QuarantineRule;
   timeouts: JobTimeouts;
   /** How often the reconciler looks for job workflows closed in Temporal and restarts the scheduler. */
   reconcileEveryMs?: number;
@@ -54,7 +57,7 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     namespace: o.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
     workflowBundle: o.workflowBundlePath ? { codePath: o.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: Runtime.instance().logger }),
-    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, timeouts: o.timeouts }),
+    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, timeouts: o.timeouts }),
     maxConcurrentActivityTaskExecutions: 50,
     maxConcurrentWorkflowTaskExecutions: 50,
   });

@@ -1,0 +1,1 @@
+CREATE INDEX "events_node_faults" ON "events" USING btree (("data"->>'node_id'),"id") WHERE "events"."kind" in ('node.fault', 'node.resumed');

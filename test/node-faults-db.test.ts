@@ -1,0 +1,92 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { insertJob } from '../db/queries/jobs.ts';
+import { QUARANTINE_BY, recordNodeFault } from '../db/queries/node-faults.ts';
+import { drainNode, getNode, resumeNode, upsertNodeOnline } from '../db/queries/nodes.ts';
+import { events } from '../db/schema.ts';
+import { fakeGpus } from '../activities/gpu-host/inventory.ts';
+import { createDatabase } from './support/postgres.ts';
+
+const handles: DatabaseHandle[] = [];
+afterAll(async () => {
+  for (const h of handles) await h.close();
+});
+
+async function postgres(): Promise<DatabaseHandle> {
+  const name = `t_faults_${Math.random().toString(36).slice(2, 8)}`;
+  const port = inject('pgPort');
+  await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, name);
+  const h = await openDatabase({ url: `postgres://postgres@127.0.0.1:${port}/${name}` });
+  handles.push(h);
+  return h;
+}
+async function pglite(): Promise<DatabaseHandle> {
+  const h = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-pglite-')) });
+  handles.push(h);
+  return h;
+}
+
+const rule = { after: 3, windowMs: 600_000 };
+type Db = DatabaseHandle['db'];
+/** Jobs job-1 … job-N (a fault event names its job). */
+const jobs = async (db: Db, n: number) => {
+  for (let i = 1; i <= n; i++) await insertJob(db, { id: `job-${i}`, type: 'CUSTOM', state: 'CREATED', gpus: 1, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} });
+};
+const t0 = Date.parse('2026-12-01T10:00:00Z');
+const at = (s: number) => new Date(t0 + s * 1000);
+
+describe.each([
+  ['PostgreSQL', postgres],
+  ['PGlite', pglite],
+])('bad-node quarantine on %s', (_name, open) => {
+  it('drains a node at its K-th fault within the window, with the reason and events; faults before the window or its last resume do not count', async () => {
+    const { db } = await open();
+    await jobs(db, 8);
+    await upsertNodeOnline(db, { nodeId: 'q1', hostname: 'h', labels: {}, gpus: fakeGpus('q1', 2) });
+    await upsertNodeOnline(db, { nodeId: 'q2', hostname: 'h', labels: {}, gpus: fakeGpus('q2', 2) });
+    const fault = (nodeId: string, n: number, s: number, cause: 'lost' | 'hardware' = 'lost') =>
+      db.transaction((tx) => recordNodeFault(tx, { nodeId, jobId: `job-${n}`, attempt: 1, cause }, rule, at(s)));
+
+    // One fault long ago, then two within the window: not yet.
+    expect(await fault('q1', 1, 0)).toBeNull();
+    expect(await fault('q1', 2, 700)).toBeNull();
+    expect(await fault('q1', 3, 800, 'hardware')).toBeNull();
+    // Another node's faults are its own.
+    expect(await fault('q2', 4, 810)).toBeNull();
+    expect((await getNode(db, 'q1'))!.drainedAt).toBeNull();
+    // The third within the window quarantines it.
+    const reason = await fault('q1', 5, 900);
+    expect(reason).toBe('quarantined: 3 attempts ended LOST or with a GPU/driver error within 10 min (job-5#1 LOST, job-3#1 GPU/driver error, job-2#1 LOST); gpuctl node resume once it is fixed');
+    const q1 = (await getNode(db, 'q1'))!;
+    expect(q1.drainReason).toBe(reason);
+    expect(q1.drainedBy).toBe(QUARANTINE_BY);
+    expect((await getNode(db, 'q2'))!.drainedAt).toBeNull();
+    const kinds = (await db.select().from(events)).map((e) => e.kind);
+    expect(kinds.filter((k) => k === 'node.fault')).toHaveLength(5);
+    expect(kinds.filter((k) => k === 'node.quarantined')).toHaveLength(1);
+    expect(kinds.filter((k) => k === 'node.drained')).toHaveLength(1);
+
+    // Resumed by an admin: a clean slate; two more faults do not quarantine it again, a third does.
+    await db.transaction((tx) => resumeNode(tx, 'q1', 'ops', at(1000)));
+    expect(await fault('q1', 6, 1010)).toBeNull();
+    expect(await fault('q1', 7, 1020)).toBeNull();
+    expect(await fault('q1', 8, 1030)).toMatch(/^quarantined: 3 attempts .*\(job-8#1 LOST, job-7#1 LOST, job-6#1 LOST\)/);
+  });
+
+  it("keeps an admin's drain and reason; with K = 0 it records faults and drains nothing", async () => {
+    const { db } = await open();
+    await jobs(db, 4);
+    await upsertNodeOnline(db, { nodeId: 'q3', hostname: 'h', labels: {}, gpus: fakeGpus('q3', 1) });
+    await upsertNodeOnline(db, { nodeId: 'q4', hostname: 'h', labels: {}, gpus: fakeGpus('q4', 1) });
+    await db.transaction((tx) => drainNode(tx, 'q3', { reason: 'disk swap', by: 'ops' }, at(0)));
+    for (let n = 1; n <= 4; n++) {
+      expect(await db.transaction((tx) => recordNodeFault(tx, { nodeId: 'q3', jobId: `job-${n}`, attempt: 1, cause: 'lost' }, rule, at(n)))).toBeNull();
+      expect(await db.transaction((tx) => recordNodeFault(tx, { nodeId: 'q4', jobId: `job-${n}`, attempt: 1, cause: 'lost' }, { after: 0, windowMs: 600_000 }, at(n)))).toBeNull();
+    }
+    expect((await getNode(db, 'q3'))!.drainReason).toBe('disk swap');
+    expect((await getNode(db, 'q4'))!.drainedAt).toBeNull();
+  });
+});
