@@ -1,35 +1,15 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { eq, sql } from 'drizzle-orm';
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { describe, expect, it } from 'vitest';
+import { type DatabaseHandle } from '../db/client.ts';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { claimSlots, runSchedulePass } from '../db/queries/schedule.ts';
 import { HAND_ON_HEAD, handOnFreedCards, placeAlone } from '../db/queries/dispatch.ts';
 import { gpuSlots } from '../db/schema.ts';
 import { fakeGpus } from '../activities/gpu-host/inventory.ts';
-import { createDatabase } from './support/postgres.ts';
+import { bothBackends } from './support/test-database.ts';
 
-const handles: DatabaseHandle[] = [];
-afterAll(async () => {
-  for (const h of handles) await h.close();
-});
-
-async function postgres(): Promise<DatabaseHandle> {
-  const name = `t_db_${Math.random().toString(36).slice(2, 8)}`;
-  const port = inject('pgPort');
-  await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, name);
-  const h = await openDatabase({ url: `postgres://postgres@127.0.0.1:${port}/${name}` });
-  handles.push(h);
-  return h;
-}
-async function pglite(): Promise<DatabaseHandle> {
-  const h = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-pglite-')) });
-  handles.push(h);
-  return h;
-}
+const [[, postgres], [, pglite]] = bothBackends('t_db');
 
 const newJob = (id: string, gpus: number) => ({
   id,

@@ -1,33 +1,13 @@
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, describe, expect, inject, it } from 'vitest';
-import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { describe, expect, it } from 'vitest';
+import { type DatabaseHandle } from '../db/client.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { QUARANTINE_BY, recordNodeFault } from '../db/queries/node-faults.ts';
 import { drainNode, getNode, resumeNode, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { events } from '../db/schema.ts';
 import { fakeGpus } from '../activities/gpu-host/inventory.ts';
-import { createDatabase } from './support/postgres.ts';
+import { bothBackends } from './support/test-database.ts';
 
-const handles: DatabaseHandle[] = [];
-afterAll(async () => {
-  for (const h of handles) await h.close();
-});
-
-async function postgres(): Promise<DatabaseHandle> {
-  const name = `t_faults_${Math.random().toString(36).slice(2, 8)}`;
-  const port = inject('pgPort');
-  await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, name);
-  const h = await openDatabase({ url: `postgres://postgres@127.0.0.1:${port}/${name}` });
-  handles.push(h);
-  return h;
-}
-async function pglite(): Promise<DatabaseHandle> {
-  const h = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-pglite-')) });
-  handles.push(h);
-  return h;
-}
+const [[, postgres], [, pglite]] = bothBackends('t_faults');
 
 const rule = { after: 3, windowMs: 600_000 };
 type Db = DatabaseHandle['db'];

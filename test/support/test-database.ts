@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { inject } from 'vitest';
+import { afterAll, inject } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../db/client.ts';
 import { createDatabase } from './postgres.ts';
 
@@ -35,4 +35,25 @@ export async function openTestDatabase(name: string, kind: TestBackend = 'pglite
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Openers of fresh databases on PostgreSQL and on PGlite, each closed once the file's tests
+ * are done: for `describe.each(bothBackends('name'))('… on %s', (_name, open) => …)`. Call it
+ * at the top of a test file (it registers an afterAll).
+ */
+export function bothBackends(name: string): [string, () => Promise<DatabaseHandle>][] {
+  const opened: TestDatabase[] = [];
+  afterAll(async () => {
+    for (const d of opened) await d.close();
+  });
+  const opener = (kind: TestBackend) => async () => {
+    const d = await openTestDatabase(name, kind);
+    opened.push(d);
+    return d.database;
+  };
+  return [
+    ['PostgreSQL', opener('postgres')],
+    ['PGlite', opener('pglite')],
+  ];
 }
