@@ -11,6 +11,8 @@
  *  - it would fit, but jobs ahead of it in the queue's order take the cards first:
  *    `behind higher-priority or older jobs`;
  *  - it would be placed now: `waiting for the next scheduling pass` (a moment, normally).
+ * A job that could fit only if drained nodes were counted is told so instead of never fitting or
+ * waiting for cards: `waiting for drained node d2 (disk swap): gpuctl node resume d2` (drainedReason).
  * The first two need only the rooms (freeCardsReason); the rest need a plan of the whole queue
  * (planReasons), which a caller makes only for the jobs that would fit now: few, after a pass.
  */
@@ -43,6 +45,27 @@ export function freeCardsReason(job: QueuedJob, rooms: readonly NodeRoom[]): str
   }
   const best = can.reduce((m, n) => Math.max(m, n.free.length), 0);
   return best >= job.gpus ? null : `waiting for cards: ${best} free on the best matching node, ${job.gpus} needed`;
+}
+
+/**
+ * When the job can never fit on the nodes that take jobs (`rooms`) but could with the drained
+ * ONLINE nodes counted too: that it waits for them, naming them and their reasons. null when
+ * draining is not why it waits (a job waiting for cards on an undrained node waits for cards).
+ */
+export function drainedReason(job: QueuedJob, rooms: readonly NodeRoom[], drained: readonly (NodeRoom & { drainReason: string | null })[]): string | null {
+  const size = job.nodes ?? 1;
+  if (rooms.length > 0 && neverFitsReason(job.gpus, job.selector, rooms, size) === null) return null;
+  const mine = drained.filter((n) => n.totalCards >= job.gpus && selectorMatches(job.selector, n.labels));
+  if (mine.length === 0) return null;
+  // Would it fit (now, or once cards free up) with them back in the pool?
+  if (neverFitsReason(job.gpus, job.selector, [...rooms, ...mine], size) !== null) return null;
+  const named = mine
+    .slice(0, 3)
+    .map((n) => `${n.id}${n.drainReason ? ` (${n.drainReason})` : ''}`)
+    .join(', ');
+  const more = mine.length > 3 ? ` and ${mine.length - 3} more` : '';
+  const s = mine.length > 1 ? 's' : '';
+  return `waiting for drained node${s} ${named}${more}: gpuctl node resume ${mine[0].id}`;
 }
 
 /**

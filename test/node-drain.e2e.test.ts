@@ -139,7 +139,9 @@ describe('gpuctl node drain / resume', () => {
     // It takes no new job until an admin resumes it; then it does, with a clean slate.
     const next = await c.client.submit({ type: 'CUSTOM', command: ['true'], gpus: 1, selector: { name: 'd2' } });
     await new Promise((r) => setTimeout(r, 3000));
-    expect((await c.client.job(next.id)).state).toBe('QUEUED');
+    const waiting = await c.client.job(next.id);
+    expect(waiting.state).toBe('QUEUED');
+    expect(waiting.reason).toMatch(/^waiting for drained node d2 \(quarantined: 2 attempts .*\): gpuctl node resume d2$/);
     const resumed = await gpuctl(['node', 'resume', 'd2']);
     expect(resumed.code, resumed.stderr).toBe(0);
     expect((await c.client.waitFor(next.id, undefined, 60_000)).state).toBe('SUCCEEDED');

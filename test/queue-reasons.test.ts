@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { planPlacements, type NodeRoom, type QueuedJob } from '../domain/placement.ts';
-import { freeCardsReason, planReasons } from '../domain/queue-reasons.ts';
+import { drainedReason, freeCardsReason, planReasons } from '../domain/queue-reasons.ts';
 
 const t0 = new Date('2026-01-01T00:00:00Z');
 const HOLD = 60_000;
@@ -19,6 +19,20 @@ describe('queue reasons', () => {
     expect(freeCardsReason(j, [node('a', [0], 1, { pool: 'y' })])).toBe('no ONLINE node matching pool=x');
     expect(freeCardsReason(j, [])).toBe('no ONLINE node matching pool=x');
     expect(freeCardsReason(job('k', 1), [])).toBe('no ONLINE node');
+  });
+
+  it('a job that fits only drained nodes waits for them, named with their reasons; one that could run elsewhere is not told so', () => {
+    const d = (id: string, free: number[], labels: Record<string, string> = {}, why: string | null = 'disk swap') => ({ ...node(id, free, free.length, labels), drainReason: why });
+    const j = job('j', 2, { selector: { name: 'd2' } });
+    expect(drainedReason(j, [node('a', [0, 1], 2, { name: 'a' })], [d('d2', [0, 1], { name: 'd2' })])).toBe('waiting for drained node d2 (disk swap): gpuctl node resume d2');
+    expect(drainedReason(j, [], [d('d2', [0, 1], { name: 'd2' }, null)])).toBe('waiting for drained node d2: gpuctl node resume d2');
+    // Too big for the drained node as well: never fits, whatever the drain.
+    expect(drainedReason(job('k', 4, { selector: { name: 'd2' } }), [], [d('d2', [0, 1], { name: 'd2' })])).toBeNull();
+    // It fits an undrained node (busy now): it waits for cards, not for the drain.
+    expect(drainedReason(job('m', 1), [node('a', [], 2)], [d('d2', [0, 1])])).toBeNull();
+    // A gang that needs the drained nodes too.
+    const g = job('g', 1, { nodes: 3 });
+    expect(drainedReason(g, [node('a', [0], 1)], [d('d1', [0]), d('d2', [0], {}, 'quarantined: …')])).toBe('waiting for drained nodes d1 (disk swap), d2 (quarantined: …): gpuctl node resume d1');
   });
 
   it('keeps neverFitsReason\'s words for a job too big for every node, single or gang', () => {

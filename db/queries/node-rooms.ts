@@ -13,6 +13,17 @@ export async function nodeRooms(ex: Executor): Promise<NodeRoom[]> {
   return rows.map((r) => ({ id: r.id, labels: r.labels, totalCards: Number(r.total), free: r.free.map(Number) }));
 }
 
+/** The ONLINE nodes that are drained, with their rooms and why: what a job that waits only for them is told (queue reasons). */
+export async function drainedNodeRooms(ex: Executor): Promise<(NodeRoom & { drainReason: string | null })[]> {
+  const rows = await queryRows<RoomRow & { drain_reason: string | null }>(ex, sql`
+    select n.id, n.labels, n.drain_reason, count(s.index)::int as total,
+           coalesce(array_agg(s.index order by s.index) filter (where s.index is not null and s.owner_job_id is null), '{}') as free
+    from nodes n left join gpu_slots s on s.node_id = n.id and s.present = 1
+    where n.status = 'ONLINE' and n.drained_at is not null
+    group by n.id, n.labels, n.drain_reason`);
+  return rows.map((r) => ({ id: r.id, labels: r.labels, totalCards: Number(r.total), free: r.free.map(Number), drainReason: r.drain_reason }));
+}
+
 interface RoomRow {
   id: string;
   labels: Record<string, string>;

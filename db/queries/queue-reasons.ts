@@ -1,8 +1,8 @@
 import type { Executor } from '../client.ts';
 import type { Job } from '../schema.ts';
 import type { QueuedJob } from '../../domain/placement.ts';
-import { freeCardsReason, planReasons } from '../../domain/queue-reasons.ts';
-import { nodeRooms } from './node-rooms.ts';
+import { drainedReason, freeCardsReason, planReasons } from '../../domain/queue-reasons.ts';
+import { drainedNodeRooms, nodeRooms } from './node-rooms.ts';
 import { queuedJobs } from './schedule.ts';
 
 /**
@@ -16,13 +16,19 @@ export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: n
   const queued = jobs.filter((j) => j.state === 'QUEUED').map(asQueued(now));
   if (queued.length === 0) return out;
   const rooms = await nodeRooms(ex);
+  let drained: Awaited<ReturnType<typeof drainedNodeRooms>> | undefined;
   const fit: QueuedJob[] = [];
   // The rooms' words depend on the job's shape only: a page of a long queue has few shapes.
   const byShape = new Map<string, string | null>();
   for (const j of queued) {
     const shape = `${j.gpus}/${j.nodes ?? 1}/${JSON.stringify(Object.entries(j.selector).sort())}`;
     let r = byShape.get(shape);
-    if (r === undefined) byShape.set(shape, (r = freeCardsReason(j, rooms)));
+    if (r === undefined) {
+      r = freeCardsReason(j, rooms);
+      // A job that waits only because the nodes it fits are drained is told so.
+      if (r !== null && (drained ??= await drainedNodeRooms(ex)).length > 0) r = drainedReason(j, rooms, drained) ?? r;
+      byShape.set(shape, r);
+    }
     if (r === null) fit.push(j);
     else out.set(j.id, r);
   }
