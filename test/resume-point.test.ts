@@ -6,9 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { registerCheckpoint } from '../db/queries/checkpoint-register.ts';
 import { insertJob } from '../db/queries/jobs.ts';
-import { markCheckpointsDeleted } from '../db/queries/retention.ts';
+import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
+import { markCheckpointsDeleted, retentionPlan, setRetention } from '../db/queries/retention.ts';
 import { resumePointOf } from '../db/queries/resume-point.ts';
-import { checkpoints, runs } from '../db/schema.ts';
+import { checkpoints, jobs, runs } from '../db/schema.ts';
 
 describe('the checkpoint an attempt resumes from', () => {
   let db: DatabaseHandle;
@@ -66,6 +67,26 @@ describe('the checkpoint an attempt resumes from', () => {
     await reg('job-r', 3, 40);
     expect((await resumePointOf(db.db, 'job-r', 4))?.id).toBe(c30.id);
     expect((await reg('job-r', 4, 50)).checkpoint.parentCheckpointId).toBe(c30.id);
+  });
+
+  it("retention keeps a live job's resume points: what its attempt was told, and what a re-queue would be", async () => {
+    const projectId = await ensureProject(db.db, 'keep');
+    const experimentId = await ensureExperiment(db.db, projectId, 'latest-0');
+    await setRetention(db.db, 'keep', 'latest-0', { keepBest: 1, keepLatest: 0 });
+    await job('job-k');
+    const runOf = (attempt: number) => db.db.insert(runs).values({ id: `run-job-k-${attempt}`, projectId, experimentId, jobId: 'job-k', attempt, source: 'job', name: 'r', status: 'running', params: {} });
+    await runOf(1);
+    const [k10, k20] = [(await reg('job-k', 1, 10)).checkpoint, (await reg('job-k', 1, 20)).checkpoint];
+    await runOf(2);
+    await db.db.update(jobs).set({ attempt: 2 }).where(eq(jobs.id, 'job-k'));
+    const k30 = (await reg('job-k', 2, 30)).checkpoint;
+    await db.db.update(checkpoints).set({ nodeId: 'n1' }).where(eq(checkpoints.jobId, 'job-k'));
+    // None has a metric value, so only a guard keeps one: attempt 2 resumed from k20; a re-queue would resume from k30.
+    expect((await retentionPlan(db.db, 'run-job-k-1'))?.doomed.map((d) => d.id)).toEqual([k10.id]);
+    expect(await retentionPlan(db.db, 'run-job-k-2')).toBeNull();
+    await db.db.update(jobs).set({ state: 'SUCCEEDED' }).where(eq(jobs.id, 'job-k'));
+    expect((await retentionPlan(db.db, 'run-job-k-1'))?.doomed.map((d) => d.id)).toEqual([k10.id, k20.id]);
+    expect((await retentionPlan(db.db, 'run-job-k-2'))?.doomed.map((d) => d.id)).toEqual([k30.id]);
   });
 
   it('nothing to resume from: null', async () => {
