@@ -23,6 +23,7 @@ describe('the checkpoint an attempt resumes from', () => {
 
   const job = (id: string, resumeFrom: string | null = null) =>
     insertJob(db.db, { id, type: 'TRAIN', state: 'RUNNING', command: ['true'], workingDir: dir, watchDir: '.', gpus: 0, selector: {}, env: {}, params: {}, resumeFrom });
+  const jobRow = async (id: string) => (await db.db.select().from(jobs).where(eq(jobs.id, id)))[0];
   const run = (jobId: string, attempt: number, createdAt?: Date) =>
     db.db.insert(runs).values({ id: `run-${jobId}-${attempt}`, jobId, attempt, source: 'job', name: 'r', status: 'running', params: {}, ...(createdAt ? { createdAt } : {}) });
   const reg = async (jobId: string, attempt: number, step: number, content = `${step}`) =>
@@ -35,14 +36,14 @@ describe('the checkpoint an attempt resumes from', () => {
 
     await job('job-r', src.id);
     await run('job-r', 1);
-    expect(await resumePointOf(db.db, 'job-r', 1)).toEqual({ id: src.id, uri: src.uri });
+    expect(await resumePointOf(db.db, await jobRow('job-r'), 1)).toEqual({ id: src.id, uri: src.uri });
     const c10 = (await reg('job-r', 1, 10)).checkpoint;
     const c20 = (await reg('job-r', 1, 20)).checkpoint;
     expect(c10.parentCheckpointId).toBe(src.id);
 
     // Attempt 2 (re-queued or retried): attempt 1's highest step, not the job's resume_from.
     await run('job-r', 2);
-    expect(await resumePointOf(db.db, 'job-r', 2)).toEqual({ id: c20.id, uri: c20.uri });
+    expect(await resumePointOf(db.db, await jobRow('job-r'), 2)).toEqual({ id: c20.id, uri: c20.uri });
     // Its watcher's first scan finds attempt 1's files: they stay attempt 1's.
     const again = await reg('job-r', 2, 10);
     expect(again).toEqual({ checkpoint: c10, created: false });
@@ -54,18 +55,18 @@ describe('the checkpoint an attempt resumes from', () => {
   it('the latest attempt with a checkpoint wins; deleted files are passed over; a late report of an earlier attempt changes nothing', async () => {
     const [c30] = await db.db.select().from(checkpoints).where(eq(checkpoints.runId, 'run-job-r-2'));
     await run('job-r', 3);
-    expect((await resumePointOf(db.db, 'job-r', 3))?.id).toBe(c30.id);
+    expect((await resumePointOf(db.db, await jobRow('job-r'), 3))?.id).toBe(c30.id);
     // An attempt 3 that started from scratch (a script that ignores GPUPLANE_RESUME_FROM): its step 15 is the latest.
     const c15 = (await reg('job-r', 3, 15)).checkpoint;
     expect(c15.parentCheckpointId).toBe(c30.id);
     await run('job-r', 4);
-    expect((await resumePointOf(db.db, 'job-r', 4))?.id).toBe(c15.id);
+    expect((await resumePointOf(db.db, await jobRow('job-r'), 4))?.id).toBe(c15.id);
     // Retention deleted its files: the one before it.
     await markCheckpointsDeleted(db.db, [c15.id]);
-    expect((await resumePointOf(db.db, 'job-r', 4))?.id).toBe(c30.id);
+    expect((await resumePointOf(db.db, await jobRow('job-r'), 4))?.id).toBe(c30.id);
     // Attempt 3 reports step 40 only after attempt 4's run began: attempt 4 was told step 30, and its chain says so.
     await reg('job-r', 3, 40);
-    expect((await resumePointOf(db.db, 'job-r', 4))?.id).toBe(c30.id);
+    expect((await resumePointOf(db.db, await jobRow('job-r'), 4))?.id).toBe(c30.id);
     expect((await reg('job-r', 4, 50)).checkpoint.parentCheckpointId).toBe(c30.id);
   });
 
@@ -93,7 +94,7 @@ describe('the checkpoint an attempt resumes from', () => {
     await job('job-none');
     await run('job-none', 1);
     await run('job-none', 2);
-    expect(await resumePointOf(db.db, 'job-none', 1)).toBeNull();
-    expect(await resumePointOf(db.db, 'job-none', 2)).toBeNull();
+    expect(await resumePointOf(db.db, await jobRow('job-none'), 1)).toBeNull();
+    expect(await resumePointOf(db.db, await jobRow('job-none'), 2)).toBeNull();
   });
 });

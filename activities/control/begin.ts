@@ -33,7 +33,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
   let runId: string | null = null;
   if (job.type !== 'CUSTOM') runId = (await runOfAttempt(tx, a.jobId, a.attempt)) ?? (await createAttemptRun(tx, job, a.attempt));
   // Asked after the run exists: its start is the cutoff registration asks with too.
-  const resumeFrom = await resumePointOf(tx, a.jobId, a.attempt);
+  const resumeFrom = await resumePointOf(tx, job, a.attempt);
   return {
     jobId: job.id,
     attempt: a.attempt,

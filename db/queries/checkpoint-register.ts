@@ -92,7 +92,7 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
             .where(and(eq(checkpoints.runId, runId), lte(checkpoints.step, a.step)))
             .orderBy(desc(checkpoints.step), desc(checkpoints.createdAt), desc(checkpoints.id))
             .limit(1);
-    const [job] = await tx.select({ nodeId: jobs.nodeId, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, a.jobId));
+    const [job] = await tx.select({ id: jobs.id, resumeFrom: jobs.resumeFrom, nodeId: jobs.nodeId, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, a.jobId));
     const [att] = await tx
       .select({ nodeId: jobAttempts.nodeId })
       .from(jobAttempts)
@@ -110,7 +110,7 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
         sizeBytes: a.sizeBytes,
         step: a.step,
         trainMetrics: await metricsAtStep(tx, runId, a.step),
-        parentCheckpointId: previous?.id ?? (await resumePointOf(tx, a.jobId, a.attempt))?.id ?? null,
+        parentCheckpointId: previous?.id ?? (job ? (await resumePointOf(tx, job, a.attempt))?.id : null) ?? null,
       })
       .returning();
     if (a.step !== null) {

@@ -5,7 +5,7 @@
  */
 import { and, desc, eq, isNull, lt, lte, sql } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
-import { checkpoints, jobs, runs } from '../schema.ts';
+import { checkpoints, runs, type Job } from '../schema.ts';
 import { attemptRunIs } from './attempt-run.ts';
 
 export interface ResumePoint {
@@ -23,23 +23,22 @@ export interface ResumePoint {
  * report of an earlier attempt changes neither what the process was told nor its parent).
  * Null when there is nothing to resume from.
  */
-export async function resumePointOf(ex: Executor, jobId: string, attempt: number): Promise<ResumePoint | null> {
+export async function resumePointOf(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, attempt: number): Promise<ResumePoint | null> {
+  const jobId = job.id;
   if (attempt > 1) {
     const [run] = await ex.select({ createdAt: runs.createdAt }).from(runs).where(attemptRunIs(jobId, attempt));
     const [latest] = await ex
       .select({ id: checkpoints.id, uri: checkpoints.uri })
       .from(runs)
-      // Through the runs of the job's attempts: both joins are on indexes (runs_job_attempt, checkpoints_run).
+      // The job's runs (index runs_job_attempt), then their checkpoints (index checkpoints_run).
       .innerJoin(checkpoints, eq(checkpoints.runId, runs.id))
       .where(and(eq(runs.jobId, jobId), lt(runs.attempt, attempt), isNull(checkpoints.deletedAt), run ? lte(checkpoints.createdAt, run.createdAt) : undefined))
       .orderBy(desc(runs.attempt), sql`${checkpoints.step} desc nulls last`, desc(checkpoints.createdAt), desc(checkpoints.id))
       .limit(1);
     if (latest) return latest;
   }
-  const [named] = await ex
-    .select({ id: checkpoints.id, uri: checkpoints.uri })
-    .from(jobs)
-    .innerJoin(checkpoints, eq(checkpoints.id, jobs.resumeFrom))
-    .where(eq(jobs.id, jobId));
+  // Most jobs name none: no query on the dispatch path for them.
+  if (!job.resumeFrom) return null;
+  const [named] = await ex.select({ id: checkpoints.id, uri: checkpoints.uri }).from(checkpoints).where(eq(checkpoints.id, job.resumeFrom));
   return named ?? null;
 }

@@ -96,9 +96,9 @@ export async function retentionPlan(ex: Executor, runId: string): Promise<Retent
  * resumes from and the one a re-queue of it would (db/queries/resume-point.ts); none once ended.
  */
 async function liveResumePoints(ex: Executor, jobId: string): Promise<string[]> {
-  const [job] = await ex.select({ attempt: jobs.attempt }).from(jobs).where(and(eq(jobs.id, jobId), notInArray(jobs.state, [...TERMINAL_STATES])));
+  const [job] = await ex.select({ id: jobs.id, resumeFrom: jobs.resumeFrom, attempt: jobs.attempt }).from(jobs).where(and(eq(jobs.id, jobId), notInArray(jobs.state, [...TERMINAL_STATES])));
   if (!job) return [];
-  const points = [await resumePointOf(ex, jobId, job.attempt), await resumePointOf(ex, jobId, job.attempt + 1)];
+  const points = [await resumePointOf(ex, job, job.attempt), await resumePointOf(ex, job, job.attempt + 1)];
   return points.flatMap((p) => (p ? [p.id] : []));
 }
 
