@@ -19,7 +19,7 @@ reported through the SDK (`train/loss`, `train/acc`) at every step.
 It resumes: when the job's attempt has a checkpoint to resume from (`run.resume_from`, from
 GPUPLANE_RESUME_FROM: the latest checkpoint of an earlier attempt after a LOST re-queue or a
 retry, else the job's `resume_from`), it loads its weights and goes on from the step after it.
-On SIGTERM (a cancel, or the node draining) it finishes the step, saves a checkpoint of it
+On SIGTERM (a cancel; later, preemption) it finishes the step, saves a checkpoint of it
 (written to a temp name, then renamed) and exits 0: only an exit 0 vouches for the last
 writes, so the agent's final scan registers it and a retry resumes from it.
 """
