@@ -58,7 +58,7 @@ describe('automatic resume: a later attempt loads the latest checkpoint of an ea
       )
     ).rows[0];
 
-  function submit(name: string) {
+  function submit(name: string, steps: number) {
     const work = path.join(c.work, name);
     fs.mkdirSync(work, { recursive: true });
     return c.client.submit({
@@ -68,26 +68,27 @@ describe('automatic resume: a later attempt loads the latest checkpoint of an ea
       working_dir: work,
       watch_dir: 'ckpts',
       // Slow enough to be stopped mid-way: a checkpoint every 10 steps, about one a second.
-      params: { steps: 100, every: 10, step_sleep: 0.08, chunk_sleep: 0.05 },
+      params: { steps, every: 10, step_sleep: 0.08, chunk_sleep: 0.05 },
       env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
       command: [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
     });
   }
 
   /** Attempt 2 loaded `from`, went on from the step after it, and its first checkpoint follows it. */
-  async function expectResumedFrom(jobId: string, from: Row, log2: string) {
+  async function expectResumedFrom(jobId: string, from: Row, log2: string, steps: number) {
     const { resumed, saved } = stepsOfLog(log2);
     expect(resumed).toBe(`${from.uri} at step ${from.step}`);
     expect(saved.length).toBeGreaterThan(0);
     expect(saved.every((s) => s > Number(from.step))).toBe(true);
-    expect(saved.at(-1)).toBe(100);
+    expect(saved.at(-1)).toBe(steps);
+    // Exactly what it saved: what an earlier attempt left in the folder (a fenced one's last save) is not its own.
     const own = (await rowsOf(jobId)).filter((r) => r.attempt === 2);
-    expect(own.length).toBeGreaterThan(0);
-    expect(own[0].parent_checkpoint_id).toBe(from.id);
+    expect(own.map((r) => Number(r.step))).toEqual(saved);
+    expect(own.map((r) => r.parent_checkpoint_id)).toEqual([from.id, ...own.slice(0, -1).map((r) => r.id)]);
   }
 
   it('cancelled, the script saves on SIGTERM; retry_job resumes from that checkpoint and the step count goes on', async () => {
-    const job = await submit('retry');
+    const job = await submit('retry', 100);
     await until('two checkpoints of attempt 1', async () => (await rowsOf(job.id)).length >= 2, 40_000, 200);
     await c.client.cancel(job.id);
     const cancelled = await c.client.waitFor(job.id, undefined, 30_000);
@@ -103,23 +104,26 @@ describe('automatic resume: a later attempt loads the latest checkpoint of an ea
     expect(done.state, done.reason ?? '').toBe('SUCCEEDED');
     expect(done.attempt).toBe(2);
     expect(await latestBefore2(job.id)).toEqual(last);
-    await expectResumedFrom(job.id, last, done.attempts[1].log_path!);
+    await expectResumedFrom(job.id, last, done.attempts[1].log_path!, 100);
     // Attempt 2's watcher saw attempt 1's files: they stay attempt 1's, registered once.
     const rows = await rowsOf(job.id);
     expect(new Set(rows.map((r) => r.uri)).size).toBe(rows.length);
   }, 120_000);
 
   it('LOST (its agent SIGKILLed): attempt 2 on the other node resumes from the latest checkpoint attempt 1 registered', async () => {
-    const job = await submit('lost');
+    // Long enough to be still running when its shim fences it, lost-after (12 s) after the kill.
+    const job = await submit('lost', 200);
     const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     await until('two checkpoints of attempt 1', async () => (await rowsOf(job.id)).length >= 2, 40_000, 200);
     await c.agents.get(running.node_id!)!.kill('SIGKILL');
     const done = await c.client.waitFor(job.id, undefined, 90_000);
     expect(done.state, done.reason ?? '').toBe('SUCCEEDED');
     expect(done.attempts.map((a) => a.state)).toEqual(['LOST', 'SUCCEEDED']);
+    // Fenced once no agent answered for it: it saved on SIGTERM, with nobody watching.
+    expect(fs.readFileSync(done.attempts[0].log_path!, 'utf8')).toMatch(/^SIGTERM: saved step \d+/m);
     const from = await latestBefore2(job.id);
     expect(Number(from.step) % 10).toBe(0);
-    await expectResumedFrom(job.id, from, done.attempts[1].log_path!);
+    await expectResumedFrom(job.id, from, done.attempts[1].log_path!, 200);
     await c.addAgent({ nodeId: running.node_id!, gpus: 1, env: AGENT_ENV });
   }, 120_000);
 });
