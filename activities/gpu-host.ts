@@ -87,16 +87,19 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       env.HOME = spec.env.HOME ?? spec.workingDir;
       env.USER = env.LOGNAME = user.name;
     }
+    // A gang's checkpoints are watched on rank 0's node (the folder is assumed shared, or rank 0's).
+    const watching = !spec.gang || spec.gang.rank === 0;
+    // Taken before the process starts: whatever is there already is not this attempt's checkpoint.
+    const before = watching ? (deps.checkpoints?.contentsBefore(spec) ?? {}) : {};
     let entry: Live;
     try {
-      entry = pt.spawn(spec, env, logPath, plan, user);
+      entry = pt.spawn(spec, env, logPath, plan, user, before);
     } catch (err) {
       const why = err instanceof SpawnFailed ? await err.error : (err as Error);
       return spawnError(logPath, `could not start the attempt: ${why.message}`);
     }
     deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true, spec.gang?.rank ?? 0);
-    // A gang's checkpoints are watched on rank 0's node (the folder is assumed shared, or rank 0's).
-    if (!spec.gang || spec.gang.rank === 0) deps.checkpoints?.watch(spec, attemptEnd(entry.exited));
+    if (watching) deps.checkpoints?.watch(spec, attemptEnd(entry.exited), before);
     // RUNNING is recorded from this report, sent before the exit can be: to the API with the
     // node token (one request), or, by an agent without one, as a signal to the job's workflow.
     // A blip must not kill a job that started: on failure it is retried in the background, and

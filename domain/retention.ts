@@ -18,7 +18,7 @@ export interface RetentionPolicy {
 }
 
 export interface RetentionGuards {
-  /** Checkpoints that a job not yet ended names as resume_from. */
+  /** Checkpoints that a job not yet ended resumes from: its resume_from, or an earlier attempt's latest (db/queries/resume-point.ts). */
   resumeParents: ReadonlySet<string>;
   /** Checkpoints with a pending or running evaluation. */
   underEvaluation: ReadonlySet<string>;

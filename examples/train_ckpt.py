@@ -15,11 +15,19 @@ Every --every steps it saves a checkpoint (toy_task's .npy layout) named after t
 - `checkpoint-<N>/`, a directory whose files are written one after the other.
 The pauses between writes (--chunk-sleep) must stay below the watcher's debounce. Metrics are
 reported through the SDK (`train/loss`, `train/acc`) at every step.
+
+It resumes: when the job's attempt has a checkpoint to resume from (`run.resume_from`, from
+GPUPLANE_RESUME_FROM: the latest checkpoint of an earlier attempt after a LOST re-queue or a
+retry, else the job's `resume_from`), it loads its weights and goes on from the step after it.
+On SIGTERM (a cancel; later, preemption) it finishes the step, saves a checkpoint of it
+(written to a temp name, then renamed) and exits 0: only an exit 0 vouches for the last
+writes, so the agent's final scan registers it and a retry resumes from it.
 """
 
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -54,6 +62,25 @@ def save(out, step, kind, data, chunks, pause):
             json.dump({"step": step}, f)
 
 
+def load(path):
+    """The step, projection and weights of a checkpoint this script saved (any of its three layouts)."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "model.npy")
+    with open(path, "rb") as f:
+        return toy_task.load_checkpoint(f.read())
+
+
+class Stop:
+    """Set by SIGTERM: the loop saves where it is and ends, instead of dying mid-step."""
+
+    def __init__(self):
+        self.asked = False
+        signal.signal(signal.SIGTERM, self.ask)
+
+    def ask(self, _sig, _frame):
+        self.asked = True
+
+
 def main() -> int:
     job_params = json.loads(os.environ.get("GPUPLANE_PARAMS") or "{}")
     p = argparse.ArgumentParser()
@@ -70,15 +97,21 @@ def main() -> int:
     p.add_argument("--step-sleep", type=float, default=float(job_params.get("step_sleep", 0.01)))
     a = p.parse_args()
 
+    stop = Stop()
     os.makedirs(a.out, exist_ok=True)
     run = gpuplane.init(a.project, a.experiment, params={"steps": a.steps, "every": a.every, "lr": a.lr})
     raw_dim = max(1, a.dim // toy_task.FEATURES)
     proj = toy_task.projection(raw_dim)
-    f, y = toy_task.train_set(raw_dim, proj)
     w = np.zeros(toy_task.FEATURES)
+    start = 0
+    if run.resume_from:
+        start, proj, w = load(run.resume_from)
+        raw_dim = proj.shape[0]
+        print(f"resumed from {run.resume_from} at step {start}", flush=True)
+    f, y = toy_task.train_set(raw_dim, proj)
     loss = toy_task.mse(f, y, w)
     saved = 0
-    for step in range(1, a.steps + 1):
+    for step in range(start + 1, a.steps + 1):
         err = f @ w - y
         w -= a.lr * f.T @ err / len(y)
         err = f @ w - y
@@ -89,6 +122,12 @@ def main() -> int:
             save(a.out, step, saved % 3, toy_task.checkpoint_bytes(step, proj, w), a.chunks, a.chunk_sleep)
             print(f"saved step {step}", flush=True)
             saved += 1
+        if stop.asked:
+            if step % a.every != 0:
+                save(a.out, step, 1, toy_task.checkpoint_bytes(step, proj, w), 1, 0)
+                saved += 1
+            print(f"SIGTERM: saved step {step}, stopping", flush=True)
+            break
     run.finish()
     print(f"done: loss {loss:.4f}, {saved} checkpoints", flush=True)
     return 0

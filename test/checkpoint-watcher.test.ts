@@ -10,6 +10,8 @@ import { insertJob } from '../db/queries/jobs.ts';
 import { checkpoints, runs } from '../db/schema.ts';
 import { isTempName, stepOfName } from '../domain/checkpoint-name.ts';
 import { CheckpointWatcher, type FoundCheckpoint } from '../activities/gpu-host/checkpoint-watcher.ts';
+import { CheckpointWatching } from '../activities/gpu-host/checkpoint-watching.ts';
+import type { AttemptSpec } from '../workflows/types.ts';
 import { deleteCheckpointFiles } from '../activities/gpu-host/retention.ts';
 import { until } from './support/poll.ts';
 
@@ -98,6 +100,26 @@ describe('CheckpointWatcher', () => {
     fs.writeFileSync(path.join(dir, 'step_400.pt'), 'last');
     await w.finalScan();
     expect(found.map((f) => f.step)).toEqual([300, 400]);
+  });
+
+  it("leaves alone what the folder held before the attempt's process started, unless the process rewrites it", async () => {
+    fresh();
+    // A fenced attempt's last save, never registered, and a directory checkpoint of an earlier one.
+    fs.writeFileSync(path.join(dir, 'ckpt-43.pt'), 'fenced');
+    fs.mkdirSync(path.join(dir, 'checkpoint-40'));
+    fs.writeFileSync(path.join(dir, 'checkpoint-40', 'model.npy'), 'forty');
+    fs.writeFileSync(path.join(dir, 'step_30.pt'), 'thirty');
+    const before = new CheckpointWatching({ client: null as never, refuse: () => null }).contentsBefore({ workingDir: dir, watchDir: '.' } as AttemptSpec);
+    expect(Object.keys(before).sort()).toEqual(['checkpoint-40', 'ckpt-43.pt', 'step_30.pt']);
+    const w = new CheckpointWatcher({ dir, debounceMs: DEBOUNCE, before, onFound: (c) => void found.push(c) });
+    watchers.push(w);
+    await w.start();
+    fs.writeFileSync(path.join(dir, 'step_50.pt'), 'fifty');
+    // Saved again by this attempt: its own now.
+    fs.writeFileSync(path.join(dir, 'step_30.pt'), 'thirty again');
+    await until('the new ones', () => found.length === 2, 10_000, 50);
+    await w.finalScan();
+    expect(found.map((f) => path.basename(f.uri)).sort()).toEqual(['step_30.pt', 'step_50.pt']);
   });
 
   it('after a crash the final scan skips what was written within the debounce before it (it may be cut off)', async () => {

@@ -106,10 +106,13 @@ describe('checkpoints of a real training script (--watch)', () => {
     expect(String(bad)).toMatch(/ckpt-nope does not exist/);
     const escape = await c.client.submit({ command: 'true', watch_dir: '../elsewhere' }).catch((e: Error) => e);
     expect(String(escape)).toMatch(/inside working_dir/);
-    const next = await submit('resumed', { steps: 15, every: 15 }, rows[3].id);
-    expect((await c.client.waitFor(next.job.id, undefined, 30_000)).state).toBe('SUCCEEDED');
+    // The script is told its path (GPUPLANE_RESUME_FROM) and goes on from step 60.
+    const next = await submit('resumed', { steps: 75, every: 15 }, rows[3].id);
+    const nextDone = await c.client.waitFor(next.job.id, undefined, 30_000);
+    expect(nextDone.state).toBe('SUCCEEDED');
+    expect(fs.readFileSync(nextDone.attempts[0].log_path!, 'utf8')).toContain(`resumed from ${rows[3].uri} at step 60`);
     const resumed = await rowsOf(next.job.id);
-    expect(resumed.map((r) => r.parent_checkpoint_id)).toEqual([rows[3].id]);
+    expect(resumed.map((r) => [Number(r.step), r.parent_checkpoint_id])).toEqual([[75, rows[3].id]]);
   }, 90_000);
 
   it('an agent SIGKILLed and restarted mid-job registers nothing twice and misses nothing', async () => {

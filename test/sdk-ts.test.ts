@@ -84,10 +84,19 @@ describe('the TypeScript SDK against the real API', () => {
     expect(run.attached).toBe(true);
     expect(run.id).toBe(id);
     expect(run.params).toEqual({ lr: 1, epochs: 3, batch: 32 });
+    expect(run.resumeFrom).toBeNull();
     run.log({ loss: 0.5 });
     await gpuplane.finish('failed');
     const got = await api.get<RunJson>(`/runs/${id}`);
     expect(got).toMatchObject({ status: 'running', params: { lr: 1, batch: 32 }, metrics: { loss: { count: 1 } } });
+  });
+
+  it('under a later attempt of a job, says what to resume from (GPUPLANE_RESUME_FROM)', async () => {
+    const { id } = await api.post<RunJson>('/runs', { project: 'sdk-ts-resume' });
+    const env = { GPUPLANE_RUN_ID: id, GPUPLANE_RESUME_FROM: '/work/ckpts/step_30.pt' };
+    const run = await gpuplane.init(undefined, undefined, undefined, undefined, opts(api.url, {}, env));
+    expect(run.resumeFrom).toBe('/work/ckpts/step_30.pt');
+    await gpuplane.finish();
   });
 
   it('under a job, a process of rank above 0 (RANK, else GPUPLANE_NODE_RANK) sends nothing, unless the program asks (allRanks, GPUPLANE_LOG_ALL_RANKS=1)', async () => {

@@ -94,6 +94,8 @@ export interface AttemptSpec {
   resumed?: boolean;
   /** A gang (multi-node job): this member's rank and what it is told of the others (domain/gang-env.ts). */
   gang?: AttemptGang;
+  /** The checkpoint the attempt resumes from (db/queries/resume-point.ts), given to every member as GPUPLANE_RESUME_FROM; absent: none. */
+  resumeFrom?: { id: string; uri: string };
 }
 
 /** A gang attempt as each member's spec carries it. nodeId and gpuIndices of the spec are members[rank]'s. */

@@ -2,6 +2,7 @@ import type { Executor } from '../../db/client.ts';
 import { createAttemptRun, runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { masterPortOf, nodeAddresses, ownedCardsByNode } from '../../db/queries/gangs.ts';
 import { getJobForUpdate, ownedCards } from '../../db/queries/jobs.ts';
+import { resumePointOf } from '../../db/queries/resume-point.ts';
 import type { GangPlacement } from '../../db/schema.ts';
 import { jobNotFound } from '../../workflows/failures.ts';
 import type { AttemptGang, AttemptSpec } from '../../workflows/types.ts';
@@ -31,6 +32,8 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
   if (job.members && !gang) return null;
   let runId: string | null = null;
   if (job.type !== 'CUSTOM') runId = (await runOfAttempt(tx, a.jobId, a.attempt)) ?? (await createAttemptRun(tx, job, a.attempt));
+  // Asked after the run exists: its start is the cutoff registration asks with too.
+  const resumeFrom = await resumePointOf(tx, job, a.attempt);
   return {
     jobId: job.id,
     attempt: a.attempt,
@@ -47,6 +50,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
     ...(job.watchDir ? { watchDir: job.watchDir } : {}),
     ...(resumed ? { resumed: true } : {}),
     ...(gang ? { gang } : {}),
+    ...(resumeFrom ? { resumeFrom } : {}),
   };
 }
 

@@ -22,6 +22,8 @@ export function attemptEnv(deps: Pick<GpuHostDeps, 'passEnv' | 'apiUrl' | 'nodeI
     GPUPLANE_NODE_ID: deps.nodeId,
     GPUPLANE_PARAMS: JSON.stringify(spec.params ?? {}),
     ...(spec.runId ? { GPUPLANE_RUN_ID: spec.runId } : {}),
+    // What to load: the latest checkpoint of an earlier attempt, or the job's resume_from.
+    ...(spec.resumeFrom ? { GPUPLANE_RESUME_FROM: spec.resumeFrom.uri, GPUPLANE_RESUME_FROM_ID: spec.resumeFrom.id } : {}),
     // The job's own credential, good for its run only: never the node's token itself.
     ...(spec.runId && deps.nodeToken ? { GPUPLANE_TOKEN: runToken(deps.nodeToken, spec.runId, spec.attempt) } : {}),
     // A gang member: where the others are (torchrun's PET_*, MASTER_*, NODE_RANK, the hostfile).

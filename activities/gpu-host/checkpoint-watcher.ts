@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import { isTempName, stepOfName } from '../../domain/checkpoint-name.ts';
-import { contentHash, sameSnapshot, snapshot, type Snapshot } from './fingerprint.ts';
+import { contentHash, sameSnapshot, snapshot, snapshotKey, type Snapshot } from './fingerprint.ts';
 
 export interface FoundCheckpoint {
   /** Absolute path of the file or directory. */
@@ -37,6 +37,12 @@ export interface CheckpointWatcherOptions {
    * scan: a folder that appears later (as a symlink out of the allowed roots, say) is looked at then.
    */
   refuse?: (dir: string) => string | null;
+  /**
+   * What the folder held before the attempt's process started (name → snapshotKey): an entry
+   * still exactly so is an earlier attempt's (or another job's) and is never reported, so a
+   * later attempt does not take a file a fenced one saved as its own.
+   */
+  before?: Readonly<Record<string, string>>;
 }
 
 export const DEFAULT_DEBOUNCE_MS = 2000;
@@ -141,6 +147,10 @@ export class CheckpointWatcher {
       if (this.pending.get(name) === e && !e.timer) this.pending.delete(name);
       return;
     }
+    if (this.leftOver(name, snap)) {
+      if (this.pending.get(name) === e && !e.timer) this.pending.delete(name);
+      return;
+    }
     if (snap.writing || !sameSnapshot(e.last, snap)) {
       e.last = snap;
       if (!this.closed && !e.timer) this.schedule(name, e);
@@ -155,6 +165,12 @@ export class CheckpointWatcher {
     }
     if (this.pending.get(name) === e && !e.timer) this.pending.delete(name);
     this.report(name, p, snap, fingerprint);
+  }
+
+  /** Whether `name` is as it was before the attempt's process started: not the attempt's checkpoint. */
+  private leftOver(name: string, snap: Snapshot): boolean {
+    const before = this.o.before?.[name];
+    return before !== undefined && before === snapshotKey(snap);
   }
 
   private report(name: string, uri: string, snap: Snapshot, fingerprint: string): void {
@@ -191,7 +207,7 @@ export class CheckpointWatcher {
       const p = path.join(this.o.dir, name);
       const snap = snapshot(p);
       // A directory still holding a temp name was cut off mid-save.
-      if (!snap || snap.writing) continue;
+      if (!snap || snap.writing || this.leftOver(name, snap)) continue;
       if (o.crashedAt !== undefined && Math.max(...snap.files.map((f) => f.mtimeMs)) > o.crashedAt - this.debounceMs) {
         this.o.warn?.(`not registering ${p}: written within ${this.debounceMs} ms before the process crashed, it may be cut off`);
         continue;

@@ -5,12 +5,15 @@
  * when the process ends, a final scan reports whatever is complete, and the attempt's exit is
  * reported only after that (see `settle`).
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { checkpointFoundSignal } from '../../workflows/job-messages.ts';
 import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
 import { jobWorkflowId } from '../../workflows/names.ts';
 import type { AttemptSpec, CheckpointFound } from '../../workflows/types.ts';
+import { isTempName } from '../../domain/checkpoint-name.ts';
+import { snapshot, snapshotKey } from './fingerprint.ts';
 import type { WaitStatus } from './proc.ts';
 import { CheckpointWatcher, debounceFromEnv, type FoundCheckpoint } from './checkpoint-watcher.ts';
 
@@ -80,11 +83,33 @@ export class CheckpointWatching {
   }
 
   /**
+   * contentsBefore returns what the attempt's folder holds now, before its process starts (name →
+   * snapshotKey): what the watcher leaves alone unless the process rewrites it. Empty when the
+   * attempt watches nothing or its folder may not be read.
+   */
+  contentsBefore(spec: AttemptSpec): Record<string, string> {
+    const dir = watchedDirOf(spec);
+    const out: Record<string, string> = {};
+    if (!dir || this.o.refuse?.(dir)) return out;
+    let names: string[] = [];
+    try {
+      names = fs.readdirSync(dir);
+    } catch {
+      return out;
+    }
+    for (const name of names) {
+      const snap = isTempName(name) ? null : snapshot(path.join(dir, name));
+      if (snap) out[name] = snapshotKey(snap);
+    }
+    return out;
+  }
+
+  /**
    * Watches the attempt's folder until `ended` resolves, then makes a final scan (idempotent per
    * attempt). An attempt that ended while no agent watched it gets `ended` already resolved: one
    * scan of what it left; reports made before the agent went down cost nothing again.
    */
-  watch(spec: AttemptSpec, ended: Promise<AttemptEnd | null>): void {
+  watch(spec: AttemptSpec, ended: Promise<AttemptEnd | null>, before: Readonly<Record<string, string>> = {}): void {
     const dir = watchedDirOf(spec);
     const key = `${spec.jobId}.${spec.attempt}`;
     if (!dir || this.watching.has(key)) return;
@@ -97,6 +122,7 @@ export class CheckpointWatching {
       dir,
       refuse: this.o.refuse,
       debounceMs: this.o.debounceMs ?? debounceFromEnv(),
+      before,
       onFound: (c: FoundCheckpoint) => this.send(spec.jobId, { attempt: spec.attempt, ...c }),
       warn: this.o.warn,
     });

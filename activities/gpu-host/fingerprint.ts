@@ -72,6 +72,12 @@ export function sameSnapshot(a: Snapshot | null, b: Snapshot | null): boolean {
   return a.files.every((f, i) => f.rel === b.files[i].rel && f.size === b.files[i].size && f.mtimeMs === b.files[i].mtimeMs);
 }
 
+/** snapshotKey: a short digest of a snapshot, equal for snapshots that sameSnapshot finds the same. */
+export function snapshotKey(s: Snapshot): string {
+  const stats = JSON.stringify([s.kind, s.files.map((f) => [f.rel, f.size, f.mtimeMs])]);
+  return createHash('sha256').update(stats).digest('hex').slice(0, 32);
+}
+
 async function feed(hash: ReturnType<typeof createHash>, file: string): Promise<void> {
   for await (const chunk of fs.createReadStream(file)) hash.update(chunk as Buffer);
 }

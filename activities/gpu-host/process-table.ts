@@ -34,6 +34,8 @@ export interface AttemptRecord {
   startTime: string;
   logPath: string;
   cgroup?: string | null;
+  /** What its checkpoint folder held before it started (CheckpointWatching.contentsBefore): a restarted agent's watcher leaves that alone too. */
+  checkpointsBefore?: Record<string, string>;
 }
 
 /** A gang member's rank in its attempt, from the spec its record keeps: 0 for a single-node job, and for a record written before gangs. */
@@ -120,7 +122,14 @@ export class ProcessTable {
   }
 
   /** Starts the attempt's shim; the caller has checked the working dir. */
-  spawn(spec: AttemptSpec, env: NodeJS.ProcessEnv, logPath: string, timing: { fenceAfterMs: number; fenceGraceMs: number }, user: { uid: number; gid: number } | null = null): Live {
+  spawn(
+    spec: AttemptSpec,
+    env: NodeJS.ProcessEnv,
+    logPath: string,
+    timing: { fenceAfterMs: number; fenceGraceMs: number },
+    user: { uid: number; gid: number } | null = null,
+    checkpointsBefore: Record<string, string> = {},
+  ): Live {
     this.forget(spec.jobId, spec.attempt);
     const cgroup = this.cgroups?.create(spec.jobId, spec.attempt) ?? null;
     const child = startShim({
@@ -150,7 +159,7 @@ export class ProcessTable {
       cgroup,
     };
     this.live.set(spec.jobId, entry);
-    const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath, cgroup };
+    const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath, cgroup, ...(Object.keys(checkpointsBefore).length ? { checkpointsBefore } : {}) };
     writePrivateFile(this.file(spec.jobId, spec.attempt, 'json'), JSON.stringify(record));
     return entry;
   }

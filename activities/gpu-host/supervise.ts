@@ -118,7 +118,7 @@ export function createSupervisor(deps: GpuHostDeps) {
     // Its checkpoints, the last ones written while no agent watched included, are scanned once.
     const rec = pt.recordOf(jobId, attempt);
     if (rec && deps.checkpoints) {
-      deps.checkpoints.watch(rec.spec, Promise.resolve({ ...ended, at: endedAt(pt.file(jobId, attempt, 'status')) }));
+      deps.checkpoints.watch(rec.spec, Promise.resolve({ ...ended, at: endedAt(pt.file(jobId, attempt, 'status')) }), rec.checkpointsBefore);
       await settleCheckpoints(Context.current(), jobId, attempt);
     }
     await shipRest(Context.current(), jobId, attempt, rec ? rankOfRecord(rec) : 0, logPath, Promise.resolve());

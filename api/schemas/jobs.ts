@@ -69,7 +69,7 @@ export const SubmitJobBody = Type.Object(
           'checkpoint folder the agent watches while the job runs, relative to working_dir: not absolute, and no `..` segment anywhere (not even `a/../b`, which stays inside: whether a path climbs out is a count no pattern can make, so every `..` is refused, by this pattern and the handler alike). `.` segments and repeated or trailing slashes are allowed',
       }),
     ),
-    resume_from: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the checkpoint the job resumes from: the parent of its first checkpoint' })),
+    resume_from: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the checkpoint the job resumes from: its first attempt gets its path as GPUPLANE_RESUME_FROM (a later one, the latest checkpoint of an earlier attempt), and it is the parent of its first checkpoint' })),
     eval_policy: Type.Optional(EvalPolicySchema),
   },
   { additionalProperties: false, if: { required: ['experiment'] }, then: { required: ['project'] } },

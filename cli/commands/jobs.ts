@@ -38,7 +38,7 @@ export function registerJobCommands(program: Command): void {
     .option('--experiment <name>', 'experiment within the project')
     .addOption(new Option('--on-lost <policy>', 'what a lost node does to it').choices(['requeue', 'fail']))
     .option('--watch <dir>', 'checkpoint folder to register from while the job runs, relative to the working dir (no .. segment)')
-    .option('--resume-from <ckpt>', 'id of the checkpoint the job resumes from (the parent of its first checkpoint)')
+    .option('--resume-from <ckpt>', 'id of the checkpoint the job resumes from (given as GPUPLANE_RESUME_FROM, the parent of its first checkpoint)')
     .option('--eval <command>', 'evaluate its checkpoints with this command (run by /bin/sh -c as an EVALUATE job; needs --watch)')
     .addOption(new Option('--eval-when <when>', 'with --eval: each | every:N | final').argParser(evalWhenArg).default({ when: 'each' }, 'each'))
     .option('--json', 'print the whole job as JSON')

@@ -3,11 +3,12 @@
  * `registerCheckpoint` activity). Idempotent: the same run, path and fingerprint is one row.
  */
 import path from 'node:path';
-import { and, asc, desc, eq, gt, lte } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, lt, lte } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
 import { newId } from '../ids.ts';
-import { checkpoints, jobAttempts, jobs, type Checkpoint } from '../schema.ts';
+import { checkpoints, jobAttempts, jobs, runs, type Checkpoint } from '../schema.ts';
 import { runOfAttemptForUpdate } from './attempt-run.ts';
+import { resumePointOf } from './resume-point.ts';
 import { rawPoints, summaries } from './metrics.ts';
 
 export interface CheckpointRegistration {
@@ -58,8 +59,9 @@ export async function metricsAtStep(ex: Executor, runId: string, step: number | 
 /**
  * registerCheckpoint inserts the checkpoint into the run of the job's attempt, chained to the run's checkpoint
  * before it in step order (one found out of order is linked in between), or for the run's first
- * to the job's `resume_from`. Null when the attempt has no
- * run (a CUSTOM job, or an unknown attempt): there is nothing to attach it to.
+ * to the checkpoint the attempt resumed from (db/queries/resume-point.ts). One an earlier attempt
+ * of the job registered already (same path and fingerprint) is that one, not a new row. Null
+ * when the attempt has no run (a CUSTOM job, or an unknown attempt): there is nothing to attach it to.
  */
 export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Promise<{ checkpoint: Checkpoint; created: boolean } | null> {
   // Only a path inside the job's watched folder is a checkpoint of it: a report that names
@@ -76,6 +78,8 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
       .from(checkpoints)
       .where(and(eq(checkpoints.runId, runId), eq(checkpoints.uri, a.uri), eq(checkpoints.fingerprint, a.fingerprint)));
     if (existing) return { checkpoint: existing, created: false };
+    const earlier = await earlierAttemptsCheckpoint(tx, a);
+    if (earlier) return { checkpoint: earlier, created: false };
     // The checkpoint before it in training: the run's one at the highest step up to its own
     // (the watcher may find them out of order: a directory can settle after a later file);
     // without a step, the one registered last.
@@ -88,7 +92,7 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
             .where(and(eq(checkpoints.runId, runId), lte(checkpoints.step, a.step)))
             .orderBy(desc(checkpoints.step), desc(checkpoints.createdAt), desc(checkpoints.id))
             .limit(1);
-    const [job] = await tx.select({ resumeFrom: jobs.resumeFrom, nodeId: jobs.nodeId, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, a.jobId));
+    const [job] = await tx.select({ id: jobs.id, resumeFrom: jobs.resumeFrom, nodeId: jobs.nodeId, attempt: jobs.attempt }).from(jobs).where(eq(jobs.id, a.jobId));
     const [att] = await tx
       .select({ nodeId: jobAttempts.nodeId })
       .from(jobAttempts)
@@ -106,7 +110,7 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
         sizeBytes: a.sizeBytes,
         step: a.step,
         trainMetrics: await metricsAtStep(tx, runId, a.step),
-        parentCheckpointId: previous?.id ?? job?.resumeFrom ?? null,
+        parentCheckpointId: previous?.id ?? (job ? (await resumePointOf(tx, job, a.attempt))?.id : null) ?? null,
       })
       .returning();
     if (a.step !== null) {
@@ -121,4 +125,20 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
     }
     return { checkpoint: row, created: true };
   });
+}
+
+/**
+ * earlierAttemptsCheckpoint returns the checkpoint an earlier attempt of the job registered at
+ * the same path with the same fingerprint, or undefined. A later attempt's watcher finds the
+ * files the earlier ones left in the watched folder on its first scan: they are still theirs, not
+ * new checkpoints of this attempt (nor evaluated again).
+ */
+async function earlierAttemptsCheckpoint(ex: Executor, a: CheckpointRegistration): Promise<Checkpoint | undefined> {
+  const [row] = await ex
+    .select({ c: checkpoints })
+    .from(runs)
+    .innerJoin(checkpoints, eq(checkpoints.runId, runs.id))
+    .where(and(eq(runs.jobId, a.jobId), lt(runs.attempt, a.attempt), eq(checkpoints.uri, a.uri), eq(checkpoints.fingerprint, a.fingerprint)))
+    .limit(1);
+  return row?.c;
 }

@@ -11,6 +11,7 @@ import { TERMINAL_STATES } from '../../domain/job-states.ts';
 import { settingOf } from '../../domain/primary-metric.ts';
 import { checkpointsToDelete, type RetentionPolicy } from '../../domain/retention.ts';
 import { bestCandidates, metricColumns } from './checkpoints.ts';
+import { resumePointOf } from './resume-point.ts';
 import { ensureExperiment, ensureProject } from './projects.ts';
 
 export interface RetentionSetting {
@@ -53,7 +54,7 @@ export interface RetentionPlan {
  */
 export async function retentionPlan(ex: Executor, runId: string): Promise<RetentionPlan | null> {
   const [run] = await ex
-    .select({ projectId: runs.projectId, experimentId: runs.experimentId, keepBest: experiments.keepBest, keepLatest: experiments.keepLatest })
+    .select({ jobId: runs.jobId, projectId: runs.projectId, experimentId: runs.experimentId, keepBest: experiments.keepBest, keepLatest: experiments.keepLatest })
     .from(runs)
     .innerJoin(experiments, eq(experiments.id, runs.experimentId))
     .where(eq(runs.id, runId));
@@ -78,7 +79,7 @@ export async function retentionPlan(ex: Executor, runId: string): Promise<Retent
   });
   const doomed = new Set(
     checkpointsToDelete(candidates, metric, policy, {
-      resumeParents: new Set(resumeParents.map((r) => r.id!)),
+      resumeParents: new Set([...resumeParents.map((r) => r.id!), ...(run.jobId ? await liveResumePoints(ex, run.jobId) : [])]),
       underEvaluation: new Set(underEvaluation.map((r) => r.id)),
     }),
   );
@@ -88,6 +89,17 @@ export async function retentionPlan(ex: Executor, runId: string): Promise<Retent
   // A run's checkpoints come from one attempt, so from one node; one without a node is left alone.
   const list = [...doomed].map((id) => byId.get(id)!).filter((c) => c.nodeId === nodeId);
   return { runId, nodeId, doomed: list.map((c) => ({ id: c.id, uri: c.uri })) };
+}
+
+/**
+ * liveResumePoints returns, while the job has not ended, the checkpoint its current attempt
+ * resumes from and the one a re-queue of it would (db/queries/resume-point.ts); none once ended.
+ */
+async function liveResumePoints(ex: Executor, jobId: string): Promise<string[]> {
+  const [job] = await ex.select({ id: jobs.id, resumeFrom: jobs.resumeFrom, attempt: jobs.attempt }).from(jobs).where(and(eq(jobs.id, jobId), notInArray(jobs.state, [...TERMINAL_STATES])));
+  if (!job) return [];
+  const points = [await resumePointOf(ex, job, job.attempt), await resumePointOf(ex, job, job.attempt + 1)];
+  return points.flatMap((p) => (p ? [p.id] : []));
 }
 
 /** markCheckpointsDeleted records that retention deleted these checkpoints' files (the rows, and their evaluations, stay). */

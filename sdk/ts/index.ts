@@ -104,7 +104,7 @@ export async function init(project?: string, experiment?: string, name?: string,
     tags: opts.tags ?? {},
     system_tags: systemTags,
   };
-  const common = { base, token, settings, warn, tokenFrom: found.tokenFrom, mode, runLine, offlineDir: offlineDir(env), uploadApiUrl: found.apiUrlFrom === 'default' ? null : found.apiUrl.trim().replace(/\/+$/, '').replace(/\/api\/v1$/, '') };
+  const common = { base, token, settings, warn, tokenFrom: found.tokenFrom, mode, runLine, offlineDir: offlineDir(env), resumeFrom: env.GPUPLANE_RESUME_FROM || null, uploadApiUrl: found.apiUrlFrom === 'default' ? null : found.apiUrl.trim().replace(/\/+$/, '').replace(/\/api\/v1$/, '') };
   const merged: Record<string, unknown> = {};
   if (runId) {
     try {

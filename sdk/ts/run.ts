@@ -41,6 +41,8 @@ export interface RunSetup {
   notice?: (msg: string) => void;
   /** Not rank 0 of a job of several processes (sdk/ts/rank.ts): log(), event() and finish() return at once. */
   muted?: boolean;
+  /** GPUPLANE_RESUME_FROM: the checkpoint the job's attempt resumes from. */
+  resumeFrom?: string | null;
 }
 
 export class Run {
@@ -56,6 +58,12 @@ export class Run {
    * mid-run adds to this run instead of making a second one.
    */
   readonly localId: string;
+  /**
+   * The path of the checkpoint to load before training (GPUPLANE_RESUME_FROM), or null: under a
+   * job's later attempt (re-queued after LOST, or retried) the latest checkpoint an earlier one
+   * registered, else the job's `resume_from`. The checkpoints saved after loading it are chained to it.
+   */
+  readonly resumeFrom: string | null;
   /** Points refused because the buffer was full (the newest), events likewise, points the API or the encoder refused. */
   dropped = 0;
   droppedEvents = 0;
@@ -108,6 +116,7 @@ export class Run {
     this.#api = { base: s.base, token: s.token, tokenFrom: s.tokenFrom, project: s.project, attached: this.attached };
     this.mode = s.mode ?? 'online';
     this.muted = s.muted ?? false;
+    this.resumeFrom = s.resumeFrom ?? null;
     this.off = this.muted;
     this.localId = `sdk-${this.keyPrefix}`;
     this.runLine = { id: this.localId, ...(cleanJson(s.runLine ?? {}) as Record<string, unknown>), started_at: Date.now() };

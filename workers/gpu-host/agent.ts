@@ -183,7 +183,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited, false, rankOfRecord(rec));
     // Its checkpoint folder is watched again: the initial scan reports what was written while
     // the agent was down (and again what it reported before, which registers nothing twice).
-    if (!rec.spec.gang || rec.spec.gang.rank === 0) checkpoints.watch(rec.spec, attemptEnd(processes.live.get(rec.spec.jobId)!.exited));
+    if (!rec.spec.gang || rec.spec.gang.rank === 0) checkpoints.watch(rec.spec, attemptEnd(processes.live.get(rec.spec.jobId)!.exited), rec.checkpointsBefore);
     // Until it is heard or the attempt is fenced: a restart during a Temporal outage still re-attaches.
     void retryWhile(
       () => processes.live.get(rec.spec.jobId)?.attempt === rec.spec.attempt,

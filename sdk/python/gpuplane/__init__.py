@@ -92,7 +92,7 @@ def init(
     line["params"] = dict(params or {})
     line["tags"] = {str(k): str(v) for k, v in (tags or {}).items()}
     line["system_tags"] = system_tags()
-    extra = dict(token=secret, auth=auth, mode=mode, run_line=line, upload_api_url=upload_url)
+    extra = dict(token=secret, auth=auth, mode=mode, run_line=line, upload_api_url=upload_url, resume_from=os.environ.get("GPUPLANE_RESUME_FROM") or None)
     merged: Dict[str, Any] = {}
     if run_id:
         try:

@@ -64,12 +64,17 @@ class Run(Flusher):
         run_line: Optional[Dict[str, Any]] = None,
         upload_api_url: Optional[str] = None,
         muted: bool = False,
+        resume_from: Optional[str] = None,
     ):
         self.settings = settings or Settings.from_env()
         s = self.settings
         self.api_url = api_url
         self.attached = attached_id is not None
         self.params = params
+        # The path of the checkpoint to load before training (GPUPLANE_RESUME_FROM), or None:
+        # under a job's later attempt (re-queued after LOST, or retried) the latest checkpoint an
+        # earlier one registered, else the job's resume_from. What it saves next is chained to it.
+        self.resume_from = resume_from
         self._token = token  # only ever handed to Transport
         self._auth = auth or AuthContext(token_from="token=" if token else None, attached=attached_id is not None)
         self._id: Optional[str] = attached_id

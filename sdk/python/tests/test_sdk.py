@@ -86,7 +86,7 @@ class RunTest(unittest.TestCase):
         self.api = StubApi()
         self.env = mock.patch.dict(os.environ, {**FAST, "GPUPLANE_API_URL": self.api.url})
         self.env.start()
-        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_PARAMS", "GPUPLANE_SDK_MAX_BUFFER", "GPUPLANE_TOKEN", *RANK_VARS):
+        for k in ("GPUPLANE_RUN_ID", "GPUPLANE_PARAMS", "GPUPLANE_SDK_MAX_BUFFER", "GPUPLANE_TOKEN", "GPUPLANE_RESUME_FROM", *RANK_VARS):
             os.environ.pop(k, None)
 
     def tearDown(self) -> None:
@@ -195,6 +195,7 @@ class RunTest(unittest.TestCase):
         run = gpuplane.init("ignored", params={"batch": 32})
         self.assertTrue(run.attached)
         self.assertEqual(run.id, rid)
+        self.assertIsNone(run.resume_from)
         self.assertEqual(run.params, {"lr": 1, "epochs": 3, "batch": 32})
         self.assertEqual(self.api.runs[rid]["params"], {"lr": 1, "batch": 32})
         run.log({"loss": 0.5})
@@ -202,6 +203,10 @@ class RunTest(unittest.TestCase):
         self.assertEqual(self.api.runs[rid]["status"], "running")
         self.assertEqual(self.stored(rid)["loss"], [(0, 0.5)])
         self.assertEqual(len(self.api.runs), 1)
+
+    def test_under_a_later_attempt_it_says_what_to_resume_from(self) -> None:
+        self.job_run(GPUPLANE_RESUME_FROM="/work/ckpts/step_30.pt")
+        self.assertEqual(gpuplane.init("ignored").resume_from, "/work/ckpts/step_30.pt")
 
     def job_run(self, **env: str) -> str:
         """A job's run in the stub, with GPUPLANE_RUN_ID and `env` set as the agent (and torchrun) would."""

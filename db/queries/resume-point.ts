@@ -1,0 +1,44 @@
+/**
+ * The checkpoint an attempt resumes from: told to its process (GPUPLANE_RESUME_FROM) when it
+ * begins, and the parent of the first checkpoint it registers. Both ask the same function with
+ * the same cutoff (the attempt's run's start), so the script loads what the chain says it did.
+ */
+import { and, desc, eq, isNull, lt, lte, sql } from 'drizzle-orm';
+import type { Executor } from '../client.ts';
+import { checkpoints, runs, type Job } from '../schema.ts';
+import { attemptRunIs } from './attempt-run.ts';
+
+export interface ResumePoint {
+  id: string;
+  /** Absolute path on the node that registered it. */
+  uri: string;
+}
+
+/**
+ * resumePointOf returns the checkpoint attempt `attempt` of a job resumes from: the latest
+ * registered by any earlier attempt (the highest attempt that registered one, at its highest
+ * step, else the one it registered last), whether the attempt was re-queued after LOST or made
+ * by retry_job; without one, the job's own `resume_from`. Checkpoints whose files retention
+ * deleted are passed over, and so are those registered after the attempt's run began (a late
+ * report of an earlier attempt changes neither what the process was told nor its parent).
+ * Null when there is nothing to resume from.
+ */
+export async function resumePointOf(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, attempt: number): Promise<ResumePoint | null> {
+  const jobId = job.id;
+  if (attempt > 1) {
+    const [run] = await ex.select({ createdAt: runs.createdAt }).from(runs).where(attemptRunIs(jobId, attempt));
+    const [latest] = await ex
+      .select({ id: checkpoints.id, uri: checkpoints.uri })
+      .from(runs)
+      // The job's runs (index runs_job_attempt), then their checkpoints (index checkpoints_run).
+      .innerJoin(checkpoints, eq(checkpoints.runId, runs.id))
+      .where(and(eq(runs.jobId, jobId), lt(runs.attempt, attempt), isNull(checkpoints.deletedAt), run ? lte(checkpoints.createdAt, run.createdAt) : undefined))
+      .orderBy(desc(runs.attempt), sql`${checkpoints.step} desc nulls last`, desc(checkpoints.createdAt), desc(checkpoints.id))
+      .limit(1);
+    if (latest) return latest;
+  }
+  // Most jobs name none: no query on the dispatch path for them.
+  if (!job.resumeFrom) return null;
+  const [named] = await ex.select({ id: checkpoints.id, uri: checkpoints.uri }).from(checkpoints).where(eq(checkpoints.id, job.resumeFrom));
+  return named ?? null;
+}

@@ -1,0 +1,100 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { eq } from 'drizzle-orm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type DatabaseHandle } from '../db/client.ts';
+import { registerCheckpoint } from '../db/queries/checkpoint-register.ts';
+import { insertJob } from '../db/queries/jobs.ts';
+import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
+import { markCheckpointsDeleted, retentionPlan, setRetention } from '../db/queries/retention.ts';
+import { resumePointOf } from '../db/queries/resume-point.ts';
+import { checkpoints, jobs, runs } from '../db/schema.ts';
+
+describe('the checkpoint an attempt resumes from', () => {
+  let db: DatabaseHandle;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-resume-'));
+  beforeAll(async () => {
+    db = await openDatabase({ dataDir: fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-resumedb-')) });
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  const job = (id: string, resumeFrom: string | null = null) =>
+    insertJob(db.db, { id, type: 'TRAIN', state: 'RUNNING', command: ['true'], workingDir: dir, watchDir: '.', gpus: 0, selector: {}, env: {}, params: {}, resumeFrom });
+  const jobRow = async (id: string) => (await db.db.select().from(jobs).where(eq(jobs.id, id)))[0];
+  const run = (jobId: string, attempt: number, createdAt?: Date) =>
+    db.db.insert(runs).values({ id: `run-${jobId}-${attempt}`, jobId, attempt, source: 'job', name: 'r', status: 'running', params: {}, ...(createdAt ? { createdAt } : {}) });
+  const reg = async (jobId: string, attempt: number, step: number, content = `${step}`) =>
+    (await registerCheckpoint(db.db, { jobId, attempt, uri: path.join(dir, `${jobId}-step_${step}.pt`), fingerprint: `sha256:${content}`, sizeBytes: 1, step }))!;
+
+  it("attempt 1 resumes from the job's resume_from; a later one from the latest of the earlier attempts, which its first checkpoint follows", async () => {
+    await job('job-src');
+    await run('job-src', 1);
+    const src = (await reg('job-src', 1, 5)).checkpoint;
+
+    await job('job-r', src.id);
+    await run('job-r', 1);
+    expect(await resumePointOf(db.db, await jobRow('job-r'), 1)).toEqual({ id: src.id, uri: src.uri });
+    const c10 = (await reg('job-r', 1, 10)).checkpoint;
+    const c20 = (await reg('job-r', 1, 20)).checkpoint;
+    expect(c10.parentCheckpointId).toBe(src.id);
+
+    // Attempt 2 (re-queued or retried): attempt 1's highest step, not the job's resume_from.
+    await run('job-r', 2);
+    expect(await resumePointOf(db.db, await jobRow('job-r'), 2)).toEqual({ id: c20.id, uri: c20.uri });
+    // Its watcher's first scan finds attempt 1's files: they stay attempt 1's.
+    const again = await reg('job-r', 2, 10);
+    expect(again).toEqual({ checkpoint: c10, created: false });
+    const c30 = (await reg('job-r', 2, 30)).checkpoint;
+    expect(c30.parentCheckpointId).toBe(c20.id);
+    expect((await db.db.select({ id: checkpoints.id }).from(checkpoints).where(eq(checkpoints.runId, 'run-job-r-2'))).map((r) => r.id)).toEqual([c30.id]);
+  });
+
+  it('the latest attempt with a checkpoint wins; deleted files are passed over; a late report of an earlier attempt changes nothing', async () => {
+    const [c30] = await db.db.select().from(checkpoints).where(eq(checkpoints.runId, 'run-job-r-2'));
+    await run('job-r', 3);
+    expect((await resumePointOf(db.db, await jobRow('job-r'), 3))?.id).toBe(c30.id);
+    // An attempt 3 that started from scratch (a script that ignores GPUPLANE_RESUME_FROM): its step 15 is the latest.
+    const c15 = (await reg('job-r', 3, 15)).checkpoint;
+    expect(c15.parentCheckpointId).toBe(c30.id);
+    await run('job-r', 4);
+    expect((await resumePointOf(db.db, await jobRow('job-r'), 4))?.id).toBe(c15.id);
+    // Retention deleted its files: the one before it.
+    await markCheckpointsDeleted(db.db, [c15.id]);
+    expect((await resumePointOf(db.db, await jobRow('job-r'), 4))?.id).toBe(c30.id);
+    // Attempt 3 reports step 40 only after attempt 4's run began: attempt 4 was told step 30, and its chain says so.
+    await reg('job-r', 3, 40);
+    expect((await resumePointOf(db.db, await jobRow('job-r'), 4))?.id).toBe(c30.id);
+    expect((await reg('job-r', 4, 50)).checkpoint.parentCheckpointId).toBe(c30.id);
+  });
+
+  it("retention keeps a live job's resume points: what its attempt was told, and what a re-queue would be", async () => {
+    const projectId = await ensureProject(db.db, 'keep');
+    const experimentId = await ensureExperiment(db.db, projectId, 'latest-0');
+    await setRetention(db.db, 'keep', 'latest-0', { keepBest: 1, keepLatest: 0 });
+    await job('job-k');
+    const runOf = (attempt: number) => db.db.insert(runs).values({ id: `run-job-k-${attempt}`, projectId, experimentId, jobId: 'job-k', attempt, source: 'job', name: 'r', status: 'running', params: {} });
+    await runOf(1);
+    const [k10, k20] = [(await reg('job-k', 1, 10)).checkpoint, (await reg('job-k', 1, 20)).checkpoint];
+    await runOf(2);
+    await db.db.update(jobs).set({ attempt: 2 }).where(eq(jobs.id, 'job-k'));
+    const k30 = (await reg('job-k', 2, 30)).checkpoint;
+    await db.db.update(checkpoints).set({ nodeId: 'n1' }).where(eq(checkpoints.jobId, 'job-k'));
+    // None has a metric value, so only a guard keeps one: attempt 2 resumed from k20; a re-queue would resume from k30.
+    expect((await retentionPlan(db.db, 'run-job-k-1'))?.doomed.map((d) => d.id)).toEqual([k10.id]);
+    expect(await retentionPlan(db.db, 'run-job-k-2')).toBeNull();
+    await db.db.update(jobs).set({ state: 'SUCCEEDED' }).where(eq(jobs.id, 'job-k'));
+    expect((await retentionPlan(db.db, 'run-job-k-1'))?.doomed.map((d) => d.id)).toEqual([k10.id, k20.id]);
+    expect((await retentionPlan(db.db, 'run-job-k-2'))?.doomed.map((d) => d.id)).toEqual([k30.id]);
+  });
+
+  it('nothing to resume from: null', async () => {
+    await job('job-none');
+    await run('job-none', 1);
+    await run('job-none', 2);
+    expect(await resumePointOf(db.db, await jobRow('job-none'), 1)).toBeNull();
+    expect(await resumePointOf(db.db, await jobRow('job-none'), 2)).toBeNull();
+  });
+});
