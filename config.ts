@@ -1,5 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
+import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from './domain/fair-share.ts';
 import { DEFAULT_RETRY_RETENTION_S } from './domain/job-retry.ts';
 import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
 
@@ -27,6 +28,8 @@ export interface GpuplaneConfig {
   /** An SDK run silent this long is marked crashed (GPUPLANE_RUN_STALE_S, 120 s). */
   runStaleMs: number;
   backfillHoldMs: number;
+  /** Half-life of the usage the fair-share order weighs (GPUPLANE_FAIRSHARE_HALF_LIFE_H, 24 h; domain/fair-share.ts). */
+  fairShareHalfLifeMs: number;
   /** An admin token the API accepts without a row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
   adminToken: string | undefined;
   /** Host names a request may name in Host/Origin besides IP literals and localhost (GPUPLANE_ALLOWED_HOSTS, comma-separated). */
@@ -43,6 +46,13 @@ function intFromEnv(name: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got "${raw}"`);
   return n;
+}
+
+/** A number of hours above 0 (a half-life of 0 would forget all usage at once). */
+function positiveHours(name: string, fallback: number): number {
+  const h = intFromEnv(name, fallback);
+  if (h <= 0) throw new Error(`${name} must be a number of hours above 0, got "${process.env[name]}"`);
+  return h;
 }
 
 export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneConfig {
@@ -65,6 +75,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,
     runStaleMs: overrides.runStaleMs ?? intFromEnv('GPUPLANE_RUN_STALE_S', 120) * 1000,
     backfillHoldMs: overrides.backfillHoldMs ?? intFromEnv('GPUPLANE_BACKFILL_HOLD_S', 300) * 1000,
+    fairShareHalfLifeMs: overrides.fairShareHalfLifeMs ?? positiveHours('GPUPLANE_FAIRSHARE_HALF_LIFE_H', DEFAULT_FAIRSHARE_HALF_LIFE_H) * 3_600_000,
     adminToken: overrides.adminToken ?? (process.env.GPUPLANE_ADMIN_TOKEN || undefined),
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),

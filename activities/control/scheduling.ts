@@ -14,7 +14,7 @@ export function schedulingActivities({ deps }: ControlContext) {
   return {
     async schedulePass(): Promise<SchedulePassResult> {
       const t0 = performance.now();
-      const pass = await runSchedulePass(db, deps.backfillHoldMs);
+      const pass = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, deps.fairShareHalfLifeMs);
       const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);
       await sendGrants(client, [...pass.placements, ...stale]);
       await reconcileCreatedJobs(db, client, deps.timeouts, 30_000);

@@ -20,6 +20,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     connection,
     namespace: c.temporalNamespace,
     backfillHoldMs: c.backfillHoldMs,
+    fairShareHalfLifeMs: c.fairShareHalfLifeMs,
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,
