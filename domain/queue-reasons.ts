@@ -9,7 +9,9 @@
  *  - it would fit on the free cards, but the starvation guard keeps them for a job ahead:
  *    `held: behind job X, which reserves node Y (waited past GPUPLANE_BACKFILL_HOLD_S)`;
  *  - it would fit, but its project is over its quota (domain/fair-share.ts) and jobs of other
- *    projects ahead of it take the cards first: `over quota, behind other projects`;
+ *    projects ahead of it take the cards first: `over quota, behind other projects`; when it
+ *    waits for cards and is so placed in the order, that comes first:
+ *    `over quota, behind other projects; waiting for cards: …`;
  *  - it would fit, but jobs ahead of it in the queue's order take the cards first:
  *    `behind higher-priority or older jobs`;
  *  - it would be placed now: `waiting for the next scheduling pass` (a moment, normally).
@@ -49,6 +51,24 @@ export function freeCardsReason(job: QueuedJob, rooms: readonly NodeRoom[]): str
 }
 
 /**
+ * The jobs of `queue` that are over their project's quota with a job of another project ahead of
+ * them in the fair-share order: that order is why they wait (`over quota, behind other
+ * projects`). None while no quota is set anywhere: every project is then over its guarantee of
+ * 0, which is not worth saying.
+ */
+export function overQuotaBehindOthers(queue: readonly QueuedJob[], share: FairShareState): Set<string> {
+  const out = new Set<string>();
+  if (share.quotas.length === 0) return out;
+  const seen = new Set<string>();
+  for (const r of fairShareRanking(queue, share)) {
+    const project = r.job.projectId ?? '';
+    if (!r.withinQuota && (seen.size > 1 || (seen.size === 1 && !seen.has(project)))) out.add(r.job.id);
+    seen.add(project);
+  }
+  return out;
+}
+
+/**
  * Why each of `jobs` waits although it would fit on the free cards now, from a plan of the whole
  * `queue` (which holds them) on the rooms: held by a starved job's reservation, behind jobs
  * ahead of it in order (over its project's quota, behind other projects' jobs), or (placed by the
@@ -57,17 +77,7 @@ export function freeCardsReason(job: QueuedJob, rooms: readonly NodeRoom[]): str
 export function planReasons(jobs: readonly QueuedJob[], queue: readonly QueuedJob[], rooms: NodeRoom[], now: Date, holdMs: number, share?: FairShareState): Map<string, string> {
   const reservations = new Map<string, string>();
   const placed = new Set(planPlacements(queue, rooms, now, holdMs, reservations, share).map((p) => p.jobId));
-  // Over quota with a job of another project ahead of it: the fair-share order is why it waits
-  // (with no quota set anywhere, every project is over its guarantee of 0: not worth saying).
-  const overBehindOthers = new Set<string>();
-  if (share && share.quotas.length > 0) {
-    const seen = new Set<string>();
-    for (const r of fairShareRanking(queue, share)) {
-      const project = r.job.projectId ?? '';
-      if (!r.withinQuota && (seen.size > 1 || (seen.size === 1 && !seen.has(project)))) overBehindOthers.add(r.job.id);
-      seen.add(project);
-    }
-  }
+  const overBehindOthers = share ? overQuotaBehindOthers(queue, share) : new Set<string>();
   const out = new Map<string, string>();
   for (const job of jobs) {
     if (placed.has(job.id)) {

@@ -113,12 +113,18 @@ describe.each(['postgres', 'pglite'] as const)('quotas and fair share on %s', (k
     expect(await db.transaction((tx) => handOnFreedCards(tx, hold, now))).toEqual({ placed: [], wholePass: true });
     const third = await runSchedulePass(db, hold, now, undefined, 24 * H);
     expect(third.placements.map((p) => p.jobId)).toEqual(['l2']);
+    // No card free: heavy's h2 waits for cards, and behind light's l3 in the order.
+    await queue(db, 'l3', 'light', { at: 500 });
+    const waits = await queueReasons(db, [h2, (await getJob(db, 'l3'))!], hold, now, 24 * H);
+    expect(waits.get('h2')).toBe('over quota, behind other projects; waiting for cards: 0 free on the best matching node, 1 needed');
+    expect(waits.get('l3')).toBe('waiting for cards: 0 free on the best matching node, 1 needed');
 
     const lines = await quotaLines(db, await queuedJobs(db, now), now, 24 * H);
     const byProject = Object.fromEntries(lines.map((l) => [l.project, l]));
     expect(byProject.under).toMatchObject({ pool: null, gpus: 1, inUse: 1, borrowed: 0, queuedJobs: 0 });
     expect(byProject.heavy).toMatchObject({ gpus: null, inUse: 1, borrowed: 1, queuedJobs: 1, queuedCards: 1 });
-    expect(byProject.light).toMatchObject({ gpus: null, inUse: 2, borrowed: 2, queuedJobs: 0 });
+    expect(byProject.light).toMatchObject({ queuedJobs: 1 });
+    expect(byProject.light).toMatchObject({ gpus: null, inUse: 2, borrowed: 2 });
     expect(byProject.light.fairShareFactor).toBeGreaterThan(byProject.heavy.fairShareFactor);
     expect(byProject.heavy.usageCardHours).toBeGreaterThan(byProject.light.usageCardHours);
   });
