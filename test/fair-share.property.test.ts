@@ -5,7 +5,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { cardsInUse, cardsOf, decayedCardSeconds, fairShareFactor, fairShareOrder, fairShareRanking, quotaFor, type CardHolder, type FairShareState, type ProjectQuota, type ShareJob } from '../domain/fair-share.ts';
-import { queueOrder } from '../domain/placement.ts';
+import { planPlacements, queueOrder, type NodeRoom, type QueuedJob } from '../domain/placement.ts';
+import { overQuotaBehindOthers } from '../domain/queue-reasons.ts';
 
 const t0 = Date.parse('2026-01-01T00:00:00Z');
 const projects = ['pa', 'pb', 'pc'] as const;
@@ -131,6 +132,37 @@ describe('fair-share order', () => {
     };
     // pa has 2 of 4 cards left: its first job is within quota, its second borrows.
     expect(ids(fairShareOrder([job('b1', 'pb', 5), job('a1', 'pa'), job('a2', 'pa'), job('c1', 'pc')], s))).toEqual(['a1', 'c1', 'b1', 'a2']);
+  });
+});
+
+describe('the worked example of docs/architecture.md ("Quotas and fair share")', () => {
+  it('orders v2, a1, n1, v1, places v2 and a1 on three free cards, and tells n1 and v1 why they wait', () => {
+    const at = (hhmm: string) => new Date(`2026-01-01T${hhmm}:00Z`);
+    const queue: QueuedJob[] = [
+      { id: 'v1', projectId: 'vision', attempt: 1, gpus: 1, selector: {}, priority: 0, queuedAt: at('10:00') },
+      { id: 'v2', projectId: 'vision', attempt: 1, gpus: 1, selector: {}, priority: 5, queuedAt: at('10:05') },
+      { id: 'n1', projectId: 'nlp', attempt: 1, gpus: 1, selector: {}, priority: 9, queuedAt: at('09:00') },
+      { id: 'a1', projectId: 'audio', attempt: 1, gpus: 2, selector: {}, priority: 0, queuedAt: at('11:00') },
+    ];
+    const s: FairShareState = {
+      quotas: [
+        { projectId: 'vision', pool: null, gpus: 4 },
+        { projectId: 'nlp', pool: null, gpus: 2 },
+      ],
+      holders: [
+        { projectId: 'vision', selector: {}, cards: 3 },
+        { projectId: 'nlp', selector: {}, cards: 4 },
+      ],
+      usage: new Map([['vision', 40 * 3600], ['nlp', 10 * 3600], ['audio', 2 * 3600]]),
+    };
+    expect(fairShareRanking(queue, s).map((r) => [r.job.id, r.withinQuota])).toEqual([['v2', true], ['a1', false], ['n1', false], ['v1', false]]);
+    expect([40, 10, 2].map((u) => fairShareFactor(u, 52).toFixed(3))).toEqual(['0.587', '0.875', '0.974']);
+    // Ten cards, seven held: three free, on one node.
+    const rooms: NodeRoom[] = [{ id: 'n', labels: {}, totalCards: 10, free: [7, 8, 9] }];
+    const now = at('12:00');
+    expect(planPlacements(queue, rooms, now, 3_600_000, undefined, s).map((p) => p.jobId)).toEqual(['v2', 'a1']);
+    // a1 too is over quota behind another project's job, but the cards left fit it: it is placed.
+    expect([...overQuotaBehindOthers(queue, s)].sort()).toEqual(['a1', 'n1', 'v1']);
   });
 });
 
