@@ -124,9 +124,9 @@ export function fairShareRanking<J extends ShareJob>(queue: readonly J[], state:
   // Rule 2 takes each quota's jobs in their project's order; a quota's jobs within it are a
   // prefix of that order (once one does not fit, none after it counts as within).
   const full = new Set<string>();
-  for (const job of [...queue].sort(projectOrder)) {
-    const q = quotaFor(job.projectId, job.selector, state.quotas);
-    if (q === null) continue;
+  const withQuota = state.quotas.length === 0 ? [] : queue.filter((j) => quotaFor(j.projectId, j.selector, state.quotas) !== null);
+  for (const job of withQuota.sort(projectOrder)) {
+    const q = quotaFor(job.projectId, job.selector, state.quotas)!;
     const k = keyOf(q);
     if (full.has(k)) continue;
     const after = (used.get(k) ?? 0) + cardsOf(job);
@@ -137,10 +137,10 @@ export function fairShareRanking<J extends ShareJob>(queue: readonly J[], state:
     used.set(k, after);
     within.add(job.id);
   }
-  const usage = (j: ShareJob) => state.usage.get(j.projectId ?? '') ?? 0;
-  return [...queue]
-    .map((job) => ({ job, withinQuota: within.has(job.id) }))
-    .sort((a, b) => Number(b.withinQuota) - Number(a.withinQuota) || usage(a.job) - usage(b.job) || projectOrder(a.job, b.job));
+  // Sort keys worked out once a job, not once a comparison: this runs per pass over the whole queue.
+  const keyed = queue.map((job) => ({ job, withinQuota: within.has(job.id), usage: state.usage.get(job.projectId ?? '') ?? 0, at: job.queuedAt.getTime() }));
+  keyed.sort((a, b) => Number(b.withinQuota) - Number(a.withinQuota) || a.usage - b.usage || b.job.priority - a.job.priority || a.at - b.at || (a.job.id < b.job.id ? -1 : a.job.id > b.job.id ? 1 : 0));
+  return keyed.map(({ job, withinQuota }) => ({ job, withinQuota }));
 }
 
 /** The queue in the order it is served: fairShareRanking without the classes. */
