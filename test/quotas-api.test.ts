@@ -1,8 +1,10 @@
 /**
  * PUT/DELETE /projects/:p/quota and GET /quotas through the real app on PGlite, with auth on:
  * admins set quotas, bad input is a 400 with a message that changes nothing, a member lists
- * only the projects it may read; and gpuctl quota's table.
+ * only the projects it may read; and gpuctl quota, its table and its errors.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
@@ -87,5 +89,36 @@ describe('quotas API', () => {
       ['alpha', null],
       ['beta', null],
     ]);
+  });
+});
+
+describe('gpuctl quota', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp('quotas-cli', { temporal: false, listen: true });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it('sets, lists and clears, prints JSON with --json, and fails in one line on bad input, changing nothing', async () => {
+    const run = promisify(execFile);
+    const cli = (...args: string[]) => run(process.execPath, ['cli/gpuctl.mjs', '--api', t.url, 'quota', ...args]);
+    expect((await cli('set', 'vision', '--gpus', '4')).stdout.trim()).toBe('project vision is guaranteed 4 card(s); 0 in use now');
+    expect(JSON.parse((await cli('set', 'vision', '--gpus', '2', '--pool', 'pool=a100', '--json')).stdout)).toMatchObject({ project: 'vision', pool: 'pool=a100', gpus: 2, in_use: 0, borrowed: 0 });
+    const list = JSON.parse((await cli('list', '--json')).stdout) as QuotaListJson;
+    expect(list.quotas.map((q) => [q.project, q.pool, q.gpus])).toEqual([
+      ['vision', null, 4],
+      ['vision', 'pool=a100', 2],
+    ]);
+    expect((await cli('list')).stdout).toMatch(/vision\s+pool=a100\s+2\s+0\s+0\s+0 \(0 cards\)\s+0\.0\s+1\.000/);
+    for (const bad of [['set', 'vision', '--gpus', '-1'], ['set', 'vision', '--gpus', '4', '--pool', 'a100'], ['set', 'vision'], ['clear', 'nosuch']]) {
+      const e = (await cli(...bad).catch((err: unknown) => err)) as { code: number; stderr: string };
+      expect(e.code, bad.join(' ')).not.toBe(0);
+      expect(e.stderr.trim().split('\n'), bad.join(' ')).toHaveLength(1);
+    }
+    expect(((await cli('list', '--json')).stdout.match(/"gpus":/g) ?? []).length).toBe(2);
+    expect((await cli('clear', 'vision', '--pool', 'pool=a100')).stdout.trim()).toBe('project vision has no quota in pool pool=a100 now');
+    expect(JSON.parse((await cli('list', '--json')).stdout).quotas).toHaveLength(1);
   });
 });
