@@ -11,7 +11,7 @@ import { getJob, insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { ensureProject } from '../db/queries/projects.ts';
 import { queueReasons } from '../db/queries/queue-reasons.ts';
-import { clearQuota, decayedUsage, projectQuotaList, quotaLines, setQuota } from '../db/queries/quotas.ts';
+import { clearQuota, decayedUsage, projectQuotaList, quotaLines, setQuota, UsageCache } from '../db/queries/quotas.ts';
 import { queuedJobs, runSchedulePass } from '../db/queries/schedule.ts';
 import { decayedCardSeconds } from '../domain/fair-share.ts';
 import { fakeGpus } from '../activities/gpu-host/inventory.ts';
@@ -76,6 +76,22 @@ describe.each(['postgres', 'pglite'] as const)('quotas and fair share on %s', (k
     expect(usage.get(await ensureProject(db, 'b'))).toBeCloseTo(want(1, 100 * H, 99 * H), 3);
   });
 
+  it('reads usage through a cache at most every maxAge, decaying the last read in between', async () => {
+    const { db } = await open(kind);
+    await ran(db, 'r1', 'a', 4, 3 * H, 1 * H);
+    const a = await ensureProject(db, 'a');
+    const cache = new UsageCache(60_000);
+    const first = (await cache.get(db, now, H)).get(a)!;
+    await ran(db, 'r2', 'a', 4, 3 * H, 1 * H);
+    // 30 s later: the cached read, decayed; r2 is not seen yet.
+    const later = new Date(now.getTime() + 30_000);
+    expect((await cache.get(db, later, H)).get(a)).toBeCloseTo(first * Math.pow(2, -30_000 / H), 6);
+    // Past maxAge: read again, r2 with it.
+    const after = new Date(now.getTime() + 60_000);
+    expect((await cache.get(db, after, H)).get(a)).toBeCloseTo((await decayedUsage(db, after, H)).get(a)!, 6);
+    expect((await decayedUsage(db, after, H)).get(a)).toBeCloseTo(2 * first * Math.pow(2, -60_000 / H), 3);
+  });
+
   it('serves a project under its quota first, then the project with less recent usage; the queue reasons say so', async () => {
     const { db } = await open(kind);
     await upsertNodeOnline(db, { nodeId: 'n1', hostname: 'h', labels: {}, gpus: fakeGpus('n1', 1) });
@@ -90,14 +106,14 @@ describe.each(['postgres', 'pglite'] as const)('quotas and fair share on %s', (k
     await queue(db, 'u1', 'under', { at: 500 });
     const hold = 3_600_000;
 
-    const first = await runSchedulePass(db, hold, now, undefined, 24 * H);
+    const first = await runSchedulePass(db, hold, now, undefined, { halfLifeMs: 24 * H });
     expect(first.placements.map((p) => p.jobId)).toEqual(['u1']);
 
     // One more card: light (less usage) before heavy, although heavy's job is older and higher.
     await upsertNodeOnline(db, { nodeId: 'n2', hostname: 'h', labels: {}, gpus: fakeGpus('n2', 1) });
-    expect((await runSchedulePass(db, hold, now, undefined, 24 * H)).placements.map((p) => p.jobId)).toEqual(['l1']);
+    expect((await runSchedulePass(db, hold, now, undefined, { halfLifeMs: 24 * H })).placements.map((p) => p.jobId)).toEqual(['l1']);
     await upsertNodeOnline(db, { nodeId: 'n3', hostname: 'h', labels: {}, gpus: fakeGpus('n3', 1) });
-    expect((await runSchedulePass(db, hold, now, undefined, 24 * H)).placements.map((p) => p.jobId)).toEqual(['h1']);
+    expect((await runSchedulePass(db, hold, now, undefined, { halfLifeMs: 24 * H })).placements.map((p) => p.jobId)).toEqual(['h1']);
 
     // Another job of each, one card for both: heavy's waits over quota, behind the other project.
 
@@ -111,7 +127,7 @@ describe.each(['postgres', 'pglite'] as const)('quotas and fair share on %s', (k
     expect(reasons.get('l2')).toBe('waiting for the next scheduling pass');
     // Freed cards are not handed on by the job's end while several projects wait: the pass places them.
     expect(await db.transaction((tx) => handOnFreedCards(tx, hold, now))).toEqual({ placed: [], wholePass: true });
-    const third = await runSchedulePass(db, hold, now, undefined, 24 * H);
+    const third = await runSchedulePass(db, hold, now, undefined, { halfLifeMs: 24 * H });
     expect(third.placements.map((p) => p.jobId)).toEqual(['l2']);
     // No card free: heavy's h2 waits for cards, and behind light's l3 in the order.
     await queue(db, 'l3', 'light', { at: 500 });

@@ -4,7 +4,7 @@ import type { QueuedJob } from '../../domain/placement.ts';
 import { freeCardsReason, overQuotaBehindOthers, planReasons } from '../../domain/queue-reasons.ts';
 import { nodeRooms } from './node-rooms.ts';
 import { queuedJobs } from './schedule.ts';
-import { fairShareMatters, shareFor } from './quotas.ts';
+import { fairShareMatters, shareFor, type UsageCache } from './quotas.ts';
 import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
 
 /**
@@ -14,7 +14,7 @@ import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
  * pass is rare, or when jobs of several projects wait (a job over quota waiting for cards is told
  * so); ordered as the pass orders it (fair share across projects, `halfLifeMs`).
  */
-export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: number, now = new Date(), halfLifeMs = DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000): Promise<Map<string, string>> {
+export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: number, now = new Date(), halfLifeMs = DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000, usageCache?: UsageCache): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   const queued = jobs.filter((j) => j.state === 'QUEUED').map(asQueued(now));
   if (queued.length === 0) return out;
@@ -33,7 +33,7 @@ export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: n
   // only when that order differs from the plain one (jobs of several projects wait).
   if (fit.length === 0 && !(await fairShareMatters(ex))) return out;
   const queue = await queuedJobs(ex, now);
-  const share = await shareFor(ex, queue, now, halfLifeMs);
+  const share = await shareFor(ex, queue, now, halfLifeMs, usageCache);
   if (share) {
     const over = overQuotaBehindOthers(queue, share);
     for (const [id, r] of out) if (over.has(id) && r.startsWith('waiting for cards')) out.set(id, `over quota, behind other projects; ${r}`);

@@ -4,7 +4,7 @@ import { gpuSlots, jobs } from '../schema.ts';
 import { planPlacements, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
-import { shareFor } from './quotas.ts';
+import { shareFor, type UsageCache } from './quotas.ts';
 import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
 
 export interface PassOutcome {
@@ -36,7 +36,8 @@ export async function claimSlots(ex: Executor, p: Placement): Promise<number[]> 
  * planning: a job cancelled meanwhile is simply not moved, and a card taken meanwhile makes the
  * pass fail and be retried.
  */
-export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), phases?: PassPhases, halfLifeMs = DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000): Promise<PassOutcome> {
+export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), phases?: PassPhases, share: ShareOptions = {}): Promise<PassOutcome> {
+  const halfLifeMs = share.halfLifeMs ?? DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000;
   return db.transaction(async (tx) => {
     let t = performance.now();
     const lap = (k: keyof PassPhases) => {
@@ -50,14 +51,20 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
     if (queue.length === 0) return { placements: [], queued: 0 };
     const rooms = await nodeRooms(tx);
     lap('rooms');
-    const share = await shareFor(tx, queue, now, halfLifeMs);
+    const state = await shareFor(tx, queue, now, halfLifeMs, share.usageCache);
     lap('share');
-    const planned = planPlacements(queue, rooms, now, holdMs, undefined, share);
+    const planned = planPlacements(queue, rooms, now, holdMs, undefined, state);
     lap('plan');
     const placements = await dispatchPlacements(tx, planned, now);
     lap('apply');
     return { placements, queued: queue.length - placements.length };
   });
+}
+
+/** How a pass weighs usage for the fair-share order: the half-life (default 24 h), and a cache of the usage to read it from. */
+export interface ShareOptions {
+  halfLifeMs?: number;
+  usageCache?: UsageCache;
 }
 
 /** Where a pass's time goes (bench/schedule-pass prints it), in ms, summed over the passes timed. */
