@@ -6,7 +6,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { queryRows, type Executor } from '../client.ts';
 import { projectQuotas, projects } from '../schema.ts';
-import { cardsInUse, cardsOf, fairShareFactor, fairShareRanking, quotaFor, type CardHolder, type FairShareState, type ProjectQuota } from '../../domain/fair-share.ts';
+import { cardsInUse, cardsOf, fairShareFactor, quotaFor, type CardHolder, type FairShareState, type ProjectQuota } from '../../domain/fair-share.ts';
 import type { QueuedJob } from '../../domain/placement.ts';
 import { ensureProject, findProjectId } from './projects.ts';
 
@@ -161,11 +161,11 @@ export async function quotaLines(ex: Executor, queue: readonly QueuedJob[], now:
   };
   for (const q of state.quotas) lineOf(q.projectId, q).inUse = used.get(`${q.projectId}\u0000${q.pool ?? ''}`) ?? 0;
   for (const h of state.holders) if (h.projectId && quotaFor(h.projectId, h.selector, state.quotas) === null) lineOf(h.projectId, null).inUse += h.cards;
-  for (const r of fairShareRanking(queue, state)) {
-    if (!r.job.projectId) continue;
-    const l = lineOf(r.job.projectId, quotaFor(r.job.projectId, r.job.selector, state.quotas));
+  for (const job of queue) {
+    if (!job.projectId) continue;
+    const l = lineOf(job.projectId, quotaFor(job.projectId, job.selector, state.quotas));
     l.queuedJobs++;
-    l.queuedCards += cardsOf(r.job);
+    l.queuedCards += cardsOf(job);
   }
   for (const l of lines.values()) l.borrowed = Math.max(0, l.inUse - (l.gpus ?? 0));
   return [...lines.values()].sort((a, b) => (a.project < b.project ? -1 : a.project > b.project ? 1 : (a.pool ?? '') < (b.pool ?? '') ? -1 : (a.pool ?? '') > (b.pool ?? '') ? 1 : 0));
