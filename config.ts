@@ -1,5 +1,6 @@
 import os from 'node:os';
 import path from 'node:path';
+import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from './domain/fair-share.ts';
 import { DEFAULT_RETRY_RETENTION_S } from './domain/job-retry.ts';
 import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
 import { DEFAULT_QUARANTINE, type QuarantineRule } from './domain/quarantine.ts';
@@ -30,6 +31,8 @@ export interface GpuplaneConfig {
   backfillHoldMs: number;
   /** Bad-node quarantine (domain/quarantine.ts): GPUPLANE_QUARANTINE_AFTER faults (default 3; 0: off) within GPUPLANE_QUARANTINE_WINDOW_S (3600). */
   quarantine: QuarantineRule;
+  /** Half-life of the usage the fair-share order weighs (GPUPLANE_FAIRSHARE_HALF_LIFE_H, 24 h; domain/fair-share.ts). */
+  fairShareHalfLifeMs: number;
   /** An admin token the API accepts without a row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
   adminToken: string | undefined;
   /** Host names a request may name in Host/Origin besides IP literals and localhost (GPUPLANE_ALLOWED_HOSTS, comma-separated). */
@@ -46,6 +49,13 @@ function intFromEnv(name: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got "${raw}"`);
   return n;
+}
+
+/** A number of hours above 0 (a half-life of 0 would forget all usage at once). */
+function positiveHours(name: string, fallback: number): number {
+  const h = intFromEnv(name, fallback);
+  if (h <= 0) throw new Error(`${name} must be a number of hours above 0, got "${process.env[name]}"`);
+  return h;
 }
 
 export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneConfig {
@@ -72,6 +82,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
       after: intFromEnv('GPUPLANE_QUARANTINE_AFTER', DEFAULT_QUARANTINE.after),
       windowMs: intFromEnv('GPUPLANE_QUARANTINE_WINDOW_S', DEFAULT_QUARANTINE.windowMs / 1000) * 1000,
     },
+    fairShareHalfLifeMs: overrides.fairShareHalfLifeMs ?? positiveHours('GPUPLANE_FAIRSHARE_HALF_LIFE_H', DEFAULT_FAIRSHARE_HALF_LIFE_H) * 3_600_000,
     adminToken: overrides.adminToken ?? (process.env.GPUPLANE_ADMIN_TOKEN || undefined),
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),

@@ -87,6 +87,10 @@ const RULES: Record<string, Rule> = {
   'POST /api/v1/nodes/:id/resume': { access: 'admin' },
   'POST /api/v1/tokens': { access: 'admin' },
   'GET /api/v1/tokens': { access: 'admin' },
+  'PUT /api/v1/projects/:project/quota': { access: 'admin' },
+  'DELETE /api/v1/projects/:project/quota': { access: 'admin' },
+  // Lines of the projects the caller may read only (api/routes/quotas.ts).
+  'GET /api/v1/quotas': { access: 'any' },
   'DELETE /api/v1/tokens/:id': { access: 'admin' },
 
   'POST /api/v1/jobs': { access: 'write', project: byBodyProject, fromBody: true },

@@ -23,6 +23,7 @@ import { runRoutes } from './routes/runs.ts';
 import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
+import { quotaRoutes } from './routes/quotas.ts';
 import { formatSchemaErrors } from './schema-errors.ts';
 import { ErrorBody, HealthSchema } from './schemas/common.ts';
 import { TokenResolver } from './token-resolver.ts';
@@ -76,6 +77,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
       await api.register(runRoutes, deps);
       await api.register(runEventRoutes, deps);
       await api.register(projectRoutes, deps);
+      await api.register(quotaRoutes, deps);
       await api.register(checkpointRoutes, deps);
       await api.register(evaluationRoutes, deps);
       await api.register(logRoutes, deps);

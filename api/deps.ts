@@ -17,6 +17,8 @@ export interface ApiDeps {
   auth: AuthConfig | null;
   /** GPUPLANE_BACKFILL_HOLD_S in ms (300 s when absent): a QUEUED job's reason names the starved jobs that hold its cards. */
   backfillHoldMs?: number;
+  /** GPUPLANE_FAIRSHARE_HALF_LIFE_H in ms (24 h when absent): the half-life of usage that GET /quotas reports. */
+  fairShareHalfLifeMs?: number;
   /** Host/Origin and rate-limit settings (api/guards.ts). */
   guards?: GuardOptions;
 }

@@ -24,6 +24,7 @@ export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, lo
       client,
       timeouts: timeoutsOf(c),
       backfillHoldMs: c.backfillHoldMs,
+      fairShareHalfLifeMs: c.fairShareHalfLifeMs,
       auth: { adminTokens: c.adminToken ? [c.adminToken] : [] },
       guards: { allowedHosts: [...c.allowedHosts, c.apiHost, ...apiUrlHost], allowedOrigins: c.allowedOrigins, rateLimitPerMinute: c.rateLimitPerMinute },
       ...extra,

@@ -67,7 +67,7 @@ export async function measurePass(pgUrl: (db: string) => string, adminUrl: strin
     let placed: Placement[] = [];
     let cards = { placed: 0, gangs: 0, wrong: 0 };
     for (let i = 0; i < repeat; i++) {
-      const phases: PassPhases = { queue: 0, rooms: 0, plan: 0, apply: 0 };
+      const phases: PassPhases = { queue: 0, rooms: 0, share: 0, plan: 0, apply: 0 };
       const t0 = performance.now();
       await database.db
         .transaction(async (tx) => {
@@ -89,7 +89,7 @@ export async function measurePass(pgUrl: (db: string) => string, adminUrl: strin
       placed: placed.length,
       gangsPlaced: gangsOf(placed),
       medianMs: Math.round(median(times)),
-      phases: { queue: phase('queue'), rooms: phase('rooms'), plan: phase('plan'), apply: phase('apply') },
+      phases: { queue: phase('queue'), rooms: phase('rooms'), share: phase('share'), plan: phase('plan'), apply: phase('apply') },
       planned: { placed: plan.length, gangs: gangsOf(plan) },
       wrongCards: cards.wrong + (cards.placed === placed.length && cards.gangs === gangsOf(placed) ? 0 : 1),
     };

@@ -11,6 +11,7 @@ import type { LogRefSchema } from '../api/schemas/logs.ts';
 import type { NodeSchema } from '../api/schemas/nodes.ts';
 import type { ResolvedMetricSchema as PrimaryMetricSchema, RetentionSchema } from '../api/schemas/projects.ts';
 import type { CreateRunBody, EventSchema, MetricsWritten, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../api/schemas/runs.ts';
+import type { QuotaLineSchema, QuotaListSchema } from '../api/schemas/quotas.ts';
 import type { CreatedTokenSchema, TokenSchema, WhoAmISchema } from '../api/schemas/tokens.ts';
 
 export type { CreateRunBody, RetryBody, StartEvaluationBody, SubmitJobBody };
@@ -43,3 +44,6 @@ export type LogRefJson = Static<typeof LogRefSchema>;
 export type TokenJson = Static<typeof TokenSchema>;
 export type CreatedTokenJson = Static<typeof CreatedTokenSchema>;
 export type WhoAmIJson = Static<typeof WhoAmISchema>;
+
+export type QuotaLineJson = Static<typeof QuotaLineSchema>;
+export type QuotaListJson = Static<typeof QuotaListSchema>;

@@ -8,6 +8,7 @@ import { registerLogCommands } from './commands/logs.ts';
 import { registerNodeCommand } from './commands/nodes.ts';
 import { registerPrimaryMetricCommand } from './commands/primary-metric.ts';
 import { registerProcessCommands } from './commands/processes.ts';
+import { registerQuotaCommands } from './commands/quota.ts';
 import { registerRetentionCommand } from './commands/retention.ts';
 import { registerRunCommands } from './commands/runs.ts';
 import { registerTokenCommands } from './commands/tokens.ts';
@@ -39,6 +40,7 @@ export function buildProgram(): Command {
   registerImportCommand(program);
   registerPrimaryMetricCommand(program);
   registerRetentionCommand(program);
+  registerQuotaCommands(program);
   registerTokenCommands(program);
   registerCheckpointCommands(program);
   registerEvalCommand(program);

@@ -3,7 +3,9 @@
  *
  * Rule (written down as the issue asks):
  *  - Jobs are considered in order: priority (higher first), then queue time (older first), then
- *    id, whatever order the caller passes them in.
+ *    id, whatever order the caller passes them in; given the quotas, cards held and usage
+ *    (`share`), in the fair-share order across projects instead (domain/fair-share.ts), which is
+ *    that order inside a project.
  *  - A job gets all its cards on one ONLINE node whose labels contain every selector pair.
  *    Among the nodes with room it takes the one with the fewest free cards (best fit), so
  *    large holes stay open for large jobs; cards are taken lowest index first.
@@ -22,11 +24,14 @@
  *    unreserved, when fewer are). Nothing behind it is placed on them until it runs, so jobs
  *    that keep taking one node's cards cannot starve a gang forever.
  */
+import { fairShareOrder, type FairShareState } from './fair-share.ts';
 import { gangPicker } from './placement-gang.ts';
 import { MinHeap } from './placement-heap.ts';
 
 export interface QueuedJob {
   id: string;
+  /** Its project's id, for the fair-share order (domain/fair-share.ts); null or absent: none. */
+  projectId?: string | null;
   attempt: number;
   /** Cards wanted; on each node for a gang. */
   gpus: number;
@@ -81,10 +86,11 @@ export function queueOrder(a: QueuedJob, b: QueuedJob): number {
 
 /**
  * `reservations`, when given, is filled with the starvation guard's picks: node id → the job that
- * reserves it (for the queue reasons, domain/queue-reasons.ts; the pass does not ask).
+ * reserves it (for the queue reasons, domain/queue-reasons.ts; the pass does not ask). `share`,
+ * when given, orders the queue across projects by quota and fair share.
  */
-export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[], now: Date, holdMs: number, reservations?: Map<string, string>): Placement[] {
-  const ordered = [...queue].sort(queueOrder);
+export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[], now: Date, holdMs: number, reservations?: Map<string, string>, share?: FairShareState): Placement[] {
+  const ordered = share ? fairShareOrder(queue, share) : [...queue].sort(queueOrder);
   // In id order: the first node found with exactly the cards wanted is the best fit.
   const room = nodeList
     .map((n) => ({ ...n, free: [...n.free], reservedFor: null as string | null, pos: 0 }))

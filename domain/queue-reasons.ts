@@ -8,6 +8,10 @@
  *    gang `waiting for cards: K of N nodes have M free cards`;
  *  - it would fit on the free cards, but the starvation guard keeps them for a job ahead:
  *    `held: behind job X, which reserves node Y (waited past GPUPLANE_BACKFILL_HOLD_S)`;
+ *  - it would fit, but its project is over its quota (domain/fair-share.ts) and jobs of other
+ *    projects ahead of it take the cards first: `over quota, behind other projects`; when it
+ *    waits for cards and is so placed in the order, that comes first:
+ *    `over quota, behind other projects; waiting for cards: …`;
  *  - it would fit, but jobs ahead of it in the queue's order take the cards first:
  *    `behind higher-priority or older jobs`;
  *  - it would be placed now: `waiting for the next scheduling pass` (a moment, normally).
@@ -16,6 +20,7 @@
  * The first two need only the rooms (freeCardsReason); the rest need a plan of the whole queue
  * (planReasons), which a caller makes only for the jobs that would fit now: few, after a pass.
  */
+import { fairShareRanking, type FairShareState } from './fair-share.ts';
 import { neverFitsReason, planPlacements, selectorMatches, type NodeRoom, type QueuedJob } from './placement.ts';
 
 function where(selector: Record<string, string>): string {
@@ -69,13 +74,33 @@ export function drainedReason(job: QueuedJob, rooms: readonly NodeRoom[], draine
 }
 
 /**
+ * The jobs of `queue` that are over their project's quota with a job of another project ahead of
+ * them in the fair-share order: that order is why they wait (`over quota, behind other
+ * projects`). None while no quota is set anywhere: every project is then over its guarantee of
+ * 0, which is not worth saying.
+ */
+export function overQuotaBehindOthers(queue: readonly QueuedJob[], share: FairShareState): Set<string> {
+  const out = new Set<string>();
+  if (share.quotas.length === 0) return out;
+  const seen = new Set<string>();
+  for (const r of fairShareRanking(queue, share)) {
+    const project = r.job.projectId ?? '';
+    if (!r.withinQuota && (seen.size > 1 || (seen.size === 1 && !seen.has(project)))) out.add(r.job.id);
+    seen.add(project);
+  }
+  return out;
+}
+
+/**
  * Why each of `jobs` waits although it would fit on the free cards now, from a plan of the whole
  * `queue` (which holds them) on the rooms: held by a starved job's reservation, behind jobs
- * ahead of it in order, or (placed by the plan) only waiting for the pass.
+ * ahead of it in order (over its project's quota, behind other projects' jobs), or (placed by the
+ * plan) only waiting for the pass. `share`: as the pass orders the queue (db/queries/quotas.ts shareFor).
  */
-export function planReasons(jobs: readonly QueuedJob[], queue: readonly QueuedJob[], rooms: NodeRoom[], now: Date, holdMs: number): Map<string, string> {
+export function planReasons(jobs: readonly QueuedJob[], queue: readonly QueuedJob[], rooms: NodeRoom[], now: Date, holdMs: number, share?: FairShareState): Map<string, string> {
   const reservations = new Map<string, string>();
-  const placed = new Set(planPlacements(queue, rooms, now, holdMs, reservations).map((p) => p.jobId));
+  const placed = new Set(planPlacements(queue, rooms, now, holdMs, reservations, share).map((p) => p.jobId));
+  const overBehindOthers = share ? overQuotaBehindOthers(queue, share) : new Set<string>();
   const out = new Map<string, string>();
   for (const job of jobs) {
     if (placed.has(job.id)) {
@@ -90,7 +115,7 @@ export function planReasons(jobs: readonly QueuedJob[], queue: readonly QueuedJo
       if (by !== undefined && by !== job.id) held.set(by, [...(held.get(by) ?? []), n.id]);
     }
     if (ready.length - [...held.values()].reduce((k, ns) => k + ns.length, 0) >= (job.nodes ?? 1) || held.size === 0) {
-      out.set(job.id, 'behind higher-priority or older jobs');
+      out.set(job.id, overBehindOthers.has(job.id) ? 'over quota, behind other projects' : 'behind higher-priority or older jobs');
       continue;
     }
     const [[by, nodes]] = held;

@@ -59,6 +59,7 @@ const BODY_BASE: Record<string, Record<string, unknown>> = {
   'POST /api/v1/tokens': { name: 'n', role: 'node', node_id: 'n' },
   'POST /api/v1/jobs/{id}/attempts/{attempt}/started': { pid: 1, log_path: '/x' },
   'PUT /api/v1/projects/{project}/primary-metric': { name: 'loss', goal: 'min' },
+  'PUT /api/v1/projects/{project}/quota': { gpus: 1 },
   'PUT /api/v1/projects/{project}/experiments/{experiment}/primary-metric': { name: 'loss', goal: 'min' },
   'PUT /api/v1/projects/{project}/experiments/{experiment}/retention': { keep_best: null, keep_latest: null },
 };

@@ -10,6 +10,8 @@ export interface ControlDeps {
   backfillHoldMs: number;
   /** Bad-node quarantine; DEFAULT_QUARANTINE when absent. */
   quarantine?: QuarantineRule;
+  /** Half-life of the usage the fair-share order weighs (GPUPLANE_FAIRSHARE_HALF_LIFE_H; default 24 h). */
+  fairShareHalfLifeMs?: number;
   /** A DISPATCHING job whose workflow has not moved on after this long gets its grant again. */
   redispatchAfterMs?: number;
   idlePassMs?: number;

@@ -1,4 +1,5 @@
 import { runSchedulePass, staleDispatches } from '../../db/queries/schedule.ts';
+import { UsageCache } from '../../db/queries/quotas.ts';
 import { log } from '@temporalio/activity';
 import { leaseHeartbeat, NODE_SEEN_STEP_MS, refreshNodesSeen } from '../../temporal/node-seen.ts';
 import { reconcileCreatedJobs, sendGrants } from '../../temporal/scheduler-ops.ts';
@@ -10,11 +11,13 @@ export function schedulingActivities({ deps }: ControlContext) {
   const { db, client } = deps;
   // Nodes' last_seen_at is refreshed from their leases' heartbeats every step, not every pass.
   let seenRefreshedAt = 0;
+  // Usage for the fair-share order, read from the database at most every 30 s.
+  const usageCache = new UsageCache();
 
   return {
     async schedulePass(): Promise<SchedulePassResult> {
       const t0 = performance.now();
-      const pass = await runSchedulePass(db, deps.backfillHoldMs);
+      const pass = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, { halfLifeMs: deps.fairShareHalfLifeMs, usageCache });
       const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);
       await sendGrants(client, [...pass.placements, ...stale]);
       await reconcileCreatedJobs(db, client, deps.timeouts, 30_000);

@@ -14,6 +14,7 @@ import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { nodeRooms } from '../../db/queries/node-rooms.ts';
 import { queueReasons } from '../../db/queries/queue-reasons.ts';
+import { UsageCache } from '../../db/queries/quotas.ts';
 import { neverFitsReason } from '../../domain/placement.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
@@ -65,8 +66,8 @@ function normalizeWatchDir(dir: string): string {
 }
 
 /** A job with its attempts (each with what changed from the one before, and its run) and its history. */
-async function jobDetail(db: Db, job: Job, holdMs: number) {
-  const [attempts, history, waits] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id), queueReasons(db, [job], holdMs)]);
+async function jobDetail(db: Db, job: Job, holdMs: number, halfLifeMs?: number, usageCache?: UsageCache) {
+  const [attempts, history, waits] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id), queueReasons(db, [job], holdMs, new Date(), halfLifeMs, usageCache)]);
   const runIds = await Promise.all(attempts.map((a) => runOfAttempt(db, job.id, a.attempt)));
   return { ...withWaitReason(jobJson(job), waits), attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
 }
@@ -95,6 +96,9 @@ function cardsOf(b: { gpus?: number; nodes?: number; gpus_per_node?: number }): 
 export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db, client } = deps;
   const holdMs = deps.backfillHoldMs ?? 300_000;
+  const halfLifeMs = deps.fairShareHalfLifeMs;
+  // The usage queue reasons weigh (jobs of several projects waiting), read at most every 30 s.
+  const usageCache = new UsageCache();
 
   // A job is accepted once it is recorded; its workflow is started right after the answer.
   const starter = new JobStarter({ db, client, timeouts: deps.timeouts, log: app.log });
@@ -215,7 +219,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         if (!projectId) return { jobs: [] };
       }
       const rows = await listJobs(db, { state: q.state, type: q.type, projectId, parentJobId: q.parent, projectIds, limit });
-      const [names, waits] = await Promise.all([projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : []))), queueReasons(db, rows, holdMs)]);
+      const [names, waits] = await Promise.all([projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : []))), queueReasons(db, rows, holdMs, new Date(), halfLifeMs, usageCache)]);
       return { jobs: rows.map((j) => ({ ...withWaitReason(jobJson(j), waits), project: j.projectId ? (names.get(j.projectId) ?? null) : null })) };
     },
   );
@@ -226,7 +230,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     async (req) => {
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);
-      return jobDetail(db, job, holdMs);
+      return jobDetail(db, job, holdMs, halfLifeMs, usageCache);
     },
   );
 
@@ -264,7 +268,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         }
       });
       const job = (await getJob(db, id))!;
-      return reply.status(202).send(await jobDetail(db, job, holdMs));
+      return reply.status(202).send(await jobDetail(db, job, holdMs, halfLifeMs, usageCache));
     },
   );
 

@@ -8,6 +8,7 @@ import { sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { placementMembers, planPlacements, type Placement } from '../../domain/placement.ts';
 import { nodeRooms } from './node-rooms.ts';
+import { fairShareMatters } from './quotas.ts';
 
 
 /** How a placement reads in the history: its node and cards, or each member's for a gang. */
@@ -135,6 +136,9 @@ export const HAND_ON_HEAD = 64;
  * so a plan over the head places exactly what a whole pass would place among those jobs. Returns
  * the placements made and whether the scheduler must still run a whole pass: cards are left over
  * while more jobs wait than the head held (one of them may fit), or a card was taken meanwhile.
+ * When the queue holds jobs of more than one project (or a quota names a pool), its order is the
+ * fair-share order, which needs the whole queue and the usage: nothing is handed on here, the
+ * scheduler's pass places them.
  */
 export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<{ placed: Placement[]; wholePass: boolean }> {
   const queue = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null }>(
@@ -142,6 +146,7 @@ export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date):
     sql`select id, attempt, gpus, nodes, selector, priority, queued_at from jobs where state = 'QUEUED' order by priority desc, queued_at asc nulls last, id limit ${HAND_ON_HEAD + 1}`,
   );
   if (queue.length === 0) return { placed: [], wholePass: false };
+  if (await fairShareMatters(ex)) return { placed: [], wholePass: true };
   const more = queue.length > HAND_ON_HEAD;
   try {
     return await (ex as Db).transaction(async (sp) => {

@@ -1,17 +1,20 @@
 import type { Executor } from '../client.ts';
 import type { Job } from '../schema.ts';
 import type { QueuedJob } from '../../domain/placement.ts';
-import { drainedReason, freeCardsReason, planReasons } from '../../domain/queue-reasons.ts';
+import { drainedReason, freeCardsReason, overQuotaBehindOthers, planReasons } from '../../domain/queue-reasons.ts';
 import { drainedNodeRooms, nodeRooms } from './node-rooms.ts';
 import { queuedJobs } from './schedule.ts';
+import { fairShareMatters, shareFor, type UsageCache } from './quotas.ts';
+import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
 
 /**
  * queueReasons says why each QUEUED job among `jobs` waits (domain/queue-reasons.ts), by job id,
  * against the rooms as they are now. One read of the rooms; the whole queue is read and planned
  * only when one of them would fit on the free cards now (held, or behind others), which after a
- * pass is rare.
+ * pass is rare, or when jobs of several projects wait (a job over quota waiting for cards is told
+ * so); ordered as the pass orders it (fair share across projects, `halfLifeMs`).
  */
-export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: number, now = new Date()): Promise<Map<string, string>> {
+export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: number, now = new Date(), halfLifeMs = DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000, usageCache?: UsageCache): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   const queued = jobs.filter((j) => j.state === 'QUEUED').map(asQueued(now));
   if (queued.length === 0) return out;
@@ -32,10 +35,19 @@ export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: n
     if (r === null) fit.push(j);
     else out.set(j.id, r);
   }
-  if (fit.length > 0) for (const [id, r] of planReasons(fit, await queuedJobs(ex, now), rooms, now, holdMs)) out.set(id, r);
+  // The fair-share order says why a job over quota waits for cards too: read the queue for it
+  // only when that order differs from the plain one (jobs of several projects wait).
+  if (fit.length === 0 && !(await fairShareMatters(ex))) return out;
+  const queue = await queuedJobs(ex, now);
+  const share = await shareFor(ex, queue, now, halfLifeMs, usageCache);
+  if (share) {
+    const over = overQuotaBehindOthers(queue, share);
+    for (const [id, r] of out) if (over.has(id) && r.startsWith('waiting for cards')) out.set(id, `over quota, behind other projects; ${r}`);
+  }
+  if (fit.length > 0) for (const [id, r] of planReasons(fit, queue, rooms, now, holdMs, share)) out.set(id, r);
   return out;
 }
 
 function asQueued(now: Date) {
-  return (j: Job): QueuedJob => ({ id: j.id, attempt: j.attempt, gpus: j.gpus, selector: j.selector, priority: j.priority, queuedAt: j.queuedAt ?? now, ...(j.nodes > 1 ? { nodes: j.nodes } : {}) });
+  return (j: Job): QueuedJob => ({ id: j.id, projectId: j.projectId, attempt: j.attempt, gpus: j.gpus, selector: j.selector, priority: j.priority, queuedAt: j.queuedAt ?? now, ...(j.nodes > 1 ? { nodes: j.nodes } : {}) });
 }

@@ -4,6 +4,8 @@ import { gpuSlots, jobs } from '../schema.ts';
 import { planPlacements, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
+import { shareFor, type UsageCache } from './quotas.ts';
+import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
 
 export interface PassOutcome {
   placements: Placement[];
@@ -26,14 +28,16 @@ export async function claimSlots(ex: Executor, p: Placement): Promise<number[]> 
 }
 
 /**
- * runSchedulePass runs one scheduling pass in one transaction: read the queue and the free cards, plan, then apply
+ * runSchedulePass runs one scheduling pass in one transaction: read the queue, the free cards and (jobs of more than one
+ * project waiting) what the fair-share order needs, plan, then apply
  * the whole plan in a few set-based statements (./dispatch.ts): the jobs still QUEUED move to
  * DISPATCHING with their history lines, and their cards are claimed only where still unowned
  * (the update's condition is the last word on who owns a card). Nothing is locked while
  * planning: a job cancelled meanwhile is simply not moved, and a card taken meanwhile makes the
  * pass fail and be retried.
  */
-export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), phases?: PassPhases): Promise<PassOutcome> {
+export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), phases?: PassPhases, share: ShareOptions = {}): Promise<PassOutcome> {
+  const halfLifeMs = share.halfLifeMs ?? DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000;
   return db.transaction(async (tx) => {
     let t = performance.now();
     const lap = (k: keyof PassPhases) => {
@@ -47,7 +51,9 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
     if (queue.length === 0) return { placements: [], queued: 0 };
     const rooms = await nodeRooms(tx);
     lap('rooms');
-    const planned = planPlacements(queue, rooms, now, holdMs);
+    const state = await shareFor(tx, queue, now, halfLifeMs, share.usageCache);
+    lap('share');
+    const planned = planPlacements(queue, rooms, now, holdMs, undefined, state);
     lap('plan');
     const placements = await dispatchPlacements(tx, planned, now);
     lap('apply');
@@ -55,10 +61,18 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
   });
 }
 
+/** How a pass weighs usage for the fair-share order: the half-life (default 24 h), and a cache of the usage to read it from. */
+export interface ShareOptions {
+  halfLifeMs?: number;
+  usageCache?: UsageCache;
+}
+
 /** Where a pass's time goes (bench/schedule-pass prints it), in ms, summed over the passes timed. */
 export interface PassPhases {
   queue: number;
   rooms: number;
+  /** Reading quotas, cards held and usage for the fair-share order (none when one project queues). */
+  share: number;
   plan: number;
   apply: number;
 }
@@ -69,14 +83,14 @@ export interface PassPhases {
  * is not parsed at all.
  */
 export async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
-  const rows = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null }>(
+  const rows = await queryRows<{ id: string; project_id: string | null; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null }>(
     ex,
-    sql`select id, attempt, gpus, nodes, case when selector = '{}'::jsonb then null else selector end as selector, priority,
+    sql`select id, project_id, attempt, gpus, nodes, case when selector = '{}'::jsonb then null else selector end as selector, priority,
                (extract(epoch from queued_at) * 1000)::float8 as queued_ms
         from jobs where state = 'QUEUED'`,
   );
   const none: Record<string, string> = {};
-  return rows.map((r) => ({ id: r.id, attempt: r.attempt, gpus: r.gpus, ...(r.nodes > 1 ? { nodes: r.nodes } : {}), selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms) }));
+  return rows.map((r) => ({ id: r.id, projectId: r.project_id, attempt: r.attempt, gpus: r.gpus, ...(r.nodes > 1 ? { nodes: r.nodes } : {}), selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms) }));
 }
 
 /** staleDispatches returns the jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */

@@ -1,7 +1,7 @@
-import type { InferSelectModel } from 'drizzle-orm';
-import { integer, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { sql, type InferSelectModel } from 'drizzle-orm';
+import { check, integer, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import type { MetricGoal } from '../../domain/primary-metric.ts';
-import { createdAt } from './columns.ts';
+import { createdAt, ts } from './columns.ts';
 
 export const projects = pgTable('projects', {
   id: text('id').primaryKey(),
@@ -31,3 +31,23 @@ export const experiments = pgTable(
   (t) => [uniqueIndex('experiments_project_name').on(t.projectId, t.name)],
 );
 export type Experiment = InferSelectModel<typeof experiments>;
+
+/**
+ * A project's guaranteed share of cards (`gpuctl quota set`), over the whole cluster (pool '')
+ * or in one pool (`key=value`: the nodes with that label). The order it feeds is
+ * domain/fair-share.ts.
+ */
+export const projectQuotas = pgTable(
+  'project_quotas',
+  {
+    projectId: text('project_id').notNull().references(() => projects.id),
+    /** '' for the whole cluster, else one label pair `key=value`. */
+    pool: text('pool').notNull().default(''),
+    gpus: integer('gpus').notNull(),
+    /** Who set it: the name of the admin token. */
+    setBy: text('set_by').notNull(),
+    setAt: ts('set_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.pool] }), check('project_quotas_gpus_nonnegative', sql`${t.gpus} >= 0`)],
+);
+export type ProjectQuotaRow = InferSelectModel<typeof projectQuotas>;

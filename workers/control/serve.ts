@@ -21,6 +21,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     namespace: c.temporalNamespace,
     backfillHoldMs: c.backfillHoldMs,
     quarantine: c.quarantine,
+    fairShareHalfLifeMs: c.fairShareHalfLifeMs,
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,

@@ -25,6 +25,8 @@ export interface ControlWorkerOptions {
   backfillHoldMs: number;
   /** Bad-node quarantine; DEFAULT_QUARANTINE when absent. */
   quarantine?: QuarantineRule;
+  /** Half-life of the usage the fair-share order weighs (default 24 h). */
+  fairShareHalfLifeMs?: number;
   timeouts: JobTimeouts;
   /** How often the reconciler looks for job workflows closed in Temporal and restarts the scheduler. */
   reconcileEveryMs?: number;
@@ -57,7 +59,7 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     namespace: o.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
     workflowBundle: o.workflowBundlePath ? { codePath: o.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: Runtime.instance().logger }),
-    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, timeouts: o.timeouts }),
+    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, timeouts: o.timeouts }),
     maxConcurrentActivityTaskExecutions: 50,
     maxConcurrentWorkflowTaskExecutions: 50,
   });
