@@ -15,6 +15,8 @@
  *    gets both, the other waits). Its members are the N nodes with room that fit best (fewest
  *    free cards that suffice, ties by lowest id), in that order: rank 0 first. A zero-card job
  *    takes the node with the most free cards, a zero-card gang the N with the most.
+ *  - A retried (or re-queued) single-node job avoids the node its last attempt failed on:
+ *    it goes there only when no other matching node has room now.
  *  - Backfill: a job that cannot be placed now does not block the jobs behind it; they are
  *    placed on whatever is free. A job that can never fit (no matching node has enough cards
  *    in total; for a gang, fewer than N do) never blocks anyone.
@@ -40,6 +42,11 @@ export interface QueuedJob {
   queuedAt: Date;
   /** Nodes the job spans; absent or 1: a single-node job. */
   nodes?: number;
+  /**
+   * A node it goes to only when no other fits now: the one its last attempt failed on (a retry,
+   * or a LOST re-queue). Single-node jobs only.
+   */
+  avoid?: string | null;
 }
 
 export interface NodeRoom {
@@ -197,7 +204,8 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     // zero-card job takes the one with the most. One scan, no sort: this runs per queued job.
     let best: Room | null = null;
     let eligible = false;
-    if (job.gpus > 0 && Object.keys(job.selector).length === 0) {
+    let avoided: Room | null = null;
+    if (job.gpus > 0 && Object.keys(job.selector).length === 0 && !job.avoid) {
       eligible = maxTotal >= job.gpus;
       const i = eligible ? bestFitFromBuckets(job.gpus) : -1;
       if (i >= 0) {
@@ -208,11 +216,17 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
       if (n.totalCards < job.gpus) continue;
       eligible = true;
       if (n.free.length < job.gpus || (n.reservedFor !== null && n.reservedFor !== job.id)) continue;
+      if (n.id === job.avoid) {
+        avoided = n;
+        continue;
+      }
       if (best === null) best = n;
       else if (job.gpus === 0 ? n.free.length >= best.free.length : n.free.length < best.free.length) best = n;
       if (job.gpus > 0 && best.free.length === job.gpus) break;
     }
     if (!eligible) continue;
+    // The node its last attempt failed on, when it is the only one with room now.
+    best ??= avoided;
     if (best !== null) {
       const { nodeId, gpuIndices } = placeOn(best, job.gpus);
       placements.push({ jobId: job.id, attempt: job.attempt, nodeId, gpuIndices });

@@ -110,6 +110,8 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
       [2, 'SUCCEEDED', 0.01],
     ]);
     expect(fs.readFileSync(done.attempts[1].log_path!, 'utf8')).toContain('"lr":0.01');
+    // The retry went to the other node: it avoids the one its last attempt failed on.
+    expect(done.attempts[1].node_id).not.toBe(done.attempts[0].node_id);
     const runs = await runsOf(job.id);
     expect(runs.map((r) => [r.attempt, r.status])).toEqual([
       [1, 'failed'],

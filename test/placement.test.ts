@@ -16,6 +16,20 @@ describe('planPlacements', () => {
     expect(p[0].nodeId).toBe('small');
   });
 
+  it('a retried job avoids the node its last attempt failed on while another has room, and goes there when none does', () => {
+    const rooms = () => [node('big', [0, 1, 2, 3]), node('small', [0, 1], 4)];
+    expect(planPlacements([job('j1', 1, { avoid: 'small' })], rooms(), t0, 1000)[0].nodeId).toBe('big');
+    // With a selector, and a zero-card job, the same.
+    const labelled = [node('a', [0, 1], 2, { pool: 'p' }), node('b', [0, 1, 2], 3, { pool: 'p' })];
+    expect(planPlacements([job('j2', 1, { avoid: 'a', selector: { pool: 'p' } })], labelled, t0, 1000)[0].nodeId).toBe('b');
+    expect(planPlacements([job('j3', 0, { avoid: 'b' })], labelled, t0, 1000)[0].nodeId).toBe('a');
+    // Only the avoided node has room: it takes it rather than wait.
+    expect(planPlacements([job('j4', 3, { avoid: 'big' })], rooms(), t0, 1000)[0].nodeId).toBe('big');
+    // The jobs behind it still get the best fit.
+    const p = planPlacements([job('j5', 1, { avoid: 'small' }), job('j6', 1)], rooms(), t0, 1000);
+    expect(p.map((x) => x.nodeId)).toEqual(['big', 'small']);
+  });
+
   it('never hands out a card twice within a pass', () => {
     const p = planPlacements([job('a', 2), job('b', 2), job('c', 2)], [node('n', [0, 1, 2, 3])], t0, 1000);
     expect(p.map((x) => x.gpuIndices)).toEqual([[0, 1], [2, 3]]);

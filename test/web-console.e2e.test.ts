@@ -483,6 +483,29 @@ describe('web console', () => {
     }
   });
 
+  it("shows each project's quota, cards in use and borrowed, queued work and fair share, and follows a job's start and end live", async () => {
+    await c.client.request('PUT', '/projects/web-quota/quota', { gpus: 1 });
+    await signedIn(page, 'quotas');
+    const row = page.locator('tr[data-quota="web-quota"]');
+    const cell = (col: string) => row.locator(`[data-col="${col}"]`).innerText();
+    await expect.poll(() => cell('gpus')).toBe('1');
+    expect(await cell('in_use')).toBe('0');
+    expect(await row.locator('.badge').innerText()).toBe('within quota');
+    // Two cards on a quota of one: one of them borrowed, shown without a reload.
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 2, command: 'sleep 300', project: 'web-quota' });
+    try {
+      await c.client.waitFor(job.id, ['RUNNING'], 30_000);
+      await expect.poll(() => cell('in_use'), { timeout: 15_000 }).toBe('2');
+      expect(await cell('borrowed')).toBe('1');
+      expect(await row.locator('.badge').innerText()).toBe('borrowing');
+    } finally {
+      await c.client.cancel(job.id);
+    }
+    await expect.poll(() => cell('in_use'), { timeout: 15_000 }).toBe('0');
+    expect(Number(await cell('fair_share'))).toBeLessThanOrEqual(1);
+    expect(await page.locator('nav a.active').innerText()).toBe('Quotas');
+  });
+
   it("shows a gang's members on its page, its size and every node in the queue, and each node's rank on the cluster page", async () => {
     // A single-node job's page reads as before: its cards and node, no members.
     const single = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'true' });

@@ -81,6 +81,13 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
 }
 
 /**
+ * For a job row `j`: the node its previous attempt failed on (FAILED or LOST), which its next
+ * attempt avoids when another node fits (domain/placement.ts); null for a first attempt, a gang,
+ * or one whose previous attempt ended otherwise (a cancel before a retry).
+ */
+export const AVOID_NODE = sql`(select p.node_id from job_attempts p where p.job_id = j.id and p.attempt = j.attempt - 1 and p.state in ('FAILED', 'LOST') and j.nodes = 1)`;
+
+/**
  * placeAlone is the fast path of a job that finds the queue empty: it is placed at once, in the transaction
  * that queued it, on the best-fitting node with room (the fewest free cards that suffice, then
  * the lowest id), instead of waiting for the scheduler's next pass. Not placed when another job
@@ -97,7 +104,8 @@ export async function placeAlone(ex: Executor, job: { id: string; attempt: numbe
       where n.status = 'ONLINE' and n.drained_at is null and s.present = 1 and s.owner_job_id is null and n.labels @> ${JSON.stringify(job.selector)}::jsonb
       group by s.node_id
       having count(*) >= ${job.gpus}
-      order by ${job.gpus === 0 ? sql`count(*) desc, s.node_id desc` : sql`count(*), s.node_id`}
+      order by (s.node_id is not distinct from (select p.node_id from job_attempts p where p.job_id = ${job.id} and p.attempt = ${job.attempt - 1} and p.state in ('FAILED', 'LOST'))),
+               ${job.gpus === 0 ? sql`count(*) desc, s.node_id desc` : sql`count(*), s.node_id`}
       limit 1`);
   if (!node) return { placement: null, passCouldPlace: false };
   const others = await queryRows<{ id: string }>(ex, sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`);
@@ -141,9 +149,9 @@ export const HAND_ON_HEAD = 64;
  * scheduler's pass places them.
  */
 export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<{ placed: Placement[]; wholePass: boolean }> {
-  const queue = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null }>(
+  const queue = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null; avoid: string | null }>(
     ex,
-    sql`select id, attempt, gpus, nodes, selector, priority, queued_at from jobs where state = 'QUEUED' order by priority desc, queued_at asc nulls last, id limit ${HAND_ON_HEAD + 1}`,
+    sql`select j.id, j.attempt, j.gpus, j.nodes, j.selector, j.priority, j.queued_at, ${AVOID_NODE} as avoid from jobs j where j.state = 'QUEUED' order by j.priority desc, j.queued_at asc nulls last, j.id limit ${HAND_ON_HEAD + 1}`,
   );
   if (queue.length === 0) return { placed: [], wholePass: false };
   if (await fairShareMatters(ex)) return { placed: [], wholePass: true };
@@ -152,7 +160,7 @@ export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date):
     return await (ex as Db).transaction(async (sp) => {
       const rooms = await nodeRooms(sp);
       const planned = planPlacements(
-        queue.slice(0, HAND_ON_HEAD).map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, nodes: q.nodes, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now })),
+        queue.slice(0, HAND_ON_HEAD).map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, nodes: q.nodes, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now, avoid: q.avoid })),
         rooms,
         now,
         holdMs,

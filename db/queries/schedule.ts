@@ -2,7 +2,7 @@ import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs } from '../schema.ts';
 import { planPlacements, type Placement, type QueuedJob } from '../../domain/placement.ts';
-import { dispatchPlacements } from './dispatch.ts';
+import { AVOID_NODE, dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
 import { shareFor, type UsageCache } from './quotas.ts';
 import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
@@ -83,14 +83,14 @@ export interface PassPhases {
  * is not parsed at all.
  */
 export async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
-  const rows = await queryRows<{ id: string; project_id: string | null; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null }>(
+  const rows = await queryRows<{ id: string; project_id: string | null; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null; avoid: string | null }>(
     ex,
-    sql`select id, project_id, attempt, gpus, nodes, case when selector = '{}'::jsonb then null else selector end as selector, priority,
-               (extract(epoch from queued_at) * 1000)::float8 as queued_ms
-        from jobs where state = 'QUEUED'`,
+    sql`select j.id, j.project_id, j.attempt, j.gpus, j.nodes, case when j.selector = '{}'::jsonb then null else j.selector end as selector, j.priority,
+               (extract(epoch from j.queued_at) * 1000)::float8 as queued_ms, ${AVOID_NODE} as avoid
+        from jobs j where j.state = 'QUEUED'`,
   );
   const none: Record<string, string> = {};
-  return rows.map((r) => ({ id: r.id, projectId: r.project_id, attempt: r.attempt, gpus: r.gpus, ...(r.nodes > 1 ? { nodes: r.nodes } : {}), selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms) }));
+  return rows.map((r) => ({ id: r.id, projectId: r.project_id, attempt: r.attempt, gpus: r.gpus, ...(r.nodes > 1 ? { nodes: r.nodes } : {}), selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms), ...(r.avoid ? { avoid: r.avoid } : {}) }));
 }
 
 /** staleDispatches returns the jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */

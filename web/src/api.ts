@@ -21,6 +21,7 @@ import type {
   ListJobsQuery,
   ListRunsQuery,
   MetricsQuery,
+  QuotaList,
   ResolvedMetric,
   RetryBody,
   Run,
@@ -99,6 +100,7 @@ export const api = {
   /** Who `token` is, without keeping it: a 401 rejects with the API's message and signs nothing out. */
   whoamiWith: (token: string) => call<WhoAmI>('GET', '/whoami', undefined, undefined, token),
   nodes: () => get<{ nodes: GpuNode[] }>('/nodes').then((r) => r.nodes),
+  quotas: () => get<QuotaList>('/quotas'),
   jobs: (q: ListJobsQuery = {}) => get<{ jobs: Job[] }>('/jobs', q).then((r) => r.jobs),
   jobCounts: (q: JobCountsQuery = {}) => get<JobCounts>('/jobs/counts', q),
   job: (id: string) => get<JobDetail>(`/jobs/${encodeURIComponent(id)}`),

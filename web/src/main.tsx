@@ -14,6 +14,7 @@ import { ExperimentPage } from './pages/experiment.tsx';
 import { JobPage } from './pages/job.tsx';
 import { QueuePage } from './pages/queue.tsx';
 import { RunPage } from './pages/run.tsx';
+import { QuotasPage } from './pages/quotas.tsx';
 import { useRoute, type Route } from './router.ts';
 import { SignedInAs, SignIn } from './sign-in.tsx';
 
@@ -22,6 +23,7 @@ const NAV = [
   ['queue', 'Queue'],
   ['experiments', 'Experiments'],
   ['checkpoints', 'Checkpoints'],
+  ['quotas', 'Quotas'],
 ] as const;
 
 function pageFor(r: Route) {
@@ -39,6 +41,8 @@ function pageFor(r: Route) {
       return <ExperimentPage query={r.query} />;
     case 'checkpoints':
       return <CheckpointsPage query={r.query} />;
+    case 'quotas':
+      return <QuotasPage />;
     default:
       return <p class="error">No page {page}.</p>;
   }

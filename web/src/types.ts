@@ -10,6 +10,7 @@ import type { EvaluationSchema, StartEvaluationBody } from '../../api/schemas/ev
 import type { JobCounts, JobCountsQuery, RunCounts } from '../../api/schemas/job-counts.ts';
 import type { AttemptSchema, JobDetailSchema, JobSchema, JobStateSchema, ListJobsQuery, RetryBody, SubmitJobBody, TransitionSchema } from '../../api/schemas/jobs.ts';
 import type { NodeSchema, SlotSchema } from '../../api/schemas/nodes.ts';
+import type { QuotaLineSchema, QuotaListSchema } from '../../api/schemas/quotas.ts';
 import type { CompareQuery, EventSchema, ListRunsQuery, MetricsQuery, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../../api/schemas/runs.ts';
 import type { WhoAmISchema } from '../../api/schemas/tokens.ts';
 
@@ -22,6 +23,8 @@ export type Transition = Static<typeof TransitionSchema>;
 export type ListJobsQuery = Static<typeof ListJobsQuery>;
 export type GpuNode = Static<typeof NodeSchema>;
 export type Slot = Static<typeof SlotSchema>;
+export type QuotaLine = Static<typeof QuotaLineSchema>;
+export type QuotaList = Static<typeof QuotaListSchema>;
 export type Run = Static<typeof RunSchema>;
 export type RunDetail = Static<typeof RunDetailSchema>;
 export type ListRunsQuery = Static<typeof ListRunsQuery>;
