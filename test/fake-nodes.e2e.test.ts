@@ -93,6 +93,27 @@ describe('gpuctl up --fake-nodes', () => {
     fs.rmSync(bin, { recursive: true, force: true });
   }, 120_000);
 
+  it("the README's two projects sharing the cluster run as written: the project within its quota goes first when cards free", async () => {
+    const section = fs.readFileSync(path.resolve('README.md'), 'utf8').split('\n### Sharing the cluster\n')[1].split('\n## ')[0];
+    const block = [...section.matchAll(/```bash\n([\s\S]*?)```/g)][0][1];
+    expect(block).toContain('gpuctl quota set');
+    const bin = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-fake-nodes-bin-'));
+    fs.writeFileSync(path.join(bin, 'gpuctl'), `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(gpuctlPath)} "$@"\n`, { mode: 0o755 });
+    const r = await exec('bash', ['-c', `set -eo pipefail\n${block}\necho "tour done: $id"\n`], { env: { ...env, PATH: `${bin}:${env.PATH}` }, cwd: path.resolve('.') });
+    fs.rmSync(bin, { recursive: true, force: true });
+    expect(r.stdout).toMatch(/vision\s.*\b8\b.*\b12\b.*\b4\b/);
+    expect(r.stdout).toContain('over quota, behind other projects');
+    const nlp = /tour done: (job-\S+)/.exec(r.stdout)![1];
+    const jobs = JSON.parse(await gpuctl('jobs', '--json', '--project', 'vision')) as JobJson[];
+    const fourth = jobs.sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at))[3];
+    const runningAt = async (id: string) => {
+      const j = JSON.parse(await gpuctl('job', id, '--json')) as { history: { to: string; at: string }[] };
+      return Date.parse(j.history.find((h) => h.to === 'RUNNING')!.at);
+    };
+    await gpuctl('wait', fourth.id);
+    expect(await runningAt(nlp)).toBeLessThanOrEqual(await runningAt(fourth.id));
+  }, 120_000);
+
   it('Ctrl-C stops every agent, then the rest, and exits 0', async () => {
     expect(await up!.stop()).toEqual({ code: 0, signal: null });
     expect(up!.stdout()).toMatch(/\nstopping GPUPlane\.\.\.\n(.*\n)*GPUPlane stopped\.\n$/);
