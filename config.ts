@@ -33,6 +33,12 @@ export interface GpuplaneConfig {
   quarantine: QuarantineRule;
   /** Half-life of the usage the fair-share order weighs (GPUPLANE_FAIRSHARE_HALF_LIFE_H, 24 h; domain/fair-share.ts). */
   fairShareHalfLifeMs: number;
+  /**
+   * Preemption (domain/preemption.ts): the default seconds between a preempted attempt's SIGTERM and its
+   * SIGKILL (GPUPLANE_PREEMPT_GRACE_S, 30; per job `--preempt-grace`), or null when the scheduler
+   * never preempts (GPUPLANE_PREEMPTION=off).
+   */
+  preemptGraceS: number | null;
   /** An admin token the API accepts without a row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
   adminToken: string | undefined;
   /** Host names a request may name in Host/Origin besides IP literals and localhost (GPUPLANE_ALLOWED_HOSTS, comma-separated). */
@@ -57,6 +63,17 @@ function positiveHours(name: string, fallback: number): number {
   if (h <= 0) throw new Error(`${name} must be a number of hours above 0, got "${process.env[name]}"`);
   return h;
 }
+
+/** GPUPLANE_PREEMPTION (on, the default, or off) and GPUPLANE_PREEMPT_GRACE_S (30). */
+function preemptionFromEnv(): number | null {
+  const on = (process.env.GPUPLANE_PREEMPTION ?? 'on').toLowerCase();
+  if (on !== 'on' && on !== 'off') throw new Error(`GPUPLANE_PREEMPTION must be on or off, got "${process.env.GPUPLANE_PREEMPTION}"`);
+  const grace = intFromEnv('GPUPLANE_PREEMPT_GRACE_S', DEFAULT_PREEMPT_GRACE_S);
+  return on === 'on' ? grace : null;
+}
+
+/** Seconds between a preempted attempt's SIGTERM and its SIGKILL, unless the job or GPUPLANE_PREEMPT_GRACE_S says otherwise. */
+export const DEFAULT_PREEMPT_GRACE_S = 30;
 
 export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneConfig {
   const home = overrides.home ?? process.env.GPUPLANE_HOME ?? path.join(os.homedir(), '.gpuplane');
@@ -83,6 +100,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
       windowMs: intFromEnv('GPUPLANE_QUARANTINE_WINDOW_S', DEFAULT_QUARANTINE.windowMs / 1000) * 1000,
     },
     fairShareHalfLifeMs: overrides.fairShareHalfLifeMs ?? positiveHours('GPUPLANE_FAIRSHARE_HALF_LIFE_H', DEFAULT_FAIRSHARE_HALF_LIFE_H) * 3_600_000,
+    preemptGraceS: overrides.preemptGraceS !== undefined ? overrides.preemptGraceS : preemptionFromEnv(),
     adminToken: overrides.adminToken ?? (process.env.GPUPLANE_ADMIN_TOKEN || undefined),
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),

@@ -153,6 +153,30 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     },
 
     /**
+     * Preempts an attempt running here: SIGTERM to its group, SIGKILL after `graceMs`. Its
+     * watching activity then reports the exit as usual, after the checkpoints saved within the
+     * grace are registered. False when the attempt is not running here (it ended already).
+     */
+    async preemptAttempt(a: { jobId: string; attempt: number; graceMs: number }): Promise<{ stopped: boolean }> {
+      checkAttemptIds(a);
+      const ctx = Context.current();
+      const beat = setInterval(() => ctx.heartbeat(), 1000);
+      try {
+        // Reported RUNNING, so spawned: a moment's wait covers an order that overtook the spawn's bookkeeping.
+        let entry = live.get(a.jobId);
+        for (let i = 0; i < 25 && !(entry && entry.attempt === a.attempt) && !pt.endedStatus(a.jobId, a.attempt); i++) {
+          await new Promise((r) => setTimeout(r, 200));
+          entry = live.get(a.jobId);
+        }
+        if (!entry || entry.attempt !== a.attempt || entry.fenced) return { stopped: false };
+        await pt.stop(entry, Math.max(0, a.graceMs));
+        return { stopped: true };
+      } finally {
+        clearInterval(beat);
+      }
+    },
+
+    /**
      * Deletes the files of checkpoints retention let go; only paths inside `root` (the job's
      * watched folder), and only where that folder resolves inside the allowed roots.
      */

@@ -19,6 +19,8 @@ export interface ApiDeps {
   backfillHoldMs?: number;
   /** GPUPLANE_FAIRSHARE_HALF_LIFE_H in ms (24 h when absent): the half-life of usage that GET /quotas reports. */
   fairShareHalfLifeMs?: number;
+  /** The default preemption grace in seconds (drain --preempt uses it; null: preemption off, then 30 s for a drain). */
+  preemptGraceS?: number | null;
   /** Host/Origin and rate-limit settings (api/guards.ts). */
   guards?: GuardOptions;
 }

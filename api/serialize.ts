@@ -29,6 +29,8 @@ export function jobJson(j: Job) {
     on_lost: j.onLost,
     max_lost_requeues: j.maxLostRequeues,
     lost_count: j.lostCount,
+    preemptible: j.preemptible,
+    preempt_grace_s: j.preemptGraceS,
     watch_dir: j.watchDir,
     resume_from: j.resumeFrom,
     eval_policy: j.evalPolicy,

@@ -25,6 +25,7 @@ export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, lo
       timeouts: timeoutsOf(c),
       backfillHoldMs: c.backfillHoldMs,
       fairShareHalfLifeMs: c.fairShareHalfLifeMs,
+      preemptGraceS: c.preemptGraceS,
       auth: { adminTokens: c.adminToken ? [c.adminToken] : [] },
       guards: { allowedHosts: [...c.allowedHosts, c.apiHost, ...apiUrlHost], allowedOrigins: c.allowedOrigins, rateLimitPerMinute: c.rateLimitPerMinute },
       ...extra,

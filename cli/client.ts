@@ -106,8 +106,8 @@ export class GpuplaneClient {
   async nodes(): Promise<NodeJson[]> {
     return (await this.request<{ nodes: NodeJson[] }>('GET', '/nodes')).nodes;
   }
-  drainNode(id: string, reason?: string): Promise<NodeJson> {
-    return this.request('POST', `/nodes/${encodeURIComponent(id)}/drain`, reason ? { reason } : {});
+  drainNode(id: string, reason?: string, preempt = false): Promise<NodeJson> {
+    return this.request('POST', `/nodes/${encodeURIComponent(id)}/drain`, { ...(reason ? { reason } : {}), ...(preempt ? { preempt: true } : {}) });
   }
   resumeNode(id: string): Promise<NodeJson> {
     return this.request('POST', `/nodes/${encodeURIComponent(id)}/resume`, {});

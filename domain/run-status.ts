@@ -11,6 +11,7 @@ export function runStatusOfAttempt(state: JobState): RunStatus {
     case 'FAILED':
       return 'failed';
     case 'CANCELLED':
+    case 'PREEMPTED':
       return 'cancelled';
     case 'LOST':
       return 'crashed';

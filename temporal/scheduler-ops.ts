@@ -3,7 +3,8 @@ import type { Db } from '../db/client.ts';
 import { createdJobsBefore } from '../db/queries/open-jobs.ts';
 import type { Placement } from '../domain/placement.ts';
 import { startJobWorkflow, type JobTimeouts } from './client-ops.ts';
-import { dispatchSignal } from '../workflows/job-messages.ts';
+import { dispatchSignal, preemptJobSignal } from '../workflows/job-messages.ts';
+import type { PreemptOrder } from '../db/queries/preempt.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
 import { DEFAULT_IDLE_PASS_MS, wakeSchedulerSignal, type SchedulerInput } from '../workflows/scheduler-messages.ts';
 
@@ -73,4 +74,16 @@ export async function sendGrants(client: Client, grants: Placement[]): Promise<v
       ),
     );
   }
+}
+
+/** Tells each preempted attempt's workflow to stop it (domain/preemption.ts); a closed workflow has nothing left to stop. */
+export async function sendPreemptions(client: Client, orders: readonly PreemptOrder[]): Promise<void> {
+  await Promise.all(
+    orders.map((o) =>
+      client.workflow
+        .getHandle(jobWorkflowId(o.jobId))
+        .signal(preemptJobSignal, { attempt: o.attempt, reason: o.reason, graceMs: o.graceMs })
+        .catch(() => undefined),
+    ),
+  );
 }

@@ -16,6 +16,17 @@ export const reattachSignal = defineSignal<[AttemptStarted]>('reattach');
  * workflow registers it in the database; a stale attempt's report is ignored.
  */
 export const checkpointFoundSignal = defineSignal<[CheckpointFound]>('checkpointFound');
+/**
+ * The scheduler takes the attempt's cards back (domain/preemption.ts): its processes get SIGTERM,
+ * SIGKILL after `graceMs`, and the attempt ends PREEMPTED and is re-queued as the next one.
+ * Sent again by a later pass when the first was not heard; taken once.
+ */
+export const preemptJobSignal = defineSignal<[PreemptRequest]>('preemptJob');
+export interface PreemptRequest {
+  attempt: number;
+  reason: string;
+  graceMs: number;
+}
 /** A user asks to cancel the job. */
 export const cancelJobSignal = defineSignal<[{ reason?: string }]>('cancelJob');
 export const jobStateQuery = defineQuery<JobState>('jobState');

@@ -5,7 +5,7 @@
  * handler checks its argument here first: a malformed signal is logged and ignored, a
  * malformed update is refused by its validator. Pure and hand-written: no I/O, deterministic.
  */
-import type { RetryRequest } from './job-messages.ts';
+import type { PreemptRequest, RetryRequest } from './job-messages.ts';
 import type { AttemptStarted, CheckpointFound, DispatchGrant, NodeInventory } from './types.ts';
 
 /** The longest id (job, node) a message may carry: the API's own bound. */
@@ -50,6 +50,11 @@ export function isCheckpointFound(v: unknown): v is CheckpointFound {
 /** `cancelJob`: an object, with an optional reason of bounded length. */
 export function isCancelRequest(v: unknown): v is { reason?: string } {
   return isRecord(v) && (v.reason === undefined || isText(v.reason, MAX_TEXT_CHARS));
+}
+
+/** `preemptJob`: the scheduler's order to stop this attempt for a preemption, with its grace. */
+export function isPreemptRequest(v: unknown): v is PreemptRequest {
+  return isRecord(v) && isAttempt(v.attempt) && isText(v.reason, MAX_TEXT_CHARS) && isCount(v.graceMs);
 }
 
 /** `retryJob` (update and signal): the next attempt and the edit already stored. */

@@ -144,7 +144,7 @@ export interface ProcessExit {
 }
 
 export interface AttemptOutcome {
-  state: Extract<JobState, 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | 'LOST'>;
+  state: Extract<JobState, 'SUCCEEDED' | 'FAILED' | 'CANCELLED' | 'LOST' | 'PREEMPTED'>;
   exitCode: number | null;
   signal: string | null;
   reason: string | null;
@@ -160,6 +160,8 @@ export interface AttemptOutcome {
 
 export interface SchedulePassResult {
   granted: number;
+  /** Attempts the pass asked to stop for a preemption. */
+  preempted?: number;
   queued: number;
   resignalled: number;
   durationMs: number;

@@ -30,7 +30,7 @@ export function attemptActivities({ deps, wake }: ControlContext) {
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
-          from: ['CREATED', 'LOST'],
+          from: ['CREATED', 'LOST', 'PREEMPTED'],
           to: 'QUEUED',
           job: { queuedAt: now, nodeId: null, gpuIndices: null, members: null },
         });
@@ -60,7 +60,7 @@ export function attemptActivities({ deps, wake }: ControlContext) {
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
-          from: ['CREATED', 'QUEUED', 'DISPATCHING', 'LOST'],
+          from: ['CREATED', 'QUEUED', 'DISPATCHING', 'LOST', 'PREEMPTED'],
           to: 'CANCELLED',
           detail: `${a.reason ?? 'cancelled'} before it started`,
           job: { endedAt: new Date(), reason: a.reason ?? 'cancelled' },
@@ -98,7 +98,7 @@ export function attemptActivities({ deps, wake }: ControlContext) {
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
-          from: ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'LOST'],
+          from: ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'LOST', 'PREEMPTED'],
           to: a.state,
           detail: a.reason,
           job: { reason: a.reason, endedAt: now },

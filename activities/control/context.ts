@@ -12,6 +12,8 @@ export interface ControlDeps {
   quarantine?: QuarantineRule;
   /** Half-life of the usage the fair-share order weighs (GPUPLANE_FAIRSHARE_HALF_LIFE_H; default 24 h). */
   fairShareHalfLifeMs?: number;
+  /** The default preemption grace in seconds; null or absent: the scheduler never preempts. */
+  preemptGraceS?: number | null;
   /** A DISPATCHING job whose workflow has not moved on after this long gets its grant again. */
   redispatchAfterMs?: number;
   idlePassMs?: number;

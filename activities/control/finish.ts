@@ -48,6 +48,8 @@ export function finishActivities({ deps, wake }: ControlContext) {
         if (o.member && o.state === 'FAILED' && o.exit) reason = `rank ${o.member.rank} on node ${o.member.nodeId}: ${reason}`;
         let requeue = false;
         if (o.state === 'LOST') ({ to, reason, requeue } = decideLost(job, o.reason));
+        // Preempted: back in the queue as the next attempt, always, and not counted as lost.
+        if (o.state === 'PREEMPTED') requeue = true;
         // An evaluation that exited 0 succeeded only if its stdout holds its result.
         const evaluation = job.type === 'EVALUATE' && job.checkpointId !== null;
         let evalResult: EvalResult | null = null;
@@ -98,7 +100,8 @@ export function finishActivities({ deps, wake }: ControlContext) {
         if (requeue) {
           // The next attempt runs with the same config; the workflow re-queues it.
           const config = await configOfAttempt(tx, a.jobId, a.attempt);
-          await nextAttempt(tx, { jobId: a.jobId, attempt: a.attempt, config, state: 'LOST', job: { lostCount: job.lostCount + 1, exitCode: null, signal: null, endedAt: null } });
+          const lostCount = to === 'LOST' ? job.lostCount + 1 : job.lostCount;
+          await nextAttempt(tx, { jobId: a.jobId, attempt: a.attempt, config, state: to, job: { lostCount, exitCode: null, signal: null, endedAt: null } });
         }
         return { state: to, requeue };
       });

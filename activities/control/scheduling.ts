@@ -2,7 +2,8 @@ import { runSchedulePass, staleDispatches } from '../../db/queries/schedule.ts';
 import { UsageCache } from '../../db/queries/quotas.ts';
 import { log } from '@temporalio/activity';
 import { leaseHeartbeat, NODE_SEEN_STEP_MS, refreshNodesSeen } from '../../temporal/node-seen.ts';
-import { reconcileCreatedJobs, sendGrants } from '../../temporal/scheduler-ops.ts';
+import { reconcileCreatedJobs, sendGrants, sendPreemptions } from '../../temporal/scheduler-ops.ts';
+import { stalePreemptions } from '../../db/queries/preempt.ts';
 import type { SchedulePassResult } from '../../workflows/types.ts';
 import type { ControlContext } from './context.ts';
 
@@ -17,9 +18,13 @@ export function schedulingActivities({ deps }: ControlContext) {
   return {
     async schedulePass(): Promise<SchedulePassResult> {
       const t0 = performance.now();
-      const pass = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, { halfLifeMs: deps.fairShareHalfLifeMs, usageCache });
+      const graceS = deps.preemptGraceS ?? undefined;
+      const pass = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, { halfLifeMs: deps.fairShareHalfLifeMs, usageCache, preemptGraceS: graceS });
       const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);
       await sendGrants(client, [...pass.placements, ...stale]);
+      // Preemptions: the workflows are told now; one whose signal was lost is told again.
+      const unheard = graceS === undefined ? [] : await stalePreemptions(db, deps.redispatchAfterMs ?? 20_000, graceS);
+      await sendPreemptions(client, [...pass.preemptions, ...unheard]);
       await reconcileCreatedJobs(db, client, deps.timeouts, 30_000);
       if (Date.now() - seenRefreshedAt >= NODE_SEEN_STEP_MS) {
         seenRefreshedAt = Date.now();
@@ -27,6 +32,7 @@ export function schedulingActivities({ deps }: ControlContext) {
       }
       return {
         granted: pass.placements.length,
+        preempted: pass.preemptions.length,
         queued: pass.queued,
         resignalled: stale.length,
         durationMs: Math.round(performance.now() - t0),

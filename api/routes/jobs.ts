@@ -1,9 +1,9 @@
 import path from 'node:path';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import type { FastifyReply, FastifySchemaValidationError } from 'fastify';
+import type { FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/client';
-import type { Db } from '../../db/client.ts';
+import type { Db, Executor } from '../../db/client.ts';
 import { newId } from '../../db/ids.ts';
 import type { IdempotencyKey, Job } from '../../db/schema.ts';
 import { projectOfCheckpoint } from '../../db/queries/auth.ts';
@@ -14,7 +14,7 @@ import { createRetryAttempt } from '../../db/queries/retry.ts';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { nodeRooms } from '../../db/queries/node-rooms.ts';
 import { queueReasons } from '../../db/queries/queue-reasons.ts';
-import { UsageCache } from '../../db/queries/quotas.ts';
+import { projectQuotaList, UsageCache } from '../../db/queries/quotas.ts';
 import { neverFitsReason } from '../../domain/placement.ts';
 import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransitions, transitionJob } from '../../db/queries/jobs.ts';
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
@@ -165,6 +165,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           const projectId = b.project ? await ensureProject(tx, b.project) : null;
           scope = keyScope(projectId);
           const experimentId = projectId && b.experiment ? await ensureExperiment(tx, projectId, b.experiment) : null;
+          if (b.preemptible === false) await mayOptOutOfPreemption(tx, req, projectId, gpus * nodes);
           const made = await insertJob(tx, {
             id: newId('job'),
             // Kept QUEUED all the same (a bigger node may join); the reason says why it waits.
@@ -184,6 +185,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
             params: b.params ?? {},
             onLost: b.on_lost ?? 'requeue',
             maxLostRequeues: b.max_lost_requeues ?? 3,
+            preemptible: b.preemptible ?? true,
+            preemptGraceS: b.preempt_grace_s ?? null,
             watchDir,
             resumeFrom: b.resume_from ?? null,
             evalPolicy: b.eval_policy ?? null,
@@ -284,7 +287,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       const settle = () =>
         db.transaction(async (tx) => {
           const at = new Date();
-          const moved = await transitionJob(tx, { jobId: job.id, attempt: job.attempt, from: ['CREATED', 'LOST'], to: 'CANCELLED', detail: `${reason} before it started`, job: { endedAt: at, reason }, attemptRow: { endedAt: at } });
+          const moved = await transitionJob(tx, { jobId: job.id, attempt: job.attempt, from: ['CREATED', 'LOST', 'PREEMPTED'], to: 'CANCELLED', detail: `${reason} before it started`, job: { endedAt: at, reason }, attemptRow: { endedAt: at } });
           return moved !== null;
         });
       // The job's workflow owns it, and the cancel is its signal. A job with no workflow (CREATED,
@@ -307,3 +310,17 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     },
   );
 };
+
+/**
+ * `preemptible: false` (--no-preempt) is an admin's to give, or a job's whose project has a
+ * quota that covers its cards (a guarantee it may keep); anyone else's would hold borrowed
+ * cards for good.
+ */
+async function mayOptOutOfPreemption(tx: Executor, req: FastifyRequest, projectId: string | null, cards: number): Promise<void> {
+  if (!req.principal || req.principal.kind === 'admin') return;
+  const quotas = projectId ? (await projectQuotaList(tx)).filter((q) => q.projectId === projectId) : [];
+  const covering = quotas.reduce((m, q) => Math.max(m, q.gpus), 0);
+  if (covering >= cards && cards > 0) return;
+  const why = projectId === null ? 'it has no project' : quotas.length === 0 ? 'its project has no quota' : `its ${cards} cards are more than its project's quota (${covering})`;
+  throw forbidden(`preemptible: false (--no-preempt) needs an admin token, or a job within its project's quota; ${why}`);
+}

@@ -10,7 +10,9 @@ import { notFound } from '../errors.ts';
 import { IdParams, NotFound } from '../schemas/common.ts';
 import { DrainBody, NodeSchema } from '../schemas/nodes.ts';
 import { nodeJson } from '../serialize.ts';
-import { wakeScheduler } from '../../temporal/scheduler-ops.ts';
+import { sendPreemptions, wakeScheduler } from '../../temporal/scheduler-ops.ts';
+import { markPreemptions, runningOnNode } from '../../db/queries/preempt.ts';
+import { DEFAULT_PREEMPT_GRACE_S } from '../../config.ts';
 import type { ApiDeps } from '../deps.ts';
 
 /**
@@ -25,7 +27,7 @@ async function visibleNodes(db: Db, req: FastifyRequest, ns: NodeWithSlots[]): P
   return ns.map((n) => ({ ...n, slots: n.slots.map((s) => (s.ownerJobId && !readable(s.ownerJobId) ? { ...s, busy: true, ownerJobId: null, ownerAttempt: null } : s)) }));
 }
 
-export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, client }) => {
+export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, client, preemptGraceS }) => {
   app.get(
     '/nodes',
     { schema: { tags: ['nodes'], summary: 'Nodes with their cards and who owns each (a card held by a job the caller may not read shows no owner)', response: { 200: Type.Object({ nodes: Type.Array(NodeSchema) }) } } },
@@ -48,7 +50,8 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, 
     {
       schema: {
         tags: ['nodes'],
-        summary: 'Drain a node (admins): the scheduler places nothing new on it; its running jobs run on and finish. Kept in the database until resumed. Draining a drained node keeps when and by whom, and takes the new reason if one is given',
+        summary:
+          'Drain a node (admins): the scheduler places nothing new on it; its running jobs run on and finish, or with preempt: true are preempted now and resume elsewhere. Kept in the database until resumed. Draining a drained node keeps when and by whom, and takes the new reason if one is given',
         params: IdParams,
         body: DrainBody,
         response: { 200: NodeSchema, ...NotFound },
@@ -56,8 +59,18 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, 
     },
     async (req) => {
       const by = req.principal?.kind === 'admin' ? req.principal.name : 'an admin';
-      const done = await db.transaction((tx) => drainNode(tx, req.params.id, { reason: req.body?.reason ?? null, by }));
-      if (!done) throw notFound('node', req.params.id);
+      const reason = req.body?.reason ?? null;
+      const orders = await db.transaction(async (tx) => {
+        if (!(await drainNode(tx, req.params.id, { reason, by }))) return null;
+        if (!req.body?.preempt) return [];
+        // --preempt: every job running on it now is preempted, with its grace, and re-queued elsewhere.
+        const why = `preempted: node ${req.params.id} drained by ${by}${reason ? ` (${reason})` : ''}`;
+        const running = await runningOnNode(tx, req.params.id);
+        return markPreemptions(tx, running.map((r) => ({ ...r, reason: why })), preemptGraceS ?? DEFAULT_PREEMPT_GRACE_S, new Date());
+      });
+      if (orders === null) throw notFound('node', req.params.id);
+      // Temporal not answering loses nothing: the scheduler's passes send an unheard preemption again.
+      if (orders.length) await sendPreemptions(client, orders);
       return oneNode(req.params.id);
     },
   );

@@ -60,6 +60,13 @@ export const SubmitJobBody = Type.Object(
     experiment: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'needs project' })),
     on_lost: Type.Optional(Type.Union([Type.Literal('requeue'), Type.Literal('fail')])),
     max_lost_requeues: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
+    preemptible: Type.Optional(
+      Type.Boolean({
+        description:
+          'false (`gpuctl submit --no-preempt`): the scheduler never takes this job\'s cards back. Only an admin token, or a job of a project whose quota covers its cards, may say so. Default true',
+      }),
+    ),
+    preempt_grace_s: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400, description: 'seconds between a preemption\'s SIGTERM and its SIGKILL, to save a checkpoint in (default GPUPLANE_PREEMPT_GRACE_S, 30)' })),
     watch_dir: Type.Optional(
       Type.String({
         minLength: 1,
@@ -119,6 +126,8 @@ export const JobSchema = Type.Object(
     on_lost: Type.String(),
     max_lost_requeues: Type.Integer(),
     lost_count: Type.Integer(),
+    preemptible: Type.Boolean({ description: 'false: never preempted (--no-preempt)' }),
+    preempt_grace_s: Nullable(Type.Integer({ description: "seconds between a preemption's SIGTERM and SIGKILL; null: the plane's default" })),
     watch_dir: Nullable(Type.String({ description: 'checkpoint folder the agent watches, relative to working_dir' })),
     resume_from: Nullable(Type.String({ description: 'the checkpoint this job resumes from' })),
     eval_policy: Nullable(EvalPolicySchema),

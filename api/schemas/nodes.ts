@@ -30,5 +30,11 @@ export const NodeSchema = Type.Object({
 });
 
 export const DrainBody = Type.Optional(
-  Type.Object({ reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'why; shown by gpuctl nodes and the console. Draining a drained node again keeps when and by whom, and takes this reason' })) }, { additionalProperties: false }),
+  Type.Object(
+    {
+      reason: Type.Optional(Type.String({ minLength: 1, maxLength: 500, description: 'why; shown by gpuctl nodes and the console. Draining a drained node again keeps when and by whom, and takes this reason' })),
+      preempt: Type.Optional(Type.Boolean({ description: 'true: preempt the jobs running on it now (each with its grace); they are re-queued and resume elsewhere from their latest checkpoint' })),
+    },
+    { additionalProperties: false },
+  ),
 );

@@ -37,6 +37,8 @@ export function registerJobCommands(program: Command): void {
     .option('--project <name>', 'project')
     .option('--experiment <name>', 'experiment within the project')
     .addOption(new Option('--on-lost <policy>', 'what a lost node does to it').choices(['requeue', 'fail']))
+    .option('--no-preempt', "never preempt it (an admin token, or a job within its project's quota)")
+    .option('--preempt-grace <s>', 'seconds between a preemption\'s SIGTERM and SIGKILL, to save a checkpoint in (default: the plane\'s, 30)', intArg('--preempt-grace', 0, 86_400))
     .option('--watch <dir>', 'checkpoint folder to register from while the job runs, relative to the working dir (no .. segment)')
     .option('--resume-from <ckpt>', 'id of the checkpoint the job resumes from (given as GPUPLANE_RESUME_FROM, the parent of its first checkpoint)')
     .option('--eval <command>', 'evaluate its checkpoints with this command (run by /bin/sh -c as an EVALUATE job; needs --watch)')
@@ -60,6 +62,8 @@ export function registerJobCommands(program: Command): void {
         project: o.project,
         experiment: o.experiment,
         on_lost: o.onLost,
+        ...(o.preempt === false ? { preemptible: false } : {}),
+        ...(o.preemptGrace !== undefined ? { preempt_grace_s: o.preemptGrace } : {}),
         watch_dir: o.watch,
         resume_from: o.resumeFrom,
         ...(o.eval ? { eval_policy: { ...o.evalWhen, command: ['/bin/sh', '-c', o.eval] } } : {}),

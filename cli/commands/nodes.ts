@@ -26,11 +26,12 @@ export function registerNodeCommand(program: Command): void {
     .description('place nothing new on a node; its running jobs run on and finish. Kept until resumed, across restarts; draining it again keeps when and by whom, and takes a new --reason')
     .argument('<node>', 'node id (gpuctl nodes)')
     .option('--reason <text>', 'why (shown by gpuctl nodes and the console)')
+    .option('--preempt', 'preempt the jobs running on it now (each with its grace): they are re-queued and resume elsewhere from their latest checkpoint')
     .option('--json', 'print the node as JSON')
-    .action(async (id: string, o: { reason?: string; json?: boolean }, cmd: Command) => {
-      const n = await clientOf(cmd).drainNode(id, o.reason);
+    .action(async (id: string, o: { reason?: string; preempt?: boolean; json?: boolean }, cmd: Command) => {
+      const n = await clientOf(cmd).drainNode(id, o.reason, o.preempt === true);
       if (o.json) return log(JSON.stringify(n, null, 2));
-      log(`node ${n.id} drained${n.drained?.reason ? `: ${n.drained.reason}` : ''}; ${running(n)}`);
+      log(`node ${n.id} drained${n.drained?.reason ? `: ${n.drained.reason}` : ''}; ${o.preempt ? preempting(n) : running(n)}`);
     });
   node
     .command('resume')
@@ -42,6 +43,12 @@ export function registerNodeCommand(program: Command): void {
       if (o.json) return log(JSON.stringify(n, null, 2));
       log(`node ${n.id} takes jobs again (${n.status})`);
     });
+}
+
+/** What a drain --preempt stops, in words. */
+function preempting(n: NodeJson): string {
+  const jobs = new Set(n.gpus.filter((g) => g.busy).map((g) => g.owner_job_id ?? 'busy'));
+  return jobs.size === 0 ? 'nothing runs on it' : `${jobs.size} job(s) preempted, to resume elsewhere: ${[...jobs].join(', ')}`;
 }
 
 /** What still runs on a drained node, in words. */

@@ -8,7 +8,7 @@ import { jobs, type Job } from '../schema.ts';
 import type { JobState } from '../../domain/job-states.ts';
 
 /** Open in the database, so a closed workflow leaves them stranded (CREATED has its own reconciler). */
-const STRANDABLE: JobState[] = ['QUEUED', 'DISPATCHING', 'RUNNING', 'LOST'];
+const STRANDABLE: JobState[] = ['QUEUED', 'DISPATCHING', 'RUNNING', 'LOST', 'PREEMPTED'];
 
 /** createdJobsBefore returns the jobs still CREATED that were created before `before`. */
 export async function createdJobsBefore(ex: Executor, before: Date): Promise<Job[]> {

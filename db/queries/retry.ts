@@ -7,7 +7,7 @@ import { transitionJob } from './jobs.ts';
 import { configOfAttempt, nextAttempt } from './next-attempt.ts';
 
 /** The states a job can be retried from: it ended without success, or its node was lost. */
-const RETRYABLE: readonly JobState[] = ['FAILED', 'CANCELLED', 'LOST'];
+const RETRYABLE: readonly JobState[] = ['FAILED', 'CANCELLED', 'LOST', 'PREEMPTED'];
 
 /**
  * createRetryAttempt makes attempt N+1 of a job that ended FAILED, CANCELLED or LOST, with the

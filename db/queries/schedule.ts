@@ -1,15 +1,21 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs } from '../schema.ts';
-import { planPlacements, type Placement, type QueuedJob } from '../../domain/placement.ts';
+import { placementMembers, planPlacements, queueOrder, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
+import { planPreemptions } from '../../domain/preemption.ts';
+import { lowestPreemptiblePriority, markPreemptions, preemptionHolders, preemptionMarks, type PreemptOrder } from './preempt.ts';
+import { cardHolders, projectQuotaList } from './quotas.ts';
+import { projects } from '../schema.ts';
 import { AVOID_NODE, dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
 import { shareFor, type UsageCache } from './quotas.ts';
-import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
+import { DEFAULT_FAIRSHARE_HALF_LIFE_H, fairShareRanking, type FairShareState } from '../../domain/fair-share.ts';
 
 export interface PassOutcome {
   placements: Placement[];
   queued: number;
+  /** Attempts this pass asked to stop for a preemption: their workflows are signalled. */
+  preemptions: PreemptOrder[];
 }
 
 /**
@@ -48,7 +54,7 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
     };
     const queue = await queuedJobs(tx, now);
     lap('queue');
-    if (queue.length === 0) return { placements: [], queued: 0 };
+    if (queue.length === 0) return { placements: [], queued: 0, preemptions: [] };
     const rooms = await nodeRooms(tx);
     lap('rooms');
     const state = await shareFor(tx, queue, now, halfLifeMs, share.usageCache);
@@ -57,14 +63,47 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
     lap('plan');
     const placements = await dispatchPlacements(tx, planned, now);
     lap('apply');
-    return { placements, queued: queue.length - placements.length };
+    const preemptions = share.preemptGraceS === undefined ? [] : await preemptFor(tx, queue, planned, rooms, state, share.preemptGraceS, now);
+    return { placements, queued: queue.length - placements.length, preemptions };
   });
+}
+
+/**
+ * The jobs the pass could not place may take cards back (domain/preemption.ts): the attempts to
+ * preempt for them, marked in the pass's transaction. Reads the running attempts only when some
+ * waiter could be entitled: a quota exists, or a waiter's priority is above a preemptible job's.
+ */
+async function preemptFor(tx: Executor, queue: readonly QueuedJob[], planned: readonly Placement[], rooms: readonly NodeRoom[], share: FairShareState | undefined, graceS: number, now: Date): Promise<PreemptOrder[]> {
+  const placed = new Set(planned.map((p) => p.jobId));
+  const waiting = queue.filter((j) => !placed.has(j.id) && j.gpus > 0);
+  if (waiting.length === 0) return [];
+  const quotas = share?.quotas ?? (await projectQuotaList(tx));
+  if (quotas.length === 0) {
+    const lowest = await lowestPreemptiblePriority(tx);
+    if (lowest === null || !waiting.some((w) => w.priority > lowest)) return [];
+  }
+  const state: FairShareState = share ?? { quotas, holders: await cardHolders(tx), usage: new Map() };
+  const ranked = fairShareRanking(waiting, state);
+  const waiters = (share ? ranked : [...ranked].sort((a, b) => queueOrder(a.job, b.job))).map((r) => ({ ...r.job, withinQuota: r.withinQuota }));
+  const holders = await preemptionHolders(tx);
+  const names = new Map((await tx.select({ id: projects.id, name: projects.name }).from(projects)).map((p) => [p.id, p.name]));
+  const picked = planPreemptions(waiters, roomsAfter(rooms, planned), holders, quotas, (p) => (p ? (names.get(p) ?? p) : '(none)'));
+  return picked.length ? markPreemptions(tx, preemptionMarks(picked), graceS, now) : [];
+}
+
+/** The nodes' rooms once the pass's placements have taken their cards. */
+function roomsAfter(rooms: readonly NodeRoom[], planned: readonly Placement[]): NodeRoom[] {
+  const taken = new Map<string, Set<number>>();
+  for (const p of planned) for (const m of placementMembers(p)) for (const i of m.gpuIndices) (taken.get(m.nodeId) ?? taken.set(m.nodeId, new Set()).get(m.nodeId)!).add(i);
+  return rooms.map((r) => ({ ...r, free: r.free.filter((i) => !taken.get(r.id)?.has(i)) }));
 }
 
 /** How a pass weighs usage for the fair-share order: the half-life (default 24 h), and a cache of the usage to read it from. */
 export interface ShareOptions {
   halfLifeMs?: number;
   usageCache?: UsageCache;
+  /** Set: the pass preempts for the jobs it cannot place (domain/preemption.ts), with this default grace in seconds. */
+  preemptGraceS?: number;
 }
 
 /** Where a pass's time goes (bench/schedule-pass prints it), in ms, summed over the passes timed. */

@@ -1,5 +1,5 @@
 import { sql, type InferSelectModel } from 'drizzle-orm';
-import { bigserial, check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { bigserial, boolean, check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import type { AttemptConfig } from '../../domain/attempt-config.ts';
 import type { EvalPolicy } from '../../domain/eval-policy.ts';
 import type { JobState, JobType } from '../../domain/job-states.ts';
@@ -43,6 +43,10 @@ export const jobs = pgTable(
     params: jsonb('params').$type<Record<string, unknown>>().notNull(),
     onLost: text('on_lost').$type<OnLostPolicy>().notNull().default('requeue'),
     maxLostRequeues: integer('max_lost_requeues').notNull().default(3),
+    /** false (`--no-preempt`): the scheduler never takes this job's cards back (domain/preemption.ts). */
+    preemptible: boolean('preemptible').notNull().default(true),
+    /** Seconds between a preemption's SIGTERM and its SIGKILL; null: GPUPLANE_PREEMPT_GRACE_S. */
+    preemptGraceS: integer('preempt_grace_s'),
     /** A folder (relative to working_dir) whose checkpoints the agent registers while the job runs (`--watch`). */
     watchDir: text('watch_dir'),
     /** The checkpoint this training job resumes from: the parent of its run's first checkpoint. */
@@ -119,6 +123,9 @@ export const jobAttempts = pgTable(
     members: jsonb('members').$type<GangMemberRow[]>(),
     /** A gang attempt's rendezvous port on rank 0's node (domain/gang-env.ts masterPortFor). */
     masterPort: integer('master_port'),
+    /** When the scheduler asked this attempt to stop for a preemption (domain/preemption.ts), and why. */
+    preemptRequestedAt: ts('preempt_requested_at'),
+    preemptReason: text('preempt_reason'),
     exitCode: integer('exit_code'),
     signal: text('signal'),
     reason: text('reason'),

@@ -22,6 +22,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     backfillHoldMs: c.backfillHoldMs,
     quarantine: c.quarantine,
     fairShareHalfLifeMs: c.fairShareHalfLifeMs,
+    preemptGraceS: c.preemptGraceS,
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,

@@ -27,6 +27,8 @@ export interface ControlWorkerOptions {
   quarantine?: QuarantineRule;
   /** Half-life of the usage the fair-share order weighs (default 24 h). */
   fairShareHalfLifeMs?: number;
+  /** The default preemption grace in seconds; null or absent: the scheduler never preempts. */
+  preemptGraceS?: number | null;
   timeouts: JobTimeouts;
   /** How often the reconciler looks for job workflows closed in Temporal and restarts the scheduler. */
   reconcileEveryMs?: number;
@@ -59,7 +61,7 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     namespace: o.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
     workflowBundle: o.workflowBundlePath ? { codePath: o.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: Runtime.instance().logger }),
-    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, timeouts: o.timeouts }),
+    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, preemptGraceS: o.preemptGraceS, timeouts: o.timeouts }),
     maxConcurrentActivityTaskExecutions: 50,
     maxConcurrentWorkflowTaskExecutions: 50,
   });

@@ -2,7 +2,7 @@ import type { AttemptGang, AttemptOutcome, AttemptSpec, AttemptStarted, ProcessE
 import type { JobAttempt } from './job-attempt.ts';
 import { stopOnNode, takeBackWithinMs } from './on-node.ts';
 import { failureMessage, isLost, missedHeartbeat, outcomeOfExit } from './outcome.ts';
-import { AttemptWatch, type WatchView } from './watch.ts';
+import { AttemptWatch, preemptedOutcome, type WatchView } from './watch.ts';
 
 /**
  * Run/watch for a gang (a multi-node job): one activity per member on that member's node queue,
@@ -62,6 +62,8 @@ interface MemberEnd {
   stopped: boolean;
   /** Its node did not answer the stop: silent until lost-after, it has fenced the process. */
   unreachable: boolean;
+  /** A preemption found it running and stopped it. */
+  preempted: boolean;
 }
 
 const succeeded = (e: MemberEnd) => e.exit !== null && e.exit.spawnError === null && e.exit.exitCode === 0;
@@ -69,14 +71,18 @@ const succeeded = (e: MemberEnd) => e.exit !== null && e.exit.spawnError === nul
 /** Watches one member until it ends; a member stopped with the gang is made sure dead on its node. */
 async function watchMember(job: JobAttempt, spec: AttemptSpec & { gang: AttemptGang }, gang: GangStop): Promise<MemberEnd> {
   const nodeId = spec.nodeId;
-  const stop = () => job.cancelRequested || gang.stopping;
+  // A preempted gang is stopped by its preemption on every member at once (with its grace), not
+  // by the first member to exit.
+  const stop = () => job.cancelRequested || (gang.stopping && job.preempt === null);
   const view: WatchView = {
     stop,
+    preempt: () => job.preempt,
     started: () => job.memberStarts.get(nodeId) ?? null,
     reattaches: () => job.reattaches.filter((r: AttemptStarted) => r.nodeId === nodeId),
   };
   const w = await new AttemptWatch(job, spec, view).untilEnded();
-  const base = { rank: spec.gang.rank, nodeId, exit: w.exit, failure: w.failure };
+  const preempted = w.exit !== null && w.preempted !== null && (await w.preempted);
+  const base = { rank: spec.gang.rank, nodeId, exit: w.exit, failure: w.failure, preempted };
   if (w.exit !== null || !stop()) return { ...base, stopped: false, unreachable: false };
   // Stopped: its process is known dead once its node says so, or once lost-after has passed in
   // silence (its agent fences it by then). A node that missed its heartbeat timeout has the rest.
@@ -88,6 +94,8 @@ async function watchMember(job: JobAttempt, spec: AttemptSpec & { gang: AttemptG
 /** The attempt's end, from every member's and the one that ended the gang (null: none did, or the cancel did). */
 function gangOutcome(job: JobAttempt, ends: MemberEnd[], first: MemberEnd | null): AttemptOutcome {
   const unreachable = ends.filter((e) => e.unreachable).map((e) => e.nodeId);
+  // Preempted whole: unless a member's node was lost, the gang is re-queued as the next attempt.
+  if (ends.some((e) => e.preempted) && !ends.some((e) => e.exit === null && isLost(e.failure)) && !job.cancelRequested) return preemptedOutcome(job, first?.exit ?? null);
   if (job.cancelRequested && first === null) {
     const reason = unreachable.length ? `${job.cancelReason} (node${unreachable.length > 1 ? 's' : ''} ${unreachable.join(', ')} unreachable)` : job.cancelReason;
     return { state: 'CANCELLED', exitCode: null, signal: null, reason, ...(unreachable.length ? { nodeLost: true, lostNodes: unreachable } : {}) };

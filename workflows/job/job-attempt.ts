@@ -1,13 +1,13 @@
 import { CancellationScope, ParentClosePolicy, setHandler, startChild, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { permanentFailure, RETRY_REFUSED } from '../failures.ts';
-import { attemptStartedSignal, cancelJobSignal, checkpointFoundSignal, dispatchSignal, jobStateQuery, reattachSignal, retryJobSignal, retryJobUpdate, type RetryRequest } from '../job-messages.ts';
+import { attemptStartedSignal, cancelJobSignal, checkpointFoundSignal, dispatchSignal, jobStateQuery, preemptJobSignal, reattachSignal, retryJobSignal, retryJobUpdate, type PreemptRequest, type RetryRequest } from '../job-messages.ts';
 import { jobStartSearchAttributes, jobWorkflowInput } from '../job-start.ts';
 import { jobWorkflowId } from '../names.ts';
 import { SA_JOB_STATE, SA_NODE } from '../search-attributes.ts';
 import type { AttemptStarted, CheckpointFound, EvaluationChild, JobState, JobWorkflowInput, JobWorkflowResult } from '../types.ts';
 import { control } from './control.ts';
 import { guarded } from '../guarded.ts';
-import { describeArg, isAttemptStarted, isCancelRequest, isCheckpointFound, isDispatchGrant, isRetryRequest } from '../message-guards.ts';
+import { describeArg, isAttemptStarted, isCancelRequest, isCheckpointFound, isDispatchGrant, isPreemptRequest, isRetryRequest } from '../message-guards.ts';
 import { applyRetention } from './on-node.ts';
 
 /** The job workflow's signature, for its children and its continue-as-new (job-workflow.ts). */
@@ -33,6 +33,8 @@ export class JobAttempt {
   readonly reattaches: AttemptStarted[] = [];
   cancelRequested: boolean;
   cancelReason: string;
+  /** The scheduler takes this attempt's cards back (the first order for this attempt; later ones are the same order sent again). */
+  preempt: PreemptRequest | null = null;
   /** The cancel came from Temporal (a workflow cancel request): it also ends the wait for a retry. */
   temporalCancel = false;
   /**
@@ -91,6 +93,12 @@ export class JobAttempt {
       }),
     );
     setHandler(checkpointFoundSignal, guarded('checkpointFound', isCheckpointFound, (c) => this.registerCheckpoint(c)));
+    setHandler(
+      preemptJobSignal,
+      guarded('preemptJob', isPreemptRequest, (p) => {
+        if (p.attempt === this.attempt && this.preempt === null && !this.cancelRequested) this.preempt = p;
+      }),
+    );
     setHandler(
       cancelJobSignal,
       guarded('cancelJob', isCancelRequest, (c) => this.requestCancel(c.reason ? `cancelled by user: ${c.reason}` : 'cancelled by user')),

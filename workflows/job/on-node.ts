@@ -57,6 +57,27 @@ export async function applyRetention(jobId: string, attempt: number): Promise<vo
   }
 }
 
+/**
+ * Preempts the attempt's process on its node: SIGTERM, SIGKILL after `graceMs` (the agent does
+ * both, so a control-worker restart in between changes nothing). True when the process was
+ * running and was stopped; false when it had already ended, or the node did not answer (its
+ * silence is then the watch's to see).
+ */
+export async function preemptOnNode(a: { jobId: string; attempt: number; nodeId: string; graceMs: number }, input: JobWorkflowInput): Promise<boolean> {
+  const host = proxyActivities<GpuHostActivities>({
+    taskQueue: gpuHostTaskQueue(a.nodeId),
+    scheduleToStartTimeout: input.lostAfterMs,
+    startToCloseTimeout: a.graceMs + 10 * 60_000,
+    heartbeatTimeout: input.heartbeatTimeoutMs,
+    retry: { maximumAttempts: 1 },
+  });
+  try {
+    return (await host.preemptAttempt({ jobId: a.jobId, attempt: a.attempt, graceMs: a.graceMs })).stopped;
+  } catch {
+    return false;
+  }
+}
+
 /** Stops the attempt's process on its node; false when the node did not answer within `withinMs`. */
 export async function stopOnNode(a: { jobId: string; attempt: number; nodeId: string }, withinMs: number): Promise<boolean> {
   const host = proxyActivities<GpuHostActivities>({

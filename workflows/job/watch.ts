@@ -1,9 +1,10 @@
 import { CancellationScope, condition, patched } from '@temporalio/workflow';
 import type { GpuHostActivities } from '../../activities/gpu-host.ts';
 import type { AttemptOutcome, AttemptSpec, AttemptStarted, ProcessExit } from '../types.ts';
+import type { PreemptRequest } from '../job-messages.ts';
 import { control } from './control.ts';
 import type { JobAttempt } from './job-attempt.ts';
-import { attemptActivities, stopOnNode, takeBackWithinMs } from './on-node.ts';
+import { attemptActivities, preemptOnNode, stopOnNode, takeBackWithinMs } from './on-node.ts';
 import { failureMessage, isLost, missedHeartbeat, outcomeOfExit } from './outcome.ts';
 
 /** Patch: RUNNING is reported by the agent to the API, and set in Temporal when the attempt goes to its node. */
@@ -25,8 +26,15 @@ export async function runAndWatch(job: JobAttempt, s: AttemptSpec): Promise<Atte
 
   const watch = new AttemptWatch(job, s, wholeAttempt(job));
   if (watchOnly) await control.noteAttempt({ jobId: job.jobId, attempt: job.attempt, detail: `workflow restarted in Temporal (reset); watching the attempt on node ${s.nodeId} again` });
-  const { exit, failure } = await watch.untilEnded();
+  const { exit, failure, preempted } = await watch.untilEnded();
+  // Stopped by a preemption (not ended by itself before it): PREEMPTED, whatever its exit.
+  if (exit !== null && preempted !== null && (await preempted)) return preemptedOutcome(job, exit);
   return outcomeOf(job, s, exit, failure);
+}
+
+/** An attempt a preemption stopped: re-queued as the next attempt (activities/control/finish.ts). */
+export function preemptedOutcome(job: JobAttempt, exit: ProcessExit | null): AttemptOutcome {
+  return { state: 'PREEMPTED', exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null, reason: job.preempt?.reason ?? 'preempted' };
 }
 
 /**
@@ -58,11 +66,13 @@ async function outcomeOf(job: JobAttempt, s: AttemptSpec, exit: ProcessExit | nu
  */
 export interface WatchView {
   stop(): boolean;
+  /** The scheduler's preemption of the attempt, once ordered. */
+  preempt(): PreemptRequest | null;
   started(): AttemptStarted | null;
   reattaches(): AttemptStarted[];
 }
 
-const wholeAttempt = (job: JobAttempt): WatchView => ({ stop: () => job.cancelRequested, started: () => job.started, reattaches: () => job.reattaches });
+const wholeAttempt = (job: JobAttempt): WatchView => ({ stop: () => job.cancelRequested, preempt: () => job.preempt, started: () => job.started, reattaches: () => job.reattaches });
 
 /** One activity watching the process, run in its own scope so that it can be cancelled alone. */
 export interface Watch {
@@ -70,10 +80,12 @@ export interface Watch {
   done: boolean;
   exit: ProcessExit | null;
   failure: unknown;
+  /** A preemption sent to the node: whether it found the process running and stopped it. */
+  preempted: Promise<boolean> | null;
 }
 
 function launch(fn: () => Promise<ProcessExit>): Watch {
-  const w: Watch = { scope: new CancellationScope(), done: false, exit: null, failure: null };
+  const w: Watch = { scope: new CancellationScope(), done: false, exit: null, failure: null, preempted: null };
   void w.scope
     .run(fn)
     .then(
@@ -100,6 +112,7 @@ export class AttemptWatch {
   private readonly watcher: GpuHostActivities;
   private markedRunning: boolean;
   private cancelSent = false;
+  private preempted: Promise<boolean> | null = null;
   private reattachesSeen = 0;
 
   constructor(
@@ -120,7 +133,12 @@ export class AttemptWatch {
     const { view } = this;
     for (;;) {
       await condition(
-        () => this.current.done || (view.stop() && !this.cancelSent) || (view.started() !== null && !this.markedRunning) || view.reattaches().length > this.reattachesSeen,
+        () =>
+          this.current.done ||
+          (view.stop() && !this.cancelSent) ||
+          (view.preempt() !== null && this.preempted === null && !this.cancelSent) ||
+          (view.started() !== null && !this.markedRunning) ||
+          view.reattaches().length > this.reattachesSeen,
       );
       if (view.reattaches().length > this.reattachesSeen && !this.current.done && !this.cancelSent) await this.reattached();
       // Recorded even when the attempt's end arrived in the same activation as its start.
@@ -130,12 +148,18 @@ export class AttemptWatch {
         this.cancelSent = true;
         this.current.scope.cancel();
       }
+      // A preemption: the node stops the process with the grace, and the watch sees it exit
+      // (its last checkpoints registered first), rather than a cancel cutting the watch short.
+      const p = view.preempt();
+      if (p !== null && this.preempted === null && !this.cancelSent) {
+        this.preempted = preemptOnNode({ jobId: this.job.jobId, attempt: this.job.attempt, nodeId: this.spec.nodeId, graceMs: p.graceMs }, this.job.input);
+      }
       if (!this.current.done) continue;
       if (this.current.exit === null && !view.stop() && missedHeartbeat(this.current.failure)) {
         await this.takeBack();
         continue;
       }
-      return this.current;
+      return { ...this.current, preempted: this.preempted };
     }
   }
 

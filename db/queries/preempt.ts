@@ -1,0 +1,115 @@
+/**
+ * Preemption in the database: which attempts hold cards (domain/preemption.ts picks among them),
+ * and the marks that say an attempt was asked to stop for a preemption. The mark is written in
+ * the pass's transaction; the job's workflow is then signalled (temporal/scheduler-ops.ts), and a
+ * signal lost on the way is sent again by a later pass (stalePreemptions).
+ */
+import { sql } from 'drizzle-orm';
+import { queryRows, type Executor } from '../client.ts';
+import type { Holder, Preemption } from '../../domain/preemption.ts';
+import type { GangPlacement } from '../schema.ts';
+
+/** What the job's workflow is told: stop attempt `attempt` for a preemption, SIGKILL after `graceMs`. */
+export interface PreemptOrder {
+  jobId: string;
+  attempt: number;
+  reason: string;
+  graceMs: number;
+}
+
+/** preemptionHolders returns every RUNNING attempt that holds cards, as the preemption rule weighs it. */
+export async function preemptionHolders(ex: Executor): Promise<Holder[]> {
+  const rows = await queryRows<{
+    id: string;
+    attempt: number;
+    project_id: string | null;
+    selector: Record<string, string>;
+    priority: number;
+    gpus: number;
+    nodes: number;
+    preemptible: boolean;
+    node_id: string | null;
+    gpu_indices: number[] | null;
+    members: GangPlacement[] | null;
+    started_ms: number | null;
+    preempting: boolean;
+  }>(
+    ex,
+    sql`select j.id, j.attempt, j.project_id, j.selector, j.priority, j.gpus, j.nodes, j.preemptible, j.node_id, j.gpu_indices, j.members,
+               (extract(epoch from coalesce(a.started_at, j.updated_at)) * 1000)::float8 as started_ms, a.preempt_requested_at is not null as preempting
+        from jobs j join job_attempts a on a.job_id = j.id and a.attempt = j.attempt
+        where j.state = 'RUNNING' and j.gpus > 0`,
+  );
+  return rows.map((r) => ({
+    jobId: r.id,
+    attempt: r.attempt,
+    projectId: r.project_id,
+    selector: r.selector,
+    priority: r.priority,
+    gpus: r.gpus,
+    ...(r.nodes > 1 ? { nodes: r.nodes } : {}),
+    held: r.members ? r.members.map((m) => ({ nodeId: m.node_id, gpuIndices: m.gpu_indices })) : r.node_id ? [{ nodeId: r.node_id, gpuIndices: r.gpu_indices ?? [] }] : [],
+    startedAt: new Date(r.started_ms ?? 0),
+    preemptible: r.preemptible,
+    preempting: r.preempting,
+  }));
+}
+
+/**
+ * lowestPreemptiblePriority returns the lowest priority of a RUNNING preemptible job that holds cards, or null when
+ * there is none: a pass whose waiters are all at or below it, and within no quota, preempts nobody.
+ */
+export async function lowestPreemptiblePriority(ex: Executor): Promise<number | null> {
+  const [r] = await queryRows<{ p: number | null }>(ex, sql`select min(priority) as p from jobs where state = 'RUNNING' and preemptible and gpus > 0`);
+  return r?.p ?? null;
+}
+
+/**
+ * markPreemptions marks each attempt asked to stop (once: an attempt already marked, or no longer RUNNING, is
+ * skipped), writes the line in its job's history, and returns the orders to signal.
+ */
+export async function markPreemptions(ex: Executor, list: readonly { jobId: string; attempt: number; reason: string }[], defaultGraceS: number, now: Date): Promise<PreemptOrder[]> {
+  const out: PreemptOrder[] = [];
+  for (const p of list) {
+    const rows = await queryRows<{ grace_s: number }>(
+      ex,
+      sql`update job_attempts a set preempt_requested_at = ${now.toISOString()}::timestamptz, preempt_reason = ${p.reason}
+          from jobs j
+          where a.job_id = ${p.jobId} and a.attempt = ${p.attempt} and a.preempt_requested_at is null
+            and j.id = a.job_id and j.attempt = a.attempt and j.state = 'RUNNING'
+          returning coalesce(j.preempt_grace_s, ${defaultGraceS})::int as grace_s`,
+    );
+    if (rows.length === 0) continue;
+    const graceS = rows[0].grace_s;
+    await ex.execute(
+      sql`insert into job_transitions (job_id, attempt, from_state, to_state, detail) values (${p.jobId}, ${p.attempt}, 'RUNNING', 'RUNNING', ${`${p.reason}; SIGTERM now, SIGKILL after ${graceS} s`})`,
+    );
+    out.push({ jobId: p.jobId, attempt: p.attempt, reason: p.reason, graceMs: graceS * 1000 });
+  }
+  return out;
+}
+
+/** The preemptions a pass decided, as markPreemptions takes them. */
+export const preemptionMarks = (ps: readonly Preemption[]) => ps.map((p) => ({ jobId: p.jobId, attempt: p.attempt, reason: p.reason }));
+
+/** stalePreemptions returns the attempts marked for preemption a while ago that still run: their signal is sent again (the workflow takes it once). */
+export async function stalePreemptions(ex: Executor, olderThanMs: number, defaultGraceS: number): Promise<PreemptOrder[]> {
+  const rows = await queryRows<{ job_id: string; attempt: number; reason: string; grace_s: number }>(
+    ex,
+    sql`select a.job_id, a.attempt, a.preempt_reason as reason, coalesce(j.preempt_grace_s, ${defaultGraceS})::int as grace_s
+        from job_attempts a join jobs j on j.id = a.job_id and j.attempt = a.attempt
+        where j.state = 'RUNNING' and a.preempt_requested_at is not null
+          and a.preempt_requested_at < now() - make_interval(secs => ${olderThanMs / 1000})`,
+  );
+  return rows.map((r) => ({ jobId: r.job_id, attempt: r.attempt, reason: r.reason, graceMs: r.grace_s * 1000 }));
+}
+
+/** runningOnNode returns the RUNNING attempts with a member on `nodeId` (drain --preempt preempts them all). */
+export async function runningOnNode(ex: Executor, nodeId: string): Promise<{ jobId: string; attempt: number }[]> {
+  const rows = await queryRows<{ id: string; attempt: number }>(
+    ex,
+    sql`select j.id, j.attempt from jobs j
+        where j.state = 'RUNNING' and (j.node_id = ${nodeId} or exists (select 1 from jsonb_array_elements(coalesce(j.members, '[]'::jsonb)) m where m->>'node_id' = ${nodeId}))`,
+  );
+  return rows.map((r) => ({ jobId: r.id, attempt: r.attempt }));
+}

@@ -1,0 +1,182 @@
+/**
+ * Which running attempts a scheduling pass takes cards back from. Pure; the pass
+ * (db/queries/schedule.ts) runs it over the jobs it could not place, in the order it serves them.
+ *
+ * The rule (docs/architecture.md, "Preemption"):
+ *  1. Borrowed cards. Taking each quota's running jobs in the order they keep their cards
+ *     (priority, higher first, then start, older first), the cards beyond the quota are
+ *     borrowed; a job of no quota (no project, or a project with none that applies) holds only
+ *     borrowed cards. A waiting job within its project's quota may take back borrowed cards of
+ *     another project's jobs.
+ *  2. Priority. A waiting job may take the cards of a job of lower priority of its own project,
+ *     or of a lower-priority job that holds borrowed cards. A job within its project's quota is
+ *     never preempted for another project's job.
+ *  3. Only preemptible jobs (not `--no-preempt`), never one already being preempted, and only
+ *     when preempting makes room: on a node the waiter's selector matches (N such nodes for a
+ *     gang), the free cards, the cards of jobs already being preempted, and the victims' cards
+ *     together cover what it needs. Cards already coming free are used first: a waiter they
+ *     cover preempts nobody, so a pass during someone's grace period never preempts again.
+ *  4. The fewest victims, then the youngest (latest started), then the lowest node id. A gang
+ *     victim is preempted whole, and all its cards come free.
+ */
+import { cardsOf, quotaFor, type ProjectQuota } from './fair-share.ts';
+import { selectorMatches, type NodeRoom } from './placement.ts';
+
+/** A job that waits, as the pass served it (its serve order), with its class. */
+export interface Waiter {
+  id: string;
+  projectId?: string | null;
+  gpus: number;
+  nodes?: number;
+  selector: Record<string, string>;
+  priority: number;
+  /** Within its project's quota (domain/fair-share.ts rule 2). */
+  withinQuota: boolean;
+}
+
+/** An attempt that holds cards now. */
+export interface Holder {
+  jobId: string;
+  attempt: number;
+  projectId: string | null;
+  selector: Record<string, string>;
+  priority: number;
+  /** Cards on each of its nodes. */
+  gpus: number;
+  nodes?: number;
+  /** Its cards, by node. */
+  held: { nodeId: string; gpuIndices: number[] }[];
+  startedAt: Date;
+  /** false: `--no-preempt`. */
+  preemptible: boolean;
+  /** Already asked to stop by a preemption: its cards are coming free. */
+  preempting: boolean;
+}
+
+export interface Preemption {
+  jobId: string;
+  attempt: number;
+  /** The waiting job it makes room for. */
+  forJobId: string;
+  /** Why, naming who takes the cards back. */
+  reason: string;
+}
+
+const keyOf = (q: ProjectQuota) => `${q.projectId}\u0000${q.pool ?? ''}`;
+
+/** The holders whose cards are (all) borrowed: beyond their quota in keep order, or of no quota (rule 1). */
+export function borrowers(holders: readonly Holder[], quotas: readonly ProjectQuota[]): Set<string> {
+  const out = new Set<string>();
+  const used = new Map<string, number>();
+  const keepOrder = [...holders].sort((a, b) => b.priority - a.priority || a.startedAt.getTime() - b.startedAt.getTime() || (a.jobId < b.jobId ? -1 : 1));
+  for (const h of keepOrder) {
+    const q = quotaFor(h.projectId, h.selector, quotas);
+    if (q === null) {
+      out.add(h.jobId);
+      continue;
+    }
+    const after = (used.get(keyOf(q)) ?? 0) + cardsOf(h);
+    used.set(keyOf(q), after);
+    if (after > q.gpus) out.add(h.jobId);
+  }
+  return out;
+}
+
+/** Why `w` may take `h`'s cards (rules 1 and 2), or null when it may not. `name`: a project's name for the reason. */
+function entitlement(w: Waiter, h: Holder, borrowed: Set<string>, name: (p: string | null | undefined) => string): string | null {
+  if (!h.preemptible || h.preempting) return null;
+  const sameProject = (w.projectId ?? null) === h.projectId;
+  if (w.withinQuota && !sameProject && borrowed.has(h.jobId)) {
+    return `preempted for job ${w.id}: project ${name(w.projectId)} is within its quota and takes back cards project ${name(h.projectId)} borrowed`;
+  }
+  if (w.priority > h.priority && (sameProject || borrowed.has(h.jobId))) {
+    return `preempted for job ${w.id} of project ${name(w.projectId)}: priority ${w.priority} over ${h.priority}${sameProject ? '' : ` (project ${name(h.projectId)} was over its quota)`}`;
+  }
+  return null;
+}
+
+/**
+ * The attempts to preempt for `waiters` (in the order the pass serves them; the ones it could
+ * not place), given the nodes' rooms after the pass's placements and the attempts holding cards.
+ */
+export function planPreemptions(
+  waiters: readonly Waiter[],
+  rooms: readonly NodeRoom[],
+  holders: readonly Holder[],
+  quotas: readonly ProjectQuota[],
+  projectName: (p: string | null | undefined) => string = (p) => p ?? '(none)',
+): Preemption[] {
+  if (waiters.length === 0 || !holders.some((h) => h.preemptible && !h.preempting)) return [];
+  const borrowed = borrowers(holders, quotas);
+  const lowest = holders.reduce((m, h) => Math.min(m, h.priority), Infinity);
+  // Cards free now, and cards coming free (their holder is being preempted), by node.
+  const free = new Map(rooms.map((r) => [r.id, r.free.length]));
+  const soon = new Map<string, number>();
+  const comeFree = (h: Holder) => {
+    for (const m of h.held) soon.set(m.nodeId, (soon.get(m.nodeId) ?? 0) + m.gpuIndices.length);
+  };
+  for (const h of holders) if (h.preempting) comeFree(h);
+  const onNode = new Map<string, Holder[]>();
+  for (const h of holders) for (const m of h.held) (onNode.get(m.nodeId) ?? onNode.set(m.nodeId, []).get(m.nodeId)!).push(h);
+  const taken = new Set<string>();
+  const out: Preemption[] = [];
+  const avail = (n: string) => (free.get(n) ?? 0) + (soon.get(n) ?? 0);
+  // Takes `gpus` of node n's free, then coming-free, cards for a waiter.
+  const consume = (n: string, gpus: number) => {
+    const f = Math.min(free.get(n) ?? 0, gpus);
+    free.set(n, (free.get(n) ?? 0) - f);
+    soon.set(n, (soon.get(n) ?? 0) - (gpus - f));
+  };
+
+  for (const w of waiters) {
+    if (w.gpus === 0) continue;
+    // Nobody to take cards from: neither within quota nor above anyone's priority.
+    if (!w.withinQuota && w.priority <= lowest) continue;
+    const size = w.nodes ?? 1;
+    const nodes = rooms.filter((r) => r.totalCards >= w.gpus && selectorMatches(w.selector, r.labels));
+    if (nodes.length < size) continue;
+    // Per node: the victims that make room there (none when cards coming free already do).
+    const options: { node: string; victims: { h: Holder; why: string }[] }[] = [];
+    for (const n of nodes) {
+      let need = w.gpus - avail(n.id);
+      if (need <= 0) {
+        options.push({ node: n.id, victims: [] });
+        continue;
+      }
+      const cands = (onNode.get(n.id) ?? [])
+        .filter((h) => !taken.has(h.jobId))
+        .map((h) => ({ h, why: entitlement(w, h, borrowed, projectName), here: h.held.filter((m) => m.nodeId === n.id).reduce((s, m) => s + m.gpuIndices.length, 0) }))
+        .filter((c): c is { h: Holder; why: string; here: number } => c.why !== null)
+        // The fewest: the most cards here first; then the youngest.
+        .sort((a, b) => b.here - a.here || b.h.startedAt.getTime() - a.h.startedAt.getTime() || (a.h.jobId < b.h.jobId ? -1 : 1));
+      const victims: { h: Holder; why: string; here: number }[] = [];
+      for (const c of cands) {
+        if (need <= 0) break;
+        victims.push(c);
+        need -= c.here;
+      }
+      if (need > 0) continue;
+      // Drop any victim the others already cover (the greedy pick may overshoot), youngest kept last.
+      for (let i = victims.length - 1; i >= 0 && victims.length > 1; i--) {
+        const without = victims.reduce((s, v, j) => s + (j === i ? 0 : v.here), 0);
+        if (w.gpus - avail(n.id) - without <= 0) victims.splice(i, 1);
+      }
+      options.push({ node: n.id, victims });
+    }
+    if (options.length < size) continue;
+    const youngest = (vs: { h: Holder }[]) => vs.reduce((m, v) => Math.max(m, v.h.startedAt.getTime()), 0);
+    options.sort((a, b) => a.victims.length - b.victims.length || youngest(b.victims) - youngest(a.victims) || (a.node < b.node ? -1 : 1));
+    const chosen = options.slice(0, size);
+    // A gang's nodes: a victim chosen for two of them is preempted once.
+    for (const o of chosen) {
+      for (const v of o.victims) {
+        if (taken.has(v.h.jobId)) continue;
+        taken.add(v.h.jobId);
+        comeFree(v.h);
+        out.push({ jobId: v.h.jobId, attempt: v.h.attempt, forJobId: w.id, reason: v.why });
+      }
+    }
+    for (const o of chosen) consume(o.node, w.gpus);
+  }
+  return out;
+}
