@@ -4,6 +4,7 @@ import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from './domain/fair-share.ts';
 import { DEFAULT_RETRY_RETENTION_S } from './domain/job-retry.ts';
 import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
 import { DEFAULT_QUARANTINE, type QuarantineRule } from './domain/quarantine.ts';
+import { DEFAULT_PREEMPT_GRACE_S } from './domain/preemption.ts';
 
 /** Everything GPUPlane reads from the environment, with its default, in one place. */
 export interface GpuplaneConfig {
@@ -71,9 +72,6 @@ function preemptionFromEnv(): number | null {
   const grace = intFromEnv('GPUPLANE_PREEMPT_GRACE_S', DEFAULT_PREEMPT_GRACE_S);
   return on === 'on' ? grace : null;
 }
-
-/** Seconds between a preempted attempt's SIGTERM and its SIGKILL, unless the job or GPUPLANE_PREEMPT_GRACE_S says otherwise. */
-export const DEFAULT_PREEMPT_GRACE_S = 30;
 
 export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneConfig {
   const home = overrides.home ?? process.env.GPUPLANE_HOME ?? path.join(os.homedir(), '.gpuplane');

@@ -18,9 +18,23 @@
  *     cover preempts nobody, so a pass during someone's grace period never preempts again.
  *  4. The fewest victims, then the youngest (latest started), then the lowest node id. A gang
  *     victim is preempted whole, and all its cards come free.
+ *  5. A pass weighs the first PREEMPT_HEAD waiters that could be entitled (the rest wait for the
+ *     next pass): a queue of 10,000 high-priority jobs costs a pass no more than 32 of them.
  */
 import { cardsOf, quotaFor, type ProjectQuota } from './fair-share.ts';
 import { selectorMatches, type NodeRoom } from './placement.ts';
+
+/** How many waiters that could be entitled one pass weighs (rule 5). */
+export const PREEMPT_HEAD = 32;
+
+/** Seconds between a preempted attempt's SIGTERM and its SIGKILL, unless the job or GPUPLANE_PREEMPT_GRACE_S says otherwise. */
+export const DEFAULT_PREEMPT_GRACE_S = 30;
+
+/** A waiting job's queue reason while attempts are preempted for it (their jobs, the longest grace left). */
+export function preemptingReason(victims: readonly string[], graceLeftS: number): string {
+  const shown = victims.slice(0, 3).join(', ') + (victims.length > 3 ? `, … ${victims.length} in all` : '');
+  return `taking cards back: preempting ${shown} (SIGKILL within ${graceLeftS} s)`;
+}
 
 /** A job that waits, as the pass served it (its serve order), with its class. */
 export interface Waiter {
@@ -128,10 +142,12 @@ export function planPreemptions(
     soon.set(n, (soon.get(n) ?? 0) - (gpus - f));
   };
 
+  let weighed = 0;
   for (const w of waiters) {
     if (w.gpus === 0) continue;
     // Nobody to take cards from: neither within quota nor above anyone's priority.
     if (!w.withinQuota && w.priority <= lowest) continue;
+    if (weighed++ >= PREEMPT_HEAD) break;
     const size = w.nodes ?? 1;
     const nodes = rooms.filter((r) => r.totalCards >= w.gpus && selectorMatches(w.selector, r.labels));
     if (nodes.length < size) continue;

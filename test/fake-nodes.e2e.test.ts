@@ -93,7 +93,7 @@ describe('gpuctl up --fake-nodes', () => {
     fs.rmSync(bin, { recursive: true, force: true });
   }, 120_000);
 
-  it("the README's two projects sharing the cluster run as written: the project within its quota goes first when cards free", async () => {
+  it("the README's two projects sharing the cluster run as written: the project within its quota takes its cards back by preemption", async () => {
     const section = fs.readFileSync(path.resolve('README.md'), 'utf8').split('\n### Sharing the cluster\n')[1].split('\n## ')[0];
     const block = [...section.matchAll(/```bash\n([\s\S]*?)```/g)][0][1];
     expect(block).toContain('gpuctl quota set');
@@ -102,14 +102,19 @@ describe('gpuctl up --fake-nodes', () => {
     const r = await exec('bash', ['-c', `set -eo pipefail\n${block}\necho "tour done: $id"\n`], { env: { ...env, PATH: `${bin}:${env.PATH}` }, cwd: path.resolve('.') });
     fs.rmSync(bin, { recursive: true, force: true });
     expect(r.stdout).toMatch(/vision\s.*\b8\b.*\b12\b.*\b4\b/);
-    expect(r.stdout).toContain('over quota, behind other projects');
     const nlp = /tour done: (job-\S+)/.exec(r.stdout)![1];
-    const jobs = JSON.parse(await gpuctl('jobs', '--json', '--project', 'vision')) as JobJson[];
-    const fourth = jobs.sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at))[3];
-    const runningAt = async (id: string) => {
-      const j = JSON.parse(await gpuctl('job', id, '--json')) as { history: { to: string; at: string }[] };
-      return Date.parse(j.history.find((h) => h.to === 'RUNNING')!.at);
-    };
+    const jobs = (JSON.parse(await gpuctl('jobs', '--json', '--project', 'vision')) as JobJson[]).sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at));
+    const fourth = jobs[3];
+    type Detail = { attempts: { state: string; reason: string | null }[]; history: { to: string; at: string }[] };
+    const detail = async (id: string) => JSON.parse(await gpuctl('job', id, '--json')) as Detail;
+    const runningAt = async (id: string) => Date.parse((await detail(id)).history.find((h) => h.to === 'RUNNING')!.at);
+    // The youngest of the three running took the borrowed cards: preempted for nlp's job, back as attempt 2.
+    const third = await detail(jobs[2].id);
+    expect(third.attempts[0].state).toBe('PREEMPTED');
+    expect(third.attempts[0].reason).toBe(`preempted for job ${nlp}: project nlp is within its quota and takes back cards project vision borrowed`);
+    for (const j of jobs.slice(0, 2)) expect((await detail(j.id)).attempts.map((a) => a.state)).not.toContain('PREEMPTED');
+    // `gpuctl jobs --project vision` showed it back in the queue: attempt 2.
+    expect(r.stdout).toMatch(new RegExp(`${jobs[2].id}\\s+TRAIN\\s+\\S+\\s+vision\\s+2\\s`));
     await gpuctl('wait', fourth.id);
     expect(await runningAt(nlp)).toBeLessThanOrEqual(await runningAt(fourth.id));
   }, 120_000);

@@ -181,12 +181,14 @@ describe('gang jobs: started together, stopped together', () => {
     const frozen = c.agents.get('g3')!;
     // g3's agent is frozen: still ONLINE for a heartbeat timeout, so the gang is placed on g1 and g3.
     process.kill(frozen.pid!, 'SIGSTOP');
+    let jobId: string | null = null;
     try {
       const job = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, selector: { zone: 'b' }, command: `echo $$ > ${dir}/pid-$NODE_RANK; sleep 300` });
+      jobId = job.id;
       const pid0 = Number(await until('g1 member up', () => fs.existsSync(path.join(dir, 'pid-0')) && fs.readFileSync(path.join(dir, 'pid-0'), 'utf8').trim(), 30_000));
       const j = await c.client.job(job.id);
-      expect(j.state).toBe('DISPATCHING');
-      expect(j.members!.map((m) => m.node_id)).toEqual(['g1', 'g3']);
+      // Said whole when it fails: the state, placement and history it had.
+      expect({ state: j.state, members: j.members!.map((m) => m.node_id) }, JSON.stringify({ history: j.history, attempts: j.attempts })).toEqual({ state: 'DISPATCHING', members: ['g1', 'g3'] });
       expect(j.attempts[0].members![0].pid).toBeGreaterThan(0);
       expect(j.attempts[0].members![1].pid ?? null).toBeNull();
       await c.client.cancel(job.id);
@@ -194,8 +196,11 @@ describe('gang jobs: started together, stopped together', () => {
       const done = await c.client.waitFor(job.id, undefined, 60_000);
       expect(done.state).toBe('CANCELLED');
       expect(done.reason).toContain('g3 unreachable');
+      jobId = null;
     } finally {
       process.kill(frozen.pid!, 'SIGCONT');
+      // A failed check leaves no gang behind to hold the next case's cards.
+      if (jobId) await c.client.cancel(jobId).catch(() => undefined);
     }
     // g3 comes back and never starts its member: the attempt is over.
     await until('g3 ONLINE again', async () => (await c.client.nodes()).find((n) => n.id === 'g3')!.status === 'ONLINE', 60_000);

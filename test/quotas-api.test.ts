@@ -90,6 +90,21 @@ describe('quotas API', () => {
       ['beta', null],
     ]);
   });
+  it('--no-preempt (preemptible: false) is an admin\'s, or a job\'s within its project\'s quota; anyone else gets a 403 and nothing is made', async () => {
+    await call(admin, 'PUT', '/projects/alpha/quota', { gpus: 4 });
+    const count = async () => Number(((await t.database.db.execute(sql`select count(*) as n from jobs`)) as unknown as { rows: { n: string }[] }).rows[0].n);
+    const before = await count();
+    const over = await call(member, 'POST', '/jobs', { command: ['true'], project: 'alpha', gpus: 8, preemptible: false });
+    expect(over.statusCode).toBe(403);
+    expect(over.json().message).toBe("preemptible: false (--no-preempt) needs an admin token, or a job within its project's quota; its 8 cards are more than its project's quota (4)");
+    expect(await count()).toBe(before);
+    const within = await call(member, 'POST', '/jobs', { command: ['true'], project: 'alpha', gpus: 2, preemptible: false, preempt_grace_s: 90 });
+    expect(within.statusCode).toBe(201);
+    expect(within.json()).toMatchObject({ preemptible: false, preempt_grace_s: 90 });
+    const byAdmin = await call(admin, 'POST', '/jobs', { command: ['true'], gpus: 1, preemptible: false });
+    expect(byAdmin.json()).toMatchObject({ preemptible: false, preempt_grace_s: null });
+    expect((await call(member, 'POST', '/jobs', { command: ['true'], project: 'alpha', preempt_grace_s: -1 })).statusCode).toBe(400);
+  });
 });
 
 describe('gpuctl quota', () => {
@@ -121,4 +136,5 @@ describe('gpuctl quota', () => {
     expect((await cli('clear', 'vision', '--pool', 'pool=a100')).stdout.trim()).toBe('project vision has no quota in pool pool=a100 now');
     expect(JSON.parse((await cli('list', '--json')).stdout).quotas).toHaveLength(1);
   });
+
 });

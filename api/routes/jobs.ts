@@ -66,8 +66,8 @@ function normalizeWatchDir(dir: string): string {
 }
 
 /** A job with its attempts (each with what changed from the one before, and its run) and its history. */
-async function jobDetail(db: Db, job: Job, holdMs: number, halfLifeMs?: number, usageCache?: UsageCache) {
-  const [attempts, history, waits] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id), queueReasons(db, [job], holdMs, new Date(), halfLifeMs, usageCache)]);
+async function jobDetail(db: Db, job: Job, holdMs: number, halfLifeMs?: number, usageCache?: UsageCache, preemptGraceS?: number) {
+  const [attempts, history, waits] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id), queueReasons(db, [job], holdMs, new Date(), halfLifeMs, usageCache, preemptGraceS)]);
   const runIds = await Promise.all(attempts.map((a) => runOfAttempt(db, job.id, a.attempt)));
   return { ...withWaitReason(jobJson(job), waits), attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
 }
@@ -97,6 +97,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
   const { db, client } = deps;
   const holdMs = deps.backfillHoldMs ?? 300_000;
   const halfLifeMs = deps.fairShareHalfLifeMs;
+  const preemptGraceS = deps.preemptGraceS ?? undefined;
   // The usage queue reasons weigh (jobs of several projects waiting), read at most every 30 s.
   const usageCache = new UsageCache();
 
@@ -222,7 +223,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         if (!projectId) return { jobs: [] };
       }
       const rows = await listJobs(db, { state: q.state, type: q.type, projectId, parentJobId: q.parent, projectIds, limit });
-      const [names, waits] = await Promise.all([projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : []))), queueReasons(db, rows, holdMs, new Date(), halfLifeMs, usageCache)]);
+      const [names, waits] = await Promise.all([projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : []))), queueReasons(db, rows, holdMs, new Date(), halfLifeMs, usageCache, preemptGraceS)]);
       return { jobs: rows.map((j) => ({ ...withWaitReason(jobJson(j), waits), project: j.projectId ? (names.get(j.projectId) ?? null) : null })) };
     },
   );
@@ -233,7 +234,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     async (req) => {
       const job = await getJob(db, req.params.id);
       if (!job) throw notFound('job', req.params.id);
-      return jobDetail(db, job, holdMs, halfLifeMs, usageCache);
+      return jobDetail(db, job, holdMs, halfLifeMs, usageCache, preemptGraceS);
     },
   );
 
@@ -271,7 +272,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         }
       });
       const job = (await getJob(db, id))!;
-      return reply.status(202).send(await jobDetail(db, job, holdMs, halfLifeMs, usageCache));
+      return reply.status(202).send(await jobDetail(db, job, holdMs, halfLifeMs, usageCache, preemptGraceS));
     },
   );
 

@@ -12,7 +12,7 @@ import { DrainBody, NodeSchema } from '../schemas/nodes.ts';
 import { nodeJson } from '../serialize.ts';
 import { sendPreemptions, wakeScheduler } from '../../temporal/scheduler-ops.ts';
 import { markPreemptions, runningOnNode } from '../../db/queries/preempt.ts';
-import { DEFAULT_PREEMPT_GRACE_S } from '../../config.ts';
+import { DEFAULT_PREEMPT_GRACE_S } from '../../domain/preemption.ts';
 import type { ApiDeps } from '../deps.ts';
 
 /**

@@ -68,12 +68,12 @@ export async function lowestPreemptiblePriority(ex: Executor): Promise<number | 
  * markPreemptions marks each attempt asked to stop (once: an attempt already marked, or no longer RUNNING, is
  * skipped), writes the line in its job's history, and returns the orders to signal.
  */
-export async function markPreemptions(ex: Executor, list: readonly { jobId: string; attempt: number; reason: string }[], defaultGraceS: number, now: Date): Promise<PreemptOrder[]> {
+export async function markPreemptions(ex: Executor, list: readonly { jobId: string; attempt: number; reason: string; forJobId?: string }[], defaultGraceS: number, now: Date): Promise<PreemptOrder[]> {
   const out: PreemptOrder[] = [];
   for (const p of list) {
     const rows = await queryRows<{ grace_s: number }>(
       ex,
-      sql`update job_attempts a set preempt_requested_at = ${now.toISOString()}::timestamptz, preempt_reason = ${p.reason}
+      sql`update job_attempts a set preempt_requested_at = ${now.toISOString()}::timestamptz, preempt_reason = ${p.reason}, preempt_for = ${p.forJobId ?? null}
           from jobs j
           where a.job_id = ${p.jobId} and a.attempt = ${p.attempt} and a.preempt_requested_at is null
             and j.id = a.job_id and j.attempt = a.attempt and j.state = 'RUNNING'
@@ -90,7 +90,31 @@ export async function markPreemptions(ex: Executor, list: readonly { jobId: stri
 }
 
 /** The preemptions a pass decided, as markPreemptions takes them. */
-export const preemptionMarks = (ps: readonly Preemption[]) => ps.map((p) => ({ jobId: p.jobId, attempt: p.attempt, reason: p.reason }));
+export const preemptionMarks = (ps: readonly Preemption[]) => ps.map((p) => ({ jobId: p.jobId, attempt: p.attempt, reason: p.reason, forJobId: p.forJobId }));
+
+/**
+ * preemptionsFor returns, for each of `jobIds` that attempts are being preempted for now, those attempts' jobs and the
+ * longest grace left in seconds: what the waiting job's queue reason says.
+ */
+export async function preemptionsFor(ex: Executor, jobIds: readonly string[], defaultGraceS: number): Promise<Map<string, { victims: string[]; graceLeftS: number }>> {
+  const out = new Map<string, { victims: string[]; graceLeftS: number }>();
+  if (jobIds.length === 0) return out;
+  const rows = await queryRows<{ for_id: string; job_id: string; left_s: number }>(
+    ex,
+    sql`select a.preempt_for as for_id, a.job_id,
+               greatest(0, extract(epoch from a.preempt_requested_at + make_interval(secs => coalesce(j.preempt_grace_s, ${defaultGraceS})) - now()))::float8 as left_s
+        from job_attempts a join jobs j on j.id = a.job_id and j.attempt = a.attempt
+        where j.state = 'RUNNING' and a.preempt_requested_at is not null
+          and a.preempt_for in (select x from jsonb_array_elements_text(${JSON.stringify(jobIds)}::jsonb) x)`,
+  );
+  for (const r of rows) {
+    const e = out.get(r.for_id) ?? { victims: [], graceLeftS: 0 };
+    e.victims.push(r.job_id);
+    e.graceLeftS = Math.max(e.graceLeftS, Math.ceil(Number(r.left_s)));
+    out.set(r.for_id, e);
+  }
+  return out;
+}
 
 /** stalePreemptions returns the attempts marked for preemption a while ago that still run: their signal is sent again (the workflow takes it once). */
 export async function stalePreemptions(ex: Executor, olderThanMs: number, defaultGraceS: number): Promise<PreemptOrder[]> {

@@ -6,6 +6,8 @@ import { drainedNodeRooms, nodeRooms } from './node-rooms.ts';
 import { queuedJobs } from './schedule.ts';
 import { fairShareMatters, shareFor, type UsageCache } from './quotas.ts';
 import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
+import { DEFAULT_PREEMPT_GRACE_S, preemptingReason } from '../../domain/preemption.ts';
+import { preemptionsFor } from './preempt.ts';
 
 /**
  * queueReasons says why each QUEUED job among `jobs` waits (domain/queue-reasons.ts), by job id,
@@ -14,7 +16,15 @@ import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
  * pass is rare, or when jobs of several projects wait (a job over quota waiting for cards is told
  * so); ordered as the pass orders it (fair share across projects, `halfLifeMs`).
  */
-export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: number, now = new Date(), halfLifeMs = DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000, usageCache?: UsageCache): Promise<Map<string, string>> {
+export async function queueReasons(ex: Executor, jobs: readonly Job[], holdMs: number, now = new Date(), halfLifeMs = DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000, usageCache?: UsageCache, preemptGraceS = DEFAULT_PREEMPT_GRACE_S): Promise<Map<string, string>> {
+  const out = await whyWaiting(ex, jobs, holdMs, now, halfLifeMs, usageCache);
+  // A job that attempts are being preempted for says so, whatever else holds.
+  const taking = await preemptionsFor(ex, jobs.filter((j) => j.state === 'QUEUED').map((j) => j.id), preemptGraceS);
+  for (const [id, p] of taking) out.set(id, preemptingReason(p.victims, p.graceLeftS));
+  return out;
+}
+
+async function whyWaiting(ex: Executor, jobs: readonly Job[], holdMs: number, now: Date, halfLifeMs: number, usageCache?: UsageCache): Promise<Map<string, string>> {
   const out = new Map<string, string>();
   const queued = jobs.filter((j) => j.state === 'QUEUED').map(asQueued(now));
   if (queued.length === 0) return out;

@@ -126,6 +126,8 @@ export const jobAttempts = pgTable(
     /** When the scheduler asked this attempt to stop for a preemption (domain/preemption.ts), and why. */
     preemptRequestedAt: ts('preempt_requested_at'),
     preemptReason: text('preempt_reason'),
+    /** The waiting job the preemption makes room for (its queue reason says so); null for a drain's. */
+    preemptFor: text('preempt_for'),
     exitCode: integer('exit_code'),
     signal: text('signal'),
     reason: text('reason'),

@@ -1,0 +1,176 @@
+/**
+ * bench/share: what sharing the cluster costs (quotas, fair share, preemption), each figure beside
+ * a peer measured in the same run.
+ *
+ *   node --import tsx bench/share.ts [--runs 5 --graces 0,5 --pass-repeat 5 --skip-latency --skip-pass]
+ *
+ *  - Preemption latency: on one fake node of 4 cards, a low-priority job that ignores SIGTERM
+ *    holds every card (so each preemption waits out the whole grace); a job of higher priority
+ *    is submitted, and the figure is its submit → its RUNNING (the API's started_at), with the
+ *    victim's grace at each of `--graces`. Aim: grace + 1 s. Peer: the same job submitted to
+ *    an idle node, submit → RUNNING: what a start costs without a preemption.
+ *  - The scheduling pass with quotas and preemption: 1,000 nodes × 8 cards, 10 % free, 10,000
+ *    queued jobs in 20 projects, each with a quota of 400 cards; the running jobs are spread over
+ *    the projects unevenly, so that some borrow and the queue's within-quota jobs preempt (the
+ *    pass, db/queries/schedule.ts, with its preemption step on); median of `--pass-repeat`
+ *    passes, each rolled back. Aim: ≤ 150 ms. Peer: the same rows with no project and no quota
+ *    (the plain order, preemption weighing nobody).
+ *
+ * The utilisation over a simulated mixed workload is bench/share-sim.ts (the pure rules, clock
+ * compressed). Real processes here: a throwaway PostgreSQL, a Temporal dev server, `gpuctl
+ * control-worker`, `gpuctl api` and `gpuctl agent --fake-gpus` (all on this machine).
+ */
+import { parseArgs } from 'node:util';
+import { sql } from 'drizzle-orm';
+import { openDatabase, type Db } from '../db/client.ts';
+import { runSchedulePass, type PassPhases } from '../db/queries/schedule.ts';
+import { startCluster, type Cluster } from '../test/support/cluster.ts';
+import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
+import { freePort } from '../test/support/ports.ts';
+import { until } from '../test/support/poll.ts';
+import { startSharedServices } from '../test/support/services.ts';
+import { fill } from './pass-shape.ts';
+
+const { values: args } = parseArgs({
+  options: {
+    runs: { type: 'string', default: '5' },
+    graces: { type: 'string', default: '0,5' },
+    'pass-repeat': { type: 'string', default: '5' },
+    'skip-latency': { type: 'boolean', default: false },
+    'skip-pass': { type: 'boolean', default: false },
+  },
+  strict: true,
+});
+const RUNS = Number(args.runs);
+const GRACES = args.graces.split(',').map(Number);
+const say = (s: string) => process.stdout.write(`${s}\n`);
+
+/** Nearest-rank percentile of a sorted copy. */
+function pct(xs: number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+}
+const secs = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+
+/** Submit → RUNNING (the API's started_at) of a 4-card job of priority 5. */
+async function startOf(c: Cluster, selector: Record<string, string>): Promise<number> {
+  const t0 = Date.now();
+  const j = await c.client.submit({ type: 'CUSTOM', gpus: 4, priority: 5, selector, command: 'true' });
+  const done = await c.client.waitFor(j.id, undefined, 120_000);
+  if (done.state !== 'SUCCEEDED') throw new Error(`${j.id} ended ${done.state}: ${done.reason ?? ''}`);
+  return Date.parse(done.attempts[0].started_at!) - t0;
+}
+
+async function latency(c: Cluster): Promise<void> {
+  const peer: number[] = [];
+  for (const grace of GRACES) {
+    const got: number[] = [];
+    for (let run = 0; run < RUNS; run++) {
+      // The victim ignores SIGTERM in its first attempt (the whole grace is waited out) and ends at once in its next.
+      const low = await c.client.submit({ type: 'CUSTOM', gpus: 4, selector: { role: 'victim' }, preempt_grace_s: grace, command: `if [ "$GPUPLANE_ATTEMPT" = 1 ]; then trap '' TERM; sleep 600; fi` });
+      await c.client.waitFor(low.id, ['RUNNING'], 60_000);
+      got.push(await startOf(c, { role: 'victim' }));
+      const v = await c.client.waitFor(low.id, undefined, 60_000);
+      if (v.attempts[0].state !== 'PREEMPTED') throw new Error(`victim ${low.id}: attempt 1 ended ${v.attempts[0].state}`);
+      if (grace === GRACES[0]) peer.push(await startOf(c, { role: 'idle' }));
+    }
+    say(`preemption latency, grace ${grace} s, ${RUNS} runs (submit → RUNNING, the victim ignoring SIGTERM): p50 ${secs(pct(got, 50))}, max ${secs(Math.max(...got))}; aim ≤ grace + 1 s = ${grace + 1} s; p50 - grace ${secs(pct(got, 50) - grace * 1000)}`);
+  }
+  say(`  peer: the same job on an idle node, submit → RUNNING: p50 ${secs(pct(peer, 50))}, max ${secs(Math.max(...peer))}`);
+}
+
+class Rollback extends Error {}
+
+/** Projects p00..p19, quotas of 400 cards; the queue's jobs round-robin over them, the running ones skewed (p00 holds the most). */
+async function spreadOverProjects(db: Db): Promise<void> {
+  await db.execute(sql`insert into projects (id, name) select 'p' || lpad(i::text, 2, '0'), 'p' || lpad(i::text, 2, '0') from generate_series(0, 19) i`);
+  await db.execute(sql`insert into project_quotas (project_id, pool, gpus, set_by) select id, '', 400, 'bench' from projects`);
+  await db.execute(sql`update jobs set project_id = 'p' || lpad((substr(id, 2)::int % 20)::text, 2, '0') where state = 'QUEUED'`);
+  // Running job i goes to project floor(20 * (i / n)^2): the first projects hold far more than 400 cards, the last ones little.
+  await db.execute(sql`
+    update jobs j set project_id = 'p' || lpad(least(19, floor(20 * power(r.rn::float8 / r.n, 2)))::int::text, 2, '0')
+    from (select id, row_number() over (order by id) - 1 as rn, count(*) over () as n from jobs where state = 'RUNNING') r
+    where j.id = r.id`);
+  await db.execute(sql`update job_attempts a set started_at = now() - make_interval(secs => (substr(a.job_id, 2)::int % 3600)) from jobs j where j.id = a.job_id and j.state = 'RUNNING'`);
+  await db.execute(sql`analyze`);
+}
+
+async function timePasses(db: Db, repeat: number): Promise<{ medianMs: number; placed: number; preempted: number; phases: PassPhases }> {
+  const times: number[] = [];
+  let placed = 0;
+  let preempted = 0;
+  let phases: PassPhases = { queue: 0, rooms: 0, share: 0, plan: 0, apply: 0 };
+  for (let i = 0; i < repeat; i++) {
+    const p: PassPhases = { queue: 0, rooms: 0, share: 0, plan: 0, apply: 0 };
+    const t0 = performance.now();
+    await db
+      .transaction(async (tx) => {
+        const r = await runSchedulePass(tx as unknown as Db, 300_000, new Date(), p, { preemptGraceS: 30 });
+        times.push(performance.now() - t0);
+        placed = r.placements.length;
+        preempted = r.preemptions.length;
+        phases = p;
+        throw new Rollback();
+      })
+      .catch((err: unknown) => {
+        if (!(err instanceof Rollback)) throw err;
+      });
+  }
+  return { medianMs: Math.round(pct(times, 50)), placed, preempted, phases };
+}
+
+async function pass(pgUrl: (db: string) => string, adminUrl: string): Promise<void> {
+  const repeat = Number(args['pass-repeat']);
+  const shape = { nodes: 1000, queued: 10_000, free: 0.1 };
+  const figures = [];
+  for (const shared of [true, false]) {
+    const name = `share_${shared ? 'quotas' : 'plain'}_${Date.now() % 100000}`;
+    await createDatabase(adminUrl, name);
+    const database = await openDatabase({ url: pgUrl(name) });
+    try {
+      await fill(database.db, shape);
+      if (shared) await spreadOverProjects(database.db);
+      figures.push({ shared, ...(await timePasses(database.db, repeat)) });
+    } finally {
+      await database.close();
+    }
+  }
+  const [q, plain] = figures;
+  const ph = (p: PassPhases) => `queue ${p.queue.toFixed(0)}, rooms ${p.rooms.toFixed(0)}, share ${p.share.toFixed(0)}, plan ${p.plan.toFixed(0)}, apply (and preempt) ${p.apply.toFixed(0)}`;
+  say(`scheduling pass, 1,000 nodes × 8 cards, 10 % free, 10,000 queued in 20 projects with quotas of 400, preemption on: median ${q.medianMs} ms of ${repeat} (aim ≤ 150 ms); placed ${q.placed}, preempted ${q.preempted}; last pass ${ph(q.phases)} ms`);
+  say(`  peer: the same rows, no project and no quota: median ${plain.medianMs} ms (placed ${plain.placed}, preempted ${plain.preempted}); quotas / plain ${(q.medianMs / plain.medianMs).toFixed(2)}×`);
+}
+
+async function main(): Promise<void> {
+  if (!args['skip-pass']) {
+    const pgc = await startThrowawayCluster(await freePort());
+    try {
+      await pass(pgc.url, pgc.url('postgres'));
+    } finally {
+      pgc.remove();
+    }
+  }
+  if (args['skip-latency']) return;
+  const services = await startSharedServices('share');
+  try {
+    {
+      const c = await startCluster('share', { agents: [{ nodeId: 'victim', gpus: 4, labels: { role: 'victim' } }, { nodeId: 'idle', gpus: 4, labels: { role: 'idle' } }] }, services);
+      try {
+        await until('nodes ONLINE', async () => (await c.client.nodes()).filter((n) => n.status === 'ONLINE').length === 2, 60_000);
+        await latency(c);
+      } finally {
+        await c.stop();
+      }
+    }
+  } finally {
+    await services.stop();
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench/share: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);
