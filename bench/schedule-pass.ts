@@ -82,7 +82,7 @@ export async function measurePass(pgUrl: (db: string) => string, adminUrl: strin
         });
     }
     const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    const phase = (k: keyof PassPhases) => Math.round(median(laps.map((l) => l[k])) * 10) / 10;
+    const phase = (k: keyof PassPhases) => Math.round(median(laps.map((l) => l[k] ?? 0)) * 10) / 10;
     const gangsOf = (ps: Placement[]) => ps.filter((p) => p.members !== undefined).length;
     return {
       ...s,

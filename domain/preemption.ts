@@ -19,13 +19,13 @@
  *  4. The fewest victims, then the youngest (latest started), then the lowest node id. A gang
  *     victim is preempted whole, and all its cards come free.
  *  5. A pass weighs the first PREEMPT_HEAD waiters that could be entitled (the rest wait for the
- *     next pass): a queue of 10,000 high-priority jobs costs a pass no more than 32 of them.
+ *     next pass): a queue of 10,000 high-priority jobs costs a pass no more than 8 of them.
  */
 import { cardsOf, quotaFor, type ProjectQuota } from './fair-share.ts';
 import { selectorMatches, type NodeRoom } from './placement.ts';
 
 /** How many waiters that could be entitled one pass weighs (rule 5). */
-export const PREEMPT_HEAD = 32;
+export const PREEMPT_HEAD = 8;
 
 /** Seconds between a preempted attempt's SIGTERM and its SIGKILL, unless the job or GPUPLANE_PREEMPT_GRACE_S says otherwise. */
 export const DEFAULT_PREEMPT_GRACE_S = 30;
@@ -96,18 +96,31 @@ export function borrowers(holders: readonly Holder[], quotas: readonly ProjectQu
   return out;
 }
 
-/** Why `w` may take `h`'s cards (rules 1 and 2), or null when it may not. `name`: a project's name for the reason. */
-function entitlement(w: Waiter, h: Holder, borrowed: Set<string>, name: (p: string | null | undefined) => string): string | null {
+/** Why `w` may take `h`'s cards (rules 1 and 2): its quota, its priority, or null when it may not. */
+function entitlement(w: Waiter, h: Holder, borrowed: Set<string>): 'quota' | 'priority' | null {
   if (!h.preemptible || h.preempting) return null;
   const sameProject = (w.projectId ?? null) === h.projectId;
-  if (w.withinQuota && !sameProject && borrowed.has(h.jobId)) {
-    return `preempted for job ${w.id}: project ${name(w.projectId)} is within its quota and takes back cards project ${name(h.projectId)} borrowed`;
-  }
-  if (w.priority > h.priority && (sameProject || borrowed.has(h.jobId))) {
-    return `preempted for job ${w.id} of project ${name(w.projectId)}: priority ${w.priority} over ${h.priority}${sameProject ? '' : ` (project ${name(h.projectId)} was over its quota)`}`;
-  }
+  if (w.withinQuota && !sameProject && borrowed.has(h.jobId)) return 'quota';
+  if (w.priority > h.priority && (sameProject || borrowed.has(h.jobId))) return 'priority';
   return null;
 }
+
+/** The reason a victim's history and attempt carry. `name`: a project's name. */
+function reasonOf(why: 'quota' | 'priority', w: Waiter, h: Holder, name: (p: string | null | undefined) => string): string {
+  if (why === 'quota') return `preempted for job ${w.id}: project ${name(w.projectId)} is within its quota and takes back cards project ${name(h.projectId)} borrowed`;
+  const sameProject = (w.projectId ?? null) === h.projectId;
+  return `preempted for job ${w.id} of project ${name(w.projectId)}: priority ${w.priority} over ${h.priority}${sameProject ? '' : ` (project ${name(h.projectId)} was over its quota)`}`;
+}
+
+type Entry = { h: Holder; here: number; at: number; why: 'quota' | 'priority' };
+interface Option {
+  node: string;
+  victims: Entry[];
+  /** The latest start among the victims (0: none). */
+  youngest: number;
+}
+/** Rule 4: fewer victims, then younger, then the lower node id. */
+const better = (a: Option, b: Option) => a.victims.length < b.victims.length || (a.victims.length === b.victims.length && (a.youngest > b.youngest || (a.youngest === b.youngest && a.node < b.node)));
 
 /**
  * The attempts to preempt for `waiters` (in the order the pass serves them; the ones it could
@@ -130,8 +143,13 @@ export function planPreemptions(
     for (const m of h.held) soon.set(m.nodeId, (soon.get(m.nodeId) ?? 0) + m.gpuIndices.length);
   };
   for (const h of holders) if (h.preempting) comeFree(h);
-  const onNode = new Map<string, Holder[]>();
-  for (const h of holders) for (const m of h.held) (onNode.get(m.nodeId) ?? onNode.set(m.nodeId, []).get(m.nodeId)!).push(h);
+  // Each node's holders with their cards there, sorted once: the most cards first (the fewest
+  // victims), then the youngest; each waiter walks them in that order.
+  const onNode = new Map<string, { h: Holder; here: number; at: number }[]>();
+  for (const h of holders) for (const m of h.held) (onNode.get(m.nodeId) ?? onNode.set(m.nodeId, []).get(m.nodeId)!).push({ h, here: m.gpuIndices.length, at: h.startedAt.getTime() });
+  for (const list of onNode.values()) list.sort((a, b) => b.here - a.here || b.at - a.at || (a.h.jobId < b.h.jobId ? -1 : 1));
+  // The nodes a waiter's shape may use, worked out once per shape.
+  const matching = new Map<string, NodeRoom[]>();
   const taken = new Set<string>();
   const out: Preemption[] = [];
   const avail = (n: string) => (free.get(n) ?? 0) + (soon.get(n) ?? 0);
@@ -149,39 +167,43 @@ export function planPreemptions(
     if (!w.withinQuota && w.priority <= lowest) continue;
     if (weighed++ >= PREEMPT_HEAD) break;
     const size = w.nodes ?? 1;
-    const nodes = rooms.filter((r) => r.totalCards >= w.gpus && selectorMatches(w.selector, r.labels));
+    const key = `${w.gpus}/${JSON.stringify(w.selector)}`;
+    let nodes = matching.get(key);
+    if (!nodes) matching.set(key, (nodes = rooms.filter((r) => r.totalCards >= w.gpus && selectorMatches(w.selector, r.labels))));
     if (nodes.length < size) continue;
-    // Per node: the victims that make room there (none when cards coming free already do).
-    const options: { node: string; victims: { h: Holder; why: string }[] }[] = [];
+    // Per node: the victims that make room there (none when cards coming free already do). The
+    // best so far is kept as it is found (a gang keeps every node's): no list of every node.
+    const options: Option[] = [];
+    let best: Option | null = null;
     for (const n of nodes) {
-      let need = w.gpus - avail(n.id);
-      if (need <= 0) {
-        options.push({ node: n.id, victims: [] });
-        continue;
+      const have = avail(n.id);
+      let need = w.gpus - have;
+      let victims: Entry[] = [];
+      if (need > 0) {
+        const here = onNode.get(n.id);
+        if (!here) continue;
+        for (const c of here) {
+          if (need <= 0) break;
+          if (taken.has(c.h.jobId)) continue;
+          const why = entitlement(w, c.h, borrowed);
+          if (why === null) continue;
+          victims.push({ h: c.h, here: c.here, at: c.at, why });
+          need -= c.here;
+        }
+        if (need > 0) continue;
+        // Drop any victim the others already cover (the greedy pick may overshoot), youngest kept last.
+        for (let i = victims.length - 1; i >= 0 && victims.length > 1; i--) {
+          const without = victims.reduce((sum, v, j) => sum + (j === i ? 0 : v.here), 0);
+          if (w.gpus - have - without <= 0) victims = victims.filter((_, j) => j !== i);
+        }
       }
-      const cands = (onNode.get(n.id) ?? [])
-        .filter((h) => !taken.has(h.jobId))
-        .map((h) => ({ h, why: entitlement(w, h, borrowed, projectName), here: h.held.filter((m) => m.nodeId === n.id).reduce((s, m) => s + m.gpuIndices.length, 0) }))
-        .filter((c): c is { h: Holder; why: string; here: number } => c.why !== null)
-        // The fewest: the most cards here first; then the youngest.
-        .sort((a, b) => b.here - a.here || b.h.startedAt.getTime() - a.h.startedAt.getTime() || (a.h.jobId < b.h.jobId ? -1 : 1));
-      const victims: { h: Holder; why: string; here: number }[] = [];
-      for (const c of cands) {
-        if (need <= 0) break;
-        victims.push(c);
-        need -= c.here;
-      }
-      if (need > 0) continue;
-      // Drop any victim the others already cover (the greedy pick may overshoot), youngest kept last.
-      for (let i = victims.length - 1; i >= 0 && victims.length > 1; i--) {
-        const without = victims.reduce((s, v, j) => s + (j === i ? 0 : v.here), 0);
-        if (w.gpus - avail(n.id) - without <= 0) victims.splice(i, 1);
-      }
-      options.push({ node: n.id, victims });
+      const o: Option = { node: n.id, victims, youngest: victims.reduce((m, v) => Math.max(m, v.at), 0) };
+      if (size > 1) options.push(o);
+      else if (best === null || better(o, best)) best = o;
     }
+    if (size === 1 && best !== null) options.push(best);
     if (options.length < size) continue;
-    const youngest = (vs: { h: Holder }[]) => vs.reduce((m, v) => Math.max(m, v.h.startedAt.getTime()), 0);
-    options.sort((a, b) => a.victims.length - b.victims.length || youngest(b.victims) - youngest(a.victims) || (a.node < b.node ? -1 : 1));
+    if (size > 1) options.sort((a, b) => (better(a, b) ? -1 : better(b, a) ? 1 : 0));
     const chosen = options.slice(0, size);
     // A gang's nodes: a victim chosen for two of them is preempted once.
     for (const o of chosen) {
@@ -189,7 +211,7 @@ export function planPreemptions(
         if (taken.has(v.h.jobId)) continue;
         taken.add(v.h.jobId);
         comeFree(v.h);
-        out.push({ jobId: v.h.jobId, attempt: v.h.attempt, forJobId: w.id, reason: v.why });
+        out.push({ jobId: v.h.jobId, attempt: v.h.attempt, forJobId: w.id, reason: reasonOf(v.why, w, v.h, projectName) });
       }
     }
     for (const o of chosen) consume(o.node, w.gpus);

@@ -69,24 +69,24 @@ export async function lowestPreemptiblePriority(ex: Executor): Promise<number | 
  * skipped), writes the line in its job's history, and returns the orders to signal.
  */
 export async function markPreemptions(ex: Executor, list: readonly { jobId: string; attempt: number; reason: string; forJobId?: string }[], defaultGraceS: number, now: Date): Promise<PreemptOrder[]> {
-  const out: PreemptOrder[] = [];
-  for (const p of list) {
-    const rows = await queryRows<{ grace_s: number }>(
-      ex,
-      sql`update job_attempts a set preempt_requested_at = ${now.toISOString()}::timestamptz, preempt_reason = ${p.reason}, preempt_for = ${p.forJobId ?? null}
-          from jobs j
-          where a.job_id = ${p.jobId} and a.attempt = ${p.attempt} and a.preempt_requested_at is null
-            and j.id = a.job_id and j.attempt = a.attempt and j.state = 'RUNNING'
-          returning coalesce(j.preempt_grace_s, ${defaultGraceS})::int as grace_s`,
-    );
-    if (rows.length === 0) continue;
-    const graceS = rows[0].grace_s;
-    await ex.execute(
-      sql`insert into job_transitions (job_id, attempt, from_state, to_state, detail) values (${p.jobId}, ${p.attempt}, 'RUNNING', 'RUNNING', ${`${p.reason}; SIGTERM now, SIGKILL after ${graceS} s`})`,
-    );
-    out.push({ jobId: p.jobId, attempt: p.attempt, reason: p.reason, graceMs: graceS * 1000 });
-  }
-  return out;
+  if (list.length === 0) return [];
+  const marks = JSON.stringify(list.map((p) => ({ job_id: p.jobId, attempt: p.attempt, reason: p.reason, for_id: p.forJobId ?? null })));
+  // One statement for the marks, one for the history lines: a pass may preempt dozens at once.
+  const rows = await queryRows<{ job_id: string; attempt: number; reason: string; grace_s: number }>(
+    ex,
+    sql`update job_attempts a set preempt_requested_at = ${now.toISOString()}::timestamptz, preempt_reason = m.reason, preempt_for = m.for_id
+        from jsonb_to_recordset(${marks}::jsonb) as m(job_id text, attempt int, reason text, for_id text), jobs j
+        where a.job_id = m.job_id and a.attempt = m.attempt and a.preempt_requested_at is null
+          and j.id = a.job_id and j.attempt = a.attempt and j.state = 'RUNNING'
+        returning a.job_id, a.attempt, m.reason, coalesce(j.preempt_grace_s, ${defaultGraceS})::int as grace_s`,
+  );
+  if (rows.length === 0) return [];
+  const lines = JSON.stringify(rows.map((r) => ({ job_id: r.job_id, attempt: r.attempt, detail: `${r.reason}; SIGTERM now, SIGKILL after ${r.grace_s} s` })));
+  await ex.execute(
+    sql`insert into job_transitions (job_id, attempt, from_state, to_state, detail)
+        select l.job_id, l.attempt, 'RUNNING', 'RUNNING', l.detail from jsonb_to_recordset(${lines}::jsonb) as l(job_id text, attempt int, detail text)`,
+  );
+  return rows.map((r) => ({ jobId: r.job_id, attempt: r.attempt, reason: r.reason, graceMs: r.grace_s * 1000 }));
 }
 
 /** The preemptions a pass decided, as markPreemptions takes them. */

@@ -64,6 +64,7 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
     const placements = await dispatchPlacements(tx, planned, now);
     lap('apply');
     const preemptions = share.preemptGraceS === undefined ? [] : await preemptFor(tx, queue, planned, rooms, state, share.preemptGraceS, now);
+    if (phases) phases.preempt = (phases.preempt ?? 0) + performance.now() - t;
     return { placements, queued: queue.length - placements.length, preemptions };
   });
 }
@@ -114,6 +115,8 @@ export interface PassPhases {
   share: number;
   plan: number;
   apply: number;
+  /** Weighing and marking preemptions for the jobs left waiting (none when the pass does not preempt). */
+  preempt?: number;
 }
 
 /**
