@@ -72,6 +72,7 @@ async function latency(c: Cluster): Promise<void> {
       got.push(await startOf(c, { role: 'victim' }));
       const v = await c.client.waitFor(low.id, undefined, 60_000);
       if (v.attempts[0].state !== 'PREEMPTED') throw new Error(`victim ${low.id}: attempt 1 ended ${v.attempts[0].state}`);
+      if (process.env.SHARE_DEBUG) for (const h of v.history) say(`  ${h.at} ${h.attempt} ${h.from}→${h.to} ${h.detail ?? ''}`);
       if (grace === GRACES[0]) peer.push(await startOf(c, { role: 'idle' }));
     }
     say(`preemption latency, grace ${grace} s, ${RUNS} runs (submit → RUNNING, the victim ignoring SIGTERM): p50 ${secs(pct(got, 50))}, max ${secs(Math.max(...got))}; aim ≤ grace + 1 s = ${grace + 1} s; p50 - grace ${secs(pct(got, 50) - grace * 1000)}`);

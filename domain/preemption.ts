@@ -8,9 +8,11 @@
  *     borrowed; a job of no quota (no project, or a project with none that applies) holds only
  *     borrowed cards. A waiting job within its project's quota may take back borrowed cards of
  *     another project's jobs.
- *  2. Priority. A waiting job may take the cards of a job of lower priority of its own project,
- *     or of a lower-priority job that holds borrowed cards. A job within its project's quota is
- *     never preempted for another project's job.
+ *  2. Priority. A waiting job may take the cards of a lower-priority job of its own project (jobs
+ *     of no project count as one). Not another project's: the order across projects is quota,
+ *     then usage, then priority, so the cards would go back to the victim's project first and
+ *     the waiter would preempt again after each grace. A job within its project's quota is never
+ *     preempted for another project's job.
  *  3. Only preemptible jobs (not `--no-preempt`), never one already being preempted, and only
  *     when preempting makes room: on a node the waiter's selector matches (N such nodes for a
  *     gang), the free cards, the cards of jobs already being preempted, and the victims' cards
@@ -101,15 +103,14 @@ function entitlement(w: Waiter, h: Holder, borrowed: Set<string>): 'quota' | 'pr
   if (!h.preemptible || h.preempting) return null;
   const sameProject = (w.projectId ?? null) === h.projectId;
   if (w.withinQuota && !sameProject && borrowed.has(h.jobId)) return 'quota';
-  if (w.priority > h.priority && (sameProject || borrowed.has(h.jobId))) return 'priority';
+  if (w.priority > h.priority && sameProject) return 'priority';
   return null;
 }
 
 /** The reason a victim's history and attempt carry. `name`: a project's name. */
 function reasonOf(why: 'quota' | 'priority', w: Waiter, h: Holder, name: (p: string | null | undefined) => string): string {
   if (why === 'quota') return `preempted for job ${w.id}: project ${name(w.projectId)} is within its quota and takes back cards project ${name(h.projectId)} borrowed`;
-  const sameProject = (w.projectId ?? null) === h.projectId;
-  return `preempted for job ${w.id} of project ${name(w.projectId)}: priority ${w.priority} over ${h.priority}${sameProject ? '' : ` (project ${name(h.projectId)} was over its quota)`}`;
+  return `preempted for job ${w.id} of project ${name(w.projectId)}: priority ${w.priority} over ${h.priority}`;
 }
 
 type Entry = { h: Holder; here: number; at: number; why: 'quota' | 'priority' };

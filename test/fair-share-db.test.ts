@@ -92,6 +92,38 @@ describe.each(['postgres', 'pglite'] as const)('quotas and fair share on %s', (k
     expect((await decayedUsage(db, after, H)).get(a)).toBeCloseTo(2 * first * Math.pow(2, -60_000 / H), 3);
   });
 
+  it("preempts for a project within its quota, counting what the same pass placed: a project that used up its quota in the pass takes nothing back", async () => {
+    const { db } = await open(kind);
+    const hold = 3_600_000;
+    // b runs two 4-card jobs on n2 and n3 (quota 4: one of them borrowed); n1 joins free.
+    await db.transaction((tx) => setQuota(tx, 'a', null, 4, 'ops'));
+    await db.transaction((tx) => setQuota(tx, 'b', null, 4, 'ops'));
+    for (const n of ['n2', 'n3']) await upsertNodeOnline(db, { nodeId: n, hostname: 'h', labels: {}, gpus: fakeGpus(n, 4) });
+    await queue(db, 'B1', 'b', { gpus: 4, at: 9000 });
+    await queue(db, 'B2', 'b', { gpus: 4, at: 8000 });
+    expect((await runSchedulePass(db, hold, now)).placements.map((p) => p.jobId).sort()).toEqual(['B1', 'B2']);
+    await db.execute(sql`update jobs set state = 'RUNNING' where id in ('B1', 'B2')`);
+    await db.execute(sql`update job_attempts set state = 'RUNNING', started_at = ${new Date(now.getTime() - 60_000)} where job_id = 'B1'`);
+    await db.execute(sql`update job_attempts set state = 'RUNNING', started_at = ${new Date(now.getTime() - 30_000)} where job_id = 'B2'`);
+    await upsertNodeOnline(db, { nodeId: 'n1', hostname: 'h', labels: {}, gpus: fakeGpus('n1', 4) });
+    await queue(db, 'A1', 'a', { gpus: 4, at: 2000 });
+    await queue(db, 'A2', 'a', { gpus: 4, at: 1000 });
+    // A job of another project waits too: the pass orders by fair share (its share read before it places).
+    await queue(db, 'C1', 'c', { gpus: 4, at: 500 });
+    // A1 takes n1 and with it a's whole quota: A2 is over it, and preempts nobody.
+    const pass = await runSchedulePass(db, hold, now, undefined, { halfLifeMs: 24 * H, preemptGraceS: 30 });
+    expect(pass.placements.map((p) => p.jobId)).toEqual(['A1']);
+    expect(pass.preemptions).toEqual([]);
+    // With a quota of 8, A2 is within it: it takes back the borrowed job's cards (B2, the younger), once.
+    await db.transaction((tx) => setQuota(tx, 'a', null, 8, 'ops'));
+    const again = await runSchedulePass(db, hold, now, undefined, { halfLifeMs: 24 * H, preemptGraceS: 30 });
+    expect(again.preemptions.map((p) => [p.jobId, p.graceMs])).toEqual([['B2', 30_000]]);
+    expect(again.preemptions[0].reason).toBe('preempted for job A2: project a is within its quota and takes back cards project b borrowed');
+    expect((await runSchedulePass(db, hold, now, undefined, { halfLifeMs: 24 * H, preemptGraceS: 30 })).preemptions).toEqual([]);
+    const waits = await queueReasons(db, [(await getJob(db, 'A2'))!], hold, now, 24 * H, undefined, 30);
+    expect(waits.get('A2')).toMatch(/^taking cards back: preempting B2 \(SIGKILL within \d+ s\)$/);
+  });
+
   it('serves a project under its quota first, then the project with less recent usage; the queue reasons say so', async () => {
     const { db } = await open(kind);
     await upsertNodeOnline(db, { nodeId: 'n1', hostname: 'h', labels: {}, gpus: fakeGpus('n1', 1) });

@@ -62,17 +62,20 @@ describe('preemption rule (domain/preemption.ts)', () => {
     expect(planPreemptions([waiter('a1', 'a', 1, { withinQuota: true })], [node('n1', 5, [4])], bJobs, quotas)).toEqual([]);
   });
 
-  it('priority: a lower-priority job of the same project, or one that borrows; never another project within its quota', () => {
+  it("priority: a lower-priority job of the same project only; never another project's, borrowing or not", () => {
     const held = [holder('low', 'b', 'n1', [0, 1], 1), holder('lowB', 'b', 'n1', [2, 3], 2)];
     const q = [{ projectId: 'b', pool: null, gpus: 2 }];
     // b's high-priority job takes its own project's younger low one.
     const own = planPreemptions([waiter('hi', 'b', 2, { priority: 5 })], [node('n1', 4)], held, q);
     expect(own.map((p) => p.jobId)).toEqual(['lowB']);
     expect(own[0].reason).toContain('priority 5 over 0');
-    // c (no quota) of higher priority may take only b's borrowed cards (lowB), not its guaranteed ones.
-    const other = planPreemptions([waiter('c1', 'c', 4, { priority: 9 })], [node('n1', 4)], held, q);
-    expect(other).toEqual([]);
-    expect(planPreemptions([waiter('c1', 'c', 2, { priority: 9 })], [node('n1', 4)], held, q).map((p) => p.jobId)).toEqual(['lowB']);
+    // c (no quota) of higher priority takes nothing of b's, not even its borrowed cards: the
+    // order across projects would hand them back to b, and c would preempt again each grace.
+    expect(planPreemptions([waiter('c1', 'c', 4, { priority: 9 })], [node('n1', 4)], held, q)).toEqual([]);
+    expect(planPreemptions([waiter('c1', 'c', 2, { priority: 9 })], [node('n1', 4)], held, q)).toEqual([]);
+    // Jobs of no project are one project.
+    const none = [holder('n0', null, 'n1', [0, 1, 2, 3], 1)];
+    expect(planPreemptions([waiter('hiNone', null, 2, { priority: 1 })], [node('n1', 4)], none, []).map((p) => p.jobId)).toEqual(['n0']);
     // Equal priority and no quota: nobody.
     expect(planPreemptions([waiter('c1', 'c', 2)], [node('n1', 4)], held, q)).toEqual([]);
   });

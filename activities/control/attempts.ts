@@ -41,8 +41,9 @@ export function attemptActivities({ deps, wake }: ControlContext) {
           const begun = placed.placement ? await beginIn(tx, { jobId: a.jobId, attempt: a.attempt }) : null;
           if (begun) return { state: 'QUEUED' as const, attempt: a.attempt, dispatched: true as const, begun };
           // No node has room for it: the pass could not place it either; it gets the cards of
-          // a job that ends (handed on there), or a node that joins wakes the scheduler.
-          if (!placed.placement && !placed.passCouldPlace) nowake = true;
+          // a job that ends (handed on there), or a node that joins wakes the scheduler. Unless
+          // the pass may preempt for it: then it is woken now, not at its next idle pass.
+          if (!placed.placement && !placed.passCouldPlace && deps.preemptGraceS == null) nowake = true;
           return { state: 'QUEUED' as const, attempt: a.attempt };
         }
         // A retry of this activity after its commit: the attempt is queued (or already granted

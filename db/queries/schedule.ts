@@ -9,7 +9,7 @@ import { projects } from '../schema.ts';
 import { AVOID_NODE, dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
 import { shareFor, type UsageCache } from './quotas.ts';
-import { DEFAULT_FAIRSHARE_HALF_LIFE_H, fairShareRanking, type FairShareState } from '../../domain/fair-share.ts';
+import { cardsOf, DEFAULT_FAIRSHARE_HALF_LIFE_H, fairShareRanking, type FairShareState } from '../../domain/fair-share.ts';
 
 export interface PassOutcome {
   placements: Placement[];
@@ -83,7 +83,10 @@ async function preemptFor(tx: Executor, queue: readonly QueuedJob[], planned: re
     const lowest = await lowestPreemptiblePriority(tx);
     if (lowest === null || !waiting.some((w) => w.priority > lowest)) return [];
   }
-  const state: FairShareState = share ?? { quotas, holders: await cardHolders(tx), usage: new Map() };
+  // What the pass placed holds cards now: a project that used up its quota in this pass is not
+  // within it any more (read after the placements without a share; added to the share's).
+  const placedHolders = queue.filter((j) => placed.has(j.id)).map((j) => ({ projectId: j.projectId ?? null, selector: j.selector, cards: cardsOf(j) }));
+  const state: FairShareState = share ? { ...share, holders: [...share.holders, ...placedHolders] } : { quotas, holders: await cardHolders(tx), usage: new Map() };
   const ranked = fairShareRanking(waiting, state);
   const waiters = (share ? ranked : [...ranked].sort((a, b) => queueOrder(a.job, b.job))).map((r) => ({ ...r.job, withinQuota: r.withinQuota }));
   const holders = await preemptionHolders(tx);
