@@ -99,6 +99,9 @@ describe('preemption', () => {
     for (const j of preempted) {
       const again = await c.client.waitFor(j.id, ['RUNNING'], 30_000);
       const [latest] = (await db.query<{ uri: string; step: string }>('select uri, step from checkpoints where job_id = $1 and attempt = 1 order by step desc limit 1', [j.id])).rows;
+      // The checkpoint saved on SIGTERM, within the grace, is attempt 1's last registered one: what attempt 2 resumes from.
+      const savedOnTerm = /^SIGTERM: saved step (\d+)/m.exec(fs.readFileSync(j.attempts[0].log_path!, 'utf8'))![1];
+      expect(latest.step).toBe(savedOnTerm);
       const log = await until('attempt 2 says where it resumed', () => {
         const text = fs.existsSync(again.attempts[1].log_path ?? '') ? fs.readFileSync(again.attempts[1].log_path!, 'utf8') : '';
         return /^resumed from .*$/m.exec(text)?.[0] ?? null;
@@ -154,6 +157,29 @@ describe('preemption', () => {
     expect(endedAt - askedAt).toBeGreaterThanOrEqual(8000);
     expect((await c.client.job(high.id)).attempts).toHaveLength(1);
   }, 120_000);
+
+  it('a gang is preempted whole: every member gets SIGTERM, the attempt is PREEMPTED once, and the gang comes back whole as attempt 2', async () => {
+    const dir = fs.mkdtempSync(path.join(c.work, 'gang-'));
+    // Each member records its start and its SIGTERM; attempt 2 ends at once.
+    const gang = await c.client.submit({
+      type: 'CUSTOM',
+      nodes: 2,
+      gpus_per_node: 1,
+      project: 'pa-d',
+      selector: { zone: 'z' },
+      preempt_grace_s: 5,
+      command: `echo start >> ${dir}/rank-$NODE_RANK-$GPUPLANE_ATTEMPT; trap 'echo term >> ${dir}/rank-$NODE_RANK-$GPUPLANE_ATTEMPT; exit 143' TERM; if [ "$GPUPLANE_ATTEMPT" = 1 ]; then sleep 300 & wait; fi`,
+    });
+    await c.client.waitFor(gang.id, ['RUNNING'], 30_000);
+    const urgentOne = await c.client.submit({ type: 'CUSTOM', gpus: 1, project: 'pa-d', selector: { zone: 'z' }, priority: 5, command: 'sleep 1' });
+    expect((await c.client.waitFor(urgentOne.id, undefined, 60_000)).state).toBe('SUCCEEDED');
+    const done = await c.client.waitFor(gang.id, undefined, 60_000);
+    expect(done.state, done.reason ?? '').toBe('SUCCEEDED');
+    expect(done.attempts.map((x) => x.state)).toEqual(['PREEMPTED', 'SUCCEEDED']);
+    expect(done.attempts[0].reason).toBe(`preempted for job ${urgentOne.id} of project pa-d: priority 5 over 0`);
+    for (const rank of [0, 1]) expect(fs.readFileSync(path.join(dir, `rank-${rank}-1`), 'utf8')).toBe('start\nterm\n');
+    expect(done.attempts[1].members!.map((m) => m.node_id).sort()).toEqual(['pb', 'pc']);
+  }, 90_000);
 
   it('node drain --preempt: the job running there is preempted now and resumes on another node', async () => {
     const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: { zone: 'z' }, command: 'sleep 300' });
