@@ -23,7 +23,7 @@
  *  5. A pass weighs the first PREEMPT_HEAD waiters that could be entitled (the rest wait for the
  *     next pass): a queue of 10,000 high-priority jobs costs a pass no more than 8 of them.
  */
-import { cardsOf, quotaFor, type ProjectQuota } from './fair-share.ts';
+import { cardsOf, quotaFor, type ProjectQuota, type ShareJob } from './fair-share.ts';
 import { selectorMatches, type NodeRoom } from './placement.ts';
 
 /** How many waiters that could be entitled one pass weighs (rule 5). */
@@ -39,13 +39,7 @@ export function preemptingReason(victims: readonly string[], graceLeftS: number)
 }
 
 /** A job that waits, as the pass served it (its serve order), with its class. */
-export interface Waiter {
-  id: string;
-  projectId?: string | null;
-  gpus: number;
-  nodes?: number;
-  selector: Record<string, string>;
-  priority: number;
+export interface Waiter extends Omit<ShareJob, 'queuedAt'> {
   /** Within its project's quota (domain/fair-share.ts rule 2). */
   withinQuota: boolean;
 }
