@@ -28,18 +28,27 @@ export function gangPicker<R extends GangRoom>(room: R[], byFree: MinHeap[], mat
       }
       return c[gpus] ?? 0;
     },
-    /** A gang's members now, rank order, or null when fewer than `size` open matching nodes have room. */
-    pick(job: { gpus: number; selector: Record<string, string> }, size: number): R[] | null {
+    /**
+     * A gang's members now, rank order, or null when fewer than `size` open matching nodes have
+     * room. `avoid` (the node its last attempt failed on) is taken last: only when the others
+     * with room are too few.
+     */
+    pick(job: { gpus: number; selector: Record<string, string>; avoid?: string | null }, size: number): R[] | null {
       if (job.gpus > 0 && Object.keys(job.selector).length === 0) {
         // The heaps in order of free count, each in id order: the first `size` live entries.
         const got: number[] = [];
+        let avoided = -1;
         for (let k = job.gpus; k < byFree.length && got.length < size; k++) {
           const h = byFree[k];
           while (h && h.size > 0 && got.length < size) {
             const i = h.pop();
-            if (room[i].free.length === k && room[i].reservedFor === null) got.push(i);
+            if (room[i].free.length !== k || room[i].reservedFor !== null) continue;
+            if (room[i].id === job.avoid) avoided = i;
+            else got.push(i);
           }
         }
+        if (got.length < size && avoided >= 0) got.push(avoided);
+        else if (avoided >= 0) byFree[room[avoided].free.length].push(avoided);
         if (got.length === size) return got.map((i) => room[i]);
         for (const i of got) byFree[room[i].free.length].push(i);
         return null;
@@ -48,6 +57,9 @@ export function gangPicker<R extends GangRoom>(room: R[], byFree: MinHeap[], mat
       if (fits.length < size) return null;
       // A zero-card gang: the most free first, ties the highest id, as a zero-card job's scan picks.
       fits.sort(job.gpus > 0 ? (a, b) => a.free.length - b.free.length || a.pos - b.pos : (a, b) => b.free.length - a.free.length || b.pos - a.pos);
+      // The avoided node last, so that it is taken only when the others are too few.
+      const i = fits.findIndex((n) => n.id === job.avoid);
+      if (i >= 0) fits.push(...fits.splice(i, 1));
       return fits.slice(0, size);
     },
   };

@@ -15,8 +15,8 @@
  *    gets both, the other waits). Its members are the N nodes with room that fit best (fewest
  *    free cards that suffice, ties by lowest id), in that order: rank 0 first. A zero-card job
  *    takes the node with the most free cards, a zero-card gang the N with the most.
- *  - A retried (or re-queued) single-node job avoids the node its last attempt failed on:
- *    it goes there only when no other matching node has room now.
+ *  - A retried (or re-queued) job avoids the node its last attempt failed on (a gang: the node
+ *    of the member that ended it): it goes there only when no other matching node has room now.
  *  - Backfill: a job that cannot be placed now does not block the jobs behind it; they are
  *    placed on whatever is free. A job that can never fit (no matching node has enough cards
  *    in total; for a gang, fewer than N do) never blocks anyone.
@@ -44,7 +44,7 @@ export interface QueuedJob {
   nodes?: number;
   /**
    * A node it goes to only when no other fits now: the one its last attempt failed on (a retry,
-   * or a LOST re-queue). Single-node jobs only.
+   * or a LOST re-queue; a gang's, the node of the member that ended it).
    */
   avoid?: string | null;
 }

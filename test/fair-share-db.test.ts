@@ -92,6 +92,18 @@ describe.each(['postgres', 'pglite'] as const)('quotas and fair share on %s', (k
     expect((await decayedUsage(db, after, H)).get(a)).toBeCloseTo(2 * first * Math.pow(2, -60_000 / H), 3);
   });
 
+  it('reads the node a retry avoids: the one its last attempt failed on (a gang\'s member\'s), else that attempt\'s node', async () => {
+    const { db } = await open(kind);
+    await queue(db, 'G', 'g', { gpus: 1 });
+    await queue(db, 'S', 'g', { gpus: 1 });
+    // Both on attempt 2 after a FAILED attempt 1: the gang's kept the failing member's node, the other (older) only its node.
+    await db.execute(sql`update jobs set attempt = 2, nodes = case when id = 'G' then 2 else 1 end where id in ('G', 'S')`);
+    await db.execute(sql`update job_attempts set state = 'FAILED', node_id = 'n1', failed_node = case when job_id = 'G' then 'n7' else null end where job_id in ('G', 'S')`);
+    await db.execute(sql`insert into job_attempts (job_id, attempt, state, config) select job_id, 2, 'QUEUED', config from job_attempts where job_id in ('G', 'S')`);
+    const avoid = Object.fromEntries((await queuedJobs(db, now)).map((j) => [j.id, j.avoid ?? null]));
+    expect(avoid).toEqual({ G: 'n7', S: 'n1' });
+  });
+
   it("preempts for a project within its quota, counting what the same pass placed: a project that used up its quota in the pass takes nothing back", async () => {
     const { db } = await open(kind);
     const hold = 3_600_000;

@@ -138,6 +138,8 @@ describe('gang jobs: started together, stopped together', () => {
     expect(again.attempts[1].changes.map((ch) => ch.key)).toEqual(expect.arrayContaining(['nodes', 'gpus', 'env.FIXED']));
     expect(again.state).toBe('SUCCEEDED');
     expect(again.attempts[1].members).toBeNull();
+    // It avoided the node of the member that failed the gang: another one had room.
+    expect(again.attempts[1].node_id).not.toBe(member1);
   }, 90_000);
 
   it('cancel while RUNNING stops every member', async () => {

@@ -118,6 +118,24 @@ describe('planPlacements: gangs (nodes > 1)', () => {
   const members = (p: Placement[]) => p.map((x) => ({ jobId: x.jobId, members: placementMembers(x).map((m) => `${m.nodeId}:${m.gpuIndices.join(',')}`) }));
   const late = new Date(t0.getTime() + 120_000);
 
+  it('a retried gang avoids the node its last attempt failed on while enough others have room, and takes it when they are too few', () => {
+    const nodes = () => [node('a', [0, 1]), node('b', [0, 1, 2]), node('c', [0, 1, 2, 3]), node('d', [0], 2, { zone: 'z' })];
+    // Best fits are a then b; with a avoided, b and c.
+    expect(members(planPlacements([gang('g', 2, 2)], nodes(), t0, 1000))[0].members).toEqual(['a:0,1', 'b:0,1']);
+    expect(members(planPlacements([gang('g', 2, 2, { avoid: 'a' })], nodes(), t0, 1000))[0].members).toEqual(['b:0,1', 'c:0,1']);
+    // Three nodes needed, three with room: the avoided one too.
+    expect(members(planPlacements([gang('g', 3, 2, { avoid: 'a' })], nodes(), t0, 1000))[0].members.map((m) => m[0]).sort()).toEqual(['a', 'b', 'c']);
+    // With a selector, likewise.
+    const zoned = () => [node('x', [0], 2, { zone: 'z' }), node('y', [0, 1], 2, { zone: 'z' }), node('w', [0, 1], 2, { zone: 'z' })];
+    expect(members(planPlacements([gang('g', 2, 1, { selector: { zone: 'z' }, avoid: 'x' })], zoned(), t0, 1000))[0].members).toEqual(['w:0', 'y:0']);
+    expect(members(planPlacements([gang('g', 3, 1, { selector: { zone: 'z' }, avoid: 'x' })], zoned(), t0, 1000))[0].members).toEqual(['w:0', 'y:0', 'x:0']);
+    // The avoided node passed over is still there for the jobs behind the gang.
+    expect(members(planPlacements([gang('g', 2, 2, { avoid: 'a' }), job('s', 2)], nodes(), t0, 1000))).toEqual([
+      { jobId: 'g', members: ['b:0,1', 'c:0,1'] },
+      { jobId: 's', members: ['a:0,1'] },
+    ]);
+  });
+
   it('gives every member its node and cards, in rank order: the best fits first, lowest indices first; rank 0 is nodeId and gpuIndices', () => {
     const nodes = [node('a', [0, 1, 2, 3]), node('b', [4, 5, 6], 8), node('c', [1, 3], 8), node('d', [0, 1, 2], 8), node('e', [7])];
     const p = planPlacements([gang('g', 3, 2)], nodes, t0, 1000);

@@ -61,6 +61,8 @@ export function finishActivities({ deps, wake }: ControlContext) {
             reason = out && !out.complete && evalResult.reason === MISSING_METRICS_LINE ? `${MISSING_METRICS_LINE} (its stdout was not fully shipped)` : evalResult.reason;
           }
         }
+        // The node its next attempt avoids: the member's that ended a gang, the lost node, or its own.
+        const failedNode = to === 'FAILED' || to === 'LOST' ? (o.member?.nodeId ?? o.lostNodes?.[0] ?? job.nodeId) : null;
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
@@ -68,7 +70,7 @@ export function finishActivities({ deps, wake }: ControlContext) {
           to,
           detail: reason,
           job: { exitCode: o.exitCode, signal: o.signal, reason, endedAt: now },
-          attemptRow: { exitCode: o.exitCode, signal: o.signal, reason, endedAt: now },
+          attemptRow: { exitCode: o.exitCode, signal: o.signal, reason, endedAt: now, ...(failedNode ? { failedNode } : {}) },
         });
         const freed = await releaseSlots(tx, a.jobId, a.attempt);
         // Its cards go straight to the jobs waiting for them (when few wait): no scheduler pass.

@@ -81,11 +81,19 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
 }
 
 /**
- * For a job row `j`: the node its previous attempt failed on (FAILED or LOST), which its next
- * attempt avoids when another node fits (domain/placement.ts); null for a first attempt, a gang,
- * or one whose previous attempt ended otherwise (a cancel before a retry).
+ * For a job row `j`: the node its previous attempt failed on (FAILED or LOST; a gang's: the
+ * member's that ended it), which its next attempt avoids when another node fits
+ * (domain/placement.ts); null for a first attempt, or one whose previous attempt ended otherwise
+ * (a cancel before a retry). Attempts from before failed_node was kept name their node_id.
  */
-export const AVOID_NODE = sql`(select p.node_id from job_attempts p where p.job_id = j.id and p.attempt = j.attempt - 1 and p.state in ('FAILED', 'LOST') and j.nodes = 1)`;
+export const AVOID_NODE = sql`(select coalesce(p.failed_node, p.node_id) from job_attempts p where p.job_id = j.id and p.attempt = j.attempt - 1 and p.state in ('FAILED', 'LOST'))`;
+
+/** avoidNodeOf is AVOID_NODE for one job: the node attempt `attempt - 1` failed on, or null. */
+export async function avoidNodeOf(ex: Executor, jobId: string, attempt: number): Promise<string | null> {
+  if (attempt <= 1) return null;
+  const [r] = await queryRows<{ node: string | null }>(ex, sql`select coalesce(p.failed_node, p.node_id) as node from job_attempts p where p.job_id = ${jobId} and p.attempt = ${attempt - 1} and p.state in ('FAILED', 'LOST')`);
+  return r?.node ?? null;
+}
 
 /**
  * placeAlone is the fast path of a job that finds the queue empty: it is placed at once, in the transaction
@@ -104,7 +112,7 @@ export async function placeAlone(ex: Executor, job: { id: string; attempt: numbe
       where n.status = 'ONLINE' and n.drained_at is null and s.present = 1 and s.owner_job_id is null and n.labels @> ${JSON.stringify(job.selector)}::jsonb
       group by s.node_id
       having count(*) >= ${job.gpus}
-      order by (s.node_id is not distinct from (select p.node_id from job_attempts p where p.job_id = ${job.id} and p.attempt = ${job.attempt - 1} and p.state in ('FAILED', 'LOST'))),
+      order by (s.node_id is not distinct from (select coalesce(p.failed_node, p.node_id) from job_attempts p where p.job_id = ${job.id} and p.attempt = ${job.attempt - 1} and p.state in ('FAILED', 'LOST'))),
                ${job.gpus === 0 ? sql`count(*) desc, s.node_id desc` : sql`count(*), s.node_id`}
       limit 1`);
   if (!node) return { placement: null, passCouldPlace: false };
@@ -122,7 +130,8 @@ export async function placeAlone(ex: Executor, job: { id: string; attempt: numbe
 /** placeAlone for a gang: the planner's pick of its N nodes, taken in the same savepoint, or none. */
 async function placeGangAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string> }, now: Date): Promise<{ placement: Placement } | { placement: null; passCouldPlace: boolean }> {
   const rooms = await nodeRooms(ex);
-  const [placement] = planPlacements([{ ...job, priority: 0, queuedAt: now }], rooms, now, Number.MAX_SAFE_INTEGER);
+  const avoid = await avoidNodeOf(ex, job.id, job.attempt);
+  const [placement] = planPlacements([{ ...job, priority: 0, queuedAt: now, ...(avoid ? { avoid } : {}) }], rooms, now, Number.MAX_SAFE_INTEGER);
   if (!placement) return { placement: null, passCouldPlace: false };
   const others = await queryRows<{ id: string }>(ex, sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`);
   if (others.length > 0) return { placement: null, passCouldPlace: true };

@@ -92,7 +92,7 @@ export interface TransitionArgs {
   to: JobState;
   detail?: string | null;
   job?: Partial<Pick<Job, 'nodeId' | 'gpuIndices' | 'members' | 'exitCode' | 'signal' | 'reason' | 'queuedAt' | 'startedAt' | 'endedAt' | 'lostCount'>>;
-  attemptRow?: Partial<Pick<typeof jobAttempts.$inferInsert, 'nodeId' | 'gpuIndices' | 'pid' | 'logPath' | 'exitCode' | 'signal' | 'reason' | 'startedAt' | 'endedAt'>>;
+  attemptRow?: Partial<Pick<typeof jobAttempts.$inferInsert, 'nodeId' | 'gpuIndices' | 'pid' | 'logPath' | 'exitCode' | 'signal' | 'reason' | 'startedAt' | 'endedAt' | 'failedNode'>>;
 }
 
 /**

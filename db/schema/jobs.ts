@@ -128,6 +128,8 @@ export const jobAttempts = pgTable(
     preemptReason: text('preempt_reason'),
     /** The waiting job the preemption makes room for (its queue reason says so); null for a drain's. */
     preemptFor: text('preempt_for'),
+    /** The node the attempt failed or was lost on (a gang's: the member's that ended it); the next attempt avoids it. */
+    failedNode: text('failed_node'),
     exitCode: integer('exit_code'),
     signal: text('signal'),
     reason: text('reason'),
