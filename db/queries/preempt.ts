@@ -68,7 +68,7 @@ export async function lowestPreemptiblePriority(ex: Executor): Promise<number | 
  * markPreemptions marks each attempt asked to stop (once: an attempt already marked, or no longer RUNNING, is
  * skipped), writes the line in its job's history, and returns the orders to signal.
  */
-export async function markPreemptions(ex: Executor, list: readonly { jobId: string; attempt: number; reason: string; forJobId?: string }[], defaultGraceS: number, now: Date): Promise<PreemptOrder[]> {
+export async function markPreemptions(ex: Executor, list: readonly (Omit<Preemption, 'forJobId'> & { forJobId?: string })[], defaultGraceS: number, now: Date): Promise<PreemptOrder[]> {
   if (list.length === 0) return [];
   const marks = JSON.stringify(list.map((p) => ({ job_id: p.jobId, attempt: p.attempt, reason: p.reason, for_id: p.forJobId ?? null })));
   // One statement for the marks, one for the history lines: a pass may preempt dozens at once.
@@ -88,9 +88,6 @@ export async function markPreemptions(ex: Executor, list: readonly { jobId: stri
   );
   return rows.map((r) => ({ jobId: r.job_id, attempt: r.attempt, reason: r.reason, graceMs: r.grace_s * 1000 }));
 }
-
-/** The preemptions a pass decided, as markPreemptions takes them. */
-export const preemptionMarks = (ps: readonly Preemption[]) => ps.map((p) => ({ jobId: p.jobId, attempt: p.attempt, reason: p.reason, forJobId: p.forJobId }));
 
 /**
  * preemptionsFor returns, for each of `jobIds` that attempts are being preempted for now, those attempts' jobs and the

@@ -1,14 +1,12 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
-import { gpuSlots, jobs } from '../schema.ts';
+import { gpuSlots, jobs, projects } from '../schema.ts';
 import { placementMembers, planPlacements, queueOrder, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { planPreemptions } from '../../domain/preemption.ts';
-import { lowestPreemptiblePriority, markPreemptions, preemptionHolders, preemptionMarks, type PreemptOrder } from './preempt.ts';
-import { cardHolders, projectQuotaList } from './quotas.ts';
-import { projects } from '../schema.ts';
+import { lowestPreemptiblePriority, markPreemptions, preemptionHolders, type PreemptOrder } from './preempt.ts';
 import { AVOID_NODE, dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
-import { shareFor, type UsageCache } from './quotas.ts';
+import { cardHolders, projectQuotaList, shareFor, type UsageCache } from './quotas.ts';
 import { cardsOf, DEFAULT_FAIRSHARE_HALF_LIFE_H, fairShareRanking, type FairShareState } from '../../domain/fair-share.ts';
 
 export interface PassOutcome {
@@ -92,7 +90,7 @@ async function preemptFor(tx: Executor, queue: readonly QueuedJob[], planned: re
   const holders = await preemptionHolders(tx);
   const names = new Map((await tx.select({ id: projects.id, name: projects.name }).from(projects)).map((p) => [p.id, p.name]));
   const picked = planPreemptions(waiters, roomsAfter(rooms, planned), holders, quotas, (p) => (p ? (names.get(p) ?? p) : '(none)'));
-  return picked.length ? markPreemptions(tx, preemptionMarks(picked), graceS, now) : [];
+  return markPreemptions(tx, picked, graceS, now);
 }
 
 /** The nodes' rooms once the pass's placements have taken their cards. */

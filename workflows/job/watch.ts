@@ -80,12 +80,13 @@ export interface Watch {
   done: boolean;
   exit: ProcessExit | null;
   failure: unknown;
-  /** A preemption sent to the node: whether it found the process running and stopped it. */
-  preempted: Promise<boolean> | null;
 }
 
+/** How a watch ended: its last activity's, and a preemption sent to the node, if one was (whether it found the process running and stopped it). */
+export type WatchEnd = Watch & { preempted: Promise<boolean> | null };
+
 function launch(fn: () => Promise<ProcessExit>): Watch {
-  const w: Watch = { scope: new CancellationScope(), done: false, exit: null, failure: null, preempted: null };
+  const w: Watch = { scope: new CancellationScope(), done: false, exit: null, failure: null };
   void w.scope
     .run(fn)
     .then(
@@ -129,7 +130,7 @@ export class AttemptWatch {
   }
 
   /** Follows the attempt until the current watch ends for good; its exit, or its failure. */
-  async untilEnded(): Promise<Watch> {
+  async untilEnded(): Promise<WatchEnd> {
     const { view } = this;
     for (;;) {
       await condition(
