@@ -90,6 +90,12 @@ describe('quotas API', () => {
       ['beta', null],
     ]);
   });
+  it("answers a quota set on a project whose name the driver reads back otherwise (a leading U+FEFF) with its line, not a 500 (fuzz seed 1962209793)", async () => {
+    const r = await call(admin, 'PUT', '/projects/%EF%BB%BF/quota', { gpus: 3, pool: 'zone=q' });
+    expect(r.statusCode, r.body).toBe(200);
+    expect(r.json()).toMatchObject({ pool: 'zone=q', gpus: 3, in_use: 0 });
+  });
+
   it('--no-preempt (preemptible: false) is an admin\'s, or a job\'s within its project\'s quota; anyone else gets a 403 and nothing is made', async () => {
     await call(admin, 'PUT', '/projects/alpha/quota', { gpus: 4 });
     const count = async () => Number(((await t.database.db.execute(sql`select count(*) as n from jobs`)) as unknown as { rows: { n: string }[] }).rows[0].n);

@@ -51,10 +51,11 @@ export const quotaRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db,
     async (req) => {
       const by = req.principal?.kind === 'admin' ? req.principal.name : 'an admin';
       const pool = req.body.pool ?? null;
-      await db.transaction((tx) => setQuota(tx, req.params.project, pool, req.body.gpus, by));
+      const projectId = await db.transaction((tx) => setQuota(tx, req.params.project, pool, req.body.gpus, by));
       // The order changed: a pass soon. Temporal not answering loses nothing: the next pass uses it.
       await wakeScheduler(client).catch((err: unknown) => req.log.warn({ err }, 'quota: the scheduler was not woken'));
-      return lineJson((await lines()).find((l) => l.project === req.params.project && l.pool === pool && l.gpus !== null)!);
+      // By id: a name the driver reads back otherwise (a leading U+FEFF) is still this project's line.
+      return lineJson((await lines()).find((l) => l.projectId === projectId && l.pool === pool && l.gpus !== null)!);
     },
   );
 

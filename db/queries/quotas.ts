@@ -10,13 +10,14 @@ import { cardsInUse, cardsOf, fairShareFactor, quotaFor, type CardHolder, type F
 import type { QueuedJob } from '../../domain/placement.ts';
 import { ensureProject, findProjectId } from './projects.ts';
 
-/** setQuota sets a project's quota, over the whole cluster (pool null) or in a pool, creating the project on first use. */
-export async function setQuota(ex: Executor, project: string, pool: string | null, gpus: number, by: string): Promise<void> {
+/** setQuota sets a project's quota, over the whole cluster (pool null) or in a pool, creating the project on first use; returns the project's id. */
+export async function setQuota(ex: Executor, project: string, pool: string | null, gpus: number, by: string): Promise<string> {
   const projectId = await ensureProject(ex, project);
   await ex
     .insert(projectQuotas)
     .values({ projectId, pool: pool ?? '', gpus, setBy: by })
     .onConflictDoUpdate({ target: [projectQuotas.projectId, projectQuotas.pool], set: { gpus, setBy: by, setAt: sql`now()` } });
+  return projectId;
 }
 
 /** clearQuota removes a project's quota (whole cluster, or the pool's); returns whether there was one. */
@@ -124,7 +125,9 @@ export async function fairShareMatters(ex: Executor): Promise<boolean> {
 
 /** One line of gpuctl quota list: a project's quota, or a project with no quota that holds or wants cards. */
 export interface QuotaLine {
+  /** The project's name (as the driver reads it back: a leading U+FEFF is dropped), and its id. */
   project: string;
+  projectId: string;
   /** null: the whole cluster. */
   pool: string | null;
   /** null: no quota (a guarantee of 0). */
@@ -154,7 +157,7 @@ export async function quotaLines(ex: Executor, queue: readonly QueuedJob[], now:
     let l = lines.get(k);
     if (!l) {
       const u = state.usage.get(projectId) ?? 0;
-      l = { project: names.get(projectId) ?? projectId, pool: q?.pool ?? null, gpus: q?.gpus ?? null, inUse: 0, borrowed: 0, queuedCards: 0, queuedJobs: 0, usageCardHours: u / 3600, fairShareFactor: fairShareFactor(u, totalUsage) };
+      l = { project: names.get(projectId) ?? projectId, projectId, pool: q?.pool ?? null, gpus: q?.gpus ?? null, inUse: 0, borrowed: 0, queuedCards: 0, queuedJobs: 0, usageCardHours: u / 3600, fairShareFactor: fairShareFactor(u, totalUsage) };
       lines.set(k, l);
     }
     return l;
