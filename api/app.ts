@@ -24,6 +24,7 @@ import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { quotaRoutes } from './routes/quotas.ts';
+import { mlflowRoutes } from './mlflow/index.ts';
 import { formatSchemaErrors } from './schema-errors.ts';
 import { ErrorBody, HealthSchema } from './schemas/common.ts';
 import { TokenResolver } from './token-resolver.ts';
@@ -64,10 +65,11 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     // A body whose schema takes null (a log chunk) may be left out: the document says it is not required.
     transformObject: (d) => markOptionalBodies('openapiObject' in d ? d.openapiObject : d.swaggerObject),
   });
+  // One resolver for /api/v1 and /mlflow: a token revoked through the API is forgotten by both.
+  const resolver = deps.auth ? new TokenResolver(deps.db, deps.auth) : null;
   await app.register(
     async (api) => {
-      if (deps.auth) {
-        const resolver = new TokenResolver(deps.db, deps.auth);
+      if (deps.auth && resolver) {
         installAuth(api, deps.db, resolver);
         await api.register(tokenRoutes, { ...deps, resolver });
       }
@@ -91,6 +93,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     },
     { prefix: '/api/v1' },
   );
+  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver });
   await app.register(consoleAssets);
   return app;
 }

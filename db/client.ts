@@ -16,6 +16,13 @@ export async function queryRows<T>(ex: Executor, q: SQL): Promise<T[]> {
   return ((await ex.execute(q)) as unknown as { rows: T[] }).rows;
 }
 
+/**
+ * Arrays as one parameter: PostgreSQL's array literal, cast in the query (`${textArray(xs)}::text[]`).
+ * A JS array in a drizzle `sql` template would be spread into a list of parameters instead.
+ */
+export const textArray = (a: readonly string[]) => `{${a.map((s) => `"${s.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
+export const numArray = (a: readonly number[]) => `{${a.join(',')}}`;
+
 export interface DatabaseHandle {
   db: Db;
   kind: 'postgres' | 'pglite';

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { attemptEnv } from '../activities/gpu-host/attempt-env.ts';
 import { memberSpec } from '../workflows/job/gang.ts';
+import { newId } from '../db/ids.ts';
+import { newToken } from '../runtime/tokens.ts';
 import type { AttemptSpec } from '../workflows/types.ts';
 
 const deps = { passEnv: [], apiUrl: 'http://api', nodeId: 'n1' };
@@ -23,5 +25,16 @@ describe("an attempt's environment", () => {
       const env = attemptEnv({ ...deps, nodeId: member.nodeId }, member, {}, '/tmp/hostfile');
       expect(env).toMatchObject({ GPUPLANE_RESUME_FROM: resumeFrom.uri, GPUPLANE_RESUME_FROM_ID: resumeFrom.id, NODE_RANK: String(rank) });
     }
+  });
+
+  it("points an unchanged MLflow script at the attempt's run, unless the job names an MLflow server of its own", () => {
+    const runId = newId('run');
+    const env = attemptEnv({ ...deps, apiUrl: 'http://api:8787/', nodeToken: newToken() }, { ...spec, runId, mlflowExperiment: 'proj/exp' });
+    expect(env).toMatchObject({ MLFLOW_TRACKING_URI: 'http://api:8787/mlflow', MLFLOW_RUN_ID: runId, MLFLOW_EXPERIMENT_NAME: 'proj/exp' });
+    expect(env.MLFLOW_TRACKING_TOKEN).toBe(env.GPUPLANE_TOKEN);
+    const own = attemptEnv(deps, { ...spec, env: { MLFLOW_TRACKING_URI: 'http://their-mlflow:5000' } });
+    expect(own.MLFLOW_TRACKING_URI).toBe('http://their-mlflow:5000');
+    expect(own.MLFLOW_RUN_ID).toBeUndefined();
+    expect(attemptEnv(deps, { ...spec, runId: null }).MLFLOW_TRACKING_URI).toBeUndefined();
   });
 });

@@ -96,6 +96,8 @@ export interface AttemptSpec {
   gang?: AttemptGang;
   /** The checkpoint the attempt resumes from (db/queries/resume-point.ts), given to every member as GPUPLANE_RESUME_FROM; absent: none. */
   resumeFrom?: { id: string; uri: string };
+  /** The MLflow name of the run's experiment (`project/experiment`, api/mlflow/wire.ts), given as MLFLOW_EXPERIMENT_NAME; absent for a job without a run. */
+  mlflowExperiment?: string;
 }
 
 /** A gang attempt as each member's spec carries it. nodeId and gpuIndices of the spec are members[rank]'s. */

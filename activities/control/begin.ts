@@ -3,6 +3,8 @@ import { createAttemptRun, runOfAttempt } from '../../db/queries/attempt-run.ts'
 import { masterPortOf, nodeAddresses, ownedCardsByNode } from '../../db/queries/gangs.ts';
 import { getJobForUpdate, ownedCards } from '../../db/queries/jobs.ts';
 import { resumePointOf } from '../../db/queries/resume-point.ts';
+import { getRun } from '../../db/queries/runs.ts';
+import { mlflowName } from '../../domain/mlflow-names.ts';
 import type { GangPlacement } from '../../db/schema.ts';
 import { jobNotFound } from '../../workflows/failures.ts';
 import type { AttemptGang, AttemptSpec } from '../../workflows/types.ts';
@@ -34,6 +36,8 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
   if (job.type !== 'CUSTOM') runId = (await runOfAttempt(tx, a.jobId, a.attempt)) ?? (await createAttemptRun(tx, job, a.attempt));
   // Asked after the run exists: its start is the cutoff registration asks with too.
   const resumeFrom = await resumePointOf(tx, job, a.attempt);
+  const run = runId ? await getRun(tx, runId) : undefined;
+  const mlflowExperiment = run?.projectName && run.experimentName ? mlflowName(run.projectName, run.experimentName) : undefined;
   return {
     jobId: job.id,
     attempt: a.attempt,
@@ -51,6 +55,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
     ...(resumed ? { resumed: true } : {}),
     ...(gang ? { gang } : {}),
     ...(resumeFrom ? { resumeFrom } : {}),
+    ...(mlflowExperiment ? { mlflowExperiment } : {}),
   };
 }
 

@@ -3,7 +3,7 @@ import { handOnFreedCards } from '../../db/queries/dispatch.ts';
 import { readStdoutTail, settleEvaluation } from '../../db/queries/evaluations.ts';
 import { getJobForUpdate, releaseSlots, transitionJob } from '../../db/queries/jobs.ts';
 import { readLogTail } from '../../db/queries/logs.ts';
-import { nonFiniteLastKeys, writeSeries } from '../../db/queries/metrics.ts';
+import { nonFiniteLastKeys, summaries, writeSeries } from '../../db/queries/metrics.ts';
 import { configOfAttempt, nextAttempt } from '../../db/queries/next-attempt.ts';
 import { recordNodeFault } from '../../db/queries/node-faults.ts';
 import { setNodeOffline } from '../../db/queries/nodes.ts';
@@ -53,9 +53,20 @@ export function finishActivities({ deps, wake }: ControlContext) {
         // An evaluation that exited 0 succeeded only if its stdout holds its result.
         const evaluation = job.type === 'EVALUATE' && job.checkpointId !== null;
         let evalResult: EvalResult | null = null;
+        let resultLogged = false;
         if (evaluation && to === 'SUCCEEDED') {
           const out = await readStdoutTail(tx, a.jobId, a.attempt, EVAL_STDOUT_TAIL_BYTES);
           evalResult = out ? parseEvalStdout(out.text, out.partialStart) : { ok: false, reason: `${MISSING_METRICS_LINE} (no stdout was shipped)` };
+          // No metrics line at all: what the script logged to its run (an MLflow script's
+          // log_metric) is the result, each key's latest value. A metrics line always wins.
+          if (!evalResult.ok && evalResult.reason.startsWith(MISSING_METRICS_LINE)) {
+            const runId = await runOfAttempt(tx, a.jobId, a.attempt);
+            const logged = runId ? (await summaries(tx, runId)).filter((s) => Number.isFinite(s.last)) : [];
+            if (logged.length > 0) {
+              evalResult = { ok: true, metrics: Object.fromEntries(logged.map((s) => [s.key, s.last])) };
+              resultLogged = true;
+            }
+          }
           if (!evalResult.ok) {
             to = 'FAILED';
             reason = out && !out.complete && evalResult.reason === MISSING_METRICS_LINE ? `${MISSING_METRICS_LINE} (its stdout was not fully shipped)` : evalResult.reason;
@@ -84,7 +95,7 @@ export function finishActivities({ deps, wake }: ControlContext) {
             // The result is also the metrics of the evaluation's run (step 0), for `gpuctl metrics`.
             const runId = await runOfAttempt(tx, a.jobId, a.attempt);
             const keys = Object.entries(evalResult.metrics);
-            if (runId) await writeSeries(tx, runId, keys.map(([key, v]) => ({ key, steps: [0], values: [v], times: [now.getTime()] })));
+            if (runId && !resultLogged) await writeSeries(tx, runId, keys.map(([key, v]) => ({ key, steps: [0], values: [v], times: [now.getTime()] })));
           } else await settleEvaluation(tx, a.jobId, { status: to === 'CANCELLED' ? 'cancelled' : 'failed', reason, at: now });
         }
         const lostNodes = o.state === 'LOST' || o.nodeLost ? (o.lostNodes ?? (job.nodeId ? [job.nodeId] : [])) : [];

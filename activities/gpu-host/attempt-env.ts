@@ -26,8 +26,24 @@ export function attemptEnv(deps: Pick<GpuHostDeps, 'passEnv' | 'apiUrl' | 'nodeI
     ...(spec.resumeFrom ? { GPUPLANE_RESUME_FROM: spec.resumeFrom.uri, GPUPLANE_RESUME_FROM_ID: spec.resumeFrom.id } : {}),
     // The job's own credential, good for its run only: never the node's token itself.
     ...(spec.runId && deps.nodeToken ? { GPUPLANE_TOKEN: runToken(deps.nodeToken, spec.runId, spec.attempt) } : {}),
+    ...mlflowEnv(deps, spec),
     // A gang member: where the others are (torchrun's PET_*, MASTER_*, NODE_RANK, the hostfile).
     ...(spec.gang ? gangEnv(gangSpecOf(spec.gang), spec.gang.rank, hostfile ?? '') : {}),
+  };
+}
+
+/**
+ * An unchanged MLflow script logs into the attempt's own run (docs/mlflow.md): the tracking URI of
+ * GPUPlane's MLflow endpoints, the run token, the run and its experiment. A job that sets
+ * MLFLOW_TRACKING_URI itself keeps its own MLflow server, and gets none of these.
+ */
+function mlflowEnv(deps: Pick<GpuHostDeps, 'apiUrl' | 'nodeToken'>, spec: AttemptSpec): Record<string, string> {
+  if (!spec.runId || spec.env.MLFLOW_TRACKING_URI !== undefined) return {};
+  return {
+    MLFLOW_TRACKING_URI: `${deps.apiUrl.replace(/\/+$/, '')}/mlflow`,
+    MLFLOW_RUN_ID: spec.runId,
+    ...(spec.mlflowExperiment ? { MLFLOW_EXPERIMENT_NAME: spec.mlflowExperiment } : {}),
+    ...(deps.nodeToken ? { MLFLOW_TRACKING_TOKEN: runToken(deps.nodeToken, spec.runId, spec.attempt) } : {}),
   };
 }
 

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import { sql } from 'drizzle-orm';
-import { queryRows, type Executor } from '../client.ts';
+import { numArray, queryRows, textArray, type Executor } from '../client.ts';
 import { rollupsOf, summaryOf, type Bucket, type KeySeries, type SummaryDelta } from '../../domain/metrics.ts';
 
 /**
@@ -10,9 +10,7 @@ import { rollupsOf, summaryOf, type Bucket, type KeySeries, type SummaryDelta } 
  */
 const f64 = (a: readonly number[]) => Buffer.from(Float64Array.from(a).buffer);
 if (os.endianness() !== 'LE') throw new Error('metric chunks are stored little-endian; this platform is not');
-const numArray = (a: readonly number[]) => `{${a.join(',')}}`;
 const nullableNumArray = (a: readonly (number | null)[]) => `{${a.map((v) => (v === null ? 'NULL' : String(v))).join(',')}}`;
-const textArray = (a: readonly string[]) => `{${a.map((s) => `"${s.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
 
 const EMPTY = Buffer.alloc(0);
 

@@ -49,6 +49,13 @@ export async function getRun(ex: Executor, id: string): Promise<RunWithNames | u
   return r ? flatten(r) : undefined;
 }
 
+/** getRuns returns the runs with these ids (those that exist), with their names, by id. */
+export async function getRuns(ex: Executor, ids: readonly string[]): Promise<Map<string, RunWithNames>> {
+  if (ids.length === 0) return new Map();
+  const rows = await selectRuns(ex).where(inArray(runs.id, [...ids]));
+  return new Map(rows.map((r) => [r.run.id, flatten(r)]));
+}
+
 /** getRunByExternalKey returns the run of a project imported from `key` (`mlflow:<run uuid>`…), or undefined. */
 export async function getRunByExternalKey(ex: Executor, projectId: string, key: string): Promise<Run | undefined> {
   const [r] = await ex

@@ -1,5 +1,5 @@
 import { sql, type InferSelectModel } from 'drizzle-orm';
-import { check, integer, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { check, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import type { MetricGoal } from '../../domain/primary-metric.ts';
 import { createdAt, ts } from './columns.ts';
 
@@ -26,6 +26,10 @@ export const experiments = pgTable(
     /** Retention (opt-in): keep the best K and the latest N checkpoints of each run, delete the others' files. */
     keepBest: integer('keep_best'),
     keepLatest: integer('keep_latest'),
+    /** MLflow's experiment tags (api/mlflow/): set on create or with set-experiment-tag. */
+    tags: jsonb('tags').$type<Record<string, string>>().notNull().default({}),
+    /** Deleted through MLflow's experiments/delete (lifecycle_stage "deleted"); restore clears it. */
+    deletedAt: ts('deleted_at'),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex('experiments_project_name').on(t.projectId, t.name)],

@@ -5,7 +5,8 @@ import { createdAt, ts } from './columns.ts';
 import { jobs } from './jobs.ts';
 import { experiments, projects } from './projects.ts';
 
-export type RunSource = 'job' | 'sdk' | 'import';
+/** Who made the run: a job's attempt, our SDK, an import, or an MLflow client (api/mlflow/; it sends no heartbeat, so it is never marked crashed). */
+export type RunSource = 'job' | 'sdk' | 'import' | 'mlflow';
 
 export const runs = pgTable(
   'runs',
@@ -29,11 +30,13 @@ export const runs = pgTable(
     endedAt: ts('ended_at'),
     /** Last sign of life of an SDK run; one silent for GPUPLANE_RUN_STALE_S is marked crashed. */
     heartbeatAt: ts('heartbeat_at').notNull().defaultNow(),
+    /** Deleted through MLflow's runs/delete (lifecycle_stage "deleted"): hidden from MLflow's searches; restore clears it. */
+    deletedAt: ts('deleted_at'),
   },
   (t) => [
     uniqueIndex('runs_job_attempt').on(t.jobId, t.attempt),
     uniqueIndex('runs_project_external_key').on(t.projectId, t.externalKey),
-    check('runs_source_known', sql`${t.source} in ('job', 'sdk', 'import')`),
+    check('runs_source_known', sql`${t.source} in ('job', 'sdk', 'import', 'mlflow')`),
     check('runs_status_known', sql`${t.status} in ('running', 'finished', 'failed', 'crashed', 'cancelled')`),
     index('runs_created').on(t.createdAt),
     index('runs_running_heartbeat').on(t.heartbeatAt).where(sql`${t.status} = 'running'`),

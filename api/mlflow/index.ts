@@ -1,0 +1,47 @@
+/**
+ * MLflow's tracking protocol, served under /mlflow: `MLFLOW_TRACKING_URI=http://HOST:8787/mlflow`
+ * and `MLFLOW_TRACKING_TOKEN=<a GPUPlane token>` make unchanged MLflow code log into GPUPlane
+ * (docs/mlflow.md lists each endpoint). Errors have MLflow's shape, so the client raises its
+ * usual exceptions; an endpoint we do not serve answers NOT_IMPLEMENTED naming it, never a 404
+ * the client would misread.
+ */
+import type { FastifyError, FastifyInstance } from 'fastify';
+import type { Db } from '../../db/client.ts';
+import { DomainError } from '../errors.ts';
+import { loggableUrl } from '../request-log.ts';
+import type { TokenResolver } from '../token-resolver.ts';
+import { MlflowAuth, MlflowError } from './context.ts';
+import { experimentRoutes } from './experiments.ts';
+import { runRoutes } from './runs.ts';
+
+/** DomainError codes (the input guard's, a guard's) as MLflow's. */
+const CODE_OF: Record<string, MlflowError['code']> = { invalid: 'INVALID_PARAMETER_VALUE', not_found: 'RESOURCE_DOES_NOT_EXIST', unauthorized: 'UNAUTHENTICATED', forbidden: 'PERMISSION_DENIED', rate_limited: 'REQUEST_LIMIT_EXCEEDED', too_large: 'INVALID_PARAMETER_VALUE' };
+
+export interface MlflowDeps {
+  db: Db;
+  /** null: no auth (tests of the routes themselves). */
+  resolver: TokenResolver | null;
+}
+
+export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Promise<void> {
+  const auth = new MlflowAuth(deps.db, deps.resolver);
+  // MLflow's protocol is documented by MLflow (docs/mlflow.md lists what is served): not in our OpenAPI document.
+  app.addHook('onRoute', (r) => {
+    r.schema = { ...r.schema, hide: true };
+  });
+  app.setErrorHandler((err: FastifyError | MlflowError | DomainError, req, reply) => {
+    if (err instanceof MlflowError) return reply.status(err.status).send({ error_code: err.code, message: err.message });
+    if (err instanceof DomainError) return reply.status(err.status).send({ error_code: CODE_OF[err.code] ?? 'INVALID_PARAMETER_VALUE', message: err.message });
+    const status = (err as FastifyError).statusCode ?? 500;
+    if (status < 500) return reply.status(status).send({ error_code: status === 413 ? 'INVALID_PARAMETER_VALUE' : 'BAD_REQUEST', message: err.message });
+    req.log.error({ err, method: req.method, url: loggableUrl(req.url) }, 'request failed');
+    return reply.status(500).send({ error_code: 'INTERNAL_ERROR', message: 'internal error; see the API log' });
+  });
+  // Every other path under /mlflow (a route, so that the console's catch-all does not take it).
+  app.all('/*', async (req, reply) => {
+    const path = loggableUrl(req.url).split('?')[0].replace(/^\/mlflow/, '');
+    return reply.status(501).send({ error_code: 'NOT_IMPLEMENTED', message: `GPUPlane does not serve the MLflow endpoint ${req.method} ${path} (docs/mlflow.md lists what it serves)` });
+  });
+  experimentRoutes(app, deps.db, auth);
+  runRoutes(app, deps.db, auth);
+}

@@ -1,0 +1,155 @@
+/**
+ * MLflow's tracking protocol (api/mlflow/) through the real MLflow client (mlflow-skinny, in the
+ * examples' venv): what the client logs, GPUPlane stores and shows, and the client's own errors
+ * come back from GPUPlane's answers.
+ */
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { examplesPython } from './support/examples.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
+import { newToken } from '../runtime/tokens.ts';
+
+const fixtures = path.resolve(import.meta.dirname, 'fixtures', 'mlflow');
+const admin = newToken();
+let t: TestApp;
+
+/** Runs Python code (or a fixture file) with the MLflow client pointed at the test's API (asynchronously: the API answers from this process). */
+function mlflowPython(args: string[], token: string | null, env: Record<string, string> = {}): Promise<{ status: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+  execFile(examplesPython(), args, {
+    encoding: 'utf8',
+    env: {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      MLFLOW_TRACKING_URI: `${t.url}/mlflow`,
+      ...(token ? { MLFLOW_TRACKING_TOKEN: token } : {}),
+      // Fail fast: the client's retries of a refused request would take minutes.
+      MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0',
+      PYTHONDONTWRITEBYTECODE: '1',
+      ...env,
+    },
+    timeout: 90_000,
+  }, (err, stdout, stderr) => resolve({ status: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }));
+  });
+}
+
+/** The JSON object a script printed last (the client prints "View run at" lines of its own). */
+const lastJson = (stdout: string) => JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+
+async function api<T>(method: 'GET' | 'POST', url: string, payload?: unknown, token = admin): Promise<{ status: number; body: T }> {
+  const res = await t.app.inject({ method, url, payload: payload as Record<string, unknown>, headers: { authorization: `Bearer ${token}` } });
+  return { status: res.statusCode, body: res.json() as T };
+}
+
+beforeAll(async () => {
+  t = await startTestApp('mlflow', { auth: { adminTokens: [admin] }, listen: true, temporal: false });
+});
+afterAll(async () => t?.close());
+
+describe('MLflow tracking protocol, through the real mlflow client', () => {
+  it('experiments, runs, params, tags, metrics (NaN and inf), FINISHED and FAILED, nested runs, search, history, delete and restore', async () => {
+    const r = await mlflowPython([path.join(fixtures, 'client_scenario.py')], admin);
+    expect(r.status, r.stderr).toBe(0);
+    const out = lastJson(r.stdout);
+    expect(out.by_name).toBe(out.exp_id);
+    expect(out.exp_tags).toEqual({ team: 'cv' });
+    expect(out.exp_exists).toBe('RESOURCE_ALREADY_EXISTS');
+    expect(out.params).toEqual({ lr: '0.01', batch: '32', opt: 'adam' });
+    expect((out.param_change as string[])[0]).toBe('INVALID_PARAMETER_VALUE');
+    expect((out.param_change as string[])[1]).toContain('Changing param values is not allowed');
+    expect(out.tags_team).toBe('vision');
+    expect(out.status).toBe('FINISHED');
+    expect(out.run_name).toBe('first');
+    expect(out.metrics).toEqual({ 'train/loss': 0.2, acc: 0.5, weird: 'nan', big: 'inf' });
+    expect(out.history).toEqual([0, 1, 2, 3, 4].map((s) => [s, 1 / (s + 1)]));
+    expect(out.child_parent).toBe(out.run);
+    expect(out.failed_status).toBe('FAILED');
+    expect(out.search_hits).toEqual([out.run]);
+    expect(out.ordered).toEqual(['first', 'child', 'boom']);
+    expect(out.search_failed).toEqual(['boom']);
+    expect(out.unknown_run).toBe('RESOURCE_DOES_NOT_EXIST');
+    expect(out.bad_filter).toBe('INVALID_PARAMETER_VALUE');
+    expect(out.after_delete).not.toContain('boom');
+    expect(out.after_restore).toEqual(['boom', 'child', 'first']);
+    expect(out.default_exp).toBe('0');
+    expect(out.plain).toBe('plain-name');
+
+    // What MLflow logged is a GPUPlane run like any other: project/experiment from the name.
+    const { body: run } = await api<{ project: string; experiment: string; source: string; status: string; params: Record<string, string>; tags: Record<string, string>; metrics: Record<string, { last: unknown; count: number }> }>('GET', `/api/v1/runs/${out.run as string}`);
+    expect(run).toMatchObject({ project: 'vision', experiment: 'resnet', source: 'mlflow', status: 'finished', params: { lr: '0.01' }, tags: { team: 'vision' } });
+    expect(run.metrics['train/loss']).toMatchObject({ count: 5, last: 0.2 });
+    expect(run.metrics.weird.last).toBe('NaN');
+  });
+
+  it("GPUPlane's own runs are visible to MLflow: params as params, the job's ids as gpuplane.* tags", async () => {
+    const { body: made } = await api<{ id: string }>('POST', '/api/v1/runs', { project: 'sdkproj', experiment: 'e1', name: 'from-sdk', params: { lr: 0.1 }, tags: { k: 'v' } });
+    await api('POST', `/api/v1/runs/${made.id}/metrics`, { points: [{ key: 'loss', step: 3, value: 0.7 }] });
+    const code = `
+import json, mlflow
+from mlflow import MlflowClient
+c = MlflowClient()
+e = c.get_experiment_by_name("sdkproj/e1")
+runs = mlflow.search_runs(experiment_ids=[e.experiment_id], output_format="list")
+r = c.get_run(${JSON.stringify(made.id)})
+print(json.dumps({"n": len(runs), "params": r.data.params, "tags": {k: v for k, v in r.data.tags.items() if not k.startswith("mlflow.") or k == "mlflow.runName"}, "metrics": r.data.metrics, "status": r.info.status}))`;
+    const r = await mlflowPython(['-c', code], admin);
+    expect(r.status, r.stderr).toBe(0);
+    const out = lastJson(r.stdout);
+    expect(out).toEqual({ n: 1, params: { lr: '0.1' }, tags: { k: 'v', 'mlflow.runName': 'from-sdk', 'gpuplane.source': 'sdk' }, metrics: { loss: 0.7 }, status: 'RUNNING' });
+  });
+
+  it('tokens and projects as on /api/v1: none is 401, another project is not found, a viewer may not write', async () => {
+    const { body: member } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'mlf-member', role: 'member', projects: ['mine'] });
+    const { body: viewer } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'mlf-viewer', role: 'viewer', projects: ['mine'] });
+    const { body: other } = await api<{ experiment_id: string }>('POST', '/mlflow/api/2.0/mlflow/experiments/create', { name: 'adminonly/x' });
+    const code = `
+import json, mlflow
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+out = {}
+def code_of(f):
+    try:
+        f()
+        return "ok"
+    except MlflowException as e:
+        return e.error_code
+c = MlflowClient()
+out["create_other"] = code_of(lambda: c.create_experiment("theirs/x"))
+out["create_mine"] = code_of(lambda: c.create_experiment("mine/x"))
+out["others_hidden"] = c.get_experiment_by_name("adminonly/x") is None
+out["others_by_id"] = code_of(lambda: c.get_experiment(${JSON.stringify(other.experiment_id)}))
+print(json.dumps(out))`;
+    const none = await mlflowPython(['-c', 'import mlflow; mlflow.MlflowClient().search_experiments()'], null);
+    expect(none.status).not.toBe(0);
+    expect(none.stderr).toContain('UNAUTHENTICATED');
+    const m = await mlflowPython(['-c', code], member.token);
+    expect(m.status, m.stderr).toBe(0);
+    expect(lastJson(m.stdout)).toEqual({ create_other: 'PERMISSION_DENIED', create_mine: 'ok', others_hidden: true, others_by_id: 'RESOURCE_DOES_NOT_EXIST' });
+    const v = await mlflowPython(['-c', 'import mlflow; mlflow.MlflowClient().create_experiment("mine/y")'], viewer.token);
+    expect(v.status).not.toBe(0);
+    expect(v.stderr).toContain('PERMISSION_DENIED');
+  });
+
+  it("refuses batches over MLflow's limits with its message, and answers NOT_IMPLEMENTED for endpoints it does not serve", async () => {
+    const { body: created } = await api<{ run: { info: { run_id: string } } }>('POST', '/mlflow/api/2.0/mlflow/runs/create', { experiment_id: '0' });
+    const runId = created.run.info.run_id;
+    const metrics = Array.from({ length: 1001 }, (_, i) => ({ key: 'm', value: i, timestamp: 1, step: i }));
+    const big = await api<{ error_code: string; message: string }>('POST', '/mlflow/api/2.0/mlflow/runs/log-batch', { run_id: runId, metrics });
+    expect(big.status).toBe(400);
+    expect(big.body).toEqual({ error_code: 'INVALID_PARAMETER_VALUE', message: 'A batch logging request can contain at most 1000 metrics. Got 1001 metrics. Please split up metrics across multiple requests and try again.' });
+    const ok = await api('POST', '/mlflow/api/2.0/mlflow/runs/log-batch', { run_id: runId, metrics: metrics.slice(0, 1000) });
+    expect(ok.status).toBe(200);
+    const { body: hist } = await api<{ metrics: unknown[] }>('GET', `/mlflow/api/2.0/mlflow/metrics/get-history?run_id=${runId}&metric_key=m`);
+    expect(hist.metrics).toHaveLength(1000);
+    const params = Array.from({ length: 101 }, (_, i) => ({ key: `p${i}`, value: 'x' }));
+    const many = await api<{ message: string }>('POST', '/mlflow/api/2.0/mlflow/runs/log-batch', { run_id: runId, params });
+    expect(many.body.message).toContain('at most 100 params');
+    const models = await api<{ error_code: string; message: string }>('POST', '/mlflow/api/2.0/mlflow/logged-models', {});
+    expect(models.status).toBe(501);
+    expect(models.body.error_code).toBe('NOT_IMPLEMENTED');
+    expect(models.body.message).toContain('/api/2.0/mlflow/logged-models');
+    const r = await mlflowPython(['-c', 'import mlflow; mlflow.MlflowClient().search_registered_models()'], admin);
+    expect(r.stderr).toContain('NOT_IMPLEMENTED');
+  });
+});
