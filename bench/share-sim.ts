@@ -29,10 +29,12 @@
  * its grace is busy); per project, over the seconds its demand (queued + held cards) reaches its
  * quota, the mean shortfall of its held cards below the quota as a share of the quota, and the worst
  * 60 s of it; how long attempts queued within their project's quota waited; preemptions and the
- * card-minutes they cost; jobs completed; mean queue wait. Two rows count preemptions that help
- * nobody: for a waiter within quota only because the pass ranks the unplaced jobs against the cards
- * held before its own placements (preemptFor's state is read before the plan), and for a waiter
- * whose earlier victims' cards have already come free and gone to jobs served before it.
+ * card-minutes they cost; jobs completed; mean queue wait, and the longest (a job still queued at
+ * the end counts with its age then: what the starvation guard bounds). Two rows count preemptions
+ * that help nobody: for a waiter within quota only because the pass ranks the unplaced jobs
+ * against the cards held before its own placements (preemptFor's state is read before the plan),
+ * and for a waiter whose earlier victims' cards have already come free and gone to jobs served
+ * before it.
  */
 import { parseArgs } from 'node:util';
 import { decayedCardSeconds, fairShareRanking, type CardHolder, type FairShareState, type ProjectQuota } from '../domain/fair-share.ts';
@@ -201,6 +203,9 @@ export interface Figures {
   completed: number;
   started: number;
   meanWaitS: number;
+  /** The longest queue wait of an attempt (started, or still queued at the end: its age then), and its cards. */
+  longestWaitS: number;
+  longestWaitGpus: number;
   stillQueued: number;
 }
 
@@ -224,6 +229,11 @@ function simulate(subs: readonly Submission[], rules: Rules): Figures {
   const series = new Map(QUOTAS.map((q) => [q.projectId, [] as (number | null)[]]));
   const withinWaits = new Map(QUOTAS.map((q) => [q.projectId, [] as number[]]));
   const waits: number[] = [];
+  let longestWait = 0;
+  let longestWaitGpus = 0;
+  const waited = (a: Attempt, s: number) => {
+    if (s > longestWait) [longestWait, longestWaitGpus] = [s, a.sub.gpus];
+  };
   let next = 0;
   let busyWhileWaiting = 0;
   let waitingTicks = 0;
@@ -290,6 +300,7 @@ function simulate(subs: readonly Submission[], rules: Rules): Figures {
         for (const i of p.gpuIndices) free.get(p.nodeId)!.delete(i);
         running.set(a.sub.id, { a, nodeId: p.nodeId, gpuIndices: p.gpuIndices, startedAt: t, endsAt: t + a.remaining, preemptedAt: null, releaseAt: Infinity });
         waits.push(t - a.queuedAt);
+        waited(a, t - a.queuedAt);
         if (a.withinAtQueue) withinWaits.get(a.sub.projectId)!.push(t - a.queuedAt);
       }
       queue = queue.filter((a) => !placed.has(a.sub.id));
@@ -342,6 +353,7 @@ function simulate(subs: readonly Submission[], rules: Rules): Figures {
     }
   }
 
+  for (const a of queue) waited(a, SECONDS - a.queuedAt);
   let shortCards = 0;
   let quotaCards = 0;
   const projects = QUOTAS.map((q): ProjectFigure => {
@@ -373,6 +385,8 @@ function simulate(subs: readonly Submission[], rules: Rules): Figures {
     completed,
     started: waits.length,
     meanWaitS: mean(waits) ?? 0,
+    longestWaitS: longestWait,
+    longestWaitGpus,
     stillQueued: queue.length,
   };
 }
@@ -424,6 +438,7 @@ function main(): void {
     ['card-minutes lost to preemption', num(g.lostCardMinutes, 1), num(p.lostCardMinutes, 1), ''],
     ['jobs completed', `${g.completed}`, `${p.completed}`, ratio(g.completed, p.completed)],
     ['attempts started; mean queue wait, s', `${g.started}; ${num(g.meanWaitS)}`, `${p.started}; ${num(p.meanWaitS)}`, ratio(g.meanWaitS, p.meanWaitS)],
+    ['longest queue wait, s (its cards)', `${g.longestWaitS} (${g.longestWaitGpus})`, `${p.longestWaitS} (${p.longestWaitGpus})`, ratio(g.longestWaitS, p.longestWaitS)],
     ['still queued at the end', `${g.stillQueued}`, `${p.stillQueued}`, ''],
   );
   const w = [0, 1, 2, 3].map((c) => Math.max(...rows.map((r) => r[c].length)));

@@ -4,12 +4,14 @@
  */
 import type { MinHeap } from './placement-heap.ts';
 
-/** A node as the planner keeps it: its room, whether a starving job holds it, its place in id order. */
+/**
+ * A node as the planner keeps it: its room (`free`: the cards still open to the job in hand, so
+ * not those the starvation guard holds) and its place in id order.
+ */
 export interface GangRoom {
   id: string;
   totalCards: number;
   free: number[];
-  reservedFor: string | null;
   pos: number;
 }
 
@@ -42,7 +44,7 @@ export function gangPicker<R extends GangRoom>(room: R[], byFree: MinHeap[], mat
           const h = byFree[k];
           while (h && h.size > 0 && got.length < size) {
             const i = h.pop();
-            if (room[i].free.length !== k || room[i].reservedFor !== null) continue;
+            if (room[i].free.length !== k) continue;
             if (room[i].id === job.avoid) avoided = i;
             else got.push(i);
           }
@@ -53,7 +55,7 @@ export function gangPicker<R extends GangRoom>(room: R[], byFree: MinHeap[], mat
         for (const i of got) byFree[room[i].free.length].push(i);
         return null;
       }
-      const fits = matchingOf(job.selector).filter((n) => n.free.length >= job.gpus && n.reservedFor === null);
+      const fits = matchingOf(job.selector).filter((n) => n.free.length >= job.gpus);
       if (fits.length < size) return null;
       // A zero-card gang: the most free first, ties the highest id, as a zero-card job's scan picks.
       fits.sort(job.gpus > 0 ? (a, b) => a.free.length - b.free.length || a.pos - b.pos : (a, b) => b.free.length - a.free.length || b.pos - a.pos);

@@ -20,11 +20,25 @@
  *  - Backfill: a job that cannot be placed now does not block the jobs behind it; they are
  *    placed on whatever is free. A job that can never fit (no matching node has enough cards
  *    in total; for a gang, fewer than N do) never blocks anyone.
- *  - Starvation guard: once a job that could fit somewhere has waited longer than the hold
- *    time (GPUPLANE_BACKFILL_HOLD_S, default 300 s), it reserves the matching node with the
- *    most free cards (ties by lowest id); a gang reserves N such nodes (as many as are left
- *    unreserved, when fewer are). Nothing behind it is placed on them until it runs, so jobs
- *    that keep taking one node's cards cannot starve a gang forever.
+ *  - Starvation guard: a job that could fit somewhere but cannot be placed now, and has waited
+ *    longer than the hold time (GPUPLANE_BACKFILL_HOLD_S, default 300 s), reserves nodes; at most
+ *    one such job per pool in a pass does: the first of them in the order above (so the oldest, at
+ *    equal priority and share), a pool being the set of nodes a selector matches (two selectors
+ *    that match the same nodes share one). It reserves the open matching node with the most free
+ *    cards (ties by lowest id), a gang N such nodes (as many as are left open, when fewer are). On
+ *    a reserved node the free cards up to the number it needs there are held for it, and nothing
+ *    behind it is placed on them until it runs; the node's other free cards stay open to the jobs
+ *    behind (only a gang's reserved node can have any: a single-node job with the cards free on a
+ *    node is placed there), and a zero-card job, which takes none, may go there too. The other
+ *    starved jobs of the pool wait their turn and reserve nothing: every reservation idles the
+ *    cards it holds until its job fits (bench/share-sim: with each starved job reserving, 4-9 % of
+ *    the cards sat idle on reserved nodes while jobs waited), and one is enough for the guarantee.
+ *    What is held for the first starved job never shrinks from one pass to the next (the jobs
+ *    behind it cannot take those cards, and a node it moves to has as many free), so once the jobs
+ *    running on its nodes end it runs, however many small jobs keep arriving behind it; then the
+ *    next starved job of the pool is the first (test/placement-starvation.property.test.ts gives
+ *    the bound). Jobs ahead of it in the order still go first: the guard keeps the jobs behind a
+ *    starved job from starving it, it does not change the order.
  */
 import { fairShareOrder, type FairShareState } from './fair-share.ts';
 import { gangPicker } from './placement-gang.ts';
@@ -112,25 +126,25 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     for (let k = n.free.length - count + 1; k <= n.free.length; k++) atLeast[k]--;
   };
   for (const n of room) for (let k = 1; k <= n.free.length; k++) atLeast[k] = (atLeast[k] ?? 0) + 1;
-  // Nodes by their free-card count, each a min-heap of positions in `room` (so lowest id
-  // first); an entry whose node's count has changed since (or that is reserved) is skipped when
-  // met. A node is filed again only when its count drops, so no heap holds it twice. A job
-  // without a selector finds its best fit here without a scan.
+  // Nodes by their free-card count (the cards open to the jobs in hand: not those the
+  // starvation guard holds), each a min-heap of positions in `room` (so lowest id first); an
+  // entry whose node's count has changed since is skipped when met. A node is filed again only
+  // when its count drops, so no heap holds it twice. A job without a selector finds its best fit
+  // here without a scan.
   const byFree: MinHeap[] = [];
   const file = (i: number) => {
     const k = room[i].free.length;
     if (k > 0) (byFree[k] ??= new MinHeap()).push(i);
   };
   room.forEach((_, i) => file(i));
-  let reserved = 0;
   const maxTotal = room.reduce((m, n) => Math.max(m, n.totalCards), 0);
-  // The first live entry in the heaps from `gpus` free cards up (`step` -1: down to 1).
-  const bestFitFromBuckets = (gpus: number, step = 1) => {
-    for (let k = gpus; k > 0 && k < byFree.length; k += step) {
+  // The first live entry in the heaps from `gpus` free cards up.
+  const bestFitFromBuckets = (gpus: number) => {
+    for (let k = gpus; k < byFree.length; k++) {
       const h = byFree[k];
       while (h && h.size > 0) {
         const i = h.peek();
-        if (room[i].free.length === k && room[i].reservedFor === null) return i;
+        if (room[i].free.length === k) return i;
         h.pop();
       }
     }
@@ -150,56 +164,61 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     if (gpus > 0) file(n.pos);
     return { nodeId: n.id, gpuIndices: cards };
   };
-  // The starvation guard's pick: the open matching node with the most free cards, ties by
-  // lowest id. With no selector, on a cluster whose every node has the cards in all, that is the
-  // head of the fullest heap with a live entry, or (none has free cards) the first open node.
-  const minTotal = room.reduce((m, n) => Math.min(m, n.totalCards), Infinity);
-  let firstOpen = 0;
+  // The starvation guard's pools that have their reserver this pass, by the positions of the
+  // pool's nodes.
+  const poolKeys = new Map<Room[], string>();
+  const poolsReserved = new Set<string>();
+  const poolOf = (job: QueuedJob) => {
+    const m = matchingOf(job.selector);
+    let key = poolKeys.get(m);
+    if (key === undefined) poolKeys.set(m, (key = m.map((n) => n.pos).join(',')));
+    return key;
+  };
+  // The guard's pick: the open matching node (that could ever hold the job's cards) with the most
+  // free cards, ties by lowest id. One scan: it runs once per pool and node reserved, not per
+  // starved job.
   const mostFreeOpen = (job: QueuedJob) => {
-    if (reserved === room.length) return null;
-    if (Object.keys(job.selector).length === 0 && minTotal >= job.gpus) {
-      const k = byFree.length - 1;
-      const i = k > 0 ? bestFitFromBuckets(k, -1) : -1;
-      if (i >= 0) return room[i];
-      while (room[firstOpen].reservedFor !== null) firstOpen++;
-      return room[firstOpen];
-    }
     let best: Room | null = null;
     for (const n of matchingOf(job.selector)) if (n.totalCards >= job.gpus && n.reservedFor === null && (best === null || n.free.length > best.free.length)) best = n;
     return best;
   };
-  const reserve = (n: Room, jobId: string) => {
-    n.reservedFor = jobId;
-    reservations?.set(n.id, jobId);
-    reserved++;
-    take(n, n.free.length);
-    n.free = [];
+  // Holds the node's free cards up to `gpus` (lowest first) for the job; the rest stay open.
+  const reserve = (job: QueuedJob, n: Room) => {
+    n.reservedFor = job.id;
+    reservations?.set(n.id, job.id);
+    const held = Math.min(n.free.length, job.gpus);
+    take(n, held);
+    n.free.splice(0, held);
+    if (held > 0) file(n.pos);
   };
   const gangs = gangPicker(room, byFree, matchingOf);
   for (const job of ordered) {
-    const waited = now.getTime() - job.queuedAt.getTime() >= holdMs;
+    // Past the hold time, and the first such job of its pool that gets this far: it reserves if
+    // it is not placed.
+    const guarded = now.getTime() - job.queuedAt.getTime() >= holdMs && !poolsReserved.has(poolOf(job));
     const size = job.nodes ?? 1;
     if (size > 1) {
       // As below, for N nodes at once: nothing to do while fewer than N have the cards free.
-      if (job.gpus > 0 && !(atLeast[job.gpus] >= size) && !waited) continue;
+      if (job.gpus > 0 && !(atLeast[job.gpus] >= size) && !guarded) continue;
       const matches = matchingOf(job.selector);
       if (gangs.capable(matches, job.gpus) < size) continue;
       const members = gangs.pick(job, size);
       if (members !== null) {
         const placed = members.map((n) => placeOn(n, job.gpus));
         placements.push({ jobId: job.id, attempt: job.attempt, nodeId: placed[0].nodeId, gpuIndices: placed[0].gpuIndices, members: placed });
-      } else if (waited) {
+      } else if (guarded) {
+        poolsReserved.add(poolOf(job));
         for (let r = 0; r < size; r++) {
           const n = mostFreeOpen(job);
           if (n === null) break;
-          reserve(n, job.id);
+          reserve(job, n);
         }
       }
       continue;
     }
-    // Nothing left to hand out that is big enough (zero-card jobs could still go); a job past
-    // the hold time goes on, to reserve a node.
-    if (job.gpus > 0 && !(atLeast[job.gpus] > 0) && !waited) continue;
+    // Nothing left to hand out that is big enough (zero-card jobs could still go); a job that
+    // would reserve goes on, to reserve a node.
+    if (job.gpus > 0 && !(atLeast[job.gpus] > 0) && !guarded) continue;
     // Best fit: the node with the fewest free cards that has enough (ties: the lowest id); a
     // zero-card job takes the one with the most. One scan, no sort: this runs per queued job.
     let best: Room | null = null;
@@ -215,7 +234,7 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
     } else for (const n of matchingOf(job.selector)) {
       if (n.totalCards < job.gpus) continue;
       eligible = true;
-      if (n.free.length < job.gpus || (n.reservedFor !== null && n.reservedFor !== job.id)) continue;
+      if (n.free.length < job.gpus) continue;
       if (n.id === job.avoid) {
         avoided = n;
         continue;
@@ -232,9 +251,10 @@ export function planPlacements(queue: readonly QueuedJob[], nodeList: NodeRoom[]
       placements.push({ jobId: job.id, attempt: job.attempt, nodeId, gpuIndices });
       continue;
     }
-    if (waited) {
+    if (guarded) {
+      poolsReserved.add(poolOf(job));
       const n = mostFreeOpen(job);
-      if (n !== null) reserve(n, job.id);
+      if (n !== null) reserve(job, n);
     }
   }
   return placements;

@@ -213,11 +213,60 @@ describe('planPlacements: gangs (nodes > 1)', () => {
     expect(members(planPlacements(queue, nodes, t0, 60_000)).map((x) => x.members[0])).toEqual(['a:0', 'c:0', 'd:0']);
   });
 
-  it('a starving gang with a selector reserves only matching nodes, as many as are left when fewer are open', () => {
+  it('a starving gang with a selector reserves only matching nodes, as many as are left open when fewer are', () => {
     const nodes = [node('a', [0], 2, { zone: 'x' }), node('b', [0], 2, { zone: 'x' }), node('c', [0], 2), node('d', [0], 2, { zone: 'x' })];
-    const queue = [job('first', 2, { selector: { zone: 'x' } }), gang('g', 3, 2, { selector: { zone: 'x' } }), job('s1', 1, { queuedAt: late }), job('s2', 1, { queuedAt: late })];
-    // 'first' reserves a (most free, lowest id); 'g' gets the two matching nodes left, b and d; 'c' is all that is left to place on.
-    expect(members(planPlacements(queue, nodes, late, 60_000))).toEqual([{ jobId: 's1', members: ['c:0'] }]);
+    const queue = [job('first', 2), gang('g', 3, 2, { selector: { zone: 'x' } }), job('s1', 1, { queuedAt: late }), job('s2', 1, { queuedAt: late })];
+    // 'first' (any node: another pool) reserves a (most free, lowest id); 'g' gets the two matching nodes left, b and d; 'c' is all that is left to place on.
+    const reservations = new Map<string, string>();
+    expect(members(planPlacements(queue, nodes, late, 60_000, reservations))).toEqual([{ jobId: 's1', members: ['c:0'] }]);
+    expect(Object.fromEntries(reservations)).toEqual({ a: 'first', b: 'g', d: 'g' });
+  });
+
+  it('one starved job reserves per pool: the first in order; those behind it in the same pool reserve nothing until it runs', () => {
+    const nodes = [node('a', [0], 2, { zone: 'x' }), node('b', [0], 2, { zone: 'x' }), node('c', [0], 2), node('d', [0], 2)];
+    // All past the hold time, in this order (queued a millisecond apart).
+    const old = (id: string, i: number, extra: Partial<QueuedJob> = {}) => job(id, 2, { queuedAt: new Date(t0.getTime() + i), ...extra });
+    const queue = [
+      old('x1', 0, { selector: { zone: 'x' } }),
+      old('x2', 1, { selector: { zone: 'x' }, nodes: 2 }),
+      old('any1', 2),
+      old('any2', 3, { nodes: 2 }),
+      old('x3', 4, { selector: { zone: 'x' } }),
+      job('s1', 1, { queuedAt: late }),
+      job('s2', 1, { queuedAt: late }),
+    ];
+    const reservations = new Map<string, string>();
+    // x1 reserves a (zone x); any1 the first open node of all, b; x2, any2 and x3 wait their turn; s1 and s2 take c and d.
+    expect(members(planPlacements(queue, nodes, late, 60_000, reservations))).toEqual([
+      { jobId: 's1', members: ['c:0'] },
+      { jobId: 's2', members: ['d:0'] },
+    ]);
+    expect(Object.fromEntries(reservations)).toEqual({ a: 'x1', b: 'any1' });
+    // Two selectors that match the same nodes are one pool.
+    const same = [node('a', [0], 2, { zone: 'x', gpu: 'h' }), node('b', [0], 2, { zone: 'x', gpu: 'h' }), node('c', [0], 2)];
+    const q2 = [old('x', 0, { selector: { zone: 'x' } }), old('h', 1, { selector: { gpu: 'h' } }), job('s', 1, { queuedAt: late, selector: { zone: 'x' } })];
+    const r2 = new Map<string, string>();
+    expect(members(planPlacements(q2, same, late, 60_000, r2))).toEqual([{ jobId: 's', members: ['b:0'] }]);
+    expect(Object.fromEntries(r2)).toEqual({ a: 'x' });
+    // A starved job that is placed does not take its pool's turn: the next one reserves.
+    const q3 = [job('fits', 1), old('next', 1), job('s', 1, { queuedAt: late })];
+    const r3 = new Map<string, string>();
+    expect(members(planPlacements(q3, [node('a', [0], 2), node('b', [0], 2)], late, 60_000, r3))).toEqual([{ jobId: 'fits', members: ['a:0'] }]);
+    expect(Object.fromEntries(r3)).toEqual({ b: 'next' });
+  });
+
+  it('a reservation holds only the reserver\'s cards: a starving gang\'s node with more free than it needs stays open for the rest', () => {
+    // g wants 3 × 2; a and b have 2 free or more, c 1, d none: g reserves a, b (2 held each) and c (1 held).
+    const nodes = [node('a', [0, 1, 2, 3, 4], 8), node('b', [0, 1], 8), node('c', [7], 8), node('d', [], 8)];
+    const queue = [gang('g', 3, 2), job('a0', 0, { queuedAt: late }), job('s3', 3, { queuedAt: late })];
+    const reservations = new Map<string, string>();
+    expect(members(planPlacements(queue, nodes, late, 60_000, reservations))).toEqual([
+      // A zero-card job takes the node with the most free cards, those held not counted: a, reserved or not.
+      { jobId: 'a0', members: ['a:'] },
+      // a's cards beyond the two held for g.
+      { jobId: 's3', members: ['a:2,3,4'] },
+    ]);
+    expect(Object.fromEntries(reservations)).toEqual({ a: 'g', b: 'g', c: 'g' });
   });
 
   it('is not starved forever by single-node jobs that keep taking one node\'s cards', () => {

@@ -86,6 +86,17 @@ describe('queue reasons', () => {
     expect(reasonOf(small, [gang, small], rooms, now)).toBe('held: behind job gang, which reserves nodes a,b (waited past GPUPLANE_BACKFILL_HOLD_S)');
   });
 
+  it('held for a gang only as far as the cards it needs: a job that fits on the rest of a reserved node goes', () => {
+    const now = new Date(t0.getTime() + 2 * HOLD);
+    // The gang wants 2 × 2: a has 4 free, b 1; it reserves both and holds 2 of a's, leaving the other 2.
+    const gang = job('gang', 2, { nodes: 2, queuedAt: t0 });
+    const two = job('two', 2, { queuedAt: now });
+    const three = job('three', 3, { queuedAt: now });
+    const rooms = [node('a', [0, 1, 2, 3]), node('b', [0], 4)];
+    expect(reasonOf(two, [gang, two], rooms, now)).toBe('waiting for the next scheduling pass');
+    expect(reasonOf(three, [gang, three], rooms, now)).toBe('held: behind job gang, which reserves node a (waited past GPUPLANE_BACKFILL_HOLD_S)');
+  });
+
   it('gives every unplaced job a reason, and "waiting for the next scheduling pass" only to the jobs a plan places', () => {
     const arb = fc.record({
       nodes: fc.array(fc.record({ total: fc.integer({ min: 0, max: 4 }), used: fc.integer({ min: 0, max: 4 }), pool: fc.constantFrom('x', 'y') }), { maxLength: 4 }),
