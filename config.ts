@@ -48,6 +48,8 @@ export interface GpuplaneConfig {
   allowedOrigins: string[];
   /** Requests a minute per token (GPUPLANE_RATE_LIMIT, 6000; 0 turns it off). */
   rateLimitPerMinute: number;
+  /** Where the API keeps MLflow's artifacts (GPUPLANE_ARTIFACTS_DIR, default <home>/artifacts; api/mlflow/artifacts.ts). */
+  artifactsDir: string;
 }
 
 function intFromEnv(name: string, fallback: number): number {
@@ -103,5 +105,6 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     rateLimitPerMinute: overrides.rateLimitPerMinute ?? intFromEnv('GPUPLANE_RATE_LIMIT', 6000),
+    artifactsDir: overrides.artifactsDir ?? (process.env.GPUPLANE_ARTIFACTS_DIR || path.join(home, 'artifacts')),
   };
 }

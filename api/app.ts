@@ -93,7 +93,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     },
     { prefix: '/api/v1' },
   );
-  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver });
+  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver, artifactsDir: deps.artifactsDir ?? null });
   await app.register(consoleAssets);
   return app;
 }

@@ -21,6 +21,8 @@ export interface ApiDeps {
   fairShareHalfLifeMs?: number;
   /** The default preemption grace in seconds (drain --preempt uses it; null: preemption off, then 30 s for a drain). */
   preemptGraceS?: number | null;
+  /** Where MLflow's artifacts are kept (GPUPLANE_ARTIFACTS_DIR; api/mlflow/artifacts.ts); absent: they are not served. */
+  artifactsDir?: string;
   /** Host/Origin and rate-limit settings (api/guards.ts). */
   guards?: GuardOptions;
 }

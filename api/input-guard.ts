@@ -2,11 +2,12 @@
  * Strings PostgreSQL cannot store, and JSON too deep to walk, are refused with 400 before any
  * handler or access check runs: a NUL character (text and jsonb refuse it), an unpaired UTF-16
  * surrogate (jsonb refuses it, text would silently turn it into U+FFFD), and JSON nested deeper
- * than MAX_DEPTH (serializers recurse). Binary bodies (log chunks) are bytes and not checked.
+ * than MAX_DEPTH (serializers recurse). Binary bodies (log chunks, MLflow artifact uploads) are bytes and not checked.
  *
  * The rule on characters is stated in every route's request schemas too (storable below), so the
  * OpenAPI document says it: a string that breaks it is refused by the schema first.
  */
+import { Readable } from 'node:stream';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { DomainError } from './errors.ts';
 
@@ -100,6 +101,8 @@ export function installInputGuard(app: FastifyInstance): void {
     }
   });
   app.addHook('preValidation', async (req) => {
+    // A body passed on as a stream (MLflow's artifact uploads, api/mlflow/artifacts.ts) is bytes.
+    if (req.body instanceof Readable) return;
     const p = inputProblem(req.body, 'body');
     if (p) throw new DomainError('invalid', p);
   });

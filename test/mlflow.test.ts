@@ -4,6 +4,9 @@
  * come back from GPUPlane's answers.
  */
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { examplesPython } from './support/examples.ts';
@@ -12,6 +15,7 @@ import { newToken } from '../runtime/tokens.ts';
 
 const fixtures = path.resolve(import.meta.dirname, 'fixtures', 'mlflow');
 const admin = newToken();
+const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-mlflow-artifacts-'));
 let t: TestApp;
 
 /** Runs Python code (or a fixture file) with the MLflow client pointed at the test's API (asynchronously: the API answers from this process). */
@@ -34,6 +38,19 @@ function mlflowPython(args: string[], token: string | null, env: Record<string, 
   });
 }
 
+/** A PUT with its path sent exactly as given; resolves with the status. */
+function rawPut(p: string, body: string): Promise<number> {
+  const u = new URL(t.url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: u.hostname, port: u.port, method: 'PUT', path: p, headers: { authorization: `Bearer ${admin}`, 'content-type': 'text/plain' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
 /** The JSON object a script printed last (the client prints "View run at" lines of its own). */
 const lastJson = (stdout: string) => JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
 
@@ -43,9 +60,12 @@ async function api<T>(method: 'GET' | 'POST', url: string, payload?: unknown, to
 }
 
 beforeAll(async () => {
-  t = await startTestApp('mlflow', { auth: { adminTokens: [admin] }, listen: true, temporal: false });
+  t = await startTestApp('mlflow', { auth: { adminTokens: [admin] }, listen: true, temporal: false, artifactsDir });
 });
-afterAll(async () => t?.close());
+afterAll(async () => {
+  await t?.close();
+  fs.rmSync(artifactsDir, { recursive: true, force: true });
+});
 
 describe('MLflow tracking protocol, through the real mlflow client', () => {
   it('experiments, runs, params, tags, metrics (NaN and inf), FINISHED and FAILED, nested runs, search, history, delete and restore', async () => {
@@ -151,5 +171,68 @@ print(json.dumps(out))`;
     expect(models.body.message).toContain('/api/2.0/mlflow/logged-models');
     const r = await mlflowPython(['-c', 'import mlflow; mlflow.MlflowClient().search_registered_models()'], admin);
     expect(r.stderr).toContain('NOT_IMPLEMENTED');
+  });
+
+  it('artifacts: log_artifact, log_dict and log_text upload, list_artifacts lists, download_artifacts reads them back; paths are checked', async () => {
+    const code = `
+import json, os, tempfile, mlflow
+from mlflow import MlflowClient
+c = MlflowClient()
+with mlflow.start_run(experiment_id="0") as run:
+    d = tempfile.mkdtemp()
+    p = os.path.join(d, "notes.txt")
+    open(p, "w").write("hello artifacts")
+    mlflow.log_artifact(p)
+    mlflow.log_artifact(p, artifact_path="sub/dir")
+    mlflow.log_dict({"a": 1}, "config.json")
+    mlflow.log_text("some text", "texts/t.txt")
+rid = run.info.run_id
+top = sorted((f.path, f.is_dir, f.file_size) for f in c.list_artifacts(rid))
+sub = [f.path for f in c.list_artifacts(rid, "sub/dir")]
+out = tempfile.mkdtemp()
+got = mlflow.artifacts.download_artifacts(run_id=rid, artifact_path="config.json", dst_path=out)
+print(json.dumps({"run": rid, "uri": run.info.artifact_uri, "top": top, "sub": sub, "config": json.load(open(got)), "text": mlflow.artifacts.load_text(run.info.artifact_uri + "/texts/t.txt")}))`;
+    const r = await mlflowPython(['-c', code], admin);
+    expect(r.status, r.stderr).toBe(0);
+    const out = lastJson(r.stdout);
+    expect(out.uri).toBe(`mlflow-artifacts:/0/${out.run as string}/artifacts`);
+    expect(out.top).toEqual([
+      ['config.json', false, 12],
+      ['notes.txt', false, 15],
+      ['sub', true, null],
+      ['texts', true, null],
+    ]);
+    expect(out.sub).toEqual(['sub/dir/notes.txt']);
+    expect(out.config).toEqual({ a: 1 });
+    expect(out.text).toBe('some text');
+    expect(fs.readFileSync(path.join(artifactsDir, out.run as string, 'sub', 'dir', 'notes.txt'), 'utf8')).toBe('hello artifacts');
+    // A path that climbs out, or names no run's artifacts, is refused and writes nothing. Sent
+    // raw (node:http): fetch and inject would resolve the dots before the API saw them.
+    const run = out.run as string;
+    for (const bad of [`0/${run}/artifacts/../../escape.txt`, `0/${run}/artifacts/a/%2e%2e/%2e%2e/%2e%2e/escape.txt`, `0/${run}/artifacts/a%2F..%2F..%2F..%2Fescape.txt`, `0/${run}/other/x`]) {
+      const status = await rawPut(`/mlflow/api/2.0/mlflow-artifacts/artifacts/${bad}`, 'x');
+      expect(status, bad).toBe(400);
+    }
+    expect(fs.existsSync(path.join(artifactsDir, 'escape.txt'))).toBe(false);
+    // Another project's token does not see the run's artifacts.
+    const { body: other } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'mlf-art', role: 'member', projects: ['elsewhere'] });
+    const peek = await t.app.inject({ method: 'GET', url: `/mlflow/api/2.0/mlflow-artifacts/artifacts/0/${out.run as string}/artifacts/notes.txt`, headers: { authorization: `Bearer ${other.token}` } });
+    expect(peek.statusCode).toBe(404);
+  });
+
+  it('mlflow.enable_system_metrics_logging() yields system/* metrics in the run', async () => {
+    const code = `
+import json, time, mlflow
+mlflow.enable_system_metrics_logging()
+with mlflow.start_run(experiment_id="0") as run:
+    time.sleep(4)
+print(json.dumps({"run": run.info.run_id}))`;
+    const r = await mlflowPython(['-c', code], admin, { MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL: '1', MLFLOW_SYSTEM_METRICS_SAMPLES_BEFORE_LOGGING: '1' });
+    expect(r.status, r.stderr).toBe(0);
+    const { body: run } = await api<{ metrics: Record<string, { count: number }> }>('GET', `/api/v1/runs/${lastJson(r.stdout).run as string}`);
+    const keys = Object.keys(run.metrics);
+    expect(keys.length).toBeGreaterThan(0);
+    expect(keys.every((k) => k.startsWith('system/'))).toBe(true);
+    expect(keys).toEqual(expect.arrayContaining(['system/cpu_utilization_percentage', 'system/system_memory_usage_megabytes']));
   });
 });

@@ -11,6 +11,7 @@ import { DomainError } from '../errors.ts';
 import { loggableUrl } from '../request-log.ts';
 import type { TokenResolver } from '../token-resolver.ts';
 import { MlflowAuth, MlflowError } from './context.ts';
+import { artifactRoutes } from './artifacts.ts';
 import { experimentRoutes } from './experiments.ts';
 import { runRoutes } from './runs.ts';
 
@@ -21,6 +22,8 @@ export interface MlflowDeps {
   db: Db;
   /** null: no auth (tests of the routes themselves). */
   resolver: TokenResolver | null;
+  /** Where MLflow's artifacts are kept (GPUPLANE_ARTIFACTS_DIR); null: not served. */
+  artifactsDir: string | null;
 }
 
 export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Promise<void> {
@@ -44,4 +47,6 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
   });
   experimentRoutes(app, deps.db, auth);
   runRoutes(app, deps.db, auth);
+  // A scope of their own: uploads are bytes, not JSON.
+  await app.register(async (scope) => artifactRoutes(scope, deps.db, auth, { dir: deps.artifactsDir }));
 }

@@ -88,20 +88,22 @@ function applyTags(run: LockedRun, tags: Record<string, string>): { tags: Record
   return out;
 }
 
-export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth): void {
-  /** The run a request names, if the caller may reach it (a run token only its own); `write` also needs a member's role. */
-  async function reach(c: Caller, id: string, write: boolean): Promise<RunWithNames> {
-    const run = await getRun(db, id);
-    const p = c.principal;
-    if (!run) throw noRun(id);
-    if (p?.kind === 'run') {
-      if (p.runId !== run.id) throw noRun(id);
-      return run;
-    }
-    if (!mayTouch(c, run.projectName ?? '', false)) throw noRun(id);
-    if (write && !mayTouch(c, run.projectName ?? '', true)) throw new MlflowError('PERMISSION_DENIED', `this token may only read project "${run.projectName}"`);
+/** The run a request names, if the caller may reach it (a run token only its own); `write` also needs a member's role. */
+export async function reachRun(db: Db, c: Caller, id: string, write: boolean): Promise<RunWithNames> {
+  const run = await getRun(db, id);
+  const p = c.principal;
+  if (!run) throw noRun(id);
+  if (p?.kind === 'run') {
+    if (p.runId !== run.id) throw noRun(id);
     return run;
   }
+  if (!mayTouch(c, run.projectName ?? '', false)) throw noRun(id);
+  if (write && !mayTouch(c, run.projectName ?? '', true)) throw new MlflowError('PERMISSION_DENIED', `this token may only read project "${run.projectName}"`);
+  return run;
+}
+
+export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth): void {
+  const reach = (c: Caller, id: string, write: boolean) => reachRun(db, c, id, write);
 
   const fullRun = async (run: RunWithNames) => {
     const [metrics, nodes] = await Promise.all([latestMetrics(db, [run.id]), run.jobId && run.attempt ? attemptNodes(db, [{ jobId: run.jobId, attempt: run.attempt }]) : new Map<string, string>()]);
@@ -312,6 +314,13 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth): void 
       .filter((r): r is RunWithNames => r !== undefined)
       .map((r) => runJson(r, { metrics: metrics.get(r.id) ?? [], node: r.jobId ? (nodes.get(`${r.jobId}:${r.attempt}`) ?? null) : null }));
     return { runs, ...(ids.length > max ? { next_page_token: pageToken(offset + max) } : {}) };
+  });
+
+  // MLflow 3's client asks for the run's logged models whenever it lists a run's artifacts:
+  // GPUPlane keeps none (creating one is NOT_IMPLEMENTED), so the answer is an empty page.
+  app.post(`${API}/logged-models/search`, async (req) => {
+    await auth.caller(req);
+    return { models: [] };
   });
 
   app.get(`${API}/metrics/get-history`, async (req) => {

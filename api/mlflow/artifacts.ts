@@ -1,0 +1,105 @@
+/**
+ * MLflow's proxied artifact endpoints (`/api/2.0/mlflow-artifacts/artifacts/…`): what
+ * `mlflow.log_artifact`, `log_dict`, `log_text` and `log_figure` upload, and what
+ * `download_artifacts` and `list_artifacts` read. A run's artifact_uri is
+ * `mlflow-artifacts:/<experiment>/<run>/artifacts`; its files are kept under the API's artifact
+ * folder (GPUPLANE_ARTIFACTS_DIR, default `<GPUPLANE_HOME>/artifacts`) as `<run id>/<path>`.
+ *
+ * Paths are checked segment by segment (no `..`, `.`, empty segment, backslash or NUL), and a
+ * file is written to a temporary name and renamed, so a cut upload never leaves half a file.
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Db } from '../../db/client.ts';
+import { invalid, MlflowError, text, type MlflowAuth } from './context.ts';
+import { reachRun } from './runs.ts';
+
+const ROOT = '/api/2.0/mlflow-artifacts/artifacts';
+/** The largest file one upload may be: 5 GiB. */
+const DEFAULT_MAX_BYTES = 5 * 1024 * 1024 * 1024;
+
+export interface ArtifactOptions {
+  /** Where the files live; null: artifacts are not served (NOT_IMPLEMENTED). */
+  dir: string | null;
+  maxBytes?: number;
+}
+
+/** `<experiment>/<run>/artifacts[/<path>]` as the run id and the path inside its artifacts ('' for the root). */
+export function artifactPath(p: string): { runId: string; rel: string } {
+  const parts = p.split('/').filter((s, i, all) => !(s === '' && (i === 0 || i === all.length - 1)));
+  if (parts.length < 3 || parts[2] !== 'artifacts') throw invalid(`an artifact path is <experiment id>/<run id>/artifacts/<path>, got "${p.slice(0, 200)}"`);
+  const rel = parts.slice(3);
+  for (const seg of [parts[0], parts[1], ...rel]) {
+    if (seg === '' || seg === '.' || seg === '..' || /[\\\0]/.test(seg) || seg.length > 255) throw invalid(`invalid artifact path "${p.slice(0, 200)}": no empty, "." or ".." segments, backslashes or NUL`);
+  }
+  return { runId: parts[1], rel: rel.join('/') };
+}
+
+export function artifactRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, opts: ArtifactOptions): void {
+  const maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;
+  const dirOf = (runId: string) => {
+    if (!opts.dir) throw new MlflowError('NOT_IMPLEMENTED', 'this API serves no artifacts (it was started without an artifact folder)');
+    return path.join(opts.dir, runId);
+  };
+  const target = async (req: FastifyRequest, p: string, write: boolean) => {
+    const c = await auth.caller(req);
+    const { runId, rel } = artifactPath(p);
+    await reachRun(db, c, runId, write);
+    return { runId, rel, file: rel === '' ? dirOf(runId) : path.join(dirOf(runId), ...rel.split('/')) };
+  };
+
+  // Uploads are bytes, whatever their Content-Type says (a log_dict is application/json):
+  // every body of this scope reaches the handler as the request's stream.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
+
+  app.put(`${ROOT}/*`, async (req) => {
+    const { rel, file } = await target(req, (req.params as { '*': string })['*'], true);
+    if (rel === '') throw invalid('an upload names a file under the run\'s artifacts');
+    await fs.promises.mkdir(path.dirname(file), { recursive: true });
+    const tmp = `${file}.upload-${randomBytes(6).toString('hex')}`;
+    let n = 0;
+    const limit = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        n += chunk.length;
+        if (n > maxBytes) cb(new MlflowError('INVALID_PARAMETER_VALUE', `the artifact is larger than ${maxBytes} bytes`));
+        else cb(null, chunk);
+      },
+    });
+    try {
+      // An empty file has no body to parse: nothing reaches the handler.
+      const body = (req.body as NodeJS.ReadableStream | undefined) ?? Readable.from([]);
+      await pipeline(body, limit, fs.createWriteStream(tmp, { flags: 'wx', mode: 0o640 }));
+      await fs.promises.rename(tmp, file);
+    } catch (err) {
+      await fs.promises.rm(tmp, { force: true });
+      throw err;
+    }
+    return {};
+  });
+
+  app.get(`${ROOT}/*`, async (req, reply) => {
+    const { rel, file } = await target(req, (req.params as { '*': string })['*'], false);
+    const st = rel === '' ? undefined : await fs.promises.lstat(file).catch(() => undefined);
+    if (!st?.isFile()) throw new MlflowError('RESOURCE_DOES_NOT_EXIST', `no artifact ${rel || '(root)'} in this run`);
+    return reply.header('content-type', 'application/octet-stream').header('content-length', st.size).send(fs.createReadStream(file));
+  });
+
+  app.get(ROOT, async (req) => {
+    const q = req.query as Record<string, unknown>;
+    const { file } = await target(req, text(q, 'path', true), false);
+    const entries = await fs.promises.readdir(file, { withFileTypes: true }).catch(() => []);
+    const files = [];
+    for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
+      // Half-written uploads are nobody's artifact.
+      if (/\.upload-[0-9a-f]{12}$/.test(e.name)) continue;
+      if (e.isDirectory()) files.push({ path: e.name, is_dir: true });
+      else if (e.isFile()) files.push({ path: e.name, is_dir: false, file_size: (await fs.promises.stat(path.join(file, e.name))).size });
+    }
+    return { files };
+  });
+}
