@@ -9,7 +9,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startEvaluation, waitForEvaluation } from '../cli/client-evaluations.ts';
 import { getRun, listRuns } from '../cli/client-runs.ts';
+import { openDatabase } from '../db/client.ts';
+import { newId } from '../db/ids.ts';
+import { checkpoints } from '../db/schema.ts';
 import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
 import { examplesPython } from './support/examples.ts';
 import { until } from './support/poll.ts';
@@ -92,5 +96,23 @@ describe('an unchanged MLflow script under a job', () => {
     const detail = await getRun(c.client, run.id);
     expect(detail).toMatchObject({ status: 'finished', project: 'demo', experiment: 'mlflow', params: { lr: '0.05', steps: '50' } });
     expect(detail.metrics['train/loss'].count).toBe(50);
+  }, 120_000);
+
+  it('an EVALUATE job that prints no metrics line takes what it logged through MLflow as its result; a metrics line wins', async () => {
+    const t = await c.client.submit({ type: 'TRAIN', gpus: 0, command: ['true'], working_dir: repo, project: 'e2e-mlflow', experiment: 'evals' });
+    expect((await c.client.waitFor(t.id, undefined, 60_000)).state).toBe('SUCCEEDED');
+    const [trainRun] = await listRuns(c.client, { job: t.id });
+    const h = await openDatabase({ url: c.dbUrl, poolSize: 1 });
+    const ckpt = newId('ckpt');
+    try {
+      await h.db.insert(checkpoints).values({ id: ckpt, runId: trainRun.id, jobId: t.id, attempt: 1, nodeId: 'mlf1', uri: path.join(repo, 'README.md'), fingerprint: 'sha256:00', sizeBytes: 1, step: 10 });
+    } finally {
+      await h.close();
+    }
+    const script = (line: string) => ['-c', `import mlflow\nwith mlflow.start_run():\n    mlflow.log_metric("eval/acc", 0.5, step=0)\n    mlflow.log_metric("eval/acc", 0.9, step=1)\n    mlflow.log_metric("eval/loss", 0.3)\n${line}`];
+    const logged = await startEvaluation(c.client, ckpt, { command: [examplesPython(), ...script('')] });
+    expect(await waitForEvaluation(c.client, logged.id, 60_000, 250)).toMatchObject({ status: 'succeeded', metrics: { 'eval/acc': 0.9, 'eval/loss': 0.3 } });
+    const printed = await startEvaluation(c.client, ckpt, { command: [examplesPython(), ...script('print(\'{"metrics": {"eval/acc": 0.7}}\')')] });
+    expect(await waitForEvaluation(c.client, printed.id, 60_000, 250)).toMatchObject({ status: 'succeeded', metrics: { 'eval/acc': 0.7 } });
   }, 120_000);
 });
