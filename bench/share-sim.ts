@@ -40,6 +40,7 @@ import { parseArgs } from 'node:util';
 import { decayedCardSeconds, fairShareRanking, type CardHolder, type FairShareState, type ProjectQuota } from '../domain/fair-share.ts';
 import { placementMembers, planPlacements, queueOrder, type NodeRoom, type Placement, type QueuedJob } from '../domain/placement.ts';
 import { planPreemptions, type Holder } from '../domain/preemption.ts';
+import { prng } from '../test/support/prng.ts';
 
 function fail(message: string): never {
   process.stderr.write(`bench/share-sim: ${message}\n`);
@@ -100,17 +101,6 @@ const LOAD: Record<string, (f: number) => number> = {
   c: () => 1.1,
 };
 
-/** mulberry32: a small seeded PRNG, so both schedulers see the same workload and a seed repeats. */
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Submission {
   id: string;

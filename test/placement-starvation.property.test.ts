@@ -17,22 +17,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { placementMembers, planPlacements, type NodeRoom, type QueuedJob } from '../domain/placement.ts';
+import { prng } from './support/prng.ts';
 
 const t0 = Date.parse('2026-01-01T00:00:00Z');
 const HOLD_S = 5;
 const W = 6;
 
-/** mulberry32: the stream of small jobs, from a seed fast-check draws. */
-function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const clusterArb = fc.array(fc.record({ total: fc.constantFrom(2, 4, 8), busy: fc.integer({ min: 0, max: 8 }), zone: fc.boolean() }), { minLength: 2, maxLength: 6 });
 const starvedArb = fc.array(fc.record({ gpus: fc.integer({ min: 1, max: 8 }), nodes: fc.integer({ min: 1, max: 3 }), zone: fc.boolean() }), { minLength: 1, maxLength: 4 });

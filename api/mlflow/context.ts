@@ -10,6 +10,7 @@ import { FailedTokens } from '../failed-tokens.ts';
 import { describe, type Principal } from '../principal.ts';
 import type { TokenResolver } from '../token-resolver.ts';
 import { allows } from '../auth.ts';
+import { offsetOf } from './wire.ts';
 
 export type MlflowCode =
   | 'INVALID_PARAMETER_VALUE'
@@ -77,6 +78,15 @@ export function int(f: Record<string, unknown>, name: string): number | undefine
   const n = typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v;
   if (typeof n !== 'number' || !Number.isSafeInteger(n)) throw invalid(`Invalid value ${JSON.stringify(v)} for parameter '${name}' supplied: it must be an integer`);
   return n;
+}
+
+/** A search's page: `max_results` (1,000 unless given, at most 50,000) and where `page_token` starts. */
+export function pageOf(f: Record<string, unknown>): { max: number; offset: number } {
+  const max = int(f, 'max_results') ?? 1000;
+  if (max < 1 || max > 50_000) throw invalid(`Invalid value ${max} for parameter 'max_results' supplied. It must be at most 50000.`);
+  const offset = offsetOf(f.page_token);
+  if (offset === null) throw invalid('Invalid page token');
+  return { max, offset };
 }
 
 /** A repeated field (a list in a body; one or more `name=` in a query). */

@@ -5,8 +5,8 @@ import { experimentById, experimentByNames, listExperiments, updateExperiment, t
 import { ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { getRun } from '../../db/queries/runs.ts';
 import { parseSearchFilter, SearchSyntaxError, type SearchClause } from '../../domain/mlflow-search.ts';
-import { fieldsOf, int, invalid, list, mayTouch, MlflowError, mustTouch, text, type Caller, type MlflowAuth } from './context.ts';
-import { DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT, experimentJson, mlflowName, namesOf, offsetOf, pageToken } from './wire.ts';
+import { fieldsOf, invalid, list, pageOf, mayTouch, MlflowError, mustTouch, text, type Caller, type MlflowAuth } from './context.ts';
+import { DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT, experimentJson, mlflowName, namesOf, pageToken } from './wire.ts';
 
 export const API = '/api/2.0/mlflow';
 const NAME_MAX = 500;
@@ -134,10 +134,7 @@ export function experimentRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth)
   const search = async (req: FastifyRequest) => {
     const c = await auth.caller(req);
     const f = fieldsOf(req);
-    const max = int(f, 'max_results') ?? 1000;
-    if (max < 1 || max > 50_000) throw invalid(`Invalid value ${max} for parameter 'max_results' supplied. It must be at most 50000.`);
-    const offset = offsetOf(f.page_token);
-    if (offset === null) throw invalid('Invalid page token');
+    const { max, offset } = pageOf(f);
     const accept = experimentFilter(text(f, 'filter'));
     const projectIds = c.principal?.kind === 'run' ? [] : await auth.visible(c);
     // Experiments are few: filtered here, after the lifecycle and the caller's projects.

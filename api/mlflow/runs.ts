@@ -11,7 +11,7 @@ import { addRunParams, attemptNodes, latestMetrics, lockRun, searchRunIds, setRu
 import { addEvent, endRun, getRun, getRuns, insertRun, touchRun, type RunWithNames } from '../../db/queries/runs.ts';
 import { BatchRejected, decodeValue, encodeValue, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
 import { parseOrderBy, parseSearchFilter, SearchSyntaxError } from '../../domain/mlflow-search.ts';
-import { fieldsOf, int, invalid, list, mayTouch, MlflowError, text, type Caller, type MlflowAuth } from './context.ts';
+import { fieldsOf, int, invalid, list, pageOf, mayTouch, MlflowError, text, type Caller, type MlflowAuth } from './context.ts';
 import { API, experimentOfId, tagsOf, viewType } from './experiments.ts';
 import { DEFAULT_EXPERIMENT_ID, offsetOf, pageToken, paramText, runInfoJson, runJson, STATUS_FROM_MLFLOW } from './wire.ts';
 
@@ -285,10 +285,7 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth): void 
   app.post(`${API}/runs/search`, async (req) => {
     const c = await auth.caller(req);
     const f = fieldsOf(req);
-    const max = int(f, 'max_results') ?? 1000;
-    if (max < 1 || max > 50_000) throw invalid(`Invalid value ${max} for parameter 'max_results' supplied. It must be at most 50000.`);
-    const offset = offsetOf(f.page_token);
-    if (offset === null) throw invalid('Invalid page token');
+    const { max, offset } = pageOf(f);
     let clauses, order;
     try {
       clauses = parseSearchFilter(text(f, 'filter'));
