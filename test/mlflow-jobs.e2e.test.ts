@@ -54,6 +54,9 @@ describe('an unchanged MLflow script under a job', () => {
     expect(run).toMatchObject({ source: 'job', attempt: 1, status: 'finished', project: 'e2e-mlflow', experiment: 'unchanged', params: { lr: '0.05', steps: '30' } });
     expect(run.metrics['train/loss']).toMatchObject({ count: 30, last_step: 29 });
     expect(run.metrics['eval/acc'].count).toBe(1);
+    // MLflow's view of the job's run: the job's ids and node as gpuplane.* tags.
+    const viewed = (await (await fetch(`${c.apiUrl}/mlflow/api/2.0/mlflow/runs/get?run_id=${run.id}`, { headers: c.auth })).json()) as { run: { data: { tags: { key: string; value: string }[] } } };
+    expect(Object.fromEntries(viewed.run.data.tags.map((t) => [t.key, t.value]))).toMatchObject({ 'gpuplane.job_id': job.id, 'gpuplane.attempt': '1', 'gpuplane.node': done.node_id, 'gpuplane.source': 'job' });
     const events = (await c.client.request<{ events: { kind: string; message: string }[] }>('GET', `/runs/${run.id}/events`)).events;
     expect(events.filter((e) => e.kind === 'mlflow.status').map((e) => e.message)).toEqual([expect.stringContaining('FINISHED')]);
   });

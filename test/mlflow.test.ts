@@ -162,6 +162,11 @@ print(json.dumps(out))`;
     expect(ok.status).toBe(200);
     const { body: hist } = await api<{ metrics: unknown[] }>('GET', `/mlflow/api/2.0/mlflow/metrics/get-history?run_id=${runId}&metric_key=m`);
     expect(hist.metrics).toHaveLength(1000);
+    // The UI's sampled read: at most max_results points a run, first and last kept.
+    const { body: bulk } = await api<{ metrics: { step: number; run_id: string }[] }>('GET', `/mlflow/api/2.0/mlflow/metrics/get-history-bulk-interval?run_ids=${runId}&metric_key=m&max_results=10&start_step=100&end_step=899`);
+    expect(bulk.metrics).toHaveLength(10);
+    expect(bulk.metrics.map((m) => m.step).slice(0, 2)).toEqual([100, 189]);
+    expect(bulk.metrics.at(-1)).toMatchObject({ step: 899, run_id: runId });
     const params = Array.from({ length: 101 }, (_, i) => ({ key: `p${i}`, value: 'x' }));
     const many = await api<{ message: string }>('POST', '/mlflow/api/2.0/mlflow/runs/log-batch', { run_id: runId, params });
     expect(many.body.message).toContain('at most 100 params');
