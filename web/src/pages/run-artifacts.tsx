@@ -153,7 +153,7 @@ export function RunArtifacts({ run }: { run: Pick<RunDetail, 'id' | 'experiment_
     <Section
       title="Artifacts"
       actions={
-        <button class="link plain" onClick={list.reload}>
+        <button class="link plain" data-action="refresh-artifacts" onClick={list.reload}>
           refresh
         </button>
       }
