@@ -151,13 +151,16 @@ describe("a run's artifacts on the console", () => {
     expect(artifactRequests.some((r) => r.url.includes(`/artifacts/${exp}/${run}/artifacts/plots/loss.png`))).toBe(true);
   });
 
-  it('says "no artifacts" for a run without any, and picks up an upload on refresh', async () => {
+  it('says "no artifacts" for a run without any, and picks up an upload on refresh; names with spaces, # and % are read back', async () => {
     const run = await createRun('0');
     await page.goto(`${t.url}/#/runs/${run}`);
     const section = page.locator('section', { has: page.getByRole('heading', { name: /Artifacts/ }) });
     await expect.poll(() => section.locator('p.muted').textContent()).toBe('no artifacts');
     await upload('0', run, 'notes.txt', 'hello artifacts', 'text/plain');
+    await upload('0', run, `odd%20dir/${encodeURIComponent('50% done #1.txt')}`, 'odd name', 'text/plain');
     await section.getByRole('button', { name: 'refresh' }).click();
     await expect.poll(() => row(page, 'notes.txt').locator('pre').textContent()).toBe('hello artifacts');
+    await row(page, 'odd dir').getByRole('button').click();
+    await expect.poll(() => row(page, 'odd dir/50% done #1.txt').locator('pre').textContent()).toBe('odd name');
   });
 });
