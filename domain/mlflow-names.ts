@@ -20,3 +20,9 @@ export function namesOf(mlflowName: string): { project: string; experiment: stri
 export function mlflowName(project: string, experiment: string): string {
   return project === DEFAULT_PROJECT ? experiment : `${project}/${experiment}`;
 }
+
+/** Whether a project's experiment is MLflow's default experiment (id "0"). */
+export const isDefaultExperiment = (project: string | null, experiment: string | null) => project === DEFAULT_PROJECT && experiment === DEFAULT_EXPERIMENT_NAME;
+
+/** MLflow's id of an experiment: "0" for project default's `Default`, else its GPUPlane id ('' for none). */
+export const mlflowExperimentId = (id: string | null, project: string | null, experiment: string | null) => (isDefaultExperiment(project, experiment) ? DEFAULT_EXPERIMENT_ID : (id ?? ''));

@@ -169,6 +169,25 @@ async function main() {
     await page.goto(`${c.apiUrl}/#/runs/${second.id}`);
     await page.locator('label.toggle input').first().check();
     await page.locator('[data-chart="train/loss"][data-series="2"]').waitFor();
+    // Its artifacts, uploaded as the MLflow client does: the chart as a PNG, its config, a folder.
+    const { experiment_id: exp } = await c.client.request<{ experiment_id: string }>('GET', `/runs/${second.id}`);
+    const plot = await page.locator('[data-chart="train/loss"] canvas').first().screenshot();
+    for (const [rel, body, type] of [
+      ['train_loss.png', plot, 'image/png'],
+      ['config.json', `${JSON.stringify({ lr: 0.05, steps: 400, batch_size: 64, optimizer: 'sgd' }, null, 2)}\n`, 'application/json'],
+      ['model/weights.bin', Buffer.alloc(48_000), 'application/octet-stream'],
+    ] as const) {
+      const res = await fetch(`${c.apiUrl}/mlflow/api/2.0/mlflow-artifacts/artifacts/${exp}/${second.id}/artifacts/${rel}`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${c.token}`, 'content-type': type },
+        body: typeof body === 'string' ? body : new Uint8Array(body),
+      });
+      if (!res.ok) throw new Error(`upload of ${rel}: ${res.status} ${await res.text()}`);
+    }
+    await page.locator('[data-action="refresh-artifacts"]').click();
+    await page.locator('tr[data-artifact="train_loss.png"] img.artifact-image').waitFor();
+    // The chart's screenshot scrolled the page: back to the top, or the sticky header lands mid-picture.
+    await page.evaluate(() => window.scrollTo(0, 0));
     await page.waitForTimeout(600);
     await page.screenshot({ path: path.join(args.out!, 'run.png'), fullPage: true });
     log('saved run.png');

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { artifactRoot, IMAGE_MAX_BYTES, previewOf, TEXT_MAX_BYTES } from '../web/src/artifacts.ts';
 import { whoLabel } from '../web/src/format.ts';
 import { logRanks, rankTabs } from '../web/src/log-ranks.ts';
 import { commandField, editedCommand } from '../web/src/retry-command.ts';
@@ -56,5 +57,23 @@ describe("the job page's rank tabs", () => {
       expect(logRanks(config), JSON.stringify(config)).toEqual([0]);
       expect(rankTabs(logRanks(config))).toEqual([]);
     }
+  });
+});
+
+describe("a run's artifacts", () => {
+  it('shows images by their extension and small text files as text; the rest only downloads', () => {
+    expect(previewOf('plots/loss.PNG', 10)).toEqual({ kind: 'image', type: 'image/png' });
+    expect(previewOf('a.jpeg', 10)).toEqual({ kind: 'image', type: 'image/jpeg' });
+    expect(previewOf('d.svg', 10)).toEqual({ kind: 'image', type: 'image/svg+xml' });
+    expect(previewOf('huge.png', IMAGE_MAX_BYTES + 1)).toEqual({ kind: 'too-large', max: IMAGE_MAX_BYTES });
+    for (const name of ['a.txt', 'config.json', 'c.yaml', 'c.yml', 'README.md', 'train.log', 'm.csv']) expect(previewOf(name, TEXT_MAX_BYTES)).toEqual({ kind: 'text' });
+    expect(previewOf('train.log', TEXT_MAX_BYTES + 1)).toEqual({ kind: 'too-large', max: TEXT_MAX_BYTES });
+    for (const name of ['model.bin', 'weights.pt', 'Makefile', '.json', 'page.html']) expect(previewOf(name, 10)).toBeNull();
+  });
+
+  it("names a run's artifacts under its experiment's MLflow id: 0 for MLflow's Default and for no experiment", () => {
+    expect(artifactRoot({ id: 'run-1', experiment_id: 'exp-9', project: 'vision', experiment: 'resnet' })).toBe('exp-9/run-1/artifacts');
+    expect(artifactRoot({ id: 'run-1', experiment_id: 'exp-1', project: 'default', experiment: 'Default' })).toBe('0/run-1/artifacts');
+    expect(artifactRoot({ id: 'run-1', experiment_id: null, project: null, experiment: null })).toBe('0/run-1/artifacts');
   });
 });

@@ -11,12 +11,9 @@ import type { ExperimentRow } from '../../db/queries/mlflow.ts';
 import type { RunWithNames } from '../../db/queries/runs.ts';
 import { encodeValue } from '../../domain/metrics.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
-import { DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT, mlflowName, namesOf } from '../../domain/mlflow-names.ts';
+import { mlflowExperimentId, mlflowName } from '../../domain/mlflow-names.ts';
 
-export { DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT, mlflowName, namesOf };
-
-export const isDefaultExperiment = (project: string | null, experiment: string | null) => project === DEFAULT_PROJECT && experiment === DEFAULT_EXPERIMENT_NAME;
-export const mlflowExperimentId = (id: string | null, project: string | null, experiment: string | null) => (isDefaultExperiment(project, experiment) ? DEFAULT_EXPERIMENT_ID : (id ?? ''));
+export { DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT, isDefaultExperiment, mlflowExperimentId, mlflowName, namesOf } from '../../domain/mlflow-names.ts';
 
 export const MLFLOW_STATUS: Record<RunStatus, string> = { running: 'RUNNING', finished: 'FINISHED', failed: 'FAILED', crashed: 'FAILED', cancelled: 'KILLED' };
 /** How an MLflow status a script sets reads as ours (SCHEDULED is still running). */

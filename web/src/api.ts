@@ -1,11 +1,14 @@
 /**
- * The console's only way to the plane: typed calls to /api/v1, one function per route it uses,
- * each with the token in its Authorization header. A 401 signs the page out (auth.ts), so the
+ * The console's only way to the plane: typed calls to /api/v1 (and to MLflow's artifact endpoints
+ * under /mlflow, which take the same tokens), one function per route it uses, each with the token
+ * in its Authorization header. A 401 signs the page out (auth.ts), so the
  * sign-in form shows; any other refusal (a 403's "may not read project …") is an ApiError whose
  * message the page shows where the data would be.
  */
 import { currentToken, refused } from './auth.ts';
 import type {
+  ArtifactFile,
+  ArtifactList,
   Best,
   CheckpointDetail,
   CheckpointList,
@@ -35,6 +38,8 @@ import type {
 } from './types.ts';
 
 export const API = '/api/v1';
+/** MLflow's proxied artifact endpoints (api/mlflow/artifacts.ts). */
+export const ARTIFACTS = '/mlflow/api/2.0/mlflow-artifacts/artifacts';
 
 /** A refusal from the API, with its message for people. */
 export class ApiError extends Error {
@@ -92,6 +97,21 @@ async function call<T>(method: string, path: string, body?: unknown, signal?: Ab
   return json as T;
 }
 
+/** A GET whose answer is not JSON (a file, a stream): the response, once it is known to be ok. */
+async function fetchOk(url: string, what: string, signal?: AbortSignal): Promise<Response> {
+  const token = currentToken();
+  const res = await fetch(url, { signal, headers: headers(token, false) });
+  if (!res.ok) {
+    const message = messageOf(parse(await res.text()), `${what}: ${res.status}`);
+    if (res.status === 401 && token) refused(token, message);
+    throw new ApiError(res.status, message);
+  }
+  return res;
+}
+
+/** An artifact path (`<experiment id>/<run id>/artifacts/<path>`) with each segment escaped. */
+const escapePath = (p: string) => p.split('/').map(encodeURIComponent).join('/');
+
 const get = <T>(path: string, q?: Query, signal?: AbortSignal) => call<T>('GET', path + qs(q), undefined, signal);
 
 export const api = {
@@ -119,18 +139,21 @@ export const api = {
   best: (q: Omit<CheckpointsQuery, 'limit'>) => get<Best>('/checkpoints/best', q),
   checkpoint: (id: string) => get<CheckpointDetail>(`/checkpoints/${encodeURIComponent(id)}`),
   evaluate: (id: string, body: StartEvaluationBody) => call<Evaluation>('POST', `/checkpoints/${encodeURIComponent(id)}/evaluations`, body),
+  /** The files and folders in one folder of a run's artifacts (`<experiment id>/<run id>/artifacts[/<dir>]`); none for a folder that is not there. */
+  artifacts: (dir: string): Promise<ArtifactFile[]> =>
+    fetchOk(ARTIFACTS + qs({ path: dir }), `artifacts of ${dir}`)
+      .then((r) => r.json() as Promise<ArtifactList>)
+      .then((r) => r.files ?? []),
+  /** One artifact's bytes (`<experiment id>/<run id>/artifacts/<path>`). */
+  artifact: (file: string, signal?: AbortSignal): Promise<Blob> => fetchOk(`${ARTIFACTS}/${escapePath(file)}`, `artifact ${file}`, signal).then((r) => r.blob()),
   /**
    * The log of a job's attempt (of a gang member's `rank`; 0, a single-node job's, by default) as it grows: calls
    * `onText` with each piece until the attempt's streams end or `signal` aborts.
    */
   async followLog(jobId: string, attempt: number, onText: (s: string) => void, signal: AbortSignal, rank = 0): Promise<void> {
-    const token = currentToken();
-    const res = await fetch(`${API}/jobs/${encodeURIComponent(jobId)}/logs${qs({ attempt, rank: rank || undefined, follow: 'true' })}`, { signal, headers: headers(token, false) });
-    if (!res.ok || !res.body) {
-      const message = messageOf(parse(await res.text()), `log of ${jobId}#${attempt}${rank ? ` rank ${rank}` : ''}: ${res.status}`);
-      if (res.status === 401 && token) refused(token, message);
-      throw new ApiError(res.status, message);
-    }
+    const what = `log of ${jobId}#${attempt}${rank ? ` rank ${rank}` : ''}`;
+    const res = await fetchOk(`${API}/jobs/${encodeURIComponent(jobId)}/logs${qs({ attempt, rank: rank || undefined, follow: 'true' })}`, what, signal);
+    if (!res.body) throw new ApiError(res.status, `${what}: no body`);
     const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
     for (;;) {
       const { done, value } = await reader.read();

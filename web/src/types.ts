@@ -44,6 +44,20 @@ export type ResolvedMetric = Static<typeof ResolvedMetricSchema>;
 export type Evaluation = Static<typeof EvaluationSchema>;
 export type WhoAmI = Static<typeof WhoAmISchema>;
 
+/**
+ * One entry of a folder of a run's artifacts, as MLflow's list-artifacts answers it
+ * (api/mlflow/artifacts.ts): MLflow's protocol has no TypeBox schema of ours, MLflow documents it.
+ * `path` is the entry's name within the folder listed.
+ */
+export interface ArtifactFile {
+  path: string;
+  is_dir: boolean;
+  file_size?: number;
+}
+export interface ArtifactList {
+  files?: ArtifactFile[];
+}
+
 /** A metric value as a number: the wire spells NaN and ±Infinity as strings. */
 export function num(v: WireValue | null | undefined): number | null {
   if (v === null || v === undefined) return null;

@@ -1,7 +1,7 @@
 /**
  * One run: its metric charts (with every attempt of its job overlaid on demand; its checkpoints'
  * evaluations drawn beside the training metric they belong to), its evaluated checkpoints, params,
- * tags and events.
+ * tags, artifacts and events.
  */
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
@@ -11,6 +11,7 @@ import { metric } from '../format.ts';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
 import type { Run, Summary } from '../types.ts';
+import { RunArtifacts } from './run-artifacts.tsx';
 import { EvaluatedCheckpoints, Evaluates } from './run-evaluations.tsx';
 
 export const runLabel = (r: Run) => `${r.name ?? r.id}${r.attempt !== null && !(r.name ?? '').endsWith(`#${r.attempt}`) ? ` #${r.attempt}` : ''}`;
@@ -131,6 +132,7 @@ export function RunPage({ id }: { id: string }) {
           {Object.keys(r.system_tags).length > 0 && <KeyValues data={r.system_tags} />}
         </Section>
       </div>
+      <RunArtifacts key={r.id} run={r} />
       <Section title="Events">{events.data ? <EventList events={events.data} /> : <Loading what="events" />}</Section>
     </>
   );
