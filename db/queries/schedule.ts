@@ -1,13 +1,13 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs, projects } from '../schema.ts';
-import { placementMembers, planPlacements, queueOrder, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
+import { placementMembers, planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { planPreemptions } from '../../domain/preemption.ts';
 import { lowestPreemptiblePriority, markPreemptions, preemptionHolders, type PreemptOrder } from './preempt.ts';
 import { AVOID_NODE, dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
 import { cardHolders, projectQuotaList, shareFor, type UsageCache } from './quotas.ts';
-import { cardsOf, DEFAULT_FAIRSHARE_HALF_LIFE_H, fairShareRanking, type FairShareState } from '../../domain/fair-share.ts';
+import { cardsOf, DEFAULT_FAIRSHARE_HALF_LIFE_H, fairShareRanked, type FairShareState, type RankedJob } from '../../domain/fair-share.ts';
 
 export interface PassOutcome {
   placements: Placement[];
@@ -70,23 +70,36 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
 /**
  * The jobs the pass could not place may take cards back (domain/preemption.ts): the attempts to
  * preempt for them, marked in the pass's transaction. Reads the running attempts only when some
- * waiter could be entitled: a quota exists, or a waiter's priority is above a preemptible job's.
+ * waiter could be entitled: one is within its project's quota, or above a preemptible job's
+ * priority. The waiters are ranked lazily: the rule weighs only the first few that could be
+ * entitled (PREEMPT_HEAD), so the rest of a long queue is never put in order.
  */
 async function preemptFor(tx: Executor, queue: readonly QueuedJob[], planned: readonly Placement[], rooms: readonly NodeRoom[], share: FairShareState | undefined, graceS: number, now: Date): Promise<PreemptOrder[]> {
   const placed = new Set(planned.map((p) => p.jobId));
   const waiting = queue.filter((j) => !placed.has(j.id) && j.gpus > 0);
   if (waiting.length === 0) return [];
   const quotas = share?.quotas ?? (await projectQuotaList(tx));
-  if (quotas.length === 0) {
+  // What the pass placed holds cards now: a project that used up its quota in this pass is not
+  // within it any more (read after the placements without a share; added to the share's). With
+  // no quota, no job is within one, whoever holds cards.
+  const placedHolders = queue.filter((j) => placed.has(j.id)).map((j) => ({ projectId: j.projectId ?? null, selector: j.selector, cards: cardsOf(j) }));
+  const state: FairShareState = share ? { ...share, holders: [...share.holders, ...placedHolders] } : { quotas, holders: quotas.length === 0 ? [] : await cardHolders(tx), usage: new Map() };
+  // Without a share every job is of one project (or none) and no quota names a pool: the
+  // ranking is then the plain order (test/fair-share.property.test.ts says so).
+  const ranked = fairShareRanked(waiting, state);
+  const first = ranked.next();
+  if (first.done) return [];
+  // Within quota comes first: when the first waiter is not, none is, and only priority entitles.
+  const head = first.value;
+  if (!head.withinQuota) {
     const lowest = await lowestPreemptiblePriority(tx);
     if (lowest === null || !waiting.some((w) => w.priority > lowest)) return [];
   }
-  // What the pass placed holds cards now: a project that used up its quota in this pass is not
-  // within it any more (read after the placements without a share; added to the share's).
-  const placedHolders = queue.filter((j) => placed.has(j.id)).map((j) => ({ projectId: j.projectId ?? null, selector: j.selector, cards: cardsOf(j) }));
-  const state: FairShareState = share ? { ...share, holders: [...share.holders, ...placedHolders] } : { quotas, holders: await cardHolders(tx), usage: new Map() };
-  const ranked = fairShareRanking(waiting, state);
-  const waiters = (share ? ranked : [...ranked].sort((a, b) => queueOrder(a.job, b.job))).map((r) => ({ ...r.job, withinQuota: r.withinQuota }));
+  const waiterOf = (r: RankedJob<QueuedJob>) => ({ ...r.job, withinQuota: r.withinQuota });
+  const waiters = (function* () {
+    yield waiterOf(head);
+    for (const r of ranked) yield waiterOf(r);
+  })();
   const holders = await preemptionHolders(tx);
   const names = new Map((await tx.select({ id: projects.id, name: projects.name }).from(projects)).map((p) => [p.id, p.name]));
   const picked = planPreemptions(waiters, roomsAfter(rooms, planned), holders, quotas, (p) => (p ? (names.get(p) ?? p) : '(none)'));
