@@ -193,7 +193,9 @@ export function* fairShareRanked<J extends ShareJob>(queue: readonly J[], state:
 
 /** The queue in the order it is served: fairShareRanking without the classes. */
 export function fairShareOrder<J extends ShareJob>(queue: readonly J[], state: FairShareState): J[] {
-  return fairShareRanking(queue, state).map((r) => r.job);
+  return keyedQueue(queue, state)
+    .sort(serveOrder)
+    .map((k) => k.job);
 }
 
 /** `items` smallest first by `cmp` (a total order), taken one at a time: a binary heap built in place over a copy. */
