@@ -45,7 +45,10 @@ export interface ProjectQuota {
   gpus: number;
 }
 
-/** A job holding cards now (DISPATCHING or RUNNING): what its project uses of its quota. */
+/**
+ * Cards held now (by DISPATCHING or RUNNING jobs): what a project uses of its quota. One job's,
+ * or all those of the jobs of one project and selector together: the rule counts only the sum.
+ */
 export interface CardHolder {
   projectId: string | null;
   selector: Record<string, string>;
@@ -102,50 +105,119 @@ export function quotaFor(projectId: string | null | undefined, selector: Record<
 
 const keyOf = (q: ProjectQuota) => `${q.projectId}\u0000${q.pool ?? ''}`;
 
-/** Inside a project: priority (higher first), submit time (older first), then id. */
-function projectOrder(a: ShareJob, b: ShareJob): number {
-  return b.priority - a.priority || a.queuedAt.getTime() - b.queuedAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+/**
+ * quotaFor over a long list of jobs: the quotas looked up by project, and a project's one quota
+ * over the whole cluster taken without looking at the selector.
+ */
+export function quotaLookup(quotas: readonly ProjectQuota[]): (projectId: string | null | undefined, selector: Record<string, string>) => ProjectQuota | null {
+  const byProject = new Map<string, ProjectQuota[]>();
+  for (const q of quotas) (byProject.get(q.projectId) ?? byProject.set(q.projectId, []).get(q.projectId)!).push(q);
+  return (projectId, selector) => {
+    const mine = projectId ? byProject.get(projectId) : undefined;
+    if (mine === undefined) return null;
+    return mine.length === 1 && mine[0].pool === null ? mine[0] : quotaFor(projectId, selector, mine);
+  };
 }
 
 /** The cards each quota's project holds now, by quota. */
 export function cardsInUse(state: FairShareState): Map<string, number> {
+  const quotaOf = quotaLookup(state.quotas);
   const used = new Map<string, number>();
   for (const h of state.holders) {
-    const q = quotaFor(h.projectId, h.selector, state.quotas);
+    const q = quotaOf(h.projectId, h.selector);
     if (q !== null) used.set(keyOf(q), (used.get(keyOf(q)) ?? 0) + h.cards);
   }
   return used;
 }
 
+/** A queued job with its sort keys, worked out once a job, not once a comparison. */
+interface Keyed<J extends ShareJob> {
+  job: J;
+  withinQuota: boolean;
+  usage: number;
+  at: number;
+}
+
+/** Inside a project: priority (higher first), submit time (older first), then id. */
+const projectOrder = <J extends ShareJob>(a: Keyed<J>, b: Keyed<J>) => b.job.priority - a.job.priority || a.at - b.at || (a.job.id < b.job.id ? -1 : a.job.id > b.job.id ? 1 : 0);
+
+/** The order served: within quota first, then less usage, then the project order. */
+const serveOrder = <J extends ShareJob>(a: Keyed<J>, b: Keyed<J>) => Number(b.withinQuota) - Number(a.withinQuota) || a.usage - b.usage || projectOrder(a, b);
+
+/** The queue keyed, each job's class (rule 2) worked out. */
+function keyedQueue<J extends ShareJob>(queue: readonly J[], state: FairShareState): Keyed<J>[] {
+  const keyed = queue.map((job) => ({ job, withinQuota: false, usage: state.usage.get(job.projectId ?? '') ?? 0, at: job.queuedAt.getTime() }));
+  if (state.quotas.length === 0) return keyed;
+  // Rule 2 takes each quota's jobs in their project's order; a quota's jobs within it are a
+  // prefix of that order (once one does not fit, none after it counts as within): each quota's
+  // jobs are taken in order only as far as that prefix goes.
+  const quotaOf = quotaLookup(state.quotas);
+  // By quota (the state's own objects, which quotaFor returns).
+  const byQuota = new Map<ProjectQuota, Keyed<J>[]>();
+  for (const k of keyed) {
+    const q = quotaOf(k.job.projectId, k.job.selector);
+    if (q !== null) (byQuota.get(q) ?? byQuota.set(q, []).get(q)!).push(k);
+  }
+  const used = cardsInUse(state);
+  for (const [quota, jobs] of byQuota) {
+    let held = used.get(keyOf(quota)) ?? 0;
+    for (const k of inOrder(jobs, projectOrder)) {
+      const after = held + cardsOf(k.job);
+      if (after > quota.gpus) break;
+      held = after;
+      k.withinQuota = true;
+    }
+  }
+  return keyed;
+}
+
 /** The queue in the order it is served (the rule above), each job with its class. */
 export function fairShareRanking<J extends ShareJob>(queue: readonly J[], state: FairShareState): RankedJob<J>[] {
-  const used = cardsInUse(state);
-  const within = new Set<string>();
-  // Rule 2 takes each quota's jobs in their project's order; a quota's jobs within it are a
-  // prefix of that order (once one does not fit, none after it counts as within).
-  const full = new Set<string>();
-  const withQuota = state.quotas.length === 0 ? [] : queue.filter((j) => quotaFor(j.projectId, j.selector, state.quotas) !== null);
-  for (const job of withQuota.sort(projectOrder)) {
-    const q = quotaFor(job.projectId, job.selector, state.quotas)!;
-    const k = keyOf(q);
-    if (full.has(k)) continue;
-    const after = (used.get(k) ?? 0) + cardsOf(job);
-    if (after > q.gpus) {
-      full.add(k);
-      continue;
-    }
-    used.set(k, after);
-    within.add(job.id);
+  return keyedQueue(queue, state)
+    .sort(serveOrder)
+    .map(({ job, withinQuota }) => ({ job, withinQuota }));
+}
+
+/**
+ * fairShareRanking's order taken lazily, for a caller that needs only its head (the preemption
+ * step weighs a few waiters): the first k jobs cost about n + k log n comparisons, not n log n.
+ * The jobs' ids must be unique (the order is then total, and the same as fairShareRanking's).
+ */
+export function* fairShareRanked<J extends ShareJob>(queue: readonly J[], state: FairShareState): Generator<RankedJob<J>> {
+  const keyed = keyedQueue(queue, state);
+  // Every job within quota comes first: the others are put in order only if a caller gets to them.
+  for (const within of [true, false]) {
+    for (const { job, withinQuota } of inOrder(keyed.filter((k) => k.withinQuota === within), serveOrder)) yield { job, withinQuota };
   }
-  // Sort keys worked out once a job, not once a comparison: this runs per pass over the whole queue.
-  const keyed = queue.map((job) => ({ job, withinQuota: within.has(job.id), usage: state.usage.get(job.projectId ?? '') ?? 0, at: job.queuedAt.getTime() }));
-  keyed.sort((a, b) => Number(b.withinQuota) - Number(a.withinQuota) || a.usage - b.usage || b.job.priority - a.job.priority || a.at - b.at || (a.job.id < b.job.id ? -1 : a.job.id > b.job.id ? 1 : 0));
-  return keyed.map(({ job, withinQuota }) => ({ job, withinQuota }));
 }
 
 /** The queue in the order it is served: fairShareRanking without the classes. */
 export function fairShareOrder<J extends ShareJob>(queue: readonly J[], state: FairShareState): J[] {
-  return fairShareRanking(queue, state).map((r) => r.job);
+  return keyedQueue(queue, state)
+    .sort(serveOrder)
+    .map((k) => k.job);
+}
+
+/** `items` smallest first by `cmp` (a total order), taken one at a time: a binary heap built in place over a copy. */
+function* inOrder<T>(items: readonly T[], cmp: (a: T, b: T) => number): Generator<T> {
+  const a = [...items];
+  const down = (i: number, n: number) => {
+    for (;;) {
+      const l = 2 * i + 1;
+      let m = i;
+      if (l < n && cmp(a[l], a[m]) < 0) m = l;
+      if (l + 1 < n && cmp(a[l + 1], a[m]) < 0) m = l + 1;
+      if (m === i) return;
+      [a[m], a[i]] = [a[i], a[m]];
+      i = m;
+    }
+  };
+  for (let i = (a.length >> 1) - 1; i >= 0; i--) down(i, a.length);
+  for (let n = a.length; n > 0; n--) {
+    yield a[0];
+    a[0] = a[n - 1];
+    down(0, n - 1);
+  }
 }
 
 /**

@@ -23,7 +23,7 @@
  *  5. A pass weighs the first PREEMPT_HEAD waiters that could be entitled (the rest wait for the
  *     next pass): a queue of 10,000 high-priority jobs costs a pass no more than 8 of them.
  */
-import { cardsOf, quotaFor, type ProjectQuota, type ShareJob } from './fair-share.ts';
+import { cardsOf, quotaLookup, type ProjectQuota, type ShareJob } from './fair-share.ts';
 import { selectorMatches, type NodeRoom } from './placement.ts';
 
 /** How many waiters that could be entitled one pass weighs (rule 5). */
@@ -78,9 +78,10 @@ const keyOf = (q: ProjectQuota) => `${q.projectId}\u0000${q.pool ?? ''}`;
 export function borrowers(holders: readonly Holder[], quotas: readonly ProjectQuota[]): Set<string> {
   const out = new Set<string>();
   const used = new Map<string, number>();
-  const keepOrder = [...holders].sort((a, b) => b.priority - a.priority || a.startedAt.getTime() - b.startedAt.getTime() || (a.jobId < b.jobId ? -1 : 1));
-  for (const h of keepOrder) {
-    const q = quotaFor(h.projectId, h.selector, quotas);
+  const quotaOf = quotaLookup(quotas);
+  const keepOrder = holders.map((h) => ({ h, at: h.startedAt.getTime() })).sort((a, b) => b.h.priority - a.h.priority || a.at - b.at || (a.h.jobId < b.h.jobId ? -1 : 1));
+  for (const { h } of keepOrder) {
+    const q = quotaOf(h.projectId, h.selector);
     if (q === null) {
       out.add(h.jobId);
       continue;
@@ -120,15 +121,17 @@ const better = (a: Option, b: Option) => a.victims.length < b.victims.length || 
 /**
  * The attempts to preempt for `waiters` (in the order the pass serves them; the ones it could
  * not place), given the nodes' rooms after the pass's placements and the attempts holding cards.
+ * `waiters` is taken only as far as rule 5 goes: it may be a lazy ranking (domain/fair-share.ts
+ * fairShareRanked) of a long queue.
  */
 export function planPreemptions(
-  waiters: readonly Waiter[],
+  waiters: Iterable<Waiter>,
   rooms: readonly NodeRoom[],
   holders: readonly Holder[],
   quotas: readonly ProjectQuota[],
   projectName: (p: string | null | undefined) => string = (p) => p ?? '(none)',
 ): Preemption[] {
-  if (waiters.length === 0 || !holders.some((h) => h.preemptible && !h.preempting)) return [];
+  if (!holders.some((h) => h.preemptible && !h.preempting)) return [];
   const borrowed = borrowers(holders, quotas);
   const lowest = holders.reduce((m, h) => Math.min(m, h.priority), Infinity);
   // Cards free now, and cards coming free (their holder is being preempted), by node.

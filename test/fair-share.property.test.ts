@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { cardsInUse, cardsOf, decayedCardSeconds, fairShareFactor, fairShareOrder, fairShareRanking, quotaFor, type CardHolder, type FairShareState, type ProjectQuota, type ShareJob } from '../domain/fair-share.ts';
+import { cardsInUse, cardsOf, decayedCardSeconds, fairShareFactor, fairShareOrder, fairShareRanked, fairShareRanking, quotaFor, type CardHolder, type FairShareState, type ProjectQuota, type ShareJob } from '../domain/fair-share.ts';
 import { planPlacements, queueOrder, type NodeRoom, type QueuedJob } from '../domain/placement.ts';
 import { overQuotaBehindOthers } from '../domain/queue-reasons.ts';
 
@@ -119,6 +119,34 @@ describe('fair-share order', () => {
       fc.property(queueArb, (q) => {
         const order = fairShareOrder(q, { quotas: [], holders: [], usage: new Map() });
         expect(ids(order)).toEqual(ids([...q].sort((a, b) => queueOrder({ ...a, attempt: 1 }, { ...b, attempt: 1 }))));
+      }),
+    );
+  });
+
+  it('is the same taken lazily (fairShareRanked): whole, and as far as a caller takes it', () => {
+    fc.assert(
+      fc.property(queueArb, stateArb, fc.nat({ max: 32 }), (q, s, k) => {
+        const full = fairShareRanking(q, s).map((r) => [r.job.id, r.withinQuota]);
+        expect([...fairShareRanked(q, s)].map((r) => [r.job.id, r.withinQuota])).toEqual(full);
+        const head: unknown[] = [];
+        for (const r of fairShareRanked(q, s)) {
+          if (head.length === k) break;
+          head.push([r.job.id, r.withinQuota]);
+        }
+        expect(head).toEqual(full.slice(0, k));
+      }),
+    );
+  });
+
+  it('is the old order (priority, submit time, id) for jobs of one project and quotas over the whole cluster', () => {
+    // The scheduling pass relies on it: without a fair-share state (one project queues, no quota
+    // names a pool) it takes the waiters' classes from this ranking in the plain order.
+    const wholeCluster = quotasArb.map((qs) => qs.filter((x) => x.pool === null));
+    fc.assert(
+      fc.property(queueArb, fc.constantFrom<string | null>(...projects, null), wholeCluster, holdersArb, (q, project, quotas, holders) => {
+        const mine = q.map((j) => ({ ...j, projectId: project }));
+        const order = fairShareOrder(mine, { quotas, holders, usage: new Map() });
+        expect(ids(order)).toEqual(ids([...mine].sort((a, b) => queueOrder({ ...a, attempt: 1 }, { ...b, attempt: 1 }))));
       }),
     );
   });

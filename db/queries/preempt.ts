@@ -17,13 +17,16 @@ export interface PreemptOrder {
   graceMs: number;
 }
 
-/** preemptionHolders returns every RUNNING attempt that holds cards, as the preemption rule weighs it. */
+/**
+ * preemptionHolders returns every RUNNING attempt that holds cards, as the preemption rule weighs it. Read raw; an empty
+ * selector, most jobs', is not parsed (a pass reads thousands of these).
+ */
 export async function preemptionHolders(ex: Executor): Promise<Holder[]> {
   const rows = await queryRows<{
     id: string;
     attempt: number;
     project_id: string | null;
-    selector: Record<string, string>;
+    selector: Record<string, string> | null;
     priority: number;
     gpus: number;
     nodes: number;
@@ -35,16 +38,17 @@ export async function preemptionHolders(ex: Executor): Promise<Holder[]> {
     preempting: boolean;
   }>(
     ex,
-    sql`select j.id, j.attempt, j.project_id, j.selector, j.priority, j.gpus, j.nodes, j.preemptible, j.node_id, j.gpu_indices, j.members,
+    sql`select j.id, j.attempt, j.project_id, case when j.selector = '{}'::jsonb then null else j.selector end as selector, j.priority, j.gpus, j.nodes, j.preemptible, j.node_id, j.gpu_indices, j.members,
                (extract(epoch from coalesce(a.started_at, j.updated_at)) * 1000)::float8 as started_ms, a.preempt_requested_at is not null as preempting
         from jobs j join job_attempts a on a.job_id = j.id and a.attempt = j.attempt
         where j.state = 'RUNNING' and j.gpus > 0`,
   );
+  const none: Record<string, string> = {};
   return rows.map((r) => ({
     jobId: r.id,
     attempt: r.attempt,
     projectId: r.project_id,
-    selector: r.selector,
+    selector: r.selector ?? none,
     priority: r.priority,
     gpus: r.gpus,
     ...(r.nodes > 1 ? { nodes: r.nodes } : {}),

@@ -1,13 +1,13 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs, projects } from '../schema.ts';
-import { placementMembers, planPlacements, queueOrder, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
-import { planPreemptions } from '../../domain/preemption.ts';
+import { placementMembers, planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
+import { planPreemptions, type Preemption } from '../../domain/preemption.ts';
 import { lowestPreemptiblePriority, markPreemptions, preemptionHolders, type PreemptOrder } from './preempt.ts';
 import { AVOID_NODE, dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
 import { cardHolders, projectQuotaList, shareFor, type UsageCache } from './quotas.ts';
-import { cardsOf, DEFAULT_FAIRSHARE_HALF_LIFE_H, fairShareRanking, type FairShareState } from '../../domain/fair-share.ts';
+import { cardsOf, DEFAULT_FAIRSHARE_HALF_LIFE_H, fairShareRanked, type FairShareState, type RankedJob } from '../../domain/fair-share.ts';
 
 export interface PassOutcome {
   placements: Placement[];
@@ -38,7 +38,8 @@ export async function claimSlots(ex: Executor, p: Placement): Promise<number[]> 
  * DISPATCHING with their history lines, and their cards are claimed only where still unowned
  * (the update's condition is the last word on who owns a card). Nothing is locked while
  * planning: a job cancelled meanwhile is simply not moved, and a card taken meanwhile makes the
- * pass fail and be retried.
+ * pass fail and be retried. With preemption on, the attempts to preempt for the jobs the plan
+ * leaves waiting are marked last, in the same transaction.
  */
 export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), phases?: PassPhases, share: ShareOptions = {}): Promise<PassOutcome> {
   const halfLifeMs = share.halfLifeMs ?? DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000;
@@ -47,7 +48,7 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
     const lap = (k: keyof PassPhases) => {
       if (!phases) return;
       const n = performance.now();
-      phases[k] += n - t;
+      phases[k] = (phases[k] ?? 0) + n - t;
       t = n;
     };
     const queue = await queuedJobs(tx, now);
@@ -59,38 +60,58 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
     lap('share');
     const planned = planPlacements(queue, rooms, now, holdMs, undefined, state);
     lap('plan');
-    const placements = await dispatchPlacements(tx, planned, now);
+    // The preemption step weighs the plan, not its outcome: it reads what it needs before the plan
+    // is applied, and weighs it while the database applies the plan (once the statement has gone
+    // out: setImmediate runs after the microtasks that send it).
+    const weigh = share.preemptGraceS === undefined ? null : await readForPreemptions(tx, queue, planned, rooms, state);
+    lap('preempt');
+    const applying = dispatchPlacements(tx, planned, now);
+    const weighed = weigh ? new Promise((resolve) => setImmediate(resolve)).then(weigh) : [];
+    const [placements, picked] = await Promise.all([applying, weighed]);
     lap('apply');
-    const preemptions = share.preemptGraceS === undefined ? [] : await preemptFor(tx, queue, planned, rooms, state, share.preemptGraceS, now);
-    if (phases) phases.preempt = (phases.preempt ?? 0) + performance.now() - t;
+    const preemptions = share.preemptGraceS === undefined ? [] : await markPreemptions(tx, picked, share.preemptGraceS, now);
+    lap('preempt');
     return { placements, queued: queue.length - placements.length, preemptions };
   });
 }
 
 /**
- * The jobs the pass could not place may take cards back (domain/preemption.ts): the attempts to
- * preempt for them, marked in the pass's transaction. Reads the running attempts only when some
- * waiter could be entitled: a quota exists, or a waiter's priority is above a preemptible job's.
+ * The jobs the plan leaves waiting may take cards back (domain/preemption.ts): readForPreemptions reads what weighing
+ * the attempts to preempt for them needs, and returns the weighing, or null when no waiter could
+ * be entitled. It reads the running attempts only when some waiter could be: one is within its
+ * project's quota, or above a preemptible job's priority. The waiters are ranked lazily: the
+ * rule weighs only the first few that could be entitled (PREEMPT_HEAD), so the rest of a long
+ * queue is never put in order. Applying the plan changes nothing it reads.
  */
-async function preemptFor(tx: Executor, queue: readonly QueuedJob[], planned: readonly Placement[], rooms: readonly NodeRoom[], share: FairShareState | undefined, graceS: number, now: Date): Promise<PreemptOrder[]> {
+async function readForPreemptions(tx: Executor, queue: readonly QueuedJob[], planned: readonly Placement[], rooms: readonly NodeRoom[], share: FairShareState | undefined): Promise<(() => Preemption[]) | null> {
   const placed = new Set(planned.map((p) => p.jobId));
   const waiting = queue.filter((j) => !placed.has(j.id) && j.gpus > 0);
-  if (waiting.length === 0) return [];
+  if (waiting.length === 0) return null;
   const quotas = share?.quotas ?? (await projectQuotaList(tx));
-  if (quotas.length === 0) {
-    const lowest = await lowestPreemptiblePriority(tx);
-    if (lowest === null || !waiting.some((w) => w.priority > lowest)) return [];
-  }
-  // What the pass placed holds cards now: a project that used up its quota in this pass is not
-  // within it any more (read after the placements without a share; added to the share's).
+  // What the plan places holds cards once applied: a project that uses up its quota in this pass
+  // is not within it any more. With no quota, no job is within one, whoever holds cards.
   const placedHolders = queue.filter((j) => placed.has(j.id)).map((j) => ({ projectId: j.projectId ?? null, selector: j.selector, cards: cardsOf(j) }));
-  const state: FairShareState = share ? { ...share, holders: [...share.holders, ...placedHolders] } : { quotas, holders: await cardHolders(tx), usage: new Map() };
-  const ranked = fairShareRanking(waiting, state);
-  const waiters = (share ? ranked : [...ranked].sort((a, b) => queueOrder(a.job, b.job))).map((r) => ({ ...r.job, withinQuota: r.withinQuota }));
+  const held = share?.holders ?? (quotas.length === 0 ? [] : await cardHolders(tx));
+  const state: FairShareState = { quotas, holders: [...held, ...placedHolders], usage: share?.usage ?? new Map() };
+  // Without a share every job is of one project (or none) and no quota names a pool: the
+  // ranking is then the plain order (test/fair-share.property.test.ts says so).
+  const ranked = fairShareRanked(waiting, state);
+  const first = ranked.next();
+  if (first.done) return null;
+  // Within quota comes first: when the first waiter is not, none is, and only priority entitles.
+  const head = first.value;
+  if (!head.withinQuota) {
+    const lowest = await lowestPreemptiblePriority(tx);
+    if (lowest === null || !waiting.some((w) => w.priority > lowest)) return null;
+  }
   const holders = await preemptionHolders(tx);
   const names = new Map((await tx.select({ id: projects.id, name: projects.name }).from(projects)).map((p) => [p.id, p.name]));
-  const picked = planPreemptions(waiters, roomsAfter(rooms, planned), holders, quotas, (p) => (p ? (names.get(p) ?? p) : '(none)'));
-  return markPreemptions(tx, picked, graceS, now);
+  const waiterOf = (r: RankedJob<QueuedJob>) => ({ ...r.job, withinQuota: r.withinQuota });
+  const waiters = (function* () {
+    yield waiterOf(head);
+    for (const r of ranked) yield waiterOf(r);
+  })();
+  return () => planPreemptions(waiters, roomsAfter(rooms, planned), holders, quotas, (p) => (p ? (names.get(p) ?? p) : '(none)'));
 }
 
 /** The nodes' rooms once the pass's placements have taken their cards. */
@@ -115,8 +136,9 @@ export interface PassPhases {
   /** Reading quotas, cards held and usage for the fair-share order (none when one project queues). */
   share: number;
   plan: number;
+  /** Applying the plan; the preemption step's reads and weighing run meanwhile, and their time shows here. */
   apply: number;
-  /** Weighing and marking preemptions for the jobs left waiting (none when the pass does not preempt). */
+  /** Ranking the jobs left waiting, and marking the preemptions once weighed (none when the pass does not preempt). */
   preempt?: number;
 }
 
