@@ -5,6 +5,7 @@ import { registerEvalCommand } from './commands/eval.ts';
 import { registerImportCommand } from './commands/import-run.ts';
 import { registerJobCommands } from './commands/jobs.ts';
 import { registerLogCommands } from './commands/logs.ts';
+import { registerMcpCommand } from './commands/mcp.ts';
 import { registerNodeCommand } from './commands/nodes.ts';
 import { registerPrimaryMetricCommand } from './commands/primary-metric.ts';
 import { registerProcessCommands } from './commands/processes.ts';
@@ -44,6 +45,7 @@ export function buildProgram(): Command {
   registerTokenCommands(program);
   registerCheckpointCommands(program);
   registerEvalCommand(program);
+  registerMcpCommand(program);
   return program;
 }
 
