@@ -6,7 +6,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
-import { gpuCardCountsByNode, jobCountsByStateProject, lastTransitionId, nodeCountsByStatus, transitionsAfter, type CardMetricState, type NodeMetricStatus } from '../db/queries/plane-metrics.ts';
+import { gpuCardCountsByNode, jobCountsByStateProject, lastTransitionId, nodeCountsByStatus, oldestQueuedByProject, transitionsAfter, type CardMetricState, type NodeMetricStatus } from '../db/queries/plane-metrics.ts';
 import { JOB_STATES, type JobState } from '../domain/job-states.ts';
 
 const NODE_STATUSES: readonly NodeMetricStatus[] = ['online', 'draining', 'offline'];
@@ -38,6 +38,7 @@ export class PlaneMetrics {
   private readonly nodes: Gauge<'status'>;
   private readonly cards: Gauge<'node' | 'state'>;
   private readonly queueWait: Histogram<'project'>;
+  private readonly oldestQueued: Gauge<'project'>;
   private readonly attempts: Counter<'outcome'>;
   /** The newest job transition counted; null until the first scrape, which starts from the newest there is. */
   private cursor: number | null = null;
@@ -63,6 +64,7 @@ export class PlaneMetrics {
       buckets: [1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 21_600, 86_400],
       registers: [own],
     });
+    this.oldestQueued = new Gauge({ name: 'gpuplane_queue_oldest_wait_seconds', help: 'How long the longest-waiting QUEUED job of each project has waited so far (projects with none queued are absent)', labelNames: ['project'], registers: [own] });
     this.attempts = new Counter({ name: 'gpuplane_attempts_total', help: 'Dispatched attempts that ended, by outcome (the state they ended in), counted from the job history since this API process started', labelNames: ['outcome'], registers: [own] });
     for (const outcome of OUTCOMES) this.attempts.inc({ outcome }, 0);
     this.registry = Registry.merge([processMetrics(), own]);
@@ -83,7 +85,7 @@ export class PlaneMetrics {
   }
 
   private async read(): Promise<void> {
-    const [jobs, nodes, cards] = await Promise.all([jobCountsByStateProject(this.db), nodeCountsByStatus(this.db), gpuCardCountsByNode(this.db), this.readTransitions()]);
+    const [jobs, nodes, cards, oldest] = await Promise.all([jobCountsByStateProject(this.db), nodeCountsByStatus(this.db), gpuCardCountsByNode(this.db), oldestQueuedByProject(this.db), this.readTransitions()]);
     // Every state of each project and node is written, zeros too: a series that drops to 0 reads 0, not absent.
     this.jobs.reset();
     for (const project of new Set(jobs.map((r) => r.project))) for (const state of JOB_STATES) this.jobs.set({ state, project }, 0);
@@ -91,6 +93,8 @@ export class PlaneMetrics {
     this.nodes.reset();
     for (const status of NODE_STATUSES) this.nodes.set({ status }, 0);
     for (const r of nodes) this.nodes.set({ status: r.status }, r.n);
+    this.oldestQueued.reset();
+    for (const r of oldest) this.oldestQueued.set({ project: r.project }, r.waitedS);
     this.cards.reset();
     for (const node of new Set(cards.map((r) => r.node))) for (const state of CARD_STATES) this.cards.set({ node, state }, 0);
     for (const r of cards) this.cards.set({ node: r.node, state: r.state }, r.n);

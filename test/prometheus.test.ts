@@ -111,7 +111,8 @@ describe('GET /metrics (Prometheus)', () => {
 
     // Job 1 is queued, dispatched to a card of n1, runs and succeeds; n2 is drained, then goes offline.
     const move = (from: Parameters<typeof transitionJob>[1]['from'], to: Parameters<typeof transitionJob>[1]['to']) => transitionJob(db, { jobId: j1.id, attempt: 1, from, to });
-    await move(['CREATED'], 'QUEUED');
+    await transitionJob(db, { jobId: j1.id, attempt: 1, from: ['CREATED'], to: 'QUEUED', job: { queuedAt: new Date(Date.now() - 60_000) } });
+    expect(sample(await scrapeText(), 'gpuplane_queue_oldest_wait_seconds{project="alpha"}')).toBeGreaterThanOrEqual(60);
     await move(['QUEUED'], 'DISPATCHING');
     await db.update(gpuSlots).set({ ownerJobId: j1.id, ownerAttempt: 1 }).where(eq(gpuSlots.nodeId, 'n1')).execute();
     await move(['DISPATCHING'], 'RUNNING');
@@ -124,6 +125,7 @@ describe('GET /metrics (Prometheus)', () => {
     expect(sample(text, 'gpuplane_gpu_cards{node="n2",state="draining"}')).toBe(1);
     expect(sample(text, 'gpuplane_nodes{status="draining"}')).toBe(1);
     expect(sample(text, 'gpuplane_queue_wait_seconds_count{project="alpha"}')).toBe(1);
+    expect(sample(text, 'gpuplane_queue_oldest_wait_seconds{project="alpha"}')).toBeUndefined();
 
     await move(['RUNNING'], 'SUCCEEDED');
     await db.update(gpuSlots).set({ ownerJobId: null, ownerAttempt: null }).where(eq(gpuSlots.nodeId, 'n1'));

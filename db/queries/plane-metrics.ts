@@ -18,6 +18,20 @@ export async function jobCountsByStateProject(ex: Executor): Promise<{ state: Jo
   return rows.map((r) => ({ state: r.state, project: r.projectId ? (nameOf.get(r.projectId) ?? r.projectId) : '', n: r.n }));
 }
 
+/**
+ * oldestQueuedByProject returns, per project name ('' for none), how many seconds its
+ * longest-waiting QUEUED job has waited since it was queued (read through jobs_queue_order).
+ */
+export async function oldestQueuedByProject(ex: Executor): Promise<{ project: string; waitedS: number }[]> {
+  const rows = await ex
+    .select({ projectId: jobs.projectId, waitedS: sql<number>`extract(epoch from now() - min(${jobs.queuedAt}))::float8` })
+    .from(jobs)
+    .where(sql`${jobs.state} = 'QUEUED' and ${jobs.queuedAt} is not null`)
+    .groupBy(jobs.projectId);
+  const names = new Map((await ex.select({ id: projects.id, name: projects.name }).from(projects)).map((p) => [p.id, p.name]));
+  return rows.map((r) => ({ project: r.projectId ? (names.get(r.projectId) ?? r.projectId) : '', waitedS: Math.max(0, Number(r.waitedS)) }));
+}
+
 export type NodeMetricStatus = 'online' | 'draining' | 'offline';
 
 /** nodeCountsByStatus returns how many nodes are online, draining (online and drained) and offline; statuses with none are left out. */
