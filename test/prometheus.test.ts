@@ -1,5 +1,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
@@ -45,7 +47,7 @@ describe('GET /metrics (Prometheus)', () => {
   };
 
   beforeAll(async () => {
-    t = await startTestApp('prometheus', { temporal: false, auth: { adminTokens: [admin] } });
+    t = await startTestApp('prometheus', { temporal: false, listen: true, auth: { adminTokens: [admin] } });
     const make = async (body: object) => {
       const r = await t.app.inject({ method: 'POST', url: '/api/v1/tokens', headers: { authorization: `Bearer ${admin}` }, payload: body });
       expect(r.statusCode, r.body).toBe(201);
@@ -139,6 +141,16 @@ describe('GET /metrics (Prometheus)', () => {
     expect(sample(text, 'gpuplane_gpu_cards{node="n2",state="offline"}')).toBe(1);
     expect(sample(text, 'gpuplane_nodes{status="offline"}')).toBe(1);
     expect(sample(text, 'gpuplane_nodes{status="online"}')).toBe(1);
+  });
+
+  it('gpuctl token create --role metrics makes a token Prometheus scrapes with over HTTP', async () => {
+    const gpuctl = path.resolve('cli/gpuctl.mjs');
+    const made = await promisify(execFile)(process.execPath, [gpuctl, '--api', t.url, '--api-token', admin, 'token', 'create', '--name', 'prom-cli', '--role', 'metrics', '--json'], { env: { ...process.env, GPUPLANE_LOG_LEVEL: 'warn' } });
+    const created = JSON.parse(made.stdout) as { token: string; role: string; projects: string[] };
+    expect(created).toMatchObject({ role: 'metrics', projects: [] });
+    const r = await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${created.token}` } });
+    expect(r.status).toBe(200);
+    expect(await promtoolCheck(await r.text())).toBe('');
   });
 
   it('counts metric points and times requests by route pattern', async () => {
