@@ -42,9 +42,21 @@ export class PlaneMetrics {
   private readonly attempts: Counter<'outcome'>;
   /** The newest job transition counted; null until the first scrape, which starts from the newest there is. */
   private cursor: number | null = null;
+  /**
+   * Jobs per project and state: counted whole every recountMs (and at the first scrape), kept
+   * up to date in between from the transitions written after that count (countedUpTo), so that a
+   * scrape does not pass over the jobs table; the recount also mends what a missed transition
+   * (below) would leave wrong.
+   */
+  private jobCounts: Map<string, Map<JobState, number>> | null = null;
+  private countedUpTo = 0;
+  private countedAt = 0;
   private pending: Promise<void> | null = null;
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    private readonly recountMs = 300_000,
+  ) {
     const own = new Registry();
     this.httpSeconds = new Histogram({
       name: 'gpuplane_http_request_duration_seconds',
@@ -85,11 +97,11 @@ export class PlaneMetrics {
   }
 
   private async read(): Promise<void> {
-    const [jobs, nodes, cards, oldest] = await Promise.all([jobCountsByStateProject(this.db), nodeCountsByStatus(this.db), gpuCardCountsByNode(this.db), oldestQueuedByProject(this.db), this.readTransitions()]);
+    if (this.jobCounts === null || Date.now() - this.countedAt >= this.recountMs) await this.countJobs();
+    const [nodes, cards, oldest] = await Promise.all([nodeCountsByStatus(this.db), gpuCardCountsByNode(this.db), oldestQueuedByProject(this.db), this.readTransitions()]);
     // Every state of each project and node is written, zeros too: a series that drops to 0 reads 0, not absent.
     this.jobs.reset();
-    for (const project of new Set(jobs.map((r) => r.project))) for (const state of JOB_STATES) this.jobs.set({ state, project }, 0);
-    for (const r of jobs) this.jobs.set({ state: r.state, project: r.project }, r.n);
+    for (const [project, byState] of this.jobCounts!) for (const state of JOB_STATES) this.jobs.set({ state, project }, Math.max(0, byState.get(state) ?? 0));
     this.nodes.reset();
     for (const status of NODE_STATUSES) this.nodes.set({ status }, 0);
     for (const r of nodes) this.nodes.set({ status: r.status }, r.n);
@@ -100,6 +112,27 @@ export class PlaneMetrics {
     for (const r of cards) this.cards.set({ node: r.node, state: r.state }, r.n);
   }
 
+  /** Counts the jobs by project and state, and the newest transition, in one snapshot. */
+  private async countJobs(): Promise<void> {
+    const { rows, upTo } = await this.db.transaction(async (tx) => ({ rows: await jobCountsByStateProject(tx), upTo: await lastTransitionId(tx) }), { isolationLevel: 'repeatable read' });
+    const counts = new Map<string, Map<JobState, number>>();
+    for (const r of rows) {
+      if (!counts.has(r.project)) counts.set(r.project, new Map());
+      counts.get(r.project)!.set(r.state, r.n);
+    }
+    this.jobCounts = counts;
+    this.countedUpTo = upTo;
+    this.countedAt = Date.now();
+  }
+
+  /** A job of `project` moved from one state (null: it was made) to another. */
+  private moveJob(project: string, from: JobState | null, to: JobState): void {
+    if (!this.jobCounts!.has(project)) this.jobCounts!.set(project, new Map());
+    const byState = this.jobCounts!.get(project)!;
+    if (from) byState.set(from, (byState.get(from) ?? 0) - 1);
+    byState.set(to, (byState.get(to) ?? 0) + 1);
+  }
+
   /**
    * Counts the job transitions written since the last scrape (by id: a transition whose
    * transaction commits after a newer one was read is missed, a rare undercount). The control
@@ -107,7 +140,7 @@ export class PlaneMetrics {
    */
   private async readTransitions(): Promise<void> {
     if (this.cursor === null) {
-      this.cursor = await lastTransitionId(this.db);
+      this.cursor = this.countedUpTo;
       return;
     }
     for (let page = 0; page < TRANSITION_PAGES; page++) {
@@ -115,6 +148,7 @@ export class PlaneMetrics {
       for (const t of rows) {
         if (t.to === 'DISPATCHING' && t.queuedS !== null) this.queueWait.observe({ project: t.project }, Math.max(0, t.queuedS));
         if ((t.from === 'DISPATCHING' || t.from === 'RUNNING') && OUTCOMES.includes(t.to)) this.attempts.inc({ outcome: t.to });
+        if (t.id > this.countedUpTo) this.moveJob(t.project, t.from, t.to);
         this.cursor = t.id;
       }
       if (rows.length < TRANSITION_PAGE) break;

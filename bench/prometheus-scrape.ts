@@ -3,7 +3,7 @@
  * state, three history lines each) and `nodes` nodes of 8 cards (a tenth of the cards owned, a
  * twentieth of the nodes drained, as many offline), in a real PostgreSQL database. Timed: the
  * scrape as the route runs it (api/plane-metrics.ts: the grouped counts, the new job transitions,
- * the text), median and 95th percentile of `repeat` scrapes after a first one, with `busy` new
+ * the text; the jobs are counted whole at the first scrape and every 5 minutes, not in between), median and 95th percentile of `repeat` scrapes after a first one, with `busy` new
  * transitions written between two scrapes (what the counters then read).
  *
  *   node --import tsx bench/prometheus-scrape.ts [--jobs 100000 --nodes 1000 --repeat 21 --busy 100]
@@ -71,7 +71,7 @@ try {
     console.log(`scrape over ${repeat} (after ${busy} new transitions each): p50 ${at(0.5)} ms, p95 ${at(0.95)} ms, max ${times[times.length - 1].toFixed(1)} ms`);
     // Each part alone, one after another: where a scrape's time goes.
     const parts: [string, () => Promise<unknown>][] = [
-      ['jobs by state and project', () => jobCountsByStateProject(database.db)],
+      ['jobs by state and project (the recount, every 5 min)', () => jobCountsByStateProject(database.db)],
       ['nodes by status', () => nodeCountsByStatus(database.db)],
       ['cards by node and state', () => gpuCardCountsByNode(database.db)],
       ['oldest queued job by project', () => oldestQueuedByProject(database.db)],

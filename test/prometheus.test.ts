@@ -5,6 +5,7 @@ import { promisify } from 'node:util';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
+import { jobCountsByStateProject } from '../db/queries/plane-metrics.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { ensureProject } from '../db/queries/projects.ts';
 import { gpuSlots, nodes } from '../db/schema.ts';
@@ -130,6 +131,7 @@ describe('GET /metrics (Prometheus)', () => {
     expect(sample(text, 'gpuplane_queue_oldest_wait_seconds{project="alpha"}')).toBeUndefined();
 
     await move(['RUNNING'], 'SUCCEEDED');
+    await insertJob(db, { id: 'job-prom00004', projectId: await ensureProject(db, 'beta'), ...base });
     await db.update(gpuSlots).set({ ownerJobId: null, ownerAttempt: null }).where(eq(gpuSlots.nodeId, 'n1'));
     await db.update(nodes).set({ status: 'OFFLINE' }).where(eq(nodes.id, 'n2'));
     text = await scrapeText();
@@ -137,10 +139,15 @@ describe('GET /metrics (Prometheus)', () => {
     expect(sample(text, 'gpuplane_jobs{state="RUNNING",project="alpha"}')).toBe(0);
     expect(sample(text, 'gpuplane_jobs{state="SUCCEEDED",project="alpha"}')).toBe(1);
     expect(sample(text, 'gpuplane_attempts_total{outcome="SUCCEEDED"}')).toBe(1);
+    expect(sample(text, 'gpuplane_jobs{state="CREATED",project="beta"}')).toBe(1);
     expect(sample(text, 'gpuplane_gpu_cards{node="n1",state="free"}')).toBe(3);
     expect(sample(text, 'gpuplane_gpu_cards{node="n2",state="offline"}')).toBe(1);
     expect(sample(text, 'gpuplane_nodes{status="offline"}')).toBe(1);
     expect(sample(text, 'gpuplane_nodes{status="online"}')).toBe(1);
+    // Kept up to date from the transitions since the first scrape's count: the same as a count now.
+    const counted = await jobCountsByStateProject(db);
+    expect(counted.length).toBeGreaterThan(1);
+    for (const r of counted) expect(sample(text, `gpuplane_jobs{state="${r.state}",project="${r.project}"}`), `${r.state} ${r.project}`).toBe(r.n);
   });
 
   it('gpuctl token create --role metrics makes a token Prometheus scrapes with over HTTP', async () => {
