@@ -24,6 +24,8 @@ import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { quotaRoutes } from './routes/quotas.ts';
+import { installRequestTiming, prometheusRoutes } from './routes/prometheus.ts';
+import { PlaneMetrics } from './plane-metrics.ts';
 import { mlflowRoutes } from './mlflow/index.ts';
 import { formatSchemaErrors } from './schema-errors.ts';
 import { ErrorBody, HealthSchema } from './schemas/common.ts';
@@ -32,8 +34,10 @@ import { TokenResolver } from './token-resolver.ts';
 const API_DESCRIPTION =
   'Jobs on GPU nodes, runs, checkpoints and evaluations. A path asked with a method it does not declare answers 405 with an `Allow` header naming those it does; a path no route has answers 404. Both are Error bodies.';
 
-/** Builds the Fastify app: every route under /api/v1 with its schemas, plus OpenAPI and the console page. */
-export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): Promise<FastifyInstance> {
+/** Builds the Fastify app: every route under /api/v1 with its schemas, plus OpenAPI, MLflow, GET /metrics and the console page. */
+export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}): Promise<FastifyInstance> {
+  const metrics = given.metrics ?? new PlaneMetrics(given.db);
+  const deps: ApiDeps = { ...given, metrics };
   const app = Fastify({
     ...opts,
     // Types are not coerced: "2" is not a number of GPUs; unknown fields are errors, not dropped.
@@ -49,6 +53,7 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
+  installRequestTiming(app, metrics);
   installSecurityHeaders(app);
   await registerGuards(app, deps.guards ?? {});
   installMethodCheck(app);
@@ -93,7 +98,8 @@ export async function buildApp(deps: ApiDeps, opts: FastifyServerOptions = {}): 
     },
     { prefix: '/api/v1' },
   );
-  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver, artifactsDir: deps.artifactsDir ?? null });
+  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver, artifactsDir: deps.artifactsDir ?? null, metrics });
+  await app.register(prometheusRoutes, { metrics, resolver });
   await app.register(consoleAssets);
   return app;
 }

@@ -73,6 +73,7 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
       throw unauthorized('unknown or revoked token');
     }
     req.principal = p;
+    if (p.kind === 'metrics') throw forbidden(`${describe(p)} may only scrape GET /metrics`);
     if (rule.access === 'node' && p.kind !== 'node') throw forbidden(`${describe(p)} is not a node token: only the node an attempt was dispatched to launches it (and gets its secret values) and reports it started`);
     if (p.kind === 'admin' || rule.everyone) return;
     const params = req.params as Params;
@@ -121,4 +122,23 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
       throw forbidden(`${describe(p)} may not ${write ? 'write' : 'read'} ${what}`);
     }
   }
+}
+
+/**
+ * The check of GET /metrics, which is outside /api/v1 and its rules: a metrics token (whose only
+ * right this is) or an admin token; any other is refused with 403, no token with 401.
+ */
+export function scrapeCheck(resolver: TokenResolver): (req: FastifyRequest) => Promise<void> {
+  const failures = new FailedTokens();
+  return async (req) => {
+    const token = bearer(req);
+    if (!token) throw unauthorized('GET /metrics needs a metrics or admin token: "Authorization: Bearer <token>" (gpuctl token create --role metrics)');
+    if (!resolver.knownGood(token)) failures.check(req.ip);
+    const p = await resolver.resolve(token);
+    if (!p) {
+      failures.add(req.ip);
+      throw unauthorized('unknown or revoked token');
+    }
+    if (p.kind !== 'metrics' && p.kind !== 'admin') throw forbidden(`${describe(p)} may not scrape GET /metrics: it takes a metrics or an admin token`);
+  };
 }

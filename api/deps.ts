@@ -3,6 +3,7 @@ import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 import type { AuthConfig } from './token-resolver.ts';
 import type { GuardOptions } from './guards.ts';
+import type { PlaneMetrics } from './plane-metrics.ts';
 
 /** What the app and every route plugin are built from (api/app.ts registers the routes with it). */
 export interface ApiDeps {
@@ -25,4 +26,6 @@ export interface ApiDeps {
   artifactsDir?: string;
   /** Host/Origin and rate-limit settings (api/guards.ts). */
   guards?: GuardOptions;
+  /** The series of GET /metrics (api/plane-metrics.ts); absent: buildApp makes the app's own. */
+  metrics?: PlaneMetrics;
 }

@@ -64,6 +64,7 @@ export class TokenResolver {
     if (!t) return null;
     if (t.role === 'admin') return { kind: 'admin', tokenId: t.id, name: t.name };
     if (t.role === 'node') return { kind: 'node', tokenId: t.id, name: t.name, nodeId: t.nodeId! };
+    if (t.role === 'metrics') return { kind: 'metrics', tokenId: t.id, name: t.name };
     return { kind: 'user', tokenId: t.id, name: t.name, role: t.role, projects: t.projects };
   }
 

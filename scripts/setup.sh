@@ -29,6 +29,8 @@ if [ "${1:-}" = "--with-postgres" ]; then
   command -v ip >/dev/null 2>&1 || missing="$missing iproute2"
   # The console's browser tests drive Debian's Chromium (playwright-core, no browser download).
   command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+  # GET /metrics is checked with Debian's promtool (test/prometheus.test.ts), of the prometheus package.
+  command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
   if [ -n "$missing" ]; then
     echo "== installing Debian packages:$missing"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

@@ -126,6 +126,7 @@ export class MlflowAuth {
       this.failures.add(req.ip);
       throw new MlflowError('UNAUTHENTICATED', 'unknown or revoked token');
     }
+    if (p.kind === 'metrics') throw new MlflowError('PERMISSION_DENIED', `${describe(p)} may only scrape GET /metrics`);
     if (p.kind === 'node') throw new MlflowError('PERMISSION_DENIED', `${describe(p)} may not use the MLflow API`);
     return { principal: p };
   }

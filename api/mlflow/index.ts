@@ -9,6 +9,7 @@ import type { FastifyError, FastifyInstance } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import { DomainError } from '../errors.ts';
 import { loggableUrl } from '../request-log.ts';
+import type { PlaneMetrics } from '../plane-metrics.ts';
 import type { TokenResolver } from '../token-resolver.ts';
 import { MlflowAuth, MlflowError } from './context.ts';
 import { artifactRoutes } from './artifacts.ts';
@@ -24,6 +25,8 @@ export interface MlflowDeps {
   resolver: TokenResolver | null;
   /** Where MLflow's artifacts are kept (GPUPLANE_ARTIFACTS_DIR); null: not served. */
   artifactsDir: string | null;
+  /** Counts the metric points logged (gpuplane_metric_points_ingested_total). */
+  metrics?: PlaneMetrics;
 }
 
 export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Promise<void> {
@@ -46,7 +49,7 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
     return reply.status(501).send({ error_code: 'NOT_IMPLEMENTED', message: `GPUPlane does not serve the MLflow endpoint ${req.method} ${path} (docs/mlflow.md lists what it serves)` });
   });
   experimentRoutes(app, deps.db, auth);
-  runRoutes(app, deps.db, auth);
+  runRoutes(app, deps.db, auth, deps.metrics);
   // A scope of their own: uploads are bytes, not JSON.
   await app.register(async (scope) => artifactRoutes(scope, deps.db, auth, { dir: deps.artifactsDir }));
 }

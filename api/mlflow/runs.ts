@@ -5,6 +5,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
+import type { PlaneMetrics } from '../plane-metrics.ts';
 import { newId } from '../../db/ids.ts';
 import { rawPoints, writeSeries } from '../../db/queries/metrics.ts';
 import { addRunParams, attemptNodes, latestMetrics, lockRun, searchRunIds, setRunDeleted, setRunTags, type LockedRun } from '../../db/queries/mlflow.ts';
@@ -102,7 +103,7 @@ export async function reachRun(db: Db, c: Caller, id: string, write: boolean): P
   return run;
 }
 
-export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth): void {
+export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeMetrics?: PlaneMetrics): void {
   const reach = (c: Caller, id: string, write: boolean) => reachRun(db, c, id, write);
 
   const fullRun = async (run: RunWithNames) => {
@@ -138,6 +139,7 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth): void 
       await touchRun(tx, runId);
       if (series.length > 0) await writeSeries(tx, runId, series);
     });
+    planeMetrics?.pointsIngested.inc(metrics.length);
   }
 
   app.post(`${API}/runs/create`, async (req) => {

@@ -212,6 +212,9 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         if (key !== undefined && !(await claimBatch(tx, req.params.id, key, n))) return { stored: 0, points: n, replayed: true };
         await writeSeries(tx, req.params.id, series);
         return { stored: n, points: n, replayed: false };
+      }).then((r) => {
+        deps.metrics?.pointsIngested.inc(r.stored);
+        return r;
       });
     },
   );

@@ -23,13 +23,13 @@ const tokenJson = (t: TokenRow) => ({
 export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps & { resolver: TokenResolver }> = async (app, { db, resolver }) => {
   app.post(
     '/tokens',
-    { schema: { tags: ['tokens'], summary: 'Make a token (admins): admin, member or viewer of projects, or a node; the token is shown once', body: CreateTokenBody, response: { 201: CreatedTokenSchema } } },
+    { schema: { tags: ['tokens'], summary: 'Make a token (admins): admin, member or viewer of projects, a node, or metrics (scrapes GET /metrics only); the token is shown once', body: CreateTokenBody, response: { 201: CreatedTokenSchema } } },
     async (req, reply) => {
       const b = req.body;
       if (b.role === 'node' && !b.node_id) throw new DomainError('invalid', 'a node token needs node_id');
       if (b.role !== 'node' && b.node_id) throw new DomainError('invalid', 'node_id is only for a node token');
       if ((b.role === 'member' || b.role === 'viewer') && !b.projects?.length) throw new DomainError('invalid', `a ${b.role} token needs projects (["*"] for all)`);
-      if ((b.role === 'admin' || b.role === 'node') && b.projects?.length) throw new DomainError('invalid', `an ${b.role} token takes no projects`);
+      if ((b.role === 'admin' || b.role === 'node' || b.role === 'metrics') && b.projects?.length) throw new DomainError('invalid', `${b.role === 'metrics' ? 'a' : 'an'} ${b.role} token takes no projects`);
       const { row, token } = await createToken(db, { name: b.name, role: b.role, projects: b.projects ?? [], nodeId: b.node_id ?? null });
       return reply.status(201).send({ ...tokenJson(row), token });
     },
@@ -59,6 +59,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<ApiDeps & { resolver: TokenR
       if (p.kind === 'admin') return { kind: 'admin', name: p.name, role: 'admin', projects: ['*'], node_id: null };
       if (p.kind === 'user') return { kind: 'user', name: p.name, role: p.role, projects: p.projects, node_id: null };
       if (p.kind === 'node') return { kind: 'node', name: p.name, role: 'node', projects: [], node_id: p.nodeId };
+      if (p.kind === 'metrics') return { kind: 'metrics', name: p.name, role: 'metrics', projects: [], node_id: null };
       return { kind: 'run', name: p.runId, role: 'run', projects: [], node_id: p.nodeId };
     },
   );

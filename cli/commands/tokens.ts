@@ -42,7 +42,7 @@ export function registerTokenCommands(program: Command): void {
     .command('create')
     .description('make a token; it is printed once, only its hash is kept')
     .requiredOption('--name <name>', 'who or what it is for')
-    .addOption(new Option('--role <role>', 'what it may do').choices(['admin', 'member', 'viewer', 'node']).makeOptionMandatory())
+    .addOption(new Option('--role <role>', 'what it may do (metrics: only scrape GET /metrics, for Prometheus)').choices(['admin', 'member', 'viewer', 'node', 'metrics']).makeOptionMandatory())
     .option('--project <name>', 'member/viewer: a project it may touch (repeatable; * for all)', (v: string, p: string[] = []) => [...p, v])
     .option('--node <id>', 'node: the node it speaks for')
     .option('--json', 'print JSON')

@@ -7,7 +7,7 @@ import { createdAt, ts } from './columns.ts';
  * admin (everything), member (read and write in `projects`) or viewer (read in `projects`);
  * `projects` holds project names, `["*"]` for all of them. A node token (`node_id` set) can
  * only do what an agent does, for jobs dispatched to its node; `run_key` checks the run tokens
- * its agent gives job processes.
+ * its agent gives job processes. A metrics token may only scrape GET /metrics (Prometheus).
  */
 export const apiTokens = pgTable(
   'api_tokens',
@@ -15,7 +15,7 @@ export const apiTokens = pgTable(
     id: text('id').primaryKey(),
     name: text('name').notNull(),
     tokenHash: text('token_hash').notNull().unique(),
-    role: text('role').$type<'admin' | 'member' | 'viewer' | 'node'>().notNull(),
+    role: text('role').$type<'admin' | 'member' | 'viewer' | 'node' | 'metrics'>().notNull(),
     projects: jsonb('projects').$type<string[]>().notNull().default([]),
     nodeId: text('node_id'),
     runKey: text('run_key'),
@@ -23,7 +23,7 @@ export const apiTokens = pgTable(
     revokedAt: ts('revoked_at'),
   },
   (t) => [
-    check('api_tokens_role_known', sql`${t.role} in ('admin', 'member', 'viewer', 'node')`),
+    check('api_tokens_role_known', sql`${t.role} in ('admin', 'member', 'viewer', 'node', 'metrics')`),
     check('api_tokens_node_role', sql`(${t.role} = 'node') = (${t.nodeId} is not null)`),
     index('api_tokens_node').on(t.nodeId),
   ],

@@ -1,0 +1,2 @@
+ALTER TABLE "api_tokens" DROP CONSTRAINT "api_tokens_role_known";--> statement-breakpoint
+ALTER TABLE "api_tokens" ADD CONSTRAINT "api_tokens_role_known" CHECK ("api_tokens"."role" in ('admin', 'member', 'viewer', 'node', 'metrics'));
