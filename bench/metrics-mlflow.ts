@@ -4,7 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { freePort } from '../test/support/ports.ts';
 import { until } from '../test/support/poll.ts';
-import { args, KEYS, QUERY_POINTS, QUERIES, MLFLOW_POINTS, MLFLOW_SECONDS, MLFLOW_BATCH, HISTORY_BUDGET_S, root, say, note, fmt, request } from './metrics-setup.ts';
+import { args, KEYS, QUERY_POINTS, QUERIES, MLFLOW_POINTS, MLFLOW_SECONDS, MLFLOW_BATCH, HISTORY_BUDGET_S, PART, ML_POINTS, ML_SECONDS, ML_PEER_QUERIES, root, say, note, fmt, request } from './metrics-setup.ts';
+import { mlflowProtocol } from './metrics-mlflow-api.ts';
 import { cpuOf, cpuDelta, cpuLine } from './proc-tree-cpu.ts';
 
 // ---- MLflow -------------------------------------------------------------------------------------
@@ -47,6 +48,30 @@ function runPython(python: string, argv: string[], pids: () => Record<string, nu
   });
 }
 
+/** The native part: bench/mlflow-load.py with MlflowClient's log_batch, one call at a time, and get_metric_history. */
+async function nativeLoad(python: string, uri: string, pids: () => Record<string, number | undefined>) {
+  const ing = await runPython(python, ['--uri', uri, '--points', String(MLFLOW_POINTS), '--max-seconds', String(MLFLOW_SECONDS), '--batch', String(MLFLOW_BATCH), '--keys', String(KEYS)], pids);
+  const i = ing.out.ingest!;
+  const cpu: Record<string, number> = { server: ing.cpu.server, client: ing.cpu.client, others: ing.cpu.others };
+  const ingest = { ...i, store: 'sqlite', cpu_s: cpu, cpu_percent_of_one_core: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (100 * v) / i.seconds])) };
+  say(`MLflow ingest (log_batch of ${MLFLOW_BATCH} = ${KEYS} keys × ${MLFLOW_BATCH / KEYS} steps, SQLite, job runner off, a sample of ${fmt(i.points)} points, stopped by ${i.stopped_by === 'points' ? '--mlflow-points' : '--mlflow-seconds'}): ${i.seconds.toFixed(1)} s = ${fmt(i.points_per_s)} points/s`);
+  // For context: MLflow's rate when each call carries one key (1,000 steps), a short sample.
+  const one = (await runPython(python, ['--uri', uri, '--points', String(MLFLOW_POINTS), '--max-seconds', String(Math.min(20, MLFLOW_SECONDS)), '--batch', String(MLFLOW_BATCH), '--keys', '1', '--then-history', '3'], pids)).out.ingest!;
+  say(`MLflow ingest, 1 key × ${MLFLOW_BATCH} steps a call (context, ${fmt(one.points)} points): ${fmt(one.points_per_s)} points/s`);
+  say(`MLflow get_metric_history of that ${fmt(one.history!.series_points)}-point series (all points, no downsampling): p50 ${fmt(one.history!.ms.p50)} ms over ${one.history!.queries} calls`);
+  // A single key of 1,000 steps a call ingests at about the same rate; estimate from the sample.
+  const estimate = QUERY_POINTS / i.points_per_s;
+  let history: MlflowOut['history'] | { skipped: string } = { skipped: `ingesting ${fmt(QUERY_POINTS)} points would take ~${estimate.toFixed(0)} s at ${fmt(i.points_per_s)} points/s (budget ${HISTORY_BUDGET_S} s, --mlflow-history-budget)` };
+  if (QUERIES > 0 && estimate <= HISTORY_BUDGET_S) {
+    const h = await runPython(python, ['--uri', uri, '--history-points', String(QUERY_POINTS), '--batch', String(MLFLOW_BATCH), '--keys', '1', '--queries', String(Math.min(QUERIES, 3))], pids);
+    history = h.out.history!;
+    say(`MLflow get_metric_history of ${fmt(history.series_points)} points (${history.returned} returned): p50 ${fmt(history.ms.p50)} ms, p95 ${fmt(history.ms.p95)} ms over ${history.queries} calls`);
+  } else {
+    say(`MLflow get_metric_history: skipped, ${history.skipped}`);
+  }
+  return { ingest, single_key_ingest: one, history };
+}
+
 export async function mlflow(scratch: string) {
   const python = args.python ?? path.join(execFileSync('bash', [path.join(root, 'scripts', 'peers-venv.sh')], { stdio: ['ignore', 'pipe', 'inherit'] }).toString().trim(), 'bin', 'python');
   const bin = path.join(path.dirname(python), 'mlflow');
@@ -67,26 +92,21 @@ export async function mlflow(scratch: string) {
       return request(`${uri}/health`, 'GET').then((r) => r.status === 200, () => false);
     }, 180_000, 500);
     const pids = () => ({ server: server.pid });
-    const ing = await runPython(python, ['--uri', uri, '--points', String(MLFLOW_POINTS), '--max-seconds', String(MLFLOW_SECONDS), '--batch', String(MLFLOW_BATCH), '--keys', String(KEYS)], pids);
-    const i = ing.out.ingest!;
-    const cpu: Record<string, number> = { server: ing.cpu.server, client: ing.cpu.client, others: ing.cpu.others };
-    const ingest = { ...i, store: 'sqlite', cpu_s: cpu, cpu_percent_of_one_core: Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (100 * v) / i.seconds])) };
-    say(`MLflow ${version} ingest (log_batch of ${MLFLOW_BATCH} = ${KEYS} keys × ${MLFLOW_BATCH / KEYS} steps, SQLite, job runner off, a sample of ${fmt(i.points)} points, stopped by ${i.stopped_by === 'points' ? '--mlflow-points' : '--mlflow-seconds'}): ${i.seconds.toFixed(1)} s = ${fmt(i.points_per_s)} points/s`);
-    // For context: MLflow's rate when each call carries one key (1,000 steps), a short sample.
-    const one = (await runPython(python, ['--uri', uri, '--points', String(MLFLOW_POINTS), '--max-seconds', String(Math.min(20, MLFLOW_SECONDS)), '--batch', String(MLFLOW_BATCH), '--keys', '1', '--then-history', '3'], pids)).out.ingest!;
-    say(`MLflow ingest, 1 key × ${MLFLOW_BATCH} steps a call (context, ${fmt(one.points)} points): ${fmt(one.points_per_s)} points/s`);
-    say(`MLflow get_metric_history of that ${fmt(one.history!.series_points)}-point series (all points, no downsampling): p50 ${fmt(one.history!.ms.p50)} ms over ${one.history!.queries} calls`);
-    // A single key of 1,000 steps a call ingests at about the same rate; estimate from the sample.
-    const estimate = QUERY_POINTS / i.points_per_s;
-    let history: MlflowOut['history'] | { skipped: string } = { skipped: `ingesting ${fmt(QUERY_POINTS)} points would take ~${estimate.toFixed(0)} s at ${fmt(i.points_per_s)} points/s (budget ${HISTORY_BUDGET_S} s, --mlflow-history-budget)` };
-    if (QUERIES > 0 && estimate <= HISTORY_BUDGET_S) {
-      const h = await runPython(python, ['--uri', uri, '--history-points', String(QUERY_POINTS), '--batch', String(MLFLOW_BATCH), '--keys', '1', '--queries', String(Math.min(QUERIES, 3))], pids);
-      history = h.out.history!;
-      say(`MLflow get_metric_history of ${fmt(history.series_points)} points (${history.returned} returned): p50 ${fmt(history.ms.p50)} ms, p95 ${fmt(history.ms.p95)} ms over ${history.queries} calls`);
-    } else {
-      say(`MLflow get_metric_history: skipped, ${history.skipped}`);
-    }
-    return { version, server: 'mlflow server --workers 1, SQLite, MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false', ingest, single_key_ingest: one, history };
+    const native = PART !== 'mlflow-api' ? await nativeLoad(python, uri, pids) : undefined;
+    // MLflow's protocol, the same requests GPUPlane's /mlflow gets; the search's runs are written
+    // straight into the store (through HTTP, 10,000 runs would take this server minutes).
+    const protocol = PART !== 'native'
+      ? await mlflowProtocol({
+          base: uri, pids, server: ['server'], points: ML_POINTS, seconds: ML_SECONDS, queries: ML_PEER_QUERIES,
+          seedRuns: async (experimentId, n) => {
+            execFileSync(python, [path.join(root, 'bench', 'mlflow-load.py'), '--seed-runs', String(n), '--sqlite', db, '--experiment-id', experimentId, '--artifact-root', path.join(scratch, 'mlartifacts')], { stdio: ['ignore', 'ignore', 'inherit'] });
+          },
+        }, `MLflow ${version}`)
+      : undefined;
+    return { version, server: 'mlflow server --workers 1, SQLite, MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false', native, protocol };
+  } catch (err) {
+    note(`mlflow server's log, the end:\n${fs.readFileSync(path.join(scratch, 'mlflow-server.log'), 'utf8').slice(-3000)}`);
+    throw err;
   } finally {
     if (server.exitCode === null) {
       const gone = new Promise((r) => server.once('exit', r));

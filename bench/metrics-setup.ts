@@ -18,6 +18,14 @@ export const { values: args } = parseArgs({
     'mlflow-seconds': { type: 'string', default: '90' },
     'mlflow-history-budget': { type: 'string', default: '120' },
     only: { type: 'string', default: 'both' },
+    part: { type: 'string', default: 'all' },
+    'ml-clients': { type: 'string', default: '4' },
+    'ml-points': { type: 'string', default: '2000000' },
+    'ml-seconds': { type: 'string', default: '60' },
+    'ml-history-points': { type: 'string', default: '100000' },
+    'ml-search-runs': { type: 'string', default: '10000' },
+    'ml-queries': { type: 'string', default: '20' },
+    'ml-peer-queries': { type: 'string', default: '5' },
     python: { type: 'string' },
     out: { type: 'string' },
   },
@@ -36,9 +44,23 @@ export const MLFLOW_BATCH = 1000;
 export const HISTORY_BUDGET_S = Number(args['mlflow-history-budget']);
 export const ONLY = args.only;
 if (!['both', 'gpuplane', 'mlflow'].includes(ONLY)) throw new Error('--only takes both, gpuplane or mlflow');
+/** Which measures: `native` (GPUPlane's own metrics API against MLflow's client), `mlflow-api` (MLflow's protocol on both), or `all`. */
+export const PART = args.part;
+if (!['all', 'native', 'mlflow-api'].includes(PART)) throw new Error('--part takes all, native or mlflow-api');
+export const ML_CLIENTS = Number(args['ml-clients']);
+export const ML_POINTS = Number(args['ml-points']);
+export const ML_SECONDS = Number(args['ml-seconds']);
+export const ML_HISTORY_POINTS = Number(args['ml-history-points']);
+export const ML_SEARCH_RUNS = Number(args['ml-search-runs']);
+export const ML_QUERIES = Number(args['ml-queries']);
+export const ML_PEER_QUERIES = Number(args['ml-peer-queries']);
 if (BATCH < KEYS || BATCH > 10_000 || BATCH % KEYS) throw new Error('--batch must be a multiple of --keys, at most 10,000');
 export const TARGET_RATIO = 50;
 export const TARGET_QUERY_P50_MS = 50;
+/** Issue 24's aims for MLflow's protocol: log-batch ingest ≥ 20× mlflow server's, get-history ≥ 10× faster, runs/search p50 ≤ 100 ms. */
+export const TARGET_ML_INGEST_RATIO = 20;
+export const TARGET_ML_HISTORY_RATIO = 10;
+export const TARGET_ML_SEARCH_P50_MS = 100;
 
 export const root = fileURLToPath(new URL('..', import.meta.url));
 export const date = new Date().toISOString().slice(0, 10);

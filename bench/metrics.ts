@@ -2,7 +2,9 @@
  * bench/metrics: metric ingestion and series queries, GPUPlane against MLflow on one machine.
  *
  *   npm run bench:metrics [-- --points 10000000 --batch 10000 --concurrency 4 --runs 4
- *                            --mlflow-points 300000 --mlflow-seconds 90 --query-points 1000000 --queries 50]
+ *                            --mlflow-points 300000 --mlflow-seconds 90 --query-points 1000000 --queries 50
+ *                            --part all|native|mlflow-api --ml-clients 4 --ml-points 2000000 --ml-seconds 60
+ *                            --ml-history-points 100000 --ml-search-runs 10000 --ml-queries 20 --ml-peer-queries 5]
  *
  * GPUPlane: a throwaway PostgreSQL cluster, the Temporal dev server and `gpuctl api` as its own
  * process (as in production); this process is the load generator, `--concurrency` HTTP requests
@@ -17,6 +19,10 @@
  * PostgreSQL is idle, so the two sides never share the cores. Its get_metric_history of a
  * `--query-points` series is measured only when the measured rate ingests it within
  * `--mlflow-history-budget` seconds. `--only gpuplane|mlflow` runs one side.
+ * Then, on each side's server, MLflow's tracking protocol (bench/metrics-mlflow-api.ts): the same
+ * plain-HTTP requests to GPUPlane's /mlflow and to the mlflow server: runs/log-batch from
+ * `--ml-clients` clients, metrics/get-history of a `--ml-history-points` metric, runs/search over
+ * `--ml-search-runs` runs. `--part native|mlflow-api` runs one of the two parts.
  * Progress goes to stderr every 5 s; the summary to stdout; figures to `--out` (JSON).
  */
 import fs from 'node:fs';
@@ -26,6 +32,7 @@ import { POINTS, BATCH, CONCURRENCY, RUNS, KEYS, QUERY_POINTS, MLFLOW_POINTS, ML
 import { cpuLine } from './proc-tree-cpu.ts';
 import { gpuplane } from './metrics-gpuplane.ts';
 import { mlflow } from './metrics-mlflow.ts';
+import { summarizeProtocol } from './metrics-mlflow-summary.ts';
 
 // ---- main ---------------------------------------------------------------------------------------
 
@@ -36,8 +43,10 @@ async function main() {
   const load = os.loadavg()[0];
   if (load > 0.5) note(`  warning: load average ${load.toFixed(2)} before the start; other processes share these ${os.cpus().length} cores (their CPU is shown as "others")`);
   try {
-    const ml = ONLY !== 'gpuplane' && MLFLOW_POINTS > 0 ? await mlflow(scratch) : undefined;
-    const gp = ONLY !== 'mlflow' ? await gpuplane(scratch) : undefined;
+    const mlAll = ONLY !== 'gpuplane' && MLFLOW_POINTS > 0 ? await mlflow(scratch) : undefined;
+    const gpAll = ONLY !== 'mlflow' ? await gpuplane(scratch) : undefined;
+    const ml = mlAll?.native;
+    const gp = gpAll?.native;
 
     const ratio = gp && ml ? gp.ingest.points_per_s / ml.ingest.points_per_s : undefined;
     // CPU time a point costs the server side (API + PostgreSQL + Temporal; MLflow's server), and the
@@ -58,11 +67,13 @@ async function main() {
       ['CPU during ingest (% of one core)', gp ? cpuLine(gp.ingest.cpu_s, gp.ingest.seconds) : '—', ml ? cpuLine(ml.ingest.cpu_s, ml.ingest.seconds) : '—'],
       [`${fmt(QUERY_POINTS)}-point series, 1,000 buckets, p50 / p95`, gp ? `${gp.query.ms.p50.toFixed(1)} / ${gp.query.ms.p95.toFixed(1)} ms` : '—', h ? `get_metric_history (all ${fmt(h.returned)} points): ${fmt(h.ms.p50)} / ${fmt(h.ms.p95)} ms` : ml?.single_key_ingest.history ? `skipped (1M points too slow to ingest); get_metric_history of ${fmt(ml.single_key_ingest.history.series_points)} points: ${fmt(ml.single_key_ingest.history.ms.p50)} ms` : 'skipped'],
     ];
-    say('');
-    say('| measure | GPUPlane (PostgreSQL) | MLflow (SQLite) |');
-    say('|---|---|---|');
-    for (const r of rows) say(`| ${r.join(' | ')} |`);
-    say('');
+    if (gp || ml) {
+      say('');
+      say('| measure | GPUPlane (PostgreSQL) | MLflow (SQLite) |');
+      say('|---|---|---|');
+      for (const r of rows) say(`| ${r.join(' | ')} |`);
+      say('');
+    }
     const targets = {
       ingest_ratio: ratio === undefined ? null : { value: ratio, target: TARGET_RATIO, met: ratio >= TARGET_RATIO },
       query_p50_ms: gp ? { value: gp.query.ms.p50, target: TARGET_QUERY_P50_MS, met: gp.query.ms.p50 <= TARGET_QUERY_P50_MS } : null,
@@ -73,18 +84,20 @@ async function main() {
     for (const [who, ing] of [['GPUPlane', gp?.ingest], ['MLflow', ml?.ingest]] as const) {
       if (ing && ing.cpu_s.others / ing.seconds > 0.1) say(`caution: other processes used ${((100 * ing.cpu_s.others) / ing.seconds).toFixed(0)}% of a core during the ${who} ingest; its rate is lower than on a quiet machine`);
     }
+    const protocol = summarizeProtocol(gpAll?.protocol, mlAll?.protocol);
     if (ml && gp) say(`MLflow was measured on a sample of ${fmt(ml.ingest.points)} points (${ml.ingest.seconds.toFixed(0)} s; first half of its calls ${fmt(ml.ingest.halves_points_per_s[0])} points/s, second half ${fmt(ml.ingest.halves_points_per_s[1])}), GPUPlane on the full ${fmt(gp?.ingest.points ?? 0)}: one after the other in this run, on the same cores, the same request shape (${KEYS} keys a request).`);
 
     const result = {
       at: new Date().toISOString(),
       command: `node --import tsx bench/metrics.ts ${process.argv.slice(2).join(' ')}`.trim(),
       machine: { cores: os.cpus().length, cpu: cpuModel, load_average_at_start: load, memory_gib: Math.round(os.totalmem() / 2 ** 30), node: process.version },
-      gpuplane: gp ?? null,
-      mlflow: ml ?? null,
+      gpuplane: gpAll ? { postgres_version: gpAll.postgres_version, ...gp } : null,
+      mlflow: mlAll ? { version: mlAll.version, server: mlAll.server, ...ml } : null,
+      mlflow_protocol: protocol,
       ratio: ratio ?? null,
       server_cpu_ms_per_1000_points: { gpuplane: gpServer ?? null, mlflow: mlServer ?? null, ratio: cpuRatio ?? null },
       client_cpu_ms_per_1000_points: { gpuplane: gpClient ?? null, mlflow: mlClient ?? null },
-      targets,
+      targets: { ...targets, ...protocol?.targets },
     };
     fs.mkdirSync(path.dirname(outFile), { recursive: true });
     fs.writeFileSync(outFile, `${JSON.stringify(result, null, 2)}\n`);

@@ -2,13 +2,16 @@
 
     python bench/mlflow-load.py --uri http://127.0.0.1:5000 --points 300000 [--batch 1000 --keys 10]
     python bench/mlflow-load.py --uri ... --history-points 1000000 --queries 50
+    python bench/mlflow-load.py --seed-runs 10000 --sqlite mlflow.db --experiment-id 3 --artifact-root DIR
 
 Run with the venv of scripts/peers-venv.sh. The first form logs `--points` points into one run,
 `--keys` keys of `--batch / --keys` steps per log_batch call (the shape bench/metrics.ts sends
 to GPUPlane), one call at a time, as a training script does, stopping early after
 `--max-seconds`. The second logs one series of
 `--history-points` points (one key, `--batch` steps a call) and times `get_metric_history` of it
-`--queries` times. Progress goes to stderr every few seconds; the result is one JSON line on
+`--queries` times. The third writes `--seed-runs` runs straight into the SQLite store of an
+idle `mlflow server` (bench/metrics-mlflow-api.ts's search over them; the same runs it seeds into
+GPUPlane through the API: see seedRun there). Progress goes to stderr every few seconds; the result is one JSON line on
 stdout.
 """
 
@@ -146,9 +149,38 @@ def history(client, points, batch, queries):
     }
 
 
+LRS = ["0.1", "0.05", "0.03", "0.02", "0.01", "0.005", "0.003", "0.002", "0.001", "0.0005"]
+
+
+def seed_runs(path, experiment_id, n, artifact_root):
+    """Run i as seedRun(i) in bench/metrics-mlflow-api.ts makes it, as the store writes a run:
+    the runs row, its params and tags, and its metric in metrics and latest_metrics."""
+    import sqlite3
+    import uuid
+
+    ts0 = int(time.time() * 1000) - n * 1000
+    runs, params, tags, metrics = [], [], [], []
+    for i in range(n):
+        rid = uuid.uuid4().hex
+        t = ts0 + i * 1000
+        runs.append((rid, f"sweep-{i}", "UNKNOWN", "", "", "bench", "RUNNING", t, None, "", "active", f"{artifact_root}/{experiment_id}/{rid}/artifacts", int(experiment_id)))
+        params += [("lr", LRS[i % len(LRS)], rid), ("batch_size", str(32 << (i % 4)), rid), ("optimizer", "adamw" if i % 3 else "sgd", rid)]
+        tags += [("mlflow.runName", f"sweep-{i}", rid), ("team", "vision" if i % 2 else "nlp", rid)]
+        metrics.append(("val/loss", 1 / (1 + (i % 97)), t, rid, 100))
+    db = sqlite3.connect(path, timeout=60)
+    with db:
+        db.executemany("insert into runs (run_uuid, name, source_type, source_name, entry_point_name, user_id, status, start_time, end_time, source_version, lifecycle_stage, artifact_uri, experiment_id) values (?,?,?,?,?,?,?,?,?,?,?,?,?)", runs)
+        db.executemany("insert into params (key, value, run_uuid) values (?,?,?)", params)
+        db.executemany("insert into tags (key, value, run_uuid) values (?,?,?)", tags)
+        db.executemany("insert into metrics (key, value, timestamp, run_uuid, step, is_nan) values (?,?,?,?,?,0)", metrics)
+        db.executemany("insert into latest_metrics (key, value, timestamp, run_uuid, step, is_nan) values (?,?,?,?,?,0)", metrics)
+    db.close()
+    return {"seeded": n}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--uri", required=True)
+    ap.add_argument("--uri")
     ap.add_argument("--points", type=int, default=0)
     ap.add_argument("--batch", type=int, default=1000)
     ap.add_argument("--keys", type=int, default=10)
@@ -156,7 +188,16 @@ def main():
     ap.add_argument("--then-history", type=int, default=0, help="time get_metric_history of the first key this many times after ingest")
     ap.add_argument("--history-points", type=int, default=0)
     ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--seed-runs", type=int, default=0)
+    ap.add_argument("--sqlite")
+    ap.add_argument("--experiment-id")
+    ap.add_argument("--artifact-root")
     a = ap.parse_args()
+    if a.seed_runs:
+        print(json.dumps(seed_runs(a.sqlite, a.experiment_id, a.seed_runs, a.artifact_root)), flush=True)
+        return
+    if not a.uri:
+        ap.error("--uri is needed (or --seed-runs)")
     if a.batch > 1000:
         ap.error("MLflow's log_batch takes at most 1,000 metrics")
     if a.batch % a.keys:

@@ -133,8 +133,9 @@ export async function rawPoints(ex: Executor, runId: string, key: string, lo: nu
     sql`select step_min, count, stride, steps, values, times from metric_chunks
         where run_id = ${runId} and key = ${key} and step_min <= ${hi} and step_max >= ${lo} order by step_min, id`,
   );
-  const pts: { step: number; value: number; time: number; seq: number }[] = [];
-  let seq = 0;
+  const out = { steps: [] as number[], values: [] as number[], times: [] as number[] };
+  // Chunks mostly arrive in step order already (a run logs forward): then no sort is needed.
+  let ordered = true;
   for (const c of r) {
     const values = numbersOf(c.values);
     const times = numbersOf(c.times);
@@ -143,11 +144,17 @@ export async function rawPoints(ex: Executor, runId: string, key: string, lo: nu
     const steps = stride === null ? numbersOf(c.steps) : null;
     for (let i = 0; i < values.length; i++) {
       const step = steps ? steps[i] : first + i * stride!;
-      if (step >= lo && step <= hi) pts.push({ step, value: values[i], time: times.length === 1 ? times[0] : times[i], seq: seq++ });
+      if (step < lo || step > hi) continue;
+      if (out.steps.length > 0 && step < out.steps[out.steps.length - 1]) ordered = false;
+      out.steps.push(step);
+      out.values.push(values[i]);
+      out.times.push(times.length === 1 ? times[0] : times[i]);
     }
   }
-  pts.sort((a, b) => a.step - b.step || a.seq - b.seq);
-  return { steps: pts.map((p) => p.step), values: pts.map((p) => p.value), times: pts.map((p) => p.time) };
+  if (ordered) return out;
+  // By step, and in the order read where a step repeats (a stable sort of the indices).
+  const idx = out.steps.map((_, i) => i).sort((a, b) => out.steps[a] - out.steps[b] || a - b);
+  return { steps: idx.map((i) => out.steps[i]), values: idx.map((i) => out.values[i]), times: idx.map((i) => out.times[i]) };
 }
 
 /** rollupBuckets returns the stored rollup buckets of one key at `width`, covering steps [lo, hi]. */

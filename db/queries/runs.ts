@@ -1,5 +1,5 @@
 import { and, count, desc, eq, inArray, isNotNull, isNull, lt, max, or, sql, type SQL } from 'drizzle-orm';
-import type { Executor } from '../client.ts';
+import { textArray, type Executor } from '../client.ts';
 import { checkpoints, events, experiments, jobs, projects, runs, type Run, type RunEvent } from '../schema.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
 
@@ -52,7 +52,8 @@ export async function getRun(ex: Executor, id: string): Promise<RunWithNames | u
 /** getRuns returns the runs with these ids (those that exist), with their names, by id. */
 export async function getRuns(ex: Executor, ids: readonly string[]): Promise<Map<string, RunWithNames>> {
   if (ids.length === 0) return new Map();
-  const rows = await selectRuns(ex).where(inArray(runs.id, [...ids]));
+  // One array parameter: `in (…)` with a parameter an id costs drizzle and the planner ~0.1 ms an id.
+  const rows = await selectRuns(ex).where(sql`${runs.id} = any(${textArray(ids)}::text[])`);
   return new Map(rows.map((r) => [r.run.id, flatten(r)]));
 }
 
