@@ -9,7 +9,8 @@ import type { PlaneMetrics } from '../plane-metrics.ts';
 import { newId } from '../../db/ids.ts';
 import { rawPoints, writeSeries } from '../../db/queries/metrics.ts';
 import { addRunParams, attemptNodes, latestMetrics, lockRun, searchRunIds, setRunDeleted, setRunTags, type LockedRun } from '../../db/queries/mlflow.ts';
-import { addEvent, endRun, getRun, getRuns, insertRun, touchRun, type RunWithNames } from '../../db/queries/runs.ts';
+import { projectOfRun } from '../../db/queries/auth.ts';
+import { addEvent, endRun, getRun, getRuns, insertRun, touchRun, touchRunRow, type RunWithNames } from '../../db/queries/runs.ts';
 import { BatchRejected, decodeValue, encodeValue, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
 import { parseOrderBy, parseSearchFilter, SearchSyntaxError } from '../../domain/mlflow-search.ts';
 import { fieldsOf, int, invalid, list, pageOf, mayTouch, MlflowError, text, type Caller, type MlflowAuth } from './context.ts';
@@ -122,10 +123,20 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
         throw err;
       }
     }
+    const notActive = () => invalid(`The run ${runId} must be in the 'active' state. Current state is deleted.`);
     await db.transaction(async (tx) => {
+      // Metrics alone (the common call): the heartbeat's update is the row lock, and says whether
+      // the run is there and active; params and tags are read, checked and written under a lock first.
+      if (Object.keys(params).length === 0 && Object.keys(tags).length === 0) {
+        const touched = await touchRunRow(tx, runId);
+        if (!touched) throw noRun(runId);
+        if (touched.deleted) throw notActive();
+        if (series.length > 0) await writeSeries(tx, runId, series);
+        return;
+      }
       const run = await lockRun(tx, runId);
       if (!run) throw noRun(runId);
-      if (run.deleted) throw invalid(`The run ${runId} must be in the 'active' state. Current state is deleted.`);
+      if (run.deleted) throw notActive();
       for (const [k, v] of Object.entries(params)) {
         if (k in run.params && paramText(run.params[k]) !== v) {
           throw invalid(`Changing param values is not allowed. Param with key='${k}' was already logged with value='${paramText(run.params[k])}' for run ID='${runId}'. Attempted logging new value '${v}'.`);
@@ -224,11 +235,19 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     });
   }
 
+  /** The run a log endpoint writes, if the caller may write it: one light read (its project), not the whole run. */
   const writeTarget = async (req: FastifyRequest) => {
     const c = await auth.caller(req);
     const f = fieldsOf(req);
     const id = text(f, 'run_id') ?? text(f, 'run_uuid', true);
-    await reach(c, id, true);
+    const p = c.principal;
+    if (p?.kind === 'run') {
+      if (p.runId !== id) throw noRun(id);
+    } else if (p) {
+      const project = await projectOfRun(db, id);
+      if (project === undefined || !mayTouch(c, project ?? '', false)) throw noRun(id);
+      if (!mayTouch(c, project ?? '', true)) throw new MlflowError('PERMISSION_DENIED', `this token may only read project "${project}"`);
+    }
     return { f, id };
   };
 
@@ -254,7 +273,8 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     const { f, id } = await writeTarget(req);
     const key = text(f, 'key', true);
     await db.transaction(async (tx) => {
-      const run = (await lockRun(tx, id))!;
+      const run = await lockRun(tx, id);
+      if (!run) throw noRun(id);
       const tags = { ...run.tags };
       const systemTags = { ...run.systemTags };
       if (key in tags) delete tags[key];
@@ -277,7 +297,8 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
 
   app.post(`${API}/runs/log-inputs`, async (req) => {
     const { f, id } = await writeTarget(req);
-    const run = (await getRun(db, id))!;
+    const run = await getRun(db, id);
+    if (!run) throw noRun(id);
     const datasets = list(f, 'datasets');
     const models = list(f, 'models');
     await addEvent(db, { runId: id, jobId: run.jobId, attempt: run.attempt, kind: 'mlflow.inputs', message: `MLflow inputs logged: ${datasets.length} dataset(s), ${models.length} model(s)`, data: { datasets, models } });

@@ -126,12 +126,17 @@ export async function patchRun(ex: Executor, id: string, p: { params?: Record<st
  * undefined when there is no such run. The row lock also orders the batches of one run.
  */
 export async function touchRun(ex: Executor, id: string): Promise<RunStatus | undefined> {
+  return (await touchRunRow(ex, id))?.status;
+}
+
+/** touchRun, also saying whether the run was deleted (MLflow's runs/delete): the MLflow log endpoints refuse to write to one. */
+export async function touchRunRow(ex: Executor, id: string): Promise<{ status: RunStatus; deleted: boolean } | undefined> {
   const [r] = await ex
     .update(runs)
     .set({ heartbeatAt: new Date(), status: sql`case when ${runs.status} = 'crashed' and ${runs.jobId} is null and ${runs.source} = 'sdk' then 'running' else ${runs.status} end`, endedAt: sql`case when ${runs.status} = 'crashed' and ${runs.jobId} is null and ${runs.source} = 'sdk' then null else ${runs.endedAt} end` })
     .where(eq(runs.id, id))
-    .returning({ status: runs.status });
-  return r?.status;
+    .returning({ status: runs.status, deleted: sql<boolean>`${runs.deletedAt} is not null` });
+  return r;
 }
 
 /** endRun ends a running run; false when it had already ended (its status is not changed). */
