@@ -74,6 +74,7 @@ describe('MLflow tracking protocol, through the real mlflow client', () => {
     const out = lastJson(r.stdout);
     expect(out.by_name).toBe(out.exp_id);
     expect(out.exp_tags).toEqual({ team: 'cv' });
+    expect(out.exp_tags_after).toEqual({ stage: 'dev' });
     expect(out.exp_exists).toBe('RESOURCE_ALREADY_EXISTS');
     expect(out.params).toEqual({ lr: '0.01', batch: '32', opt: 'adam' });
     expect((out.param_change as string[])[0]).toBe('INVALID_PARAMETER_VALUE');
@@ -176,6 +177,10 @@ print(json.dumps(out))`;
     expect(models.body.message).toContain('/api/2.0/mlflow/logged-models');
     const r = await mlflowPython(['-c', 'import mlflow; mlflow.MlflowClient().search_registered_models()'], admin);
     expect(r.stderr).toContain('NOT_IMPLEMENTED');
+    // The run links the client prints go to the console (the browser keeps their fragment).
+    const ui = await t.app.inject({ method: 'GET', url: '/mlflow/' });
+    expect(ui.statusCode).toBe(302);
+    expect(ui.headers.location).toBe('/');
   });
 
   it('artifacts: log_artifact, log_dict and log_text upload, list_artifacts lists, download_artifacts reads them back; paths are checked', async () => {

@@ -1,7 +1,7 @@
 /** MLflow's experiment endpoints (`/api/2.0/mlflow/experiments/…`) over GPUPlane's projects and experiments (./wire.ts maps the names). */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
-import { experimentById, experimentByNames, listExperiments, updateExperiment, type ExperimentRow, type ViewType } from '../../db/queries/mlflow.ts';
+import { deleteExperimentTag, experimentById, experimentByNames, listExperiments, updateExperiment, type ExperimentRow, type ViewType } from '../../db/queries/mlflow.ts';
 import { ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { getRun } from '../../db/queries/runs.ts';
 import { parseSearchFilter, SearchSyntaxError, type SearchClause } from '../../domain/mlflow-search.ts';
@@ -183,8 +183,14 @@ export function experimentRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth)
     return {};
   });
 
-  app.post(`${API}/experiments/delete-tag`, async () => {
-    throw new MlflowError('NOT_IMPLEMENTED', 'experiments/delete-tag is not served by GPUPlane');
+  app.post(`${API}/experiments/delete-experiment-tag`, async (req) => {
+    const c = await auth.caller(req);
+    const f = fieldsOf(req);
+    const e = await found(c, text(f, 'experiment_id', true), true);
+    const key = text(f, 'key', true);
+    if (!(key in e.tags)) throw new MlflowError('RESOURCE_DOES_NOT_EXIST', `No tag with name: ${key} in experiment with id ${e.id}`);
+    await deleteExperimentTag(db, e.id, key);
+    return {};
   });
 
   /** The experiment of a run token's run (a run token reads only that one). */

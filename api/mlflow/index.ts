@@ -43,6 +43,9 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
     req.log.error({ err, method: req.method, url: loggableUrl(req.url) }, 'request failed');
     return reply.status(500).send({ error_code: 'INTERNAL_ERROR', message: 'internal error; see the API log' });
   });
+  // MLflow's UI is not served: the links the client prints (`/mlflow/#/experiments/<id>/runs/<run>`)
+  // go to the console, whose hash routes take them (a redirect without a fragment keeps the link's).
+  app.get('/', async (_req, reply) => reply.redirect('/', 302));
   // Every other path under /mlflow (a route, so that the console's catch-all does not take it).
   app.all('/*', async (req, reply) => {
     const path = loggableUrl(req.url).split('?')[0].replace(/^\/mlflow/, '');

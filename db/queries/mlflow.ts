@@ -75,6 +75,14 @@ export async function updateExperiment(ex: Executor, id: string, p: { tags?: Rec
   return r.length > 0;
 }
 
+/** Removes one of an experiment's tags. */
+export async function deleteExperimentTag(ex: Executor, id: string, key: string): Promise<void> {
+  await ex
+    .update(experiments)
+    .set({ tags: sql`${experiments.tags} - ${key}::text` })
+    .where(eq(experiments.id, id));
+}
+
 /** Marks a run deleted or restores it; false when there is no such run. */
 export async function setRunDeleted(ex: Executor, id: string, deleted: boolean): Promise<boolean> {
   const r = await ex

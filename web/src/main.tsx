@@ -38,7 +38,9 @@ function pageFor(r: Route) {
     case 'runs':
       return id ? <RunPage id={id} /> : <ExperimentPage query={r.query} />;
     case 'experiments':
-      return <ExperimentPage query={r.query} />;
+      // MLflow's run links (`/mlflow/#/experiments/<id>/runs/<run>`, which the MLflow client prints,
+      // are sent here by the API keeping their fragment): the run's page.
+      return r.path[2] === 'runs' && r.path[3] ? <RunPage id={r.path[3]} /> : <ExperimentPage query={r.query} />;
     case 'checkpoints':
       return <CheckpointsPage query={r.query} />;
     case 'quotas':
