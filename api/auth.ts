@@ -40,6 +40,23 @@ export async function visibleProjectIds(db: Db, req: FastifyRequest): Promise<st
   return projectIdsNamed(db, p.projects);
 }
 
+/**
+ * The principal of a request's bearer token (/api/v1, GET /metrics, /mlflow): 401 without one
+ * (`missing` says how to get one) or for an unknown or revoked one; an address that keeps trying
+ * unknown tokens is held off (429) by `failures`.
+ */
+export async function principalOf(req: FastifyRequest, resolver: TokenResolver, failures: FailedTokens, missing: string): Promise<Principal> {
+  const token = bearer(req);
+  if (!token) throw unauthorized(missing);
+  if (!resolver.knownGood(token)) failures.check(req.ip);
+  const p = await resolver.resolve(token);
+  if (!p) {
+    failures.add(req.ip);
+    throw unauthorized('unknown or revoked token');
+  }
+  return p;
+}
+
 function bearer(req: FastifyRequest): string | null {
   const h = req.headers.authorization;
   if (!h) return null;
@@ -64,14 +81,7 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
   app.addHook('onRequest', async (req) => {
     const rule = ruleOf(req);
     if (!rule || rule.access === 'open') return;
-    const token = bearer(req);
-    if (!token) throw unauthorized('this needs a token: gpuctl login, GPUPLANE_TOKEN, or "Authorization: Bearer <token>"');
-    if (!resolver.knownGood(token)) failures.check(req.ip);
-    const p = await resolver.resolve(token);
-    if (!p) {
-      failures.add(req.ip);
-      throw unauthorized('unknown or revoked token');
-    }
+    const p = await principalOf(req, resolver, failures, 'this needs a token: gpuctl login, GPUPLANE_TOKEN, or "Authorization: Bearer <token>"');
     req.principal = p;
     if (p.kind === 'metrics') throw forbidden(`${describe(p)} may only scrape GET /metrics`);
     if (rule.access === 'node' && p.kind !== 'node') throw forbidden(`${describe(p)} is not a node token: only the node an attempt was dispatched to launches it (and gets its secret values) and reports it started`);
@@ -131,14 +141,7 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
 export function scrapeCheck(resolver: TokenResolver): (req: FastifyRequest) => Promise<void> {
   const failures = new FailedTokens();
   return async (req) => {
-    const token = bearer(req);
-    if (!token) throw unauthorized('GET /metrics needs a metrics or admin token: "Authorization: Bearer <token>" (gpuctl token create --role metrics)');
-    if (!resolver.knownGood(token)) failures.check(req.ip);
-    const p = await resolver.resolve(token);
-    if (!p) {
-      failures.add(req.ip);
-      throw unauthorized('unknown or revoked token');
-    }
+    const p = await principalOf(req, resolver, failures, 'GET /metrics needs a metrics or admin token: "Authorization: Bearer <token>" (gpuctl token create --role metrics)');
     if (p.kind !== 'metrics' && p.kind !== 'admin') throw forbidden(`${describe(p)} may not scrape GET /metrics: it takes a metrics or an admin token`);
   };
 }

@@ -9,7 +9,7 @@ import { projectIdsNamed } from '../../db/queries/auth.ts';
 import { FailedTokens } from '../failed-tokens.ts';
 import { describe, type Principal } from '../principal.ts';
 import type { TokenResolver } from '../token-resolver.ts';
-import { allows } from '../auth.ts';
+import { allows, principalOf } from '../auth.ts';
 import { offsetOf } from './wire.ts';
 
 export type MlflowCode =
@@ -111,21 +111,8 @@ export class MlflowAuth {
 
   async caller(req: FastifyRequest): Promise<Caller> {
     if (!this.resolver) return { principal: undefined };
-    const h = req.headers.authorization;
-    const m = h ? /^Bearer\s+(\S+)\s*$/i.exec(h) : null;
-    if (!m) throw new MlflowError('UNAUTHENTICATED', 'this needs a GPUPlane token: set MLFLOW_TRACKING_TOKEN (gpuctl token create, or the token gpuctl up printed)');
-    if (!this.resolver.knownGood(m[1])) {
-      try {
-        this.failures.check(req.ip);
-      } catch {
-        throw new MlflowError('REQUEST_LIMIT_EXCEEDED', 'too many unknown tokens from this address; wait a minute');
-      }
-    }
-    const p = await this.resolver.resolve(m[1]);
-    if (!p) {
-      this.failures.add(req.ip);
-      throw new MlflowError('UNAUTHENTICATED', 'unknown or revoked token');
-    }
+    // Its refusals are DomainErrors, which ./index.ts answers as UNAUTHENTICATED and REQUEST_LIMIT_EXCEEDED.
+    const p = await principalOf(req, this.resolver, this.failures, 'this needs a GPUPlane token: set MLFLOW_TRACKING_TOKEN (gpuctl token create, or the token gpuctl up printed)');
     if (p.kind === 'metrics') throw new MlflowError('PERMISSION_DENIED', `${describe(p)} may only scrape GET /metrics`);
     if (p.kind === 'node') throw new MlflowError('PERMISSION_DENIED', `${describe(p)} may not use the MLflow API`);
     return { principal: p };
