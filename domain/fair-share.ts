@@ -36,6 +36,13 @@ export interface ShareJob {
   selector: Record<string, string>;
   priority: number;
   queuedAt: Date;
+  /** Submit time (domain/placement.ts QueuedJob); absent: `queuedAt`. */
+  submittedAt?: Date;
+}
+
+/** When a job counts as submitted, for the order: its submit time, or its queue time where not known. */
+export function submitTime(job: { submittedAt?: Date; queuedAt: Date }): number {
+  return (job.submittedAt ?? job.queuedAt).getTime();
 }
 
 /** A project's guaranteed cards; `pool` a `key=value` label pair, or null: the whole cluster. */
@@ -146,7 +153,7 @@ const serveOrder = <J extends ShareJob>(a: Keyed<J>, b: Keyed<J>) => Number(b.wi
 
 /** The queue keyed, each job's class (rule 2) worked out. */
 function keyedQueue<J extends ShareJob>(queue: readonly J[], state: FairShareState): Keyed<J>[] {
-  const keyed = queue.map((job) => ({ job, withinQuota: false, usage: state.usage.get(job.projectId ?? '') ?? 0, at: job.queuedAt.getTime() }));
+  const keyed = queue.map((job) => ({ job, withinQuota: false, usage: state.usage.get(job.projectId ?? '') ?? 0, at: submitTime(job) }));
   if (state.quotas.length === 0) return keyed;
   // Rule 2 takes each quota's jobs in their project's order; a quota's jobs within it are a
   // prefix of that order (once one does not fit, none after it counts as within): each quota's

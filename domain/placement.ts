@@ -2,7 +2,7 @@
  * Pure placement logic of one scheduling pass: which queued job gets which cards.
  *
  * Rule (written down as the issue asks):
- *  - Jobs are considered in order: priority (higher first), then queue time (older first), then
+ *  - Jobs are considered in order: priority (higher first), then submit time (older first; a retry or re-queue keeps it), then
  *    id, whatever order the caller passes them in; given the quotas, cards held and usage
  *    (`share`), in the fair-share order across projects instead (domain/fair-share.ts), which is
  *    that order inside a project.
@@ -40,7 +40,7 @@
  *    the bound). Jobs ahead of it in the order still go first: the guard keeps the jobs behind a
  *    starved job from starving it, it does not change the order.
  */
-import { fairShareOrder, type FairShareState } from './fair-share.ts';
+import { fairShareOrder, submitTime, type FairShareState } from './fair-share.ts';
 import { gangPicker } from './placement-gang.ts';
 import { MinHeap } from './placement-heap.ts';
 
@@ -53,7 +53,14 @@ export interface QueuedJob {
   gpus: number;
   selector: Record<string, string>;
   priority: number;
+  /** When its current attempt was queued: the starvation guard's hold counts from it. */
   queuedAt: Date;
+  /**
+   * When the job was submitted (a retry or re-queue keeps it): ties of priority are served in
+   * this order, so two jobs submitted one after the other start in that order whichever of their
+   * workflows enqueues first. Absent: `queuedAt`.
+   */
+  submittedAt?: Date;
   /** Nodes the job spans; absent or 1: a single-node job. */
   nodes?: number;
   /**
@@ -100,9 +107,9 @@ export function selectorMatches(selector: Record<string, string>, labels: Record
   return Object.entries(selector).every(([k, v]) => labels[k] === v);
 }
 
-/** The order jobs are taken in: priority (higher first), queue time (older first), then id so ties are stable. */
+/** The order jobs are taken in: priority (higher first), submit time (older first), then id so ties are stable. */
 export function queueOrder(a: QueuedJob, b: QueuedJob): number {
-  return b.priority - a.priority || a.queuedAt.getTime() - b.queuedAt.getTime() || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  return b.priority - a.priority || submitTime(a) - submitTime(b) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
 /**

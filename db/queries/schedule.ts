@@ -148,14 +148,14 @@ export interface PassPhases {
  * is not parsed at all.
  */
 export async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
-  const rows = await queryRows<{ id: string; project_id: string | null; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null; avoid: string | null }>(
+  const rows = await queryRows<{ id: string; project_id: string | null; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null; submitted_ms: number; avoid: string | null }>(
     ex,
     sql`select j.id, j.project_id, j.attempt, j.gpus, j.nodes, case when j.selector = '{}'::jsonb then null else j.selector end as selector, j.priority,
-               (extract(epoch from j.queued_at) * 1000)::float8 as queued_ms, ${AVOID_NODE} as avoid
+               (extract(epoch from j.queued_at) * 1000)::float8 as queued_ms, (extract(epoch from j.created_at) * 1000)::float8 as submitted_ms, ${AVOID_NODE} as avoid
         from jobs j where j.state = 'QUEUED'`,
   );
   const none: Record<string, string> = {};
-  return rows.map((r) => ({ id: r.id, projectId: r.project_id, attempt: r.attempt, gpus: r.gpus, ...(r.nodes > 1 ? { nodes: r.nodes } : {}), selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms), ...(r.avoid ? { avoid: r.avoid } : {}) }));
+  return rows.map((r) => ({ id: r.id, projectId: r.project_id, attempt: r.attempt, gpus: r.gpus, ...(r.nodes > 1 ? { nodes: r.nodes } : {}), selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms), submittedAt: new Date(r.submitted_ms), ...(r.avoid ? { avoid: r.avoid } : {}) }));
 }
 
 /** staleDispatches returns the jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
