@@ -42,6 +42,8 @@ export interface Rule {
   everyone?: boolean;
   /** The project is named in the body: checked once the body is parsed and validated. */
   fromBody?: boolean;
+  /** A node token may call it for its own node (the node id is `nodeSelf`). */
+  nodeSelf?: (req: { params: Params }) => string;
   /** A node token may call it for attempts dispatched to its node. */
   nodeAttempt?: (req: { params: Params; query: Query }) => { jobId: string; attempt: number | null };
 }
@@ -85,6 +87,8 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/nodes/:id': { access: 'any' },
   'POST /api/v1/nodes/:id/drain': { access: 'admin' },
   'POST /api/v1/nodes/:id/resume': { access: 'admin' },
+  // A node's telemetry: its agent's report, with its node token (an admin's too).
+  'POST /api/v1/nodes/:id/telemetry': { access: 'admin', nodeSelf: (r) => r.params.id },
   'POST /api/v1/tokens': { access: 'admin' },
   'GET /api/v1/tokens': { access: 'admin' },
   'PUT /api/v1/projects/:project/quota': { access: 'admin' },

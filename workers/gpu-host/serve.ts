@@ -58,6 +58,7 @@ export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, cli
     leaseTimeoutMs: c.nodeLeaseTimeoutMs,
     lostAfterMs: c.lostAfterMs,
     killGraceMs: c.killGraceMs,
+    telemetryMs: c.telemetryS * 1000,
     passEnv: f.passEnv,
     nodeToken: f.nodeToken,
     allowedRoots: f.allowedRoots,
