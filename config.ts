@@ -54,6 +54,8 @@ export interface GpuplaneConfig {
   stallAfterS: number;
   /** Seconds between an agent's telemetry reports (GPUPLANE_TELEMETRY_S, 10; 0: off; activities/gpu-host/telemetry.ts). */
   telemetryS: number;
+  /** HOST:PORT where a worker process (control worker, agent, gpuctl up) serves the Temporal SDK's metrics and the scheduling pass's for Prometheus (GPUPLANE_WORKER_METRICS_ADDR; unset: none). */
+  workerMetricsAddr: string | undefined;
   /** Where the API keeps MLflow's artifacts (GPUPLANE_ARTIFACTS_DIR, default <home>/artifacts; api/mlflow/artifacts.ts). */
   artifactsDir: string;
 }
@@ -113,6 +115,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     rateLimitPerMinute: overrides.rateLimitPerMinute ?? intFromEnv('GPUPLANE_RATE_LIMIT', 6000),
     stallAfterS: overrides.stallAfterS ?? intFromEnv('GPUPLANE_STALL_AFTER_S', DEFAULT_STALL_AFTER_S),
     telemetryS: overrides.telemetryS ?? intFromEnv('GPUPLANE_TELEMETRY_S', DEFAULT_TELEMETRY_S),
+    workerMetricsAddr: overrides.workerMetricsAddr ?? (process.env.GPUPLANE_WORKER_METRICS_ADDR || undefined),
     artifactsDir: overrides.artifactsDir ?? (process.env.GPUPLANE_ARTIFACTS_DIR || path.join(home, 'artifacts')),
   };
 }

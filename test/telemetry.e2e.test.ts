@@ -6,14 +6,18 @@ import { getRun, runMetrics } from '../cli/client-runs.ts';
 import { renderJobs } from '../cli/render.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { until } from './support/poll.ts';
+import { freePort } from './support/ports.ts';
+import { promtoolCheck } from './support/promtool.ts';
 
 /** A job process that keeps one core busy for `s` seconds (its fake card then reads busy). */
 const busyFor = (s: number) => `node -e "const t = Date.now(); while (Date.now() - t < ${s * 1000}) {}"`;
 
 describe('GPU telemetry and stalled-job detection (fake cards, reports every second)', () => {
   let c: Cluster;
+  let workerMetrics: string;
   beforeAll(async () => {
-    c = await startCluster('telemetry', { agents: [{ nodeId: 'tel-a', gpus: 2, env: { GPUPLANE_TELEMETRY_S: '1' } }] });
+    workerMetrics = `127.0.0.1:${await freePort()}`;
+    c = await startCluster('telemetry', { agents: [{ nodeId: 'tel-a', gpus: 2, env: { GPUPLANE_TELEMETRY_S: '1' } }], controlEnv: { GPUPLANE_WORKER_METRICS_ADDR: workerMetrics } });
   });
   afterAll(async () => {
     await c?.stop();
@@ -92,6 +96,17 @@ for (let step = 0; step < 9; step++) {
     expect(done.state).toBe('SUCCEEDED');
     expect((await jobEvents(logging.id)).filter((e) => e.kind === 'job.stalled')).toEqual([]);
     expect(done.attempts[0].stalled_at).toBeNull();
+  });
+
+  it("serves the control worker's Temporal SDK metrics and the scheduling pass's time at GPUPLANE_WORKER_METRICS_ADDR, as promtool wants them", async () => {
+    const text = await until('the worker metrics show a pass', async () => {
+      const t = await (await fetch(`http://${workerMetrics}/metrics`)).text();
+      return /^gpuplane_scheduling_pass_seconds_count [1-9]/m.test(t) ? t : null;
+    }, 30_000);
+    expect(text).toMatch(/^gpuplane_scheduling_pass_seconds_bucket\{le="0\.15"\} \d+/m);
+    expect(text).toMatch(/^temporal_workflow_task_execution_latency_seconds_bucket/m);
+    expect(text).toMatch(/^temporal_request_total\{/m);
+    expect(await promtoolCheck(text)).toBe('');
   });
 
   it('with --on-stall requeue a stalled job becomes attempt 2; with --on-stall kill it ends FAILED "stalled"', async () => {
