@@ -43,8 +43,9 @@ export class PlaneMetrics {
   private readonly attempts: Counter<'outcome'>;
   private readonly gpuUtilization: Gauge<'node' | 'card'>;
   private readonly gpuMemoryUsed: Gauge<'node' | 'card'>;
-  /** Each node's cards as its last telemetry report gave them, and until when that report counts (three of its intervals). */
-  private readonly cardSamples = new Map<string, { cards: readonly CardSample[]; until: number }>();
+  private readonly gpuOwned: Gauge<'node' | 'card'>;
+  /** Each node's cards as its last telemetry report gave them (and which its attempts own), and until when that report counts (three of its intervals). */
+  private readonly cardSamples = new Map<string, { cards: readonly CardSample[]; owned: ReadonlySet<number>; until: number }>();
   /** The newest job transition counted; null until the first scrape, which starts from the newest there is. */
   private cursor: number | null = null;
   /**
@@ -85,13 +86,14 @@ export class PlaneMetrics {
     this.attempts = new Counter({ name: 'gpuplane_attempts_total', help: 'Dispatched attempts that ended, by outcome (the state they ended in), counted from the job history since this API process started', labelNames: ['outcome'], registers: [own] });
     for (const outcome of OUTCOMES) this.attempts.inc({ outcome }, 0);
     this.gpuUtilization = new Gauge({ name: 'gpuplane_gpu_utilization_ratio', help: "A card's utilization (0-1), the highest its agent saw over its last telemetry interval (GPUPLANE_TELEMETRY_S); absent once the node stops reporting", labelNames: ['node', 'card'], registers: [own] });
+    this.gpuOwned = new Gauge({ name: 'gpuplane_gpu_owned', help: "1 while a job's attempt runs on the card, 0 while it is free, from its agent's last telemetry report (the idle-card alert joins it)", labelNames: ['node', 'card'], registers: [own] });
     this.gpuMemoryUsed = new Gauge({ name: 'gpuplane_gpu_memory_used_bytes', help: "A card's memory in use, from its agent's last telemetry report", labelNames: ['node', 'card'], registers: [own] });
     this.registry = Registry.merge([processMetrics(), own]);
   }
 
   /** A node's telemetry report (api/routes/telemetry.ts): its cards' gauges until three of its intervals pass without another. */
-  cardTelemetry(nodeId: string, cards: readonly CardSample[], now: number, intervalS: number): void {
-    this.cardSamples.set(nodeId, { cards, until: now + 3 * intervalS * 1000 });
+  cardTelemetry(nodeId: string, cards: readonly CardSample[], owned: ReadonlySet<number>, now: number, intervalS: number): void {
+    this.cardSamples.set(nodeId, { cards, owned, until: now + 3 * intervalS * 1000 });
   }
 
   /** Reads what the database knows into the gauges and counters; concurrent scrapes share one read. */
@@ -121,6 +123,7 @@ export class PlaneMetrics {
     for (const r of oldest) this.oldestQueued.set({ project: r.project }, r.waitedS);
     this.gpuUtilization.reset();
     this.gpuMemoryUsed.reset();
+    this.gpuOwned.reset();
     const now = Date.now();
     for (const [node, t] of this.cardSamples) {
       if (t.until < now) {
@@ -130,6 +133,7 @@ export class PlaneMetrics {
       for (const c of t.cards) {
         this.gpuUtilization.set({ node, card: String(c.index) }, c.utilization / 100);
         this.gpuMemoryUsed.set({ node, card: String(c.index) }, c.memoryUsedMb * 1048576);
+        this.gpuOwned.set({ node, card: String(c.index) }, t.owned.has(c.index) ? 1 : 0);
       }
     }
     this.cards.reset();

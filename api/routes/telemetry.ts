@@ -27,7 +27,7 @@ export const telemetryRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, {
       // A node's clock ahead of ours does not write points in the future.
       const at = Math.min(b.at, now);
       const cards: CardSample[] = b.cards.map((c) => ({ index: c.index, utilization: c.utilization, memoryUsedMb: c.memory_used_mb, memoryTotalMb: c.memory_total_mb, powerW: c.power_w, temperatureC: c.temperature_c }));
-      metrics?.cardTelemetry(nodeId, cards, now, b.interval_s);
+      metrics?.cardTelemetry(nodeId, cards, new Set(b.attempts.flatMap((a) => a.gpu_indices)), now, b.interval_s);
       const samples = new Map<string, AttemptSample>(
         b.attempts.map((a) => [`${a.job_id}#${a.attempt}`, { jobId: a.job_id, attempt: a.attempt, rank: a.rank, gpuIndices: a.gpu_indices, elapsedS: a.elapsed_s, cpuPercent: a.cpu_percent, rssBytes: a.rss_bytes, logBytes: a.log_bytes }]),
       );
