@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { systemPoints } from '../domain/telemetry.ts';
+import { stallAfterOf, stallNote } from '../web/src/stall.ts';
 import { isSystemKey, splitSystemKeys } from '../web/src/system-metrics.ts';
+import type { RunEvent } from '../web/src/types.ts';
 
 /** The keys the agent writes for an attempt on `cards` of the node of `rank` (domain/telemetry.ts). */
 const agentKeys = (rank: number, cards: number[]) =>
@@ -55,5 +57,27 @@ describe("the run page's System panel", () => {
       ['system/gpu.*.fan_percent', 'system/gpu.*.fan_percent', ['gpu 0']],
     ]);
     expect(splitSystemKeys(['loss', 'acc']).system).toEqual([]);
+  });
+});
+
+describe("the job page's stall note", () => {
+  const job = { attempt: 2, stalled_at: '2026-12-03T10:00:00.000Z', stall_after_s: null, on_stall: 'tell' };
+  const stalledEvent = (attempt: number, s: number): RunEvent => ({ id: attempt, run_id: null, job_id: 'j', attempt, kind: 'job.stalled', level: 'warning', message: 'stalled', data: { stall_after_s: s, on_stall: 'tell' }, at: job.stalled_at });
+
+  it("says what stalled means with the job's own stall-after, else the one its attempt's job.stalled event recorded", () => {
+    expect(stallNote({ ...job, stall_after_s: 90 }, [])).toEqual({
+      since: job.stalled_at,
+      means: 'no metric logged, no log output and its cards under 5 % for 90 s',
+      then: expect.stringContaining('It keeps running') as string,
+    });
+    expect(stallAfterOf(job, [stalledEvent(1, 60), stalledEvent(2, 1800)])).toBe(1800);
+    expect(stallNote(job, [stalledEvent(2, 1800)])!.means).toBe('no metric logged, no log output and its cards under 5 % for 30 min');
+    expect(stallNote(job, [stalledEvent(1, 60)])!.means).toBe('no metric logged, no log output and its cards under 5 % for its stall-after');
+  });
+
+  it('says what the plane does about it, and nothing for a job that is not stalled', () => {
+    expect(stallNote({ ...job, on_stall: 'requeue' }, [])!.then).toContain('re-queuing');
+    expect(stallNote({ ...job, on_stall: 'kill' }, [])!.then).toContain('FAILED "stalled"');
+    expect(stallNote({ ...job, stalled_at: null }, [stalledEvent(2, 60)])).toBeNull();
   });
 });
