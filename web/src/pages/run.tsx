@@ -18,9 +18,9 @@ import { SystemPanel } from './run-system.tsx';
 
 export const runLabel = (r: Run) => `${r.name ?? r.id}${r.attempt !== null && !(r.name ?? '').endsWith(`#${r.attempt}`) ? ` #${r.attempt}` : ''}`;
 
-function Summaries({ metrics, keys: only }: { metrics: Record<string, Summary>; keys?: string[] }) {
+function Summaries({ metrics, keys: only, empty = 'no metrics yet' }: { metrics: Record<string, Summary>; keys?: string[]; empty?: string }) {
   const keys = (only ?? Object.keys(metrics)).slice().sort();
-  if (keys.length === 0) return <p class="muted">no metrics yet</p>;
+  if (keys.length === 0) return <p class="muted">{empty}</p>;
   return (
     <table class="summaries">
       <thead>
@@ -124,7 +124,7 @@ export function RunPage({ id }: { id: string }) {
             <MetricChart key={e.key} chartId={e.key} metricKey={e.key} title={e.label} runs={chartRuns} marksOnly />
           ))}
         </div>
-        <Summaries metrics={r.metrics} keys={training} />
+        <Summaries metrics={r.metrics} keys={training} empty={system.length ? "no metrics logged by the run yet (the agent's are under System)" : undefined} />
       </Section>
       <SystemPanel runId={r.id} charts={system}>
         <details>
