@@ -126,6 +126,9 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/metrics/compare': { access: 'read', project: byRuns },
 
   'GET /api/v1/primary-metric': { access: 'read', project: byQueryProject },
+  'GET /api/v1/projects/:project/stall-after': { access: 'read', project: byParam },
+  'PUT /api/v1/projects/:project/stall-after': { access: 'write', project: byParam },
+  'DELETE /api/v1/projects/:project/stall-after': { access: 'write', project: byParam },
   'PUT /api/v1/projects/:project/primary-metric': { access: 'write', project: byParam },
   'DELETE /api/v1/projects/:project/primary-metric': { access: 'write', project: byParam },
   'PUT /api/v1/projects/:project/experiments/:experiment/primary-metric': { access: 'write', project: byParam },

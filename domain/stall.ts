@@ -14,10 +14,18 @@ export const DEFAULT_STALL_AFTER_S = 30 * 60;
 export const ON_STALL = ['tell', 'kill', 'requeue'] as const;
 export type OnStall = (typeof ON_STALL)[number];
 
-/** The stall-after in force for a job: its own (0 = off), else the plane's default, which CUSTOM jobs do not get. null: off. */
-export function stallAfterOf(job: { type: JobType; stallAfterS: number | null }, planeDefaultS: number): number | null {
-  const s = job.stallAfterS ?? (job.type === 'CUSTOM' ? 0 : planeDefaultS);
+/**
+ * The stall-after in force for a job: its own (0 = off), else its project's, else the plane's
+ * default; CUSTOM jobs get neither default (a service that waits quietly is not hung). null: off.
+ */
+export function stallAfterOf(job: { type: JobType; stallAfterS: number | null }, planeDefaultS: number, projectS: number | null = null): number | null {
+  const s = job.stallAfterS ?? (job.type === 'CUSTOM' ? 0 : (projectS ?? planeDefaultS));
   return s > 0 ? s : null;
+}
+
+/** Where a stall-after comes from, for `gpuctl stall-after`: the project's own, or the plane's default. */
+export function stallAfterLevel(projectS: number | null, planeDefaultS: number): { stallAfterS: number; level: 'project' | 'default' } {
+  return projectS === null ? { stallAfterS: planeDefaultS, level: 'default' } : { stallAfterS: projectS, level: 'project' };
 }
 
 /** What the plane remembers of an attempt between reports. */

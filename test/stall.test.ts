@@ -47,6 +47,11 @@ describe('the stall rule (domain/stall.ts)', () => {
     expect(stallAfterOf({ type: 'TRAIN', stallAfterS: 0 }, 1800)).toBeNull();
     expect(stallAfterOf({ type: 'CUSTOM', stallAfterS: 60 }, 1800)).toBe(60);
     expect(stallAfterOf({ type: 'EVALUATE', stallAfterS: null }, 0)).toBeNull();
+    // A project's own comes between the job's and the plane's, for TRAIN and EVALUATE jobs only.
+    expect(stallAfterOf({ type: 'TRAIN', stallAfterS: null }, 1800, 600)).toBe(600);
+    expect(stallAfterOf({ type: 'TRAIN', stallAfterS: 60 }, 1800, 600)).toBe(60);
+    expect(stallAfterOf({ type: 'TRAIN', stallAfterS: null }, 1800, 0)).toBeNull();
+    expect(stallAfterOf({ type: 'CUSTOM', stallAfterS: null }, 1800, 600)).toBeNull();
   });
 });
 

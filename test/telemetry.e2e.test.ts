@@ -81,6 +81,9 @@ for (let step = 0; step < 9; step++) {
 `,
     );
     const logging = await c.client.submit({ type: 'TRAIN', gpus: 1, stall_after_s: 3, command: `node ${script}` });
+    // A TRAIN job without its own stall-after takes its project's.
+    await c.client.request('PUT', '/projects/quiet/stall-after', { stall_after_s: 3 });
+    const quiet = await c.client.submit({ type: 'TRAIN', gpus: 0, project: 'quiet', command: 'sleep 120' });
     let j: JobDetailJson | null = null;
     await until('the silent job is stalled', async () => (j = await c.client.job(silent.id)).stalled_at !== null, 30_000);
     expect(j!.state).toBe('RUNNING');
@@ -91,6 +94,8 @@ for (let step = 0; step < 9; step++) {
     const listed = (await c.client.jobs({ state: 'RUNNING' })).find((x) => x.id === silent.id)!;
     expect(listed.stalled_at).not.toBeNull();
     await c.client.cancel(silent.id);
+    await until('the quiet project\'s job is stalled', async () => (await c.client.job(quiet.id)).stalled_at !== null, 30_000);
+    await c.client.cancel(quiet.id);
 
     const done = await c.client.waitFor(logging.id, undefined, 60_000);
     expect(done.state).toBe('SUCCEEDED');

@@ -44,7 +44,7 @@ export const telemetryRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, {
             metrics?.pointsIngested.inc(points.length);
           }
         }
-        const after = stallAfterOf({ type: f.type, stallAfterS: f.stallAfterS }, stallAfterS ?? DEFAULT_STALL_AFTER_S);
+        const after = stallAfterOf({ type: f.type, stallAfterS: f.stallAfterS }, stallAfterS ?? DEFAULT_STALL_AFTER_S, f.projectStallAfterS);
         const step = stallStep(f.marks ?? freshMarks(f.startedAt), { nodeId, now, points: f.runId ? (counts.get(f.runId) ?? 0) : 0, logBytes: s.logBytes, busy: cardsBusy(s.gpuIndices, cards) }, after === null ? null : after * 1000);
         const mark = { jobId: f.jobId, attempt: f.attempt, marks: step.marks };
         if (step.change === null) {

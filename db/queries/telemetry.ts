@@ -16,6 +16,8 @@ export interface ReportedAttempt {
   type: JobType;
   runId: string | null;
   stallAfterS: number | null;
+  /** Its project's stall-after; null: none set (or no project). */
+  projectStallAfterS: number | null;
   onStall: OnStall;
   startedAt: number;
   marks: StallMarks | null;
@@ -29,18 +31,19 @@ export interface ReportedAttempt {
 export async function attemptsOnNode(ex: Executor, nodeId: string, named: readonly { jobId: string; attempt: number }[]): Promise<ReportedAttempt[]> {
   if (named.length === 0) return [];
   const list = JSON.stringify(named.map((n) => ({ job_id: n.jobId, attempt: n.attempt })));
-  const rows = await queryRows<{ job_id: string; attempt: number; type: JobType; run_id: string | null; stall_after_s: number | null; on_stall: OnStall; started_ms: number | null; marks: StallMarks | null; stalled_ms: number | null }>(
+  const rows = await queryRows<{ job_id: string; attempt: number; type: JobType; run_id: string | null; stall_after_s: number | null; project_stall_after_s: number | null; on_stall: OnStall; started_ms: number | null; marks: StallMarks | null; stalled_ms: number | null }>(
     ex,
-    sql`select j.id as job_id, a.attempt, j.type, r.id as run_id, j.stall_after_s, j.on_stall,
+    sql`select j.id as job_id, a.attempt, j.type, r.id as run_id, j.stall_after_s, p.stall_after_s as project_stall_after_s, j.on_stall,
                (extract(epoch from coalesce(a.started_at, j.started_at, now())) * 1000)::float8 as started_ms,
                a.stall_marks as marks, (extract(epoch from a.stalled_at) * 1000)::float8 as stalled_ms
         from jsonb_to_recordset(${list}::jsonb) as n(job_id text, attempt int)
         join jobs j on j.id = n.job_id and j.attempt = n.attempt and j.state = 'RUNNING'
         join job_attempts a on a.job_id = j.id and a.attempt = j.attempt
         left join runs r on r.job_id = j.id and r.attempt = j.attempt
+        left join projects p on p.id = j.project_id
         where a.node_id = ${nodeId} or exists (select 1 from jsonb_array_elements(coalesce(a.members, '[]'::jsonb)) m where m->>'node_id' = ${nodeId})`,
   );
-  return rows.map((r) => ({ jobId: r.job_id, attempt: r.attempt, type: r.type, runId: r.run_id, stallAfterS: r.stall_after_s, onStall: r.on_stall, startedAt: r.started_ms ?? Date.now(), marks: r.marks, stalledAt: r.stalled_ms }));
+  return rows.map((r) => ({ jobId: r.job_id, attempt: r.attempt, type: r.type, runId: r.run_id, stallAfterS: r.stall_after_s, projectStallAfterS: r.project_stall_after_s, onStall: r.on_stall, startedAt: r.started_ms ?? Date.now(), marks: r.marks, stalledAt: r.stalled_ms }));
 }
 
 /** Each run's own metric points so far (its `system/…` ones, the agent's, left out): a count that grows while it logs. */
