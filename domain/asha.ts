@@ -15,13 +15,21 @@
  * rung it fails. The state is a plain object the sweep workflow keeps; every function returns a
  * new one, and a report seen twice changes nothing.
  */
-export type AshaGoal = 'minimize' | 'maximize';
+import type { SweepGoal, SweepSpec } from './sweep-spec.ts';
+
+export type AshaGoal = SweepGoal;
 
 export interface AshaSettings {
   minSteps: number;
   maxSteps: number;
   reductionFactor: number;
   goal: AshaGoal;
+}
+
+/** An asha sweep's settings: its `asha` block and its metric's goal (validateSweepSpec makes sure it has both). */
+export function ashaSettings(spec: SweepSpec): AshaSettings {
+  if (spec.method !== 'asha' || !spec.asha || !spec.metric) throw new Error(`not an asha sweep with asha and metric set (method ${spec.method})`);
+  return { minSteps: spec.asha.min_steps, maxSteps: spec.asha.max_steps, reductionFactor: spec.asha.reduction_factor, goal: spec.metric.goal };
 }
 
 export interface RungEntry {

@@ -6,7 +6,7 @@
  * trials to max_steps.
  */
 import { describe, expect, it } from 'vitest';
-import { ashaBestTrial, ashaReport, emptyAshaState, type AshaSettings } from '../domain/asha.ts';
+import { ashaBestTrial, ashaReport, ashaSettings, emptyAshaState, type AshaSettings } from '../domain/asha.ts';
 import { sweepPoints } from '../domain/sweep-search.ts';
 import { validateSweepSpec } from '../domain/sweep-spec.ts';
 
@@ -40,7 +40,8 @@ function simulate(seed: number): { result: SimResult; lrs: number[]; settings: A
     asha: { min_steps: 10, max_steps: 810, reduction_factor: 3 },
   });
   const lrs = sweepPoints(spec).map((p) => p.lr as number);
-  const settings: AshaSettings = { minSteps: 10, maxSteps: 810, reductionFactor: 3, goal: 'minimize' };
+  const settings: AshaSettings = ashaSettings(spec);
+  expect(settings).toEqual({ minSteps: 10, maxSteps: 810, reductionFactor: 3, goal: 'minimize' });
   let state = emptyAshaState(settings);
   // Each worker: the trial it runs and the step it is at.
   const workers: { trial: number; step: number }[] = [];

@@ -4,7 +4,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ashaBestTrial, ashaNextPromotion, ashaReport, ashaRungSteps, ashaStopReason, ashaTopTrials, emptyAshaState, type AshaDecision, type AshaSettings, type AshaState } from '../domain/asha.ts';
+import { ashaBestTrial, ashaNextPromotion, ashaReport, ashaRungSteps, ashaSettings, ashaStopReason, ashaTopTrials, emptyAshaState, type AshaDecision, type AshaSettings, type AshaState } from '../domain/asha.ts';
+import { validateSweepSpec } from '../domain/sweep-spec.ts';
 
 const MIN: AshaSettings = { minSteps: 1, maxSteps: 27, reductionFactor: 3, goal: 'minimize' };
 const MAX: AshaSettings = { ...MIN, goal: 'maximize' };
@@ -41,6 +42,12 @@ describe('the rungs', () => {
     expect(ashaRungSteps(MIN)).toEqual([1, 3, 9, 27]);
     expect(ashaRungSteps({ ...MIN, minSteps: 10, maxSteps: 100 })).toEqual([10, 30, 90, 100]);
     expect(ashaRungSteps({ ...MIN, minSteps: 2, maxSteps: 10, reductionFactor: 2 })).toEqual([2, 4, 8, 10]);
+  });
+
+  it('come from an asha sweep only', () => {
+    const spec = validateSweepSpec({ command: 'x', method: 'asha', max_trials: 9, metric: { name: 'acc', goal: 'maximize' }, parameters: { lr: { values: [1, 2] } }, asha: { min_steps: 1, max_steps: 27, reduction_factor: 3 } });
+    expect(ashaSettings(spec)).toEqual(MAX);
+    expect(() => ashaSettings({ ...spec, method: 'random', asha: undefined })).toThrow('not an asha sweep with asha and metric set (method random)');
   });
 });
 
