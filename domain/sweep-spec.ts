@@ -68,6 +68,8 @@ export function sweepTrialCount(spec: SweepSpec): number {
 const TOP_FIELDS = ['project', 'experiment', 'command', 'workdir', 'gpus', 'nodes', 'gpus_per_node', 'env', 'watch', 'eval', 'metric', 'method', 'max_trials', 'max_concurrent', 'parameters', 'asha', 'seed', 'retry_failed'];
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+/** Names that would set an object's prototype, not a key, where a caller copies with Object.assign or `obj[name] =`. */
+const RESERVED = ['__proto__', 'constructor', 'prototype'];
 
 /**
  * parseSweepSpec reads a sweep file's text as JSON or YAML and validates it (validateSweepSpec).
@@ -111,6 +113,7 @@ export function validateSweepSpec(value: unknown): SweepSpec {
   if (Object.keys(params).length === 0) fail('parameters', 'give at least one parameter');
   for (const [name, p] of Object.entries(params)) {
     if (!PARAM_NAME.test(name)) fail(`parameters.${name}`, 'a name is a letter or _, then letters, digits, _, . or -');
+    if (RESERVED.includes(name)) fail(`parameters.${name}`, 'a name JavaScript objects reserve');
     spec.parameters[name] = parameter(p, `parameters.${name}`);
   }
   if (o.asha !== undefined) spec.asha = asha(o.asha);
@@ -186,7 +189,7 @@ function metric(value: unknown): { name: string; goal: SweepGoal } {
 function env(value: unknown): Record<string, string> {
   const e = object(value, 'env');
   for (const [k, v] of Object.entries(e)) {
-    if (!ENV_NAME.test(k)) fail(`env.${k}`, 'not an environment variable name');
+    if (!ENV_NAME.test(k) || RESERVED.includes(k)) fail(`env.${k}`, 'not an environment variable name');
     if (typeof v !== 'string') fail(`env.${k}`, 'must be a string (quote numbers in YAML)');
   }
   return e as Record<string, string>;

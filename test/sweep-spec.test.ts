@@ -145,6 +145,11 @@ describe('validateSweepSpec names the field', () => {
     });
   }
 
+  it('refuses a __proto__ parameter or variable that JSON.parse makes an own key', () => {
+    expect(errorOf(JSON.parse('{"command": "x", "method": "grid", "parameters": {"__proto__": {"values": [1]}}}'))).toBe('parameters.__proto__: a name JavaScript objects reserve');
+    expect(errorOf({ ...base(), env: JSON.parse('{"__proto__": "x"}') })).toBe('env.__proto__: not an environment variable name');
+  });
+
   it('carries the field on the error, for the API to report', () => {
     try {
       validateSweepSpec({ ...base(), parameters: { lr: { min: 1, max: 0, distribution: 'uniform' } } });
