@@ -170,7 +170,7 @@ describe('ASHA (property)', () => {
           state = next;
         }
       }),
-      { numRuns: 400 },
+      { numRuns: 250 },
     );
   });
 });
