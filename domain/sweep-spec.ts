@@ -2,8 +2,8 @@
  * A sweep file (docs/sweeps.md): what every trial runs, the parameters searched, and how.
  * `validateSweepSpec` checks a parsed file, shape and meaning both, and names the field of the
  * first thing wrong (`parameters.lr.min: must be below max`), so nothing is created from a file
- * with a mistake in it. domain/ takes no packages: the API's TypeBox schema for the same shape is
- * built from the unions here, and YAML text is read by a parser the caller hands in.
+ * with a mistake in it. domain/ takes no packages (.dependency-cruiser.cjs): the API's TypeBox schema, still to come, is to
+ * build its unions from the constants here, and YAML text is read by a parser the caller hands in.
  */
 export const SWEEP_METHODS = ['grid', 'random', 'asha'] as const;
 export type SweepMethod = (typeof SWEEP_METHODS)[number];
