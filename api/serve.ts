@@ -27,6 +27,7 @@ export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, lo
       fairShareHalfLifeMs: c.fairShareHalfLifeMs,
       preemptGraceS: c.preemptGraceS,
       artifactsDir: c.artifactsDir,
+      webhookAllowPrivate: c.webhookAllowPrivate,
       auth: { adminTokens: c.adminToken ? [c.adminToken] : [] },
       guards: { allowedHosts: [...c.allowedHosts, c.apiHost, ...apiUrlHost], allowedOrigins: c.allowedOrigins, rateLimitPerMinute: c.rateLimitPerMinute },
       ...extra,
