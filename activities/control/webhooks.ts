@@ -75,7 +75,7 @@ export function webhookActivities({ deps }: ControlContext) {
         why = (err as Error).message;
       }
       if (why !== null) {
-        const message = `event ${e.id} (${name}), try ${Context.current().info.attempt}: ${why}`;
+        const message = `${why} (event ${e.id}, ${name}, try ${Context.current().info.attempt})`;
         await markWebhookFailed(db, hook.id, message, new Date());
         throw ApplicationFailure.create({ type: WEBHOOK_UNDELIVERED, message });
       }
