@@ -18,7 +18,7 @@ export class EventTail {
   private settled: number | null = null;
   private gap: { id: number; since: number } | null = null;
   private running: Promise<number> | null = null;
-  private readonly waiters = new Set<() => void>();
+  private readonly waiters = new Map<() => void, number>();
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -33,8 +33,8 @@ export class EventTail {
     return this.running;
   }
 
-  /** Resolves when the settled id has moved, or after `timeoutMs`, or when `signal` aborts. */
-  changed(timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  /** Resolves once the settled id is above `since`, or after `timeoutMs`, or when `signal` aborts. */
+  changed(since: number, timeoutMs: number, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       const done = () => {
         clearTimeout(t);
@@ -45,7 +45,7 @@ export class EventTail {
       };
       const t = setTimeout(done, timeoutMs);
       signal?.addEventListener('abort', done);
-      this.waiters.add(done);
+      this.waiters.set(done, since);
       this.start();
     });
   }
@@ -53,10 +53,10 @@ export class EventTail {
   private start(): void {
     if (this.timer) return;
     this.timer = setInterval(() => {
-      const before = this.settled;
       this.settledId()
+        // Each waiter by the id it saw: another caller may have moved the tail since.
         .then((now) => {
-          if (now !== before) for (const w of [...this.waiters]) w();
+          for (const [w, since] of [...this.waiters]) if (now > since) w();
         })
         .catch(() => undefined); // the database away: the next tick tries again
     }, this.pollMs);

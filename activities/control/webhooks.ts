@@ -47,7 +47,7 @@ export function webhookActivities({ deps }: ControlContext) {
         }
         const left = deadline - Date.now();
         if (left <= 0 || ctx.cancellationSignal.aborted) return { gone: false, eventIds: [] };
-        await tail.changed(Math.min(left, 5000), ctx.cancellationSignal);
+        await tail.changed(upTo, Math.min(left, 5000), ctx.cancellationSignal);
       }
     },
 
