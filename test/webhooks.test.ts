@@ -1,5 +1,11 @@
 import { createHmac } from 'node:crypto';
+import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { noteBestCheckpoint } from '../db/queries/best-changed.ts';
+import { insertEvaluation, settleEvaluation } from '../db/queries/evaluations.ts';
+import { insertJob } from '../db/queries/jobs.ts';
+import { ensureProject } from '../db/queries/projects.ts';
+import { checkpoints, events, runs } from '../db/schema.ts';
 import { bodyOf, payloadOf, privatePolicyOf, webhookEventOf, type SourceEvent } from '../domain/webhooks.ts';
 import { parseWebhookUrl, refusedAddress, signatureOf } from '../runtime/webhook-send.ts';
 import { newToken } from '../runtime/tokens.ts';
@@ -113,5 +119,49 @@ describe('/api/v1/webhooks', () => {
     expect((await call('DELETE', `/webhooks/${made.json().id}`, undefined, viewer)).statusCode).toBe(403);
     expect((await call('DELETE', `/webhooks/${made.json().id}`, undefined, member)).statusCode).toBe(204);
     expect((await call('DELETE', `/webhooks/${made.json().id}`)).statusCode).toBe(404);
+  });
+});
+
+/** The two events webhooks added to the table: checkpoint.best_changed and evaluation.finished. */
+describe('events of checkpoints and evaluations', () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp('webhook-events', { temporal: false });
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("adds checkpoint.best_changed only when a run's best changes, and evaluation.finished when an evaluation ends", async () => {
+    const db = t.database.db;
+    const projectId = await ensureProject(db, 'alpha');
+    await db.insert(runs).values({ id: 'run-1', projectId, source: 'sdk', status: 'running' });
+    const ck = (id: string, step: number, loss: number) => ({ id, runId: 'run-1', step, uri: `/c/${id}`, fingerprint: id, sizeBytes: 1, trainMetrics: { 'eval/loss': loss } });
+    const bestEvents = () => db.select({ data: events.data }).from(events).where(and(eq(events.runId, 'run-1'), eq(events.kind, 'checkpoint.best_changed'))).orderBy(asc(events.id));
+
+    await db.insert(checkpoints).values(ck('c1', 10, 0.9));
+    expect(await noteBestCheckpoint(db, 'run-1', new Date())).toBe('c1');
+    await db.insert(checkpoints).values(ck('c2', 20, 0.95));
+    expect(await noteBestCheckpoint(db, 'run-1', new Date())).toBeNull();
+    await db.insert(checkpoints).values(ck('c3', 30, 0.5));
+    expect(await noteBestCheckpoint(db, 'run-1', new Date())).toBe('c3');
+    expect((await bestEvents()).map((e) => e.data)).toEqual([
+      expect.objectContaining({ checkpoint_id: 'c1', previous_checkpoint_id: null, metric: 'eval/loss', value: 0.9, fallback: true }),
+      expect.objectContaining({ checkpoint_id: 'c3', previous_checkpoint_id: 'c1', value: 0.5 }),
+    ]);
+
+    // An evaluation of c2 that beats the training-time values: best moves to it, after the evaluation's own event.
+    await insertJob(db, { id: 'job-ev', type: 'EVALUATE', state: 'RUNNING', gpus: 0, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {}, checkpointId: 'c2', projectId });
+    await insertEvaluation(db, { id: 'ev-1', checkpointId: 'c2', jobId: 'job-ev' });
+    await settleEvaluation(db, 'job-ev', { status: 'succeeded', metrics: { 'eval/loss': 0.1 }, at: new Date() });
+    const tail = await db.select({ kind: events.kind, data: events.data }).from(events).orderBy(asc(events.id));
+    expect(tail.slice(-2)).toEqual([
+      { kind: 'evaluation.finished', data: expect.objectContaining({ evaluation_id: 'ev-1', checkpoint_id: 'c2', status: 'succeeded', metrics: { 'eval/loss': 0.1 } }) },
+      { kind: 'checkpoint.best_changed', data: expect.objectContaining({ checkpoint_id: 'c2', previous_checkpoint_id: 'c3', fallback: false }) },
+    ]);
+    // Back to the queue (a LOST attempt) is no end.
+    const before = tail.length;
+    await settleEvaluation(db, 'job-ev', { status: 'pending', at: new Date() });
+    expect(await db.select().from(events)).toHaveLength(before);
   });
 });
