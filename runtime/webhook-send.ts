@@ -94,7 +94,8 @@ export async function checkWebhookTarget(raw: string, policy: PrivateAddressPoli
   }
   for (const a of addresses) {
     const why = refusedAddress(a, policy);
-    if (why) throw new WebhookTargetError(`${u.host}: ${why}`);
+    // A name says what it resolved to; an address literal is named by the reason itself.
+    if (why) throw new WebhookTargetError(net.isIP(host) ? why : `${host} resolves to ${why}`);
   }
   return u;
 }
