@@ -51,6 +51,6 @@ export async function webhookWorkflow(input: WebhookWorkflowInput): Promise<void
       }
       steps++;
     }
-    if (steps >= ACTIVITIES_PER_RUN || workflowInfo().continueAsNewSuggested) await continueAsNew<typeof webhookWorkflow>(input);
+    if (steps >= (input.stepsPerRun ?? ACTIVITIES_PER_RUN) || workflowInfo().continueAsNewSuggested) await continueAsNew<typeof webhookWorkflow>(input);
   }
 }
