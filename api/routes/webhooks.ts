@@ -12,7 +12,6 @@ import { startWebhookWorkflow, stopWebhookWorkflow } from '../../temporal/webhoo
 import { allows } from '../auth.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { describe } from '../principal.ts';
 import { IdParams, NotFound } from '../schemas/common.ts';
 import { CreatedWebhookSchema, CreateWebhookBody, WebhookListSchema, WebhookTestSchema } from '../schemas/webhooks.ts';
 
@@ -59,7 +58,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { d
       const b = req.body;
       const url = (await checked(b.url)).toString();
       const secret = b.secret ?? randomBytes(32).toString('hex');
-      const by = req.principal ? describe(req.principal) : 'an unauthenticated app';
+      const p = req.principal;
+      const by = p && 'name' in p ? p.name : 'anonymous';
       const id = newId('whk');
       await db.transaction(async (tx) => {
         const projectId = b.project ? await ensureProject(tx, b.project) : null;

@@ -12,6 +12,9 @@ import type { WebhookDeliveryDeps } from '../../activities/control/context.ts';
 import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
 import { reconcileClosedJobWorkflows, reconcileMissingJobWorkflows } from './reconcile.ts';
 
+/** How often the control worker makes sure every webhook has its delivery workflow running. */
+const WEBHOOK_CHECK_MS = 60_000;
+
 export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 /**
  * Bundled with the workflows (never the activities'): a signal whose payload cannot be decoded
@@ -71,14 +74,19 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
   });
   const run = worker.run();
   let lastScan = new Date(Date.now() - 7 * 24 * 3600_000);
+  let webhooksChecked = 0;
   const reconcile = async () => {
     const started = new Date();
     // Brings the scheduler back if it was terminated or cancelled in the Temporal UI.
     await wakeScheduler(o.client);
     await reconcileClosedJobWorkflows(o.db, o.client, o.timeouts, new Date(lastScan.getTime() - 60_000));
     lastScan = started;
-    // One start call a webhook, answered at once for a running workflow: cheap at this pace.
-    await ensureWebhookWorkflows(o.db, o.client);
+    // One start call a webhook (answered at once for a running one), so once a minute, not every pass:
+    // the API starts each webhook's workflow; this catches one it could not start, or one terminated in the UI.
+    if (Date.now() - webhooksChecked >= WEBHOOK_CHECK_MS) {
+      await ensureWebhookWorkflows(o.db, o.client);
+      webhooksChecked = Date.now();
+    }
   };
   // A namespace registered a moment ago takes a few seconds to be served everywhere.
   await retryFor(30_000, async () => {
