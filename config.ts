@@ -5,6 +5,8 @@ import { DEFAULT_RETRY_RETENTION_S } from './domain/job-retry.ts';
 import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
 import { DEFAULT_QUARANTINE, type QuarantineRule } from './domain/quarantine.ts';
 import { DEFAULT_PREEMPT_GRACE_S } from './domain/preemption.ts';
+import { DEFAULT_STALL_AFTER_S } from './domain/stall.ts';
+import { DEFAULT_TELEMETRY_S } from './domain/telemetry.ts';
 import { DEFAULT_WEBHOOK_RETRY, privatePolicyOf, type PrivateAddressPolicy, type WebhookRetry } from './domain/webhooks.ts';
 
 /** Everything GPUPlane reads from the environment, with its default, in one place. */
@@ -49,6 +51,12 @@ export interface GpuplaneConfig {
   allowedOrigins: string[];
   /** Requests a minute per token (GPUPLANE_RATE_LIMIT, 6000; 0 turns it off). */
   rateLimitPerMinute: number;
+  /** Default stall-after of TRAIN and EVALUATE jobs, in seconds (GPUPLANE_STALL_AFTER_S, 1800; 0: off; domain/stall.ts). */
+  stallAfterS: number;
+  /** Seconds between an agent's telemetry reports (GPUPLANE_TELEMETRY_S, 10; 0: off; activities/gpu-host/telemetry.ts). */
+  telemetryS: number;
+  /** HOST:PORT where a worker process (control worker, agent, gpuctl up) serves the Temporal SDK's metrics and the scheduling pass's for Prometheus (GPUPLANE_WORKER_METRICS_ADDR; unset: none). */
+  workerMetricsAddr: string | undefined;
   /** Where the API keeps MLflow's artifacts (GPUPLANE_ARTIFACTS_DIR, default <home>/artifacts; api/mlflow/artifacts.ts). */
   artifactsDir: string;
   /**
@@ -116,6 +124,9 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     rateLimitPerMinute: overrides.rateLimitPerMinute ?? intFromEnv('GPUPLANE_RATE_LIMIT', 6000),
+    stallAfterS: overrides.stallAfterS ?? intFromEnv('GPUPLANE_STALL_AFTER_S', DEFAULT_STALL_AFTER_S),
+    telemetryS: overrides.telemetryS ?? intFromEnv('GPUPLANE_TELEMETRY_S', DEFAULT_TELEMETRY_S),
+    workerMetricsAddr: overrides.workerMetricsAddr ?? (process.env.GPUPLANE_WORKER_METRICS_ADDR || undefined),
     artifactsDir: overrides.artifactsDir ?? (process.env.GPUPLANE_ARTIFACTS_DIR || path.join(home, 'artifacts')),
     webhookAllowPrivate: overrides.webhookAllowPrivate ?? privatePolicyOf(process.env.GPUPLANE_WEBHOOK_ALLOW_PRIVATE),
     webhookRetry: overrides.webhookRetry ?? {

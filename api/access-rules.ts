@@ -43,6 +43,8 @@ export interface Rule {
   everyone?: boolean;
   /** The project is named in the body: checked once the body is parsed and validated. */
   fromBody?: boolean;
+  /** A node token may call it for its own node (the node id is `nodeSelf`). */
+  nodeSelf?: (req: { params: Params }) => string;
   /** A node token may call it for attempts dispatched to its node. */
   nodeAttempt?: (req: { params: Params; query: Query }) => { jobId: string; attempt: number | null };
 }
@@ -87,6 +89,8 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/nodes/:id': { access: 'any' },
   'POST /api/v1/nodes/:id/drain': { access: 'admin' },
   'POST /api/v1/nodes/:id/resume': { access: 'admin' },
+  // A node's telemetry: its agent's report, with its node token (an admin's too).
+  'POST /api/v1/nodes/:id/telemetry': { access: 'admin', nodeSelf: (r) => r.params.id },
   'POST /api/v1/tokens': { access: 'admin' },
   'GET /api/v1/tokens': { access: 'admin' },
   'PUT /api/v1/projects/:project/quota': { access: 'admin' },
@@ -124,6 +128,9 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/metrics/compare': { access: 'read', project: byRuns },
 
   'GET /api/v1/primary-metric': { access: 'read', project: byQueryProject },
+  'GET /api/v1/projects/:project/stall-after': { access: 'read', project: byParam },
+  'PUT /api/v1/projects/:project/stall-after': { access: 'write', project: byParam },
+  'DELETE /api/v1/projects/:project/stall-after': { access: 'write', project: byParam },
   'PUT /api/v1/projects/:project/primary-metric': { access: 'write', project: byParam },
   'DELETE /api/v1/projects/:project/primary-metric': { access: 'write', project: byParam },
   'PUT /api/v1/projects/:project/experiments/:experiment/primary-metric': { access: 'write', project: byParam },

@@ -18,6 +18,8 @@ import { checkpointRoutes } from './routes/checkpoints.ts';
 import { evaluationRoutes } from './routes/evaluations.ts';
 import { logRoutes } from './routes/logs.ts';
 import { nodeRoutes } from './routes/nodes.ts';
+import { telemetryRoutes } from './routes/telemetry.ts';
+import { stallAfterRoutes } from './routes/stall-after.ts';
 import { projectRoutes } from './routes/projects.ts';
 import { runRoutes } from './routes/runs.ts';
 import { runEventRoutes } from './routes/run-events.ts';
@@ -82,6 +84,8 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
       await api.register(jobRoutes, deps);
       await api.register(jobCountRoutes, deps);
       await api.register(nodeRoutes, deps);
+      await api.register(telemetryRoutes, deps);
+      await api.register(stallAfterRoutes, deps);
       await api.register(runRoutes, deps);
       await api.register(runEventRoutes, deps);
       await api.register(projectRoutes, deps);

@@ -93,6 +93,10 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
       throw forbidden(`${describe(p)} may only write its own run`);
     }
     if (p.kind === 'node') {
+      if (rule.nodeSelf) {
+        if (rule.nodeSelf({ params }) === p.nodeId) return;
+        throw forbidden(`${describe(p)} may only report for node ${p.nodeId}`);
+      }
       if (rule.nodeAttempt) {
         const { jobId, attempt } = rule.nodeAttempt({ params, query });
         const nodes = await attemptNodeIds(db, jobId, attempt !== null && Number.isInteger(attempt) ? attempt : null);

@@ -23,6 +23,8 @@ export interface ApiDeps {
   fairShareHalfLifeMs?: number;
   /** The default preemption grace in seconds (drain --preempt uses it; null: preemption off, then 30 s for a drain). */
   preemptGraceS?: number | null;
+  /** GPUPLANE_STALL_AFTER_S: the default stall-after of TRAIN and EVALUATE jobs (domain/stall.ts; 1800 when absent, 0: off). */
+  stallAfterS?: number;
   /** Where MLflow's artifacts are kept (GPUPLANE_ARTIFACTS_DIR; api/mlflow/artifacts.ts); absent: they are not served. */
   artifactsDir?: string;
   /** Host/Origin and rate-limit settings (api/guards.ts). */

@@ -8,6 +8,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { Db } from '../db/client.ts';
 import { gpuCardCountsByNode, jobCountsByStateProject, lastTransitionId, nodeCountsByStatus, oldestQueuedByProject, transitionsAfter, type CardMetricState, type NodeMetricStatus } from '../db/queries/plane-metrics.ts';
 import { JOB_STATES, type JobState } from '../domain/job-states.ts';
+import type { CardSample } from '../domain/telemetry.ts';
 
 const NODE_STATUSES: readonly NodeMetricStatus[] = ['online', 'draining', 'offline'];
 const CARD_STATES: readonly CardMetricState[] = ['free', 'owned', 'offline', 'draining'];
@@ -40,6 +41,11 @@ export class PlaneMetrics {
   private readonly queueWait: Histogram<'project'>;
   private readonly oldestQueued: Gauge<'project'>;
   private readonly attempts: Counter<'outcome'>;
+  private readonly gpuUtilization: Gauge<'node' | 'card'>;
+  private readonly gpuMemoryUsed: Gauge<'node' | 'card'>;
+  private readonly gpuOwned: Gauge<'node' | 'card'>;
+  /** Each node's cards as its last telemetry report gave them (and which its attempts own), and until when that report counts (three of its intervals). */
+  private readonly cardSamples = new Map<string, { cards: readonly CardSample[]; owned: ReadonlySet<number>; until: number }>();
   /** The newest job transition counted; null until the first scrape, which starts from the newest there is. */
   private cursor: number | null = null;
   /**
@@ -79,7 +85,15 @@ export class PlaneMetrics {
     this.oldestQueued = new Gauge({ name: 'gpuplane_queue_oldest_wait_seconds', help: 'How long the longest-waiting QUEUED job of each project has waited so far (projects with none queued are absent)', labelNames: ['project'], registers: [own] });
     this.attempts = new Counter({ name: 'gpuplane_attempts_total', help: 'Dispatched attempts that ended, by outcome (the state they ended in), counted from the job history since this API process started', labelNames: ['outcome'], registers: [own] });
     for (const outcome of OUTCOMES) this.attempts.inc({ outcome }, 0);
+    this.gpuUtilization = new Gauge({ name: 'gpuplane_gpu_utilization_ratio', help: "A card's utilization (0-1), the highest its agent saw over its last telemetry interval (GPUPLANE_TELEMETRY_S); absent once the node stops reporting", labelNames: ['node', 'card'], registers: [own] });
+    this.gpuOwned = new Gauge({ name: 'gpuplane_gpu_owned', help: "1 while a job's attempt runs on the card, 0 while it is free, from its agent's last telemetry report (the idle-card alert joins it)", labelNames: ['node', 'card'], registers: [own] });
+    this.gpuMemoryUsed = new Gauge({ name: 'gpuplane_gpu_memory_used_bytes', help: "A card's memory in use, from its agent's last telemetry report", labelNames: ['node', 'card'], registers: [own] });
     this.registry = Registry.merge([processMetrics(), own]);
+  }
+
+  /** A node's telemetry report (api/routes/telemetry.ts): its cards' gauges until three of its intervals pass without another. */
+  cardTelemetry(nodeId: string, cards: readonly CardSample[], owned: ReadonlySet<number>, now: number, intervalS: number): void {
+    this.cardSamples.set(nodeId, { cards, owned, until: now + 3 * intervalS * 1000 });
   }
 
   /** Reads what the database knows into the gauges and counters; concurrent scrapes share one read. */
@@ -107,6 +121,21 @@ export class PlaneMetrics {
     for (const r of nodes) this.nodes.set({ status: r.status }, r.n);
     this.oldestQueued.reset();
     for (const r of oldest) this.oldestQueued.set({ project: r.project }, r.waitedS);
+    this.gpuUtilization.reset();
+    this.gpuMemoryUsed.reset();
+    this.gpuOwned.reset();
+    const now = Date.now();
+    for (const [node, t] of this.cardSamples) {
+      if (t.until < now) {
+        this.cardSamples.delete(node);
+        continue;
+      }
+      for (const c of t.cards) {
+        this.gpuUtilization.set({ node, card: String(c.index) }, c.utilization / 100);
+        this.gpuMemoryUsed.set({ node, card: String(c.index) }, c.memoryUsedMb * 1048576);
+        this.gpuOwned.set({ node, card: String(c.index) }, t.owned.has(c.index) ? 1 : 0);
+      }
+    }
     this.cards.reset();
     for (const node of new Set(cards.map((r) => r.node))) for (const state of CARD_STATES) this.cards.set({ node, state }, 0);
     for (const r of cards) this.cards.set({ node: r.node, state: r.state }, r.n);

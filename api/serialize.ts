@@ -9,7 +9,8 @@ function membersJson(ms: GangMemberRow[]) {
   return ms.map((m, rank) => ({ rank, node_id: m.node_id, gpu_indices: m.gpu_indices, ...(m.pid ? { pid: m.pid, log_path: m.log_path ?? null, started_at: m.started_at ?? null } : {}) }));
 }
 
-export function jobJson(j: Job) {
+/** `stalledAt`: when its running attempt was found stalled (domain/stall.ts), or null. */
+export function jobJson(j: Job, stalledAt: Date | null = null) {
   return {
     id: j.id,
     type: j.type,
@@ -31,6 +32,9 @@ export function jobJson(j: Job) {
     lost_count: j.lostCount,
     preemptible: j.preemptible,
     preempt_grace_s: j.preemptGraceS,
+    stall_after_s: j.stallAfterS,
+    on_stall: j.onStall,
+    stalled_at: j.state === 'RUNNING' ? iso(stalledAt) : null,
     watch_dir: j.watchDir,
     resume_from: j.resumeFrom,
     eval_policy: j.evalPolicy,
@@ -64,6 +68,7 @@ export function attemptJson(a: JobAttempt, prev?: JobAttempt) {
     exit_code: a.exitCode,
     signal: a.signal,
     reason: a.reason,
+    stalled_at: iso(a.stalledAt),
     started_at: iso(a.startedAt),
     ended_at: iso(a.endedAt),
   };

@@ -26,6 +26,7 @@ export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, lo
       backfillHoldMs: c.backfillHoldMs,
       fairShareHalfLifeMs: c.fairShareHalfLifeMs,
       preemptGraceS: c.preemptGraceS,
+      stallAfterS: c.stallAfterS,
       artifactsDir: c.artifactsDir,
       webhookAllowPrivate: c.webhookAllowPrivate,
       auth: { adminTokens: c.adminToken ? [c.adminToken] : [] },

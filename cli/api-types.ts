@@ -9,7 +9,7 @@ import type { EvaluationSchema, StartEvaluationBody } from '../api/schemas/evalu
 import type { JobDetailSchema, JobSchema, RetryBody, SubmitJobBody } from '../api/schemas/jobs.ts';
 import type { LogRefSchema } from '../api/schemas/logs.ts';
 import type { NodeSchema } from '../api/schemas/nodes.ts';
-import type { ResolvedMetricSchema as PrimaryMetricSchema, RetentionSchema } from '../api/schemas/projects.ts';
+import type { ResolvedMetricSchema as PrimaryMetricSchema, RetentionSchema, StallAfterSchema } from '../api/schemas/projects.ts';
 import type { CreateRunBody, EventSchema, MetricsWritten, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../api/schemas/runs.ts';
 import type { QuotaLineSchema, QuotaListSchema } from '../api/schemas/quotas.ts';
 import type { CreatedTokenSchema, TokenSchema, WhoAmISchema } from '../api/schemas/tokens.ts';
@@ -47,6 +47,7 @@ export type WhoAmIJson = Static<typeof WhoAmISchema>;
 
 export type QuotaLineJson = Static<typeof QuotaLineSchema>;
 export type QuotaListJson = Static<typeof QuotaListSchema>;
+export type StallAfterJson = Static<typeof StallAfterSchema>;
 
 export type { CreateWebhookBody } from '../api/schemas/webhooks.ts';
 import type { CreatedWebhookSchema, WebhookListSchema, WebhookSchema, WebhookTestSchema } from '../api/schemas/webhooks.ts';

@@ -10,6 +10,17 @@ export function intArg(name: string, min: number, max?: number) {
     return n;
   };
 }
+/** A span of time in seconds: `90`, `90s`, `30m`, `2h`, `1d`; 0 or `off` is 0. */
+export function durationArg(name: string, maxS: number) {
+  return (v: string) => {
+    if (v === 'off') return 0;
+    const m = /^(\d+)(s|m|h|d)?$/.exec(v);
+    const n = m ? Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86_400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'] : NaN;
+    if (!(n >= 0 && n <= maxS)) throw new InvalidArgumentError(`${name} must be a duration like 90s, 30m or 2h (at most ${maxS / 86_400} days), or off`);
+    return n;
+  };
+}
+
 /** How a `--param`/`--set` value is read, said once for the help text and docs/cli.md. */
 export const PARAM_VALUE_RULE = 'numbers (3, -0.5, 3e-4), true, false and null are typed; {…}, […] and "…" are read as JSON; anything else is a string';
 

@@ -8,6 +8,7 @@ import { registerLogCommands } from './commands/logs.ts';
 import { registerMcpCommand } from './commands/mcp.ts';
 import { registerNodeCommand } from './commands/nodes.ts';
 import { registerPrimaryMetricCommand } from './commands/primary-metric.ts';
+import { registerStallAfterCommand } from './commands/stall-after.ts';
 import { registerProcessCommands } from './commands/processes.ts';
 import { registerQuotaCommands } from './commands/quota.ts';
 import { registerRetentionCommand } from './commands/retention.ts';
@@ -41,6 +42,7 @@ export function buildProgram(): Command {
   registerLogCommands(program);
   registerImportCommand(program);
   registerPrimaryMetricCommand(program);
+  registerStallAfterCommand(program);
   registerRetentionCommand(program);
   registerQuotaCommands(program);
   registerTokenCommands(program);

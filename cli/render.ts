@@ -22,7 +22,8 @@ export function renderJobs(jobs: JobJson[], now = Date.now()): string {
     jobs.map((j) => [
       j.id,
       j.type,
-      j.state,
+      // A stalled job is RUNNING all the same: the badge says it may be hung.
+      j.stalled_at ? `${j.state} (stalled)` : j.state,
       j.project ?? '',
       j.attempt,
       j.nodes > 1 ? `${j.nodes}×${j.gpus}` : j.gpus,
@@ -57,7 +58,7 @@ export function renderJob(j: JobDetailJson): string {
   const block = keyValues([
     ['id', j.id],
     ['type', j.type],
-    ['state', j.state],
+    ['state', j.stalled_at ? `${j.state}, stalled since ${j.stalled_at} (no metric, no log output, cards idle)` : j.state],
     ['attempt', j.attempt],
     ['command', shellJoin(j.command)],
     ['working_dir', j.working_dir],

@@ -136,7 +136,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   const database = await openConfiguredDatabase(c, true);
   log(`database: ${database.kind === 'pglite' ? `PGlite in ${path.join(c.home, 'pglite')}` : 'PostgreSQL (DATABASE_URL)'}`);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
-  const connection = await connectWorker(c.temporalAddress, logger);
+  const connection = await connectWorker(c.temporalAddress, logger, c.workerMetricsAddr);
   const control = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   const adminToken = await announceAdminToken(c, database.db, log);
   const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: uiProxy?.url ?? f.temporalUiUrl ?? null });

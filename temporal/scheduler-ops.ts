@@ -82,7 +82,7 @@ export async function sendPreemptions(client: Client, orders: readonly PreemptOr
     orders.map((o) =>
       client.workflow
         .getHandle(jobWorkflowId(o.jobId))
-        .signal(preemptJobSignal, { attempt: o.attempt, reason: o.reason, graceMs: o.graceMs })
+        .signal(preemptJobSignal, { attempt: o.attempt, reason: o.reason, graceMs: o.graceMs, ...(o.fail ? { fail: true } : {}) })
         .catch(() => undefined),
     ),
   );

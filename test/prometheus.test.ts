@@ -1,5 +1,4 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { eq } from 'drizzle-orm';
@@ -10,19 +9,8 @@ import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { ensureProject } from '../db/queries/projects.ts';
 import { gpuSlots, nodes } from '../db/schema.ts';
 import { newToken } from '../runtime/tokens.ts';
+import { promtoolCheck } from './support/promtool.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
-
-/** Debian's promtool (scripts/setup.sh --with-postgres installs the prometheus package). */
-const PROMTOOL = process.env.GPUPLANE_PROMTOOL ?? '/usr/bin/promtool';
-
-/** promtool check metrics on a scrape: its complaints, '' when it has none. */
-function promtoolCheck(text: string): Promise<string> {
-  if (!existsSync(PROMTOOL)) throw new Error(`no promtool at ${PROMTOOL}: run the setup (bash scripts/setup.sh --with-postgres, which runs apt-get install prometheus) or set GPUPLANE_PROMTOOL`);
-  return new Promise((resolve) => {
-    const child = execFile(PROMTOOL, ['check', 'metrics'], (err, stdout, stderr) => resolve(err ? `${stdout}${stderr}`.trim() || String(err) : `${stdout}${stderr}`.trim()));
-    child.stdin!.end(text);
-  });
-}
 
 /** The value of one sample in a scrape, by its name and labels exactly as written; undefined when absent. */
 function sample(text: string, series: string): number | undefined {

@@ -26,6 +26,8 @@ export interface PreemptRequest {
   attempt: number;
   reason: string;
   graceMs: number;
+  /** The attempt ends FAILED with the reason instead of PREEMPTED (a stall's `--on-stall kill`): nothing re-queues it. */
+  fail?: boolean;
 }
 /** A user asks to cancel the job. */
 export const cancelJobSignal = defineSignal<[{ reason?: string }]>('cancelJob');

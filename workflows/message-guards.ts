@@ -54,7 +54,7 @@ export function isCancelRequest(v: unknown): v is { reason?: string } {
 
 /** `preemptJob`: the scheduler's order to stop this attempt for a preemption, with its grace. */
 export function isPreemptRequest(v: unknown): v is PreemptRequest {
-  return isRecord(v) && isAttempt(v.attempt) && isText(v.reason, MAX_TEXT_CHARS) && isCount(v.graceMs);
+  return isRecord(v) && isAttempt(v.attempt) && isText(v.reason, MAX_TEXT_CHARS) && isCount(v.graceMs) && (v.fail === undefined || typeof v.fail === 'boolean');
 }
 
 /** `retryJob` (update and signal): the next attempt and the edit already stored. */

@@ -6,6 +6,7 @@ import { reconcileCreatedJobs, sendGrants, sendPreemptions } from '../../tempora
 import { stalePreemptions } from '../../db/queries/preempt.ts';
 import type { SchedulePassResult } from '../../workflows/types.ts';
 import type { ControlContext } from './context.ts';
+import { recordSchedulingPass } from '../../temporal/setup.ts';
 
 /** The scheduler workflow's activity: one pass over the queue, its grants sent. */
 export function schedulingActivities({ deps }: ControlContext) {
@@ -30,6 +31,7 @@ export function schedulingActivities({ deps }: ControlContext) {
         seenRefreshedAt = Date.now();
         await refreshNodesSeen(db, (id) => leaseHeartbeat(client, id)).catch((err: unknown) => log.warn(`nodes' last_seen_at not refreshed: ${String(err)}`));
       }
+      recordSchedulingPass((performance.now() - t0) / 1000);
       return {
         granted: pass.placements.length,
         preempted: pass.preemptions.length,

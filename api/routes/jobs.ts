@@ -8,6 +8,7 @@ import { newId } from '../../db/ids.ts';
 import type { IdempotencyKey, Job } from '../../db/schema.ts';
 import { projectOfCheckpoint } from '../../db/queries/auth.ts';
 import { insertJobSecrets } from '../../db/queries/job-secrets.ts';
+import { stalledJobs } from '../../db/queries/telemetry.ts';
 import { claimIdempotencyKey, findIdempotencyKey, keyScope } from '../../db/queries/idempotency.ts';
 import { findProjectId, ensureExperiment, ensureProject, projectNames } from '../../db/queries/projects.ts';
 import { createRetryAttempt } from '../../db/queries/retry.ts';
@@ -69,7 +70,8 @@ function normalizeWatchDir(dir: string): string {
 async function jobDetail(db: Db, job: Job, holdMs: number, halfLifeMs?: number, usageCache?: UsageCache, preemptGraceS?: number) {
   const [attempts, history, waits] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id), queueReasons(db, [job], holdMs, new Date(), halfLifeMs, usageCache, preemptGraceS)]);
   const runIds = await Promise.all(attempts.map((a) => runOfAttempt(db, job.id, a.attempt)));
-  return { ...withWaitReason(jobJson(job), waits), attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
+  const current = attempts.find((a) => a.attempt === job.attempt);
+  return { ...withWaitReason(jobJson(job, current?.stalledAt ?? null), waits), attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
 }
 
 /**
@@ -188,6 +190,8 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
             maxLostRequeues: b.max_lost_requeues ?? 3,
             preemptible: b.preemptible ?? true,
             preemptGraceS: b.preempt_grace_s ?? null,
+            stallAfterS: b.stall_after_s ?? null,
+            onStall: b.on_stall ?? 'tell',
             watchDir,
             resumeFrom: b.resume_from ?? null,
             evalPolicy: b.eval_policy ?? null,
@@ -223,8 +227,12 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         if (!projectId) return { jobs: [] };
       }
       const rows = await listJobs(db, { state: q.state, type: q.type, projectId, parentJobId: q.parent, projectIds, limit });
-      const [names, waits] = await Promise.all([projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : []))), queueReasons(db, rows, holdMs, new Date(), halfLifeMs, usageCache, preemptGraceS)]);
-      return { jobs: rows.map((j) => ({ ...withWaitReason(jobJson(j), waits), project: j.projectId ? (names.get(j.projectId) ?? null) : null })) };
+      const [names, waits, stalled] = await Promise.all([
+        projectNames(db, rows.flatMap((j) => (j.projectId ? [j.projectId] : []))),
+        queueReasons(db, rows, holdMs, new Date(), halfLifeMs, usageCache, preemptGraceS),
+        stalledJobs(db, rows.filter((j) => j.state === 'RUNNING').map((j) => j.id)),
+      ]);
+      return { jobs: rows.map((j) => ({ ...withWaitReason(jobJson(j, stalled.get(j.id) ?? null), waits), project: j.projectId ? (names.get(j.projectId) ?? null) : null })) };
     },
   );
 

@@ -67,6 +67,10 @@ export const SubmitJobBody = Type.Object(
       }),
     ),
     preempt_grace_s: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400, description: 'seconds between a preemption\'s SIGTERM and its SIGKILL, to save a checkpoint in (default GPUPLANE_PREEMPT_GRACE_S, 30)' })),
+    stall_after_s: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 30 * 86_400, description: 'seconds without a metric logged, log output or card utilization over 5 % after which the running job is stalled (`gpuctl submit --stall-after`); 0: never. Default GPUPLANE_STALL_AFTER_S (1800) for TRAIN and EVALUATE jobs, never for CUSTOM ones' }),
+    ),
+    on_stall: Type.Optional(Type.Union([Type.Literal('tell'), Type.Literal('kill'), Type.Literal('requeue')], { description: 'what a stall does: tell (an event and a badge; the default), kill (FAILED "stalled"), requeue (the next attempt)' })),
     watch_dir: Type.Optional(
       Type.String({
         minLength: 1,
@@ -128,6 +132,9 @@ export const JobSchema = Type.Object(
     lost_count: Type.Integer(),
     preemptible: Type.Boolean({ description: 'false: never preempted (--no-preempt)' }),
     preempt_grace_s: Nullable(Type.Integer({ description: "seconds between a preemption's SIGTERM and SIGKILL; null: the plane's default" })),
+    stall_after_s: Nullable(Type.Integer({ description: "its own stall-after in seconds (0: never); null: the plane's default (none for CUSTOM)" })),
+    on_stall: Type.String({ description: 'tell, kill or requeue' }),
+    stalled_at: Nullable(Type.String({ format: 'date-time', description: 'set while its running attempt is stalled: no metric logged, no log output and its cards under 5 % for its stall-after' })),
     watch_dir: Nullable(Type.String({ description: 'checkpoint folder the agent watches, relative to working_dir' })),
     resume_from: Nullable(Type.String({ description: 'the checkpoint this job resumes from' })),
     eval_policy: Nullable(EvalPolicySchema),
@@ -164,6 +171,7 @@ export const AttemptSchema = Type.Object({
   exit_code: Nullable(Type.Integer()),
   signal: Nullable(Type.String()),
   reason: Nullable(Type.String()),
+  stalled_at: Nullable(Type.String({ format: 'date-time', description: 'when it was found stalled; cleared when it showed life again' })),
   started_at: Nullable(Type.String({ format: 'date-time' })),
   ended_at: Nullable(Type.String({ format: 'date-time' })),
 });

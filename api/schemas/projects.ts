@@ -48,3 +48,13 @@ export const RetentionSchema = Type.Object({
   keep_best: Type.Union([Type.Integer(), Type.Null()]),
   keep_latest: Type.Union([Type.Integer(), Type.Null()]),
 });
+
+export const StallAfterBody = Type.Object(
+  { stall_after_s: Type.Integer({ minimum: 0, maximum: 30 * 86_400, description: "seconds without a metric logged, log output or card utilization over 5 % after which the project's running TRAIN and EVALUATE jobs are stalled; 0: never" }) },
+  { additionalProperties: false },
+);
+export const StallAfterSchema = Type.Object({
+  project: Type.String(),
+  stall_after_s: Type.Integer({ description: 'in force for the TRAIN and EVALUATE jobs of the project that do not set their own (0: off); CUSTOM jobs have one only when they set it' }),
+  level: Type.Union([Type.Literal('project'), Type.Literal('default')], { description: "project: the project's own; default: the plane's GPUPLANE_STALL_AFTER_S" }),
+});

@@ -2,7 +2,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
 import type { JobDetailJson, JobJson } from '../api-types.ts';
-import { evalWhenArg, intArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
+import { durationArg, evalWhenArg, intArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
 import { ApiError } from '../client.ts';
 import { clientOf } from '../client-of.ts';
 import { renderJob, renderJobs, submitWarning } from '../render.ts';
@@ -39,6 +39,8 @@ export function registerJobCommands(program: Command): void {
     .addOption(new Option('--on-lost <policy>', 'what a lost node does to it').choices(['requeue', 'fail']))
     .option('--no-preempt', "never preempt it (an admin token, or a job within its project's quota)")
     .option('--preempt-grace <s>', 'seconds between a preemption\'s SIGTERM and SIGKILL, to save a checkpoint in (default: the plane\'s, 30)', intArg('--preempt-grace', 0, 86_400))
+    .option('--stall-after <span>', 'flag it stalled after this long with no metric logged, no log output and its cards under 5 % (90s, 30m, 2h; off: never; default: the plane\'s, 30m, none for CUSTOM jobs)', durationArg('--stall-after', 30 * 86_400))
+    .addOption(new Option('--on-stall <action>', 'what a stall does: tell (an event and a badge), kill (FAILED "stalled"), requeue (the next attempt)').choices(['tell', 'kill', 'requeue']))
     .option('--watch <dir>', 'checkpoint folder to register from while the job runs, relative to the working dir (no .. segment)')
     .option('--resume-from <ckpt>', 'id of the checkpoint the job resumes from (given as GPUPLANE_RESUME_FROM, the parent of its first checkpoint)')
     .option('--eval <command>', 'evaluate its checkpoints with this command (run by /bin/sh -c as an EVALUATE job; needs --watch)')
@@ -64,6 +66,8 @@ export function registerJobCommands(program: Command): void {
         on_lost: o.onLost,
         ...(o.preempt === false ? { preemptible: false } : {}),
         ...(o.preemptGrace !== undefined ? { preempt_grace_s: o.preemptGrace } : {}),
+        ...(o.stallAfter !== undefined ? { stall_after_s: o.stallAfter } : {}),
+        ...(o.onStall ? { on_stall: o.onStall } : {}),
         watch_dir: o.watch,
         resume_from: o.resumeFrom,
         ...(o.eval ? { eval_policy: { ...o.evalWhen, command: ['/bin/sh', '-c', o.eval] } } : {}),

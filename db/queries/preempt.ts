@@ -15,6 +15,8 @@ export interface PreemptOrder {
   attempt: number;
   reason: string;
   graceMs: number;
+  /** The attempt ends FAILED, not PREEMPTED and re-queued (a stall's `--on-stall kill`). */
+  fail?: boolean;
 }
 
 /**
@@ -119,14 +121,14 @@ export async function preemptionsFor(ex: Executor, jobIds: readonly string[], de
 
 /** stalePreemptions returns the attempts marked for preemption a while ago that still run: their signal is sent again (the workflow takes it once). */
 export async function stalePreemptions(ex: Executor, olderThanMs: number, defaultGraceS: number): Promise<PreemptOrder[]> {
-  const rows = await queryRows<{ job_id: string; attempt: number; reason: string; grace_s: number }>(
+  const rows = await queryRows<{ job_id: string; attempt: number; reason: string; grace_s: number; fails: boolean }>(
     ex,
-    sql`select a.job_id, a.attempt, a.preempt_reason as reason, coalesce(j.preempt_grace_s, ${defaultGraceS})::int as grace_s
+    sql`select a.job_id, a.attempt, a.preempt_reason as reason, coalesce(j.preempt_grace_s, ${defaultGraceS})::int as grace_s, a.preempt_fails as fails
         from job_attempts a join jobs j on j.id = a.job_id and j.attempt = a.attempt
         where j.state = 'RUNNING' and a.preempt_requested_at is not null
           and a.preempt_requested_at < now() - make_interval(secs => ${olderThanMs / 1000})`,
   );
-  return rows.map((r) => ({ jobId: r.job_id, attempt: r.attempt, reason: r.reason, graceMs: r.grace_s * 1000 }));
+  return rows.map((r) => ({ jobId: r.job_id, attempt: r.attempt, reason: r.reason, graceMs: r.grace_s * 1000, ...(r.fails ? { fail: true } : {}) }));
 }
 
 /** runningOnNode returns the RUNNING attempts with a member on `nodeId` (drain --preempt preempts them all). */

@@ -68,3 +68,15 @@ export async function setExperimentMetric(ex: Executor, project: string, experim
   const id = await ensureExperiment(ex, await ensureProject(ex, project), experiment);
   await ex.update(experiments).set(metricColumnsOf(m)).where(eq(experiments.id, id));
 }
+
+/** A project's own stall-after (seconds; 0: off), null when it has none or does not exist. */
+export async function projectStallAfter(ex: Executor, project: string): Promise<number | null> {
+  const [row] = await ex.select({ s: projects.stallAfterS }).from(projects).where(eq(projects.name, project));
+  return row?.s ?? null;
+}
+
+/** setProjectStallAfter sets (or with null clears) a project's stall-after, creating the project on first use. */
+export async function setProjectStallAfter(ex: Executor, project: string, seconds: number | null): Promise<void> {
+  const id = await ensureProject(ex, project);
+  await ex.update(projects).set({ stallAfterS: seconds }).where(eq(projects.id, id));
+}

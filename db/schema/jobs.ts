@@ -4,6 +4,7 @@ import type { AttemptConfig } from '../../domain/attempt-config.ts';
 import type { EvalPolicy } from '../../domain/eval-policy.ts';
 import type { JobState, JobType } from '../../domain/job-states.ts';
 import type { OnLostPolicy } from '../../domain/lost-policy.ts';
+import type { OnStall, StallMarks } from '../../domain/stall.ts';
 import { createdAt, ts } from './columns.ts';
 
 /** One member of a gang's placement. */
@@ -47,6 +48,10 @@ export const jobs = pgTable(
     preemptible: boolean('preemptible').notNull().default(true),
     /** Seconds between a preemption's SIGTERM and its SIGKILL; null: GPUPLANE_PREEMPT_GRACE_S. */
     preemptGraceS: integer('preempt_grace_s'),
+    /** Seconds without a sign of life after which a RUNNING attempt is stalled (domain/stall.ts); 0: never; null: the plane's default (none for CUSTOM). */
+    stallAfterS: integer('stall_after_s'),
+    /** What a stall does (`--on-stall`): tell, kill or requeue. */
+    onStall: text('on_stall').$type<OnStall>().notNull().default('tell'),
     /** A folder (relative to working_dir) whose checkpoints the agent registers while the job runs (`--watch`). */
     watchDir: text('watch_dir'),
     /** The checkpoint this training job resumes from: the parent of its run's first checkpoint. */
@@ -128,6 +133,12 @@ export const jobAttempts = pgTable(
     preemptReason: text('preempt_reason'),
     /** The waiting job the preemption makes room for (its queue reason says so); null for a drain's. */
     preemptFor: text('preempt_for'),
+    /** The preemption ends the attempt FAILED, not PREEMPTED (`--on-stall kill`): nothing re-queues it. */
+    preemptFails: boolean('preempt_fails').notNull().default(false),
+    /** Stall detection's memory of the attempt between telemetry reports (domain/stall.ts StallMarks); null before the first. */
+    stallMarks: jsonb('stall_marks').$type<StallMarks>(),
+    /** When it was found stalled; cleared when it shows life again. */
+    stalledAt: ts('stalled_at'),
     /** The node the attempt failed or was lost on (a gang's: the member's that ended it); the next attempt avoids it. */
     failedNode: text('failed_node'),
     exitCode: integer('exit_code'),

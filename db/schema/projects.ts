@@ -10,6 +10,8 @@ export const projects = pgTable('projects', {
   primaryMetricMode: text('primary_metric_mode').$type<MetricGoal>(),
   /** The training-time metric shown beside the primary metric; null: eval/X ↔ train/X. */
   primaryTrainMetric: text('primary_train_metric'),
+  /** The project's stall-after for its TRAIN and EVALUATE jobs in seconds (0: off; domain/stall.ts); null: the plane's. */
+  stallAfterS: integer('stall_after_s'),
   createdAt: createdAt(),
 });
 export type Project = InferSelectModel<typeof projects>;

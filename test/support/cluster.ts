@@ -107,6 +107,8 @@ export interface Cluster {
 
 export interface ClusterOptions {
   agents: AgentSpec[];
+  /** Extra variables in the control worker's environment only. */
+  controlEnv?: Record<string, string>;
   heartbeatTimeoutS?: number;
   /** Silence after which a node's attempts are LOST (GPUPLANE_LOST_AFTER_S). */
   lostAfterS?: number;
@@ -222,7 +224,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     GPUPLANE_ADMIN_TOKEN: token,
     GPUPLANE_TOKEN: token,
   };
-  const control = new ManagedProcess('control worker', ['control-worker'], env, 'control worker polling');
+  const control = new ManagedProcess('control worker', ['control-worker'], { ...env, ...o.controlEnv }, 'control worker polling');
   const api = new ManagedProcess('api', ['api'], env, 'API listening');
   const client = new GpuplaneClient(apiUrl, { token });
   const makeToken: Cluster['makeToken'] = async (t) => {

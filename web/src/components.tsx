@@ -2,6 +2,7 @@
 import type { ComponentChildren } from 'preact';
 import { ago, show, time } from './format.ts';
 import { href } from './router.ts';
+import { STALLED_MEANS } from './stall.ts';
 import type { RunEvent } from './types.ts';
 
 export function StateBadge({ state }: { state: string }) {
@@ -9,6 +10,30 @@ export function StateBadge({ state }: { state: string }) {
     <span class={`badge state-${state}`} data-state={state}>
       {state}
     </span>
+  );
+}
+
+/** A RUNNING job (or attempt) that may hang: it is RUNNING all the same, so this goes beside its state's badge. */
+export function StalledBadge({ at }: { at: string }) {
+  return (
+    <span class="badge stalled" data-stalled={at} title={`stalled since ${time(at)}: ${STALLED_MEANS}`}>
+      stalled
+    </span>
+  );
+}
+
+/** A job's state, and whether it is stalled. */
+export function JobStateBadge({ job }: { job: { state: string; stalled_at: string | null } }) {
+  return (
+    <>
+      <StateBadge state={job.state} />
+      {job.stalled_at && (
+        <>
+          {' '}
+          <StalledBadge at={job.stalled_at} />
+        </>
+      )}
+    </>
   );
 }
 

@@ -117,11 +117,14 @@ export function useLiveStatus(): boolean {
   return up;
 }
 
-/** Which changes a resource cares about: topics, and optionally only those naming a run or job. */
+/**
+ * Which changes a resource cares about: topics, and optionally only those naming a run or job.
+ * A list of jobs, even an empty one, is a filter: events of no other job concern it.
+ */
 export interface Watch {
   topics: ChangeTopic[];
   runId?: string | string[];
-  jobId?: string;
+  jobId?: string | readonly string[];
 }
 
 export function concerns(e: ChangeEvent, w: Watch): boolean {
@@ -130,10 +133,11 @@ export function concerns(e: ChangeEvent, w: Watch): boolean {
   if (hit.some((t) => t !== 'metrics' && t !== 'events')) return true;
   const runIds = w.runId === undefined ? [] : Array.isArray(w.runId) ? w.runId : [w.runId];
   if (runIds.length === 0 && w.jobId === undefined) return true;
+  const jobIds = w.jobId === undefined ? [] : typeof w.jobId === 'string' ? [w.jobId] : w.jobId;
   // Too many changed to name them: ours may be among them. (Empty lists without `truncated`
   // name none: the rows were not committed yet, and the server names them again shortly.)
   if (e.truncated) return true;
-  return runIds.some((id) => e.run_ids.includes(id)) || (w.jobId !== undefined && e.job_ids.includes(w.jobId));
+  return runIds.some((id) => e.run_ids.includes(id)) || jobIds.some((id) => e.job_ids.includes(id));
 }
 
 /** Calls `fn` on each change that concerns `watch`. */

@@ -35,7 +35,7 @@ export async function serveControl(c: GpuplaneConfig, log: (s: string) => void, 
   const database = await openConfiguredDatabase(c, false);
   await untilTemporalAnswers('register the namespace', () => ensureNamespace(c.temporalAddress, c.temporalNamespace), logger);
   const temporal = await untilTemporalAnswers('connect', () => connectClient(c.temporalAddress, c.temporalNamespace), logger);
-  const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger), logger);
+  const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger, c.workerMetricsAddr), logger);
   const worker = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
   log(`control worker polling ${c.temporalAddress} (namespace ${c.temporalNamespace})`);
   onShutdown(async () => {

@@ -16,6 +16,7 @@ import { AttemptCgroups } from '../../activities/gpu-host/cgroup.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { attemptEnd, CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
+import { FakeCards, NvidiaSmiCards, TelemetryReporter } from '../../activities/gpu-host/telemetry.ts';
 import { ProcessTable, rankOfRecord } from '../../activities/gpu-host/process-table.ts';
 import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
 import { adoptSurvivors, sweepRecords } from '../../activities/gpu-host/survivors.ts';
@@ -63,6 +64,8 @@ export interface AgentOptions {
   protect?: Endpoint[];
   /** Where other nodes reach this one (domain/node.ts NodeInventory.address). */
   address?: string;
+  /** Between two telemetry reports to the API (GPUPLANE_TELEMETRY_S; activities/gpu-host/telemetry.ts); absent or 0: none. */
+  telemetryMs?: number;
 }
 
 export interface Agent {
@@ -120,6 +123,18 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), cgroups);
   const logger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'log-shipper', nodeId: o.nodeId });
   const logs = new LogShipping({ apiUrl: o.apiUrl, nodeId: o.nodeId, token: o.nodeToken, warn: (msg, err) => logger.warn(err ? { err } : {}, msg) });
+  const telemetryLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'telemetry', nodeId: o.nodeId });
+  const telemetry = o.telemetryMs
+    ? new TelemetryReporter({
+        apiUrl: o.apiUrl,
+        nodeId: o.nodeId,
+        token: o.nodeToken,
+        intervalMs: o.telemetryMs,
+        processes,
+        cards: source === 'fake' || gpus.length === 0 ? new FakeCards(gpus) : new NvidiaSmiCards(Math.min(o.telemetryMs, 1000), (m) => telemetryLogger.warn(m)),
+        warn: (m) => telemetryLogger.warn(m),
+      })
+    : null;
   const ckptLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'checkpoint-watcher', nodeId: o.nodeId });
   const checkpoints = new CheckpointWatching({
     client: o.client,
@@ -214,6 +229,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     run,
     async shutdown() {
       clearInterval(rejoin);
+      telemetry?.stop();
       rejoiner.stop();
       watchdog.stop();
       // Before the attempts are stopped: a checkpoint cut off by the stop is not final.

@@ -58,6 +58,7 @@ export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, cli
     leaseTimeoutMs: c.nodeLeaseTimeoutMs,
     lostAfterMs: c.lostAfterMs,
     killGraceMs: c.killGraceMs,
+    telemetryMs: c.telemetryS * 1000,
     passEnv: f.passEnv,
     nodeToken: f.nodeToken,
     allowedRoots: f.allowedRoots,
@@ -71,7 +72,7 @@ export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, cli
 export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void, logger: Logger): Promise<void> {
   await refuseWrongToken(c.apiUrl, f, logger);
   const temporal = await untilTemporalAnswers('connect', () => connectAgentClient(c.temporalAddress, c.temporalNamespace), logger);
-  const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger), logger);
+  const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger, c.workerMetricsAddr), logger);
   const dataDir = agentDataDir(c, f.nodeId);
   makePrivateDir(dataDir);
   const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl);

@@ -9,11 +9,17 @@ import type { RunMetrics } from '../types.ts';
 import { drawBands, padRange, yRange } from './bands.ts';
 import { align, marksOf, seriesOf, withMarks, type Aligned, type Marks } from './series.ts';
 
+/** A line of a chart: a run's series of the chart's metric, or of `key`. */
 export interface ChartRun {
   id: string;
   label: string;
   /** Its colour's index (colorOf): kept by the run while it is shown; its position otherwise. */
   color?: number;
+  /**
+   * The metric this line draws, where a chart draws several of one run (the System panel: a
+   * line per card); the chart's own key otherwise. One request per run fetches all of them.
+   */
+  key?: string;
 }
 
 /** A series of evaluations as drawn: its legend label, its run, and each mark's step, value and checkpoint. */
@@ -78,6 +84,8 @@ export class ChartController {
   marks: (Marks & { run: number })[] = [];
   /** What the plot's series are (labels, colours): a draw with others makes a new plot. */
   seriesKey = '';
+  /** The keys the responses held were fetched for: lines of another key need them all again. */
+  fetchedKeys = '';
 
   constructor(
     readonly el: HTMLDivElement,
@@ -86,8 +94,18 @@ export class ChartController {
     public runs: ChartRun[],
     readonly opts: ChartOptions,
   ) {
-    this.state = { key, runIds: runs.map((r) => r.id), query: { points: 0 }, responses: [], data: [], snapped: false, createdAt: performance.now(), firstDrawAt: null, allDrawnAt: null, draws: 0, zoom: null, marks: [] };
+    this.state = { key, runIds: this.runIds, query: { points: 0 }, responses: [], data: [], snapped: false, createdAt: performance.now(), firstDrawAt: null, allDrawnAt: null, draws: 0, zoom: null, marks: [] };
     (window.__gpuplaneCharts ??= {})[chartId] = this.state;
+  }
+
+  /** The keys its lines draw, as the API's `keys=` takes them. */
+  get keys(): string {
+    return [...new Set(this.runs.map((r) => r.key ?? this.key))].join(',');
+  }
+
+  /** Each run once, however many of its keys it draws. */
+  get runIds(): string[] {
+    return [...new Set(this.runs.map((r) => r.id))];
   }
 
   get points(): number {
@@ -106,11 +124,12 @@ export class ChartController {
    */
   setRuns(runs: ChartRun[]): void {
     this.runs = runs;
-    this.state.runIds = runs.map((r) => r.id);
+    this.state.runIds = this.runIds;
+    if (this.keys !== this.fetchedKeys) this.responses.clear();
     for (const id of this.responses.keys()) if (!runs.some((r) => r.id === id)) this.responses.delete(id);
     this.u?.destroy();
     this.u = null;
-    const missing = runs.filter((r) => !this.responses.has(r.id)).map((r) => r.id);
+    const missing = this.runIds.filter((id) => !this.responses.has(id));
     if (this.responses.size) this.draw(missing.length === 0);
     // A load under way may have been for the old runs: once it is done, fetch them all.
     if (this.loading) this.pending = true;
@@ -125,9 +144,10 @@ export class ChartController {
     const abort = (this.abort = new AbortController());
     const range = this.range;
     const points = this.points;
-    const q = { keys: this.key, points: String(points), ...(range ? { step_min: String(Math.max(0, Math.floor(range.min))), step_max: String(Math.max(0, Math.ceil(range.max))) } : {}) };
+    const keys = (this.fetchedKeys = this.keys);
+    const q = { keys, points: String(points), ...(range ? { step_min: String(Math.max(0, Math.floor(range.min))), step_max: String(Math.max(0, Math.ceil(range.max))) } : {}) };
     const fresh = new Map<string, RunMetrics>();
-    const ids = only ?? this.runs.map((r) => r.id);
+    const ids = only ?? this.runIds;
     const groups: string[][] = [];
     for (let i = 0; i < ids.length; i += RUNS_PER_REQUEST) groups.push(ids.slice(i, i + RUNS_PER_REQUEST));
     try {
@@ -157,8 +177,9 @@ export class ChartController {
   }
 
   draw(complete: boolean): void {
-    const lines = this.opts.marksOnly ? [] : this.runs.map((r) => seriesOf(this.responses.get(r.id), this.key));
-    this.marks = this.runs.flatMap((r, run) => marksOf(this.responses.get(r.id)).map((m) => ({ ...m, run })));
+    const lines = this.opts.marksOnly ? [] : this.runs.map((r) => seriesOf(this.responses.get(r.id), r.key ?? this.key));
+    // A run's evaluations once, with its first line, however many lines it has.
+    this.marks = this.runs.flatMap((r, run) => (this.runs.findIndex((x) => x.id === r.id) === run ? marksOf(this.responses.get(r.id)).map((m) => ({ ...m, run })) : []));
     const drawn = withMarks(align(lines, this.points), this.marks);
     this.aligned = drawn.aligned;
     const data = [this.aligned.x, ...this.aligned.y, ...drawn.marks] as uPlot.AlignedData;
@@ -177,7 +198,7 @@ export class ChartController {
     } else this.u.setData(data, true);
     const now = performance.now();
     const s = this.state;
-    s.responses = this.runs.map((r) => this.responses.get(r.id)).filter((r): r is RunMetrics => r !== undefined);
+    s.responses = this.runIds.map((id) => this.responses.get(id)).filter((r): r is RunMetrics => r !== undefined);
     s.data = data as (number | null | undefined)[][];
     s.snapped = this.aligned.snapped;
     s.marks = this.marks.map((m) => ({ label: this.markLabel(m), runId: m.runId, key: m.key, x: m.x, y: m.y, checkpoints: m.checkpoints }));
@@ -187,6 +208,7 @@ export class ChartController {
     if (complete && s.zoom && s.zoom.drawnAt === null) s.zoom.drawnAt = now;
     this.el.dataset.draws = String(s.draws);
     this.el.dataset.series = String(s.responses.length);
+    this.el.dataset.lines = String(lines.filter((l) => l && l.x.length).length);
     // What a test reads without looking at pixels: each evaluation series' label, run and steps.
     this.el.dataset.marks = JSON.stringify(s.marks.map((m) => ({ label: m.label, run: m.runId, x: m.x })));
     this.opts.onMarks(s.marks);

@@ -60,7 +60,7 @@ export function MetricChart({ chartId, metricKey, runs, height = 260, title = me
   const [error, setError] = useState<Error | null>(null);
   const [marks, setMarks] = useState<DrawnMarks[]>([]);
   const shownMarks = useRef('');
-  const runKey = runs.map((r) => `${r.id}:${r.color ?? ''}:${r.label}`).join(',');
+  const runKey = runs.map((r) => `${r.id}:${r.key ?? ''}:${r.color ?? ''}:${r.label}`).join(',');
   const latestRuns = useRef(runs);
   latestRuns.current = runs;
   useEffect(() => {
@@ -90,7 +90,7 @@ export function MetricChart({ chartId, metricKey, runs, height = 260, title = me
     ctl.current?.setRuns(latestRuns.current);
   }, [runKey]);
   // New points, or a checkpoint evaluated (its mark appears): fetch again.
-  useLive({ topics: ['metrics', 'checkpoints'], runId: runs.map((r) => r.id) }, () => ctl.current?.refresh());
+  useLive({ topics: ['metrics', 'checkpoints'], runId: [...new Set(runs.map((r) => r.id))] }, () => ctl.current?.refresh());
   return (
     <figure class="chart">
       <figcaption>

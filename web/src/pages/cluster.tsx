@@ -1,9 +1,9 @@
 /** Every node with its labels and state; each card with the job that owns it (a gang's with this node's rank), or free. */
 import { useEffect, useRef } from 'preact/hooks';
 import { api } from '../api.ts';
-import { ErrorBox, JobLink, Loading, StateBadge, When } from '../components.tsx';
+import { ErrorBox, JobLink, JobStateBadge, Loading, StateBadge, When } from '../components.tsx';
 import { rankOn } from '../gang.ts';
-import { useResource } from '../live.ts';
+import { useLive, useResource } from '../live.ts';
 import type { GpuNode, Job } from '../types.ts';
 
 function NodeCard({ node, jobs, focus }: { node: GpuNode; jobs: Map<string, Job>; focus: boolean }) {
@@ -59,7 +59,7 @@ function NodeCard({ node, jobs, focus }: { node: GpuNode; jobs: Map<string, Job>
                       · rank {rank}
                     </span>
                   )}{' '}
-                  {job && <StateBadge state={job.state} />}
+                  {job && <JobStateBadge job={job} />}
                 </span>
               ) : g.busy ? (
                 <span class="owner muted">busy (another project's job)</span>
@@ -84,6 +84,8 @@ export function ClusterPage({ focus }: { focus: string | null }) {
     [],
     { topics: ['jobs'] },
   );
+  // A running job's stall is an event of the job and a change of its attempt, not of its row.
+  useLive({ topics: ['events'], jobId: (jobs.data ?? []).filter((j) => j.state === 'RUNNING').map((j) => j.id) }, jobs.reload);
   const byId = new Map((jobs.data ?? []).map((j) => [j.id, j]));
   return (
     <>

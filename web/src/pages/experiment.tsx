@@ -10,6 +10,7 @@ import { MetricChart, type ChartRun } from '../charts/metric-chart.tsx';
 import { ErrorBox, Loading, Section } from '../components.tsx';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
+import { isSystemKey } from '../system-metrics.ts';
 import type { Run, RunMetrics } from '../types.ts';
 import { ExperimentIndex } from './experiment-index.tsx';
 import { MAX_OVERLAY, toggled, withRuns, without, type Overlay } from './experiment-overlay.ts';
@@ -20,16 +21,16 @@ const DEFAULT_CHARTS = 4;
 const count = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
 
 /**
- * The metrics to chart: those the runs log, the ones with evaluations drawn beside them first;
- * then each evaluated metric whose training counterpart no run logs (a chart of its own, titled
- * by its label).
+ * The metrics to chart: those the runs log, the ones with evaluations drawn beside them first and
+ * the agent's system/… telemetry last (the default charts are the user's metrics); then each
+ * evaluated metric whose training counterpart no run logs (a chart of its own, titled by its label).
  */
 function chartKeys(metrics: RunMetrics[]): { keys: string[]; own: Map<string, string> } {
   const logged = new Set(metrics.flatMap((r) => Object.keys(r.summaries)));
   const evals = metrics.flatMap((r) => r.evaluations);
   const beside = new Set(evals.map((e) => e.train_key));
   const own = new Map(evals.filter((e) => !logged.has(e.key) && !logged.has(e.train_key)).map((e) => [e.key, e.label]));
-  const keys = [...logged].sort((a, b) => Number(beside.has(b)) - Number(beside.has(a)) || a.localeCompare(b));
+  const keys = [...logged].sort((a, b) => Number(isSystemKey(a)) - Number(isSystemKey(b)) || Number(beside.has(b)) - Number(beside.has(a)) || a.localeCompare(b));
   return { keys: [...keys, ...[...own.keys()].sort()], own };
 }
 

@@ -1,10 +1,11 @@
-/** The pieces of the job page: its timeline, failure, attempts, log tail and a gang's rank tabs. */
+/** The pieces of the job page: its timeline, failure, stall, attempts, log tail and a gang's rank tabs. */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api.ts';
-import { ErrorBox, StateBadge, When } from '../components.tsx';
+import { ErrorBox, StalledBadge, StateBadge, When } from '../components.tsx';
 import { duration, show, splitReason, time } from '../format.ts';
 import { rankTabs } from '../log-ranks.ts';
-import type { Attempt, Transition } from '../types.ts';
+import { stallNote } from '../stall.ts';
+import type { Attempt, JobDetail, RunEvent, Transition } from '../types.ts';
 
 /** The states as bars on one time axis: how long the job spent in each, attempt by attempt. */
 export function Timeline({ history, ended }: { history: Transition[]; ended: string | null }) {
@@ -68,6 +69,20 @@ export function Failure({ reason }: { reason: string | null }) {
   );
 }
 
+/** A stalled job's note: since when, what stalled means for it (its stall-after), and what the plane does about it. */
+export function Stalled({ job, events }: { job: JobDetail; events: RunEvent[] }) {
+  const n = stallNote(job, events);
+  if (!n) return null;
+  return (
+    <div class="stall-note" data-testid="stalled">
+      <p>
+        <strong>Stalled</strong> since <time title={time(n.since)}>{time(n.since)}</time> (<When at={n.since} />): {n.means}.
+      </p>
+      <p class="muted">{n.then}</p>
+    </div>
+  );
+}
+
 export function Attempts({ attempts }: { attempts: Attempt[] }) {
   return (
     <table class="attempts">
@@ -89,6 +104,12 @@ export function Attempts({ attempts }: { attempts: Attempt[] }) {
             <td>{a.attempt}</td>
             <td>
               <StateBadge state={a.state} />
+              {a.stalled_at && (
+                <>
+                  {' '}
+                  <StalledBadge at={a.stalled_at} />
+                </>
+              )}
             </td>
             <td>
               {a.node_id ?? ''} {a.gpu_indices?.length ? `[${a.gpu_indices.join(',')}]` : ''}

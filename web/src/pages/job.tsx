@@ -1,13 +1,13 @@
 /**
  * One job: its timeline of states, its attempts with the config diff between them, the failure
- * reason and its hint, a live log tail, Retry (with an edit) and Cancel, and its workflow in the
- * Temporal Web UI.
+ * reason and its hint, whether it is stalled, a live log tail, Retry (with an edit) and Cancel,
+ * and its workflow in the Temporal Web UI.
  */
 import { useState } from 'preact/hooks';
 import { canTransition, isTerminal } from '../../../domain/job-states.ts';
 import { shellJoin } from '../../../domain/shell-quote.ts';
 import { api } from '../api.ts';
-import { ErrorBox, EventList, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
+import { ErrorBox, EventList, JobLink, JobStateBadge, Loading, RunLink, Section, When } from '../components.tsx';
 import { placementLine } from '../gang.ts';
 import { Members } from './job-members.tsx';
 import { useResource } from '../live.ts';
@@ -15,7 +15,7 @@ import { logRanks } from '../log-ranks.ts';
 import { commandField, editedCommand } from '../retry-command.ts';
 import { href } from '../router.ts';
 import type { JobDetail, RetryBody } from '../types.ts';
-import { Attempts, Failure, LogTail, RankTabs, Timeline, Waiting } from './job-parts.tsx';
+import { Attempts, Failure, LogTail, RankTabs, Stalled, Timeline, Waiting } from './job-parts.tsx';
 
 function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
   const [error, setError] = useState<Error | null>(null);
@@ -63,7 +63,8 @@ function RetryForm({ job, onDone }: { job: JobDetail; onDone: () => void }) {
 }
 
 export function JobPage({ id }: { id: string }) {
-  const job = useResource(() => api.job(id), [id], { topics: ['jobs'] });
+  // A stall changes no job row, only its attempt's, with a job.stalled event: the job is fetched again on its events too.
+  const job = useResource(() => api.job(id), [id], { topics: ['jobs', 'events'], jobId: id });
   const events = useResource(() => api.jobEvents(id), [id], { topics: ['events', 'jobs'], jobId: id });
   const runs = useResource(() => api.runs({ job: id }), [id], { topics: ['runs'] });
   const info = useResource(() => api.info(), [], { topics: [] });
@@ -91,7 +92,7 @@ export function JobPage({ id }: { id: string }) {
   return (
     <>
       <h1>
-        {j.id} <StateBadge state={j.state} />
+        {j.id} <JobStateBadge job={j} />
         <span class="actions">
           {!isTerminal(j.state) && (
             <button class="danger" onClick={cancel} data-action="cancel">
@@ -136,6 +137,7 @@ export function JobPage({ id }: { id: string }) {
       )}
       {(j.state === 'FAILED' || j.state === 'LOST' || j.state === 'CANCELLED') && <Failure reason={j.reason} />}
       {(j.state === 'QUEUED' || j.state === 'CREATED') && <Waiting reason={j.reason} />}
+      <Stalled job={j} events={events.data ?? []} />
       <Section title="Timeline">
         <Timeline history={j.history} ended={isTerminal(j.state) ? j.ended_at : null} />
       </Section>

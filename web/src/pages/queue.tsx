@@ -2,9 +2,9 @@
 import { useState } from 'preact/hooks';
 import { JOB_STATES } from '../../../domain/job-states.ts';
 import { api } from '../api.ts';
-import { ErrorBox, JobLink, Loading, StateBadge, When } from '../components.tsx';
+import { ErrorBox, JobLink, JobStateBadge, Loading, When } from '../components.tsx';
 import { nodesOf, sizeLabel } from '../gang.ts';
-import { useResource } from '../live.ts';
+import { useLive, useResource } from '../live.ts';
 import { href } from '../router.ts';
 import type { Job, JobState, ListJobsQuery, SubmitJobBody } from '../types.ts';
 
@@ -87,6 +87,8 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
   const jobs = useResource(() => api.jobs(q), [state, type, project], { topics: ['jobs'] });
   const counts = useResource(() => api.jobCounts({ type: q.type, project: q.project }), [type, project], { topics: ['jobs'] });
   const shown = jobs.data ?? [];
+  // A running job's stall is an event of the job and a change of its attempt, not of its row.
+  useLive({ topics: ['events'], jobId: shown.filter((j) => j.state === 'RUNNING').map((j) => j.id) }, jobs.reload);
   const total = counts.data?.total;
   const countOf = (s: JobState) => counts.data?.states[s] ?? '…';
   return (
@@ -154,7 +156,7 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
                 </td>
                 <td>{j.type}</td>
                 <td>
-                  <StateBadge state={j.state} />
+                  <JobStateBadge job={j} />
                 </td>
                 <td>{j.attempt}</td>
                 <td data-column="gpus">{sizeLabel(j)}</td>

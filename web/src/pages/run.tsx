@@ -1,7 +1,7 @@
 /**
  * One run: its metric charts (with every attempt of its job overlaid on demand; its checkpoints'
- * evaluations drawn beside the training metric they belong to), its evaluated checkpoints, params,
- * tags, artifacts and events.
+ * evaluations drawn beside the training metric they belong to), the agent's telemetry of its cards
+ * on a System panel of their own, its evaluated checkpoints, params, tags, artifacts and events.
  */
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
@@ -10,15 +10,17 @@ import { ErrorBox, EventList, JobLink, KeyValues, Loading, Section, StateBadge, 
 import { metric } from '../format.ts';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
+import { splitSystemKeys } from '../system-metrics.ts';
 import type { Run, Summary } from '../types.ts';
 import { RunArtifacts } from './run-artifacts.tsx';
 import { EvaluatedCheckpoints, Evaluates } from './run-evaluations.tsx';
+import { SystemPanel } from './run-system.tsx';
 
 export const runLabel = (r: Run) => `${r.name ?? r.id}${r.attempt !== null && !(r.name ?? '').endsWith(`#${r.attempt}`) ? ` #${r.attempt}` : ''}`;
 
-function Summaries({ metrics }: { metrics: Record<string, Summary> }) {
-  const keys = Object.keys(metrics).sort();
-  if (keys.length === 0) return <p class="muted">no metrics yet</p>;
+function Summaries({ metrics, keys: only, empty = 'no metrics yet' }: { metrics: Record<string, Summary>; keys?: string[]; empty?: string }) {
+  const keys = (only ?? Object.keys(metrics)).slice().sort();
+  if (keys.length === 0) return <p class="muted">{empty}</p>;
   return (
     <table class="summaries">
       <thead>
@@ -73,10 +75,12 @@ export function RunPage({ id }: { id: string }) {
   const attempts = (siblings.data ?? []).slice().sort((a, b) => (a.attempt ?? 0) - (b.attempt ?? 0));
   const chartRuns: ChartRun[] = overlay && attempts.length > 1 ? attempts.map((x) => ({ id: x.id, label: runLabel(x) })) : [{ id: r.id, label: runLabel(r) }];
   const logged = Object.keys(r.metrics);
+  // The agent's system/… series go on the System panel, not among the training curves.
+  const { training, system } = splitSystemKeys(logged);
   const ev = evals.data ?? [];
   // The charts with evaluations drawn on them first: the train curve and the eval curve together.
   const beside = new Set(ev.map((e) => e.train_key));
-  const keys = logged.sort((a, b) => Number(beside.has(b)) - Number(beside.has(a)) || a.localeCompare(b));
+  const keys = training.sort((a, b) => Number(beside.has(b)) - Number(beside.has(a)) || a.localeCompare(b));
   // An evaluated metric whose training counterpart the run does not log: a chart of its own.
   const own = ev.filter((e) => !logged.includes(e.key) && !logged.includes(e.train_key));
   return (
@@ -120,8 +124,14 @@ export function RunPage({ id }: { id: string }) {
             <MetricChart key={e.key} chartId={e.key} metricKey={e.key} title={e.label} runs={chartRuns} marksOnly />
           ))}
         </div>
-        <Summaries metrics={r.metrics} />
+        <Summaries metrics={r.metrics} keys={training} empty={system.length ? "no metrics logged by the run yet (the agent's are under System)" : undefined} />
       </Section>
+      <SystemPanel runId={r.id} charts={system}>
+        <details>
+          <summary>every system series</summary>
+          <Summaries metrics={r.metrics} keys={system.flatMap((c) => c.lines.map((l) => l.key))} />
+        </details>
+      </SystemPanel>
       {!r.evaluates && <EvaluatedCheckpoints runId={r.id} summaries={r.metrics} />}
       <div class="columns">
         <Section title="Params">

@@ -1,0 +1,1 @@
+ALTER TABLE "projects" ADD COLUMN "stall_after_s" integer;
