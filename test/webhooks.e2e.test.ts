@@ -46,7 +46,7 @@ describe('webhooks', () => {
   beforeAll(async () => {
     await rx.up();
     c = await startCluster('webhooks', {
-      agents: [{ nodeId: 'w1', gpus: 1 }],
+      agents: [{ nodeId: 'w1', gpus: 1, env: { GPUPLANE_TELEMETRY_S: '1' } }],
       env: { GPUPLANE_WEBHOOK_ALLOW_PRIVATE: 'loopback', GPUPLANE_WEBHOOK_RETRY_INITIAL_MS: '200', GPUPLANE_WEBHOOK_RETRY_MAX_S: '1' },
     });
     h = await openDatabase({ url: c.dbUrl, poolSize: 2 });
@@ -82,6 +82,13 @@ describe('webhooks', () => {
     const listed = await hook();
     expect(listed.last_success_at).not.toBeNull();
     expect(listed.backlog).toBe(0);
+    // The stall detector's own job.stalled (db/queries/telemetry.ts) reaches the receiver too.
+    const silent = await c.client.submit({ type: 'CUSTOM', gpus: 1, stall_after_s: 2, command: 'sleep 120', project: 'hooks' });
+    const stall = await until('a real job.stalled', () => rx.received.find((r) => r.event === 'job.stalled' && r.json.job_id === silent.id), 30_000);
+    expect(stall.json).toMatchObject({ project: 'hooks', attempt: 1 });
+    await c.client.cancel(silent.id);
+    await c.client.waitFor(silent.id, undefined, 30_000);
+
     const table = await gpuctl('webhook', 'list');
     expect(table.stdout).toMatch(new RegExp(`^${hookId} +hooks +job\\.succeeded,job\\.failed,job\\.stalled +json +0 `, 'm'));
   });
