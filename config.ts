@@ -7,6 +7,7 @@ import { DEFAULT_QUARANTINE, type QuarantineRule } from './domain/quarantine.ts'
 import { DEFAULT_PREEMPT_GRACE_S } from './domain/preemption.ts';
 import { DEFAULT_STALL_AFTER_S } from './domain/stall.ts';
 import { DEFAULT_TELEMETRY_S } from './domain/telemetry.ts';
+import { DEFAULT_WEBHOOK_RETRY, privatePolicyOf, type PrivateAddressPolicy, type WebhookRetry } from './domain/webhooks.ts';
 
 /** Everything GPUPlane reads from the environment, with its default, in one place. */
 export interface GpuplaneConfig {
@@ -58,6 +59,16 @@ export interface GpuplaneConfig {
   workerMetricsAddr: string | undefined;
   /** Where the API keeps MLflow's artifacts (GPUPLANE_ARTIFACTS_DIR, default <home>/artifacts; api/mlflow/artifacts.ts). */
   artifactsDir: string;
+  /**
+   * Which non-public addresses webhooks may reach (GPUPLANE_WEBHOOK_ALLOW_PRIVATE: unset none,
+   * `loopback`, or `all`); `gpuctl up` takes loopback when it is unset (docs/webhooks.md).
+   */
+  webhookAllowPrivate: PrivateAddressPolicy;
+  /**
+   * Retries of a webhook delivery: GPUPLANE_WEBHOOK_RETRY_INITIAL_MS (1000) doubling up to
+   * GPUPLANE_WEBHOOK_RETRY_MAX_S (600) between tries, given up after GPUPLANE_WEBHOOK_GIVE_UP_S (86400).
+   */
+  webhookRetry: WebhookRetry;
 }
 
 function intFromEnv(name: string, fallback: number): number {
@@ -117,5 +128,11 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     telemetryS: overrides.telemetryS ?? intFromEnv('GPUPLANE_TELEMETRY_S', DEFAULT_TELEMETRY_S),
     workerMetricsAddr: overrides.workerMetricsAddr ?? (process.env.GPUPLANE_WORKER_METRICS_ADDR || undefined),
     artifactsDir: overrides.artifactsDir ?? (process.env.GPUPLANE_ARTIFACTS_DIR || path.join(home, 'artifacts')),
+    webhookAllowPrivate: overrides.webhookAllowPrivate ?? privatePolicyOf(process.env.GPUPLANE_WEBHOOK_ALLOW_PRIVATE),
+    webhookRetry: overrides.webhookRetry ?? {
+      initialMs: Math.max(intFromEnv('GPUPLANE_WEBHOOK_RETRY_INITIAL_MS', DEFAULT_WEBHOOK_RETRY.initialMs), 1),
+      maxMs: Math.max(intFromEnv('GPUPLANE_WEBHOOK_RETRY_MAX_S', DEFAULT_WEBHOOK_RETRY.maxMs / 1000) * 1000, 1),
+      giveUpMs: Math.max(intFromEnv('GPUPLANE_WEBHOOK_GIVE_UP_S', DEFAULT_WEBHOOK_RETRY.giveUpMs / 1000) * 1000, 1000),
+    },
   };
 }

@@ -5,13 +5,14 @@ import type { ControlContext, ControlDeps } from './control/context.ts';
 import { finishActivities } from './control/finish.ts';
 import { nodeActivities } from './control/nodes.ts';
 import { schedulingActivities } from './control/scheduling.ts';
+import { webhookActivities } from './control/webhooks.ts';
 
 export type { ControlDeps } from './control/context.ts';
 
 /**
  * The control activities: every database write that orchestration makes. Each concern has its
  * file under control/ (attempts, their end, checkpoints and evaluations, nodes, the scheduling
- * pass); they share one coalesced wake-up of the scheduler.
+ * pass, webhook deliveries); they share one coalesced wake-up of the scheduler.
  */
 export function createControlActivities(deps: ControlDeps) {
   const ctx: ControlContext = { deps, wake: coalesce(() => wakeScheduler(deps.client, deps.idlePassMs)) };
@@ -21,6 +22,7 @@ export function createControlActivities(deps: ControlDeps) {
     ...schedulingActivities(ctx),
     ...nodeActivities(ctx),
     ...checkpointActivities(ctx),
+    ...webhookActivities(ctx),
   };
 }
 

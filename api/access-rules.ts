@@ -6,6 +6,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Db } from '../db/client.ts';
 import { projectOfCheckpoint, projectOfEvaluation, projectOfJob, projectOfRun } from '../db/queries/auth.ts';
+import { projectOfWebhook } from '../db/queries/webhooks.ts';
 import { forbidden } from './errors.ts';
 import { compareRunIds } from './id-list.ts';
 
@@ -54,6 +55,7 @@ const byJob: ProjectOf = async (db, r) => [await touched('job', r.params.id, pro
 const byRun: ProjectOf = async (db, r) => [await touched('run', r.params.id, projectOfRun, db)];
 const byCheckpoint: ProjectOf = async (db, r) => [await touched('checkpoint', r.params.id, projectOfCheckpoint, db)];
 const byEvaluation: ProjectOf = async (db, r) => [await touched('evaluation', r.params.id, projectOfEvaluation, db)];
+const byWebhook: ProjectOf = async (db, r) => [await touched('webhook', r.params.id, projectOfWebhook, db)];
 const byParam: ProjectOf = async (_db, r) => r.params.project;
 const byBodyProject: ProjectOf = async (_db, r) => (typeof r.body?.project === 'string' ? r.body.project : null);
 /** ?run= or ?project= (checkpoint listings, best). */
@@ -142,6 +144,13 @@ const RULES: Record<string, Rule> = {
   'POST /api/v1/checkpoints/:id/evaluations': { access: 'write', project: byCheckpoint },
   'GET /api/v1/checkpoints/:id/evaluations': { access: 'read', project: byCheckpoint },
   'GET /api/v1/evaluations/:id': { access: 'read', project: byEvaluation },
+
+  // Admins, or members for their projects (a webhook of every project: tokens of all projects).
+  'POST /api/v1/webhooks': { access: 'write', project: byBodyProject, fromBody: true },
+  // Only the webhooks the caller may manage (api/routes/webhooks.ts).
+  'GET /api/v1/webhooks': { access: 'any' },
+  'DELETE /api/v1/webhooks/:id': { access: 'write', project: byWebhook },
+  'POST /api/v1/webhooks/:id/test': { access: 'write', project: byWebhook },
 };
 
 export function ruleKey(method: string, url: string): string {

@@ -4,6 +4,7 @@ import type { JobTimeouts } from '../temporal/client-ops.ts';
 import type { AuthConfig } from './token-resolver.ts';
 import type { GuardOptions } from './guards.ts';
 import type { PlaneMetrics } from './plane-metrics.ts';
+import type { PrivateAddressPolicy } from '../domain/webhooks.ts';
 
 /** What the app and every route plugin are built from (api/app.ts registers the routes with it). */
 export interface ApiDeps {
@@ -30,4 +31,6 @@ export interface ApiDeps {
   guards?: GuardOptions;
   /** The series of GET /metrics (api/plane-metrics.ts); absent: buildApp makes the app's own. */
   metrics?: PlaneMetrics;
+  /** Which non-public addresses a webhook URL may name (GPUPLANE_WEBHOOK_ALLOW_PRIVATE); none when absent. */
+  webhookAllowPrivate?: PrivateAddressPolicy;
 }

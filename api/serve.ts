@@ -28,6 +28,7 @@ export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, lo
       preemptGraceS: c.preemptGraceS,
       stallAfterS: c.stallAfterS,
       artifactsDir: c.artifactsDir,
+      webhookAllowPrivate: c.webhookAllowPrivate,
       auth: { adminTokens: c.adminToken ? [c.adminToken] : [] },
       guards: { allowedHosts: [...c.allowedHosts, c.apiHost, ...apiUrlHost], allowedOrigins: c.allowedOrigins, rateLimitPerMinute: c.rateLimitPerMinute },
       ...extra,

@@ -48,3 +48,10 @@ export type WhoAmIJson = Static<typeof WhoAmISchema>;
 export type QuotaLineJson = Static<typeof QuotaLineSchema>;
 export type QuotaListJson = Static<typeof QuotaListSchema>;
 export type StallAfterJson = Static<typeof StallAfterSchema>;
+
+export type { CreateWebhookBody } from '../api/schemas/webhooks.ts';
+import type { CreatedWebhookSchema, WebhookListSchema, WebhookSchema, WebhookTestSchema } from '../api/schemas/webhooks.ts';
+export type WebhookJson = Static<typeof WebhookSchema>;
+export type CreatedWebhookJson = Static<typeof CreatedWebhookSchema>;
+export type WebhookListJson = Static<typeof WebhookListSchema>;
+export type WebhookTestJson = Static<typeof WebhookTestSchema>;

@@ -14,6 +14,7 @@ import { registerQuotaCommands } from './commands/quota.ts';
 import { registerRetentionCommand } from './commands/retention.ts';
 import { registerRunCommands } from './commands/runs.ts';
 import { registerTokenCommands } from './commands/tokens.ts';
+import { registerWebhookCommands } from './commands/webhooks.ts';
 
 /**
  * The gpuctl program: its global options, then each group of commands from cli/commands/.
@@ -47,6 +48,7 @@ export function buildProgram(): Command {
   registerTokenCommands(program);
   registerCheckpointCommands(program);
   registerEvalCommand(program);
+  registerWebhookCommands(program);
   registerMcpCommand(program);
   return program;
 }

@@ -12,3 +12,4 @@ export * from './schema/metrics.ts';
 export * from './schema/logs.ts';
 export * from './schema/tokens.ts';
 export * from './schema/plane.ts';
+export * from './schema/webhooks.ts';

@@ -15,7 +15,10 @@ export const JOB_NOT_FOUND = 'JobNotFound';
 /** retry_job refused by the job's workflow (the attempt has not ended, or the request names another attempt); its message says why. */
 export const RETRY_REFUSED = 'RetryRefused';
 
-export type FailureType = typeof AGENT_SHUTDOWN | typeof INVALID_ATTEMPT | typeof JOB_NOT_FOUND | typeof RETRY_REFUSED;
+/** A webhook's receiver did not answer 2xx (or could not be reached): retried with back-off until the webhook's give-up time. */
+export const WEBHOOK_UNDELIVERED = 'WebhookUndelivered';
+
+export type FailureType = typeof AGENT_SHUTDOWN | typeof INVALID_ATTEMPT | typeof JOB_NOT_FOUND | typeof RETRY_REFUSED | typeof WEBHOOK_UNDELIVERED;
 
 /** A non-retryable failure of one of the types above. */
 export function permanentFailure(type: FailureType, message: string): ApplicationFailure {

@@ -4,3 +4,4 @@ export const SCHEDULER_WORKFLOW_ID = 'scheduler';
 export const gpuHostTaskQueue = (nodeId: string): string => `gpu-host.${nodeId}`;
 export const jobWorkflowId = (jobId: string): string => `job/${jobId}`;
 export const nodeWorkflowId = (nodeId: string): string => `node/${nodeId}`;
+export const webhookWorkflowId = (webhookId: string): string => `webhook/${webhookId}`;

@@ -168,3 +168,16 @@ export interface SchedulePassResult {
   resignalled: number;
   durationMs: number;
 }
+
+/** The delivery workflow of one webhook (workflows/webhook-workflow.ts), id `webhook/<webhookId>`. */
+export interface WebhookWorkflowInput {
+  webhookId: string;
+  /** Activities a run makes before it continues as new (500; a test sets a few). */
+  stepsPerRun?: number;
+}
+
+/** What a delivery workflow's wait answers: the ids of events owed (in order), or that the webhook is gone. */
+export interface WebhookWait {
+  gone: boolean;
+  eventIds: number[];
+}

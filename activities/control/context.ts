@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Db } from '../../db/client.ts';
 import type { JobTimeouts } from '../../temporal/client-ops.ts';
 import type { QuarantineRule } from '../../domain/quarantine.ts';
+import type { PrivateAddressPolicy, WebhookRetry } from '../../domain/webhooks.ts';
 
 export interface ControlDeps {
   db: Db;
@@ -17,6 +18,8 @@ export interface ControlDeps {
   /** A DISPATCHING job whose workflow has not moved on after this long gets its grant again. */
   redispatchAfterMs?: number;
   idlePassMs?: number;
+  /** Webhook deliveries (activities/control/webhooks.ts); absent: no private addresses, the default retries. */
+  webhooks?: WebhookDeliveryDeps;
 }
 
 /** What each group of control activities is built from: the deps, and the one coalesced wake-up of the scheduler they share. */
@@ -24,4 +27,16 @@ export interface ControlContext {
   deps: ControlDeps;
   /** Starts the scheduler if need be and wakes it; calls made during a wake-up share the next one. */
   wake: () => Promise<void>;
+}
+
+/** How webhooks are delivered (docs/webhooks.md; config.ts reads them from the environment). */
+export interface WebhookDeliveryDeps {
+  allowPrivate: PrivateAddressPolicy;
+  retry: WebhookRetry;
+  /** How long one POST may take (10 s). */
+  timeoutMs?: number;
+  /** How often the event tail looks for new events while a delivery waits (200 ms). */
+  pollMs?: number;
+  /** How long a gap in event ids is waited for before it is taken for a rolled-back transaction (5 s). */
+  gapMs?: number;
 }

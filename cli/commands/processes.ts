@@ -85,7 +85,12 @@ export function registerProcessCommands(program: Command): void {
     const { up } = await import('../up.ts');
     if (o.temporalUiUrl && !o.temporalAddress) throw new InvalidArgumentError('--temporal-ui-url is for a Temporal server gpuctl up did not start (--temporal-address); its own dev server has its UI on --temporal-ui-port');
     await up(
-      loadConfig({ temporalAddress: o.temporalAddress || `127.0.0.1:${o.temporalPort}`, ...(o.port !== undefined ? { apiPort: o.port } : {}) }),
+      loadConfig({
+        temporalAddress: o.temporalAddress || `127.0.0.1:${o.temporalPort}`,
+        ...(o.port !== undefined ? { apiPort: o.port } : {}),
+        // One machine: a receiver beside the plane (a local script, a test) is the common case.
+        ...(process.env.GPUPLANE_WEBHOOK_ALLOW_PRIVATE ? {} : { webhookAllowPrivate: 'loopback' as const }),
+      }),
       { nodeId: o.nodeId, fakeNodes: o.fakeNodes, ...agentFlagsOf(o), temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards, externalTemporal: Boolean(o.temporalAddress), temporalUiUrl: o.temporalUiUrl },
       log,
       createLogger(o.logLevel),

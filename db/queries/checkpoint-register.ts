@@ -10,6 +10,7 @@ import { checkpoints, jobAttempts, jobs, runs, type Checkpoint } from '../schema
 import { runOfAttemptForUpdate } from './attempt-run.ts';
 import { resumePointOf } from './resume-point.ts';
 import { rawPoints, summaries } from './metrics.ts';
+import { noteBestCheckpoint } from './best-changed.ts';
 
 export interface CheckpointRegistration {
   jobId: string;
@@ -123,6 +124,7 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
         .limit(1);
       if (next && next.parent === row.parentCheckpointId) await tx.update(checkpoints).set({ parentCheckpointId: row.id }).where(eq(checkpoints.id, next.id));
     }
+    await noteBestCheckpoint(tx, runId, new Date());
     return { checkpoint: row, created: true };
   });
 }

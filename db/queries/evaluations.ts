@@ -2,7 +2,8 @@ import { and, desc, eq, inArray, ne } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { insertJob } from './jobs.ts';
-import { evaluations, jobs, runs, type Checkpoint, type Evaluation, type Job } from '../schema.ts';
+import { checkpoints, evaluations, events, jobs, runs, type Checkpoint, type Evaluation, type Job } from '../schema.ts';
+import { noteBestCheckpoint } from './best-changed.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import { listLogRefs, readLogChunks } from './logs.ts';
 
@@ -71,7 +72,7 @@ export async function markEvaluationRunning(ex: Executor, jobId: string): Promis
  */
 export async function settleEvaluation(ex: Executor, jobId: string, e: { status: EvaluationStatus; metrics?: Record<string, unknown> | null; reason?: string | null; at: Date }): Promise<void> {
   const final = e.status !== 'pending' && e.status !== 'running';
-  await ex
+  const rows = await ex
     .update(evaluations)
     .set({
       status: e.status,
@@ -79,7 +80,23 @@ export async function settleEvaluation(ex: Executor, jobId: string, e: { status:
       reason: e.status === 'succeeded' ? null : (e.reason ?? null),
       endedAt: final ? e.at : null,
     })
-    .where(eq(evaluations.jobId, jobId));
+    .where(eq(evaluations.jobId, jobId))
+    .returning({ id: evaluations.id, checkpointId: evaluations.checkpointId, metrics: evaluations.metrics });
+  // Its end as an event of the evaluation's job (webhooks' evaluation.finished); the best checkpoint may change with it.
+  for (const r of final ? rows : []) {
+    await ex.insert(events).values({
+      jobId,
+      kind: 'evaluation.finished',
+      level: e.status === 'succeeded' ? 'info' : 'warning',
+      message: `evaluation ${r.id} of ${r.checkpointId} ${e.status}${e.reason && e.status !== 'succeeded' ? `: ${e.reason}` : ''}`,
+      data: { evaluation_id: r.id, checkpoint_id: r.checkpointId, status: e.status, metrics: r.metrics, reason: e.status === 'succeeded' ? null : (e.reason ?? null) },
+      at: e.at,
+    });
+    if (e.status === 'succeeded') {
+      const [c] = await ex.select({ runId: checkpoints.runId }).from(checkpoints).where(eq(checkpoints.id, r.checkpointId));
+      if (c) await noteBestCheckpoint(ex, c.runId, e.at);
+    }
+  }
 }
 
 /**

@@ -129,6 +129,8 @@ export interface ClusterOptions {
   ownPostgres?: boolean;
   /** A real Temporal server (temporal/cluster.ts: PostgreSQL persistence and visibility) instead of the shared dev server. */
   realTemporal?: { numHistoryShards?: number; /** mTLS on its frontend: every process connects with TEMPORAL_TLS_* (a client certificate of a test CA). */ tls?: boolean };
+  /** Extra variables in the environment of every process of the plane (webhook settings, say). */
+  env?: Record<string, string>;
 }
 
 /**
@@ -218,6 +220,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
     GPUPLANE_QUARANTINE_AFTER: String(o.quarantineAfter ?? 0),
     ...tlsEnv,
+    ...o.env,
     GPUPLANE_ADMIN_TOKEN: token,
     GPUPLANE_TOKEN: token,
   };

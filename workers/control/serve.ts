@@ -25,6 +25,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     preemptGraceS: c.preemptGraceS,
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
+    webhooks: { allowPrivate: c.webhookAllowPrivate, retry: c.webhookRetry },
     workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,
   });
 }

@@ -4,11 +4,16 @@ import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { createControlActivities } from '../../activities/control.ts';
 import { reconcileCreatedJobs, wakeScheduler } from '../../temporal/scheduler-ops.ts';
+import { ensureWebhookWorkflows } from '../../temporal/webhook-ops.ts';
 import { crashSilentRuns } from '../../db/queries/runs.ts';
 import type { Db } from '../../db/client.ts';
 import type { JobTimeouts } from '../../temporal/client-ops.ts';
+import type { WebhookDeliveryDeps } from '../../activities/control/context.ts';
 import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
 import { reconcileClosedJobWorkflows, reconcileMissingJobWorkflows } from './reconcile.ts';
+
+/** How often the control worker makes sure every webhook has its delivery workflow running. */
+const WEBHOOK_CHECK_MS = 60_000;
 
 export const workflowsPath = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
 /**
@@ -36,6 +41,8 @@ export interface ControlWorkerOptions {
   runStaleMs?: number;
   /** A pre-built workflow bundle (bundleWorkflowCode with workflowsPath and payloadConverterPath); built from workflows/ when absent. */
   workflowBundlePath?: string;
+  /** Webhook deliveries: which private addresses, what retries (absent: none, the defaults). */
+  webhooks?: WebhookDeliveryDeps;
 }
 
 export interface ControlWorker {
@@ -61,18 +68,25 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     namespace: o.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
     workflowBundle: o.workflowBundlePath ? { codePath: o.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: Runtime.instance().logger }),
-    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, preemptGraceS: o.preemptGraceS, timeouts: o.timeouts }),
+    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, preemptGraceS: o.preemptGraceS, timeouts: o.timeouts, webhooks: o.webhooks }),
     maxConcurrentActivityTaskExecutions: 50,
     maxConcurrentWorkflowTaskExecutions: 50,
   });
   const run = worker.run();
   let lastScan = new Date(Date.now() - 7 * 24 * 3600_000);
+  let webhooksChecked = 0;
   const reconcile = async () => {
     const started = new Date();
     // Brings the scheduler back if it was terminated or cancelled in the Temporal UI.
     await wakeScheduler(o.client);
     await reconcileClosedJobWorkflows(o.db, o.client, o.timeouts, new Date(lastScan.getTime() - 60_000));
     lastScan = started;
+    // One start call a webhook (answered at once for a running one), so once a minute, not every pass:
+    // the API starts each webhook's workflow; this catches one it could not start, or one terminated in the UI.
+    if (Date.now() - webhooksChecked >= WEBHOOK_CHECK_MS) {
+      await ensureWebhookWorkflows(o.db, o.client);
+      webhooksChecked = Date.now();
+    }
   };
   // A namespace registered a moment ago takes a few seconds to be served everywhere.
   await retryFor(30_000, async () => {
