@@ -5,7 +5,7 @@
  * signal lost on the way is sent again by a later pass (stalePreemptions).
  */
 import { sql } from 'drizzle-orm';
-import { queryRows, type Executor } from '../client.ts';
+import { epochMs, queryRows, type Executor } from '../client.ts';
 import type { Holder, Preemption } from '../../domain/preemption.ts';
 import type { GangPlacement } from '../schema.ts';
 
@@ -39,7 +39,7 @@ export async function preemptionHolders(ex: Executor): Promise<Holder[]> {
   }>(
     ex,
     sql`select j.id, j.attempt, j.project_id, case when j.selector = '{}'::jsonb then null else j.selector end as selector, j.priority, j.gpus, j.nodes, j.preemptible, j.node_id, j.gpu_indices, j.members,
-               (extract(epoch from coalesce(a.started_at, j.updated_at)) * 1000)::float8 as started_ms, a.preempt_requested_at is not null as preempting
+               ${epochMs(sql`coalesce(a.started_at, j.updated_at)`)} as started_ms, a.preempt_requested_at is not null as preempting
         from jobs j join job_attempts a on a.job_id = j.id and a.attempt = j.attempt
         where j.state = 'RUNNING' and j.gpus > 0`,
   );
