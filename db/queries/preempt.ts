@@ -76,10 +76,12 @@ export async function markPreemptions(ex: Executor, list: readonly (Omit<Preempt
   if (list.length === 0) return [];
   const marks = JSON.stringify(list.map((p) => ({ job_id: p.jobId, attempt: p.attempt, reason: p.reason, for_id: p.forJobId ?? null })));
   // One statement for the marks, one for the history lines: a pass may preempt dozens at once.
+  // The limit tells the planner how many marks there are (it guesses 100 rows of a function): for
+  // a few, it then looks each attempt up by key instead of reading every attempt (9 ms at 17,000).
   const rows = await queryRows<{ job_id: string; attempt: number; reason: string; grace_s: number }>(
     ex,
     sql`update job_attempts a set preempt_requested_at = ${now.toISOString()}::timestamptz, preempt_reason = m.reason, preempt_for = m.for_id
-        from jsonb_to_recordset(${marks}::jsonb) as m(job_id text, attempt int, reason text, for_id text), jobs j
+        from (select * from jsonb_to_recordset(${marks}::jsonb) as m(job_id text, attempt int, reason text, for_id text) limit ${list.length}) m, jobs j
         where a.job_id = m.job_id and a.attempt = m.attempt and a.preempt_requested_at is null
           and j.id = a.job_id and j.attempt = a.attempt and j.state = 'RUNNING'
         returning a.job_id, a.attempt, m.reason, coalesce(j.preempt_grace_s, ${defaultGraceS})::int as grace_s`,
