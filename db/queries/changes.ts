@@ -2,9 +2,10 @@
  * What the console's live updates poll (api/routes/console.ts): change counters, one per topic,
  * and the runs and jobs touched in a range of metric-chunk and event ids.
  *
- * The counters are sequences bumped by triggers (migration 0004_console_changes): reading them
- * costs the same at 10 rows as at 10 million, and bumping one takes no lock a writer could wait
- * on. Sequences are not transactional, so a counter moves before (or without) its commit: the
+ * The counters are sequences bumped by triggers (migrations 0004_console_changes and
+ * 0023_statement_change_triggers: once per statement on the tables a scheduling pass writes in
+ * bulk): reading them costs the same at 10 rows as at 10 million, and bumping one takes no lock a
+ * writer could wait on. A counter says only that its topic changed, not how many rows did. Sequences are not transactional, so a counter moves before (or without) its commit: the
  * watcher names what changed again a little later, when the writer has committed.
  */
 import { sql } from 'drizzle-orm';

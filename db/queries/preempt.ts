@@ -5,7 +5,7 @@
  * signal lost on the way is sent again by a later pass (stalePreemptions).
  */
 import { sql } from 'drizzle-orm';
-import { queryRows, type Executor } from '../client.ts';
+import { epochMs, queryRows, type Executor } from '../client.ts';
 import type { Holder, Preemption } from '../../domain/preemption.ts';
 import type { GangPlacement } from '../schema.ts';
 
@@ -41,7 +41,7 @@ export async function preemptionHolders(ex: Executor): Promise<Holder[]> {
   }>(
     ex,
     sql`select j.id, j.attempt, j.project_id, case when j.selector = '{}'::jsonb then null else j.selector end as selector, j.priority, j.gpus, j.nodes, j.preemptible, j.node_id, j.gpu_indices, j.members,
-               (extract(epoch from coalesce(a.started_at, j.updated_at)) * 1000)::float8 as started_ms, a.preempt_requested_at is not null as preempting
+               ${epochMs(sql`coalesce(a.started_at, j.updated_at)`)} as started_ms, a.preempt_requested_at is not null as preempting
         from jobs j join job_attempts a on a.job_id = j.id and a.attempt = j.attempt
         where j.state = 'RUNNING' and j.gpus > 0`,
   );
@@ -78,10 +78,12 @@ export async function markPreemptions(ex: Executor, list: readonly (Omit<Preempt
   if (list.length === 0) return [];
   const marks = JSON.stringify(list.map((p) => ({ job_id: p.jobId, attempt: p.attempt, reason: p.reason, for_id: p.forJobId ?? null })));
   // One statement for the marks, one for the history lines: a pass may preempt dozens at once.
+  // The limit tells the planner how many marks there are (it guesses 100 rows of a function): for
+  // a few, it then looks each attempt up by key instead of reading every attempt (9 ms at 17,000).
   const rows = await queryRows<{ job_id: string; attempt: number; reason: string; grace_s: number }>(
     ex,
     sql`update job_attempts a set preempt_requested_at = ${now.toISOString()}::timestamptz, preempt_reason = m.reason, preempt_for = m.for_id
-        from jsonb_to_recordset(${marks}::jsonb) as m(job_id text, attempt int, reason text, for_id text), jobs j
+        from (select * from jsonb_to_recordset(${marks}::jsonb) as m(job_id text, attempt int, reason text, for_id text) limit ${list.length}) m, jobs j
         where a.job_id = m.job_id and a.attempt = m.attempt and a.preempt_requested_at is null
           and j.id = a.job_id and j.attempt = a.attempt and j.state = 'RUNNING'
         returning a.job_id, a.attempt, m.reason, coalesce(j.preempt_grace_s, ${defaultGraceS})::int as grace_s`,

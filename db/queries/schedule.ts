@@ -1,5 +1,5 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
-import { queryRows, type Db, type Executor } from '../client.ts';
+import { epochMs, queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs, projects } from '../schema.ts';
 import { placementMembers, planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { planPreemptions, type Preemption } from '../../domain/preemption.ts';
@@ -151,7 +151,7 @@ export async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> 
   const rows = await queryRows<{ id: string; project_id: string | null; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null; submitted_ms: number; avoid: string | null }>(
     ex,
     sql`select j.id, j.project_id, j.attempt, j.gpus, j.nodes, case when j.selector = '{}'::jsonb then null else j.selector end as selector, j.priority,
-               (extract(epoch from j.queued_at) * 1000)::float8 as queued_ms, (extract(epoch from j.created_at) * 1000)::float8 as submitted_ms, ${AVOID_NODE} as avoid
+               ${epochMs(sql`j.queued_at`)} as queued_ms, ${epochMs(sql`j.created_at`)} as submitted_ms, ${AVOID_NODE} as avoid
         from jobs j where j.state = 'QUEUED'`,
   );
   const none: Record<string, string> = {};
