@@ -92,6 +92,17 @@ export const RunSchema = Type.Object(
       ],
       { description: 'for the run of an EVALUATE job: the checkpoint it evaluates, its training run and step; null for any other run' },
     ),
+    forked_from: Type.Union(
+      [
+        Type.Object({
+          checkpoint_id: Type.String(),
+          run_id: Type.String({ description: 'the run that wrote the checkpoint' }),
+          step: Nullable(Type.Integer()),
+        }),
+        Type.Null(),
+      ],
+      { description: "the checkpoint this run branched from (`gpuctl fork`, or a job's resume_from), its run and step; null for a run that started fresh or continues its own job" },
+    ),
   },
   { $id: 'Run' },
 );
