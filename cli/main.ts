@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { ApiError } from './client.ts';
 import { registerCheckpointCommands } from './commands/checkpoints.ts';
 import { registerEvalCommand } from './commands/eval.ts';
+import { registerForkCommands } from './commands/fork.ts';
 import { registerImportCommand } from './commands/import-run.ts';
 import { registerJobCommands } from './commands/jobs.ts';
 import { registerLogCommands } from './commands/logs.ts';
@@ -47,6 +48,7 @@ export function buildProgram(): Command {
   registerTokenCommands(program);
   registerCheckpointCommands(program);
   registerEvalCommand(program);
+  registerForkCommands(program);
   registerMcpCommand(program);
   return program;
 }

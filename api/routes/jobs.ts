@@ -325,7 +325,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
  * quota that covers its cards (a guarantee it may keep); anyone else's would hold borrowed
  * cards for good.
  */
-async function mayOptOutOfPreemption(tx: Executor, req: FastifyRequest, projectId: string | null, cards: number): Promise<void> {
+export async function mayOptOutOfPreemption(tx: Executor, req: FastifyRequest, projectId: string | null, cards: number): Promise<void> {
   if (!req.principal || req.principal.kind === 'admin') return;
   const quotas = projectId ? (await projectQuotaList(tx)).filter((q) => q.projectId === projectId) : [];
   const covering = quotas.reduce((m, q) => Math.max(m, q.gpus), 0);
