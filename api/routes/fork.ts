@@ -12,7 +12,7 @@ import { neverFitsReason } from '../../domain/placement.ts';
 import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
 import { allows, mayRead } from '../auth.ts';
-import { normalizeCommand } from '../command.ts';
+import { configPatchOf } from '../config-patch.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { requestHash } from '../idempotency.ts';
 import { lineageOf } from '../lineage.ts';
@@ -53,8 +53,7 @@ export const forkRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
       if (ckpt.deletedAt) throw new DomainError('conflict', `checkpoint ${id} cannot be forked: its files were deleted by retention (${ckpt.deletedAt.toISOString()})`);
       const src = await forkSource(db, ckpt);
       if (!src) throw new DomainError('conflict', `checkpoint ${id} cannot be forked: its run ${ckpt.runId} was not run by a job, so there is no config to copy (submit a job with --resume-from ${id})`);
-      if (b.gpus !== undefined && b.gpus_per_node !== undefined) throw new DomainError('invalid', 'give gpus or gpus_per_node (the same: cards on each node), not both');
-      const command = b.command === undefined ? undefined : normalizeCommand(b.command);
+      const patch = configPatchOf(b);
       const sourceProject = await projectNameOf(db, src.job.projectId);
       const project = b.project ?? sourceProject;
       if (b.experiment && !project) throw new DomainError('invalid', 'experiment needs a project: the checkpoint\'s job has none, give project');
@@ -83,23 +82,11 @@ export const forkRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         // The checkpoint's job's project and experiment, unless the body names others.
         const projectId = b.project === undefined ? src.job.projectId : await ensureProject(tx, b.project);
         const experimentId = b.experiment && projectId ? await ensureExperiment(tx, projectId, b.experiment) : b.project === undefined ? src.job.experimentId : null;
-        const gpus = b.gpus ?? b.gpus_per_node ?? src.config.gpus;
-        const nodes = b.nodes ?? src.config.nodes ?? 1;
+        const gpus = patch.gpus ?? src.config.gpus;
+        const nodes = patch.nodes ?? src.config.nodes ?? 1;
         if (src.job.preemptible === false) await mayOptOutOfPreemption(tx, req, projectId, gpus * nodes);
-        const out = await createForkJob(tx, ckpt, src, {
-          command,
-          workingDir: b.working_dir,
-          gpus: b.gpus ?? b.gpus_per_node,
-          nodes: b.nodes,
-          selector: b.selector,
-          priority: b.priority,
-          env: b.env,
-          params: b.params,
-          projectId,
-          experimentId,
-          reason: neverFitsReason(gpus, b.selector ?? src.config.selector, await nodeRooms(tx), nodes),
-          withSecrets,
-        });
+        const reason = neverFitsReason(gpus, patch.selector ?? src.config.selector, await nodeRooms(tx), nodes);
+        const out = await createForkJob(tx, ckpt, src, { ...patch, projectId, experimentId, reason, withSecrets });
         if (key !== undefined && !(await claimIdempotencyKey(tx, { scope: keyScope(projectId), key, requestHash: hash, jobId: out.job.id }))) {
           throw new DomainError('conflict', `a concurrent request with Idempotency-Key ${JSON.stringify(key)} is making this fork; send it again to read its job`);
         }

@@ -1,7 +1,7 @@
 /** `gpuctl fork CKPT` and `gpuctl lineage RUN|CKPT`. */
-import { Option, type Command } from 'commander';
+import type { Command } from 'commander';
 import type { ForkedJobJson, LineageJson } from '../api-types.ts';
-import { intArg, pairArg, setArg } from '../args.ts';
+import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
 import { clientOf, out } from '../client-of.ts';
 import { forkCheckpoint, lineage } from '../client-fork.ts';
 
@@ -26,18 +26,14 @@ export function renderLineage(l: LineageJson): string {
 }
 
 export function registerForkCommands(program: Command): void {
-  program
-    .command('fork')
-    .description("start a TRAIN job from a checkpoint: its attempt's config with these edits, resuming from it; prints the job id on the last line")
-    .argument('<checkpoint>', 'checkpoint id')
-    .argument('[command...]', 'a new command, after --')
-    .addOption(new Option('--set <k=v>', 'set a param (repeatable; values as in submit --param)').argParser(setArg).default({}, 'none'))
-    .option('--gpus <n>', 'cards (on each node)', intArg('--gpus', 0))
-    .option('--nodes <n>', 'nodes the job spans', intArg('--nodes', 1))
-    .option('--gpus-per-node <n>', 'the same as --gpus: cards on each node', intArg('--gpus-per-node', 0))
-    .option('--env <K=V>', 'set an environment variable (repeatable)', pairArg)
-    .option('--selector <k=v>', 'replace the node selector (repeatable)', pairArg)
-    .option('--priority <p>', 'new priority', intArg('--priority', -1000))
+  addConfigEditOptions(
+    program
+      .command('fork')
+      .description("start a TRAIN job from a checkpoint: its attempt's config with these edits, resuming from it; prints the job id on the last line")
+      .argument('<checkpoint>', 'checkpoint id')
+      .argument('[command...]', 'a new command, after --'),
+    'the new job',
+  )
     .option('--workdir <dir>', "working directory on the node (default the checkpoint's job's)")
     .option('--project <name>', "project (default the checkpoint's job's)")
     .option('--experiment <name>', "experiment (default the checkpoint's job's)")
@@ -45,13 +41,7 @@ export function registerForkCommands(program: Command): void {
     .action(async (checkpoint: string, command: string[], o, cmd: Command) => {
       const j = await forkCheckpoint(clientOf(cmd), checkpoint, {
         ...(command.length ? { command } : {}),
-        params: Object.keys(o.set).length ? o.set : undefined,
-        gpus: o.gpus,
-        nodes: o.nodes,
-        gpus_per_node: o.gpusPerNode,
-        env: o.env,
-        selector: o.selector,
-        priority: o.priority,
+        ...configEditsOf(o),
         working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : undefined,
         project: o.project,
         experiment: o.experiment,
