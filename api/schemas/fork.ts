@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Nullable } from './common.ts';
 import { ChangeSchema, JobSchema, RetryBody } from './jobs.ts';
-import { RunStatusSchema } from './runs.ts';
+import { CheckpointOfRun, RunStatusSchema } from './runs.ts';
 
 export const ForkBody = Type.Object(
   {
@@ -17,11 +17,7 @@ export const ForkBody = Type.Object(
 );
 export type ForkBody = Static<typeof ForkBody>;
 
-export const ForkPoint = Type.Object({
-  checkpoint_id: Type.String(),
-  run_id: Type.String({ description: 'the run that wrote the checkpoint' }),
-  step: Nullable(Type.Integer()),
-});
+const ForkPoint = CheckpointOfRun;
 
 export const ForkedJobSchema = Type.Intersect([
   Type.Omit(JobSchema, []),
