@@ -103,6 +103,8 @@ describe('fork from a checkpoint, and lineage', () => {
     expect(again.statusCode).toBe(201);
     expect(again.headers['idempotent-replayed']).toBe('true');
     expect(again.json().id).toBe(res.json().id);
+    expect(again.json().changes).toEqual(res.json().changes);
+    expect(res.json().changes.map((c: { key: string }) => c.key)).toEqual(['command', 'gpus']);
     expect((await fork('ckpt-a30', { gpus: 3 }, member, { 'idempotency-key': 'fork-1' })).statusCode).toBe(409);
   });
 

@@ -1,13 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Job } from '../../db/schema.ts';
-import { getCheckpoint } from '../../db/queries/checkpoints.ts';
+import { getCheckpoint, runOfCheckpoint } from '../../db/queries/checkpoints.ts';
 import { createForkJob, forkSource } from '../../db/queries/fork.ts';
 import { claimIdempotencyKey, findIdempotencyKey, keyScope } from '../../db/queries/idempotency.ts';
 import { getJob } from '../../db/queries/jobs.ts';
 import { nodeRooms } from '../../db/queries/node-rooms.ts';
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
-import { runOfCheckpoint } from '../../db/queries/checkpoints.ts';
 import { projectNameOf } from '../../db/queries/auth.ts';
+import { configOfAttempt } from '../../db/queries/next-attempt.ts';
+import { diffConfigs } from '../../domain/attempt-config.ts';
 import { neverFitsReason } from '../../domain/placement.ts';
 import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
@@ -75,7 +76,8 @@ export const forkRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
         if (seen) {
           if (seen.requestHash !== hash) throw new DomainError('conflict', `Idempotency-Key ${JSON.stringify(key)} was already used with a different request (job ${seen.jobId}); use a new key for a new fork`);
           const job = (await getJob(db, seen.jobId))!;
-          return reply.status(201).header('idempotent-replayed', 'true').send(await forkedJson(job, []));
+          const changes = diffConfigs(src.config, await configOfAttempt(db, job.id, 1));
+          return reply.status(201).header('idempotent-replayed', 'true').send(await forkedJson(job, changes));
         }
       }
       const made = await db.transaction(async (tx) => {
