@@ -1,8 +1,10 @@
+import { execFile } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { createAttemptRun } from '../db/queries/attempt-run.ts';
 import { checkpoints, jobs, runs, type Job } from '../db/schema.ts';
 import { newToken } from '../runtime/tokens.ts';
+import { gpuctlPath } from './support/cluster.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
 /** POST /checkpoints/:id/fork and GET /lineage through app.inject on PGlite: what a fork copies, what it refuses, and the tree. */
@@ -23,7 +25,7 @@ describe('fork from a checkpoint, and lineage', () => {
     t.app.inject({ method: 'POST', url: `/api/v1/checkpoints/${id}/fork`, headers: { ...as(token), ...headers }, payload });
 
   beforeAll(async () => {
-    t = await startTestApp('fork-api', { temporal: false, auth: { adminTokens: [admin] } });
+    t = await startTestApp('fork-api', { temporal: false, auth: { adminTokens: [admin] }, listen: true });
     const make = async (body: Record<string, unknown>) => (await t.app.inject({ method: 'POST', url: '/api/v1/tokens', headers: as(admin), payload: body })).json<{ token: string }>().token;
     member = await make({ name: 'm', role: 'member', projects: ['vision'] });
     viewer = await make({ name: 'v', role: 'viewer', projects: ['vision'] });
@@ -141,5 +143,22 @@ describe('fork from a checkpoint, and lineage', () => {
     expect((await t.app.inject({ method: 'GET', url: `/api/v1/lineage?run=${runA}&checkpoint=ckpt-a20`, headers: as(admin) })).statusCode).toBe(400);
     expect((await t.app.inject({ method: 'GET', url: '/api/v1/lineage?run=run-nope', headers: as(admin) })).statusCode).toBe(404);
     expect((await t.app.inject({ method: 'GET', url: '/api/v1/lineage?checkpoint=ckpt-nope', headers: as(admin) })).statusCode).toBe(404);
+  });
+
+  it('gpuctl fork takes a new command after --; a refusal is one line and a non-zero exit', async () => {
+    const gpuctl = (args: string[]) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+        const env = { ...process.env, GPUPLANE_API_URL: t.url, GPUPLANE_TOKEN: member };
+        execFile(process.execPath, [gpuctlPath, ...args], { env }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+      });
+    const ok = await gpuctl(['fork', 'ckpt-a30', '--set', 'bs=64', '--', 'python', 'train.py', '--warmup', '0']);
+    expect(ok.code, ok.stderr).toBe(0);
+    const lines = ok.stdout.trim().split('\n');
+    expect(lines[0]).toBe(`forked ckpt-a30 @ step 30 of run ${runA} (command ["python","train.py"] → ["python","train.py","--warmup","0"], params.bs 32 → 64)`);
+    const made = (await t.database.db.select().from(jobs).where(eq(jobs.id, lines[1])))[0];
+    expect(made).toMatchObject({ command: ['python', 'train.py', '--warmup', '0'], params: { lr: 0.1, bs: 64 }, resumeFrom: 'ckpt-a30' });
+    const refused = await gpuctl(['fork', 'ckpt-a10']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^gpuctl: checkpoint ckpt-a10 cannot be forked: its files were deleted by retention \(.*\) \(HTTP 409\)$/)]);
   });
 });
