@@ -58,6 +58,14 @@ const byEvaluation: ProjectOf = async (db, r) => [await touched('evaluation', r.
 const byWebhook: ProjectOf = async (db, r) => [await touched('webhook', r.params.id, projectOfWebhook, db)];
 const byParam: ProjectOf = async (_db, r) => r.params.project;
 const byBodyProject: ProjectOf = async (_db, r) => (typeof r.body?.project === 'string' ? r.body.project : null);
+/** ?run= or ?checkpoint= (lineage). */
+const byLineage: ProjectOf = async (db, r) => {
+  const run = one(r.query.run);
+  const checkpoint = one(r.query.checkpoint);
+  if (run === false || checkpoint === false) return undefined;
+  if (run) return [await touched('run', run, projectOfRun, db)];
+  return checkpoint ? [await touched('checkpoint', checkpoint, projectOfCheckpoint, db)] : null;
+};
 /** ?run= or ?project= (checkpoint listings, best). */
 // A repeated key (false) is left to validation, which refuses it: undefined here.
 const byScope: ProjectOf = async (db, r) => {
@@ -143,6 +151,9 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/checkpoints/:id': { access: 'read', project: byCheckpoint },
   'POST /api/v1/checkpoints/:id/evaluations': { access: 'write', project: byCheckpoint },
   'GET /api/v1/checkpoints/:id/evaluations': { access: 'read', project: byCheckpoint },
+  // A fork into another project also needs write access there (api/routes/fork.ts).
+  'POST /api/v1/checkpoints/:id/fork': { access: 'write', project: byCheckpoint },
+  'GET /api/v1/lineage': { access: 'read', project: byLineage },
   'GET /api/v1/evaluations/:id': { access: 'read', project: byEvaluation },
 
   // Admins, or members for their projects (a webhook of every project: tokens of all projects).

@@ -122,6 +122,7 @@ export function runJson(r: RunWithNames) {
     ended_at: iso(r.endedAt),
     heartbeat_at: r.heartbeatAt.toISOString(),
     evaluates: r.evaluates ? { checkpoint_id: r.evaluates.checkpointId, run_id: r.evaluates.runId, step: r.evaluates.step } : null,
+    forked_from: r.forkedFrom ? { checkpoint_id: r.forkedFrom.checkpointId, run_id: r.forkedFrom.runId, step: r.forkedFrom.step } : null,
   };
 }
 

@@ -6,6 +6,7 @@
 import type { Static } from '@sinclair/typebox';
 import type { BestSchema, CheckpointDetailSchema, CheckpointListSchema, CheckpointSchema, ResolvedMetricSchema } from '../api/schemas/checkpoints.ts';
 import type { EvaluationSchema, StartEvaluationBody } from '../api/schemas/evaluations.ts';
+import type { ForkBody, ForkedJobSchema, LineageSchema } from '../api/schemas/fork.ts';
 import type { JobDetailSchema, JobSchema, RetryBody, SubmitJobBody } from '../api/schemas/jobs.ts';
 import type { LogRefSchema } from '../api/schemas/logs.ts';
 import type { NodeSchema } from '../api/schemas/nodes.ts';
@@ -14,7 +15,7 @@ import type { CreateRunBody, EventSchema, MetricsWritten, MetricValue, RunDetail
 import type { QuotaLineSchema, QuotaListSchema } from '../api/schemas/quotas.ts';
 import type { CreatedTokenSchema, TokenSchema, WhoAmISchema } from '../api/schemas/tokens.ts';
 
-export type { CreateRunBody, RetryBody, StartEvaluationBody, SubmitJobBody };
+export type { CreateRunBody, ForkBody, RetryBody, StartEvaluationBody, SubmitJobBody };
 
 export type JobJson = Static<typeof JobSchema>;
 export type JobDetailJson = Static<typeof JobDetailSchema>;
@@ -36,6 +37,8 @@ export type CheckpointDetailJson = Static<typeof CheckpointDetailSchema>;
 export type BestJson = Static<typeof BestSchema>;
 export type ResolvedMetricJson = Static<typeof ResolvedMetricSchema>;
 export type EvaluationJson = Static<typeof EvaluationSchema>;
+export type ForkedJobJson = Static<typeof ForkedJobSchema>;
+export type LineageJson = Static<typeof LineageSchema>;
 export type RetentionJson = Static<typeof RetentionSchema>;
 export type PrimaryMetricJson = Static<typeof PrimaryMetricSchema>;
 

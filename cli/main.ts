@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { ApiError } from './client.ts';
 import { registerCheckpointCommands } from './commands/checkpoints.ts';
 import { registerEvalCommand } from './commands/eval.ts';
+import { registerForkCommands } from './commands/fork.ts';
 import { registerImportCommand } from './commands/import-run.ts';
 import { registerJobCommands } from './commands/jobs.ts';
 import { registerLogCommands } from './commands/logs.ts';
@@ -49,6 +50,7 @@ export function buildProgram(): Command {
   registerCheckpointCommands(program);
   registerEvalCommand(program);
   registerWebhookCommands(program);
+  registerForkCommands(program);
   registerMcpCommand(program);
   return program;
 }

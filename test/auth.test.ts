@@ -132,6 +132,9 @@ describe('tokens and roles on every route', () => {
     ['GET', `/checkpoints/${ckpt}`, undefined, { access: 'read' }],
     ['GET', `/checkpoints/${ckpt}/evaluations`, undefined, { access: 'read' }],
     ['POST', `/checkpoints/${ckpt}/evaluations`, { command: ['true'] }, { access: 'write' }],
+    ['POST', `/checkpoints/${ckpt}/fork`, { params: { lr: 0.1 } }, { access: 'write' }],
+    ['GET', `/lineage?run=${runJ}`, undefined, { access: 'read' }],
+    ['GET', `/lineage?checkpoint=${ckpt}`, undefined, { access: 'read' }],
     ['GET', `/evaluations/${evalId}`, undefined, { access: 'read' }],
   ];
 

@@ -198,7 +198,7 @@ describe('fuzzing every route with hostile input', () => {
     if (routed && r.who === 'viewer' && c.method !== 'GET' && status !== 403) report('a viewer wrote, or was not refused with 403', route, status, said, request, '');
     // Rows the fuzzer made join the pools, so later requests can name them.
     if (status === 201 && typeof body?.id === 'string') {
-      const pool = route === 'POST /api/v1/checkpoints/{id}/evaluations' ? pools.evaluations : pools[r.op.path.split('/')[3]];
+      const pool = route === 'POST /api/v1/checkpoints/{id}/evaluations' ? pools.evaluations : route === 'POST /api/v1/checkpoints/{id}/fork' ? pools.jobs : pools[r.op.path.split('/')[3]];
       if (pool && pool.length < 30) pool.push(body.id);
       // A job's workflow starts just after the answer; no control worker runs it here, so its
       // job stays CREATED. Waiting for the start keeps every later request on that state: a

@@ -118,6 +118,8 @@ describe('tenancy: a token of one project sees nothing of another', () => {
       'GET /checkpoints/best?run': 'run',
       'GET /runs?job': 'job',
       'POST /jobs resume_from': 'checkpoint',
+      'GET /lineage?run': 'run',
+      'GET /lineage?checkpoint': 'checkpoint',
     } as const;
 
     it('the OpenAPI document has no other id in a query or a body than these routes read', async () => {
@@ -160,6 +162,8 @@ describe('tenancy: a token of one project sees nothing of another', () => {
         fc.tuple(fc.constant('GET /checkpoints/best?run' as const), single('run')),
         fc.tuple(fc.constant('GET /runs?job' as const), single('job')),
         fc.tuple(fc.constant('POST /jobs resume_from' as const), padded(ids.ckptB, jsonPad)),
+        fc.tuple(fc.constant('GET /lineage?run' as const), single('run')),
+        fc.tuple(fc.constant('GET /lineage?checkpoint' as const), single('checkpoint')),
       );
       const seen = new Set<string>();
       await fc.assert(
@@ -267,6 +271,9 @@ describe('tenancy: a token of one project sees nothing of another', () => {
         ['GET', `/checkpoints/${ids.ckptB}`, ids.ckptB],
         ['GET', `/checkpoints/${ids.ckptB}/evaluations`, ids.ckptB],
         ['GET', `/checkpoints?run=${ids.runB}`, ids.runB],
+        ['POST', `/checkpoints/${ids.ckptB}/fork`, ids.ckptB, {}],
+        ['GET', `/lineage?run=${ids.runB}`, ids.runB],
+        ['GET', `/lineage?checkpoint=${ids.ckptB}`, ids.ckptB],
       ];
       for (const who of ['memberA', 'viewerA'] as const) {
         for (const [method, url, id, body] of cases) {

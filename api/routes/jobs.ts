@@ -23,6 +23,7 @@ import { JobStarter } from '../job-starter.ts';
 import { isTerminal } from '../../domain/job-states.ts';
 import { isReservedSecretName, reservedSecretMessage, secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
+import { configPatchOf } from '../config-patch.ts';
 import { allows, mayRead, visibleProjectIds } from '../auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
@@ -258,10 +259,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       },
     },
     async (req, reply) => {
-      const b = req.body;
-      const command = b.command === undefined ? undefined : normalizeCommand(b.command);
-      if (b.gpus !== undefined && b.gpus_per_node !== undefined) throw new DomainError('invalid', 'give gpus or gpus_per_node (the same: cards on each node), not both');
-      const patch = { command, workingDir: b.working_dir, gpus: b.gpus ?? b.gpus_per_node, nodes: b.nodes, selector: b.selector, priority: b.priority, env: b.env, params: b.params };
+      const patch = configPatchOf(req.body);
       const id = req.params.id;
       await db.transaction(async (tx) => {
         const job = await getJobForUpdate(tx, id);
@@ -325,7 +323,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
  * quota that covers its cards (a guarantee it may keep); anyone else's would hold borrowed
  * cards for good.
  */
-async function mayOptOutOfPreemption(tx: Executor, req: FastifyRequest, projectId: string | null, cards: number): Promise<void> {
+export async function mayOptOutOfPreemption(tx: Executor, req: FastifyRequest, projectId: string | null, cards: number): Promise<void> {
   if (!req.principal || req.principal.kind === 'admin') return;
   const quotas = projectId ? (await projectQuotaList(tx)).filter((q) => q.projectId === projectId) : [];
   const covering = quotas.reduce((m, q) => Math.max(m, q.gpus), 0);

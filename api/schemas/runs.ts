@@ -61,6 +61,13 @@ export const ListRunsQuery = Type.Object(
   { additionalProperties: false, if: { required: ['experiment'] }, then: { required: ['project'] } },
 );
 
+/** A checkpoint with the run that wrote it and its step: what a run evaluates, or forked from. */
+export const CheckpointOfRun = Type.Object({
+  checkpoint_id: Type.String(),
+  run_id: Type.String({ description: 'the run that wrote the checkpoint' }),
+  step: Nullable(Type.Integer()),
+});
+
 export const RunSchema = Type.Object(
   {
     id: Type.String(),
@@ -81,16 +88,10 @@ export const RunSchema = Type.Object(
     started_at: Time,
     ended_at: Nullable(Time),
     heartbeat_at: Time,
-    evaluates: Type.Union(
-      [
-        Type.Object({
-          checkpoint_id: Type.String(),
-          run_id: Type.String({ description: 'the run that wrote the checkpoint' }),
-          step: Nullable(Type.Integer()),
-        }),
-        Type.Null(),
-      ],
-      { description: 'for the run of an EVALUATE job: the checkpoint it evaluates, its training run and step; null for any other run' },
+    evaluates: Type.Union([CheckpointOfRun, Type.Null()], { description: 'for the run of an EVALUATE job: the checkpoint it evaluates, its training run and step; null for any other run' }),
+    forked_from: Type.Union(
+      [CheckpointOfRun, Type.Null()],
+      { description: "the checkpoint this run branched from (`gpuctl fork`, or a job's resume_from), its run and step; null for a run that started fresh or continues its own job" },
     ),
   },
   { $id: 'Run' },

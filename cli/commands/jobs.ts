@@ -5,6 +5,7 @@ import type { JobDetailJson, JobJson } from '../api-types.ts';
 import { durationArg, evalWhenArg, intArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
 import { ApiError } from '../client.ts';
 import { clientOf } from '../client-of.ts';
+import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
 import { renderJob, renderJobs, submitWarning } from '../render.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
@@ -143,28 +144,13 @@ export function registerJobCommands(program: Command): void {
       else log(`${j.id}: cancel requested (was ${j.state})`);
     });
 
-  program
-    .command('retry')
-    .description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config')
-    .argument('<id>')
-    .addOption(new Option('--set <k=v>', 'set a param for the new attempt (repeatable; values as in submit --param)').argParser(setArg).default({}, 'none'))
-    .option('--gpus <n>', 'cards for the new attempt (on each node)', intArg('--gpus', 0))
-    .option('--nodes <n>', 'nodes the new attempt spans', intArg('--nodes', 1))
-    .option('--gpus-per-node <n>', 'the same as --gpus: cards on each node', intArg('--gpus-per-node', 0))
-    .option('--env <K=V>', 'set an environment variable (repeatable)', pairArg)
-    .option('--selector <k=v>', 'replace the node selector (repeatable)', pairArg)
-    .option('--priority <p>', 'new priority', intArg('--priority', -1000))
+  addConfigEditOptions(
+    program.command('retry').description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config').argument('<id>'),
+    'the new attempt',
+  )
     .option('--json', 'print the job as JSON')
     .action(async (id: string, o, cmd: Command) => {
-      const j = await clientOf(cmd).retry(id, {
-        params: Object.keys(o.set).length ? o.set : undefined,
-        gpus: o.gpus,
-        nodes: o.nodes,
-        gpus_per_node: o.gpusPerNode,
-        env: o.env,
-        selector: o.selector,
-        priority: o.priority,
-      });
+      const j = await clientOf(cmd).retry(id, configEditsOf(o));
       if (o.json) log(JSON.stringify(j, null, 2));
       else {
         const last = j.attempts.at(-1)!;

@@ -62,6 +62,7 @@ export function renderRun(r: RunDetailJson, attempts: RunJson[]): string {
       ['experiment', r.experiment],
       ['job', r.job_id ? `${r.job_id} attempt ${r.attempt}` : null],
       ['evaluates', r.evaluates ? `checkpoint ${r.evaluates.checkpoint_id} of run ${r.evaluates.run_id}${r.evaluates.step === null ? '' : ` at step ${r.evaluates.step}`}` : null],
+      ['forked from', r.forked_from ? `checkpoint ${r.forked_from.checkpoint_id} of run ${r.forked_from.run_id}${r.forked_from.step === null ? '' : ` at step ${r.forked_from.step}`}` : null],
       ['params', pairs(r.params)],
       ['tags', pairs(r.tags)],
       ['system tags', pairs(r.system_tags)],

@@ -26,7 +26,11 @@ export async function endAttemptRun(ex: Executor, jobId: string, attempt: number
   await ex.update(runs).set({ status, endedAt }).where(attemptRunIs(jobId, attempt));
 }
 
-/** createAttemptRun inserts the run of an attempt of a job (running, named `<job>#<attempt>`, with the job's params) and returns its id. */
+/**
+ * createAttemptRun inserts the run of an attempt of a job (running, named `<job>#<attempt>`, with
+ * the job's params) and returns its id. The first attempt's run of a job that resumes from a
+ * checkpoint (a fork) records it as forked_from; a later attempt continues its own job's chain.
+ */
 export async function createAttemptRun(ex: Executor, job: Job, attempt: number): Promise<string> {
   const id = newId('run');
   await ex.insert(runs).values({
@@ -39,6 +43,7 @@ export async function createAttemptRun(ex: Executor, job: Job, attempt: number):
     name: `${job.id}#${attempt}`,
     status: 'running',
     params: job.params,
+    forkedFromCheckpointId: attempt === 1 ? job.resumeFrom : null,
   });
   return id;
 }

@@ -1,3 +1,4 @@
+import { alias } from 'drizzle-orm/pg-core';
 import { and, count, desc, eq, inArray, isNotNull, isNull, lt, max, or, sql, type SQL } from 'drizzle-orm';
 import { textArray, type Executor } from '../client.ts';
 import { checkpoints, events, experiments, jobs, projects, runs, type Run, type RunEvent } from '../schema.ts';
@@ -14,7 +15,12 @@ export interface RunWithNames extends Run {
   projectName: string | null;
   experimentName: string | null;
   evaluates: Evaluates | null;
+  /** The checkpoint the run branched from (runs.forked_from_checkpoint_id), with its run and step. */
+  forkedFrom: Evaluates | null;
 }
+
+/** The checkpoint a run forked from, joined beside the one an EVALUATE job's run evaluates. */
+const forkCkpt = alias(checkpoints, 'fork_ckpt');
 
 const withNames = {
   run: runs,
@@ -23,13 +29,25 @@ const withNames = {
   evalCheckpointId: checkpoints.id,
   evalRunId: checkpoints.runId,
   evalStep: checkpoints.step,
+  forkRunId: forkCkpt.runId,
+  forkStep: forkCkpt.step,
 };
 
-type Row = { run: Run; projectName: string | null; experimentName: string | null; evalCheckpointId: string | null; evalRunId: string | null; evalStep: number | null };
+type Row = {
+  run: Run;
+  projectName: string | null;
+  experimentName: string | null;
+  evalCheckpointId: string | null;
+  evalRunId: string | null;
+  evalStep: number | null;
+  forkRunId: string | null;
+  forkStep: number | null;
+};
 
 function flatten(r: Row): RunWithNames {
   const evaluates = r.evalCheckpointId && r.evalRunId ? { checkpointId: r.evalCheckpointId, runId: r.evalRunId, step: r.evalStep } : null;
-  return { ...r.run, projectName: r.projectName, experimentName: r.experimentName, evaluates };
+  const forkedFrom = r.run.forkedFromCheckpointId && r.forkRunId ? { checkpointId: r.run.forkedFromCheckpointId, runId: r.forkRunId, step: r.forkStep } : null;
+  return { ...r.run, projectName: r.projectName, experimentName: r.experimentName, evaluates, forkedFrom };
 }
 
 /** The runs with their names and, for the run of an EVALUATE job, the checkpoint it evaluates. */
@@ -40,7 +58,8 @@ function selectRuns(ex: Executor) {
     .leftJoin(projects, eq(projects.id, runs.projectId))
     .leftJoin(experiments, eq(experiments.id, runs.experimentId))
     .leftJoin(jobs, and(eq(jobs.id, runs.jobId), eq(jobs.type, 'EVALUATE')))
-    .leftJoin(checkpoints, eq(checkpoints.id, jobs.checkpointId));
+    .leftJoin(checkpoints, eq(checkpoints.id, jobs.checkpointId))
+    .leftJoin(forkCkpt, eq(forkCkpt.id, runs.forkedFromCheckpointId));
 }
 
 /** getRun returns a run by id with the names of its project and experiment, or undefined. */

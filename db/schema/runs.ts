@@ -32,6 +32,12 @@ export const runs = pgTable(
     heartbeatAt: ts('heartbeat_at').notNull().defaultNow(),
     /** Deleted through MLflow's runs/delete (lifecycle_stage "deleted"): hidden from MLflow's searches; restore clears it. */
     deletedAt: ts('deleted_at'),
+    /**
+     * The checkpoint this run branched from: set on the run of a job's first attempt when the job
+     * resumes from a checkpoint (`gpuctl fork`, or `submit --resume-from`); its run and step are
+     * the checkpoint's. No foreign key: checkpoints reference runs, and rows of either are never deleted.
+     */
+    forkedFromCheckpointId: text('forked_from_checkpoint_id'),
   },
   (t) => [
     uniqueIndex('runs_job_attempt').on(t.jobId, t.attempt),
@@ -40,6 +46,8 @@ export const runs = pgTable(
     check('runs_status_known', sql`${t.status} in ('running', 'finished', 'failed', 'crashed', 'cancelled')`),
     index('runs_created').on(t.createdAt),
     index('runs_running_heartbeat').on(t.heartbeatAt).where(sql`${t.status} = 'running'`),
+    // A checkpoint's forks, for lineage.
+    index('runs_forked_from').on(t.forkedFromCheckpointId).where(sql`${t.forkedFromCheckpointId} is not null`),
   ],
 );
 export type Run = InferSelectModel<typeof runs>;

@@ -1,0 +1,2 @@
+ALTER TABLE "runs" ADD COLUMN "forked_from_checkpoint_id" text;--> statement-breakpoint
+CREATE INDEX "runs_forked_from" ON "runs" USING btree ("forked_from_checkpoint_id") WHERE "runs"."forked_from_checkpoint_id" is not null;

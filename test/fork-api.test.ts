@@ -1,0 +1,164 @@
+import { execFile } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eq } from 'drizzle-orm';
+import { createAttemptRun } from '../db/queries/attempt-run.ts';
+import { checkpoints, jobs, runs, type Job } from '../db/schema.ts';
+import { newToken } from '../runtime/tokens.ts';
+import { gpuctlPath } from './support/cluster.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
+
+/** POST /checkpoints/:id/fork and GET /lineage through app.inject on PGlite: what a fork copies, what it refuses, and the tree. */
+describe('fork from a checkpoint, and lineage', () => {
+  let t: TestApp;
+  const admin = newToken();
+  const as = (token: string) => ({ authorization: `Bearer ${token}` });
+  let member: string;
+  let viewer: string;
+  let source: Job;
+  let runA: string;
+  const jobCount = async () => (await t.database.db.select({ id: jobs.id }).from(jobs)).length;
+  /** A checkpoint of a run, registered by the run's job attempt as the watcher would. */
+  const ckpt = async (id: string, runId: string, step: number, job: Job | null, parent: string | null = null) => {
+    await t.database.db.insert(checkpoints).values({ id, runId, step, jobId: job?.id ?? null, attempt: job ? 1 : null, nodeId: 'node-a', uri: `/data/ckpts/step_${step}`, fingerprint: `sha256:${id}`, parentCheckpointId: parent });
+  };
+  const fork = (id: string, payload: Record<string, unknown>, token = member, headers: Record<string, string> = {}) =>
+    t.app.inject({ method: 'POST', url: `/api/v1/checkpoints/${id}/fork`, headers: { ...as(token), ...headers }, payload });
+
+  beforeAll(async () => {
+    t = await startTestApp('fork-api', { temporal: false, auth: { adminTokens: [admin] }, listen: true });
+    const make = async (body: Record<string, unknown>) => (await t.app.inject({ method: 'POST', url: '/api/v1/tokens', headers: as(admin), payload: body })).json<{ token: string }>().token;
+    member = await make({ name: 'm', role: 'member', projects: ['vision'] });
+    viewer = await make({ name: 'v', role: 'viewer', projects: ['vision'] });
+    const submit = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/jobs',
+      headers: as(member),
+      payload: { command: ['python', 'train.py'], working_dir: '/data', env: { A: '1' }, params: { lr: 0.1, bs: 32 }, project: 'vision', experiment: 'resnet', watch_dir: 'ckpts', gpus: 2, eval_policy: { when: 'final', command: ['python', 'eval.py'] } },
+    });
+    expect(submit.statusCode).toBe(201);
+    source = (await t.database.db.select().from(jobs).where(eq(jobs.id, submit.json().id)))[0];
+    runA = await createAttemptRun(t.database.db, source, 1);
+    await ckpt('ckpt-a10', runA, 10, source);
+    await ckpt('ckpt-a20', runA, 20, source, 'ckpt-a10');
+    await ckpt('ckpt-a30', runA, 30, source, 'ckpt-a20');
+    await t.database.db.update(checkpoints).set({ deletedAt: new Date() }).where(eq(checkpoints.id, 'ckpt-a10'));
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("starts a TRAIN job from the checkpoint's attempt config with the edits, resuming from it; its run records forked_from", async () => {
+    const res = await fork('ckpt-a20', { params: { lr: 0.01 }, env: { B: '2' } });
+    expect(res.statusCode).toBe(201);
+    const j = res.json();
+    expect(j).toMatchObject({
+      type: 'TRAIN',
+      state: 'CREATED',
+      command: ['python', 'train.py'],
+      working_dir: '/data',
+      env: { A: '1', B: '2' },
+      params: { lr: 0.01, bs: 32 },
+      gpus: 2,
+      watch_dir: 'ckpts',
+      resume_from: 'ckpt-a20',
+      eval_policy: { when: 'final', command: ['python', 'eval.py'] },
+      project_id: source.projectId,
+      experiment_id: source.experimentId,
+      forked_from: { checkpoint_id: 'ckpt-a20', run_id: runA, step: 20 },
+    });
+    expect(j.changes).toEqual([
+      { key: 'env.B', from: null, to: '2' },
+      { key: 'params.lr', from: 0.1, to: 0.01 },
+    ]);
+    const forked = (await t.database.db.select().from(jobs).where(eq(jobs.id, j.id)))[0];
+    const runB = await createAttemptRun(t.database.db, forked, 1);
+    const run = await t.app.inject({ method: 'GET', url: `/api/v1/runs/${runB}`, headers: as(viewer) });
+    expect(run.json().forked_from).toEqual({ checkpoint_id: 'ckpt-a20', run_id: runA, step: 20 });
+    expect((await t.app.inject({ method: 'GET', url: `/api/v1/runs/${runA}`, headers: as(viewer) })).json().forked_from).toBeNull();
+    // The fork's first checkpoint chains to the forked one (its parent is the resume point), and lineage shows both runs.
+    await ckpt('ckpt-b25', runB, 25, forked, 'ckpt-a20');
+    const tree = await t.app.inject({ method: 'GET', url: '/api/v1/lineage?checkpoint=ckpt-b25', headers: as(viewer) });
+    expect(tree.statusCode).toBe(200);
+    const l = tree.json();
+    expect(l.root_run_id).toBe(runA);
+    expect(l.runs.map((r: { id: string; depth: number }) => [r.id, r.depth])).toEqual([
+      [runA, 0],
+      [runB, 1],
+    ]);
+    expect(l.runs[0].checkpoints.map((c: { id: string; deleted_at: string | null }) => [c.id, c.deleted_at !== null])).toEqual([
+      ['ckpt-a10', true],
+      ['ckpt-a20', false],
+      ['ckpt-a30', false],
+    ]);
+    expect(l.runs[1]).toMatchObject({ forked_from: { checkpoint_id: 'ckpt-a20', step: 20 }, changes: [{ key: 'env.B' }, { key: 'params.lr', from: 0.1, to: 0.01 }] });
+    expect(l.runs[1].checkpoints.map((c: { id: string }) => c.id)).toEqual(['ckpt-b25']);
+    // From the root run, the same tree.
+    expect((await t.app.inject({ method: 'GET', url: `/api/v1/lineage?run=${runA}`, headers: as(viewer) })).json()).toEqual(l);
+  });
+
+  it('takes a new command, cards, project and experiment; answers the same job to the same Idempotency-Key', async () => {
+    const res = await fork('ckpt-a30', { command: 'python train2.py', gpus: 1, experiment: 'resnet-ft' }, member, { 'idempotency-key': 'fork-1' });
+    expect(res.statusCode).toBe(201);
+    expect(res.json()).toMatchObject({ command: ['/bin/sh', '-c', 'python train2.py'], gpus: 1, project_id: source.projectId, resume_from: 'ckpt-a30' });
+    expect(res.json().experiment_id).not.toBe(source.experimentId);
+    const again = await fork('ckpt-a30', { command: 'python train2.py', gpus: 1, experiment: 'resnet-ft' }, member, { 'idempotency-key': 'fork-1' });
+    expect(again.statusCode).toBe(201);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+    expect(again.json().id).toBe(res.json().id);
+    expect(again.json().changes).toEqual(res.json().changes);
+    expect(res.json().changes.map((c: { key: string }) => c.key)).toEqual(['command', 'gpus']);
+    expect((await fork('ckpt-a30', { gpus: 3 }, member, { 'idempotency-key': 'fork-1' })).statusCode).toBe(409);
+  });
+
+  it('refuses a deleted checkpoint (409), an unknown one (404), bad edits (400) and a viewer (403), creating nothing', async () => {
+    const before = await jobCount();
+    const deleted = await fork('ckpt-a10', {});
+    expect(deleted.statusCode).toBe(409);
+    expect(deleted.json().message).toMatch(/ckpt-a10 cannot be forked: its files were deleted by retention/);
+    expect((await fork('ckpt-nope', {}, admin)).statusCode).toBe(404);
+    const both = await fork('ckpt-a20', { gpus: 1, gpus_per_node: 1 });
+    expect(both.statusCode).toBe(400);
+    expect(both.json().message).toContain('not both');
+    const badParams = await fork('ckpt-a20', { params: 'lr=1' });
+    expect(badParams.statusCode).toBe(400);
+    expect(badParams.json().message).toContain('params');
+    const unknown = await fork('ckpt-a20', { learning_rate: 1 });
+    expect(unknown.statusCode).toBe(400);
+    expect((await fork('ckpt-a20', { command: '   ' })).statusCode).toBe(400);
+    expect((await fork('ckpt-a20', { working_dir: 'relative' })).statusCode).toBe(400);
+    expect((await fork('ckpt-a20', {}, viewer)).statusCode).toBe(403);
+    expect((await fork('ckpt-a20', { project: 'other' })).statusCode).toBe(403);
+    expect(await jobCount()).toBe(before);
+  });
+
+  it('refuses a checkpoint no job made (409), and lineage without exactly one of run and checkpoint (400) or of an unknown run (404)', async () => {
+    await t.database.db.insert(runs).values({ id: 'run-sdk', source: 'sdk', status: 'running' });
+    await ckpt('ckpt-sdk', 'run-sdk', 5, null);
+    const before = await jobCount();
+    const sdk = await fork('ckpt-sdk', {}, admin);
+    expect(sdk.statusCode).toBe(409);
+    expect(sdk.json().message).toContain('not run by a job');
+    expect(await jobCount()).toBe(before);
+    expect((await t.app.inject({ method: 'GET', url: '/api/v1/lineage', headers: as(admin) })).statusCode).toBe(400);
+    expect((await t.app.inject({ method: 'GET', url: `/api/v1/lineage?run=${runA}&checkpoint=ckpt-a20`, headers: as(admin) })).statusCode).toBe(400);
+    expect((await t.app.inject({ method: 'GET', url: '/api/v1/lineage?run=run-nope', headers: as(admin) })).statusCode).toBe(404);
+    expect((await t.app.inject({ method: 'GET', url: '/api/v1/lineage?checkpoint=ckpt-nope', headers: as(admin) })).statusCode).toBe(404);
+  });
+
+  it('gpuctl fork takes a new command after --; a refusal is one line and a non-zero exit', async () => {
+    const gpuctl = (args: string[]) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+        const env = { ...process.env, GPUPLANE_API_URL: t.url, GPUPLANE_TOKEN: member };
+        execFile(process.execPath, [gpuctlPath, ...args], { env }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+      });
+    const ok = await gpuctl(['fork', 'ckpt-a30', '--set', 'bs=64', '--', 'python', 'train.py', '--warmup', '0']);
+    expect(ok.code, ok.stderr).toBe(0);
+    const lines = ok.stdout.trim().split('\n');
+    expect(lines[0]).toBe(`forked ckpt-a30 @ step 30 of run ${runA} (command ["python","train.py"] → ["python","train.py","--warmup","0"], params.bs 32 → 64)`);
+    const made = (await t.database.db.select().from(jobs).where(eq(jobs.id, lines[1])))[0];
+    expect(made).toMatchObject({ command: ['python', 'train.py', '--warmup', '0'], params: { lr: 0.1, bs: 64 }, resumeFrom: 'ckpt-a30' });
+    const refused = await gpuctl(['fork', 'ckpt-a10']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^gpuctl: checkpoint ckpt-a10 cannot be forked: its files were deleted by retention \(.*\) \(HTTP 409\)$/)]);
+  });
+});
