@@ -83,6 +83,15 @@ describe.each<TestBackend>(['postgres', 'pglite'])('runs and metrics on %s', (ki
     expect((await get(`/runs/${run.id}`)).metrics.loss).toMatchObject({ count: 5, last: 0.25, last_step: 4, min: 0.25, min_step: 4, max: 2.5 });
   });
 
+  it("stores batches whose bucket sums pass float8's range (the fuzz test's find, FUZZ_SEED=1252538045: a 500), and charts them", async () => {
+    const run = await newRun();
+    for (const value of [-1.797e308, -1.797e308, 1.797e308]) expect((await post(`/runs/${run.id}/metrics`, { points: [{ key: 'huge', step: 0, value }] })).statusCode).toBe(200);
+    expect((await get(`/runs/${run.id}`)).metrics.huge).toMatchObject({ count: 3, min: -1.797e308, max: 1.797e308 });
+    // The bucket's sum went to -Infinity, then -Infinity + a finite value stays -Infinity; the chart reads it.
+    const wide = await get(`/runs/${run.id}/metrics?keys=huge&points=10`);
+    expect(wide.series[0].key).toBe('huge');
+  });
+
   it.each([
     ['a key outside the pattern', { key: 'bad key!', step: 0, value: 1 }, /points\/1\/key/],
     ['a negative step', { key: 'ok', step: -1, value: 1 }, /points\/1\/step: -1 is not an integer >= 0/],

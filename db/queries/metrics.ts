@@ -33,6 +33,14 @@ export async function claimBatch(ex: Executor, runId: string, batchId: string, p
 }
 
 /** writeSeries stores one batch: a raw chunk per key, the rollup buckets and the summaries it changes. */
+/**
+ * A bucket's sum plus a batch's: past float8's range it is ±Infinity, as in JavaScript, where
+ * PostgreSQL's + would refuse the write ("value out of range: overflow"). a/2 + b/2 never
+ * overflows, and a + b does exactly when it is past half the largest float8.
+ */
+const ROLLUP_SUM = sql.raw(`case when abs(metric_rollups.sum / 2 + excluded.sum / 2) > 8.988465674311579e307 and metric_rollups.sum / 2 + excluded.sum / 2 <> 'NaN'::float8
+      then sign(metric_rollups.sum / 2 + excluded.sum / 2) * 'Infinity'::float8 else metric_rollups.sum + excluded.sum end`);
+
 export async function writeSeries(ex: Executor, runId: string, series: readonly KeySeries[]): Promise<void> {
   const chunkRows = series.map((s) => {
     let lo = s.steps[0];
@@ -59,7 +67,7 @@ export async function writeSeries(ex: Executor, runId: string, series: readonly 
       nan_count = metric_rollups.nan_count + excluded.nan_count,
       min = least(metric_rollups.min, excluded.min),
       max = greatest(metric_rollups.max, excluded.max),
-      sum = metric_rollups.sum + excluded.sum`);
+      sum = ${ROLLUP_SUM}`);
 
   const d = series.map(summaryOf).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   // least/greatest skip NULLs; a min/max step moves only with a strictly better value.
