@@ -20,7 +20,8 @@ import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { temporalBinary } from '../temporal/dev-server.ts';
 import { connectClient } from '../temporal/setup.ts';
-import { jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID } from '../workflows/names.ts';
+import { jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID, webhookWorkflowId } from '../workflows/names.ts';
+import { addWebhook, listWebhooks } from '../cli/client-webhooks.ts';
 import { startCluster, type SharedServices } from '../test/support/cluster.ts';
 import { until } from '../test/support/poll.ts';
 import { startSharedServices } from '../test/support/services.ts';
@@ -44,6 +45,8 @@ const SHAPES = [
   'node-offline-then-online',
   'job-gang-succeeded',
   'job-gang-member-failed',
+  'job-stalled-killed',
+  'webhook-delivered',
 ];
 const say = (s: string) => process.stdout.write(`${s}\n`);
 const written: { name: string; events: number; bytes: number }[] = [];
@@ -222,6 +225,39 @@ async function gangScenario(shared: SharedServices): Promise<void> {
   }
 }
 
+/** Operations: a job killed as stalled (a preemption that fails it), and a webhook's delivery workflow after one delivery. */
+async function opsScenario(shared: SharedServices): Promise<void> {
+  say('cluster "replay-ops": one node reporting telemetry every second, webhooks to loopback');
+  const c = await startCluster('replay-ops', { heartbeatTimeoutS: 5, lostAfterS: 30, retryRetentionS: 5, agents: [{ nodeId: 'o1', gpus: 1, env: { GPUPLANE_TELEMETRY_S: '1' } }], env: { GPUPLANE_WEBHOOK_ALLOW_PRIVATE: 'loopback' } }, shared);
+  const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+  const http = await import('node:http');
+  let got = 0;
+  const rx = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      got++;
+      res.end('ok');
+    });
+  });
+  await new Promise<void>((r) => rx.listen(0, '127.0.0.1', r));
+  try {
+    const port = (rx.address() as { port: number }).port;
+    const hook = await addWebhook(c.client, { url: `http://127.0.0.1:${port}/hook`, events: ['job.failed'] });
+    say('job that sleeps silently with --stall-after 2s --on-stall kill: FAILED "stalled", its webhook delivered');
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, stall_after_s: 2, on_stall: 'kill', preempt_grace_s: 1, command: 'sleep 120' });
+    expectState(await c.client.waitFor(job.id, undefined, 60_000), 'FAILED', 1);
+    await until('the delivery', async () => got >= 1 && (await listWebhooks(c.client)).find((w) => w.id === hook.id)?.backlog === 0, 30_000);
+    await closed(t.client, jobWorkflowId(job.id));
+    await record(t.client, 'job-stalled-killed', jobWorkflowId(job.id));
+    // It never ends while the webhook exists: a partial history, as the scheduler's.
+    await record(t.client, 'webhook-delivered', webhookWorkflowId(hook.id));
+  } finally {
+    rx.close();
+    await t.close();
+    await c.stop();
+  }
+}
+
 function expectState(job: { id: string; state: string; attempt: number; reason: string | null }, state: string, attempt?: number): void {
   if (job.state !== state || (attempt !== undefined && job.attempt !== attempt)) {
     throw new Error(`job ${job.id}: expected ${state}${attempt ? ` as attempt ${attempt}` : ''}, got ${job.state} attempt ${job.attempt} (${job.reason ?? ''})`);
@@ -243,6 +279,7 @@ async function main(): Promise<void> {
     if (!args.only || args.only === 'main') await mainScenarios(shared);
     if (!args.only || args.only === 'lost') await lostScenario(shared);
     if (!args.only || args.only === 'gang') await gangScenario(shared);
+    if (!args.only || args.only === 'ops') await opsScenario(shared);
     const total = written.reduce((n, w) => n + w.bytes, 0);
     say(`\n${written.length} histories written, ${total} bytes:`);
     for (const w of written) say(`  ${w.name.padEnd(42)} ${String(w.events).padStart(4)} events ${String(w.bytes).padStart(8)} bytes`);
