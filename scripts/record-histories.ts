@@ -21,7 +21,6 @@ import proto from '@temporalio/proto';
 import { temporalBinary } from '../temporal/dev-server.ts';
 import { connectClient } from '../temporal/setup.ts';
 import { jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID, webhookWorkflowId } from '../workflows/names.ts';
-import { addWebhook, listWebhooks } from '../cli/client-webhooks.ts';
 import { startCluster, type SharedServices } from '../test/support/cluster.ts';
 import { until } from '../test/support/poll.ts';
 import { startSharedServices } from '../test/support/services.ts';
@@ -242,11 +241,11 @@ async function opsScenario(shared: SharedServices): Promise<void> {
   await new Promise<void>((r) => rx.listen(0, '127.0.0.1', r));
   try {
     const port = (rx.address() as { port: number }).port;
-    const hook = await addWebhook(c.client, { url: `http://127.0.0.1:${port}/hook`, events: ['job.failed'] });
+    const hook = await c.client.request<{ id: string }>('POST', '/webhooks', { url: `http://127.0.0.1:${port}/hook`, events: ['job.failed'] });
     say('job that sleeps silently with --stall-after 2s --on-stall kill: FAILED "stalled", its webhook delivered');
     const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, stall_after_s: 2, on_stall: 'kill', preempt_grace_s: 1, command: 'sleep 120' });
     expectState(await c.client.waitFor(job.id, undefined, 60_000), 'FAILED', 1);
-    await until('the delivery', async () => got >= 1 && (await listWebhooks(c.client)).find((w) => w.id === hook.id)?.backlog === 0, 30_000);
+    await until('the delivery', async () => got >= 1 && (await c.client.request<{ webhooks: { id: string; backlog: number }[] }>('GET', '/webhooks')).webhooks.find((w) => w.id === hook.id)?.backlog === 0, 30_000);
     await closed(t.client, jobWorkflowId(job.id));
     await record(t.client, 'job-stalled-killed', jobWorkflowId(job.id));
     // It never ends while the webhook exists: a partial history, as the scheduler's.
