@@ -4,7 +4,7 @@
  * (domain/stall.ts).
  */
 import { sql } from 'drizzle-orm';
-import { queryRows, textArray, type Executor } from '../client.ts';
+import { epochMs, queryRows, textArray, type Executor } from '../client.ts';
 import { events } from '../schema.ts';
 import type { JobType } from '../../domain/job-states.ts';
 import type { OnStall, StallMarks } from '../../domain/stall.ts';
@@ -34,8 +34,8 @@ export async function attemptsOnNode(ex: Executor, nodeId: string, named: readon
   const rows = await queryRows<{ job_id: string; attempt: number; type: JobType; run_id: string | null; stall_after_s: number | null; project_stall_after_s: number | null; on_stall: OnStall; started_ms: number | null; marks: StallMarks | null; stalled_ms: number | null }>(
     ex,
     sql`select j.id as job_id, a.attempt, j.type, r.id as run_id, j.stall_after_s, p.stall_after_s as project_stall_after_s, j.on_stall,
-               (extract(epoch from coalesce(a.started_at, j.started_at, now())) * 1000)::float8 as started_ms,
-               a.stall_marks as marks, (extract(epoch from a.stalled_at) * 1000)::float8 as stalled_ms
+               ${epochMs(sql`coalesce(a.started_at, j.started_at, now())`)} as started_ms,
+               a.stall_marks as marks, ${epochMs(sql`a.stalled_at`)} as stalled_ms
         from jsonb_to_recordset(${list}::jsonb) as n(job_id text, attempt int)
         join jobs j on j.id = n.job_id and j.attempt = n.attempt and j.state = 'RUNNING'
         join job_attempts a on a.job_id = j.id and a.attempt = j.attempt
@@ -84,7 +84,7 @@ export async function stalledJobs(ex: Executor, jobIds: readonly string[]): Prom
   if (jobIds.length === 0) return new Map();
   const rows = await queryRows<{ job_id: string; ms: number }>(
     ex,
-    sql`select a.job_id, (extract(epoch from a.stalled_at) * 1000)::float8 as ms from jobs j join job_attempts a on a.job_id = j.id and a.attempt = j.attempt
+    sql`select a.job_id, ${epochMs(sql`a.stalled_at`)} as ms from jobs j join job_attempts a on a.job_id = j.id and a.attempt = j.attempt
         where j.id = any(${textArray(jobIds)}::text[]) and a.stalled_at is not null`,
   );
   return new Map(rows.map((r) => [r.job_id, new Date(r.ms)]));
