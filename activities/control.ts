@@ -5,6 +5,7 @@ import type { ControlContext, ControlDeps } from './control/context.ts';
 import { finishActivities } from './control/finish.ts';
 import { nodeActivities } from './control/nodes.ts';
 import { schedulingActivities } from './control/scheduling.ts';
+import { sweepActivities } from './control/sweeps.ts';
 import { webhookActivities } from './control/webhooks.ts';
 
 export type { ControlDeps } from './control/context.ts';
@@ -12,7 +13,7 @@ export type { ControlDeps } from './control/context.ts';
 /**
  * The control activities: every database write that orchestration makes. Each concern has its
  * file under control/ (attempts, their end, checkpoints and evaluations, nodes, the scheduling
- * pass, webhook deliveries); they share one coalesced wake-up of the scheduler.
+ * pass, webhook deliveries, sweeps); they share one coalesced wake-up of the scheduler.
  */
 export function createControlActivities(deps: ControlDeps) {
   const ctx: ControlContext = { deps, wake: coalesce(() => wakeScheduler(deps.client, deps.idlePassMs)) };
@@ -23,6 +24,7 @@ export function createControlActivities(deps: ControlDeps) {
     ...nodeActivities(ctx),
     ...checkpointActivities(ctx),
     ...webhookActivities(ctx),
+    ...sweepActivities(ctx),
   };
 }
 

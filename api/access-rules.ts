@@ -6,6 +6,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Db } from '../db/client.ts';
 import { projectOfCheckpoint, projectOfEvaluation, projectOfJob, projectOfRun } from '../db/queries/auth.ts';
+import { projectOfSweep } from '../db/queries/sweeps.ts';
 import { projectOfWebhook } from '../db/queries/webhooks.ts';
 import { forbidden } from './errors.ts';
 import { compareRunIds } from './id-list.ts';
@@ -56,6 +57,7 @@ const byRun: ProjectOf = async (db, r) => [await touched('run', r.params.id, pro
 const byCheckpoint: ProjectOf = async (db, r) => [await touched('checkpoint', r.params.id, projectOfCheckpoint, db)];
 const byEvaluation: ProjectOf = async (db, r) => [await touched('evaluation', r.params.id, projectOfEvaluation, db)];
 const byWebhook: ProjectOf = async (db, r) => [await touched('webhook', r.params.id, projectOfWebhook, db)];
+const bySweep: ProjectOf = async (db, r) => [await touched('sweep', r.params.id, projectOfSweep, db)];
 const byParam: ProjectOf = async (_db, r) => r.params.project;
 const byBodyProject: ProjectOf = async (_db, r) => (typeof r.body?.project === 'string' ? r.body.project : null);
 /** ?run= or ?checkpoint= (lineage). */
@@ -120,6 +122,12 @@ const RULES: Record<string, Rule> = {
   'POST /api/v1/jobs/:id/attempts/:attempt/logs/:stream': { access: 'admin', nodeAttempt: logAttempt },
   'GET /api/v1/jobs/:id/attempts/:attempt/launch': { access: 'node', nodeAttempt: logAttempt },
   'POST /api/v1/jobs/:id/attempts/:attempt/started': { access: 'node', nodeAttempt: logAttempt },
+
+  // A sweep's trials are jobs of its project: creating one is submitting them.
+  'POST /api/v1/sweeps': { access: 'write', project: byBodyProject, fromBody: true },
+  'GET /api/v1/sweeps': { access: 'any' },
+  'GET /api/v1/sweeps/:id': { access: 'read', project: bySweep },
+  'POST /api/v1/sweeps/:id/cancel': { access: 'write', project: bySweep },
 
   'GET /api/v1/runs/counts': { access: 'any' },
   'POST /api/v1/runs': { access: 'write', project: byBodyProject, fromBody: true },

@@ -27,6 +27,7 @@ import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { quotaRoutes } from './routes/quotas.ts';
+import { sweepRoutes } from './routes/sweeps.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import { installRequestTiming, prometheusRoutes } from './routes/prometheus.ts';
 import { PlaneMetrics } from './plane-metrics.ts';
@@ -97,6 +98,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
       await api.register(logRoutes, deps);
       await api.register(launchRoutes, deps);
       await api.register(webhookRoutes, deps);
+      await api.register(sweepRoutes, deps);
       await api.register(consoleRoutes, deps);
       api.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
       api.get('/health', { schema: { tags: ['health'], summary: 'Liveness of the API and its database', response: { 200: HealthSchema } } }, async () => {

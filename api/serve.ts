@@ -27,6 +27,7 @@ export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, lo
       fairShareHalfLifeMs: c.fairShareHalfLifeMs,
       preemptGraceS: c.preemptGraceS,
       stallAfterS: c.stallAfterS,
+      sweepPollMs: c.sweepPollMs,
       artifactsDir: c.artifactsDir,
       webhookAllowPrivate: c.webhookAllowPrivate,
       auth: { adminTokens: c.adminToken ? [c.adminToken] : [] },

@@ -13,6 +13,7 @@ import type { NodeSchema } from '../api/schemas/nodes.ts';
 import type { ResolvedMetricSchema as PrimaryMetricSchema, RetentionSchema, StallAfterSchema } from '../api/schemas/projects.ts';
 import type { CreateRunBody, EventSchema, MetricsWritten, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../api/schemas/runs.ts';
 import type { QuotaLineSchema, QuotaListSchema } from '../api/schemas/quotas.ts';
+import type { SweepDetailSchema, SweepSchema, SweepTrialSchema } from '../api/schemas/sweeps.ts';
 import type { CreatedTokenSchema, TokenSchema, WhoAmISchema } from '../api/schemas/tokens.ts';
 
 export type { CreateRunBody, ForkBody, RetryBody, StartEvaluationBody, SubmitJobBody };
@@ -58,3 +59,7 @@ export type WebhookJson = Static<typeof WebhookSchema>;
 export type CreatedWebhookJson = Static<typeof CreatedWebhookSchema>;
 export type WebhookListJson = Static<typeof WebhookListSchema>;
 export type WebhookTestJson = Static<typeof WebhookTestSchema>;
+
+export type SweepJson = Static<typeof SweepSchema>;
+export type SweepDetailJson = Static<typeof SweepDetailSchema>;
+export type SweepTrialJson = Static<typeof SweepTrialSchema>;

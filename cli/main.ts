@@ -3,6 +3,7 @@ import { ApiError } from './client.ts';
 import { registerCheckpointCommands } from './commands/checkpoints.ts';
 import { registerEvalCommand } from './commands/eval.ts';
 import { registerForkCommands } from './commands/fork.ts';
+import { registerSweepCommands } from './commands/sweep.ts';
 import { registerImportCommand } from './commands/import-run.ts';
 import { registerJobCommands } from './commands/jobs.ts';
 import { registerLogCommands } from './commands/logs.ts';
@@ -51,6 +52,7 @@ export function buildProgram(): Command {
   registerEvalCommand(program);
   registerWebhookCommands(program);
   registerForkCommands(program);
+  registerSweepCommands(program);
   registerMcpCommand(program);
   return program;
 }

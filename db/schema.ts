@@ -13,3 +13,4 @@ export * from './schema/logs.ts';
 export * from './schema/tokens.ts';
 export * from './schema/plane.ts';
 export * from './schema/webhooks.ts';
+export * from './schema/sweeps.ts';

@@ -43,6 +43,15 @@ export interface SweepSpec {
   retry_failed?: number;
 }
 
+/**
+ * The sweep's metric: the file's, else the primary metric in force where the sweep runs (its
+ * experiment's, its project's, or the global default; domain/primary-metric.ts), whose `min` and
+ * `max` are the file's `minimize` and `maximize`.
+ */
+export function sweepMetricOf(spec: SweepSpec, primary: { name: string; goal: 'min' | 'max' }): { name: string; goal: SweepGoal } {
+  return spec.metric ?? { name: primary.name, goal: primary.goal === 'min' ? 'minimize' : 'maximize' };
+}
+
 /** What is wrong with a sweep file, and where: `field` is a dotted path into the file. */
 export class SweepSpecError extends Error {
   constructor(
@@ -132,7 +141,6 @@ function checkMethod(spec: SweepSpec): void {
   }
   if (spec.method === 'asha') {
     if (!spec.asha) fail('asha', 'required for method asha: {min_steps, max_steps, reduction_factor}');
-    if (!spec.metric) fail('metric', 'required for method asha: {name, goal}, the metric its rungs compare');
   } else if (spec.asha) {
     fail('asha', `only for method asha, not ${spec.method}`);
   }

@@ -123,7 +123,6 @@ describe('validateSweepSpec names the field', () => {
     ['random without max_trials', (s) => delete s.max_trials, 'max_trials: required for method random'],
     ['a grid over a range', (s) => (s.method = 'grid'), 'parameters.lr: a grid needs values: [...] for every parameter, not min/max'],
     ['asha without its settings', (s) => Object.assign(s, { method: 'asha', metric: { name: 'eval/loss', goal: 'minimize' } }), 'asha: required for method asha: {min_steps, max_steps, reduction_factor}'],
-    ['asha without a metric', (s) => Object.assign(s, { method: 'asha', asha: { min_steps: 1, max_steps: 9, reduction_factor: 3 } }), 'metric: required for method asha: {name, goal}, the metric its rungs compare'],
     ['asha settings for random', (s) => (s.asha = { min_steps: 1, max_steps: 9, reduction_factor: 3 }), 'asha: only for method asha, not random'],
     ['asha min_steps not below max_steps', (s) => Object.assign(s, { method: 'asha', metric: { name: 'm', goal: 'maximize' }, asha: { min_steps: 9, max_steps: 9, reduction_factor: 3 } }), 'asha.min_steps: must be below max_steps'],
     ['a reduction_factor of 1', (s) => Object.assign(s, { method: 'asha', metric: { name: 'm', goal: 'maximize' }, asha: { min_steps: 1, max_steps: 9, reduction_factor: 1 } }), 'asha.reduction_factor: must be from 2 to 100'],

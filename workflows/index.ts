@@ -3,3 +3,4 @@ export { schedulerWorkflow } from './scheduler-workflow.ts';
 export { nodeWorkflow } from './node-workflow.ts';
 export { settleJobWorkflow } from './settle-workflow.ts';
 export { webhookWorkflow } from './webhook-workflow.ts';
+export { sweepWorkflow } from './sweep-workflow.ts';

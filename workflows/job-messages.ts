@@ -28,9 +28,16 @@ export interface PreemptRequest {
   graceMs: number;
   /** The attempt ends FAILED with the reason instead of PREEMPTED (a stall's `--on-stall kill`): nothing re-queues it. */
   fail?: boolean;
+  /** The attempt ends CANCELLED with the reason instead of PREEMPTED (a sweep stopping a trial at a rung): nothing re-queues it. */
+  cancel?: boolean;
 }
-/** A user asks to cancel the job. */
-export const cancelJobSignal = defineSignal<[{ reason?: string }]>('cancelJob');
+/** A user (or the job's sweep) asks to cancel the job. */
+export const cancelJobSignal = defineSignal<[CancelRequest]>('cancelJob');
+export interface CancelRequest {
+  reason?: string;
+  /** Sent by the job's sweep: the reason is the job's own words (`stopped by sweep …`), not "cancelled by user: …". */
+  bySweep?: boolean;
+}
 export const jobStateQuery = defineQuery<JobState>('jobState');
 
 /** What retry_job asks of an ended job: its next attempt, and the validated edit (already stored). */

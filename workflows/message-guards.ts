@@ -5,7 +5,7 @@
  * handler checks its argument here first: a malformed signal is logged and ignored, a
  * malformed update is refused by its validator. Pure and hand-written: no I/O, deterministic.
  */
-import type { PreemptRequest, RetryRequest } from './job-messages.ts';
+import type { CancelRequest, PreemptRequest, RetryRequest } from './job-messages.ts';
 import type { AttemptStarted, CheckpointFound, DispatchGrant, NodeInventory } from './types.ts';
 
 /** The longest id (job, node) a message may carry: the API's own bound. */
@@ -48,13 +48,18 @@ export function isCheckpointFound(v: unknown): v is CheckpointFound {
 }
 
 /** `cancelJob`: an object, with an optional reason of bounded length. */
-export function isCancelRequest(v: unknown): v is { reason?: string } {
-  return isRecord(v) && (v.reason === undefined || isText(v.reason, MAX_TEXT_CHARS));
+export function isCancelRequest(v: unknown): v is CancelRequest {
+  return isRecord(v) && (v.reason === undefined || isText(v.reason, MAX_TEXT_CHARS)) && (v.bySweep === undefined || typeof v.bySweep === 'boolean');
+}
+
+/** `trialEnded`: a sweep's trial's job and the attempt that ended. */
+export function isTrialEnded(v: unknown): v is { jobId: string; attempt: number } {
+  return isRecord(v) && isId(v.jobId) && isAttempt(v.attempt);
 }
 
 /** `preemptJob`: the scheduler's order to stop this attempt for a preemption, with its grace. */
 export function isPreemptRequest(v: unknown): v is PreemptRequest {
-  return isRecord(v) && isAttempt(v.attempt) && isText(v.reason, MAX_TEXT_CHARS) && isCount(v.graceMs) && (v.fail === undefined || typeof v.fail === 'boolean');
+  return isRecord(v) && isAttempt(v.attempt) && isText(v.reason, MAX_TEXT_CHARS) && isCount(v.graceMs) && (v.fail === undefined || typeof v.fail === 'boolean') && (v.cancel === undefined || typeof v.cancel === 'boolean');
 }
 
 /** `retryJob` (update and signal): the next attempt and the edit already stored. */

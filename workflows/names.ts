@@ -5,3 +5,4 @@ export const gpuHostTaskQueue = (nodeId: string): string => `gpu-host.${nodeId}`
 export const jobWorkflowId = (jobId: string): string => `job/${jobId}`;
 export const nodeWorkflowId = (nodeId: string): string => `node/${nodeId}`;
 export const webhookWorkflowId = (webhookId: string): string => `webhook/${webhookId}`;
+export const sweepWorkflowId = (sweepId: string): string => `sweep/${sweepId}`;

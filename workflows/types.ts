@@ -6,6 +6,8 @@
 
 export { isTerminal, JOB_STATES, JOB_TYPES, OPEN_STATES, TERMINAL_STATES, type JobState, type JobType } from '../domain/job-states.ts';
 import type { JobState, JobType } from '../domain/job-states.ts';
+import type { AshaState } from '../domain/asha.ts';
+import type { SweepSpec } from '../domain/sweep-spec.ts';
 
 export type { NodeInventory } from '../domain/node.ts';
 
@@ -28,6 +30,8 @@ export interface JobWorkflowInput {
    */
   retentionOnEnd?: boolean;
   cancelReason?: string;
+  /** The sweep this job is a trial of: each ended attempt wakes the sweep's workflow (`sweep/<id>`). */
+  sweepId?: string;
   /**
    * Set by every starter of today's code: the agent reports the attempt's start to the API
    * (the `started-by-api` behaviour) without the patch marker and its search-attribute upsert
@@ -180,4 +184,75 @@ export interface WebhookWorkflowInput {
 export interface WebhookWait {
   gone: boolean;
   eventIds: number[];
+}
+
+/** A trial the sweep has started and not yet taken the result of. */
+export interface ActiveTrial {
+  trial: number;
+  jobId: string;
+  /** The last attempt whose end the sweep has dealt with (0: none). */
+  handledAttempt: number;
+  /** Retries the sweep has asked for (retry_failed). */
+  retries: number;
+  /** The sweep asked it to stop (ASHA, or the sweep's cancel): it no longer counts against max_concurrent. */
+  stopping?: 'asha' | 'cancel';
+  /** ASHA: the next rung whose step it has not reported (0-based). */
+  nextRung: number;
+}
+
+/** How a sweep's trials ended, so far. */
+export interface TrialTally {
+  succeeded: number;
+  failed: number;
+  /** Stopped by ASHA at a rung. */
+  stopped: number;
+  /** Cancelled by someone (or with the sweep). */
+  cancelled: number;
+}
+
+/** What a sweep's run hands the next one when it continues as new. */
+export interface SweepCarry {
+  started: number;
+  active: ActiveTrial[];
+  tally: TrialTally;
+  asha?: AshaState;
+  cancelReason?: string;
+  cancelSent?: boolean;
+  /** Rungs reached and stops decided, not yet written to sweep_trials. */
+  unrecorded: RungRecord[];
+}
+
+export interface RungRecord {
+  jobId: string;
+  rung: number;
+  stoppedReason: string | null;
+}
+
+export interface SweepWorkflowInput {
+  sweepId: string;
+  /** The sweep's file as created (seed and metric filled in): the workflow needs no read to plan. */
+  spec: SweepSpec;
+  /** The timeouts its trials' workflows run with. */
+  trialTimeouts: { heartbeatTimeoutMs: number; lostAfterMs: number; retryRetentionMs?: number };
+  /** How often it reads its trials' states and metrics (GPUPLANE_SWEEP_POLL_MS, default 2 s). */
+  pollMs: number;
+  /** Between a stopped trial's SIGTERM and its SIGKILL (the plane's preemption grace, GPUPLANE_PREEMPT_GRACE_S). */
+  stopGraceMs: number;
+  /** Loop turns a run makes before it continues as new (default 1,000; a test sets a few). */
+  turnsPerRun?: number;
+  carry?: SweepCarry;
+}
+
+/** What a sweep's progress read answers: its active trials' jobs now, and ASHA's new reports. */
+export interface SweepProgress {
+  states: { jobId: string; state: JobState; attempt: number; reason: string | null }[];
+  /** In the order to feed them to ASHA; a value that is not finite is sent as its name (JSON has no NaN). */
+  reports: { jobId: string; step: number; value: number | 'NaN' | 'Infinity' | '-Infinity' }[];
+}
+
+export interface SweepResult {
+  sweepId: string;
+  state: 'SUCCEEDED' | 'CANCELLED';
+  tally: TrialTally;
+  started: number;
 }

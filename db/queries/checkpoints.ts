@@ -2,8 +2,8 @@ import { and, desc, eq, inArray, isNotNull, isNull, sql, type SQL } from 'drizzl
 import type { Executor } from '../client.ts';
 import { checkpoints, evaluations, experiments, projects, runs, type Checkpoint, type Evaluation } from '../schema.ts';
 
-/** Which checkpoints: one run's, one experiment's (by id) or one project's (by id). */
-export type CheckpointScope = { runId: string } | { experimentId: string } | { projectId: string };
+/** Which checkpoints: one run's, some runs' (a sweep's trials), one experiment's (by id) or one project's (by id). */
+export type CheckpointScope = { runId: string } | { runIds: readonly string[] } | { experimentId: string } | { projectId: string };
 
 export interface ScopedCheckpoint extends Checkpoint {
   /** The metrics of its latest succeeded evaluation, or null. */
@@ -12,6 +12,7 @@ export interface ScopedCheckpoint extends Checkpoint {
 
 function scopeWhere(s: CheckpointScope): SQL {
   if ('runId' in s) return eq(checkpoints.runId, s.runId);
+  if ('runIds' in s) return s.runIds.length === 0 ? sql`false` : inArray(checkpoints.runId, [...s.runIds]);
   if ('experimentId' in s) return eq(runs.experimentId, s.experimentId);
   return eq(runs.projectId, s.projectId);
 }

@@ -26,6 +26,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     webhooks: { allowPrivate: c.webhookAllowPrivate, retry: c.webhookRetry },
+    sweepPollMs: c.sweepPollMs,
     workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,
   });
 }

@@ -4,6 +4,7 @@ import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { createControlActivities } from '../../activities/control.ts';
 import { reconcileCreatedJobs, wakeScheduler } from '../../temporal/scheduler-ops.ts';
+import { ensureSweepWorkflows } from '../../temporal/sweep-ops.ts';
 import { ensureWebhookWorkflows } from '../../temporal/webhook-ops.ts';
 import { crashSilentRuns } from '../../db/queries/runs.ts';
 import type { Db } from '../../db/client.ts';
@@ -43,6 +44,8 @@ export interface ControlWorkerOptions {
   workflowBundlePath?: string;
   /** Webhook deliveries: which private addresses, what retries (absent: none, the defaults). */
   webhooks?: WebhookDeliveryDeps;
+  /** GPUPLANE_SWEEP_POLL_MS, for the sweeps whose workflow the reconciler starts again. */
+  sweepPollMs?: number;
 }
 
 export interface ControlWorker {
@@ -85,6 +88,7 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     // the API starts each webhook's workflow; this catches one it could not start, or one terminated in the UI.
     if (Date.now() - webhooksChecked >= WEBHOOK_CHECK_MS) {
       await ensureWebhookWorkflows(o.db, o.client);
+      await ensureSweepWorkflows(o.db, o.client, { timeouts: o.timeouts, pollMs: o.sweepPollMs, stopGraceS: o.preemptGraceS });
       webhooksChecked = Date.now();
     }
   };

@@ -1,4 +1,6 @@
-import { allHandlersFinished, condition, continueAsNew } from '@temporalio/workflow';
+import { allHandlersFinished, condition, continueAsNew, getExternalWorkflowHandle } from '@temporalio/workflow';
+import { sweepWorkflowId } from '../names.ts';
+import { trialEndedSignal } from '../sweep-messages.ts';
 import { DEFAULT_RETRY_RETENTION_S } from '../../domain/job-retry.ts';
 import type { RetryRequest } from '../job-messages.ts';
 import type { AttemptOutcome, JobWorkflowResult } from '../types.ts';
@@ -42,8 +44,18 @@ export async function end(job: JobAttempt, result: JobWorkflowResult): Promise<J
     const e = await control.evaluateFinal({ jobId, attempt });
     if (e) await job.startEvaluation(e);
   }
+  if (input.sweepId) await tellSweep(input.sweepId, jobId, attempt);
   if (result.state !== 'FAILED' && result.state !== 'CANCELLED') return result;
   return awaitRetry(job, result);
+}
+
+/** Wakes the sweep this job is a trial of; it reads the job's state itself, so a signal lost (the sweep has ended) costs nothing. */
+async function tellSweep(sweepId: string, jobId: string, attempt: number): Promise<void> {
+  try {
+    await getExternalWorkflowHandle(sweepWorkflowId(sweepId)).signal(trialEndedSignal, { jobId, attempt });
+  } catch {
+    // The sweep has ended, or was never started: nothing waits for this trial.
+  }
 }
 
 /**

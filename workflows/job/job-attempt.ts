@@ -101,7 +101,7 @@ export class JobAttempt {
     );
     setHandler(
       cancelJobSignal,
-      guarded('cancelJob', isCancelRequest, (c) => this.requestCancel(c.reason ? `cancelled by user: ${c.reason}` : 'cancelled by user')),
+      guarded('cancelJob', isCancelRequest, (c) => this.requestCancel(c.bySweep && c.reason ? c.reason : c.reason ? `cancelled by user: ${c.reason}` : 'cancelled by user')),
     );
     CancellationScope.current().cancelRequested.catch(() => {
       this.temporalCancel = true;

@@ -32,9 +32,9 @@ export async function runAndWatch(job: JobAttempt, s: AttemptSpec): Promise<Atte
   return outcomeOf(job, s, exit, failure);
 }
 
-/** An attempt a preemption stopped: re-queued as the next attempt (activities/control/finish.ts), or FAILED when the preemption said so (a stall's kill). */
+/** An attempt a preemption stopped: re-queued as the next attempt (activities/control/finish.ts), or FAILED or CANCELLED when the preemption said so (a stall's kill, a sweep's stop). */
 export function preemptedOutcome(job: JobAttempt, exit: ProcessExit | null): AttemptOutcome {
-  return { state: job.preempt?.fail ? 'FAILED' : 'PREEMPTED', exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null, reason: job.preempt?.reason ?? 'preempted' };
+  return { state: job.preempt?.fail ? 'FAILED' : job.preempt?.cancel ? 'CANCELLED' : 'PREEMPTED', exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null, reason: job.preempt?.reason ?? 'preempted' };
 }
 
 /**

@@ -1,0 +1,204 @@
+/** Sweeps (docs/sweeps.md): created here, run by their workflows (workflows/sweep-workflow.ts). */
+import { randomInt } from 'node:crypto';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { bestCandidates } from '../../db/queries/checkpoints.ts';
+import { ensureExperiment, ensureProject, findProjectId, primaryMetricSettings } from '../../db/queries/projects.ts';
+import { getSweep, insertSweep, listSweeps, sweepScopeNames, sweepTrialRows, trialCounts, type TrialRow } from '../../db/queries/sweeps.ts';
+import { newId } from '../../db/ids.ts';
+import type { Sweep } from '../../db/schema.ts';
+import { ashaRungSteps, ashaSettings, compareValues } from '../../domain/asha.ts';
+import { bestCheckpoint } from '../../domain/best-checkpoint.ts';
+import { encodeValue } from '../../domain/metrics.ts';
+import { resolvePrimaryMetric, trainCounterpart } from '../../domain/primary-metric.ts';
+import { SweepSpecError, sweepMetricOf, sweepTrialCount, validateSweepSpec, type SweepGoal, type SweepSpec } from '../../domain/sweep-spec.ts';
+import { signalCancelSweep, startSweepWorkflow } from '../../temporal/sweep-ops.ts';
+import { allows, visibleProjectIds } from '../auth.ts';
+import type { ApiDeps } from '../deps.ts';
+import { DomainError, forbidden, notFound } from '../errors.ts';
+import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
+import { CancelSweepBody, SweepDetailSchema, SweepListQuery, SweepListSchema, SweepSchema, SweepSpecSchema } from '../schemas/sweeps.ts';
+
+type Names = { project: string | null; experiment: string | null };
+type Counts = { trials: number; running: number; ended: number };
+
+function sweepJson(s: Sweep, names: Names, counts: Counts | undefined) {
+  return {
+    id: s.id,
+    project: names.project,
+    experiment: names.experiment,
+    state: s.state,
+    reason: s.reason,
+    method: s.spec.method,
+    metric: s.spec.metric!,
+    seed: s.spec.seed!,
+    spec: s.spec,
+    trials: { total: sweepTrialCount(s.spec), started: counts?.trials ?? 0, running: counts?.running ?? 0, ended: counts?.ended ?? 0 },
+    created_by: s.createdBy,
+    created_at: s.createdAt.toISOString(),
+    ended_at: s.endedAt?.toISOString() ?? null,
+  };
+}
+
+/** A trial's best value of the metric and its step, by the goal; null when it logged no number of it. */
+function bestOf(r: TrialRow, goal: SweepGoal): { value: number; step: number } | null {
+  const s = r.summary;
+  if (!s) return null;
+  const [value, step] = goal === 'minimize' ? [s.min, s.minStep] : [s.max, s.maxStep];
+  return value === null || step === null ? null : { value, step };
+}
+
+/** The leaderboard's order: ASHA's highest rung first, then the best value by the goal; trials without a value last, in trial order. */
+function rank(rows: TrialRow[], goal: SweepGoal, asha: boolean): TrialRow[] {
+  const key = (r: TrialRow) => ({ rung: asha ? (r.trial.rung ?? -1) : 0, best: bestOf(r, goal) });
+  return [...rows].sort((a, b) => {
+    const ka = key(a);
+    const kb = key(b);
+    if (!ka.best || !kb.best) return ka.best ? -1 : kb.best ? 1 : a.trial.trial - b.trial.trial;
+    return kb.rung - ka.rung || compareValues(ka.best.value, kb.best.value, goal) || a.trial.trial - b.trial.trial;
+  });
+}
+
+export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
+  const { db, client } = deps;
+  const sweepStart = { timeouts: deps.timeouts, pollMs: deps.sweepPollMs, stopGraceS: deps.preemptGraceS };
+
+  async function detail(s: Sweep) {
+    const [names, counts] = await Promise.all([sweepScopeNames(db, [s.id]), trialCounts(db, [s.id])]);
+    const metric = s.spec.metric!;
+    const isAsha = s.spec.method === 'asha';
+    const rungs = isAsha ? ashaRungSteps(ashaSettings(s.spec)) : [];
+    const rows = rank(await sweepTrialRows(db, s.id, metric.name), metric.goal, isAsha);
+    const leaderboard = rows.map((r) => {
+      const best = bestOf(r, metric.goal);
+      const rung = r.trial.rung;
+      return {
+        trial: r.trial.trial,
+        job_id: r.job.id,
+        run_id: r.runId,
+        params: r.trial.params,
+        state: r.job.state,
+        attempt: r.job.attempt,
+        reason: r.job.reason,
+        best: best ? { value: encodeValue(best.value), step: best.step } : null,
+        last: r.summary ? { value: encodeValue(r.summary.last), step: r.summary.lastStep } : null,
+        rung,
+        rung_step: rung === null ? null : (rungs[rung] ?? null),
+        stopped: r.trial.stoppedReason !== null,
+      };
+    });
+    return { ...sweepJson(s, names.get(s.id) ?? { project: null, experiment: null }, counts.get(s.id)), rungs, leaderboard, best: await bestTrial(rows, metric) };
+  }
+
+  /**
+   * The sweep's best trial: the one whose run holds the best checkpoint by the sweep's metric
+   * (evaluations first, GET /checkpoints/best's rule); with no checkpoint that has it, the
+   * leaderboard's first trial with a value.
+   */
+  async function bestTrial(rows: TrialRow[], metric: { name: string; goal: SweepGoal }) {
+    const byRun = new Map(rows.filter((r) => r.runId).map((r) => [r.runId!, r]));
+    const candidates = await bestCandidates(db, { runIds: [...byRun.keys()] });
+    const resolved = { name: metric.name, goal: metric.goal === 'minimize' ? ('min' as const) : ('max' as const), level: 'experiment' as const, train_metric: trainCounterpart(metric.name) };
+    const best = bestCheckpoint(candidates, resolved);
+    if (best) {
+      const r = byRun.get(best.checkpoint.runId)!;
+      return { trial: r.trial.trial, job_id: r.job.id, run_id: r.runId, value: encodeValue(best.value), step: best.checkpoint.step, checkpoint_id: best.checkpoint.id, fallback: best.fallback };
+    }
+    const first = rows.find((r) => bestOf(r, metric.goal));
+    if (!first) return null;
+    const b = bestOf(first, metric.goal)!;
+    return { trial: first.trial.trial, job_id: first.job.id, run_id: first.runId, value: encodeValue(b.value), step: b.step, checkpoint_id: null, fallback: false };
+  }
+
+  app.post(
+    '/sweeps',
+    {
+      schema: {
+        tags: ['sweeps'],
+        summary: 'Create a sweep: its workflow starts its trials as TRAIN jobs',
+        description: 'The body is the sweep file as JSON (docs/sweeps.md). A mistake is answered 400 naming its field, and nothing is created.',
+        body: SweepSpecSchema,
+        response: { 201: SweepDetailSchema },
+      },
+      // The domain's validator is the one rule (gpuctl checks a file with it before sending): it names the field.
+      validatorCompiler: () => (data: unknown) => {
+        try {
+          return { value: validateSweepSpec(data) };
+        } catch (err) {
+          if (err instanceof SweepSpecError) return { error: new Error(`sweep file: ${err.message}`) };
+          throw err;
+        }
+      },
+    },
+    async (req, reply) => {
+      const given = req.body as SweepSpec;
+      if (given.experiment && !given.project) throw new DomainError('invalid', 'sweep file: experiment: needs a project');
+      const settings = given.project ? await primaryMetricSettings(db, given.project, given.experiment) : undefined;
+      const primary = resolvePrimaryMetric(settings?.experiment ?? null, settings?.project ?? null);
+      // Filled in, so that the sweep is replayed exactly: the seed its random points came from, the metric it compared.
+      const spec: SweepSpec = { ...given, metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) };
+      const p = req.principal;
+      const s = await db.transaction(async (tx) => {
+        const projectId = spec.project ? await ensureProject(tx, spec.project) : null;
+        const experimentId = projectId && spec.experiment ? await ensureExperiment(tx, projectId, spec.experiment) : null;
+        return insertSweep(tx, { id: newId('swp'), projectId, experimentId, spec, state: 'RUNNING', createdBy: p && 'name' in p ? p.name : null });
+      });
+      // Temporal away: the control worker's reconciler starts it within a minute.
+      await startSweepWorkflow(client, s, sweepStart).catch((err: unknown) => req.log.warn({ err, sweepId: s.id }, 'sweep: its workflow was not started; the control worker will'));
+      return reply.status(201).send(await detail(s));
+    },
+  );
+
+  app.get(
+    '/sweeps',
+    { schema: { tags: ['sweeps'], summary: 'Sweeps, newest first (the 200 newest)', querystring: SweepListQuery, response: { 200: SweepListSchema } } },
+    async (req) => {
+      const projectIds = await visibleProjectIds(db, req);
+      let projectId: string | undefined;
+      if (req.query.project) {
+        if (projectIds && req.principal && !allows(req.principal, req.query.project, false)) throw forbidden(`this token may not read project "${req.query.project}"`);
+        projectId = await findProjectId(db, req.query.project);
+        if (!projectId) return { sweeps: [] };
+      }
+      const rows = await listSweeps(db, { projectIds, projectId, limit: 200 });
+      const ids = rows.map((s) => s.id);
+      const [names, counts] = await Promise.all([sweepScopeNames(db, ids), trialCounts(db, ids)]);
+      return { sweeps: rows.map((s) => sweepJson(s, names.get(s.id) ?? { project: null, experiment: null }, counts.get(s.id))) };
+    },
+  );
+
+  app.get(
+    '/sweeps/:id',
+    { schema: { tags: ['sweeps'], summary: "A sweep with its leaderboard of trials and its best trial (with the best checkpoint of the trials' runs)", params: IdParams, response: { 200: SweepDetailSchema, ...NotFound } } },
+    async (req) => {
+      const s = await getSweep(db, req.params.id);
+      if (!s) throw notFound('sweep', req.params.id);
+      return detail(s);
+    },
+  );
+
+  app.post(
+    '/sweeps/:id/cancel',
+    {
+      schema: {
+        tags: ['sweeps'],
+        summary: 'Cancel a sweep: its trials that have not ended are cancelled, and no more start',
+        params: IdParams,
+        body: CancelSweepBody,
+        response: { 202: SweepSchema, ...NotFound, ...Conflict },
+      },
+    },
+    async (req, reply) => {
+      const s = await getSweep(db, req.params.id);
+      if (!s) throw notFound('sweep', req.params.id);
+      if (s.state !== 'RUNNING') throw new DomainError('conflict', `sweep ${s.id} already ended ${s.state}; nothing to cancel`);
+      // No workflow running (terminated in the Temporal UI, say): it is started again, and takes the cancel at once.
+      if (!(await signalCancelSweep(client, s.id, req.body?.reason))) {
+        await startSweepWorkflow(client, s, sweepStart);
+        await signalCancelSweep(client, s.id, req.body?.reason);
+      }
+      const [names, counts] = await Promise.all([sweepScopeNames(db, [s.id]), trialCounts(db, [s.id])]);
+      return reply.status(202).send(sweepJson(s, names.get(s.id) ?? { project: null, experiment: null }, counts.get(s.id)));
+    },
+  );
+};
+

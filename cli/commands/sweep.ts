@@ -1,0 +1,115 @@
+/** `gpuctl sweep create|show|cancel` and `gpuctl sweeps` (docs/sweeps.md). */
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { parse as parseYaml } from 'yaml';
+import { parseSweepSpec, SweepSpecError, type SweepSpec } from '../../domain/sweep-spec.ts';
+import type { SweepDetailJson, SweepJson, WireValue } from '../api-types.ts';
+import { cancelSweep, createSweep, getSweep, listSweeps } from '../client-sweeps.ts';
+import { clientOf, out } from '../client-of.ts';
+import { age, keyValues, table } from '../table.ts';
+
+const num = (v: WireValue) => (typeof v === 'number' ? String(Number(v.toPrecision(6))) : v);
+/** A point as `name=value …`, names in order (the database keeps a JSON object's keys in an order of its own). */
+const params = (p: Record<string, unknown>) =>
+  Object.entries(p)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([k, v]) => `${k}=${typeof v === 'number' ? Number(v.toPrecision(4)) : String(v)}`)
+    .join(' ');
+
+/**
+ * Reads a sweep file (YAML, or JSON by its .json name) and checks it as the API will, so a
+ * mistake is named with its field before anything is sent. A relative workdir is taken from
+ * the file's folder; none: the folder gpuctl runs in, as `gpuctl submit` takes it.
+ */
+export async function readSweepFile(file: string): Promise<SweepSpec> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new Error(`${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
+  }
+  try {
+    const spec = parseSweepSpec(text, file.endsWith('.json') ? 'json' : 'yaml', parseYaml);
+    return { ...spec, workdir: spec.workdir ? path.resolve(path.dirname(file), spec.workdir) : process.cwd() };
+  } catch (err) {
+    if (err instanceof SweepSpecError) throw new Error(`${file}: ${err.message}`);
+    throw err;
+  }
+}
+
+/** The sweeps as a table. */
+export function renderSweeps(sweeps: SweepJson[], now = Date.now()): string {
+  return table(
+    ['ID', 'STATE', 'METHOD', 'METRIC', 'TRIALS', 'RUNNING', 'ENDED', 'PROJECT', 'AGE'],
+    sweeps.map((s) => [s.id, s.state, s.method, `${s.metric.name} (${s.metric.goal})`, `${s.trials.started}/${s.trials.total}`, s.trials.running, s.trials.ended, [s.project, s.experiment].filter(Boolean).join('/') || '-', age(s.created_at, now)]),
+    {},
+    'no sweeps',
+  );
+}
+
+/** A sweep: what it is, how far it got, its best trial, and the leaderboard. */
+export function renderSweep(s: SweepDetailJson): string {
+  const b = s.best;
+  const lines = [
+    keyValues([
+      ['sweep', s.id],
+      ['state', s.reason ? `${s.state} (${s.reason})` : s.state],
+      ['method', `${s.method}, seed ${s.seed}${s.rungs.length ? `, rungs at steps ${s.rungs.join(', ')}` : ''}`],
+      ['metric', `${s.metric.name} (${s.metric.goal})`],
+      ['trials', `${s.trials.started} of ${s.trials.total} started, ${s.trials.running} running, ${s.trials.ended} ended`],
+      ['best', b ? `trial ${b.trial} (job ${b.job_id}): ${num(b.value)}${b.step === null ? '' : ` at step ${b.step}`}${b.checkpoint_id ? `, checkpoint ${b.checkpoint_id}${b.fallback ? ' (training-time value)' : ''}` : ''}` : 'none yet'],
+    ]),
+    '',
+    table(
+      ['TRIAL', 'JOB', 'STATE', 'BEST', 'STEP', ...(s.rungs.length ? ['RUNG'] : []), 'PARAMS', 'REASON'],
+      s.leaderboard.map((t) => [t.trial, t.job_id, t.state, t.best ? num(t.best.value) : '-', t.best?.step ?? '-', ...(s.rungs.length ? [t.rung === null ? '-' : `${t.rung} (${t.rung_step})`] : []), params(t.params), t.reason ?? '']),
+      { PARAMS: 60, REASON: 70 },
+      'no trials yet',
+    ),
+  ];
+  return lines.join('\n');
+}
+
+export function registerSweepCommands(program: Command): void {
+  const sweep = program.command('sweep').description('hyperparameter sweeps: grid, random or ASHA search, each trial a TRAIN job (docs/sweeps.md)');
+  sweep
+    .command('create')
+    .description('create a sweep from a YAML or JSON file; prints the sweep id on the last line')
+    .argument('<file>', 'the sweep file (docs/sweeps.md)')
+    .option('--json', 'print the sweep as JSON')
+    .action(async (file: string, o: { json?: boolean }, cmd: Command) => {
+      const s = await createSweep(clientOf(cmd), await readSweepFile(file));
+      if (o.json) return out(JSON.stringify(s, null, 2));
+      out(`sweep of ${s.trials.total} trial${s.trials.total === 1 ? '' : 's'} (${s.method}, ${s.metric.name} ${s.metric.goal}, seed ${s.seed}); follow it with: gpuctl sweep show ${s.id}`);
+      out(s.id);
+    });
+  sweep
+    .command('show')
+    .description('a sweep: its state, its best trial (with the best checkpoint) and the leaderboard of trials')
+    .argument('<id>', 'sweep id')
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
+      const s = await getSweep(clientOf(cmd), id);
+      out(o.json ? JSON.stringify(s, null, 2) : renderSweep(s));
+    });
+  sweep
+    .command('cancel')
+    .description('cancel a sweep: its trials that have not ended are cancelled, and no more start')
+    .argument('<id>', 'sweep id')
+    .option('--reason <text>', 'why (recorded on the sweep)')
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { reason?: string; json?: boolean }, cmd: Command) => {
+      const s = await cancelSweep(clientOf(cmd), id, o.reason);
+      out(o.json ? JSON.stringify(s) : `cancelling sweep ${s.id}: ${s.trials.started - s.trials.ended} trial(s) not ended are being cancelled`);
+    });
+  program
+    .command('sweeps')
+    .description('sweeps, newest first')
+    .option('--project <name>', "only this project's")
+    .option('--json', 'print JSON')
+    .action(async (o: { project?: string; json?: boolean }, cmd: Command) => {
+      const sweeps = await listSweeps(clientOf(cmd), o.project);
+      out(o.json ? JSON.stringify(sweeps) : renderSweeps(sweeps));
+    });
+}

@@ -1,0 +1,44 @@
+/**
+ * What a sweep's trial runs: the sweep file's job fields, with the trial's point as its params
+ * (GPUPLANE_PARAMS, and its run's params) and the sweep named in its environment.
+ */
+import { ashaSettings } from './asha.ts';
+import type { EvalPolicy } from './eval-policy.ts';
+import type { SweepPoint } from './sweep-search.ts';
+import type { SweepSpec } from './sweep-spec.ts';
+
+export interface TrialJobConfig {
+  command: string[];
+  workingDir: string;
+  gpus: number;
+  nodes: number;
+  env: Record<string, string>;
+  params: Record<string, unknown>;
+  watchDir: string | null;
+  evalPolicy: EvalPolicy | null;
+}
+
+/** argv as given, or one string run by /bin/sh -c (as a submit takes it). */
+export function commandArgv(command: string | string[]): string[] {
+  return typeof command === 'string' ? ['/bin/sh', '-c', command] : command;
+}
+
+/**
+ * Trial `trial` of sweep `sweepId`: GPUPLANE_SWEEP_ID and GPUPLANE_SWEEP_TRIAL tell the process
+ * which it is, and an asha sweep's GPUPLANE_MAX_STEPS how far a trial that is never stopped goes.
+ */
+export function trialJobConfig(spec: SweepSpec, sweepId: string, trial: number, point: SweepPoint): TrialJobConfig {
+  const env: Record<string, string> = { ...spec.env, GPUPLANE_SWEEP_ID: sweepId, GPUPLANE_SWEEP_TRIAL: String(trial) };
+  if (spec.method === 'asha' && spec.metric) env.GPUPLANE_MAX_STEPS = String(ashaSettings(spec).maxSteps);
+  const nodes = spec.nodes ?? 1;
+  return {
+    command: commandArgv(spec.command),
+    workingDir: spec.workdir ?? '/tmp',
+    gpus: spec.gpus ?? spec.gpus_per_node ?? 1,
+    nodes,
+    env,
+    params: { ...point },
+    watchDir: spec.watch ?? null,
+    evalPolicy: spec.eval === undefined ? null : { when: 'each', command: commandArgv(spec.eval) },
+  };
+}

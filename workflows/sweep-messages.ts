@@ -1,0 +1,17 @@
+/** Signals and queries of the sweep workflow (`sweep/<sweepId>`). */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type { ActiveTrial, TrialTally } from './types.ts';
+
+/** Someone cancels the sweep: its trials are cancelled and no more start. */
+export const cancelSweepSignal = defineSignal<[{ reason?: string }]>('cancelSweep');
+/** A trial's attempt ended (sent by the trial's job workflow): a wake-up only; the sweep reads the job's state itself. */
+export const trialEndedSignal = defineSignal<[{ jobId: string; attempt: number }]>('trialEnded');
+
+export interface SweepStatus {
+  started: number;
+  total: number;
+  active: ActiveTrial[];
+  tally: TrialTally;
+  cancelled: boolean;
+}
+export const sweepStatusQuery = defineQuery<SweepStatus>('sweepStatus');
