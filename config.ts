@@ -69,7 +69,7 @@ export interface GpuplaneConfig {
    * GPUPLANE_WEBHOOK_RETRY_MAX_S (600) between tries, given up after GPUPLANE_WEBHOOK_GIVE_UP_S (86400).
    */
   webhookRetry: WebhookRetry;
-  /** How often a sweep's workflow reads its trials' states and metrics when no trial's end wakes it (GPUPLANE_SWEEP_POLL_MS, 2000; docs/sweeps.md). */
+  /** How often a sweep's workflow reads its trials' states and metrics when no trial's end wakes it (GPUPLANE_SWEEP_POLL_MS, 1000; docs/sweeps.md). */
   sweepPollMs: number;
 }
 
@@ -136,6 +136,6 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
       maxMs: Math.max(intFromEnv('GPUPLANE_WEBHOOK_RETRY_MAX_S', DEFAULT_WEBHOOK_RETRY.maxMs / 1000) * 1000, 1),
       giveUpMs: Math.max(intFromEnv('GPUPLANE_WEBHOOK_GIVE_UP_S', DEFAULT_WEBHOOK_RETRY.giveUpMs / 1000) * 1000, 1000),
     },
-    sweepPollMs: overrides.sweepPollMs ?? Math.max(intFromEnv('GPUPLANE_SWEEP_POLL_MS', 2000), 100),
+    sweepPollMs: overrides.sweepPollMs ?? Math.max(intFromEnv('GPUPLANE_SWEEP_POLL_MS', 1000), 100),
   };
 }

@@ -25,7 +25,7 @@ export interface ApiDeps {
   preemptGraceS?: number | null;
   /** GPUPLANE_STALL_AFTER_S: the default stall-after of TRAIN and EVALUATE jobs (domain/stall.ts; 1800 when absent, 0: off). */
   stallAfterS?: number;
-  /** GPUPLANE_SWEEP_POLL_MS (2000 when absent): how often a sweep's workflow reads its trials, given to it when it starts. */
+  /** GPUPLANE_SWEEP_POLL_MS (1000 when absent): how often a sweep's workflow reads its trials, given to it when it starts. */
   sweepPollMs?: number;
   /** Where MLflow's artifacts are kept (GPUPLANE_ARTIFACTS_DIR; api/mlflow/artifacts.ts); absent: they are not served. */
   artifactsDir?: string;

@@ -11,14 +11,14 @@ import type { JobTimeouts } from './client-ops.ts';
 /** What a sweep's workflow is started with, from the starter's configuration. */
 export interface SweepStartOptions {
   timeouts: JobTimeouts;
-  /** GPUPLANE_SWEEP_POLL_MS (2000). */
+  /** GPUPLANE_SWEEP_POLL_MS (1000). */
   pollMs?: number;
   /** The preemption grace in seconds (GPUPLANE_PREEMPT_GRACE_S; 30 when absent or preemption is off): a trial stopped at a rung gets it. */
   stopGraceS?: number | null;
 }
 
 /** GPUPLANE_SWEEP_POLL_MS's default: how often a sweep reads its trials when no trial's end wakes it. */
-export const DEFAULT_SWEEP_POLL_MS = 2000;
+export const DEFAULT_SWEEP_POLL_MS = 1000;
 
 /**
  * Starts a sweep's workflow; one already running is left as it is. A sweep's workflow started

@@ -1,7 +1,8 @@
 /** The sweep file's rules (domain/sweep-spec.ts): what it accepts, and the field each error names. */
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { parseSweepSpec, sweepTrialCount, validateSweepSpec, SweepSpecError, type SweepSpec } from '../domain/sweep-spec.ts';
+import { parseSweepSpec, sweepMetricOf, sweepTrialCount, validateSweepSpec, SweepSpecError, type SweepSpec } from '../domain/sweep-spec.ts';
+import { trialJobConfig } from '../domain/sweep-trial.ts';
 
 const ASHA_YAML = `
 project: vision
@@ -157,5 +158,30 @@ describe('validateSweepSpec names the field', () => {
       expect((err as SweepSpecError).problem).toBe('must be below max');
     }
     expect.assertions(2);
+  });
+});
+
+describe('what a sweep fills in and what a trial runs', () => {
+  it('takes the primary metric in force when the file names none, min and max as minimize and maximize', () => {
+    const spec = validateSweepSpec({ command: 'x', method: 'asha', max_trials: 3, parameters: { lr: { values: [1] } }, asha: { min_steps: 1, max_steps: 9, reduction_factor: 3 } });
+    expect(sweepMetricOf(spec, { name: 'eval/loss', goal: 'min' })).toEqual({ name: 'eval/loss', goal: 'minimize' });
+    expect(sweepMetricOf(spec, { name: 'eval/acc', goal: 'max' })).toEqual({ name: 'eval/acc', goal: 'maximize' });
+    expect(sweepMetricOf({ ...spec, metric: { name: 'm', goal: 'maximize' } }, { name: 'eval/loss', goal: 'min' })).toEqual({ name: 'm', goal: 'maximize' });
+  });
+
+  it("gives a trial the file's job fields, its point as params, and the sweep in its environment", () => {
+    const spec = validateSweepSpec({ command: 'python train.py', method: 'asha', max_trials: 3, env: { A: 'b' }, watch: 'ckpts', eval: ['python', 'eval.py'], nodes: 2, gpus_per_node: 4, metric: { name: 'loss', goal: 'minimize' }, parameters: { lr: { values: [1] } }, asha: { min_steps: 1, max_steps: 9, reduction_factor: 3 } });
+    expect(trialJobConfig(spec, 'swp-1', 2, { lr: 1 })).toEqual({
+      command: ['/bin/sh', '-c', 'python train.py'],
+      workingDir: '/tmp',
+      gpus: 4,
+      nodes: 2,
+      env: { A: 'b', GPUPLANE_SWEEP_ID: 'swp-1', GPUPLANE_SWEEP_TRIAL: '2', GPUPLANE_MAX_STEPS: '9' },
+      params: { lr: 1 },
+      watchDir: 'ckpts',
+      evalPolicy: { when: 'each', command: ['python', 'eval.py'] },
+    });
+    const grid = validateSweepSpec({ command: ['a', 'b'], method: 'grid', gpus: 0, parameters: { x: { values: [1] } } });
+    expect(trialJobConfig(grid, 's', 0, { x: 1 })).toMatchObject({ command: ['a', 'b'], gpus: 0, nodes: 1, env: { GPUPLANE_SWEEP_ID: 's', GPUPLANE_SWEEP_TRIAL: '0' }, watchDir: null, evalPolicy: null });
   });
 });

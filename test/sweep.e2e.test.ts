@@ -6,6 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SweepDetailJson, SweepJson } from '../cli/api-types.ts';
 import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
 import { examplesPython } from './support/examples.ts';
+import { connectClient } from '../temporal/setup.ts';
+import { CONTROL_TASK_QUEUE, jobWorkflowId, sweepWorkflowId } from '../workflows/names.ts';
+import type { SweepWorkflowInput } from '../workflows/types.ts';
+import type { SweepSpec } from '../domain/sweep-spec.ts';
 import { until } from './support/poll.ts';
 
 const repo = path.resolve('.');
@@ -205,6 +209,73 @@ describe('sweeps, end to end', () => {
     const again = await gpuctl(env, ['sweep', 'cancel', s0.id]);
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/already ended CANCELLED.*HTTP 409/);
+  });
+
+  it("Cancel on the sweep's workflow in the Temporal UI is the same cancel", async () => {
+    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', { project: 'sweep-e2e', command: 'sleep 120', gpus: 1, method: 'grid', max_concurrent: 1, parameters: { x: { values: [1, 2, 3] } } });
+    await until('a trial running', async () => (await trialJobs(s0.id)).some((j) => j.state === 'RUNNING'), 60_000);
+    const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+    try {
+      await t.client.workflow.getHandle(sweepWorkflowId(s0.id)).cancel();
+    } finally {
+      await t.close();
+    }
+    const s = await ended(s0.id);
+    expect(s.state).toBe('CANCELLED');
+    expect(s.reason).toBe('cancelled in Temporal (workflow cancel request); 1 trial: 0 succeeded, 0 failed, 0 stopped by ASHA, 1 cancelled');
+    expect((await trialJobs(s0.id)).map((j) => j.state)).toEqual(['CANCELLED']);
+  });
+
+  it('retry_failed: a failed trial is retried as its next attempt, once; a second failure is its result', async () => {
+    const dir = path.join(work, 'retry');
+    fs.mkdirSync(dir, { recursive: true });
+    // x=1 fails its first attempt only; x=2 fails every time.
+    const command = `case "$GPUPLANE_PARAMS" in *'"x": 1'*|*'"x":1'*) if [ -f once ]; then exit 0; fi; touch once; exit 3;; *) exit 4;; esac`;
+    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', { project: 'sweep-e2e', command, workdir: dir, gpus: 1, method: 'grid', retry_failed: 1, parameters: { x: { values: [1, 2] } } });
+    const s = await ended(s0.id);
+    expect(s.state).toBe('SUCCEEDED');
+    expect(s.reason).toBe('2 trials: 1 succeeded, 1 failed, 0 stopped by ASHA, 0 cancelled');
+    const jobs = await trialJobs(s0.id);
+    expect(jobs.map((j) => [j.params.x, j.state, j.attempt])).toEqual([
+      [1, 'SUCCEEDED', 2],
+      [2, 'FAILED', 2],
+    ]);
+  });
+
+  it('a sweep workflow terminated in Temporal is started again, finds its trials where they are, and continues as new every few turns', async () => {
+    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', { project: 'sweep-e2e', command: 'sleep 1', gpus: 1, method: 'grid', max_concurrent: 2, parameters: { x: { values: [1, 2, 3, 4, 5, 6] } } });
+    await until('a trial running', async () => (await trialJobs(s0.id)).some((j) => j.state === 'RUNNING'), 60_000);
+    const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+    try {
+      const handle = t.client.workflow.getHandle(sweepWorkflowId(s0.id));
+      const first = await handle.describe();
+      await handle.terminate('terminated in the test, as the Temporal UI does');
+      // Started again (what the control worker's reconciler does within a minute), with a run of 3 turns.
+      await t.client.workflow.start('sweepWorkflow', {
+        workflowId: sweepWorkflowId(s0.id),
+        taskQueue: CONTROL_TASK_QUEUE,
+        args: [{ sweepId: s0.id, spec: s0.spec as SweepSpec, trialTimeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 12_000 }, pollMs: 300, stopGraceMs: 5000, turnsPerRun: 3 } satisfies SweepWorkflowInput],
+      });
+      const s = await ended(s0.id);
+      expect(s.state).toBe('SUCCEEDED');
+      const jobs = await trialJobs(s0.id);
+      expect(jobs.map((j) => j.params.x)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(jobs.every((j) => j.state === 'SUCCEEDED' && j.attempt === 1)).toBe(true);
+      expect((await db.query(`select 1 from jobs where env->>'GPUPLANE_SWEEP_ID' = $1`, [s0.id])).rows).toHaveLength(6);
+      // Each trial's job workflow ran once: the restarted sweep followed the ended ones, and started none again.
+      for (const j of jobs) {
+        let n = 0;
+        for await (const w of t.client.workflow.list({ query: `WorkflowId = '${jobWorkflowId(j.job_id)}'` })) if (w.type === 'jobWorkflow') n++;
+        expect(n).toBe(1);
+      }
+      // The runs after the restart: more than one (continued as new), each short.
+      const runs: string[] = [];
+      for await (const w of t.client.workflow.list({ query: `WorkflowId = '${sweepWorkflowId(s0.id)}'` })) if (w.runId !== first.runId) runs.push(w.runId);
+      expect(runs.length).toBeGreaterThan(1);
+      for (const r of runs) expect((await t.client.workflow.getHandle(sweepWorkflowId(s0.id), r).fetchHistory()).events!.length).toBeLessThan(200);
+    } finally {
+      await t.close();
+    }
   });
 
   it('a bad sweep file is refused with its field named, and creates nothing', async () => {

@@ -1,4 +1,4 @@
-import { allHandlersFinished, CancellationScope, condition, continueAsNew, getExternalWorkflowHandle, ParentClosePolicy, proxyActivities, proxyLocalActivities, setHandler, startChild, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, CancellationScope, condition, continueAsNew, getExternalWorkflowHandle, ParentClosePolicy, proxyActivities, proxyLocalActivities, setHandler, startChild, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
 import { ashaReport, ashaRungSteps, ashaSettings, ashaStopReason, emptyAshaState, type AshaState } from '../domain/asha.ts';
 import { sweepTrialCount } from '../domain/sweep-spec.ts';
@@ -95,7 +95,8 @@ export async function sweepWorkflow(input: SweepWorkflowInput): Promise<SweepRes
       while (cancelReason === undefined && started < total && running() < maxConcurrent) {
         const trial = started;
         const made = await control.createSweepTrial({ sweepId, trial });
-        await startTrial(made.jobId, made.projectId);
+        // A job past CREATED has had its workflow (a run before this one started it): it is only followed.
+        if (made.created) await startTrial(made.jobId, made.projectId);
         active.set(made.jobId, { trial, jobId: made.jobId, handledAttempt: 0, retries: 0, nextRung: 0 });
         started++;
       }
@@ -162,6 +163,8 @@ export async function sweepWorkflow(input: SweepWorkflowInput): Promise<SweepRes
         taskQueue: workflowInfo().taskQueue,
         args: [{ ...jobWorkflowInput(jobId, 1, input.trialTimeouts), sweepId }],
         parentClosePolicy: ParentClosePolicy.ABANDON,
+        // Never a second run of a job's workflow that has closed: the job has ended, and is only followed.
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
         typedSearchAttributes: jobStartSearchAttributes({ id: jobId, type: 'TRAIN', projectId }),
       });
     } catch {

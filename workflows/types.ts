@@ -234,7 +234,7 @@ export interface SweepWorkflowInput {
   spec: SweepSpec;
   /** The timeouts its trials' workflows run with. */
   trialTimeouts: { heartbeatTimeoutMs: number; lostAfterMs: number; retryRetentionMs?: number };
-  /** How often it reads its trials' states and metrics (GPUPLANE_SWEEP_POLL_MS, default 2 s). */
+  /** How often it reads its trials' states and metrics (GPUPLANE_SWEEP_POLL_MS, default 1 s). */
   pollMs: number;
   /** Between a stopped trial's SIGTERM and its SIGKILL (the plane's preemption grace, GPUPLANE_PREEMPT_GRACE_S). */
   stopGraceMs: number;

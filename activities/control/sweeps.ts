@@ -21,10 +21,11 @@ export function sweepActivities({ deps }: ControlContext) {
   }
 
   return {
-    /** Trial `trial`'s job, created in CREATED the first time (db/queries/sweeps.ts createTrialJob): the workflow starts it. */
-    async createSweepTrial(a: { sweepId: string; trial: number }): Promise<{ jobId: string; projectId: string | null }> {
+    /** Trial `trial`'s job, created in CREATED the first time (db/queries/sweeps.ts createTrialJob); `created`: still CREATED, so the workflow starts it. */
+    async createSweepTrial(a: { sweepId: string; trial: number }): Promise<{ jobId: string; projectId: string | null; created: boolean }> {
       const { job } = await createTrialJob(db, a.sweepId, a.trial);
-      return { jobId: job.id, projectId: job.projectId };
+      // CREATED: its workflow may not have started (made just now, or by a run that died before starting it).
+      return { jobId: job.id, projectId: job.projectId, created: job.state === 'CREATED' };
     },
 
     /**

@@ -7,6 +7,8 @@ import { parseSweepSpec, SweepSpecError, type SweepSpec } from '../../domain/swe
 import type { SweepDetailJson, SweepJson, WireValue } from '../api-types.ts';
 import { cancelSweep, createSweep, getSweep, listSweeps } from '../client-sweeps.ts';
 import { clientOf, out } from '../client-of.ts';
+import { intArg } from '../args.ts';
+import { WAIT_EXIT } from './jobs.ts';
 import { age, keyValues, table } from '../table.ts';
 
 const num = (v: WireValue) => (typeof v === 'number' ? String(Number(v.toPrecision(6))) : v);
@@ -36,6 +38,12 @@ export async function readSweepFile(file: string): Promise<SweepSpec> {
     if (err instanceof SweepSpecError) throw new Error(`${file}: ${err.message}`);
     throw err;
   }
+}
+
+/** One line of a sweep's progress: trials started, running and ended, and the best so far. */
+export function progressLine(s: SweepDetailJson): string {
+  const b = s.best;
+  return `trials: ${s.trials.started}/${s.trials.total} started, ${s.trials.running} running, ${s.trials.ended} ended; best ${b ? `${num(b.value)} (trial ${b.trial})` : 'none yet'}`;
 }
 
 /** The sweeps as a table. */
@@ -92,6 +100,32 @@ export function registerSweepCommands(program: Command): void {
     .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
       const s = await getSweep(clientOf(cmd), id);
       out(o.json ? JSON.stringify(s, null, 2) : renderSweep(s));
+    });
+  sweep
+    .command('wait')
+    .description(`block until the sweep ends, printing a line as its trials move on; exit ${WAIT_EXIT.SUCCEEDED} SUCCEEDED, ${WAIT_EXIT.CANCELLED} CANCELLED, ${WAIT_EXIT.TIMEOUT} timed out`)
+    .argument('<id>', 'sweep id')
+    .option('--timeout <s>', 'give up after S seconds', intArg('--timeout', 1))
+    .option('--json', 'print the final sweep as JSON')
+    .action(async (id: string, o: { timeout?: number; json?: boolean }, cmd: Command) => {
+      const client = clientOf(cmd);
+      const deadline = Date.now() + (o.timeout ? o.timeout * 1000 : 365 * 24 * 3600 * 1000);
+      let last = '';
+      for (;;) {
+        const s = await getSweep(client, id);
+        const line = progressLine(s);
+        if (line !== last && !o.json) out(line);
+        last = line;
+        if (s.state !== 'RUNNING') {
+          out(o.json ? JSON.stringify(s, null, 2) : `${s.id} ${s.state}${s.reason ? `: ${s.reason}` : ''}`);
+          process.exit(s.state === 'SUCCEEDED' ? WAIT_EXIT.SUCCEEDED : WAIT_EXIT.CANCELLED);
+        }
+        if (Date.now() > deadline) {
+          process.stderr.write(`gpuctl: sweep ${id} still RUNNING after ${o.timeout} s\n`);
+          process.exit(WAIT_EXIT.TIMEOUT);
+        }
+        await new Promise((r) => setTimeout(r, 1000));
+      }
     });
   sweep
     .command('cancel')
