@@ -23,10 +23,22 @@ describe('web console: sweeps', () => {
   beforeAll(async () => {
     ensureConsoleBuilt();
     b = await launchBrowser();
-    c = await startCluster('websweep', { agents: [{ nodeId: 'ws1', gpus: 2 }], env: { GPUPLANE_SWEEP_POLL_MS: '300' } });
+    c = await startCluster('websweep', { agents: [{ nodeId: 'ws1', gpus: 4 }], env: { GPUPLANE_SWEEP_POLL_MS: '300' } });
     h = await openDatabase({ url: c.dbUrl, poolSize: 2 });
     page = await b.context.newPage();
   });
+  const ended = (id: string) =>
+    until(
+      `sweep ${id} ended`,
+      async () => {
+        const x = await c.client.request<SweepDetailJson>('GET', `/sweeps/${id}`);
+        return x.state !== 'RUNNING' ? x : null;
+      },
+      120_000,
+      300,
+    );
+  const objective = [examplesPython(), path.join(repo, 'examples/sweep_objective.py')];
+  const sdkEnv = { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.05' };
   afterAll(async () => {
     await b?.close();
     await h?.close();
@@ -39,9 +51,9 @@ describe('web console: sweeps', () => {
     const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', {
       project: 'web-sweep',
       experiment: 'grid',
-      command: [examplesPython(), path.join(repo, 'examples/sweep_objective.py'), '--steps', '30', '--sleep', '0.01'],
+      command: [...objective, '--steps', '30', '--sleep', '0.01'],
       gpus: 1,
-      env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.05' },
+      env: sdkEnv,
       metric: { name: 'train/loss', goal: 'minimize' },
       method: 'grid',
       max_trials: 3,
@@ -65,15 +77,7 @@ describe('web console: sweeps', () => {
     expect(await page.locator('[data-field="seed"]').innerText()).toBe(String(s0.seed));
 
     // It ends with no reload (a sweep's own row bumps no change counter: the page polls while it runs).
-    const s = await until(
-      'the sweep ended',
-      async () => {
-        const x = await c.client.request<SweepDetailJson>('GET', `/sweeps/${id}`);
-        return x.state !== 'RUNNING' ? x : null;
-      },
-      120_000,
-      300,
-    );
+    const s = await ended(id);
     expect(s.state).toBe('SUCCEEDED');
     await expect.poll(() => attr(page, 'h1 [data-state]', 'data-state'), { timeout: 15_000 }).toBe('SUCCEEDED');
     expect(await page.evaluate(() => (window as unknown as { __noReload?: boolean }).__noReload)).toBe(true);
@@ -124,5 +128,34 @@ describe('web console: sweeps', () => {
     expect(await best.getAttribute('data-trial')).toBe('0');
     await best.locator(`a[href="#/checkpoints?run=${tied.run_id}&id=ckpt-web-sweep"]`).click();
     await page.locator('tr[data-checkpoint="ckpt-web-sweep"]').first().waitFor();
+  });
+
+  it("shows an ASHA sweep's rungs, each trial's rung and step, and which trials it stopped, as the API has them", async () => {
+    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', {
+      project: 'web-sweep',
+      experiment: 'asha',
+      command: [...objective, '--sleep', '0.1'],
+      gpus: 1,
+      env: sdkEnv,
+      metric: { name: 'train/loss', goal: 'minimize' },
+      method: 'asha',
+      max_trials: 6,
+      max_concurrent: 3,
+      seed: 3,
+      parameters: { lr: { min: 1e-4, max: 1, distribution: 'log_uniform' } },
+      asha: { min_steps: 5, max_steps: 20, reduction_factor: 2 },
+    });
+    await page.goto(`${c.apiUrl}/?token=${encodeURIComponent(c.token)}#/sweeps/${s0.id}`);
+    expect(await page.locator('[data-field="rungs"]').innerText()).toBe('steps 5, 10, 20; the best 1/2 go on at each');
+    const s = await ended(s0.id);
+    await expect.poll(() => attr(page, 'h1 [data-state]', 'data-state'), { timeout: 15_000 }).toBe('SUCCEEDED');
+    await expect.poll(() => page.locator('table.sweep-trials tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-trial'))), { timeout: 10_000 }).toEqual(s.leaderboard.map((t) => String(t.trial)));
+    expect(await texts(page, 'table.sweep-trials tbody [data-column="rung"]')).toEqual(s.leaderboard.map((t) => (t.rung === null ? '—' : `${t.rung} (step ${t.rung_step})`)));
+    const stopped = await page.locator('table.sweep-trials tbody tr').evaluateAll((trs) => trs.map((tr) => tr.querySelector('[data-stopped]') !== null));
+    expect(stopped).toEqual(s.leaderboard.map((t) => t.stopped));
+    expect(stopped, 'ASHA stopped some trials at a rung').toContain(true);
+    // One curve per trial with a run, and the lr scatter with a dot per trial that has a value.
+    await page.locator(`[data-chart="sweep:${s.id}"][data-lines="${s.leaderboard.filter((t) => t.run_id).length}"]`).waitFor({ timeout: 15_000 });
+    expect(await attr(page, '[data-scatter="lr"]', 'data-points')).toBe(String(s.leaderboard.filter((t) => t.best).length));
   });
 });
