@@ -3,7 +3,8 @@
  * best value of the metric, drawn with uPlot as a series of points and no line (x in ascending
  * order, as uPlot wants it). The best trial's dot is a series of its own, in the best badge's
  * colour. scatter.ts picks the axis: categories, linear, or log when the values span more than two
- * decades. Neither axis puts a dot on the frame. The points are also a table, for those who cannot see the plot (and for tests).
+ * decades; neither axis puts a dot on the frame. The points are also a table, for those who cannot
+ * see the plot (and for tests).
  */
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
