@@ -3,14 +3,14 @@
  * constants, for the OpenAPI document; the route validates a body with validateSweepSpec itself,
  * which also checks the rules between fields and names the field of the first mistake.
  */
-import { Type, type TSchema } from '@sinclair/typebox';
+import { Type } from '@sinclair/typebox';
 import { PARAMETER_DISTRIBUTIONS, SWEEP_GOALS, SWEEP_METHODS } from '../../domain/sweep-spec.ts';
 import { SWEEP_STATES } from '../../domain/sweep-state.ts';
 import { JOB_STATES } from '../../domain/job-states.ts';
 import { Nullable, StringMap } from './common.ts';
 import { MetricValue } from './runs.ts';
 
-const literals = <T extends string>(xs: readonly T[], description?: string) => Type.Union(xs.map((x) => Type.Literal(x)) as unknown as TSchema[], description ? { description } : {});
+const literals = <T extends string>(xs: readonly T[], description?: string) => Type.Union(xs.map((x) => Type.Literal(x)), description ? { description } : {});
 const Command = Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })], { description: 'a string run by /bin/sh -c, or argv' });
 const ParamValue = Type.Union([Type.String(), Type.Number(), Type.Boolean()]);
 

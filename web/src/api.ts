@@ -34,6 +34,9 @@ import type {
   RunMetrics,
   StartEvaluationBody,
   SubmitJobBody,
+  Sweep,
+  SweepDetail,
+  SweepsQuery,
   WhoAmI,
 } from './types.ts';
 
@@ -138,6 +141,8 @@ export const api = {
   checkpoints: (q: CheckpointsQuery) => get<CheckpointList>('/checkpoints', q),
   best: (q: Omit<CheckpointsQuery, 'limit'>) => get<Best>('/checkpoints/best', q),
   checkpoint: (id: string) => get<CheckpointDetail>(`/checkpoints/${encodeURIComponent(id)}`),
+  sweeps: (q: SweepsQuery = {}) => get<{ sweeps: Sweep[] }>('/sweeps', q).then((r) => r.sweeps),
+  sweep: (id: string) => get<SweepDetail>(`/sweeps/${encodeURIComponent(id)}`),
   evaluate: (id: string, body: StartEvaluationBody) => call<Evaluation>('POST', `/checkpoints/${encodeURIComponent(id)}/evaluations`, body),
   /** The files and folders in one folder of a run's artifacts (`<experiment id>/<run id>/artifacts[/<dir>]`); none for a folder that is not there. */
   artifacts: (dir: string): Promise<ArtifactFile[]> =>

@@ -200,3 +200,18 @@ export function useResource<T>(load: () => Promise<T>, deps: unknown[], watch: W
   useLive(watch, reload);
   return { data: state.data, error: state.error, reload };
 }
+
+/**
+ * Calls `fn` every `ms` while `on`: for what no change topic covers. A sweep's own rows (its end,
+ * the rungs its trials reached) bump no change counter; its trials' jobs and metrics do, and
+ * useResource follows those.
+ */
+export function usePollWhile(on: boolean, ms: number, fn: () => void): void {
+  const ref = useRef(fn);
+  ref.current = fn;
+  useEffect(() => {
+    if (!on) return;
+    const t = setInterval(() => ref.current(), ms);
+    return () => clearInterval(t);
+  }, [on, ms]);
+}

@@ -14,6 +14,8 @@ import { ExperimentPage } from './pages/experiment.tsx';
 import { JobPage } from './pages/job.tsx';
 import { QueuePage } from './pages/queue.tsx';
 import { RunPage } from './pages/run.tsx';
+import { SweepPage } from './pages/sweep.tsx';
+import { SweepsPage } from './pages/sweeps.tsx';
 import { QuotasPage } from './pages/quotas.tsx';
 import { useRoute, type Route } from './router.ts';
 import { SignedInAs, SignIn } from './sign-in.tsx';
@@ -22,6 +24,7 @@ const NAV = [
   ['cluster', 'Cluster'],
   ['queue', 'Queue'],
   ['experiments', 'Experiments'],
+  ['sweeps', 'Sweeps'],
   ['checkpoints', 'Checkpoints'],
   ['quotas', 'Quotas'],
 ] as const;
@@ -41,6 +44,8 @@ function pageFor(r: Route) {
       // MLflow's run links (`/mlflow/#/experiments/<id>/runs/<run>`, which the MLflow client prints,
       // are sent here by the API keeping their fragment): the run's page.
       return r.path[2] === 'runs' && r.path[3] ? <RunPage id={r.path[3]} /> : <ExperimentPage query={r.query} />;
+    case 'sweeps':
+      return id ? <SweepPage id={id} /> : <SweepsPage query={r.query} />;
     case 'checkpoints':
       return <CheckpointsPage query={r.query} />;
     case 'quotas':

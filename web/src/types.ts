@@ -12,6 +12,7 @@ import type { AttemptSchema, JobDetailSchema, JobSchema, JobStateSchema, ListJob
 import type { NodeSchema, SlotSchema } from '../../api/schemas/nodes.ts';
 import type { QuotaLineSchema, QuotaListSchema } from '../../api/schemas/quotas.ts';
 import type { CompareQuery, EventSchema, ListRunsQuery, MetricsQuery, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../../api/schemas/runs.ts';
+import type { SweepDetailSchema, SweepListQuery, SweepSchema, SweepTrialSchema } from '../../api/schemas/sweeps.ts';
 import type { WhoAmISchema } from '../../api/schemas/tokens.ts';
 
 export type { ChangeEvent, ChangeTopic, ConsoleInfo, JobCounts, JobCountsQuery, RetryBody, RunCounts, StartEvaluationBody, SubmitJobBody };
@@ -43,6 +44,10 @@ export type Best = Static<typeof BestSchema>;
 export type ResolvedMetric = Static<typeof ResolvedMetricSchema>;
 export type Evaluation = Static<typeof EvaluationSchema>;
 export type WhoAmI = Static<typeof WhoAmISchema>;
+export type Sweep = Static<typeof SweepSchema>;
+export type SweepDetail = Static<typeof SweepDetailSchema>;
+export type SweepTrial = Static<typeof SweepTrialSchema>;
+export type SweepsQuery = Static<typeof SweepListQuery>;
 
 /**
  * One entry of a folder of a run's artifacts, as MLflow's list-artifacts answers it
