@@ -3,7 +3,7 @@
 in-process, the same budget as the GPUPlane sweep (trials, rungs). Prints one JSON line per seed:
 the best final value found, its lr, and the trial-steps used (each trial's last step reported).
 
-    python bench/sweep-optuna.py --seeds 1,2,3,4,5 --trials 27 --min-steps 10 --max-steps 90 --rf 3 [--sampler random|tpe]
+    python bench/sweep-optuna.py --seeds 1,2,3,4,5 --trials 27 --min-steps 10 --max-steps 90 --rf 3 [--sampler random|tpe|points --points FILE]
 """
 
 import argparse
@@ -26,7 +26,8 @@ def main() -> None:
     p.add_argument("--min-steps", type=int, default=10)
     p.add_argument("--max-steps", type=int, default=90)
     p.add_argument("--rf", type=int, default=3)
-    p.add_argument("--sampler", choices=["random", "tpe"], default="random")
+    p.add_argument("--sampler", choices=["random", "tpe", "points"], default="random")
+    p.add_argument("--points", help="points: a JSON file of {seed: [lr, ...]}, tried in that order (the GPUPlane sweep's own)")
     a = p.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for seed in [int(s) for s in a.seeds.split(",")]:
@@ -42,9 +43,13 @@ def main() -> None:
             used["steps"] += a.max_steps
             return loss(lr, a.max_steps)
 
-        sampler = optuna.samplers.RandomSampler(seed=seed) if a.sampler == "random" else optuna.samplers.TPESampler(seed=seed)
+        sampler = optuna.samplers.TPESampler(seed=seed) if a.sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed)
         pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=a.min_steps, reduction_factor=a.rf)
         study = optuna.create_study(direction="minimize", sampler=sampler, pruner=pruner)
+        if a.sampler == "points":
+            with open(a.points) as f:
+                for lr in json.load(f)[str(seed)]:
+                    study.enqueue_trial({"lr": lr})
         study.optimize(objective, n_trials=a.trials)
         lrs = [t.params["lr"] for t in study.trials]
         print(json.dumps({"seed": seed, "best_value": study.best_value, "best_lr": study.best_params["lr"], "steps": used["steps"], "pruned": sum(1 for t in study.trials if t.state == optuna.trial.TrialState.PRUNED), "best_possible": min(loss(x, a.max_steps) for x in lrs)}), flush=True)

@@ -114,7 +114,21 @@ export async function summaries(ex: Executor, runId: string, keys?: readonly str
     ex,
     sql`select key, count, nan_count, first_step, last_step, last, min, min_step, max, max_step from metric_summaries where run_id = ${runId}${filter} order by key`,
   );
-  return r.map((x) => ({
+  return r.map(summaryRowOf);
+}
+
+/** One key's summary in each of these runs (those that logged it), by run id: a sweep's leaderboard reads all its trials' at once. */
+export async function summariesOfRuns(ex: Executor, runIds: readonly string[], key: string): Promise<Map<string, SummaryRow>> {
+  if (runIds.length === 0) return new Map();
+  const r = await queryRows<Record<string, unknown>>(
+    ex,
+    sql`select run_id, key, count, nan_count, first_step, last_step, last, min, min_step, max, max_step from metric_summaries where run_id = any(${textArray(runIds)}::text[]) and key = ${key}`,
+  );
+  return new Map(r.map((x) => [x.run_id as string, summaryRowOf(x)]));
+}
+
+function summaryRowOf(x: Record<string, unknown>): SummaryRow {
+  return {
     key: x.key as string,
     count: num(x.count),
     nanCount: num(x.nan_count),
@@ -125,7 +139,7 @@ export async function summaries(ex: Executor, runId: string, keys?: readonly str
     minStep: numOrNull(x.min_step),
     max: numOrNull(x.max),
     maxStep: numOrNull(x.max_step),
-  }));
+  };
 }
 
 /** A stored float64 array: a Buffer from `pg`, a Uint8Array from PGlite; copied, as neither is 8-byte aligned for sure. */

@@ -11,7 +11,7 @@ import type { SweepState } from '../../domain/sweep-state.ts';
 import { trialPoint } from '../../domain/sweep-search.ts';
 import { trialJobConfig } from '../../domain/sweep-trial.ts';
 import { insertJob } from './jobs.ts';
-import { rawPoints, summaries, type SummaryRow } from './metrics.ts';
+import { rawPoints, summaries, summariesOfRuns, type SummaryRow } from './metrics.ts';
 
 export type NewSweep = typeof sweeps.$inferInsert;
 
@@ -153,12 +153,8 @@ export async function sweepTrialRows(ex: Executor, sweepId: string, metric: stri
     .leftJoin(runs, and(eq(runs.jobId, jobs.id), eq(runs.attempt, jobs.attempt)))
     .where(eq(sweepTrials.sweepId, sweepId))
     .orderBy(asc(sweepTrials.trial));
-  const out: TrialRow[] = [];
-  for (const r of rows) {
-    const [s] = r.runId ? await summaries(ex, r.runId, [metric]) : [];
-    out.push({ trial: r.trial, job: r.job, runId: r.runId, summary: s ?? null });
-  }
-  return out;
+  const sums = await summariesOfRuns(ex, rows.flatMap((r) => (r.runId ? [r.runId] : [])), metric);
+  return rows.map((r) => ({ trial: r.trial, job: r.job, runId: r.runId, summary: (r.runId && sums.get(r.runId)) || null }));
 }
 
 /** How many trials each sweep has, and how many of them have ended, by sweep id. */
