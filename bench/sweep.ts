@@ -32,6 +32,7 @@ import { connectClient } from '../temporal/setup.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
 import { examplesPython } from '../test/support/examples.ts';
 import { until } from '../test/support/poll.ts';
+import { objectiveSweep } from '../test/support/sweeps.ts';
 import { startSharedServices } from '../test/support/services.ts';
 import { sweepWorkflowId } from '../workflows/names.ts';
 
@@ -77,19 +78,7 @@ async function asha(c: Cluster, work: string): Promise<void> {
   /** Each seed's points in trial order: Optuna tries the very same ones too. */
   const points: Record<number, number[]> = {};
   for (const seed of SEEDS) {
-    const made = await c.client.request<SweepDetailJson>('POST', '/sweeps', {
-      command: [examplesPython(), path.join(root, 'examples/sweep_objective.py'), '--sleep', '0.05'],
-      workdir: work,
-      gpus: 1,
-      env: trialEnv,
-      metric: { name: 'train/loss', goal: 'minimize' },
-      method: 'asha',
-      max_trials: TRIALS,
-      max_concurrent: 4,
-      seed,
-      parameters: { lr: { min: 1e-4, max: 1, distribution: 'log_uniform' } },
-      asha: { min_steps: 10, max_steps: 90, reduction_factor: 3 },
-    });
+    const made = await c.client.request<SweepDetailJson>('POST', '/sweeps', objectiveSweep({ workdir: work, trials: TRIALS, seed, stepSleepS: 0.05 }));
     const s = await ended(c, made.id, 900_000);
     const failed = s.leaderboard.find((t) => t.state === 'FAILED');
     if (failed) throw new Error(`sweep ${s.id}: trial ${failed.trial} failed: ${failed.reason}`);

@@ -21,7 +21,7 @@ import proto from '@temporalio/proto';
 import { temporalBinary } from '../temporal/dev-server.ts';
 import { connectClient } from '../temporal/setup.ts';
 import { jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID, sweepWorkflowId, webhookWorkflowId } from '../workflows/names.ts';
-import { examplesPython } from '../test/support/examples.ts';
+import { objectiveSweep } from '../test/support/sweeps.ts';
 import { startCluster, type SharedServices } from '../test/support/cluster.ts';
 import { until } from '../test/support/poll.ts';
 import { startSharedServices } from '../test/support/services.ts';
@@ -268,23 +268,10 @@ async function sweepScenario(shared: SharedServices): Promise<void> {
   const c = await startCluster('replay-sweep', { heartbeatTimeoutS: 5, lostAfterS: 30, retryRetentionS: 5, agents: [{ nodeId: 's1', gpus: 4, env: { GPUPLANE_JOB_USERS: 'agent' } }], env: { GPUPLANE_SWEEP_POLL_MS: '300' } }, shared);
   const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
   try {
-    const repo = fileURLToPath(new URL('..', import.meta.url));
     const work = path.join(c.work, 'sweep');
     fs.mkdirSync(work, { recursive: true });
     say('asha sweep: 4 trials at once, rungs 10, 30, 90; the worse ones stopped');
-    const s = await c.client.request<{ id: string }>('POST', '/sweeps', {
-      command: [examplesPython(), path.join(repo, 'examples/sweep_objective.py')],
-      workdir: work,
-      gpus: 1,
-      env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.05' },
-      metric: { name: 'train/loss', goal: 'minimize' },
-      method: 'asha',
-      max_trials: 4,
-      max_concurrent: 4,
-      seed: 5,
-      parameters: { lr: { min: 1e-4, max: 1, distribution: 'log_uniform' }, sleep: { values: [0.05] } },
-      asha: { min_steps: 10, max_steps: 90, reduction_factor: 3 },
-    });
+    const s = await c.client.request<{ id: string }>('POST', '/sweeps', objectiveSweep({ workdir: work, trials: 4, seed: 5, stepSleepS: 0.05 }));
     await closed(t.client, sweepWorkflowId(s.id), undefined, 120_000);
     const shown = await c.client.request<{ state: string; leaderboard: { job_id: string; state: string; stopped: boolean }[] }>('GET', `/sweeps/${s.id}`);
     if (shown.state !== 'SUCCEEDED') throw new Error(`sweep ${s.id} ended ${shown.state}`);

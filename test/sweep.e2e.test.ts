@@ -5,14 +5,12 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SweepDetailJson, SweepJson } from '../cli/api-types.ts';
 import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
-import { examplesPython } from './support/examples.ts';
+import { objectiveSweep } from './support/sweeps.ts';
 import { connectClient } from '../temporal/setup.ts';
 import { CONTROL_TASK_QUEUE, jobWorkflowId, sweepWorkflowId } from '../workflows/names.ts';
 import type { SweepWorkflowInput } from '../workflows/types.ts';
 import type { SweepSpec } from '../domain/sweep-spec.ts';
 import { until } from './support/poll.ts';
-
-const repo = path.resolve('.');
 
 const gpuctl = (env: NodeJS.ProcessEnv, args: string[]) =>
   new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
@@ -151,21 +149,7 @@ describe('sweeps, end to end', () => {
   });
 
   it('ASHA on a scripted objective finds the best lr, stops most trials at the first rung, and uses well under the grid’s steps', async () => {
-    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', {
-      project: 'sweep-e2e',
-      experiment: 'asha',
-      command: [examplesPython(), path.join(repo, 'examples/sweep_objective.py')],
-      workdir: work,
-      gpus: 1,
-      env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.05' },
-      metric: { name: 'train/loss', goal: 'minimize' },
-      method: 'asha',
-      max_trials: 18,
-      max_concurrent: 4,
-      seed: 3,
-      parameters: { lr: { min: 1e-4, max: 1, distribution: 'log_uniform' }, sleep: { values: [0.03] } },
-      asha: { min_steps: 10, max_steps: 90, reduction_factor: 3 },
-    });
+    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', { project: 'sweep-e2e', experiment: 'asha', ...objectiveSweep({ workdir: work, trials: 18, seed: 3, stepSleepS: 0.03 }) });
     expect(s0.rungs).toEqual([10, 30, 90]);
     const s = await ended(s0.id, 240_000);
     expect(s.state).toBe('SUCCEEDED');

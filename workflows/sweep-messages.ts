@@ -7,6 +7,9 @@ export const cancelSweepSignal = defineSignal<[{ reason?: string }]>('cancelSwee
 /** A trial's attempt ended (sent by the trial's job workflow): a wake-up only; the sweep reads the job's state itself. */
 export const trialEndedSignal = defineSignal<[{ jobId: string; attempt: number }]>('trialEnded');
 
+/** A trial logged the sweep's metric past a rung's step (sent by the API): a wake-up only, as trialEnded. */
+export const trialProgressSignal = defineSignal<[{ runId: string }]>('trialProgress');
+
 export interface SweepStatus {
   started: number;
   total: number;

@@ -8,7 +8,7 @@ import { jobStartSearchAttributes, jobWorkflowInput } from './job-start.ts';
 import type { JobWorkflowFn } from './job/job-attempt.ts';
 import { isCancelRequest, isTrialEnded } from './message-guards.ts';
 import { jobWorkflowId } from './names.ts';
-import { cancelSweepSignal, sweepStatusQuery, trialEndedSignal } from './sweep-messages.ts';
+import { cancelSweepSignal, sweepStatusQuery, trialEndedSignal, trialProgressSignal } from './sweep-messages.ts';
 import type { ActiveTrial, RungRecord, SweepProgress, SweepResult, SweepWorkflowInput, TrialTally } from './types.ts';
 
 /** Loop turns a run makes before it continues as new: a turn is a few events, so a run stays well under Temporal's limits. */
@@ -38,7 +38,7 @@ const valueOf = (v: SweepProgress['reports'][number]['value']): number => (typeo
  * created once per (sweep, trial) in the database, so a replay or a retried activity never
  * starts a point twice.
  *
- *   start trials ─► wait (a trial's end wakes it, else every pollMs) ─► read the trials' states
+ *   start trials ─► wait (a trial's end, or its metric past a rung, wakes it; else every pollMs) ─► read the trials' states
  *   and ASHA's reports ─► stop, retry or tally ─► … ─► every trial has a result: the sweep ends
  *
  * A trial's workflow outlives the sweep's runs (ABANDON), as a job's workflow waits for a retry
@@ -74,6 +74,10 @@ export async function sweepWorkflow(input: SweepWorkflowInput): Promise<SweepRes
       woken = true;
     }),
   );
+  // Any argument: it only wakes the loop, which reads the trials' progress itself.
+  setHandler(trialProgressSignal, () => {
+    woken = true;
+  });
   setHandler(sweepStatusQuery, () => ({ started, total, active: [...active.values()], tally: { ...tally }, cancelled: cancelReason !== undefined }));
   CancellationScope.current().cancelRequested.catch(() => {
     cancelReason ??= 'cancelled in Temporal (workflow cancel request)';

@@ -8,6 +8,7 @@ import { newId } from '../ids.ts';
 import { jobs, runs, sweeps, sweepTrials, type Job, type Sweep, type SweepTrial } from '../schema.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import type { SweepState } from '../../domain/sweep-state.ts';
+import type { SweepSpec } from '../../domain/sweep-spec.ts';
 import { trialPoint } from '../../domain/sweep-search.ts';
 import { trialJobConfig } from '../../domain/sweep-trial.ts';
 import { insertJob } from './jobs.ts';
@@ -182,4 +183,14 @@ export async function sweepScopeNames(ex: Executor, ids: readonly string[]): Pro
         where s.id = any(${textArray(ids)}::text[])`,
   );
   return new Map(rows.map((r) => [r.id, { project: r.project, experiment: r.experiment }]));
+}
+
+/** The RUNNING asha sweep a run's job is a trial of: its id, metric and rungs' source; null when none. */
+export async function ashaSweepOfRun(ex: Executor, runId: string): Promise<{ sweepId: string; spec: SweepSpec } | null> {
+  const [r] = await queryRows<{ id: string; spec: SweepSpec }>(
+    ex,
+    sql`select s.id, s.spec from runs r join sweep_trials t on t.job_id = r.job_id join sweeps s on s.id = t.sweep_id
+        where r.id = ${runId} and s.state = 'RUNNING' and s.spec->>'method' = 'asha'`,
+  );
+  return r ? { sweepId: r.id, spec: r.spec } : null;
 }
