@@ -53,6 +53,8 @@ class RowCache<R extends { id: string; v: string }, T> {
         out.push(hit);
       }
     }
+    // Most rows changed: reading them all costs the database less than looking each up.
+    if (missing.length > list.length / 2) return this.readAll(ex, nowMs, of, keep);
     if (missing.length > 0) for (const r of await queryRows<R>(ex, this.rows(missing))) this.add(next, out, r, of, keep);
     this.byKey = next;
     return out;
