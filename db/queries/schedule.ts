@@ -146,6 +146,7 @@ export interface PassPhases {
   preempt?: number;
 }
 
+/** queuedJobs (./queued-jobs.ts), where its callers have always found it. */
 export { queuedJobs };
 
 /** staleDispatches returns the jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
