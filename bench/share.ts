@@ -14,18 +14,26 @@
  *    the projects unevenly, so that some borrow and the queue's within-quota jobs preempt (the
  *    pass, db/queries/schedule.ts, with its preemption step on); median of `--pass-repeat`
  *    passes, each rolled back, the usage read every pass. Aim: ≤ 150 ms. Also the same on fresh
- *    rows as the scheduler runs it: after two passes not timed (its code compiled), the usage
- *    read through a UsageCache (once every 30 s).
+ *    rows as the scheduler runs it: after two passes not timed (its code compiled, its caches
+ *    filled), the usage read through a UsageCache (once every 30 s), and the queue and the running
+ *    attempts through a PassCache (db/queries/pass-cache.ts: only the rows changed since the last
+ *    pass are read in full). Since the passes are rolled back, before each one 200 queued jobs and
+ *    800 running jobs' attempts are rewritten (untimed), about what a pass placing 800 jobs leaves
+ *    changed, so that the cache reads again what it would in a busy scheduler. Beside each median,
+ *    the CPU a pass costs, which other work on the machine changes less than the wall time: node's
+ *    (process.cpuUsage, all its threads; median) and the pass's PostgreSQL backend's (/proc; mean).
  *    Peer: the same rows with no project and no quota (the plain order; only priority preempts).
  *
  * The utilisation over a simulated mixed workload is bench/share-sim.ts (the pure rules, clock
  * compressed). Real processes here: a throwaway PostgreSQL, a Temporal dev server, `gpuctl
  * control-worker`, `gpuctl api` and `gpuctl agent --fake-gpus` (all on this machine).
  */
+import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { sql } from 'drizzle-orm';
-import { openDatabase, type Db } from '../db/client.ts';
+import { openDatabase, queryRows, type Db } from '../db/client.ts';
 import { UsageCache } from '../db/queries/quotas.ts';
+import { PassCache } from '../db/queries/pass-cache.ts';
 import { runSchedulePass, type PassPhases } from '../db/queries/schedule.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
 import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
@@ -85,6 +93,16 @@ async function latency(c: Cluster): Promise<void> {
 
 class Rollback extends Error {}
 
+/** How many queued and running jobs change between two of the scheduler's passes here: about what a pass that places 800 jobs leaves changed. */
+const CHURN_QUEUED = 200;
+const CHURN_RUNNING = 800;
+
+/** Rewrites CHURN_QUEUED queued jobs' rows and CHURN_RUNNING running jobs' attempts, unchanged in value: the PassCache reads them again. */
+async function churn(db: Db): Promise<void> {
+  await db.execute(sql`update jobs set priority = priority where id in (select id from jobs where state = 'QUEUED' order by random() limit ${CHURN_QUEUED})`);
+  await db.execute(sql`update job_attempts a set state = a.state from (select id, attempt from jobs where state = 'RUNNING' order by random() limit ${CHURN_RUNNING}) r where a.job_id = r.id and a.attempt = r.attempt`);
+}
+
 /** Projects p00..p19, quotas of 400 cards; the queue's jobs round-robin over them, the running ones skewed (p00 holds the most). */
 async function spreadOverProjects(db: Db): Promise<void> {
   await db.execute(sql`insert into projects (id, name) select 'p' || lpad(i::text, 2, '0'), 'p' || lpad(i::text, 2, '0') from generate_series(0, 19) i`);
@@ -100,21 +118,34 @@ async function spreadOverProjects(db: Db): Promise<void> {
 }
 
 /**
- * The median of `repeat` passes, each rolled back, after `warmup` passes not timed. `usageCache`: the usage read through
- * it, as the scheduler reads it (activities/control/scheduling.ts); absent: read every pass.
+ * The median of `repeat` passes, each rolled back, after `warmup` passes not timed. `scheduler`: as the scheduler runs passes
+ * (activities/control/scheduling.ts): the usage read through its UsageCache, the queue and the running attempts through
+ * its PassCache, and before each pass, untimed, CHURN_QUEUED queued jobs and CHURN_RUNNING running ones rewritten (the same
+ * values, a new row version), so that the cache reads again what a pass after a busy one would; absent: all read every pass.
  */
-async function timePasses(db: Db, repeat: number, usageCache?: UsageCache, warmup = 0): Promise<{ medianMs: number; placed: number; preempted: number; phases: PassPhases }> {
+async function timePasses(db: Db, repeat: number, scheduler?: { usageCache: UsageCache; cache: PassCache }, warmup = 0): Promise<PassFigures> {
   const times: number[] = [];
+  const nodeCpu: number[] = [];
+  const pgCpu: number[] = [];
   let placed = 0;
   let preempted = 0;
   let phases: PassPhases = { queue: 0, rooms: 0, share: 0, plan: 0, apply: 0 };
   for (let i = -warmup; i < repeat; i++) {
+    if (scheduler) await churn(db);
     const p: PassPhases = { queue: 0, rooms: 0, share: 0, plan: 0, apply: 0, preempt: 0 };
     const t0 = performance.now();
     await db
       .transaction(async (tx) => {
-        const r = await runSchedulePass(tx as unknown as Db, 300_000, new Date(), p, { preemptGraceS: 30, usageCache });
-        if (i >= 0) times.push(performance.now() - t0);
+        const [{ pid }] = await queryRows<{ pid: number }>(tx, sql`select pg_backend_pid() as pid`);
+        const pg0 = backendCpuMs(pid);
+        const c0 = process.cpuUsage();
+        const r = await runSchedulePass(tx as unknown as Db, 300_000, new Date(), p, { preemptGraceS: 30, ...scheduler });
+        if (i >= 0) {
+          times.push(performance.now() - t0);
+          const c = process.cpuUsage(c0);
+          nodeCpu.push((c.user + c.system) / 1000);
+          pgCpu.push(backendCpuMs(pid) - pg0);
+        }
         placed = r.placements.length;
         preempted = r.preemptions.length;
         phases = p;
@@ -124,8 +155,31 @@ async function timePasses(db: Db, repeat: number, usageCache?: UsageCache, warmu
         if (!(err instanceof Rollback)) throw err;
       });
   }
-  return { medianMs: Math.round(pct(times, 50)), placed, preempted, phases };
+  return { medianMs: Math.round(pct(times, 50)), nodeCpuMs: Math.round(pct(nodeCpu, 50)), pgCpuMs: Math.round(pgCpu.reduce((a, b) => a + b, 0) / pgCpu.length), placed, preempted, phases };
 }
+
+interface PassFigures {
+  medianMs: number;
+  /** node's CPU a pass (all its threads), the median. */
+  nodeCpuMs: number;
+  /** The pass's PostgreSQL backend's CPU a pass, the mean (the kernel counts it in 10 ms ticks); NaN where /proc cannot tell. */
+  pgCpuMs: number;
+  placed: number;
+  preempted: number;
+  phases: PassPhases;
+}
+
+/** The CPU time a PostgreSQL backend has spent (user + system), from /proc (this machine's throwaway cluster); NaN elsewhere. */
+function backendCpuMs(pid: number): number {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return NaN;
+  }
+}
+/** The kernel's clock ticks a second (USER_HZ), 100 on Linux. */
+const CLOCK_TICKS = 100;
 
 async function pass(pgUrl: (db: string) => string, adminUrl: string): Promise<void> {
   const repeat = Number(args['pass-repeat']);
@@ -148,16 +202,17 @@ async function pass(pgUrl: (db: string) => string, adminUrl: string): Promise<vo
       // The running jobs' rows name their node and card, as a real placement's do (fill sets only gpu_slots).
       await database.db.execute(sql`update jobs j set node_id = s.node_id, gpu_indices = jsonb_build_array(s.index) from gpu_slots s where s.owner_job_id = j.id`);
       if (shared) await spreadOverProjects(database.db);
-      figures.push(scheduler ? await timePasses(database.db, repeat, new UsageCache(), 2) : await timePasses(database.db, repeat));
+      figures.push(scheduler ? await timePasses(database.db, repeat, { usageCache: new UsageCache(), cache: new PassCache() }, 2) : await timePasses(database.db, repeat));
     } finally {
       await database.close();
     }
   }
   const [q, scheduler, plain] = figures;
   const ph = (p: PassPhases) => `queue ${p.queue.toFixed(0)}, rooms ${p.rooms.toFixed(0)}, share ${p.share.toFixed(0)}, plan ${p.plan.toFixed(0)}, apply ${p.apply.toFixed(0)}, preempt ${(p.preempt ?? 0).toFixed(0)}`;
-  say(`scheduling pass, 1,000 nodes × 8 cards, 10 % free, 10,000 queued in 20 projects with quotas of 400, preemption on: median ${q.medianMs} ms of ${repeat} (aim ≤ 150 ms); placed ${q.placed}, preempted ${q.preempted}; last pass ${ph(q.phases)} ms`);
-  say(`  as the scheduler runs it (fresh rows; its code compiled by two passes not timed; the usage read through its UsageCache on the first of them, decayed after, as it does for 30 s): median ${scheduler.medianMs} ms; last pass ${ph(scheduler.phases)} ms`);
-  say(`  peer: the same rows, no project and no quota: median ${plain.medianMs} ms (placed ${plain.placed}, preempted ${plain.preempted}); quotas / plain ${(q.medianMs / plain.medianMs).toFixed(2)}×`);
+  const cpu = (f: PassFigures) => `CPU a pass: node ${f.nodeCpuMs} ms, PostgreSQL ${f.pgCpuMs} ms`;
+  say(`scheduling pass, 1,000 nodes × 8 cards, 10 % free, 10,000 queued in 20 projects with quotas of 400, preemption on: median ${q.medianMs} ms of ${repeat} (aim ≤ 150 ms); placed ${q.placed}, preempted ${q.preempted}; last pass ${ph(q.phases)} ms; ${cpu(q)}`);
+  say(`  as the scheduler runs it (fresh rows; its code compiled by two passes not timed; the usage read through its UsageCache on the first of them, decayed after, as it does for 30 s; the queue and the running attempts through its PassCache, ${CHURN_QUEUED} queued and ${CHURN_RUNNING} running jobs changed before each pass): median ${scheduler.medianMs} ms; last pass ${ph(scheduler.phases)} ms; ${cpu(scheduler)}`);
+  say(`  peer: the same rows, no project and no quota: median ${plain.medianMs} ms (placed ${plain.placed}, preempted ${plain.preempted}; ${cpu(plain)}); quotas / plain ${(q.medianMs / plain.medianMs).toFixed(2)}×`);
 }
 
 async function main(): Promise<void> {

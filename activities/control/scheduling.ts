@@ -1,5 +1,6 @@
 import { runSchedulePass, staleDispatches } from '../../db/queries/schedule.ts';
 import { UsageCache } from '../../db/queries/quotas.ts';
+import { PassCache } from '../../db/queries/pass-cache.ts';
 import { log } from '@temporalio/activity';
 import { leaseHeartbeat, NODE_SEEN_STEP_MS, refreshNodesSeen } from '../../temporal/node-seen.ts';
 import { reconcileCreatedJobs, sendGrants, sendPreemptions } from '../../temporal/scheduler-ops.ts';
@@ -15,12 +16,14 @@ export function schedulingActivities({ deps }: ControlContext) {
   let seenRefreshedAt = 0;
   // Usage for the fair-share order, read from the database at most every 30 s.
   const usageCache = new UsageCache();
+  // The queue and the running attempts as the last pass read them: a pass reads again only the rows changed since.
+  const cache = new PassCache();
 
   return {
     async schedulePass(): Promise<SchedulePassResult> {
       const t0 = performance.now();
       const graceS = deps.preemptGraceS ?? undefined;
-      const pass = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, { halfLifeMs: deps.fairShareHalfLifeMs, usageCache, preemptGraceS: graceS });
+      const pass = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, { halfLifeMs: deps.fairShareHalfLifeMs, usageCache, preemptGraceS: graceS, cache });
       const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);
       await sendGrants(client, [...pass.placements, ...stale]);
       // Preemptions: the workflows are told now; one whose signal was lost is told again.

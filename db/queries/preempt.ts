@@ -19,38 +19,39 @@ export interface PreemptOrder {
   fail?: boolean;
 }
 
-/**
- * preemptionHolders returns every RUNNING attempt that holds cards, as the preemption rule weighs it. Read raw; an empty
- * selector, most jobs', is not parsed (a pass reads thousands of these).
- */
-export async function preemptionHolders(ex: Executor): Promise<Holder[]> {
-  const rows = await queryRows<{
-    id: string;
-    attempt: number;
-    project_id: string | null;
-    selector: Record<string, string> | null;
-    priority: number;
-    gpus: number;
-    nodes: number;
-    preemptible: boolean;
-    node_id: string | null;
-    gpu_indices: number[] | null;
-    members: GangPlacement[] | null;
-    started_ms: number | null;
-    preempting: boolean;
-  }>(
-    ex,
-    sql`select j.id, j.attempt, j.project_id, case when j.selector = '{}'::jsonb then null else j.selector end as selector, j.priority, j.gpus, j.nodes, j.preemptible, j.node_id, j.gpu_indices, j.members,
-               ${epochMs(sql`coalesce(a.started_at, j.updated_at)`)} as started_ms, a.preempt_requested_at is not null as preempting
-        from jobs j join job_attempts a on a.job_id = j.id and a.attempt = j.attempt
-        where j.state = 'RUNNING' and j.gpus > 0`,
-  );
-  const none: Record<string, string> = {};
-  return rows.map((r) => ({
+/** A RUNNING attempt's row as the preemption step reads it (HOLDER_COLUMNS). */
+export interface HolderRow {
+  id: string;
+  attempt: number;
+  project_id: string | null;
+  selector: Record<string, string> | null;
+  priority: number;
+  gpus: number;
+  nodes: number;
+  preemptible: boolean;
+  node_id: string | null;
+  gpu_indices: number[] | null;
+  members: GangPlacement[] | null;
+  started_ms: number | null;
+  preempting: boolean;
+}
+
+/** The columns of a HolderRow, of a job row `j` and its current attempt's row `a`. */
+export const HOLDER_COLUMNS = sql`j.id, j.attempt, j.project_id, case when j.selector = '{}'::jsonb then null else j.selector end as selector, j.priority, j.gpus, j.nodes, j.preemptible, j.node_id, j.gpu_indices, j.members,
+    ${epochMs(sql`coalesce(a.started_at, j.updated_at)`)} as started_ms, a.preempt_requested_at is not null as preempting`;
+
+/** The attempts that hold cards: RUNNING jobs `j` of one card or more, joined with their current attempt `a`. */
+export const HOLDERS_FROM = sql`jobs j join job_attempts a on a.job_id = j.id and a.attempt = j.attempt where j.state = 'RUNNING' and j.gpus > 0`;
+
+const NO_SELECTOR: Record<string, string> = {};
+
+/** The holder a HolderRow reads as. */
+export function holderOf(r: HolderRow): Holder {
+  return {
     jobId: r.id,
     attempt: r.attempt,
     projectId: r.project_id,
-    selector: r.selector ?? none,
+    selector: r.selector ?? NO_SELECTOR,
     priority: r.priority,
     gpus: r.gpus,
     ...(r.nodes > 1 ? { nodes: r.nodes } : {}),
@@ -58,7 +59,17 @@ export async function preemptionHolders(ex: Executor): Promise<Holder[]> {
     startedAt: new Date(r.started_ms ?? 0),
     preemptible: r.preemptible,
     preempting: r.preempting,
-  }));
+  };
+}
+
+/**
+ * preemptionHolders returns every RUNNING attempt that holds cards, as the preemption rule weighs it. Read raw; an empty
+ * selector, most jobs', is not parsed (a pass reads thousands of these). The scheduler reads them
+ * through its PassCache (./pass-cache.ts) instead.
+ */
+export async function preemptionHolders(ex: Executor): Promise<Holder[]> {
+  const rows = await queryRows<HolderRow>(ex, sql`select ${HOLDER_COLUMNS} from ${HOLDERS_FROM}`);
+  return rows.map(holderOf);
 }
 
 /**

@@ -1,11 +1,13 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
-import { epochMs, queryRows, type Db, type Executor } from '../client.ts';
+import type { Db, Executor } from '../client.ts';
 import { gpuSlots, jobs, projects } from '../schema.ts';
 import { placementMembers, planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { planPreemptions, type Preemption } from '../../domain/preemption.ts';
 import { lowestPreemptiblePriority, markPreemptions, preemptionHolders, type PreemptOrder } from './preempt.ts';
-import { AVOID_NODE, dispatchPlacements } from './dispatch.ts';
+import { dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
+import type { PassCache } from './pass-cache.ts';
+import { queuedJobs } from './queued-jobs.ts';
 import { cardHolders, projectQuotaList, shareFor, type UsageCache } from './quotas.ts';
 import { cardsOf, DEFAULT_FAIRSHARE_HALF_LIFE_H, fairShareRanked, type FairShareState, type RankedJob } from '../../domain/fair-share.ts';
 
@@ -51,7 +53,7 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
       phases[k] = (phases[k] ?? 0) + n - t;
       t = n;
     };
-    const queue = await queuedJobs(tx, now);
+    const queue = share.cache ? await share.cache.queuedJobs(tx, now) : await queuedJobs(tx, now);
     lap('queue');
     if (queue.length === 0) return { placements: [], queued: 0, preemptions: [] };
     const rooms = await nodeRooms(tx);
@@ -63,7 +65,7 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
     // The preemption step weighs the plan, not its outcome: it reads what it needs before the plan
     // is applied, and weighs it while the database applies the plan (once the statement has gone
     // out: setImmediate runs after the microtasks that send it).
-    const weigh = share.preemptGraceS === undefined ? null : await readForPreemptions(tx, queue, planned, rooms, state);
+    const weigh = share.preemptGraceS === undefined ? null : await readForPreemptions(tx, queue, planned, rooms, state, now, share.cache);
     lap('preempt');
     const applying = dispatchPlacements(tx, planned, now);
     const weighed = weigh ? new Promise((resolve) => setImmediate(resolve)).then(weigh) : [];
@@ -83,7 +85,7 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
  * rule weighs only the first few that could be entitled (PREEMPT_HEAD), so the rest of a long
  * queue is never put in order. Applying the plan changes nothing it reads.
  */
-async function readForPreemptions(tx: Executor, queue: readonly QueuedJob[], planned: readonly Placement[], rooms: readonly NodeRoom[], share: FairShareState | undefined): Promise<(() => Preemption[]) | null> {
+async function readForPreemptions(tx: Executor, queue: readonly QueuedJob[], planned: readonly Placement[], rooms: readonly NodeRoom[], share: FairShareState | undefined, now: Date, cache?: PassCache): Promise<(() => Preemption[]) | null> {
   const placed = new Set(planned.map((p) => p.jobId));
   const waiting = queue.filter((j) => !placed.has(j.id) && j.gpus > 0);
   if (waiting.length === 0) return null;
@@ -104,7 +106,7 @@ async function readForPreemptions(tx: Executor, queue: readonly QueuedJob[], pla
     const lowest = await lowestPreemptiblePriority(tx);
     if (lowest === null || !waiting.some((w) => w.priority > lowest)) return null;
   }
-  const holders = await preemptionHolders(tx);
+  const holders = cache ? await cache.preemptionHolders(tx, now) : await preemptionHolders(tx);
   const names = new Map((await tx.select({ id: projects.id, name: projects.name }).from(projects)).map((p) => [p.id, p.name]));
   const waiterOf = (r: RankedJob<QueuedJob>) => ({ ...r.job, withinQuota: r.withinQuota });
   const waiters = (function* () {
@@ -121,12 +123,14 @@ function roomsAfter(rooms: readonly NodeRoom[], planned: readonly Placement[]): 
   return rooms.map((r) => ({ ...r, free: r.free.filter((i) => !taken.get(r.id)?.has(i)) }));
 }
 
-/** How a pass weighs usage for the fair-share order: the half-life (default 24 h), and a cache of the usage to read it from. */
+/** How a pass weighs usage for the fair-share order (the half-life, default 24 h, and a cache of the usage to read it from), whether it preempts, and what it keeps between passes. */
 export interface ShareOptions {
   halfLifeMs?: number;
   usageCache?: UsageCache;
   /** Set: the pass preempts for the jobs it cannot place (domain/preemption.ts), with this default grace in seconds. */
   preemptGraceS?: number;
+  /** The queue and the running attempts read through it (./pass-cache.ts), as the scheduler reads them; absent: read whole. */
+  cache?: PassCache;
 }
 
 /** Where a pass's time goes (bench/schedule-pass prints it), in ms, summed over the passes timed. */
@@ -142,21 +146,8 @@ export interface PassPhases {
   preempt?: number;
 }
 
-/**
- * The QUEUED jobs, as the planner takes them (it sorts them: a sort here costs the database
- * more than it saves). Read raw, without drizzle's row mapping; an empty selector, most jobs',
- * is not parsed at all.
- */
-export async function queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {
-  const rows = await queryRows<{ id: string; project_id: string | null; attempt: number; gpus: number; nodes: number; selector: Record<string, string> | null; priority: number; queued_ms: number | null; submitted_ms: number; avoid: string | null }>(
-    ex,
-    sql`select j.id, j.project_id, j.attempt, j.gpus, j.nodes, case when j.selector = '{}'::jsonb then null else j.selector end as selector, j.priority,
-               ${epochMs(sql`j.queued_at`)} as queued_ms, ${epochMs(sql`j.created_at`)} as submitted_ms, ${AVOID_NODE} as avoid
-        from jobs j where j.state = 'QUEUED'`,
-  );
-  const none: Record<string, string> = {};
-  return rows.map((r) => ({ id: r.id, projectId: r.project_id, attempt: r.attempt, gpus: r.gpus, ...(r.nodes > 1 ? { nodes: r.nodes } : {}), selector: r.selector ?? none, priority: r.priority, queuedAt: r.queued_ms === null ? now : new Date(r.queued_ms), submittedAt: new Date(r.submitted_ms), ...(r.avoid ? { avoid: r.avoid } : {}) }));
-}
+/** queuedJobs (./queued-jobs.ts), where its callers have always found it. */
+export { queuedJobs };
 
 /** staleDispatches returns the jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
 export async function staleDispatches(db: Db, olderThanMs: number): Promise<Placement[]> {
