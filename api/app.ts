@@ -28,6 +28,7 @@ import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { quotaRoutes } from './routes/quotas.ts';
 import { sweepRoutes } from './routes/sweeps.ts';
+import { SweepWaker } from './sweep-waker.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import { installRequestTiming, prometheusRoutes } from './routes/prometheus.ts';
 import { PlaneMetrics } from './plane-metrics.ts';
@@ -58,6 +59,8 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
   installErrorHandler(app);
+  // One for the API's and MLflow's metric writes: it remembers which runs are an asha sweep's trials.
+  deps.sweepWaker ??= new SweepWaker(deps.db, deps.client, app.log);
   installRequestTiming(app, metrics);
   installSecurityHeaders(app);
   await registerGuards(app, deps.guards ?? {});
@@ -108,7 +111,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
     },
     { prefix: '/api/v1' },
   );
-  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver, artifactsDir: deps.artifactsDir ?? null, metrics });
+  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver, artifactsDir: deps.artifactsDir ?? null, metrics, sweepWaker: deps.sweepWaker });
   await app.register(prometheusRoutes, { metrics, resolver });
   await app.register(consoleAssets);
   return app;

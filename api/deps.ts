@@ -4,6 +4,7 @@ import type { JobTimeouts } from '../temporal/client-ops.ts';
 import type { AuthConfig } from './token-resolver.ts';
 import type { GuardOptions } from './guards.ts';
 import type { PlaneMetrics } from './plane-metrics.ts';
+import type { SweepWaker } from './sweep-waker.ts';
 import type { PrivateAddressPolicy } from '../domain/webhooks.ts';
 
 /** What the app and every route plugin are built from (api/app.ts registers the routes with it). */
@@ -25,6 +26,8 @@ export interface ApiDeps {
   preemptGraceS?: number | null;
   /** GPUPLANE_STALL_AFTER_S: the default stall-after of TRAIN and EVALUATE jobs (domain/stall.ts; 1800 when absent, 0: off). */
   stallAfterS?: number;
+  /** Wakes an asha sweep when a trial's metric passes a rung (api/sweep-waker.ts); buildApp makes one when absent. */
+  sweepWaker?: SweepWaker;
   /** GPUPLANE_SWEEP_POLL_MS (1000 when absent): how often a sweep's workflow reads its trials, given to it when it starts. */
   sweepPollMs?: number;
   /** Where MLflow's artifacts are kept (GPUPLANE_ARTIFACTS_DIR; api/mlflow/artifacts.ts); absent: they are not served. */

@@ -9,6 +9,7 @@ import type { FastifyError, FastifyInstance } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import { DomainError } from '../errors.ts';
 import { loggableUrl } from '../request-log.ts';
+import type { SweepWaker } from '../sweep-waker.ts';
 import type { PlaneMetrics } from '../plane-metrics.ts';
 import type { TokenResolver } from '../token-resolver.ts';
 import { MlflowAuth, MlflowError } from './context.ts';
@@ -27,6 +28,8 @@ export interface MlflowDeps {
   artifactsDir: string | null;
   /** Counts the metric points logged (gpuplane_metric_points_ingested_total). */
   metrics?: PlaneMetrics;
+  /** Wakes an asha sweep whose trial logged past a rung (api/sweep-waker.ts). */
+  sweepWaker?: SweepWaker;
 }
 
 export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Promise<void> {
@@ -52,7 +55,7 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
     return reply.status(501).send({ error_code: 'NOT_IMPLEMENTED', message: `GPUPlane does not serve the MLflow endpoint ${req.method} ${path} (docs/mlflow.md lists what it serves)` });
   });
   experimentRoutes(app, deps.db, auth);
-  runRoutes(app, deps.db, auth, deps.metrics);
+  runRoutes(app, deps.db, auth, deps.metrics, deps.sweepWaker);
   // A scope of their own: uploads are bytes, not JSON.
   await app.register(async (scope) => artifactRoutes(scope, deps.db, auth, { dir: deps.artifactsDir }));
 }

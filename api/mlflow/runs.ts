@@ -6,6 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import type { PlaneMetrics } from '../plane-metrics.ts';
+import type { SweepWaker } from '../sweep-waker.ts';
 import { newId } from '../../db/ids.ts';
 import { rawPoints, writeSeries } from '../../db/queries/metrics.ts';
 import { addRunParams, attemptNodes, latestMetrics, lockRun, searchRunIds, setRunDeleted, setRunTags, type LockedRun } from '../../db/queries/mlflow.ts';
@@ -104,7 +105,7 @@ export async function reachRun(db: Db, c: Caller, id: string, write: boolean): P
   return run;
 }
 
-export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeMetrics?: PlaneMetrics): void {
+export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeMetrics?: PlaneMetrics, sweepWaker?: SweepWaker): void {
   const reach = (c: Caller, id: string, write: boolean) => reachRun(db, c, id, write);
 
   const fullRun = async (run: RunWithNames) => {
@@ -151,6 +152,7 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
       if (series.length > 0) await writeSeries(tx, runId, series);
     });
     planeMetrics?.pointsIngested.inc(metrics.length);
+    if (series.length > 0) sweepWaker?.stored(runId, series);
   }
 
   app.post(`${API}/runs/create`, async (req) => {

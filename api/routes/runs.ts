@@ -214,6 +214,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         return { stored: n, points: n, replayed: false };
       }).then((r) => {
         deps.metrics?.pointsIngested.inc(r.stored);
+        if (r.stored > 0) deps.sweepWaker?.stored(req.params.id, series);
         return r;
       });
     },
