@@ -321,4 +321,3 @@ export class ChartController {
     if (window.__gpuplaneCharts?.[this.chartId] === this.state) delete window.__gpuplaneCharts[this.chartId];
   }
 }
-

@@ -1,8 +1,8 @@
 /**
  * One run: its metric charts (with every attempt of its job overlaid on demand, and a fork's
  * parent run up to the fork's step; its checkpoints' evaluations drawn beside the training metric
- * they belong to), the agent's telemetry of its cards
- * on a System panel of their own, its evaluated checkpoints, params, tags, artifacts and events.
+ * they belong to), the agent's telemetry of its cards on a System panel of their own, its
+ * evaluated checkpoints, params, tags, artifacts and events.
  */
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
