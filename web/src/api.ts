@@ -21,6 +21,8 @@ import type {
   JobCounts,
   JobCountsQuery,
   JobDetail,
+  Lineage,
+  LineageQuery,
   ListJobsQuery,
   ListRunsQuery,
   MetricsQuery,
@@ -141,6 +143,8 @@ export const api = {
   checkpoints: (q: CheckpointsQuery) => get<CheckpointList>('/checkpoints', q),
   best: (q: Omit<CheckpointsQuery, 'limit'>) => get<Best>('/checkpoints/best', q),
   checkpoint: (id: string) => get<CheckpointDetail>(`/checkpoints/${encodeURIComponent(id)}`),
+  /** The fork tree that holds a run or a checkpoint (`gpuctl lineage`). */
+  lineage: (q: LineageQuery) => get<Lineage>('/lineage', q),
   sweeps: (q: SweepsQuery = {}) => get<{ sweeps: Sweep[] }>('/sweeps', q).then((r) => r.sweeps),
   sweep: (id: string) => get<SweepDetail>(`/sweeps/${encodeURIComponent(id)}`),
   evaluate: (id: string, body: StartEvaluationBody) => call<Evaluation>('POST', `/checkpoints/${encodeURIComponent(id)}/evaluations`, body),

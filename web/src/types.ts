@@ -7,6 +7,7 @@ import type { Static } from '@sinclair/typebox';
 import type { BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery, ResolvedMetricSchema } from '../../api/schemas/checkpoints.ts';
 import type { ChangeEvent, ChangeTopic, ConsoleInfo } from '../../api/schemas/console.ts';
 import type { EvaluationSchema, StartEvaluationBody } from '../../api/schemas/evaluations.ts';
+import type { LineageQuery, LineageSchema } from '../../api/schemas/fork.ts';
 import type { JobCounts, JobCountsQuery, RunCounts } from '../../api/schemas/job-counts.ts';
 import type { AttemptSchema, JobDetailSchema, JobSchema, JobStateSchema, ListJobsQuery, RetryBody, SubmitJobBody, TransitionSchema } from '../../api/schemas/jobs.ts';
 import type { NodeSchema, SlotSchema } from '../../api/schemas/nodes.ts';
@@ -48,6 +49,9 @@ export type Sweep = Static<typeof SweepSchema>;
 export type SweepDetail = Static<typeof SweepDetailSchema>;
 export type SweepTrial = Static<typeof SweepTrialSchema>;
 export type SweepsQuery = Static<typeof SweepListQuery>;
+export type Lineage = Static<typeof LineageSchema>;
+export type LineageRun = Lineage['runs'][number];
+export type LineageQuery = Static<typeof LineageQuery>;
 
 /**
  * One entry of a folder of a run's artifacts, as MLflow's list-artifacts answers it

@@ -7,7 +7,7 @@ import uPlot from 'uplot';
 import { api } from '../api.ts';
 import type { RunMetrics } from '../types.ts';
 import { drawBands, padRange, yRange } from './bands.ts';
-import { align, marksOf, seriesOf, withMarks, type Aligned, type Marks } from './series.ts';
+import { align, clippedQuery, clipTo, marksOf, seriesOf, withMarks, type Aligned, type Marks } from './series.ts';
 
 /** A line of a chart: a run's series of the chart's metric, or of `key`. */
 export interface ChartRun {
@@ -20,6 +20,14 @@ export interface ChartRun {
    * line per card); the chart's own key otherwise. One request per run fetches all of them.
    */
   key?: string;
+  /**
+   * Draw its steps up to this one only (a fork's parent, to the fork's step): it is fetched with
+   * `step_max` no further, and anything past it is dropped (a bucket of the API's rollups that
+   * starts at or before the step is kept whole).
+   */
+  upTo?: number;
+  /** Drawn grey and dashed, and without its evaluations: a reference for the others (a fork's parent), not one of them. */
+  ghost?: boolean;
 }
 
 /** A series of evaluations as drawn: its legend label, its run, and each mark's step, value and checkpoint. */
@@ -56,6 +64,8 @@ export interface ChartState {
   zoom: { requestedAt: number; drawnAt: number | null } | null;
   /** The evaluation series drawn, after the lines (data[1 + lines.length + i]). */
   marks: DrawnMarks[];
+  /** Each line as drawn (data[1 + i]): its run, legend label, and the step it stops at, if it is clipped. */
+  lines: { runId: string; label: string; upTo: number | null; ghost: boolean }[];
 }
 
 declare global {
@@ -66,6 +76,8 @@ declare global {
 
 /** Runs per request: the first ones draw while the others are still on their way. */
 const RUNS_PER_REQUEST = 10;
+/** A ghost line's colour (a fork's parent): grey, beside the palette's colours. */
+const GHOST = (alpha = 1) => `rgb(120 128 140 / ${alpha})`;
 const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
 export const colorOf = (i: number, alpha = 1) => (i < PALETTE.length && alpha === 1 ? PALETTE[i] : `hsl(${(i * 137.5) % 360} 65% 45% / ${alpha})`);
 
@@ -94,7 +106,7 @@ export class ChartController {
     public runs: ChartRun[],
     readonly opts: ChartOptions,
   ) {
-    this.state = { key, runIds: this.runIds, query: { points: 0 }, responses: [], data: [], snapped: false, createdAt: performance.now(), firstDrawAt: null, allDrawnAt: null, draws: 0, zoom: null, marks: [] };
+    this.state = { key, runIds: this.runIds, query: { points: 0 }, responses: [], data: [], snapped: false, createdAt: performance.now(), firstDrawAt: null, allDrawnAt: null, draws: 0, zoom: null, marks: [], lines: [] };
     (window.__gpuplaneCharts ??= {})[chartId] = this.state;
   }
 
@@ -148,12 +160,21 @@ export class ChartController {
     const q = { keys, points: String(points), ...(range ? { step_min: String(Math.max(0, Math.floor(range.min))), step_max: String(Math.max(0, Math.ceil(range.max))) } : {}) };
     const fresh = new Map<string, RunMetrics>();
     const ids = only ?? this.runIds;
-    const groups: string[][] = [];
-    for (let i = 0; i < ids.length; i += RUNS_PER_REQUEST) groups.push(ids.slice(i, i + RUNS_PER_REQUEST));
+    // A clipped run is asked for its own range, up to its last step; the others in groups.
+    const upTo = new Map(this.runs.flatMap((r) => (r.upTo === undefined ? [] : [[r.id, r.upTo] as const])));
+    const whole = ids.filter((id) => !upTo.has(id));
+    const groups: string[][] = ids.filter((id) => upTo.has(id)).map((id) => [id]);
+    for (let i = 0; i < whole.length; i += RUNS_PER_REQUEST) groups.push(whole.slice(i, i + RUNS_PER_REQUEST));
     try {
       await Promise.all(
         groups.map(async (group) => {
-          const got = group.length === 1 ? [await api.metrics(group[0], q, abort.signal)] : await api.compare({ ...q, runs: group.join(',') }, abort.signal);
+          const last = upTo.get(group[0]);
+          const got =
+            last !== undefined
+              ? [await api.metrics(group[0], clippedQuery(q, last), abort.signal)]
+              : group.length === 1
+                ? [await api.metrics(group[0], q, abort.signal)]
+                : await api.compare({ ...q, runs: group.join(',') }, abort.signal);
           if (gen !== this.gen) return;
           for (const r of got) fresh.set(r.run_id, r);
           // Until every group is back, the others keep what they showed before.
@@ -177,9 +198,9 @@ export class ChartController {
   }
 
   draw(complete: boolean): void {
-    const lines = this.opts.marksOnly ? [] : this.runs.map((r) => seriesOf(this.responses.get(r.id), r.key ?? this.key));
-    // A run's evaluations once, with its first line, however many lines it has.
-    this.marks = this.runs.flatMap((r, run) => (this.runs.findIndex((x) => x.id === r.id) === run ? marksOf(this.responses.get(r.id)).map((m) => ({ ...m, run })) : []));
+    const lines = this.opts.marksOnly ? [] : this.runs.map((r) => clipTo(seriesOf(this.responses.get(r.id), r.key ?? this.key), r.upTo));
+    // A run's evaluations once, with its first line, however many lines it has; none of a ghost's.
+    this.marks = this.runs.flatMap((r, run) => (!r.ghost && this.runs.findIndex((x) => x.id === r.id) === run ? marksOf(this.responses.get(r.id)).map((m) => ({ ...m, run })) : []));
     const drawn = withMarks(align(lines, this.points), this.marks);
     this.aligned = drawn.aligned;
     const data = [this.aligned.x, ...this.aligned.y, ...drawn.marks] as uPlot.AlignedData;
@@ -202,6 +223,7 @@ export class ChartController {
     s.data = data as (number | null | undefined)[][];
     s.snapped = this.aligned.snapped;
     s.marks = this.marks.map((m) => ({ label: this.markLabel(m), runId: m.runId, key: m.key, x: m.x, y: m.y, checkpoints: m.checkpoints }));
+    s.lines = (this.opts.marksOnly ? [] : this.runs).map((r) => ({ runId: r.id, label: r.label, upTo: r.upTo ?? null, ghost: r.ghost ?? false }));
     s.draws++;
     if (s.firstDrawAt === null && (lines.some((r) => r && r.x.length) || this.marks.length)) s.firstDrawAt = now;
     if (complete && s.allDrawnAt === null) s.allDrawnAt = now;
@@ -216,7 +238,7 @@ export class ChartController {
 
   /** "eval/loss @ checkpoints", with the run's label where the chart shows more than one run. */
   markLabel(m: Marks & { run: number }): string {
-    return this.runs.length > 1 ? `${m.label} · ${this.runs[m.run].label}` : m.label;
+    return this.runs.filter((r) => !r.ghost).length > 1 ? `${m.label} · ${this.runs[m.run].label}` : m.label;
   }
 
   zoomTo(min: number, max: number): void {
@@ -258,9 +280,13 @@ export class ChartController {
       scales: { x: { time: false }, y: { range: (u, dmin, dmax) => yRange(u, this.aligned, dmin, dmax) }, ...(own ? { eval: { range: (_u, dmin, dmax) => padRange(dmin, dmax) } } : {}) },
       axes: [{ label: 'step' }, { size: 60 }, ...(own ? [{ scale: 'eval', side: 1, size: 60, label: `${evalKeys} (right)`, grid: { show: false } }] : [])],
       // spanGaps off: null (NaN, ±Infinity) breaks the line; undefined (no point there) is bridged.
-      series: [{ label: 'step' }, ...lines.map((r, i) => ({ label: r.label, stroke: colorOf(this.colorIndex(i)), width: many ? 1 : 1.5, spanGaps: false, points: { show: false } })), ...marks],
+      series: [
+        { label: 'step' },
+        ...lines.map((r, i) => ({ label: r.label, stroke: this.lineColor(i), width: many ? 1 : 1.5, ...(r.ghost ? { dash: [5, 4] } : {}), spanGaps: false, points: { show: false } })),
+        ...marks,
+      ],
       hooks: {
-        drawAxes: [(u) => drawBands(u, this.aligned, lines.length, (i, alpha) => colorOf(this.colorIndex(i), alpha))],
+        drawAxes: [(u) => drawBands(u, this.aligned, lines.length, (i, alpha) => this.lineColor(i, alpha))],
         setSelect: [
           (u) => {
             const s = u.select;
@@ -277,6 +303,11 @@ export class ChartController {
 
   colorIndex(i: number): number {
     return this.runs[i]?.color ?? i;
+  }
+
+  /** The colour of line `i` (and of its band, at `alpha`): grey for a ghost. */
+  lineColor(i: number, alpha = 1): string {
+    return this.runs[i]?.ghost ? GHOST(alpha) : colorOf(this.colorIndex(i), alpha);
   }
 
   resize(): void {

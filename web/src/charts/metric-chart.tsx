@@ -60,7 +60,7 @@ export function MetricChart({ chartId, metricKey, runs, height = 260, title = me
   const [error, setError] = useState<Error | null>(null);
   const [marks, setMarks] = useState<DrawnMarks[]>([]);
   const shownMarks = useRef('');
-  const runKey = runs.map((r) => `${r.id}:${r.key ?? ''}:${r.color ?? ''}:${r.label}`).join(',');
+  const runKey = runs.map((r) => `${r.id}:${r.key ?? ''}:${r.color ?? ''}:${r.label}:${r.upTo ?? ''}:${r.ghost ? 1 : 0}`).join(',');
   const latestRuns = useRef(runs);
   latestRuns.current = runs;
   useEffect(() => {

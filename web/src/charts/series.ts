@@ -2,7 +2,7 @@
  * From the API's series to what uPlot draws: one x array shared by every run, a line per run
  * (bucket means, or raw values) and, for buckets, the min..max band so a single spike shows.
  */
-import { num, type RunMetrics } from '../types.ts';
+import { num, type MetricsQuery, type RunMetrics } from '../types.ts';
 
 /**
  * A line's values, as uPlot reads them: null is a gap in the line (NaN or ±Infinity was
@@ -49,6 +49,22 @@ export function seriesOf(r: RunMetrics | undefined, key: string): RunSeries | nu
   }
   const pts = s.points ?? [];
   return { runId: r.run_id, width: 1, x: pts.map((p) => p.step), y: pts.map((p) => finite(num(p.value))), lo: null, hi: null };
+}
+
+/** The series up to step `last` (inclusive) only; all of it when `last` is undefined. */
+export function clipTo(s: RunSeries | null, last: number | undefined): RunSeries | null {
+  if (!s || last === undefined) return s;
+  const n = s.x.findIndex((x) => x > last);
+  if (n < 0) return s;
+  return { ...s, x: s.x.slice(0, n), y: s.y.slice(0, n), lo: s.lo && s.lo.slice(0, n), hi: s.hi && s.hi.slice(0, n) };
+}
+
+/** The chart's query for a run drawn up to step `last`: no further than it, and within the zoomed range where there is one. */
+export function clippedQuery(q: MetricsQuery, last: number): MetricsQuery {
+  const max = q.step_max === undefined ? last : Math.min(Number(q.step_max), last);
+  // Zoomed in past its end: an empty range (the API answers no points), not a refusal.
+  const min = q.step_min === undefined ? undefined : Math.min(Number(q.step_min), max + 1);
+  return { ...q, step_max: String(max), ...(min === undefined ? {} : { step_min: String(min) }) };
 }
 
 /**

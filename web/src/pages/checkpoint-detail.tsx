@@ -1,10 +1,11 @@
-/** A checkpoint's resume chain and evaluations, and the Evaluate button of the leaderboard and of the detail. */
+/** A checkpoint's resume chain, fork tree (lineage) and evaluations, and the Evaluate button of the leaderboard and of the detail. */
 import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api.ts';
 import { ErrorBox, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
 import { bytes, metric } from '../format.ts';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
+import { CheckpointLineage } from './checkpoint-lineage.tsx';
 
 export function EvaluateButton({ id, onDone }: { id: string; onDone: () => void }) {
   const [error, setError] = useState<Error | null>(null);
@@ -63,6 +64,8 @@ export function CheckpointDetail({ id, onEvaluated }: { id: string; onEvaluated:
         ))}
       </ol>
       {d.chain.length === 0 && <p class="muted">a root: no checkpoint before it</p>}
+      <h3>Lineage</h3>
+      <CheckpointLineage id={d.id} />
       <h3>Evaluations</h3>
       {d.evaluations.length === 0 ? (
         <p class="muted">none yet</p>

@@ -1,12 +1,13 @@
 /**
- * One run: its metric charts (with every attempt of its job overlaid on demand; its checkpoints'
- * evaluations drawn beside the training metric they belong to), the agent's telemetry of its cards
- * on a System panel of their own, its evaluated checkpoints, params, tags, artifacts and events.
+ * One run: its metric charts (with every attempt of its job overlaid on demand, and a fork's
+ * parent run up to the fork's step; its checkpoints' evaluations drawn beside the training metric
+ * they belong to), the agent's telemetry of its cards on a System panel of their own, its
+ * evaluated checkpoints, params, tags, artifacts and events.
  */
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { MetricChart, type ChartRun } from '../charts/metric-chart.tsx';
-import { ErrorBox, EventList, JobLink, KeyValues, Loading, Section, StateBadge, When } from '../components.tsx';
+import { ErrorBox, EventList, JobLink, KeyValues, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
 import { metric } from '../format.ts';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
@@ -70,10 +71,19 @@ export function RunPage({ id }: { id: string }) {
   // The run's evaluation series (one bucket of each metric is all this needs): which charts they go on.
   const evals = useResource(() => api.metrics(id, { points: '1' }).then((m) => m.evaluations), [id], { topics: ['checkpoints'] });
   const [overlay, setOverlay] = useState(false);
+  const fork = run.data?.forked_from ?? null;
+  const [showParent, setShowParent] = useState(false);
+  // The parent's name for the legend, once asked for: a parent the token may not read keeps its id.
+  const parent = useResource(() => (fork && showParent ? api.run(fork.run_id).catch(() => null) : Promise.resolve(null)), [fork?.run_id, showParent], { topics: [] });
   const r = run.data;
   if (!r) return run.error ? <ErrorBox error={run.error} /> : <Loading what={`run ${id}`} />;
   const attempts = (siblings.data ?? []).slice().sort((a, b) => (a.attempt ?? 0) - (b.attempt ?? 0));
-  const chartRuns: ChartRun[] = overlay && attempts.length > 1 ? attempts.map((x) => ({ id: x.id, label: runLabel(x) })) : [{ id: r.id, label: runLabel(r) }];
+  const own: ChartRun[] = overlay && attempts.length > 1 ? attempts.map((x) => ({ id: x.id, label: runLabel(x) })) : [{ id: r.id, label: runLabel(r) }];
+  // A fork's parent, drawn grey and dashed up to the step the fork branched at (its direct parent only).
+  const forkStep = fork?.step ?? null;
+  const parentLine: ChartRun | null =
+    fork && forkStep !== null && showParent ? { id: fork.run_id, label: `${parent.data ? runLabel(parent.data) : fork.run_id} (parent, to step ${forkStep})`, upTo: forkStep, ghost: true } : null;
+  const chartRuns = parentLine ? [...own, parentLine] : own;
   const logged = Object.keys(r.metrics);
   // The agent's system/… series go on the System panel, not among the training curves.
   const { training, system } = splitSystemKeys(logged);
@@ -82,7 +92,7 @@ export function RunPage({ id }: { id: string }) {
   const beside = new Set(ev.map((e) => e.train_key));
   const keys = training.sort((a, b) => Number(beside.has(b)) - Number(beside.has(a)) || a.localeCompare(b));
   // An evaluated metric whose training counterpart the run does not log: a chart of its own.
-  const own = ev.filter((e) => !logged.includes(e.key) && !logged.includes(e.train_key));
+  const evalOnly = ev.filter((e) => !logged.includes(e.key) && !logged.includes(e.train_key));
   return (
     <>
       <h1>
@@ -106,21 +116,33 @@ export function RunPage({ id }: { id: string }) {
         <a href={href(['checkpoints'], { run: r.id })}>checkpoints</a>
       </p>
       {r.evaluates && <Evaluates e={r.evaluates} />}
+      {fork && (
+        <p data-testid="forked-from">
+          Forked from checkpoint <a href={href(['checkpoints'], { run: fork.run_id, id: fork.checkpoint_id })}>{fork.checkpoint_id}</a> of run <RunLink id={fork.run_id} /> at step {fork.step ?? '?'}.
+        </p>
+      )}
       <Section
         title="Metrics"
         actions={
-          attempts.length > 1 && (
-            <label class="toggle">
-              <input type="checkbox" checked={overlay} onChange={() => setOverlay(!overlay)} /> overlay all {attempts.length} attempts of the job
-            </label>
-          )
+          <>
+            {attempts.length > 1 && (
+              <label class="toggle">
+                <input type="checkbox" checked={overlay} onChange={() => setOverlay(!overlay)} /> overlay all {attempts.length} attempts of the job
+              </label>
+            )}
+            {fork && forkStep !== null && (
+              <label class="toggle">
+                <input type="checkbox" data-action="show-parent" checked={showParent} onChange={() => setShowParent(!showParent)} /> show parent run up to step {forkStep}
+              </label>
+            )}
+          </>
         }
       >
         <div class="charts">
           {keys.map((k) => (
             <MetricChart key={k} chartId={k} metricKey={k} runs={chartRuns} />
           ))}
-          {own.map((e) => (
+          {evalOnly.map((e) => (
             <MetricChart key={e.key} chartId={e.key} metricKey={e.key} title={e.label} runs={chartRuns} marksOnly />
           ))}
         </div>
