@@ -262,6 +262,27 @@ describe('sweeps, end to end', () => {
     }
   });
 
+  it('an asha sweep that never polls still stops its trials: the API wakes it as a trial passes a rung', async () => {
+    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', { project: 'sweep-e2e', ...objectiveSweep({ workdir: work, trials: 6, seed: 9, stepSleepS: 0.05, concurrent: 3 }) });
+    const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
+    try {
+      await t.client.workflow.getHandle(sweepWorkflowId(s0.id)).terminate('to start it again without a poll');
+      await t.client.workflow.start('sweepWorkflow', {
+        workflowId: sweepWorkflowId(s0.id),
+        taskQueue: CONTROL_TASK_QUEUE,
+        args: [{ sweepId: s0.id, spec: s0.spec as SweepSpec, trialTimeouts: { heartbeatTimeoutMs: 5000, lostAfterMs: 12_000 }, pollMs: 3_600_000, stopGraceMs: 5000 } satisfies SweepWorkflowInput],
+      });
+    } finally {
+      await t.close();
+    }
+    const s = await ended(s0.id);
+    expect(s.state).toBe('SUCCEEDED');
+    const stopped = s.leaderboard.filter((x) => x.stopped);
+    expect(stopped.length).toBeGreaterThanOrEqual(2);
+    // Stopped soon after its rung: well before the 90 steps of a trial left to run.
+    for (const x of stopped) expect(x.last!.step).toBeLessThan(x.rung_step! + 40);
+  });
+
   it('a bad sweep file is refused with its field named, and creates nothing', async () => {
     const file = path.join(work, 'bad.yaml');
     fs.writeFileSync(file, 'command: x\nmethod: random\nmax_trials: 3\nparameters:\n  lr: {min: 1, max: 0.1, distribution: uniform}\n');
