@@ -3,12 +3,14 @@
 in-process, the same budget as the GPUPlane sweep (trials, rungs). Prints one JSON line per seed:
 the best final value found, its lr, and the trial-steps used (each trial's last step reported).
 
-    python bench/sweep-optuna.py --seeds 1,2,3,4,5 --trials 27 --min-steps 10 --max-steps 90 --rf 3 [--sampler random|tpe|points --points FILE]
+    python bench/sweep-optuna.py --seeds 1,2,3,4,5 --trials 27 --min-steps 10 --max-steps 90 --rf 3 [--sampler random|tpe|points --points FILE] [--jobs 4 --step-sleep 0.05]
 """
 
 import argparse
 import json
 import math
+import threading
+import time
 
 import optuna
 
@@ -27,20 +29,27 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=90)
     p.add_argument("--rf", type=int, default=3)
     p.add_argument("--sampler", choices=["random", "tpe", "points"], default="random")
+    p.add_argument("--jobs", type=int, default=1, help="trials at once (Optuna's n_jobs: threads)")
+    p.add_argument("--step-sleep", type=float, default=0.0, help="seconds a step takes, so that --jobs trials overlap as a sweep's do")
     p.add_argument("--points", help="points: a JSON file of {seed: [lr, ...]}, tried in that order (the GPUPlane sweep's own)")
     a = p.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     for seed in [int(s) for s in a.seeds.split(",")]:
         used = {"steps": 0}
+        lock = threading.Lock()
 
         def objective(trial: optuna.Trial) -> float:
             lr = trial.suggest_float("lr", 1e-4, 1.0, log=True)
             for step in range(1, a.max_steps + 1):
+                if a.step_sleep:
+                    time.sleep(a.step_sleep)
                 trial.report(loss(lr, step), step)
                 if trial.should_prune():
-                    used["steps"] += step
+                    with lock:
+                        used["steps"] += step
                     raise optuna.TrialPruned()
-            used["steps"] += a.max_steps
+            with lock:
+                used["steps"] += a.max_steps
             return loss(lr, a.max_steps)
 
         sampler = optuna.samplers.TPESampler(seed=seed) if a.sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed)
@@ -50,7 +59,7 @@ def main() -> None:
             with open(a.points) as f:
                 for lr in json.load(f)[str(seed)]:
                     study.enqueue_trial({"lr": lr})
-        study.optimize(objective, n_trials=a.trials)
+        study.optimize(objective, n_trials=a.trials, n_jobs=a.jobs)
         lrs = [t.params["lr"] for t in study.trials]
         print(json.dumps({"seed": seed, "best_value": study.best_value, "best_lr": study.best_params["lr"], "steps": used["steps"], "pruned": sum(1 for t in study.trials if t.state == optuna.trial.TrialState.PRUNED), "best_possible": min(loss(x, a.max_steps) for x in lrs)}), flush=True)
 

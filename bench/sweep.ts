@@ -11,7 +11,8 @@
  *    step logged: a stopped trial's steps after its rung count). Peer: Optuna with its
  *    SuccessiveHalvingPruner on the same objective and budget, in-process (bench/sweep-optuna.py,
  *    the venv of scripts/optuna-venv.sh): on the very points the sweep tried (enqueued in trial
- *    order: only the stopping differs), and on points of its own, RandomSampler and TPESampler.
+ *    order: only the stopping differs), one at a time and 4 at a time (threads, 50 ms a step, as
+ *    the sweep runs them), and on points of its own, RandomSampler and TPESampler.
  *    Aim: the same best value with no more steps.
  *  - Overhead per trial: POST /sweeps of one trial → its first step logged, against POST /jobs of
  *    the same script → its first step logged, alternated `--overhead-runs` times. Aim: ≤ +200 ms.
@@ -92,21 +93,25 @@ async function asha(c: Cluster, work: string): Promise<void> {
   const python = path.join(execFileSync('bash', [path.join(root, 'scripts/optuna-venv.sh')], { stdio: ['ignore', 'pipe', 'inherit'] }).toString().trim(), 'bin', 'python');
   const pointsFile = path.join(work, 'points.json');
   fs.writeFileSync(pointsFile, JSON.stringify(points));
-  const peer = (sampler: string) =>
-    execFileSync(python, [path.join(root, 'bench/sweep-optuna.py'), '--seeds', SEEDS.join(','), '--trials', String(TRIALS), '--sampler', sampler, '--points', pointsFile], { encoding: 'utf8' })
+  const peer = (sampler: string, more: string[] = []) =>
+    execFileSync(python, [path.join(root, 'bench/sweep-optuna.py'), '--seeds', SEEDS.join(','), '--trials', String(TRIALS), '--sampler', sampler, '--points', pointsFile, ...more], { encoding: 'utf8' })
       .trim()
       .split('\n')
       .map((l) => JSON.parse(l) as { seed: number; best_value: number; steps: number; pruned: number; best_possible: number });
   const same = peer('points');
+  // As the sweep runs them: 4 at a time (threads), 50 ms a step.
+  const same4 = peer('points', ['--jobs', '4', '--step-sleep', '0.05']);
   const random = peer('random');
   const tpe = peer('tpe');
   for (const r of same) say(`  Optuna SuccessiveHalvingPruner on GPUPlane's points, seed ${r.seed}: best ${fmt(r.best_value)}, ${r.steps} trial-steps, ${r.pruned} pruned`);
+  for (const r of same4) say(`  the same, 4 at a time, 50 ms a step, seed ${r.seed}: best ${fmt(r.best_value)}, ${r.steps} trial-steps, ${r.pruned} pruned`);
   for (const r of random) say(`  Optuna SuccessiveHalvingPruner + RandomSampler, seed ${r.seed}: best ${fmt(r.best_value)} (best of its points ${fmt(r.best_possible)}), ${r.steps} trial-steps, ${r.pruned} pruned`);
   for (const r of tpe) say(`  Optuna SuccessiveHalvingPruner + TPESampler, seed ${r.seed}: best ${fmt(r.best_value)}, ${r.steps} trial-steps, ${r.pruned} pruned`);
   const m = (xs: number[]) => fmt(median(xs));
   say(`ASHA, ${TRIALS} trials × ${SEEDS.length} seeds (rungs 10/30/90, rf 3; the grid of the same points: ${TRIALS * 90} trial-steps a seed):`);
   say(`  GPUPlane (4 at a time):   median best ${m(ours.map((o) => o.best))}, median ${median(ours.map((o) => o.steps))} trial-steps; found the best of its points in ${ours.filter((o) => o.best === o.bestPossible).length} of ${ours.length} seeds`);
   say(`  Optuna, the same points (serial): median best ${m(same.map((o) => o.best_value))}, median ${median(same.map((o) => o.steps))} trial-steps; found the best of the points in ${same.filter((o) => o.best_value === o.best_possible).length} of ${same.length} seeds`);
+  say(`  Optuna, the same points, 4 at a time (threads, 50 ms a step): median best ${m(same4.map((o) => o.best_value))}, median ${median(same4.map((o) => o.steps))} trial-steps; found the best of the points in ${same4.filter((o) => o.best_value === o.best_possible).length} of ${same4.length} seeds`);
   say(`  Optuna random (serial):   median best ${m(random.map((o) => o.best_value))}, median ${median(random.map((o) => o.steps))} trial-steps; found the best of its points in ${random.filter((o) => o.best_value === o.best_possible).length} of ${random.length} seeds`);
   say(`  Optuna TPE (serial):      median best ${m(tpe.map((o) => o.best_value))}, median ${median(tpe.map((o) => o.steps))} trial-steps`);
 }

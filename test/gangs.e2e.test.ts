@@ -188,7 +188,11 @@ describe('gang jobs: started together, stopped together', () => {
       const job = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, selector: { zone: 'b' }, command: `echo $$ > ${dir}/pid-$NODE_RANK; sleep 300` });
       jobId = job.id;
       const pid0 = Number(await until('g1 member up', () => fs.existsSync(path.join(dir, 'pid-0')) && fs.readFileSync(path.join(dir, 'pid-0'), 'utf8').trim(), 30_000));
-      const j = await c.client.job(job.id);
+      // The process writes its pid file before its agent's report of it reaches the API: wait for the report.
+      const j = await until('g1 member reported', async () => {
+        const x = await c.client.job(job.id);
+        return x.attempts[0]?.members?.[0]?.pid ? x : null;
+      }, 30_000);
       // Said whole when it fails: the state, placement and history it had.
       expect({ state: j.state, members: j.members!.map((m) => m.node_id) }, JSON.stringify({ history: j.history, attempts: j.attempts })).toEqual({ state: 'DISPATCHING', members: ['g1', 'g3'] });
       expect(j.attempts[0].members![0].pid).toBeGreaterThan(0);
@@ -261,7 +265,7 @@ describe('gang jobs: started together, stopped together', () => {
     const ends1 = times(1, 'end');
     expect(ends1.length).toBeGreaterThanOrEqual(1);
     for (const e of ends1) expect(e < firstStart2).toBe(true);
-    await until('cards free', allFree, 10_000);
+    await until('cards free', allFree, 30_000);
   }, 200_000);
 
   it("a member whose node refuses the attempt (its working dir is outside that node's allowed roots) fails the whole attempt, naming it; the started member is stopped", async () => {

@@ -101,7 +101,9 @@ describe('shipped logs', () => {
   });
 
   it('gpuctl logs -f streams lines as they are written and ends when the job ends', async () => {
-    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'for i in 1 2 3 4 5 6; do echo "tick $i"; sleep 0.5; done' });
+    // The job ends only once the test has seen a tick while it runs (go exists): on a loaded machine gpuctl may take longer to start than the ticks.
+    const go = path.join(c.work, `logs-follow-go-${Date.now()}`);
+    const job = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: `for i in 1 2 3 4 5 6; do echo "tick $i"; sleep 0.5; done; while [ ! -e ${go} ]; do sleep 0.1; done` });
     await c.client.waitFor(job.id, ['RUNNING', 'SUCCEEDED'], 30_000);
     const f = spawn(process.execPath, [gpuctlPath, 'logs', '-f', job.id], { env: { ...c.env, GPUPLANE_API_URL: c.apiUrl }, stdio: ['ignore', 'pipe', 'pipe'] });
     let text = '';
@@ -111,6 +113,7 @@ describe('shipped logs', () => {
     // A tick arrives while the job still runs: it is streamed, not read at the end.
     await until('tick 2 streamed', () => text.includes('tick 2'), 20_000);
     seenWhile.push((await c.client.job(job.id)).state);
+    fs.writeFileSync(go, '');
     expect(await exited).toBe(0);
     expect(seenWhile).toEqual(['RUNNING']);
     expect(text).toBe('tick 1\ntick 2\ntick 3\ntick 4\ntick 5\ntick 6\n');

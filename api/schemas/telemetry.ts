@@ -16,10 +16,11 @@ const Card = Type.Object(
 const Attempt = Type.Object(
   {
     job_id: Type.String({ minLength: 1, maxLength: 128 }),
-    attempt: Type.Integer({ minimum: 1 }),
+    // The database's attempt is an int4: a larger one is no attempt of ours, refused here rather than overflowing the query.
+    attempt: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }),
     rank: Type.Integer({ minimum: 0, maximum: 4095, description: "this node's rank in the attempt (0 for a single-node job)" }),
     gpu_indices: Type.Array(Type.Integer({ minimum: 0, maximum: 1023 }), { maxItems: 64 }),
-    elapsed_s: Type.Number({ minimum: 0, description: 'seconds since the process started: the step of its system metrics' }),
+    elapsed_s: Type.Number({ minimum: 0, maximum: 1e9, description: 'seconds since the process started: the step of its system metrics' }),
     cpu_percent: Type.Number({ minimum: 0, description: "percent of one core, summed over the attempt's process group, since the last report" }),
     rss_bytes: Type.Number({ minimum: 0 }),
     log_bytes: Type.Number({ minimum: 0, description: 'bytes of stdout and stderr written so far' }),

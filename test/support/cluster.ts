@@ -45,7 +45,9 @@ export class ManagedProcess {
     child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
     await until(`${this.name} ready`, () => {
       if (child.exitCode !== null) throw new Error(`${this.name} exited ${child.exitCode}:\n${this.output}`);
-      return this.output.includes(this.readyText);
+      // The whole line that says so: a test reads the rest of it (the agent's "re-attached to …"), which may come in a later chunk.
+      const at = this.output.indexOf(this.readyText);
+      return at >= 0 && this.output.indexOf('\n', at) >= 0;
     }, 60_000);
   }
 
