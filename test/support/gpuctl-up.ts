@@ -39,7 +39,8 @@ export async function startGpuctlUp(args: string[], env: NodeJS.ProcessEnv): Pro
       'gpuctl up',
       () => {
         if (child.exitCode !== null) throw new Error(`gpuctl up exited ${child.exitCode}:\n${out}`);
-        return out.includes('GPUPlane is up');
+        // The whole banner, to its `data` line: a test reads its lines, which may come in later chunks than its first.
+        return out.includes('GPUPlane is up') && /\n {2}data {9}[^\n]*\n/.test(out);
       },
       180_000,
     );
