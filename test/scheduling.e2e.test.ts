@@ -128,11 +128,16 @@ describe('jobs on GPU nodes through Temporal', () => {
     const out = path.join(c.work, 'prio');
     fs.mkdirSync(out);
     const sel = { pool: 'solo' };
-    const blocker = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: sel, command: recorder(out, 2) });
+    // The blocker holds the card until all three wait in the queue (go exists): on a loaded
+    // machine a job's workflow may take longer to queue it than a fixed sleep lasts.
+    const go = path.join(out, 'go');
+    const blocker = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: sel, command: `while [ ! -e ${go} ]; do sleep 0.1; done; ${recorder(out, 0)}` });
     await c.client.waitFor(blocker.id, ['RUNNING'], 30_000);
     const low1 = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: sel, priority: 0, command: recorder(out, 0) });
     const low2 = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: sel, priority: 0, command: recorder(out, 0) });
     const high = await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: sel, priority: 10, command: recorder(out, 0) });
+    for (const j of [low1, low2, high]) await c.client.waitFor(j.id, ['QUEUED'], 30_000);
+    fs.writeFileSync(go, '');
     for (const j of [blocker, low1, low2, high]) expect((await c.client.waitFor(j.id, undefined, 60_000)).state).toBe('SUCCEEDED');
     const order = [low1, low2, high].map((j) => readSpan(out, j.id)).sort((x, y) => x.start - y.start).map((s) => s.id);
     expect(order).toEqual([high.id, low1.id, low2.id]);
