@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
+import { submitForkBase } from './support/fork-base.ts';
 import { until } from './support/poll.ts';
 
 const gpuctl = (env: NodeJS.ProcessEnv, args: string[]) =>
@@ -64,21 +64,7 @@ describe('fork from a checkpoint, end to end', () => {
     (await db.query<Row>('select id, uri, step, run_id, parent_checkpoint_id, deleted_at from checkpoints where job_id = $1 order by step', [jobId])).rows;
 
   it('a fork of a mid-run checkpoint resumes from it with the edit; lineage shows both runs; a deleted checkpoint is refused', async () => {
-    const work = path.join(c.work, 'fork');
-    fs.mkdirSync(work, { recursive: true });
-    fs.writeFileSync(path.join(work, 'train.mjs'), TRAIN);
-    // The forks go to an experiment that keeps each run's latest checkpoint only.
-    await c.client.request('PUT', '/projects/fork-e2e/experiments/pruned/retention', { keep_best: null, keep_latest: 1 });
-    const a = await c.client.submit({
-      type: 'TRAIN',
-      gpus: 1,
-      project: 'fork-e2e',
-      experiment: 'base',
-      working_dir: work,
-      watch_dir: 'ckpts',
-      params: { steps: 8, sleep_ms: 250, lr: 0.1 },
-      command: [process.execPath, 'train.mjs'],
-    });
+    const { job: a } = await submitForkBase(c, { dir: 'fork', script: TRAIN, project: 'fork-e2e', forkExperiment: 'pruned', sleepMs: 250 });
     const doneA = await c.client.waitFor(a.id, undefined, 30_000);
     expect(doneA.state, doneA.reason ?? '').toBe('SUCCEEDED');
     const rowsA = await until('the 8 checkpoints of the first job', async () => {

@@ -1,10 +1,9 @@
 import { execFile } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
 import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
+import { submitForkBase } from './support/fork-base.ts';
 import { until } from './support/poll.ts';
 
 const gpuctl = (env: NodeJS.ProcessEnv, args: string[]) =>
@@ -76,21 +75,7 @@ describe('web console: lineage', () => {
   const runOf = async (jobId: string) => (await c.client.request<{ runs: { id: string }[] }>('GET', `/runs?job=${jobId}`)).runs[0].id;
 
   it("draws a fork under the checkpoint it branched from, with the step and the edit, and the fork's chart shows its parent's curve up to the fork step", async () => {
-    const work = path.join(c.work, 'lineage');
-    fs.mkdirSync(work, { recursive: true });
-    fs.writeFileSync(path.join(work, 'train.mjs'), TRAIN);
-    // The fork's experiment keeps each run's latest checkpoint only: its older ones are marked deleted.
-    await c.client.request('PUT', '/projects/web-lineage/experiments/ft/retention', { keep_best: null, keep_latest: 1 });
-    const a = await c.client.submit({
-      type: 'TRAIN',
-      gpus: 1,
-      project: 'web-lineage',
-      experiment: 'base',
-      working_dir: work,
-      watch_dir: 'ckpts',
-      params: { steps: 8, sleep_ms: 200, lr: 0.1 },
-      command: [process.execPath, 'train.mjs'],
-    });
+    const { job: a } = await submitForkBase(c, { dir: 'lineage', script: TRAIN, project: 'web-lineage', forkExperiment: 'ft', sleepMs: 200 });
     const doneA = await c.client.waitFor(a.id, undefined, 30_000);
     expect(doneA.state, doneA.reason ?? '').toBe('SUCCEEDED');
     const runA = await runOf(a.id);
