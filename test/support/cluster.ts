@@ -43,12 +43,18 @@ export class ManagedProcess {
     this.child = child;
     child.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
-    await until(`${this.name} ready`, () => {
-      if (child.exitCode !== null) throw new Error(`${this.name} exited ${child.exitCode}:\n${this.output}`);
-      // The whole line that says so: a test reads the rest of it (the agent's "re-attached to …"), which may come in a later chunk.
-      const at = this.output.indexOf(this.readyText);
-      return at >= 0 && this.output.indexOf('\n', at) >= 0;
-    }, 60_000);
+    const started = Date.now();
+    try {
+      await until(`${this.name} ready`, () => {
+        if (child.exitCode !== null) throw new Error(`${this.name} exited ${child.exitCode}:\n${this.output}`);
+        // The whole line that says so: a test reads the rest of it (the agent's "re-attached to …"), which may come in a later chunk.
+        const at = this.output.indexOf(this.readyText);
+        return at >= 0 && this.output.indexOf('\n', at) >= 0;
+      }, 60_000);
+    } catch (err) {
+      // What the process said while it did not get ready: the only trace of why, in a CI log.
+      throw new Error(`${(err as Error).message} (${Date.now() - started} ms); its output:\n${this.output.slice(-6000)}`);
+    }
   }
 
   get pid(): number | undefined {
