@@ -128,6 +128,7 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/sweeps': { access: 'any' },
   'GET /api/v1/sweeps/:id': { access: 'read', project: bySweep },
   'POST /api/v1/sweeps/:id/cancel': { access: 'write', project: bySweep },
+  'GET /api/v1/runs/:id/rung-verdict': { access: 'read', project: byRun, runOf: ownRun },
 
   'GET /api/v1/runs/counts': { access: 'any' },
   'POST /api/v1/runs': { access: 'write', project: byBodyProject, fromBody: true },

@@ -13,7 +13,9 @@
  *    the venv of scripts/optuna-venv.sh): on the very points the sweep tried (enqueued in trial
  *    order: only the stopping differs), one at a time and 4 at a time (threads, 50 ms a step, as
  *    the sweep runs them), and on points of its own, RandomSampler and TPESampler.
- *    Aim: the same best value with no more steps.
+ *    Aim: the same best value with no more steps. Also what a trial's wait for its verdict at a
+ *    rung (the SDK's, docs/sweeps.md) costs one that goes on: the time from its point at the rung
+ *    to the next, against a plain step's.
  *  - Overhead per trial: POST /sweeps of one trial → its first step logged, against POST /jobs of
  *    the same script → its first step logged, alternated `--overhead-runs` times. Aim: ≤ +200 ms.
  *  - A `--big`-trial random sweep of trivial trials (`true`, 32 at a time on 32 fake cards): how
@@ -76,6 +78,8 @@ const trialEnv = { PYTHONPATH: path.join(root, 'sdk/python'), GPUPLANE_SDK_FLUSH
 
 async function asha(c: Cluster, work: string): Promise<void> {
   const ours: { seed: number; best: number; steps: number; bestPossible: number; stopped: number }[] = [];
+  const rungPauses: number[] = [];
+  const plainSteps: number[] = [];
   /** Each seed's points in trial order: Optuna tries the very same ones too. */
   const points: Record<number, number[]> = {};
   for (const seed of SEEDS) {
@@ -88,6 +92,18 @@ async function asha(c: Cluster, work: string): Promise<void> {
     const best = loss(s.leaderboard[0].params.lr as number, 90);
     const steps = s.leaderboard.reduce((n, t) => n + (t.last?.step ?? 0), 0);
     ours.push({ seed, best, steps, bestPossible: Math.min(...lrs.map((x) => loss(x, 90))), stopped: s.leaderboard.filter((t) => t.stopped).length });
+    // What waiting at a rung costs a trial that goes on: the time from its point at a rung's step to the next, against a plain step's.
+    for (const t of s.leaderboard) {
+      for (const r of s.rungs.slice(0, -1)) {
+        if (!t.run_id || (t.last?.step ?? 0) < r + 2) continue;
+        const m = await c.client.request<{ series: { key: string; points?: { step: number; ts: number }[] }[] }>('GET', `/runs/${t.run_id}/metrics?keys=train/loss&step_min=${r}&step_max=${r + 2}`);
+        const ts = new Map((m.series[0]?.points ?? []).map((p) => [p.step, p.ts]));
+        if (ts.size === 3) {
+          rungPauses.push(ts.get(r + 1)! - ts.get(r)!);
+          plainSteps.push(ts.get(r + 2)! - ts.get(r + 1)!);
+        }
+      }
+    }
     say(`  GPUPlane asha, seed ${seed}: best ${fmt(best)} (best of its points ${fmt(ours.at(-1)!.bestPossible)}), ${steps} trial-steps, ${ours.at(-1)!.stopped} of ${TRIALS} stopped`);
   }
   const python = path.join(execFileSync('bash', [path.join(root, 'scripts/optuna-venv.sh')], { stdio: ['ignore', 'pipe', 'inherit'] }).toString().trim(), 'bin', 'python');
@@ -114,6 +130,7 @@ async function asha(c: Cluster, work: string): Promise<void> {
   say(`  Optuna, the same points, 4 at a time (threads, 50 ms a step): median best ${m(same4.map((o) => o.best_value))}, median ${median(same4.map((o) => o.steps))} trial-steps; found the best of the points in ${same4.filter((o) => o.best_value === o.best_possible).length} of ${same4.length} seeds`);
   say(`  Optuna random (serial):   median best ${m(random.map((o) => o.best_value))}, median ${median(random.map((o) => o.steps))} trial-steps; found the best of its points in ${random.filter((o) => o.best_value === o.best_possible).length} of ${random.length} seeds`);
   say(`  Optuna TPE (serial):      median best ${m(tpe.map((o) => o.best_value))}, median ${median(tpe.map((o) => o.steps))} trial-steps`);
+  if (rungPauses.length) say(`  a trial that goes on past a rung, from its point at the rung to the next (it waited for the verdict): median ${median(rungPauses)} ms, max ${Math.max(...rungPauses)} (${rungPauses.length} rung passes); a plain step: median ${median(plainSteps)} ms`);
 }
 
 /** The time (epoch ms) the script below logged its first step, read from the file it writes. */

@@ -3,8 +3,9 @@ import type { GpuplaneClient } from './client.ts';
 import type { SweepDetailJson, SweepJson } from './api-types.ts';
 import type { SweepSpec } from '../domain/sweep-spec.ts';
 
-export function createSweep(c: GpuplaneClient, spec: SweepSpec): Promise<SweepDetailJson> {
-  return c.request('POST', '/sweeps', spec);
+/** Creates a sweep under a fresh Idempotency-Key (or the one given), retried while the API is unreachable or answers 503: one sweep is made. */
+export function createSweep(c: GpuplaneClient, spec: SweepSpec, idempotencyKey?: string): Promise<SweepDetailJson> {
+  return c.createOnce('/sweeps', spec, idempotencyKey);
 }
 
 export function getSweep(c: GpuplaneClient, id: string): Promise<SweepDetailJson> {

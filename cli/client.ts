@@ -77,11 +77,16 @@ export class GpuplaneClient {
    * Submits a job under a fresh Idempotency-Key (or the one given), retrying with backoff while
    * the API cannot be reached or answers 503: whichever try the server took, one job is made.
    */
-  async submit(req: SubmitJobBody, idempotencyKey: string = randomUUID()): Promise<JobJson> {
+  submit(req: SubmitJobBody, idempotencyKey: string = randomUUID()): Promise<JobJson> {
+    return this.createOnce<JobJson>('/jobs', req, idempotencyKey);
+  }
+
+  /** POSTs a create under one Idempotency-Key, retrying as submit() does: whichever try the server took, one thing is made. */
+  async createOnce<T>(path: string, body: unknown, idempotencyKey: string = randomUUID()): Promise<T> {
     const delays = this.opts.submitRetryDelaysMs ?? SUBMIT_RETRY_DELAYS_MS;
     for (let i = 0; ; i++) {
       try {
-        return await this.request<JobJson>('POST', '/jobs', req, { 'idempotency-key': idempotencyKey });
+        return await this.request<T>('POST', path, body, { 'idempotency-key': idempotencyKey });
       } catch (err) {
         const retriable = err instanceof ApiError && (err.status === 0 || err.status === 503);
         if (!retriable || i >= delays.length) throw err;

@@ -178,3 +178,25 @@ export function ashaBestTrial(state: AshaState, s: AshaSettings): { trial: strin
   }
   return null;
 }
+
+/** What a trial that reached `step` is told (GET /runs/{id}/rung-verdict): go on, stop, or not weighed yet. */
+export type AshaVerdict =
+  | { decision: 'continue' }
+  | { decision: 'pending'; rung: number; step: number }
+  | { decision: 'stop'; rung: number; step: number; value: number; cutoff: number };
+
+/**
+ * ashaVerdict says whether trial `trial`, having logged the metric at `step`, may go on: a trial
+ * that waits here for its verdict at each rung spends no steps past a rung it is stopped at (as
+ * Optuna's `should_prune`, and Determined's trials, which train a rung's length and then ask).
+ * `pending` until the sweep has recorded the trial at the highest rung at or below `step`; no
+ * rung there (or only the last, max_steps, which stops nothing): `continue`.
+ */
+export function ashaVerdict(state: AshaState, trial: string, step: number): AshaVerdict {
+  const stop = stopOf(state, trial);
+  let k = -1;
+  for (let i = 0; i < state.rungs.length - 1 && state.rungs[i].step <= step; i++) k = i;
+  if (stop && (k < 0 || stop.rung <= k)) return { decision: 'stop', rung: stop.rung, step: stop.step, value: stop.value, cutoff: stop.cutoff };
+  if (k < 0) return { decision: 'continue' };
+  return state.rungs[k].entries.some((e) => e.trial === trial) ? { decision: 'continue' } : { decision: 'pending', rung: k, step: state.rungs[k].step };
+}

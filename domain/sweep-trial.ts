@@ -2,7 +2,7 @@
  * What a sweep's trial runs: the sweep file's job fields, with the trial's point as its params
  * (GPUPLANE_PARAMS, and its run's params) and the sweep named in its environment.
  */
-import { ashaSettings } from './asha.ts';
+import { ashaRungSteps, ashaSettings } from './asha.ts';
 import type { EvalPolicy } from './eval-policy.ts';
 import type { SweepPoint } from './sweep-search.ts';
 import type { SweepSpec } from './sweep-spec.ts';
@@ -25,11 +25,19 @@ export function commandArgv(command: string | string[]): string[] {
 
 /**
  * Trial `trial` of sweep `sweepId`: GPUPLANE_SWEEP_ID and GPUPLANE_SWEEP_TRIAL tell the process
- * which it is, and an asha sweep's GPUPLANE_MAX_STEPS how far a trial that is never stopped goes.
+ * which it is, and an asha sweep's GPUPLANE_MAX_STEPS how far a trial that is never stopped goes,
+ * GPUPLANE_SWEEP_METRIC and GPUPLANE_SWEEP_RUNGS (the rungs' steps but the last) where the SDK
+ * waits for the sweep's verdict.
  */
 export function trialJobConfig(spec: SweepSpec, sweepId: string, trial: number, point: SweepPoint): TrialJobConfig {
   const env: Record<string, string> = { ...spec.env, GPUPLANE_SWEEP_ID: sweepId, GPUPLANE_SWEEP_TRIAL: String(trial) };
-  if (spec.method === 'asha' && spec.metric) env.GPUPLANE_MAX_STEPS = String(ashaSettings(spec).maxSteps);
+  if (spec.method === 'asha' && spec.metric) {
+    const asha = ashaSettings(spec);
+    env.GPUPLANE_MAX_STEPS = String(asha.maxSteps);
+    // The SDK waits at these steps of this metric for the sweep's verdict (GET /runs/{id}/rung-verdict).
+    env.GPUPLANE_SWEEP_METRIC = spec.metric.name;
+    env.GPUPLANE_SWEEP_RUNGS = ashaRungSteps(asha).slice(0, -1).join(',');
+  }
   const nodes = spec.nodes ?? 1;
   return {
     command: commandArgv(spec.command),

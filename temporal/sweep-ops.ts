@@ -3,7 +3,7 @@ import type { Db } from '../db/client.ts';
 import type { Sweep } from '../db/schema.ts';
 import { listSweeps } from '../db/queries/sweeps.ts';
 import { CONTROL_TASK_QUEUE, sweepWorkflowId } from '../workflows/names.ts';
-import { cancelSweepSignal } from '../workflows/sweep-messages.ts';
+import { cancelSweepSignal, trialVerdictQuery, type TrialVerdict } from '../workflows/sweep-messages.ts';
 import type { SweepWorkflowInput } from '../workflows/types.ts';
 import { DEFAULT_PREEMPT_GRACE_S } from '../domain/preemption.ts';
 import type { JobTimeouts } from './client-ops.ts';
@@ -47,6 +47,15 @@ export async function signalCancelSweep(client: Client, sweepId: string, reason?
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return false;
     throw err;
+  }
+}
+
+/** An ASHA trial's verdict at the rung `step` reached, as its sweep's workflow has it; null when the workflow does not answer (none running, no worker). */
+export async function queryTrialVerdict(client: Client, sweepId: string, jobId: string, step: number): Promise<TrialVerdict | null> {
+  try {
+    return await client.workflow.getHandle(sweepWorkflowId(sweepId)).query(trialVerdictQuery, { jobId, step });
+  } catch {
+    return null;
   }
 }
 

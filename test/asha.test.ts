@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ashaBestTrial, ashaNextPromotion, ashaReport, ashaRungSteps, ashaSettings, ashaStopReason, ashaTopTrials, emptyAshaState, type AshaDecision, type AshaSettings, type AshaState } from '../domain/asha.ts';
+import { ashaBestTrial, ashaNextPromotion, ashaReport, ashaRungSteps, ashaSettings, ashaStopReason, ashaTopTrials, ashaVerdict, emptyAshaState, type AshaDecision, type AshaSettings, type AshaState } from '../domain/asha.ts';
 import { validateSweepSpec } from '../domain/sweep-spec.ts';
 
 const MIN: AshaSettings = { minSteps: 1, maxSteps: 27, reductionFactor: 3, goal: 'minimize' };
@@ -121,6 +121,28 @@ describe('a report seen again', () => {
     const repeat = ashaReport(first, { trial: 'A', step: 1, value: 0.5 }, MIN);
     expect(repeat.decision).toEqual({ action: 'continue', recorded: [] });
     expect(repeat.state).toEqual(first);
+  });
+});
+
+describe('the verdict a trial waits for at a rung', () => {
+  // Rungs at steps 1, 3, 9 and 27 (the last stops nothing).
+  const { state } = run(MIN, [...RUNG0, ['A', 3, 0.3], ['C', 3, 0.35]]);
+  it('is pending until the trial is recorded at the highest rung it reached, then continue', () => {
+    expect(ashaVerdict(state, 'A', 3)).toEqual({ decision: 'continue' });
+    expect(ashaVerdict(state, 'F', 3)).toEqual({ decision: 'pending', rung: 1, step: 3 });
+    expect(ashaVerdict(state, 'F', 1)).toEqual({ decision: 'continue' });
+    expect(ashaVerdict(state, 'A', 8)).toEqual({ decision: 'continue' });
+    expect(ashaVerdict(state, 'A', 9)).toEqual({ decision: 'pending', rung: 2, step: 9 });
+    expect(ashaVerdict(emptyAshaState(MIN), 'Z', 1)).toEqual({ decision: 'pending', rung: 0, step: 1 });
+  });
+  it('is stop, with the rung and its cut-off, for a trial stopped at that rung or below', () => {
+    expect(ashaVerdict(state, 'B', 1)).toEqual({ decision: 'stop', rung: 0, step: 1, value: 0.7, cutoff: 0.5 });
+    expect(ashaVerdict(state, 'C', 3)).toEqual({ decision: 'stop', rung: 1, step: 3, value: 0.35, cutoff: 0.3 });
+    expect(ashaVerdict(state, 'C', 2)).toEqual({ decision: 'continue' });
+  });
+  it('is continue before the first rung and at the last (max_steps stops nothing)', () => {
+    expect(ashaVerdict(state, 'Z', 0)).toEqual({ decision: 'continue' });
+    expect(ashaVerdict(run(MIN, [['A', 1, 0.5], ['A', 3, 0.5], ['A', 9, 0.5]]).state, 'A', 27)).toEqual({ decision: 'continue' });
   });
 });
 

@@ -176,7 +176,7 @@ describe('what a sweep fills in and what a trial runs', () => {
       workingDir: '/tmp',
       gpus: 4,
       nodes: 2,
-      env: { A: 'b', GPUPLANE_SWEEP_ID: 'swp-1', GPUPLANE_SWEEP_TRIAL: '2', GPUPLANE_MAX_STEPS: '9' },
+      env: { A: 'b', GPUPLANE_SWEEP_ID: 'swp-1', GPUPLANE_SWEEP_TRIAL: '2', GPUPLANE_MAX_STEPS: '9', GPUPLANE_SWEEP_METRIC: 'loss', GPUPLANE_SWEEP_RUNGS: '1,3' },
       params: { lr: 1 },
       watchDir: 'ckpts',
       evalPolicy: { when: 'each', command: ['python', 'eval.py'] },

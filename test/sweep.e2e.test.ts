@@ -169,9 +169,19 @@ describe('sweeps, end to end', () => {
     const atFirst = s.leaderboard.filter((t) => t.stopped && t.rung === 0).length;
     expect(atFirst).toBeGreaterThanOrEqual(5);
     expect(s.reason).toMatch(/12 trials: \d+ succeeded, 0 failed, \d+ stopped by ASHA, 0 cancelled/);
+    // Each trial waited at its rungs for the sweep's verdict (the SDK does): a stopped one logged no step past the rung it was stopped at.
+    for (const t of s.leaderboard.filter((x) => x.stopped)) expect(t.last!.step, `trial ${t.trial}`).toBe(t.rung_step);
     // The steps the trials used, against the grid's 12 × 90.
     const used = s.leaderboard.reduce((n, t) => n + (t.last?.step ?? 0), 0);
     expect(used).toBeLessThan(0.5 * 12 * 90);
+    // The verdict route: a run that is no trial has nothing to wait for; a bad step is a 400 that names it; an unknown run a 404.
+    const plain = await c.client.request<{ id: string }>('POST', '/runs', { project: 'sweep-e2e' });
+    const verdict = (run: string, q: string) => fetch(`${c.apiUrl}/api/v1/runs/${run}/rung-verdict?${q}`, { headers: c.auth });
+    expect(await (await verdict(plain.id, 'step=10')).json()).toEqual({ decision: 'continue', rung: null, step: null, reason: null });
+    const bad = await verdict(plain.id, 'step=ten');
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { message: string }).message).toMatch(/step/);
+    expect((await verdict('run-nope', 'step=1')).status).toBe(404);
   });
 
   it('cancelling a sweep cancels its running trials and starts no more', async () => {
@@ -263,7 +273,9 @@ describe('sweeps, end to end', () => {
   });
 
   it('an asha sweep that never polls still stops its trials: the API wakes it as a trial passes a rung', async () => {
-    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', { project: 'sweep-e2e', ...objectiveSweep({ workdir: work, trials: 6, seed: 9, stepSleepS: 0.05, concurrent: 3 }) });
+    // Trials that do not wait at their rungs (GPUPLANE_SWEEP_RUNG_WAIT_S=0; as an MLflow script's): the sweep's stop alone ends them.
+    const spec = objectiveSweep({ workdir: work, trials: 6, seed: 9, stepSleepS: 0.05, concurrent: 3 });
+    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', { project: 'sweep-e2e', ...spec, env: { ...(spec.env as Record<string, string>), GPUPLANE_SWEEP_RUNG_WAIT_S: '0' } });
     const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
     try {
       await t.client.workflow.getHandle(sweepWorkflowId(s0.id)).terminate('to start it again without a poll');
@@ -281,6 +293,33 @@ describe('sweeps, end to end', () => {
     expect(stopped.length).toBeGreaterThanOrEqual(2);
     // Stopped soon after its rung: well before the 90 steps of a trial left to run.
     for (const x of stopped) expect(x.last!.step).toBeLessThan(x.rung_step! + 40);
+  });
+
+  it('a retried create (the same Idempotency-Key and file) makes one sweep, even when the tries race; the key with another file is a 409', async () => {
+    const body = { project: 'sweep-e2e', experiment: 'idem', command: 'true', gpus: 0, method: 'grid', parameters: { x: { values: [1, 2] } } };
+    const post = (key: string, b: unknown = body) => fetch(`${c.apiUrl}/api/v1/sweeps`, { method: 'POST', headers: { ...c.auth, 'content-type': 'application/json', 'idempotency-key': key }, body: JSON.stringify(b) });
+    const count = async () => (await db.query<{ n: number }>("select count(*)::int as n from sweeps s join experiments e on e.id = s.experiment_id where e.name = 'idem'")).rows[0].n;
+    const first = await post('create-1');
+    expect(first.status).toBe(201);
+    const made = (await first.json()) as SweepDetailJson;
+    const again = await post('create-1');
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(((await again.json()) as SweepDetailJson).id).toBe(made.id);
+    // Two tries at once, as a client that timed out and retried: one sweep.
+    const raced = await Promise.all([post('create-2'), post('create-2'), post('create-2')]);
+    const ids = await Promise.all(raced.map(async (r) => ((await r.json()) as SweepDetailJson).id));
+    expect(raced.map((r) => r.status)).toEqual([201, 201, 201]);
+    expect(new Set(ids).size).toBe(1);
+    expect(await count()).toBe(2);
+    const other = await post('create-1', { ...body, parameters: { x: { values: [3] } } });
+    expect(other.status).toBe(409);
+    expect(((await other.json()) as { message: string }).message).toBe(`Idempotency-Key "create-1" was already used with a different sweep file (sweep ${made.id}); use a new key for a new sweep`);
+    const badKey = await post('');
+    expect(badKey.status).toBe(400);
+    expect(((await badKey.json()) as { message: string }).message).toBe('Idempotency-Key must be 1 to 200 printable ASCII characters');
+    expect(await count()).toBe(2);
+    for (const id of [made.id, ids[0]]) expect((await ended(id)).trials).toMatchObject({ total: 2, started: 2, ended: 2 });
   });
 
   it('a bad sweep file is refused with its field named, and creates nothing', async () => {

@@ -1,5 +1,6 @@
 /** Signals and queries of the sweep workflow (`sweep/<sweepId>`). */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type { AshaVerdict } from '../domain/asha.ts';
 import type { ActiveTrial, TrialTally } from './types.ts';
 
 /** Someone cancels the sweep: its trials are cancelled and no more start. */
@@ -18,3 +19,7 @@ export interface SweepStatus {
   cancelled: boolean;
 }
 export const sweepStatusQuery = defineQuery<SweepStatus>('sweepStatus');
+
+/** An ASHA trial's verdict at the rung its `step` reached (the API asks for GET /runs/{id}/rung-verdict); a stop says why. */
+export type TrialVerdict = AshaVerdict | (Extract<AshaVerdict, { decision: 'stop' }> & { reason: string });
+export const trialVerdictQuery = defineQuery<TrialVerdict, [{ jobId: string; step: number }]>('trialVerdict');

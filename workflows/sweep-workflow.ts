@@ -1,6 +1,6 @@
 import { allHandlersFinished, CancellationScope, condition, continueAsNew, getExternalWorkflowHandle, ParentClosePolicy, proxyActivities, proxyLocalActivities, setHandler, startChild, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
 import type { ControlActivities } from '../activities/control.ts';
-import { ashaReport, ashaRungSteps, ashaSettings, ashaStopReason, emptyAshaState, type AshaState } from '../domain/asha.ts';
+import { ashaReport, ashaRungSteps, ashaSettings, ashaStopReason, ashaVerdict, emptyAshaState, type AshaState } from '../domain/asha.ts';
 import { sweepTrialCount } from '../domain/sweep-spec.ts';
 import { guarded } from './guarded.ts';
 import { cancelJobSignal, preemptJobSignal } from './job-messages.ts';
@@ -8,7 +8,7 @@ import { jobStartSearchAttributes, jobWorkflowInput } from './job-start.ts';
 import type { JobWorkflowFn } from './job/job-attempt.ts';
 import { isCancelRequest, isTrialEnded } from './message-guards.ts';
 import { jobWorkflowId } from './names.ts';
-import { cancelSweepSignal, sweepStatusQuery, trialEndedSignal, trialProgressSignal } from './sweep-messages.ts';
+import { cancelSweepSignal, sweepStatusQuery, trialEndedSignal, trialProgressSignal, trialVerdictQuery, type TrialVerdict } from './sweep-messages.ts';
 import type { ActiveTrial, RungRecord, SweepProgress, SweepResult, SweepWorkflowInput, TrialTally } from './types.ts';
 
 /** Loop turns a run makes before it continues as new: a turn is a few events, so a run stays well under Temporal's limits. */
@@ -79,6 +79,11 @@ export async function sweepWorkflow(input: SweepWorkflowInput): Promise<SweepRes
     woken = true;
   });
   setHandler(sweepStatusQuery, () => ({ started, total, active: [...active.values()], tally: { ...tally }, cancelled: cancelReason !== undefined }));
+  setHandler(trialVerdictQuery, (q): TrialVerdict => {
+    if (!ashaState || typeof q?.jobId !== 'string' || typeof q.step !== 'number') return { decision: 'continue' };
+    const v = ashaVerdict(ashaState, q.jobId, q.step);
+    return v.decision === 'stop' ? { ...v, reason: ashaStopReason(sweepId, v) } : v;
+  });
   CancellationScope.current().cancelRequested.catch(() => {
     cancelReason ??= 'cancelled in Temporal (workflow cancel request)';
   });

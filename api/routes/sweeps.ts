@@ -1,9 +1,10 @@
 /** Sweeps (docs/sweeps.md): created here, run by their workflows (workflows/sweep-workflow.ts). */
 import { randomInt } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
 import { bestCandidates } from '../../db/queries/checkpoints.ts';
 import { ensureExperiment, ensureProject, findProjectId, primaryMetricSettings } from '../../db/queries/projects.ts';
-import { getSweep, insertSweep, listSweeps, sweepScopeNames, sweepTrialRows, trialCounts, type TrialRow } from '../../db/queries/sweeps.ts';
+import { ashaSweepOfRun, getSweep, insertSweep, listSweeps, sweepOfKey, sweepScopeNames, sweepTrialRows, trialCounts, type TrialRow } from '../../db/queries/sweeps.ts';
 import { newId } from '../../db/ids.ts';
 import type { Sweep } from '../../db/schema.ts';
 import { ashaRungSteps, ashaSettings, compareValues } from '../../domain/asha.ts';
@@ -11,14 +12,22 @@ import { bestCheckpoint } from '../../domain/best-checkpoint.ts';
 import { encodeValue } from '../../domain/metrics.ts';
 import { resolvePrimaryMetric, trainCounterpart } from '../../domain/primary-metric.ts';
 import { SweepSpecError, sweepMetricOf, sweepTrialCount, validateSweepSpec, type SweepGoal, type SweepSpec } from '../../domain/sweep-spec.ts';
-import { signalCancelSweep, startSweepWorkflow } from '../../temporal/sweep-ops.ts';
+import { queryTrialVerdict, signalCancelSweep, startSweepWorkflow } from '../../temporal/sweep-ops.ts';
 import { allows, visibleProjectIds } from '../auth.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
-import { CancelSweepBody, SweepDetailSchema, SweepListQuery, SweepListSchema, SweepSchema, SweepSpecSchema } from '../schemas/sweeps.ts';
+import { IdempotencyHeaders } from '../schemas/runs.ts';
+import { requestHash } from '../idempotency.ts';
+import { CancelSweepBody, RungVerdictQuery, RungVerdictSchema, SweepDetailSchema, SweepListQuery, SweepListSchema, SweepSchema, SweepSpecSchema } from '../schemas/sweeps.ts';
+import { runOrNotFound } from './runs.ts';
 
 type Names = { project: string | null; experiment: string | null };
+
+const KEY_RE = /^[\x20-\x7E]{1,200}$/;
+const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
+/** Thrown inside the create's transaction to roll back a sweep whose Idempotency-Key a concurrent create took. */
+class KeyTaken extends Error {}
 type Counts = { trials: number; running: number; ended: number };
 
 function sweepJson(s: Sweep, names: Names, counts: Counts | undefined) {
@@ -109,6 +118,15 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
     return { trial: first.trial.trial, job_id: first.job.id, run_id: first.runId, value: encodeValue(b.value), step: b.step, checkpoint_id: null, fallback: false };
   }
 
+  /** A create whose Idempotency-Key was seen: the sweep it made, its workflow started if it is not running (the first create's start may have failed). */
+  async function replayCreate(reply: FastifyReply, seen: Sweep, hash: string) {
+    if (seen.requestHash !== hash) {
+      throw new DomainError('conflict', `Idempotency-Key ${JSON.stringify(seen.idempotencyKey)} was already used with a different sweep file (sweep ${seen.id}); use a new key for a new sweep`);
+    }
+    if (seen.state === 'RUNNING') await startSweepWorkflow(client, seen, sweepStart).catch((err: unknown) => reply.log.warn({ err, sweepId: seen.id }, 'sweep: its workflow was not started; the control worker will'));
+    return reply.status(201).header('idempotent-replayed', 'true').send(await detail(seen));
+  }
+
   app.post(
     '/sweeps',
     {
@@ -116,32 +134,61 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         tags: ['sweeps'],
         summary: 'Create a sweep: its workflow starts its trials as TRAIN jobs',
         description: 'The body is the sweep file as JSON (docs/sweeps.md). A mistake is answered 400 naming its field, and nothing is created.',
+        headers: IdempotencyHeaders,
         body: SweepSpecSchema,
-        response: { 201: SweepDetailSchema },
+        response: { 201: SweepDetailSchema, ...Conflict },
       },
-      // The domain's validator is the one rule (gpuctl checks a file with it before sending): it names the field.
-      validatorCompiler: () => (data: unknown) => {
-        try {
-          return { value: validateSweepSpec(data) };
-        } catch (err) {
-          if (err instanceof SweepSpecError) return { error: new Error(`sweep file: ${err.message}`) };
-          throw err;
-        }
-      },
+      // The domain's validator is the one rule for the body (gpuctl checks a file with it before sending): it names the field.
+      validatorCompiler: ({ httpPart }) =>
+        httpPart === 'headers'
+          ? (data: unknown) => {
+              const key = (data as Record<string, unknown>)['idempotency-key'];
+              return key === undefined || (typeof key === 'string' && KEY_RE.test(key)) ? { value: data } : { error: new Error(BAD_KEY) };
+            }
+          : (data: unknown) => {
+              try {
+                return { value: validateSweepSpec(data) };
+              } catch (err) {
+                if (err instanceof SweepSpecError) return { error: new Error(`sweep file: ${err.message}`) };
+                throw err;
+              }
+            },
     },
     async (req, reply) => {
       const given = req.body as SweepSpec;
+      // Keys are per project, as a job submit's: a retried create (the same key and body) answers the sweep the first made.
+      const key = req.headers['idempotency-key'];
+      const hash = key === undefined ? null : requestHash(given);
+      if (key !== undefined) {
+        const existing = given.project ? await findProjectId(db, given.project) : null;
+        const seen = existing === undefined ? undefined : await sweepOfKey(db, existing, key);
+        if (seen) return replayCreate(reply, seen, hash!);
+      }
       if (given.experiment && !given.project) throw new DomainError('invalid', 'sweep file: experiment: needs a project');
       const settings = given.project ? await primaryMetricSettings(db, given.project, given.experiment) : undefined;
       const primary = resolvePrimaryMetric(settings?.experiment ?? null, settings?.project ?? null);
       // Filled in, so that the sweep is replayed exactly: the seed its random points came from, the metric it compared.
       const spec: SweepSpec = { ...given, metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) };
       const p = req.principal;
-      const s = await db.transaction(async (tx) => {
-        const projectId = spec.project ? await ensureProject(tx, spec.project) : null;
-        const experimentId = projectId && spec.experiment ? await ensureExperiment(tx, projectId, spec.experiment) : null;
-        return insertSweep(tx, { id: newId('swp'), projectId, experimentId, spec, state: 'RUNNING', createdBy: p && 'name' in p ? p.name : null });
-      });
+      let projectId: string | null = null;
+      const s = await db
+        .transaction(async (tx) => {
+          projectId = spec.project ? await ensureProject(tx, spec.project) : null;
+          const experimentId = projectId && spec.experiment ? await ensureExperiment(tx, projectId, spec.experiment) : null;
+          const made = await insertSweep(tx, { id: newId('swp'), projectId, experimentId, spec, state: 'RUNNING', createdBy: p && 'name' in p ? p.name : null, idempotencyKey: key ?? null, requestHash: hash });
+          // The key is taken: a concurrent create with it committed while this one waited.
+          if (!made) throw new KeyTaken();
+          return made;
+        })
+        .catch((err: unknown) => {
+          if (err instanceof KeyTaken) return null;
+          throw err;
+        });
+      if (!s) {
+        const seen = await sweepOfKey(db, projectId, key!);
+        if (!seen) throw new DomainError('unavailable', 'a concurrent request with the same Idempotency-Key did not finish; try again');
+        return replayCreate(reply, seen, hash!);
+      }
       // Temporal away: the control worker's reconciler starts it within a minute.
       await startSweepWorkflow(client, s, sweepStart).catch((err: unknown) => req.log.warn({ err, sweepId: s.id }, 'sweep: its workflow was not started; the control worker will'));
       return reply.status(201).send(await detail(s));
@@ -200,5 +247,33 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
       return reply.status(202).send(sweepJson(s, names.get(s.id) ?? { project: null, experiment: null }, counts.get(s.id)));
     },
   );
-};
 
+  app.get(
+    '/runs/:id/rung-verdict',
+    {
+      schema: {
+        tags: ['sweeps'],
+        summary: "An ASHA trial's verdict at the rung its step reached: continue, stop or pending (the SDK waits for it at each rung)",
+        params: IdParams,
+        querystring: RungVerdictQuery,
+        response: { 200: RungVerdictSchema, ...NotFound },
+      },
+    },
+    async (req) => {
+      const run = await runOrNotFound(db, req.params.id);
+      const trial = await ashaSweepOfRun(db, run.id);
+      // Not a trial of a running asha sweep: nothing to wait for.
+      if (!trial) return { decision: 'continue' as const, rung: null, step: null, reason: null };
+      const step = Number(req.query.step);
+      const deadline = Date.now() + Number(req.query.wait_s ?? 10) * 1000;
+      for (;;) {
+        // The trial's metric write woke the sweep (api/sweep-waker.ts): the verdict is usually there within a workflow task.
+        const v = await queryTrialVerdict(client, trial.sweepId, trial.jobId, step);
+        if (v?.decision === 'continue') return { decision: 'continue' as const, rung: null, step: null, reason: null };
+        if (v?.decision === 'stop') return { decision: 'stop' as const, rung: v.rung, step: v.step, reason: 'reason' in v ? v.reason : null };
+        if (Date.now() >= deadline) return { decision: 'pending' as const, rung: v?.rung ?? null, step: v?.step ?? null, reason: null };
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+  );
+};

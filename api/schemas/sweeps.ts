@@ -110,3 +110,20 @@ export const SweepDetailSchema = Type.Intersect([
 export const SweepListSchema = Type.Object({ sweeps: Type.Array(SweepSchema) });
 export const SweepListQuery = Type.Object({ project: Type.Optional(Type.String({ minLength: 1 })) }, { additionalProperties: false });
 export const CancelSweepBody = Type.Optional(Type.Object({ reason: Type.Optional(Type.String({ maxLength: 500 })) }, { additionalProperties: false }));
+
+export const RungVerdictQuery = Type.Object(
+  {
+    step: Type.String({ pattern: '^[0-9]{1,15}$', description: "the step at which the trial logged the sweep's metric" }),
+    wait_s: Type.Optional(Type.String({ pattern: '^(?:[0-9]|[12][0-9]|30)$', description: 'wait up to this many seconds (0-30, default 10) for a verdict that is still pending' })),
+  },
+  { additionalProperties: false },
+);
+
+export const RungVerdictSchema = Type.Object({
+  decision: Type.Union([Type.Literal('continue'), Type.Literal('stop'), Type.Literal('pending')], {
+    description: 'continue: go on training; stop: the sweep stopped the trial here (SIGTERM follows); pending: not weighed yet (the wait ran out)',
+  }),
+  rung: Nullable(Type.Integer({ description: 'the rung (0-based) the verdict is about; null for continue' })),
+  step: Nullable(Type.Integer({ description: "that rung's step" })),
+  reason: Nullable(Type.String({ description: "stop: the reason the trial's job ends with" })),
+});

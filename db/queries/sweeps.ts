@@ -16,8 +16,18 @@ import { rawPoints, summaries, summariesOfRuns, type SummaryRow } from './metric
 
 export type NewSweep = typeof sweeps.$inferInsert;
 
-export async function insertSweep(ex: Executor, s: NewSweep): Promise<Sweep> {
-  const [row] = await ex.insert(sweeps).values(s).returning();
+/** Inserts a sweep; undefined when its Idempotency-Key is taken in its project's key space (a concurrent create waits for the other to end). */
+export async function insertSweep(ex: Executor, s: NewSweep): Promise<Sweep | undefined> {
+  const [row] = await ex.insert(sweeps).values(s).onConflictDoNothing().returning();
+  return row;
+}
+
+/** The sweep a create's Idempotency-Key made in a project's key space (null: no project), or undefined. */
+export async function sweepOfKey(ex: Executor, projectId: string | null, key: string): Promise<Sweep | undefined> {
+  const [row] = await ex
+    .select()
+    .from(sweeps)
+    .where(and(sql`coalesce(${sweeps.projectId}, '') = ${projectId ?? ''}`, eq(sweeps.idempotencyKey, key)));
   return row;
 }
 
@@ -186,11 +196,11 @@ export async function sweepScopeNames(ex: Executor, ids: readonly string[]): Pro
 }
 
 /** The RUNNING asha sweep a run's job is a trial of: its id, metric and rungs' source; null when none. */
-export async function ashaSweepOfRun(ex: Executor, runId: string): Promise<{ sweepId: string; spec: SweepSpec } | null> {
-  const [r] = await queryRows<{ id: string; spec: SweepSpec }>(
+export async function ashaSweepOfRun(ex: Executor, runId: string): Promise<{ sweepId: string; spec: SweepSpec; jobId: string } | null> {
+  const [r] = await queryRows<{ id: string; spec: SweepSpec; job_id: string }>(
     ex,
-    sql`select s.id, s.spec from runs r join sweep_trials t on t.job_id = r.job_id join sweeps s on s.id = t.sweep_id
+    sql`select s.id, s.spec, t.job_id from runs r join sweep_trials t on t.job_id = r.job_id join sweeps s on s.id = t.sweep_id
         where r.id = ${runId} and s.state = 'RUNNING' and s.spec->>'method' = 'asha'`,
   );
-  return r ? { sweepId: r.id, spec: r.spec } : null;
+  return r ? { sweepId: r.id, spec: r.spec, jobId: r.job_id } : null;
 }

@@ -1,5 +1,5 @@
 import { sql, type InferSelectModel } from 'drizzle-orm';
-import { check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { check, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import type { SweepSpec } from '../../domain/sweep-spec.ts';
 import type { SweepState } from '../../domain/sweep-state.ts';
 import { createdAt, ts } from './columns.ts';
@@ -23,8 +23,15 @@ export const sweeps = pgTable(
     createdBy: text('created_by'),
     createdAt: createdAt(),
     endedAt: ts('ended_at'),
+    /** The create's Idempotency-Key, unique in its project's key space ('' for no project), and the sha256 of the body it came with. */
+    idempotencyKey: text('idempotency_key'),
+    requestHash: text('request_hash'),
   },
-  (t) => [check('sweeps_state_known', sql`${t.state} in ('RUNNING', 'SUCCEEDED', 'CANCELLED')`), index('sweeps_created').on(t.createdAt)],
+  (t) => [
+    check('sweeps_state_known', sql`${t.state} in ('RUNNING', 'SUCCEEDED', 'CANCELLED')`),
+    index('sweeps_created').on(t.createdAt),
+    uniqueIndex('sweeps_idempotency_key').using('btree', sql`coalesce(${t.projectId}, '')`, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
+  ],
 );
 export type Sweep = InferSelectModel<typeof sweeps>;
 

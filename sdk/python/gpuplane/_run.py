@@ -28,6 +28,7 @@ from ._encode import Batch, Encoder, clean_json
 from ._flusher import EventItem as _EventItem, Flusher
 from ._http import ApiError, AuthContext, dumps, finish_run
 from ._offline import OfflineFile, file_path, notice, offline_dir, upload_command
+from ._rung import RungGate
 from ._warn import GpuplaneWarning, _warn  # GpuplaneWarning: gpuplane exports it from here
 
 __version__ = "0.1.0"
@@ -128,6 +129,8 @@ class Run(Flusher):
         self._spill_wanted = False  # log() found the buffer full while the API was failing
         self._spill_broken = False  # the offline file could not be written: drop past the bound
         self._thread = threading.Thread(target=self._flusher, name="gpuplane-flusher", daemon=True)
+        # A trial of an ASHA sweep: where log() waits for the sweep's verdict (sdk/python/gpuplane/_rung.py).
+        self._rung = RungGate() if self.attached and mode == "online" and not muted else None
 
     # ---- the user's side ------------------------------------------------------------------
 
@@ -173,6 +176,18 @@ class Run(Flusher):
         elif p >= self._kick_at and not self._kicked:
             self._kicked = True
             self._wake.set()
+        if self._rung is not None and self._rung.reached(step, data) and self._id is not None:
+            self._rung.wait(step, self._id, self.api_url, self._token, self._auth, self.settings.request_timeout_s, self._sent)
+
+    def _sent(self) -> Optional[bool]:
+        """For a rung's wait: whether every point logged so far is stored (None: it will not be, now)."""
+        if self._failing or self._auth_error is not None or self._setup_error is not None or self._off:
+            return None
+        with self._lock:
+            left = self._pending
+        if left:
+            self._wake.set()
+        return left == 0
 
     def event(self, kind: str, message: str, data: Optional[Mapping[str, Any]] = None, level: str = "info") -> None:
         """Records an event (kind like "checkpoint.saved"); sent in order with the metrics."""
