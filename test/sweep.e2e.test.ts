@@ -97,6 +97,9 @@ describe('sweeps, end to end', () => {
     // Every point of the grid once, in the documented order (names sorted, the last fastest).
     expect(jobs.map((j) => j.params)).toEqual([16, 32, 64].flatMap((batch) => [0.1, 0.01, 0.001].map((lr) => ({ batch, lr }))));
     expect(jobs.every((j) => j.env.GPUPLANE_SWEEP_ID === id)).toBe(true);
+    // Each trial's run is tagged with its sweep and trial.
+    const tags = (await db.query<{ system_tags: Record<string, string> }>('select r.system_tags from sweep_trials t join runs r on r.job_id = t.job_id where t.sweep_id = $1 order by t.trial', [id])).rows;
+    expect(tags.map((r) => r.system_tags)).toEqual(jobs.map((j) => ({ sweep: id, 'sweep.trial': String(j.trial) })));
     const overlap = maxOverlap(jobs);
     expect(overlap).toBeLessThanOrEqual(3);
     expect(overlap).toBeGreaterThanOrEqual(2);

@@ -1,7 +1,7 @@
 import { and, eq, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { newId } from '../ids.ts';
-import { runs, type Job } from '../schema.ts';
+import { runs, sweepTrials, type Job } from '../schema.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
 
 /** attemptRunIs: the predicate "the run of this attempt", the one place it is written. */
@@ -28,11 +28,13 @@ export async function endAttemptRun(ex: Executor, jobId: string, attempt: number
 
 /**
  * createAttemptRun inserts the run of an attempt of a job (running, named `<job>#<attempt>`, with
- * the job's params) and returns its id. The first attempt's run of a job that resumes from a
+ * the job's params; a sweep's trial with system tags `sweep` and `sweep.trial`) and returns its id. The first attempt's run of a job that resumes from a
  * checkpoint (a fork) records it as forked_from; a later attempt continues its own job's chain.
  */
 export async function createAttemptRun(ex: Executor, job: Job, attempt: number): Promise<string> {
   const id = newId('run');
+  // A sweep's trial (its environment names the sweep; the table says so for sure) is tagged with it: `gpuctl runs`, MLflow's search and the console show which.
+  const [trial] = job.env.GPUPLANE_SWEEP_ID ? await ex.select({ sweepId: sweepTrials.sweepId, trial: sweepTrials.trial }).from(sweepTrials).where(eq(sweepTrials.jobId, job.id)) : [];
   await ex.insert(runs).values({
     id,
     projectId: job.projectId,
@@ -44,6 +46,7 @@ export async function createAttemptRun(ex: Executor, job: Job, attempt: number):
     status: 'running',
     params: job.params,
     forkedFromCheckpointId: attempt === 1 ? job.resumeFrom : null,
+    systemTags: trial ? { sweep: trial.sweepId, 'sweep.trial': String(trial.trial) } : {},
   });
   return id;
 }
