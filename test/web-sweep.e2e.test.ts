@@ -158,4 +158,17 @@ describe('web console: sweeps', () => {
     await page.locator(`[data-chart="sweep:${s.id}"][data-lines="${s.leaderboard.filter((t) => t.run_id).length}"]`).waitFor({ timeout: 15_000 });
     expect(await attr(page, '[data-scatter="lr"]', 'data-points')).toBe(String(s.leaderboard.filter((t) => t.best).length));
   });
+
+  it("cancels a running sweep from its page: its trials are cancelled, none more starts, and the button goes", async () => {
+    const s0 = await c.client.request<SweepDetailJson>('POST', '/sweeps', { project: 'web-sweep', experiment: 'cancel', command: 'sleep 120', gpus: 1, method: 'grid', max_concurrent: 2, parameters: { x: { values: [1, 2, 3, 4] } } });
+    await page.goto(`${c.apiUrl}/?token=${encodeURIComponent(c.token)}#/sweeps/${s0.id}`);
+    await until('two trials running', async () => (await c.client.request<SweepDetailJson>('GET', `/sweeps/${s0.id}`)).trials.running === 2, 60_000);
+    await page.locator('button[data-action="cancel-sweep"]').click();
+    const s = await ended(s0.id);
+    expect(s.state).toBe('CANCELLED');
+    expect(s.reason).toBe('cancelled by user: cancelled from the console; 2 trials: 0 succeeded, 0 failed, 0 stopped by ASHA, 2 cancelled');
+    expect(s.trials).toMatchObject({ total: 4, started: 2, running: 0, ended: 2 });
+    await expect.poll(() => attr(page, 'h1 [data-state]', 'data-state'), { timeout: 15_000 }).toBe('CANCELLED');
+    expect(await page.locator('button[data-action="cancel-sweep"]').count()).toBe(0);
+  });
 });

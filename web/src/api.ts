@@ -147,6 +147,7 @@ export const api = {
   lineage: (q: LineageQuery) => get<Lineage>('/lineage', q),
   sweeps: (q: SweepsQuery = {}) => get<{ sweeps: Sweep[] }>('/sweeps', q).then((r) => r.sweeps),
   sweep: (id: string) => get<SweepDetail>(`/sweeps/${encodeURIComponent(id)}`),
+  cancelSweep: (id: string) => call<Sweep>('POST', `/sweeps/${encodeURIComponent(id)}/cancel`, { reason: 'cancelled from the console' }),
   evaluate: (id: string, body: StartEvaluationBody) => call<Evaluation>('POST', `/checkpoints/${encodeURIComponent(id)}/evaluations`, body),
   /** The files and folders in one folder of a run's artifacts (`<experiment id>/<run id>/artifacts[/<dir>]`); none for a folder that is not there. */
   artifacts: (dir: string): Promise<ArtifactFile[]> =>
