@@ -125,5 +125,17 @@ describe.each([
       const pass = await runSchedulePass(db, 3_600_000, new Date(10_000));
       expect(pass.placements.map((p) => p.jobId)).toEqual(['small']);
     }
+    // Ties of priority go in submit order, as in the pass, whatever order their workflows queued
+    // them in: the one submitted first and queued last gets the card.
+    {
+      const { db } = await open();
+      await upsertNodeOnline(db, { nodeId: 'h3', hostname: 'h', labels: {}, gpus: fakeGpus('h3', 1) });
+      for (const [id, submitted, queued] of [['first', 1_000, 3_000], ['second', 2_000, 2_500]] as const) {
+        await insertJob(db, { ...newJob(id, 1), createdAt: new Date(submitted) });
+        await db.transaction((tx) => transitionJob(tx, { jobId: id, attempt: 1, from: ['CREATED'], to: 'QUEUED', job: { queuedAt: new Date(queued) } }));
+      }
+      const r = await db.transaction((tx) => handOnFreedCards(tx, 3_600_000, new Date(10_000)));
+      expect(r.placed.map((p) => p.jobId)).toEqual(['first']);
+    }
   });
 });

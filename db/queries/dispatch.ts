@@ -5,7 +5,7 @@
  * a QUEUED → DISPATCHING move.
  */
 import { sql } from 'drizzle-orm';
-import { queryRows, type Db, type Executor } from '../client.ts';
+import { epochMs, queryRows, type Db, type Executor } from '../client.ts';
 import { placementMembers, planPlacements, type Placement } from '../../domain/placement.ts';
 import { nodeRooms } from './node-rooms.ts';
 import { fairShareMatters } from './quotas.ts';
@@ -159,9 +159,13 @@ export const HAND_ON_HEAD = 64;
  * scheduler's pass places them.
  */
 export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<{ placed: Placement[]; wholePass: boolean }> {
-  const queue = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null; avoid: string | null }>(
+  // The pass's order (domain/placement.ts queueOrder): priority, then submit time to the millisecond (a re-queued or
+  // retried job keeps its place), then id. Ordered by queue time, two jobs whose workflows queued them out of submit
+  // order started out of it, and a preempted job re-queued went to the back here but not in the pass.
+  const queue = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null; submitted_ms: number; avoid: string | null }>(
     ex,
-    sql`select j.id, j.attempt, j.gpus, j.nodes, j.selector, j.priority, j.queued_at, ${AVOID_NODE} as avoid from jobs j where j.state = 'QUEUED' order by j.priority desc, j.queued_at asc nulls last, j.id limit ${HAND_ON_HEAD + 1}`,
+    sql`select j.id, j.attempt, j.gpus, j.nodes, j.selector, j.priority, j.queued_at, ${epochMs(sql`j.created_at`)} as submitted_ms, ${AVOID_NODE} as avoid from jobs j where j.state = 'QUEUED'
+        order by j.priority desc, date_trunc('milliseconds', j.created_at), j.id limit ${HAND_ON_HEAD + 1}`,
   );
   if (queue.length === 0) return { placed: [], wholePass: false };
   if (await fairShareMatters(ex)) return { placed: [], wholePass: true };
@@ -170,7 +174,7 @@ export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date):
     return await (ex as Db).transaction(async (sp) => {
       const rooms = await nodeRooms(sp);
       const planned = planPlacements(
-        queue.slice(0, HAND_ON_HEAD).map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, nodes: q.nodes, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now, avoid: q.avoid })),
+        queue.slice(0, HAND_ON_HEAD).map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, nodes: q.nodes, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now, submittedAt: new Date(Number(q.submitted_ms)), avoid: q.avoid })),
         rooms,
         now,
         holdMs,
