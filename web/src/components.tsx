@@ -114,3 +114,12 @@ export function EventList({ events }: { events: RunEvent[] }) {
     </table>
   );
 }
+
+/** The button-styled link to a workflow's page in the Temporal UI (useWorkflowUrl), or nothing when there is none. */
+export function WorkflowLink({ url }: { url: string | null }) {
+  return url ? (
+    <a class="button" href={url} target="_blank" rel="noreferrer">
+      Workflow in Temporal ↗
+    </a>
+  ) : null;
+}

@@ -6,8 +6,9 @@
 import { useState } from 'preact/hooks';
 import { canTransition, isTerminal } from '../../../domain/job-states.ts';
 import { shellJoin } from '../../../domain/shell-quote.ts';
+import { useAction, useWorkflowUrl } from '../actions.ts';
 import { api } from '../api.ts';
-import { ErrorBox, EventList, JobLink, JobStateBadge, Loading, RunLink, Section, When } from '../components.tsx';
+import { ErrorBox, EventList, JobLink, JobStateBadge, Loading, RunLink, Section, When, WorkflowLink } from '../components.tsx';
 import { placementLine } from '../gang.ts';
 import { Members } from './job-members.tsx';
 import { useResource } from '../live.ts';
@@ -67,9 +68,9 @@ export function JobPage({ id }: { id: string }) {
   const job = useResource(() => api.job(id), [id], { topics: ['jobs', 'events'], jobId: id });
   const events = useResource(() => api.jobEvents(id), [id], { topics: ['events', 'jobs'], jobId: id });
   const runs = useResource(() => api.runs({ job: id }), [id], { topics: ['runs'] });
-  const info = useResource(() => api.info(), [], { topics: [] });
+  const workflowUrl = useWorkflowUrl(`job/${id}`);
   const [retrying, setRetrying] = useState(false);
-  const [actionError, setActionError] = useState<Error | null>(null);
+  const action = useAction(job.reload);
   const [logAttempt, setLogAttempt] = useState<number | null>(null);
   const [logRank, setLogRank] = useState(0);
   const j = job.data;
@@ -78,17 +79,7 @@ export function JobPage({ id }: { id: string }) {
   // A gang's members each have a log; an attempt with fewer ranks than the one picked shows rank 0.
   const ranks = logRanks(j.attempts.find((a) => a.attempt === attempt)?.config);
   const rank = ranks.includes(logRank) ? logRank : 0;
-  const tui = info.data?.temporal_ui;
-  const workflowUrl = tui ? `${tui.replace(/\/$/, '')}/namespaces/${encodeURIComponent(info.data?.namespace ?? 'default')}/workflows/${encodeURIComponent(`job/${j.id}`)}` : null;
-  const cancel = async () => {
-    setActionError(null);
-    try {
-      await api.cancel(j.id);
-      job.reload();
-    } catch (err) {
-      setActionError(err as Error);
-    }
-  };
+  const cancel = () => action.run(() => api.cancel(j.id));
   return (
     <>
       <h1>
@@ -104,14 +95,10 @@ export function JobPage({ id }: { id: string }) {
               {retrying ? 'Close' : 'Retry…'}
             </button>
           )}
-          {workflowUrl && (
-            <a class="button" href={workflowUrl} target="_blank" rel="noreferrer">
-              Workflow in Temporal ↗
-            </a>
-          )}
+          <WorkflowLink url={workflowUrl} />
         </span>
       </h1>
-      <ErrorBox error={actionError} />
+      <ErrorBox error={action.error} />
       <p class="muted">
         {j.type} · attempt {j.attempt} · {placementLine(j)} · priority {j.priority} · submitted <When at={j.created_at} />
         {j.parent_job_id && (

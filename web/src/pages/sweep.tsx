@@ -4,12 +4,12 @@
  * metric overlaid on one chart (each trial its colour, kept as the leaderboard reorders), and a
  * scatter of each trial's best value against each parameter.
  */
+import { useAction, useWorkflowUrl } from '../actions.ts';
 import { api } from '../api.ts';
 import { MetricChart, type ChartRun } from '../charts/metric-chart.tsx';
 import { ParamScatter } from '../charts/param-scatter.tsx';
 import { listedValues, scatterAxis } from '../charts/scatter.ts';
-import { ErrorBox, Loading, Section, StateBadge } from '../components.tsx';
-import { useState } from 'preact/hooks';
+import { ErrorBox, Loading, Section, StateBadge, WorkflowLink } from '../components.tsx';
 import { useLive, usePollWhile, useResource } from '../live.ts';
 import { num, type SweepDetail } from '../types.ts';
 import { BestTrial, Leaderboard, Settings } from './sweep-parts.tsx';
@@ -48,8 +48,8 @@ function Scatters({ s, params }: { s: SweepDetail; params: string[] }) {
 
 export function SweepPage({ id }: { id: string }) {
   const sweep = useResource(() => api.sweep(id), [id], { topics: ['jobs', 'runs', 'checkpoints'] });
-  const info = useResource(() => api.info(), [], { topics: [] });
-  const [actionError, setActionError] = useState<Error | null>(null);
+  const workflowUrl = useWorkflowUrl(`sweep/${id}`);
+  const action = useAction(sweep.reload);
   const s = sweep.data;
   // New points of its trials' runs move the leaderboard's values (the chart follows them by itself);
   // the job list makes it a filter even before any trial has a run.
@@ -58,18 +58,8 @@ export function SweepPage({ id }: { id: string }) {
   usePollWhile(s?.state === 'RUNNING', SWEEP_POLL_MS, sweep.reload);
   if (!s) return sweep.error ? <ErrorBox error={sweep.error} /> : <Loading what={`sweep ${id}`} />;
   const params = paramNames(s);
-  const tui = info.data?.temporal_ui;
-  const workflowUrl = tui ? `${tui.replace(/\/$/, '')}/namespaces/${encodeURIComponent(info.data?.namespace ?? 'default')}/workflows/${encodeURIComponent(`sweep/${s.id}`)}` : null;
   // The same cancel as gpuctl sweep cancel: the trials that have not ended are cancelled, and no more start.
-  const cancel = async () => {
-    setActionError(null);
-    try {
-      await api.cancelSweep(s.id);
-      sweep.reload();
-    } catch (err) {
-      setActionError(err as Error);
-    }
-  };
+  const cancel = () => action.run(() => api.cancelSweep(s.id));
   // In trial order, so that a trial keeps its line (and the chart its data) as the leaderboard reorders.
   const curves: ChartRun[] = [...s.leaderboard].sort((a, b) => a.trial - b.trial).flatMap((t) => (t.run_id ? [{ id: t.run_id, label: `trial ${t.trial}`, color: t.trial }] : []));
   return (
@@ -82,14 +72,10 @@ export function SweepPage({ id }: { id: string }) {
               Cancel
             </button>
           )}
-          {workflowUrl && (
-            <a class="button" href={workflowUrl} target="_blank" rel="noreferrer">
-              Workflow in Temporal ↗
-            </a>
-          )}
+          <WorkflowLink url={workflowUrl} />
         </span>
       </h1>
-      <ErrorBox error={actionError} />
+      <ErrorBox error={action.error} />
       {s.reason && (
         <p class="muted" data-testid="sweep-reason">
           {s.reason}
