@@ -19,7 +19,8 @@
  *    attempts through a PassCache (db/queries/pass-cache.ts: only the rows changed since the last
  *    pass are read in full). Since the passes are rolled back, before each one 200 queued jobs and
  *    800 running jobs' attempts are rewritten (untimed), about what a pass placing 800 jobs leaves
- *    changed, so that the cache reads again what it would in a busy scheduler. Beside each median,
+ *    changed, so that the cache reads again what it would in a busy scheduler; and once more with
+ *    nothing rewritten (a pass soon after another on a quiet cluster). Beside each median,
  *    the CPU a pass costs, which other work on the machine changes less than the wall time: node's
  *    (process.cpuUsage, all its threads; median) and the pass's PostgreSQL backend's (/proc; mean).
  *    Peer: the same rows with no project and no quota (the plain order; only priority preempts).
@@ -98,9 +99,9 @@ const CHURN_QUEUED = 200;
 const CHURN_RUNNING = 800;
 
 /** Rewrites CHURN_QUEUED queued jobs' rows and CHURN_RUNNING running jobs' attempts, unchanged in value: the PassCache reads them again. */
-async function churn(db: Db): Promise<void> {
-  await db.execute(sql`update jobs set priority = priority where id in (select id from jobs where state = 'QUEUED' order by random() limit ${CHURN_QUEUED})`);
-  await db.execute(sql`update job_attempts a set state = a.state from (select id, attempt from jobs where state = 'RUNNING' order by random() limit ${CHURN_RUNNING}) r where a.job_id = r.id and a.attempt = r.attempt`);
+async function churn(db: Db, queued = CHURN_QUEUED, running = CHURN_RUNNING): Promise<void> {
+  if (queued > 0) await db.execute(sql`update jobs set priority = priority where id in (select id from jobs where state = 'QUEUED' order by random() limit ${queued})`);
+  if (running > 0) await db.execute(sql`update job_attempts a set state = a.state from (select id, attempt from jobs where state = 'RUNNING' order by random() limit ${running}) r where a.job_id = r.id and a.attempt = r.attempt`);
 }
 
 /** Projects p00..p19, quotas of 400 cards; the queue's jobs round-robin over them, the running ones skewed (p00 holds the most). */
@@ -123,7 +124,7 @@ async function spreadOverProjects(db: Db): Promise<void> {
  * its PassCache, and before each pass, untimed, CHURN_QUEUED queued jobs and CHURN_RUNNING running ones rewritten (the same
  * values, a new row version), so that the cache reads again what a pass after a busy one would; absent: all read every pass.
  */
-async function timePasses(db: Db, repeat: number, scheduler?: { usageCache: UsageCache; cache: PassCache }, warmup = 0): Promise<PassFigures> {
+async function timePasses(db: Db, repeat: number, scheduler?: { usageCache: UsageCache; cache: PassCache; churn?: [number, number] }, warmup = 0): Promise<PassFigures> {
   const times: number[] = [];
   const nodeCpu: number[] = [];
   const pgCpu: number[] = [];
@@ -131,7 +132,7 @@ async function timePasses(db: Db, repeat: number, scheduler?: { usageCache: Usag
   let preempted = 0;
   let phases: PassPhases = { queue: 0, rooms: 0, share: 0, plan: 0, apply: 0 };
   for (let i = -warmup; i < repeat; i++) {
-    if (scheduler) await churn(db);
+    if (scheduler) await churn(db, ...(scheduler.churn ?? [CHURN_QUEUED, CHURN_RUNNING]));
     const p: PassPhases = { queue: 0, rooms: 0, share: 0, plan: 0, apply: 0, preempt: 0 };
     const t0 = performance.now();
     await db
@@ -187,13 +188,15 @@ async function pass(pgUrl: (db: string) => string, adminUrl: string): Promise<vo
   // Each on fresh rows: a rolled-back pass leaves dead rows behind, which later passes would read.
   // `scheduler`: as the scheduler runs passes, its code already compiled (two passes not timed)
   // and the usage read through its UsageCache.
+  // The last: as the scheduler runs it, with nothing changed between passes (a pass soon after another on a quiet cluster).
   const runs = [
     { shared: true, scheduler: false },
     { shared: true, scheduler: true },
     { shared: false, scheduler: false },
+    { shared: true, scheduler: true, quiet: true },
   ];
   const figures = [];
-  for (const { shared, scheduler } of runs) {
+  for (const { shared, scheduler, quiet } of runs) {
     const name = `share_${shared ? 'quotas' : 'plain'}${scheduler ? '_scheduler' : ''}_${Date.now() % 100000}`;
     await createDatabase(adminUrl, name);
     const database = await openDatabase({ url: pgUrl(name) });
@@ -202,16 +205,17 @@ async function pass(pgUrl: (db: string) => string, adminUrl: string): Promise<vo
       // The running jobs' rows name their node and card, as a real placement's do (fill sets only gpu_slots).
       await database.db.execute(sql`update jobs j set node_id = s.node_id, gpu_indices = jsonb_build_array(s.index) from gpu_slots s where s.owner_job_id = j.id`);
       if (shared) await spreadOverProjects(database.db);
-      figures.push(scheduler ? await timePasses(database.db, repeat, { usageCache: new UsageCache(), cache: new PassCache() }, 2) : await timePasses(database.db, repeat));
+      figures.push(scheduler ? await timePasses(database.db, repeat, { usageCache: new UsageCache(), cache: new PassCache(), churn: quiet ? [0, 0] : undefined }, 2) : await timePasses(database.db, repeat));
     } finally {
       await database.close();
     }
   }
-  const [q, scheduler, plain] = figures;
+  const [q, scheduler, plain, quietScheduler] = figures;
   const ph = (p: PassPhases) => `queue ${p.queue.toFixed(0)}, rooms ${p.rooms.toFixed(0)}, share ${p.share.toFixed(0)}, plan ${p.plan.toFixed(0)}, apply ${p.apply.toFixed(0)}, preempt ${(p.preempt ?? 0).toFixed(0)}`;
   const cpu = (f: PassFigures) => `CPU a pass: node ${f.nodeCpuMs} ms, PostgreSQL ${f.pgCpuMs} ms`;
   say(`scheduling pass, 1,000 nodes × 8 cards, 10 % free, 10,000 queued in 20 projects with quotas of 400, preemption on: median ${q.medianMs} ms of ${repeat} (aim ≤ 150 ms); placed ${q.placed}, preempted ${q.preempted}; last pass ${ph(q.phases)} ms; ${cpu(q)}`);
   say(`  as the scheduler runs it (fresh rows; its code compiled by two passes not timed; the usage read through its UsageCache on the first of them, decayed after, as it does for 30 s; the queue and the running attempts through its PassCache, ${CHURN_QUEUED} queued and ${CHURN_RUNNING} running jobs changed before each pass): median ${scheduler.medianMs} ms; last pass ${ph(scheduler.phases)} ms; ${cpu(scheduler)}`);
+  say(`  as the scheduler runs it with nothing changed between passes (its PassCache reads no row again): median ${quietScheduler.medianMs} ms; last pass ${ph(quietScheduler.phases)} ms; ${cpu(quietScheduler)}`);
   say(`  peer: the same rows, no project and no quota: median ${plain.medianMs} ms (placed ${plain.placed}, preempted ${plain.preempted}; ${cpu(plain)}); quotas / plain ${(q.medianMs / plain.medianMs).toFixed(2)}×`);
 }
 
