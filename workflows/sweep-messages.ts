@@ -21,5 +21,5 @@ export interface SweepStatus {
 export const sweepStatusQuery = defineQuery<SweepStatus>('sweepStatus');
 
 /** An ASHA trial's verdict at the rung its `step` reached (the API asks for GET /runs/{id}/rung-verdict); a stop says why. */
-export type TrialVerdict = AshaVerdict | (Extract<AshaVerdict, { decision: 'stop' }> & { reason: string });
+export type TrialVerdict = Exclude<AshaVerdict, { decision: 'stop' }> | (Extract<AshaVerdict, { decision: 'stop' }> & { reason: string });
 export const trialVerdictQuery = defineQuery<TrialVerdict, [{ jobId: string; step: number }]>('trialVerdict');

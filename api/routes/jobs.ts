@@ -28,13 +28,12 @@ import { allows, mayRead, visibleProjectIds } from '../auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
-import { requestHash } from '../idempotency.ts';
+import { BAD_KEY, KeyTaken, requestHash } from '../idempotency.ts';
 import { fieldErrors } from '../schema-errors.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
 
 const WATCH_DIR_RULE = 'watch_dir must be relative to working_dir and stay inside working_dir: no `..` segment at all (not even `a/../b`)';
-const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
 /** The submit schema's refusals that have words of their own, by where and which rule. */
 const SUBMIT_ERRORS: Record<string, string> = {
   '/watch_dir pattern ': WATCH_DIR_RULE,
@@ -51,9 +50,6 @@ function submitError(e: FastifySchemaValidationError, dataVar: string): string |
   }
   return SUBMIT_ERRORS[`${e.instancePath} ${e.keyword} ${params.missingProperty ?? ''}`] ?? `${dataVar}${e.instancePath ?? ''} ${e.message}`;
 }
-
-/** Thrown inside the submit transaction to roll back a job whose Idempotency-Key another request took. */
-class KeyTaken extends Error {}
 
 /**
  * A checkpoint folder relative to the working dir, normalised (`./a//b/` is `a/b`). One that is

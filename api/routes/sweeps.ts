@@ -1,7 +1,7 @@
 /** Sweeps (docs/sweeps.md): created here, run by their workflows (workflows/sweep-workflow.ts). */
 import { randomInt } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { FastifyReply } from 'fastify';
+import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import { bestCandidates } from '../../db/queries/checkpoints.ts';
 import { ensureExperiment, ensureProject, findProjectId, primaryMetricSettings } from '../../db/queries/projects.ts';
 import { ashaSweepOfRun, getSweep, insertSweep, listSweeps, sweepOfKey, sweepScopeNames, sweepTrialRows, trialCounts, type TrialRow } from '../../db/queries/sweeps.ts';
@@ -18,16 +18,11 @@ import type { ApiDeps } from '../deps.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import { IdempotencyHeaders } from '../schemas/runs.ts';
-import { requestHash } from '../idempotency.ts';
+import { BAD_KEY, isIdempotencyKey, KeyTaken, requestHash } from '../idempotency.ts';
 import { CancelSweepBody, RungVerdictQuery, RungVerdictSchema, SweepDetailSchema, SweepListQuery, SweepListSchema, SweepSchema, SweepSpecSchema } from '../schemas/sweeps.ts';
 import { runOrNotFound } from './runs.ts';
 
 type Names = { project: string | null; experiment: string | null };
-
-const KEY_RE = /^[\x20-\x7E]{1,200}$/;
-const BAD_KEY = 'Idempotency-Key must be 1 to 200 printable ASCII characters';
-/** Thrown inside the create's transaction to roll back a sweep whose Idempotency-Key a concurrent create took. */
-class KeyTaken extends Error {}
 type Counts = { trials: number; running: number; ended: number };
 
 function sweepJson(s: Sweep, names: Names, counts: Counts | undefined) {
@@ -118,12 +113,17 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
     return { trial: first.trial.trial, job_id: first.job.id, run_id: first.runId, value: encodeValue(b.value), step: b.step, checkpoint_id: null, fallback: false };
   }
 
+  /** Starts a sweep's workflow; Temporal away, it is left to the control worker's reconciler (within a minute), and the create still answers. */
+  async function startOrLeave(s: Sweep, log: FastifyBaseLogger): Promise<void> {
+    await startSweepWorkflow(client, s, sweepStart).catch((err: unknown) => log.warn({ err, sweepId: s.id }, 'sweep: its workflow was not started; the control worker will'));
+  }
+
   /** A create whose Idempotency-Key was seen: the sweep it made, its workflow started if it is not running (the first create's start may have failed). */
   async function replayCreate(reply: FastifyReply, seen: Sweep, hash: string) {
     if (seen.requestHash !== hash) {
       throw new DomainError('conflict', `Idempotency-Key ${JSON.stringify(seen.idempotencyKey)} was already used with a different sweep file (sweep ${seen.id}); use a new key for a new sweep`);
     }
-    if (seen.state === 'RUNNING') await startSweepWorkflow(client, seen, sweepStart).catch((err: unknown) => reply.log.warn({ err, sweepId: seen.id }, 'sweep: its workflow was not started; the control worker will'));
+    if (seen.state === 'RUNNING') await startOrLeave(seen, reply.log);
     return reply.status(201).header('idempotent-replayed', 'true').send(await detail(seen));
   }
 
@@ -143,7 +143,7 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         httpPart === 'headers'
           ? (data: unknown) => {
               const key = (data as Record<string, unknown>)['idempotency-key'];
-              return key === undefined || (typeof key === 'string' && KEY_RE.test(key)) ? { value: data } : { error: new Error(BAD_KEY) };
+              return key === undefined || isIdempotencyKey(key) ? { value: data } : { error: new Error(BAD_KEY) };
             }
           : (data: unknown) => {
               try {
@@ -189,8 +189,7 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         if (!seen) throw new DomainError('unavailable', 'a concurrent request with the same Idempotency-Key did not finish; try again');
         return replayCreate(reply, seen, hash!);
       }
-      // Temporal away: the control worker's reconciler starts it within a minute.
-      await startSweepWorkflow(client, s, sweepStart).catch((err: unknown) => req.log.warn({ err, sweepId: s.id }, 'sweep: its workflow was not started; the control worker will'));
+      await startOrLeave(s, req.log);
       return reply.status(201).send(await detail(s));
     },
   );
@@ -270,7 +269,7 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         // The trial's metric write woke the sweep (api/sweep-waker.ts): the verdict is usually there within a workflow task.
         const v = await queryTrialVerdict(client, trial.sweepId, trial.jobId, step);
         if (v?.decision === 'continue') return { decision: 'continue' as const, rung: null, step: null, reason: null };
-        if (v?.decision === 'stop') return { decision: 'stop' as const, rung: v.rung, step: v.step, reason: 'reason' in v ? v.reason : null };
+        if (v?.decision === 'stop') return { decision: 'stop' as const, rung: v.rung, step: v.step, reason: v.reason };
         if (Date.now() >= deadline) return { decision: 'pending' as const, rung: v?.rung ?? null, step: v?.step ?? null, reason: null };
         await new Promise((r) => setTimeout(r, 50));
       }

@@ -5,10 +5,11 @@
  * a QUEUED → DISPATCHING move.
  */
 import { sql } from 'drizzle-orm';
-import { epochMs, queryRows, type Db, type Executor } from '../client.ts';
+import { queryRows, type Db, type Executor } from '../client.ts';
 import { placementMembers, planPlacements, type Placement } from '../../domain/placement.ts';
 import { nodeRooms } from './node-rooms.ts';
 import { fairShareMatters } from './quotas.ts';
+import { QUEUE_COLUMNS, queuedJobOf, type QueueRow } from './queued-jobs.ts';
 
 
 /** How a placement reads in the history: its node and cards, or each member's for a gang. */
@@ -80,16 +81,7 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
   return planned.filter((p) => ids.has(p.jobId));
 }
 
-/**
- * For a job row `j`: the node its previous attempt failed on (FAILED or LOST; a gang's: the
- * member's that ended it), which its next attempt avoids when another node fits
- * (domain/placement.ts); null for a first attempt, or one whose previous attempt ended otherwise
- * (a cancel before a retry). Attempts from before failed_node was kept name their node_id. A
- * first attempt (attempts count from 1) looks nothing up: most of a long queue is first attempts.
- */
-export const AVOID_NODE = sql`(case when j.attempt > 1 then (select coalesce(p.failed_node, p.node_id) from job_attempts p where p.job_id = j.id and p.attempt = j.attempt - 1 and p.state in ('FAILED', 'LOST')) end)`;
-
-/** avoidNodeOf is AVOID_NODE for one job: the node attempt `attempt - 1` failed on, or null. */
+/** avoidNodeOf is AVOID_NODE (./queued-jobs.ts) for one job: the node attempt `attempt - 1` failed on, or null. */
 export async function avoidNodeOf(ex: Executor, jobId: string, attempt: number): Promise<string | null> {
   if (attempt <= 1) return null;
   const [r] = await queryRows<{ node: string | null }>(ex, sql`select coalesce(p.failed_node, p.node_id) as node from job_attempts p where p.job_id = ${jobId} and p.attempt = ${attempt - 1} and p.state in ('FAILED', 'LOST')`);
@@ -159,14 +151,11 @@ export const HAND_ON_HEAD = 64;
  * scheduler's pass places them.
  */
 export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<{ placed: Placement[]; wholePass: boolean }> {
-  // The pass's order (domain/placement.ts queueOrder): priority, then submit time to the millisecond (a re-queued or
-  // retried job keeps its place), then id. Ordered by queue time, two jobs whose workflows queued them out of submit
-  // order started out of it, and a preempted job re-queued went to the back here but not in the pass.
-  const queue = await queryRows<{ id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string>; priority: number; queued_at: string | Date | null; submitted_ms: number; avoid: string | null }>(
-    ex,
-    sql`select j.id, j.attempt, j.gpus, j.nodes, j.selector, j.priority, j.queued_at, ${epochMs(sql`j.created_at`)} as submitted_ms, ${AVOID_NODE} as avoid from jobs j where j.state = 'QUEUED'
-        order by j.priority desc, date_trunc('milliseconds', j.created_at), j.id limit ${HAND_ON_HEAD + 1}`,
-  );
+  // The queue's rows as the pass reads them, its head in the pass's order (domain/placement.ts queueOrder): priority,
+  // then submit time to the millisecond (a re-queued or retried job keeps its place), then id.
+  const queue = (
+    await queryRows<QueueRow>(ex, sql`select ${QUEUE_COLUMNS} from jobs j where j.state = 'QUEUED' order by j.priority desc, date_trunc('milliseconds', j.created_at), j.id limit ${HAND_ON_HEAD + 1}`)
+  ).map((r) => queuedJobOf(r, now));
   if (queue.length === 0) return { placed: [], wholePass: false };
   if (await fairShareMatters(ex)) return { placed: [], wholePass: true };
   const more = queue.length > HAND_ON_HEAD;
@@ -174,7 +163,7 @@ export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date):
     return await (ex as Db).transaction(async (sp) => {
       const rooms = await nodeRooms(sp);
       const planned = planPlacements(
-        queue.slice(0, HAND_ON_HEAD).map((q) => ({ id: q.id, attempt: q.attempt, gpus: q.gpus, nodes: q.nodes, selector: q.selector, priority: q.priority, queuedAt: q.queued_at ? new Date(q.queued_at) : now, submittedAt: new Date(Number(q.submitted_ms)), avoid: q.avoid })),
+        queue.slice(0, HAND_ON_HEAD),
         rooms,
         now,
         holdMs,

@@ -2,7 +2,15 @@
 import { sql } from 'drizzle-orm';
 import { epochMs, queryRows, type Executor } from '../client.ts';
 import type { QueuedJob } from '../../domain/placement.ts';
-import { AVOID_NODE } from './dispatch.ts';
+
+/**
+ * For a job row `j`: the node its previous attempt failed on (FAILED or LOST; a gang's: the
+ * member's that ended it), which its next attempt avoids when another node fits
+ * (domain/placement.ts); null for a first attempt, or one whose previous attempt ended otherwise
+ * (a cancel before a retry). Attempts from before failed_node was kept name their node_id. A
+ * first attempt (attempts count from 1) looks nothing up: most of a long queue is first attempts.
+ */
+export const AVOID_NODE = sql`(case when j.attempt > 1 then (select coalesce(p.failed_node, p.node_id) from job_attempts p where p.job_id = j.id and p.attempt = j.attempt - 1 and p.state in ('FAILED', 'LOST')) end)`;
 
 /** A QUEUED job's row as the pass reads it (QUEUE_COLUMNS). */
 export interface QueueRow {
