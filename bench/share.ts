@@ -17,12 +17,13 @@
  *    rows as the scheduler runs it: after two passes not timed (its code compiled, its caches
  *    filled), the usage read through a UsageCache (once every 30 s), and the queue and the running
  *    attempts through a PassCache (db/queries/pass-cache.ts: only the rows changed since the last
- *    pass are read in full). Since the passes are rolled back, before each one 200 queued jobs and
+ *    pass are read in full), on the pool as the scheduler runs it: its reads side by side, its
+ *    plan applied in two transactions at once (each rolled back here). Since the passes are rolled back, before each one 200 queued jobs and
  *    800 running jobs' attempts are rewritten (untimed), about what a pass placing 800 jobs leaves
  *    changed, so that the cache reads again what it would in a busy scheduler; and once more with
  *    nothing rewritten (a pass soon after another on a quiet cluster). Beside each median,
  *    the CPU a pass costs, which other work on the machine changes less than the wall time: node's
- *    (process.cpuUsage, all its threads; median) and the pass's PostgreSQL backend's (/proc; mean).
+ *    (process.cpuUsage, all its threads; median) and the pass's PostgreSQL backends' (/proc; mean).
  *    Peer: the same rows with no project and no quota (the plain order; only priority preempts).
  *
  * The utilisation over a simulated mixed workload is bench/share-sim.ts (the pure rules, clock
@@ -32,10 +33,10 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { sql } from 'drizzle-orm';
-import { openDatabase, queryRows, type Db } from '../db/client.ts';
+import { openDatabase, queryRows, type Db, type Executor } from '../db/client.ts';
 import { UsageCache } from '../db/queries/quotas.ts';
 import { PassCache } from '../db/queries/pass-cache.ts';
-import { runSchedulePass, type PassPhases } from '../db/queries/schedule.ts';
+import { runSchedulePass, type PassOutcome, type PassPhases, type Transaction } from '../db/queries/schedule.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
 import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';
@@ -94,6 +95,22 @@ async function latency(c: Cluster): Promise<void> {
 
 class Rollback extends Error {}
 
+/** Transactions on `db` that are rolled back once done: what they did is returned, and undone. */
+function rolledBack(db: Db): Transaction {
+  return async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
+    let out: { value: T } | undefined;
+    await db
+      .transaction(async (tx) => {
+        out = { value: await fn(tx) };
+        throw new Rollback();
+      })
+      .catch((err: unknown) => {
+        if (!(err instanceof Rollback)) throw err;
+      });
+    return out!.value;
+  };
+}
+
 /** How many queued and running jobs change between two of the scheduler's passes here: about what a pass that places 800 jobs leaves changed. */
 const CHURN_QUEUED = 200;
 const CHURN_RUNNING = 800;
@@ -131,30 +148,40 @@ async function timePasses(db: Db, repeat: number, scheduler?: { usageCache: Usag
   let placed = 0;
   let preempted = 0;
   let phases: PassPhases = { queue: 0, rooms: 0, share: 0, plan: 0, apply: 0 };
+  // The pass's backends: its transaction's, or (as the scheduler runs it, on the pool) all those it reads and writes on.
+  const backends = async (ex: Executor) => (await queryRows<{ pid: number }>(ex, sql`select pid from pg_stat_activity where datname = current_database() and backend_type = 'client backend'`)).map((r) => r.pid);
   for (let i = -warmup; i < repeat; i++) {
     if (scheduler) await churn(db, ...(scheduler.churn ?? [CHURN_QUEUED, CHURN_RUNNING]));
     const p: PassPhases = { queue: 0, rooms: 0, share: 0, plan: 0, apply: 0, preempt: 0 };
-    const t0 = performance.now();
-    await db
-      .transaction(async (tx) => {
-        const [{ pid }] = await queryRows<{ pid: number }>(tx, sql`select pg_backend_pid() as pid`);
-        const pg0 = backendCpuMs(pid);
-        const c0 = process.cpuUsage();
-        const r = await runSchedulePass(tx as unknown as Db, 300_000, new Date(), p, { preemptGraceS: 30, ...scheduler });
-        if (i >= 0) {
-          times.push(performance.now() - t0);
-          const c = process.cpuUsage(c0);
-          nodeCpu.push((c.user + c.system) / 1000);
-          pgCpu.push(backendCpuMs(pid) - pg0);
-        }
-        placed = r.placements.length;
-        preempted = r.preemptions.length;
-        phases = p;
-        throw new Rollback();
-      })
-      .catch((err: unknown) => {
-        if (!(err instanceof Rollback)) throw err;
-      });
+    const timed = async (ex: Executor, run: () => Promise<PassOutcome>) => {
+      const pg0 = new Map((await backends(ex)).map((pid) => [pid, backendCpuMs(pid)]));
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      const r = await run();
+      if (i >= 0) {
+        times.push(performance.now() - t0);
+        const c = process.cpuUsage(c0);
+        nodeCpu.push((c.user + c.system) / 1000);
+        // A backend started during the pass: all its time is the pass's.
+        pgCpu.push((await backends(ex)).reduce((sum, pid) => sum + backendCpuMs(pid) - (pg0.get(pid) ?? 0), 0));
+      }
+      placed = r.placements.length;
+      preempted = r.preemptions.length;
+      phases = p;
+    };
+    if (scheduler) {
+      // On the pool, as the scheduler: each of the pass's transactions rolled back.
+      await timed(db, () => runSchedulePass(db, 300_000, new Date(), p, { preemptGraceS: 30, ...scheduler, transaction: rolledBack(db) }));
+    } else {
+      await db
+        .transaction(async (tx) => {
+          await timed(tx, () => runSchedulePass(tx as unknown as Db, 300_000, new Date(), p, { preemptGraceS: 30 }));
+          throw new Rollback();
+        })
+        .catch((err: unknown) => {
+          if (!(err instanceof Rollback)) throw err;
+        });
+    }
   }
   return { medianMs: Math.round(pct(times, 50)), nodeCpuMs: Math.round(pct(nodeCpu, 50)), pgCpuMs: Math.round(pgCpu.reduce((a, b) => a + b, 0) / pgCpu.length), placed, preempted, phases };
 }
@@ -163,7 +190,7 @@ interface PassFigures {
   medianMs: number;
   /** node's CPU a pass (all its threads), the median. */
   nodeCpuMs: number;
-  /** The pass's PostgreSQL backend's CPU a pass, the mean (the kernel counts it in 10 ms ticks); NaN where /proc cannot tell. */
+  /** The pass's PostgreSQL backends' CPU a pass (its transaction's and those it reads beside it on), the mean (the kernel counts it in 10 ms ticks); NaN where /proc cannot tell. */
   pgCpuMs: number;
   placed: number;
   preempted: number;
@@ -214,7 +241,7 @@ async function pass(pgUrl: (db: string) => string, adminUrl: string): Promise<vo
   const ph = (p: PassPhases) => `queue ${p.queue.toFixed(0)}, rooms ${p.rooms.toFixed(0)}, share ${p.share.toFixed(0)}, plan ${p.plan.toFixed(0)}, apply ${p.apply.toFixed(0)}, preempt ${(p.preempt ?? 0).toFixed(0)}`;
   const cpu = (f: PassFigures) => `CPU a pass: node ${f.nodeCpuMs} ms, PostgreSQL ${f.pgCpuMs} ms`;
   say(`scheduling pass, 1,000 nodes × 8 cards, 10 % free, 10,000 queued in 20 projects with quotas of 400, preemption on: median ${q.medianMs} ms of ${repeat} (aim ≤ 150 ms); placed ${q.placed}, preempted ${q.preempted}; last pass ${ph(q.phases)} ms; ${cpu(q)}`);
-  say(`  as the scheduler runs it (fresh rows; its code compiled by two passes not timed; the usage read through its UsageCache on the first of them, decayed after, as it does for 30 s; the queue and the running attempts through its PassCache, ${CHURN_QUEUED} queued and ${CHURN_RUNNING} running jobs changed before each pass): median ${scheduler.medianMs} ms; last pass ${ph(scheduler.phases)} ms; ${cpu(scheduler)}`);
+  say(`  as the scheduler runs it (fresh rows; its code compiled by two passes not timed; the usage read through its UsageCache on the first of them, decayed after, as it does for 30 s; the queue and the running attempts through its PassCache, ${CHURN_QUEUED} queued and ${CHURN_RUNNING} running jobs changed before each pass; its reads side by side and its plan applied in two transactions at once, on the pool): median ${scheduler.medianMs} ms; last pass ${ph(scheduler.phases)} ms; ${cpu(scheduler)}`);
   say(`  as the scheduler runs it with nothing changed between passes (its PassCache reads no row again): median ${quietScheduler.medianMs} ms; last pass ${ph(quietScheduler.phases)} ms; ${cpu(quietScheduler)}`);
   say(`  peer: the same rows, no project and no quota: median ${plain.medianMs} ms (placed ${plain.placed}, preempted ${plain.preempted}; ${cpu(plain)}); quotas / plain ${(q.medianMs / plain.medianMs).toFixed(2)}×`);
 }

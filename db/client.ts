@@ -37,6 +37,12 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
+/** The databases that are PostgreSQL's pools (isPooled). */
+const pooled = new WeakSet<object>();
+
+/** Whether `db` is a pool of PostgreSQL connections (openDatabase with a URL): others of them can then read beside a transaction. PGlite has one connection. */
+export const isPooled = (db: Executor): boolean => pooled.has(db);
+
 const migrationsFolder = fileURLToPath(new URL('./migrations', import.meta.url));
 
 /**
@@ -53,6 +59,7 @@ export async function openDatabase(opts: { url?: string; dataDir?: string; poolS
     pool.on('error', () => undefined);
     const db = drizzle(pool, { schema, casing: 'snake_case' });
     await migrate(db, { migrationsFolder });
+    pooled.add(db);
     return { db: db as unknown as Db, kind: 'postgres', close: () => pool.end() };
   }
   if (!opts.dataDir) throw new Error('openDatabase needs a DATABASE_URL or a data folder for PGlite');

@@ -23,7 +23,18 @@ export function schedulingActivities({ deps }: ControlContext) {
     async schedulePass(): Promise<SchedulePassResult> {
       const t0 = performance.now();
       const graceS = deps.preemptGraceS ?? undefined;
-      const pass = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, { halfLifeMs: deps.fairShareHalfLifeMs, usageCache, preemptGraceS: graceS, cache });
+      const share = { halfLifeMs: deps.fairShareHalfLifeMs, usageCache, preemptGraceS: graceS, cache };
+      let pass = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, share);
+      // A card taken meanwhile undid part of the plan (the rest was applied): the next pass runs at once, its grants sent with this one's.
+      // One that fails leaves this one's grants to send; the scheduler's next pass places what is left.
+      for (let again = 0; pass.raced && again < 3; again++) {
+        const next = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, share).catch((err: unknown) => {
+          log.warn(`scheduling pass after a card race failed: ${String(err)}`);
+          return null;
+        });
+        if (next === null) break;
+        pass = { ...next, placements: [...pass.placements, ...next.placements], preemptions: [...pass.preemptions, ...next.preemptions] };
+      }
       const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);
       await sendGrants(client, [...pass.placements, ...stale]);
       // Preemptions: the workflows are told now; one whose signal was lost is told again.

@@ -84,6 +84,8 @@ const only = (ids: string[] | null) => (ids === null ? sql`` : sql` and j.id = a
  * return what queuedJobs and preemptionHolders return.
  */
 export class PassCache {
+  /** Whether the last pass weighed preemptions (it read the running attempts): the next one then reads them from its start (schedule.ts). */
+  holdersWanted = true;
   private readonly queue = new RowCache<QueueRow & { v: string }, QueuedJob>(
     sql`select string_agg(j.id || ' ' || j.xmin::text, ',') as keys, count(*) as n from jobs j where j.state = 'QUEUED'`,
     (ids) => sql`select ${QUEUE_COLUMNS}, j.xmin::text as v from jobs j where j.state = 'QUEUED'${only(ids)}`,

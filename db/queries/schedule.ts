@@ -1,8 +1,8 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
-import type { Db, Executor } from '../client.ts';
+import { isPooled, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs, projects } from '../schema.ts';
 import { placementMembers, planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
-import { planPreemptions, type Preemption } from '../../domain/preemption.ts';
+import { planPreemptions, type Holder, type Preemption } from '../../domain/preemption.ts';
 import { lowestPreemptiblePriority, markPreemptions, preemptionHolders, type PreemptOrder } from './preempt.ts';
 import { dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
@@ -16,6 +16,8 @@ export interface PassOutcome {
   queued: number;
   /** Attempts this pass asked to stop for a preemption: their workflows are signalled. */
   preemptions: PreemptOrder[];
+  /** A card was taken meanwhile, and the placements applied with it rolled back: another pass is due at once. */
+  raced?: boolean;
 }
 
 /**
@@ -34,47 +36,143 @@ export async function claimSlots(ex: Executor, p: Placement): Promise<number[]> 
 }
 
 /**
- * runSchedulePass runs one scheduling pass in one transaction: read the queue, the free cards and (jobs of more than one
- * project waiting) what the fair-share order needs, plan, then apply
- * the whole plan in a few set-based statements (./dispatch.ts): the jobs still QUEUED move to
- * DISPATCHING with their history lines, and their cards are claimed only where still unowned
- * (the update's condition is the last word on who owns a card). Nothing is locked while
- * planning: a job cancelled meanwhile is simply not moved, and a card taken meanwhile makes the
- * pass fail and be retried. With preemption on, the attempts to preempt for the jobs the plan
- * leaves waiting are marked last, in the same transaction.
+ * runSchedulePass runs one scheduling pass: read the queue, the free cards and (jobs of more than one project waiting)
+ * what the fair-share order needs, plan, then apply the whole plan in a few set-based statements (./dispatch.ts): the
+ * jobs still QUEUED move to DISPATCHING with their history lines, and their cards are claimed only where still unowned
+ * (the update's condition is the last word on who owns a card). Nothing is locked while planning: a job cancelled
+ * meanwhile is simply not moved, and a card taken meanwhile makes the placements applied with it roll back. With
+ * preemption on, the attempts to preempt for the jobs the plan leaves waiting are marked last.
+ *
+ * On one connection (PGlite, or a transaction given as `db`) the pass is one transaction, its reads one after another.
+ * With PostgreSQL's pool, its reads run side by side on connections of the pool, and a long plan is applied in two
+ * transactions at once, each half of the placements (each placement whole in one of them: a job, its cards and its
+ * history lines move together); a race in one half leaves the other applied (`raced`). Each read sees what was
+ * committed when it ran, as the reads of a transaction do (read committed, and nothing is written before the apply).
  */
 export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), phases?: PassPhases, share: ShareOptions = {}): Promise<PassOutcome> {
+  if (!isPooled(db)) return db.transaction((tx) => pass(tx, null, holdMs, now, phases, share, (planned, weigh) => applyInOne(tx, planned, weigh, now, share)));
+  const transaction = share.transaction ?? (<T>(fn: (tx: Executor) => Promise<T>) => db.transaction(fn));
+  return pass(db, db, holdMs, now, phases, share, (planned, weigh) => applySplit(transaction, planned, weigh, now, share));
+}
+
+/** What a pass's plan is applied with: the placements applied, the preemptions marked, and whether a card race undid part of the plan. */
+type Apply = (planned: Placement[], weigh: (() => Preemption[]) | null) => Promise<{ placements: Placement[]; preemptions: PreemptOrder[]; raced?: boolean }>;
+
+/**
+ * One pass: `ex` reads the queue, and `pool` (when the pass has one) reads the rest beside it, side by side; then the
+ * plan, which `apply` applies.
+ */
+async function pass(ex: Executor, pool: Db | null, holdMs: number, now: Date, phases: PassPhases | undefined, share: ShareOptions, apply: Apply): Promise<PassOutcome> {
   const halfLifeMs = share.halfLifeMs ?? DEFAULT_FAIRSHARE_HALF_LIFE_H * 3_600_000;
-  return db.transaction(async (tx) => {
-    let t = performance.now();
-    const lap = (k: keyof PassPhases) => {
-      if (!phases) return;
-      const n = performance.now();
-      phases[k] = (phases[k] ?? 0) + n - t;
-      t = n;
-    };
-    const queue = share.cache ? await share.cache.queuedJobs(tx, now) : await queuedJobs(tx, now);
+  let t = performance.now();
+  const lap = (k: keyof PassPhases) => {
+    if (!phases) return;
+    const n = performance.now();
+    phases[k] = (phases[k] ?? 0) + n - t;
+    t = n;
+  };
+  const side: Executor = pool ?? ex;
+  const cache = share.cache;
+  // Reads started before they are awaited are all awaited before the pass writes, or ends whatever happens: none
+  // runs on after it (the cache is not read twice at once), and none leaves a rejection unhandled.
+  const started: Settled<unknown>[] = [];
+  const begin = <T>(p: Promise<T>): Settled<T> => {
+    const s = settle(p);
+    started.push(s);
+    return s;
+  };
+  try {
+    // The running attempts the preemption step weighs are read from the start, beside the rest, when the last
+    // pass needed them (readForPreemptions says whether this one does).
+    const early = pool && cache && share.preemptGraceS !== undefined && cache.holdersWanted ? begin(cache.preemptionHolders(pool, now)) : null;
+    const queueRead = cache ? cache.queuedJobs(ex, now) : queuedJobs(ex, now);
+    const roomsRead = pool ? begin(nodeRooms(pool)) : null;
+    const shareRead = pool ? begin(queueRead.then((q) => shareFor(pool, q, now, halfLifeMs, share.usageCache))) : null;
+    const queue = await queueRead;
     lap('queue');
-    if (queue.length === 0) return { placements: [], queued: 0, preemptions: [] };
-    const rooms = await nodeRooms(tx);
+    if (queue.length === 0) {
+      if (cache) cache.holdersWanted = false;
+      return { placements: [], queued: 0, preemptions: [] };
+    }
+    const rooms = roomsRead ? await outcome(roomsRead) : await nodeRooms(ex);
     lap('rooms');
-    const state = await shareFor(tx, queue, now, halfLifeMs, share.usageCache);
+    const state = shareRead ? await outcome(shareRead) : await shareFor(ex, queue, now, halfLifeMs, share.usageCache);
     lap('share');
     const planned = planPlacements(queue, rooms, now, holdMs, undefined, state);
     lap('plan');
     // The preemption step weighs the plan, not its outcome: it reads what it needs before the plan
-    // is applied, and weighs it while the database applies the plan (once the statement has gone
-    // out: setImmediate runs after the microtasks that send it).
-    const weigh = share.preemptGraceS === undefined ? null : await readForPreemptions(tx, queue, planned, rooms, state, now, share.cache);
+    // is applied, and weighs it while the database applies the plan.
+    const weigh = share.preemptGraceS === undefined ? null : await readForPreemptions(side, queue, planned, rooms, state, now, cache, early ? () => outcome(early) : undefined);
+    await Promise.all(started);
     lap('preempt');
-    const applying = dispatchPlacements(tx, planned, now);
-    const weighed = weigh ? new Promise((resolve) => setImmediate(resolve)).then(weigh) : [];
-    const [placements, picked] = await Promise.all([applying, weighed]);
+    const { placements, preemptions, raced } = await apply(planned, weigh);
     lap('apply');
-    const preemptions = share.preemptGraceS === undefined ? [] : await markPreemptions(tx, picked, share.preemptGraceS, now);
-    lap('preempt');
-    return { placements, queued: queue.length - placements.length, preemptions };
-  });
+    return { placements, queued: queue.length - placements.length, preemptions, ...(raced ? { raced } : {}) };
+  } finally {
+    await Promise.all(started);
+  }
+}
+
+/** The weighing, run once the statements that apply the plan have gone out (setImmediate runs after the microtasks that send them). */
+const weighNext = (weigh: (() => Preemption[]) | null): Promise<Preemption[]> => (weigh ? new Promise((resolve) => setImmediate(resolve)).then(weigh) : Promise.resolve([]));
+
+/** Applies the plan in the pass's one transaction, and marks the preemptions in it. */
+async function applyInOne(tx: Executor, planned: Placement[], weigh: (() => Preemption[]) | null, now: Date, share: ShareOptions): ReturnType<Apply> {
+  const [placements, picked] = await Promise.all([dispatchPlacements(tx, planned, now), weighNext(weigh)]);
+  const preemptions = share.preemptGraceS === undefined ? [] : await markPreemptions(tx, picked, share.preemptGraceS, now);
+  return { placements, preemptions };
+}
+
+/** A plan of this many placements or more is applied in two transactions at once (runSchedulePass). */
+export const SPLIT_APPLY_AT = 128;
+
+/**
+ * Applies the plan in two transactions at once (one, under SPLIT_APPLY_AT placements), the first half of the
+ * placements in one and the rest in the other, then marks the preemptions in a third, only when every placement was
+ * applied: the weighing counted on the whole plan. A half whose card claim raced rolls back alone; the pass throws
+ * only when nothing was applied, as a one-transaction pass does.
+ */
+async function applySplit(transaction: Transaction, planned: Placement[], weigh: (() => Preemption[]) | null, now: Date, share: ShareOptions): ReturnType<Apply> {
+  const cut = planned.length >= SPLIT_APPLY_AT ? planned.length >> 1 : planned.length;
+  const parts = [planned.slice(0, cut), planned.slice(cut)].filter((p) => p.length > 0);
+  // Each half's statement is sent once its transaction has begun; the weighing waits for them all to be.
+  let sent!: () => void;
+  let toSend = parts.length;
+  const allSent = new Promise<void>((resolve) => (sent = resolve));
+  if (toSend === 0) sent();
+  const applied = Promise.allSettled(
+    parts.map((part) =>
+      transaction((tx) => {
+        const applying = dispatchPlacements(tx, part, now);
+        if (--toSend === 0) sent();
+        return applying;
+      }),
+    ),
+  );
+  const picked = await allSent.then(() => weighNext(weigh));
+  const results = await applied;
+  const placements = results.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed && placements.length === 0) throw failed.reason;
+  if (failed) return { placements, preemptions: [], raced: true };
+  const preemptions = share.preemptGraceS === undefined || picked.length === 0 ? [] : await transaction((tx) => markPreemptions(tx, picked, share.preemptGraceS!, now));
+  return { placements, preemptions };
+}
+
+/** How the pass opens a transaction on its pool: ShareOptions.transaction. */
+export type Transaction = <T>(fn: (tx: Executor) => Promise<T>) => Promise<T>;
+
+/** A read started before it is awaited: its outcome kept, so that a pass that ends first leaves no rejection unhandled. */
+type Settled<T> = Promise<{ ok: true; value: T } | { ok: false; err: unknown }>;
+const settle = <T>(p: Promise<T>): Settled<T> =>
+  p.then(
+    (value) => ({ ok: true as const, value }),
+    (err: unknown) => ({ ok: false as const, err }),
+  );
+async function outcome<T>(s: Settled<T>): Promise<T> {
+  const r = await s;
+  if (r.ok) return r.value;
+  throw r.err;
 }
 
 /**
@@ -85,7 +183,17 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
  * rule weighs only the first few that could be entitled (PREEMPT_HEAD), so the rest of a long
  * queue is never put in order. Applying the plan changes nothing it reads.
  */
-async function readForPreemptions(tx: Executor, queue: readonly QueuedJob[], planned: readonly Placement[], rooms: readonly NodeRoom[], share: FairShareState | undefined, now: Date, cache?: PassCache): Promise<(() => Preemption[]) | null> {
+async function readForPreemptions(
+  tx: Executor,
+  queue: readonly QueuedJob[],
+  planned: readonly Placement[],
+  rooms: readonly NodeRoom[],
+  share: FairShareState | undefined,
+  now: Date,
+  cache?: PassCache,
+  early?: () => Promise<Holder[]>,
+): Promise<(() => Preemption[]) | null> {
+  if (cache) cache.holdersWanted = false;
   const placed = new Set(planned.map((p) => p.jobId));
   const waiting = queue.filter((j) => !placed.has(j.id) && j.gpus > 0);
   if (waiting.length === 0) return null;
@@ -106,7 +214,8 @@ async function readForPreemptions(tx: Executor, queue: readonly QueuedJob[], pla
     const lowest = await lowestPreemptiblePriority(tx);
     if (lowest === null || !waiting.some((w) => w.priority > lowest)) return null;
   }
-  const holders = cache ? await cache.preemptionHolders(tx, now) : await preemptionHolders(tx);
+  if (cache) cache.holdersWanted = true;
+  const holders = early ? await early() : cache ? await cache.preemptionHolders(tx, now) : await preemptionHolders(tx);
   const names = new Map((await tx.select({ id: projects.id, name: projects.name }).from(projects)).map((p) => [p.id, p.name]));
   const waiterOf = (r: RankedJob<QueuedJob>) => ({ ...r.job, withinQuota: r.withinQuota });
   const waiters = (function* () {
@@ -131,6 +240,8 @@ export interface ShareOptions {
   preemptGraceS?: number;
   /** The queue and the running attempts read through it (./pass-cache.ts), as the scheduler reads them; absent: read whole. */
   cache?: PassCache;
+  /** How a pass on PostgreSQL's pool opens the transactions it writes in; absent: the pool's own (bench/share rolls them back). */
+  transaction?: Transaction;
 }
 
 /** Where a pass's time goes (bench/schedule-pass prints it), in ms, summed over the passes timed. */
