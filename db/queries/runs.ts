@@ -208,7 +208,7 @@ export async function addKeyedEvent(
   const [row] = await ex
     .insert(events)
     .values({ runId: e.runId, jobId: e.jobId, attempt: e.attempt, kind: e.kind, level: e.level ?? 'info', message: e.message, data: e.data ?? null, idempotencyKey: e.key })
-    .onConflictDoNothing({ target: [events.runId, events.idempotencyKey] })
+    .onConflictDoNothing({ target: [events.runId, events.idempotencyKey], where: sql`${events.idempotencyKey} is not null` })
     .returning();
   if (row) return { event: row, replayed: false };
   const [seen] = await ex.select().from(events).where(and(eq(events.runId, e.runId), eq(events.idempotencyKey, e.key)));

@@ -69,9 +69,10 @@ export const events = pgTable(
     at: ts('at').notNull().defaultNow(),
   },
   (t) => [
-    index('events_run').on(t.runId, t.id),
+    // A job's events (most of them: every state change) name no run and carry no key: neither index holds them.
+    index('events_run').on(t.runId, t.id).where(sql`${t.runId} is not null`),
     index('events_job').on(t.jobId, t.id),
-    uniqueIndex('events_run_idempotency_key').on(t.runId, t.idempotencyKey),
+    uniqueIndex('events_run_idempotency_key').on(t.runId, t.idempotencyKey).where(sql`${t.idempotencyKey} is not null`),
     // A node's faults and resumes, which its quarantine counts (db/queries/node-faults.ts).
     index('events_node_faults')
       .on(sql`(${t.data}->>'node_id')`, t.id)
