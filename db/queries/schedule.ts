@@ -244,16 +244,20 @@ export interface ShareOptions {
   transaction?: Transaction;
 }
 
-/** Where a pass's time goes (bench/schedule-pass prints it), in ms, summed over the passes timed. */
+/**
+ * Where a pass's time goes (bench/schedule-pass and bench/share print it), in ms, summed over the passes timed. Each
+ * phase is the time from the end of the one before: on a pool, where the reads run side by side, a read done while the
+ * pass waited for an earlier one costs its phase nothing.
+ */
 export interface PassPhases {
   queue: number;
   rooms: number;
   /** Reading quotas, cards held and usage for the fair-share order (none when one project queues). */
   share: number;
   plan: number;
-  /** Applying the plan; the preemption step's reads and weighing run meanwhile, and their time shows here. */
+  /** Applying the plan, and marking the preemptions once weighed; the weighing runs meanwhile, and its time shows here. */
   apply: number;
-  /** Ranking the jobs left waiting, and marking the preemptions once weighed (none when the pass does not preempt). */
+  /** Ranking the jobs left waiting and reading what weighing them needs (none when the pass does not preempt). */
   preempt?: number;
 }
 
