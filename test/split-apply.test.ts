@@ -1,7 +1,7 @@
 /**
  * How a scheduling pass applies a long plan (db/queries/schedule.ts): on PostgreSQL's pool, in two
  * transactions at once, each placement whole in one of them, and a card race in one half leaves
- * the other applied; on PGlite's one connection, in one transaction.
+ * the other applied, as does any failure of one half; on PGlite's one connection, in one transaction.
  */
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -68,17 +68,15 @@ describe('a long plan', () => {
 
   it('keeps the half whose cards were still free when a card of the other half is taken meanwhile', async () => {
     const db = await cluster('postgres');
-    let intruded = false;
-    // Just before the pass's first writing transaction begins, another transaction takes one of its planned cards.
+    let intrusion: Promise<unknown> | undefined;
+    // Once the plan is made, before any of the pass's writing transactions begins, another transaction takes one of its planned cards.
     const transaction = async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
-      if (!intruded) {
-        intruded = true;
-        await db.execute(sql`update gpu_slots set owner_job_id = 'intruder', owner_attempt = 1 where node_id = 'n3' and index = 5`);
-      }
+      await (intrusion ??= db.execute(sql`update gpu_slots set owner_job_id = 'intruder', owner_attempt = 1 where node_id = 'n3' and index = 5`));
       return db.transaction(fn);
     };
     const pass = await runSchedulePass(db, 3_600_000, now, undefined, { transaction });
-    expect(intruded).toBe(true);
+    expect(intrusion).toBeDefined();
+    expect(pass.failed).toBeUndefined();
     expect(pass.raced).toBe(true);
     const half = CARDS >> 1;
     expect(pass.placements).toHaveLength(half);
@@ -97,6 +95,25 @@ describe('a long plan', () => {
     // The next pass places the rest that still fits.
     const next = await runSchedulePass(db, 3_600_000, now);
     expect(next.placements).toHaveLength(CARDS - half - 1);
+  });
+
+  it('keeps the half applied when the other cannot begin its transaction, and says why', async () => {
+    const db = await cluster('postgres');
+    let calls = 0;
+    // The second transaction fails before it sends anything (as a pool refused by "too many clients" would).
+    const transaction = async <T>(fn: (tx: Executor) => Promise<T>): Promise<T> => {
+      if (++calls === 2) throw new Error('sorry, too many clients already');
+      return db.transaction(fn);
+    };
+    const pass = await runSchedulePass(db, 3_600_000, now, undefined, { transaction, preemptGraceS: 30 });
+    expect(pass.raced).toBeUndefined();
+    expect(pass.failed).toContain('too many clients');
+    expect(pass.placements).toHaveLength(CARDS >> 1);
+    expect(pass.preemptions).toEqual([]);
+    expect((await writers(db)).map((w) => [w.state, w.n])).toEqual([
+      ['DISPATCHING', CARDS >> 1],
+      ['QUEUED', CARDS - (CARDS >> 1)],
+    ]);
   });
 
   it('is applied in one transaction on PGlite', async () => {

@@ -24,7 +24,11 @@ export function schedulingActivities({ deps }: ControlContext) {
       const t0 = performance.now();
       const graceS = deps.preemptGraceS ?? undefined;
       const share = { halfLifeMs: deps.fairShareHalfLifeMs, usageCache, preemptGraceS: graceS, cache };
-      let pass = await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, share);
+      const said = <P extends { failed?: string }>(p: P): P => {
+        if (p.failed) log.warn(`scheduling pass applied part of its plan: ${p.failed}`);
+        return p;
+      };
+      let pass = said(await runSchedulePass(db, deps.backfillHoldMs, new Date(), undefined, share));
       // A card taken meanwhile undid part of the plan (the rest was applied): the next pass runs at once, its grants sent with this one's.
       // One that fails leaves this one's grants to send; the scheduler's next pass places what is left.
       for (let again = 0; pass.raced && again < 3; again++) {
@@ -33,6 +37,7 @@ export function schedulingActivities({ deps }: ControlContext) {
           return null;
         });
         if (next === null) break;
+        said(next);
         pass = { ...next, placements: [...pass.placements, ...next.placements], preemptions: [...pass.preemptions, ...next.preemptions] };
       }
       const stale = await staleDispatches(db, deps.redispatchAfterMs ?? 20_000);

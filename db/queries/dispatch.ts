@@ -37,10 +37,13 @@ function recordset(list: readonly Placement[]) {
   return sql`jsonb_to_recordset(${json}::jsonb) as p(job_id text, attempt int, node_id text, gpu_indices jsonb, members jsonb, detail text)`;
 }
 
+/** A card a placement names was taken after the plan was made: the transaction that applied it rolls back. */
+export class CardRace extends Error {}
+
 /**
  * dispatchPlacements moves the planned jobs that are still QUEUED at their attempt to DISPATCHING on their node
  * and cards, and claims the cards; returns the placements applied (a job cancelled since the
- * queue was read is left out). Throws when a card is no longer free, so that the caller's
+ * queue was read is left out). Throws CardRace when a card is no longer free, so that the caller's
  * transaction rolls back and the pass is retried.
  */
 export async function dispatchPlacements(ex: Executor, planned: readonly Placement[], now: Date): Promise<Placement[]> {
@@ -76,7 +79,7 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
              (select count(*) from claimed) as claimed,
              (select count(*) from cards) as cards,
              (select count(*) from attempts) + (select count(*) from lines) + (select count(*) from evs) as written`);
-  if (Number(r.claimed) !== Number(r.cards)) throw new Error(`card claim raced: ${r.claimed} of ${r.cards} cards still free; pass retried`);
+  if (Number(r.claimed) !== Number(r.cards)) throw new CardRace(`card claim raced: ${r.claimed} of ${r.cards} cards still free; pass retried`);
   const ids = new Set(r.ids);
   return planned.filter((p) => ids.has(p.jobId));
 }

@@ -4,7 +4,7 @@ import { gpuSlots, jobs, projects } from '../schema.ts';
 import { placementMembers, planPlacements, type NodeRoom, type Placement, type QueuedJob } from '../../domain/placement.ts';
 import { planPreemptions, type Holder, type Preemption } from '../../domain/preemption.ts';
 import { lowestPreemptiblePriority, markPreemptions, preemptionHolders, type PreemptOrder } from './preempt.ts';
-import { dispatchPlacements } from './dispatch.ts';
+import { CardRace, dispatchPlacements } from './dispatch.ts';
 import { nodeRooms } from './node-rooms.ts';
 import type { PassCache } from './pass-cache.ts';
 import { queuedJobs } from './queued-jobs.ts';
@@ -18,6 +18,8 @@ export interface PassOutcome {
   preemptions: PreemptOrder[];
   /** A card was taken meanwhile, and the placements applied with it rolled back: another pass is due at once. */
   raced?: boolean;
+  /** What failed after other placements were applied (a half of the plan, the weighing, the marks), for the log; the next pass tries again. */
+  failed?: string;
 }
 
 /**
@@ -56,7 +58,7 @@ export async function runSchedulePass(db: Db, holdMs: number, now = new Date(), 
 }
 
 /** What a pass's plan is applied with: the placements applied, the preemptions marked, and whether a card race undid part of the plan. */
-type Apply = (planned: Placement[], weigh: (() => Preemption[]) | null) => Promise<{ placements: Placement[]; preemptions: PreemptOrder[]; raced?: boolean }>;
+type Apply = (planned: Placement[], weigh: (() => Preemption[]) | null) => Promise<Pick<PassOutcome, 'placements' | 'preemptions' | 'raced' | 'failed'>>;
 
 /**
  * One pass: `ex` reads the queue, and `pool` (when the pass has one) reads the rest beside it, side by side; then the
@@ -105,9 +107,9 @@ async function pass(ex: Executor, pool: Db | null, holdMs: number, now: Date, ph
     const weigh = share.preemptGraceS === undefined ? null : await readForPreemptions(side, queue, planned, rooms, state, now, cache, early ? () => outcome(early) : undefined);
     await Promise.all(started);
     lap('preempt');
-    const { placements, preemptions, raced } = await apply(planned, weigh);
+    const applied = await apply(planned, weigh);
     lap('apply');
-    return { placements, queued: queue.length - placements.length, preemptions, ...(raced ? { raced } : {}) };
+    return { ...applied, queued: queue.length - applied.placements.length };
   } finally {
     await Promise.all(started);
   }
@@ -129,34 +131,54 @@ export const SPLIT_APPLY_AT = 128;
 /**
  * Applies the plan in two transactions at once (one, under SPLIT_APPLY_AT placements), the first half of the
  * placements in one and the rest in the other, then marks the preemptions in a third, only when every placement was
- * applied: the weighing counted on the whole plan. A half whose card claim raced rolls back alone; the pass throws
- * only when nothing was applied, as a one-transaction pass does.
+ * applied: the weighing counted on the whole plan. A half that fails rolls back alone: the pass throws only when
+ * nothing was applied, as a one-transaction pass does; otherwise it says why (`raced`, `failed`).
  */
 async function applySplit(transaction: Transaction, planned: Placement[], weigh: (() => Preemption[]) | null, now: Date, share: ShareOptions): ReturnType<Apply> {
   const cut = planned.length >= SPLIT_APPLY_AT ? planned.length >> 1 : planned.length;
   const parts = [planned.slice(0, cut), planned.slice(cut)].filter((p) => p.length > 0);
-  // Each half's statement is sent once its transaction has begun; the weighing waits for them all to be.
-  let sent!: () => void;
+  // The weighing waits until each half's statement has gone out, or its transaction failed before sending it.
   let toSend = parts.length;
-  const allSent = new Promise<void>((resolve) => (sent = resolve));
-  if (toSend === 0) sent();
+  let allSent!: () => void;
+  const sent = new Promise<void>((resolve) => (allSent = resolve));
+  const once = () => {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      if (--toSend === 0) allSent();
+    };
+  };
+  if (toSend === 0) allSent();
   const applied = Promise.allSettled(
-    parts.map((part) =>
-      transaction((tx) => {
+    parts.map((part) => {
+      const gone = once();
+      return transaction((tx) => {
         const applying = dispatchPlacements(tx, part, now);
-        if (--toSend === 0) sent();
+        gone();
         return applying;
-      }),
-    ),
+      }).finally(gone);
+    }),
   );
-  const picked = await allSent.then(() => weighNext(weigh));
+  // A weighing that throws still lets the halves end first: nothing writes on after the pass.
+  const weighed = await settle(sent.then(() => weighNext(weigh)));
   const results = await applied;
   const placements = results.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
-  const failed = results.find((r) => r.status === 'rejected');
-  if (failed && placements.length === 0) throw failed.reason;
-  if (failed) return { placements, preemptions: [], raced: true };
-  const preemptions = share.preemptGraceS === undefined || picked.length === 0 ? [] : await transaction((tx) => markPreemptions(tx, picked, share.preemptGraceS!, now));
-  return { placements, preemptions };
+  const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+  if (failures.length > 0 && placements.length === 0) throw failures[0];
+  const raced = failures.some((e) => e instanceof CardRace);
+  const errors = failures.filter((e) => !(e instanceof CardRace)).map(String);
+  if (!weighed.ok) errors.push(`weighing the preemptions: ${String(weighed.err)}`);
+  let preemptions: PreemptOrder[] = [];
+  if (failures.length === 0 && weighed.ok && weighed.value.length > 0 && share.preemptGraceS !== undefined) {
+    const grace = share.preemptGraceS;
+    // The placements are applied whatever happens here: a failed mark is said, and the next pass weighs again.
+    preemptions = await transaction((tx) => markPreemptions(tx, weighed.value, grace, now)).catch((err: unknown) => {
+      errors.push(`marking the preemptions: ${String(err)}`);
+      return [];
+    });
+  }
+  return { placements, preemptions, ...(raced ? { raced } : {}), ...(errors.length > 0 ? { failed: errors.join('; ') } : {}) };
 }
 
 /** How the pass opens a transaction on its pool: ShareOptions.transaction. */
