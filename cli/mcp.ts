@@ -9,11 +9,16 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { CallToolRequestSchema, ListToolsRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { Type, type TObject } from '@sinclair/typebox';
 import { StartEvaluationBody } from '../api/schemas/evaluations.ts';
+import { ForkBody, LineageQuery } from '../api/schemas/fork.ts';
 import { ListJobsQuery, RetryBody, SubmitJobBody } from '../api/schemas/jobs.ts';
+import { CancelSweepBody, SweepListQuery, SweepSpecSchema } from '../api/schemas/sweeps.ts';
+import type { SweepSpec } from '../domain/sweep-spec.ts';
 import { bestCheckpoint, listCheckpoints } from './client-checkpoints.ts';
 import { startEvaluation } from './client-evaluations.ts';
+import { forkCheckpoint, lineage } from './client-fork.ts';
 import { readLogs } from './client-logs.ts';
 import { listRuns, runMetrics } from './client-runs.ts';
+import { cancelSweep, createSweep, getSweep, listSweeps } from './client-sweeps.ts';
 import { ApiError, type GpuplaneClient } from './client.ts';
 
 const VERSION = '0.1.0';
@@ -36,6 +41,11 @@ interface Tool {
   call(c: GpuplaneClient, a: Record<string, unknown>): Promise<unknown>;
 }
 
+/** A retried tool call that creates something sends the same key, and gets the same thing back. */
+const IdempotencyKey = Type.Optional(
+  Type.String({ minLength: 1, maxLength: 200, description: 'any 1 to 200 printable ASCII characters; a call retried with the same key answers what the first made (default: a fresh key each call)' }),
+);
+
 const str = (v: unknown) => (typeof v === 'string' ? v : undefined);
 const num = (v: unknown) => (typeof v === 'number' ? v : undefined);
 const omit = (o: Record<string, unknown>, k: string) => Object.fromEntries(Object.entries(o).filter(([x]) => x !== k));
@@ -44,8 +54,9 @@ const omit = (o: Record<string, unknown>, k: string) => Object.fromEntries(Objec
 export const TOOLS: Record<string, Tool> = {
   submit_job: {
     description: 'Submit a job (TRAIN, EVALUATE or CUSTOM): command, gpus, project, experiment, params, env, selector… Returns the job.',
-    input: SubmitJobBody,
-    call: (c, a) => c.submit(a as never),
+    // The API's body (its experiment-needs-project rule too), and the key a retried call sends again.
+    input: Type.Object({ ...SubmitJobBody.properties, idempotency_key: IdempotencyKey }, { additionalProperties: false, if: { required: ['experiment'] }, then: { required: ['project'] } }),
+    call: (c, a) => c.submit(omit(a, 'idempotency_key') as never, str(a.idempotency_key)),
   },
   get_job: {
     description: 'A job with its attempts (state, node, cards, exit code, reason) and its state history.',
@@ -123,6 +134,39 @@ export const TOOLS: Record<string, Tool> = {
     description: "Evaluate a checkpoint: an EVALUATE job with the training job's settings unless given. Returns the evaluation.",
     input: Type.Object({ checkpoint_id: Id('checkpoint'), ...StartEvaluationBody.properties }, { additionalProperties: false }),
     call: (c, a) => startEvaluation(c, String(a.checkpoint_id), omit(a, 'checkpoint_id') as never),
+  },
+  fork_checkpoint: {
+    description:
+      "Fork a checkpoint: a new TRAIN job that resumes from it, with the config of the attempt that registered it edited as retry_job edits one (command, env, params, gpus…). Returns the job with forked_from and what the edits changed.",
+    input: Type.Object({ checkpoint_id: Id('checkpoint'), ...ForkBody.properties, idempotency_key: IdempotencyKey }, { additionalProperties: false }),
+    call: (c, a) => forkCheckpoint(c, String(a.checkpoint_id), omit(omit(a, 'checkpoint_id'), 'idempotency_key') as never, str(a.idempotency_key)),
+  },
+  get_lineage: {
+    description: 'The lineage tree of a run or a checkpoint: the runs forked from one another, each with the checkpoint it was forked from.',
+    input: LineageQuery,
+    // Whichever of the two is given (the API answers for neither or both).
+    call: (c, a) => lineage(c, Object.fromEntries(['run', 'checkpoint'].flatMap((k) => (str(a[k]) === undefined ? [] : [[k, str(a[k])]]))) as never),
+  },
+  create_sweep: {
+    description:
+      "Create a sweep: trials of a command over parameters (grid, random or asha), each a TRAIN job with its values in GPUPLANE_PARAMS, judged by one metric; asha stops the worse trials at each rung. The input is a sweep file as JSON (docs/sweeps.md). Returns the sweep with its trials.",
+    input: Type.Object({ ...SweepSpecSchema.properties, idempotency_key: IdempotencyKey }, { additionalProperties: false, description: SweepSpecSchema.description }),
+    call: (c, a) => createSweep(c, omit(a, 'idempotency_key') as unknown as SweepSpec, str(a.idempotency_key)),
+  },
+  get_sweep: {
+    description: 'A sweep: its state, trial counts, the best trial so far, and each trial (its values, job, run, state, last value, and why it was stopped).',
+    input: Type.Object({ id: Id('sweep') }, { additionalProperties: false }),
+    call: (c, a) => getSweep(c, String(a.id)),
+  },
+  list_sweeps: {
+    description: 'Sweeps, newest first, optionally of one project.',
+    input: SweepListQuery,
+    call: (c, a) => listSweeps(c, str(a.project)),
+  },
+  cancel_sweep: {
+    description: 'Cancel a sweep: no trial starts any more, and its running trials are cancelled.',
+    input: Type.Object({ id: Id('sweep'), ...(CancelSweepBody.properties ?? {}) }, { additionalProperties: false }),
+    call: (c, a) => cancelSweep(c, String(a.id), str(a.reason)),
   },
   list_nodes: {
     description: 'GPU nodes: status, labels, cards (free and owned), draining or quarantined.',
