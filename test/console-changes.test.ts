@@ -1,8 +1,8 @@
 /**
  * The console's change counters (db/queries/changes.ts), on PostgreSQL and PGlite: a write that
  * changes what a page shows moves its topic's counter, one that changes nothing does not
- * (migrations 0004_console_changes and 0023_statement_change_triggers), and a scheduling pass's
- * set-based writes move the jobs and nodes counters.
+ * (migrations 0004_console_changes, 0023_statement_change_triggers and 0028_sweeps_changes), and a
+ * scheduling pass's set-based writes move the jobs and nodes counters.
  */
 import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
@@ -19,7 +19,7 @@ async function moved(db: Db, write: () => Promise<unknown>): Promise<ChangeTopic
   const before = await readVersions(db);
   await write();
   const after = await readVersions(db);
-  return (['jobs', 'nodes'] as const).filter((t) => after[t] !== before[t]);
+  return (['jobs', 'nodes', 'sweeps'] as const).filter((t) => after[t] !== before[t]);
 }
 
 const job = (id: string) => ({ id, type: 'CUSTOM' as const, state: 'CREATED' as const, gpus: 1, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} });
@@ -56,6 +56,19 @@ describe.each(bothBackends('console-changes'))('console change counters on %s', 
     expect(await moved(db, () => db.execute(sql`update gpu_slots set owner_job_id = null, owner_attempt = null where owner_job_id = 'j1'`))).toEqual(['nodes']);
     expect(await moved(db, () => db.execute(sql`update gpu_slots set owner_job_id = null, owner_attempt = null where owner_job_id = 'j1'`))).toEqual([]);
     expect(await moved(db, () => db.execute(sql`delete from gpu_slots where node_id = 'n1' and index = 2`))).toEqual(['nodes']);
+  });
+
+  it("move on a sweep's row or a trial's created, changed or ended, and not on an update that changes nothing", async () => {
+    const { db } = await open();
+    expect(await moved(db, () => db.execute(sql`insert into sweeps (id, spec, state) values ('s1', '{"method": "grid"}', 'RUNNING')`))).toEqual(['sweeps']);
+    await insertJob(db, job('t0'));
+    expect(await moved(db, () => db.execute(sql`insert into sweep_trials (sweep_id, trial, job_id, params) values ('s1', 0, 't0', '{"lr": 0.1}')`))).toEqual(['sweeps']);
+    // A trial stopped at a rung; then the same again.
+    expect(await moved(db, () => db.execute(sql`update sweep_trials set rung = 0, stopped_reason = 'below the rung' where sweep_id = 's1'`))).toEqual(['sweeps']);
+    expect(await moved(db, () => db.execute(sql`update sweep_trials set rung = 0, stopped_reason = 'below the rung' where sweep_id = 's1'`))).toEqual([]);
+    expect(await moved(db, () => db.execute(sql`update sweeps set state = 'SUCCEEDED', ended_at = now() where id = 's1'`))).toEqual(['sweeps']);
+    expect(await moved(db, () => db.execute(sql`update sweeps set state = 'SUCCEEDED' where id = 's1'`))).toEqual([]);
+    expect(await moved(db, () => db.execute(sql`delete from sweep_trials where sweep_id = 's1'`))).toEqual(['sweeps']);
   });
 
   it("move on a scheduling pass's placements, applied in one statement", async () => {

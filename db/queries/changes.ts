@@ -2,8 +2,8 @@
  * What the console's live updates poll (api/routes/console.ts): change counters, one per topic,
  * and the runs and jobs touched in a range of metric-chunk and event ids.
  *
- * The counters are sequences bumped by triggers (migrations 0004_console_changes and
- * 0023_statement_change_triggers: once per statement on the tables a scheduling pass writes in
+ * The counters are sequences bumped by triggers (migrations 0004_console_changes,
+ * 0023_statement_change_triggers and 0028_sweeps_changes: once per statement on the tables a scheduling pass writes in
  * bulk): reading them costs the same at 10 rows as at 10 million, and bumping one takes no lock a
  * writer could wait on. A counter says only that its topic changed, not how many rows did. Sequences are not transactional, so a counter moves before (or without) its commit: the
  * watcher names what changed again a little later, when the writer has committed.
@@ -11,7 +11,7 @@
 import { sql } from 'drizzle-orm';
 import { queryRows, type Db } from '../client.ts';
 
-export const CHANGE_TOPICS = ['jobs', 'nodes', 'runs', 'metrics', 'events', 'checkpoints'] as const;
+export const CHANGE_TOPICS = ['jobs', 'nodes', 'runs', 'metrics', 'events', 'checkpoints', 'sweeps'] as const;
 export type ChangeTopic = (typeof CHANGE_TOPICS)[number];
 
 /** More changed ids than this and a change names none (`truncated`): clients refetch everything they show. */

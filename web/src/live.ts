@@ -25,7 +25,7 @@ let retryMs = 1000;
 let backoffMs = 1000;
 let retryTimer: ReturnType<typeof setTimeout> | null = null;
 
-const ALL: ChangeEvent = { topics: ['jobs', 'nodes', 'runs', 'metrics', 'events', 'checkpoints'], run_ids: [], job_ids: [], truncated: true };
+const ALL: ChangeEvent = { topics: ['jobs', 'nodes', 'runs', 'metrics', 'events', 'checkpoints', 'sweeps'], run_ids: [], job_ids: [], truncated: true };
 
 function setConnected(up: boolean) {
   if (up === connected) return;
@@ -199,19 +199,4 @@ export function useResource<T>(load: () => Promise<T>, deps: unknown[], watch: W
   }, deps);
   useLive(watch, reload);
   return { data: state.data, error: state.error, reload };
-}
-
-/**
- * Calls `fn` every `ms` while `on`: for what no change topic covers. A sweep's own rows (its end,
- * the rungs its trials reached) bump no change counter; its trials' jobs and metrics do, and
- * useResource follows those.
- */
-export function usePollWhile(on: boolean, ms: number, fn: () => void): void {
-  const ref = useRef(fn);
-  ref.current = fn;
-  useEffect(() => {
-    if (!on) return;
-    const t = setInterval(() => ref.current(), ms);
-    return () => clearInterval(t);
-  }, [on, ms]);
 }

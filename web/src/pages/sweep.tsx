@@ -10,10 +10,10 @@ import { MetricChart, type ChartRun } from '../charts/metric-chart.tsx';
 import { ParamScatter } from '../charts/param-scatter.tsx';
 import { listedValues, scatterAxis } from '../charts/scatter.ts';
 import { ErrorBox, Loading, Section, StateBadge, WorkflowLink } from '../components.tsx';
-import { useLive, usePollWhile, useResource } from '../live.ts';
+import { useLive, useResource } from '../live.ts';
 import { num, type SweepDetail } from '../types.ts';
 import { BestTrial, Leaderboard, Settings } from './sweep-parts.tsx';
-import { metricLabel, SWEEP_POLL_MS } from './sweeps.tsx';
+import { metricLabel } from './sweeps.tsx';
 
 /** The parameters, in name order as the sweep takes them (docs/sweeps.md), from the file or else the trials. */
 function paramNames(s: SweepDetail): string[] {
@@ -47,7 +47,8 @@ function Scatters({ s, params }: { s: SweepDetail; params: string[] }) {
 }
 
 export function SweepPage({ id }: { id: string }) {
-  const sweep = useResource(() => api.sweep(id), [id], { topics: ['jobs', 'runs', 'checkpoints'] });
+  // Its own row and its trials' (a start, a stop at a rung, the end) are `sweeps` changes.
+  const sweep = useResource(() => api.sweep(id), [id], { topics: ['jobs', 'runs', 'checkpoints', 'sweeps'] });
   const workflowUrl = useWorkflowUrl(`sweep/${id}`);
   const action = useAction(sweep.reload);
   const s = sweep.data;
@@ -55,7 +56,6 @@ export function SweepPage({ id }: { id: string }) {
   // the job list makes it a filter even before any trial has a run.
   const trials = s?.leaderboard ?? [];
   useLive({ topics: ['metrics'], runId: trials.flatMap((t) => (t.run_id ? [t.run_id] : [])), jobId: trials.map((t) => t.job_id) }, sweep.reload);
-  usePollWhile(s?.state === 'RUNNING', SWEEP_POLL_MS, sweep.reload);
   if (!s) return sweep.error ? <ErrorBox error={sweep.error} /> : <Loading what={`sweep ${id}`} />;
   const params = paramNames(s);
   // The same cancel as gpuctl sweep cancel: the trials that have not ended are cancelled, and no more start.

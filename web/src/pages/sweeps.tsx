@@ -4,21 +4,17 @@
  */
 import { api } from '../api.ts';
 import { ErrorBox, Loading, StateBadge, When } from '../components.tsx';
-import { usePollWhile, useResource } from '../live.ts';
+import { useResource } from '../live.ts';
 import { href } from '../router.ts';
 import type { Sweep } from '../types.ts';
 
 /** "train/loss ↓": the metric and which way is better. */
 export const metricLabel = (m: Sweep['metric']) => `${m.name} ${m.goal === 'minimize' ? '↓' : '↑'}`;
 
-/** While a sweep runs, how often its page (and this list) is fetched again: see usePollWhile. */
-export const SWEEP_POLL_MS = 5000;
-
 export function SweepsPage({ query }: { query: URLSearchParams }) {
   const project = query.get('project') ?? '';
-  // A trial's job changing is a `jobs` change; a sweep's own row (its end) is polled for.
-  const list = useResource(() => api.sweeps({ project: project || undefined }), [project], { topics: ['jobs'] });
-  usePollWhile(list.data?.some((s) => s.state === 'RUNNING') ?? false, SWEEP_POLL_MS, list.reload);
+  // A trial's job changing is a `jobs` change; a sweep's own row or a trial's (a start, a stop, the end) a `sweeps` one.
+  const list = useResource(() => api.sweeps({ project: project || undefined }), [project], { topics: ['jobs', 'sweeps'] });
   const sweeps = list.data;
   return (
     <>
