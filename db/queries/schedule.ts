@@ -137,31 +137,22 @@ export const SPLIT_APPLY_AT = 128;
 async function applySplit(transaction: Transaction, planned: Placement[], weigh: (() => Preemption[]) | null, now: Date, share: ShareOptions): ReturnType<Apply> {
   const cut = planned.length >= SPLIT_APPLY_AT ? planned.length >> 1 : planned.length;
   const parts = [planned.slice(0, cut), planned.slice(cut)].filter((p) => p.length > 0);
-  // The weighing waits until each half's statement has gone out, or its transaction failed before sending it.
-  let toSend = parts.length;
-  let allSent!: () => void;
-  const sent = new Promise<void>((resolve) => (allSent = resolve));
-  const once = () => {
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      if (--toSend === 0) allSent();
-    };
-  };
-  if (toSend === 0) allSent();
+  // The weighing waits until each half's statement has gone out, or its transaction failed before sending it
+  // (resolving a promise again does nothing).
+  const sent: Promise<void>[] = [];
   const applied = Promise.allSettled(
     parts.map((part) => {
-      const gone = once();
+      let gone!: () => void;
+      sent.push(new Promise<void>((resolve) => (gone = resolve)));
       return transaction((tx) => {
         const applying = dispatchPlacements(tx, part, now);
         gone();
         return applying;
-      }).finally(gone);
+      }).finally(() => gone());
     }),
   );
   // A weighing that throws still lets the halves end first: nothing writes on after the pass.
-  const weighed = await settle(sent.then(() => weighNext(weigh)));
+  const weighed = await settle(Promise.all(sent).then(() => weighNext(weigh)));
   const results = await applied;
   const placements = results.flatMap((r) => (r.status === 'fulfilled' ? r.value : []));
   const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
