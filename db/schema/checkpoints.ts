@@ -22,6 +22,11 @@ export const checkpoints = pgTable(
     /** Set when retention deleted its files. */
     deletedAt: ts('deleted_at'),
     sizeBytes: bigint('size_bytes', { mode: 'number' }),
+    /**
+     * `<dev>:<ino>` of the file or directory the watcher hashed: retention deletes the entry only
+     * while it is still that one (null: registered before the agent recorded it).
+     */
+    inode: text('inode'),
     trainMetrics: jsonb('train_metrics').$type<Record<string, number>>(),
     createdAt: createdAt(),
   },
