@@ -5,7 +5,9 @@ import { DEFAULT_RETRY_RETENTION_S } from './domain/job-retry.ts';
 import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
 import { DEFAULT_QUARANTINE, type QuarantineRule } from './domain/quarantine.ts';
 import { DEFAULT_PREEMPT_GRACE_S } from './domain/preemption.ts';
-import { DEFAULT_STALL_AFTER_S } from './domain/stall.ts';
+import { DEFAULT_LOG_CAP_MIB, logCapBytesOf } from './domain/log-cap.ts';
+import { DEFAULT_MAX_STALL_REQUEUES, DEFAULT_STALL_AFTER_S } from './domain/stall.ts';
+import { DEFAULT_MAX_CPU_TRIALS } from './domain/sweep-limits.ts';
 import { DEFAULT_TELEMETRY_S } from './domain/telemetry.ts';
 import { DEFAULT_WEBHOOK_RETRY, privatePolicyOf, type PrivateAddressPolicy, type WebhookRetry } from './domain/webhooks.ts';
 
@@ -71,6 +73,12 @@ export interface GpuplaneConfig {
   webhookRetry: WebhookRetry;
   /** How often a sweep's workflow reads its trials' states and metrics when no trial's end wakes it (GPUPLANE_SWEEP_POLL_MS, 1000; docs/sweeps.md). */
   sweepPollMs: number;
+  /** The most log bytes the API keeps of one attempt's rank, stdout and stderr together (GPUPLANE_LOG_CAP_MIB, 256; 0: no cap; domain/log-cap.ts). */
+  logCapBytes: number | null;
+  /** The most zero-card trials one sweep runs at once (GPUPLANE_MAX_CPU_TRIALS, 32; domain/sweep-limits.ts). */
+  maxCpuTrials: number;
+  /** How many times `--on-stall requeue` re-queues a job before its next stall fails it (GPUPLANE_MAX_STALL_REQUEUES, 3; domain/stall.ts). */
+  maxStallRequeues: number;
 }
 
 function intFromEnv(name: string, fallback: number): number {
@@ -137,5 +145,8 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
       giveUpMs: Math.max(intFromEnv('GPUPLANE_WEBHOOK_GIVE_UP_S', DEFAULT_WEBHOOK_RETRY.giveUpMs / 1000) * 1000, 1000),
     },
     sweepPollMs: overrides.sweepPollMs ?? Math.max(intFromEnv('GPUPLANE_SWEEP_POLL_MS', 1000), 100),
+    logCapBytes: overrides.logCapBytes !== undefined ? overrides.logCapBytes : logCapBytesOf(intFromEnv('GPUPLANE_LOG_CAP_MIB', DEFAULT_LOG_CAP_MIB)),
+    maxCpuTrials: overrides.maxCpuTrials ?? Math.max(Math.floor(intFromEnv('GPUPLANE_MAX_CPU_TRIALS', DEFAULT_MAX_CPU_TRIALS)), 1),
+    maxStallRequeues: overrides.maxStallRequeues ?? Math.floor(intFromEnv('GPUPLANE_MAX_STALL_REQUEUES', DEFAULT_MAX_STALL_REQUEUES)),
   };
 }

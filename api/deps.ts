@@ -26,6 +26,12 @@ export interface ApiDeps {
   preemptGraceS?: number | null;
   /** GPUPLANE_STALL_AFTER_S: the default stall-after of TRAIN and EVALUATE jobs (domain/stall.ts; 1800 when absent, 0: off). */
   stallAfterS?: number;
+  /** GPUPLANE_LOG_CAP_MIB in bytes: the most log one rank of an attempt keeps, stdout and stderr together (domain/log-cap.ts; 256 MiB when absent, null: no cap). */
+  logCapBytes?: number | null;
+  /** GPUPLANE_MAX_CPU_TRIALS: the most zero-card trials one sweep runs at once (domain/sweep-limits.ts; 32 when absent). */
+  maxCpuTrials?: number;
+  /** GPUPLANE_MAX_STALL_REQUEUES: the re-queues `--on-stall requeue` makes before a job's next stall fails it (domain/stall.ts; 3 when absent). */
+  maxStallRequeues?: number;
   /** Wakes an asha sweep when a trial's metric passes a rung (api/sweep-waker.ts); buildApp makes one when absent. */
   sweepWaker?: SweepWaker;
   /** GPUPLANE_SWEEP_POLL_MS (1000 when absent): how often a sweep's workflow reads its trials, given to it when it starts. */

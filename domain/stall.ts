@@ -10,6 +10,12 @@ import type { JobType } from './job-states.ts';
 /** Default stall-after in seconds for TRAIN and EVALUATE jobs (GPUPLANE_STALL_AFTER_S); CUSTOM jobs have none unless asked. */
 export const DEFAULT_STALL_AFTER_S = 30 * 60;
 
+/**
+ * Default of GPUPLANE_MAX_STALL_REQUEUES: how many times `--on-stall requeue` re-queues a job (since
+ * its last retry_job); its next stall ends it FAILED "stalled N times" (stalledTooOften).
+ */
+export const DEFAULT_MAX_STALL_REQUEUES = 3;
+
 /** What a stall does: tell (an event and a badge), kill (FAILED "stalled"), or requeue (the next attempt). */
 export const ON_STALL = ['tell', 'kill', 'requeue'] as const;
 export type OnStall = (typeof ON_STALL)[number];
@@ -78,6 +84,20 @@ export function stallStep(prev: StallMarks, o: StallObservation, stallAfterMs: n
   }
   if (prev.stalledAt === null && stallAfterMs !== null && o.now - prev.activeAt >= stallAfterMs) return { marks: { ...marks, stalledAt: o.now }, change: 'stalled' };
   return { marks, change: null };
+}
+
+/**
+ * Whether this stall of an `--on-stall requeue` job fails it: `requeued` earlier stalls re-queued it (since its last
+ * retry) and the cap allows no more.
+ */
+export function stalledTooOften(requeued: number, maxRequeues: number): boolean {
+  return requeued >= maxRequeues;
+}
+
+/** The reason of a job that stalled once more than its re-queues allow: `stalled N times: …`. */
+export function stalledTimesReason(requeued: number, maxRequeues: number, stallAfterS: number): string {
+  const most = `${maxRequeues} time${maxRequeues === 1 ? '' : 's'}`;
+  return `stalled ${requeued + 1} times: ${stallMessage(stallAfterS).replace(/^stalled: /, '')} (--on-stall requeue re-queues at most ${most})`;
 }
 
 /** How a stall reads in events and reasons. */

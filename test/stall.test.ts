@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { freshMarks, stallAfterOf, stallStep, type StallMarks } from '../domain/stall.ts';
+import { freshMarks, stallAfterOf, stalledTimesReason, stalledTooOften, stallStep, type StallMarks } from '../domain/stall.ts';
 import { cardsBusy, fakeCardSample, parseTelemetryLine, systemPoints } from '../domain/telemetry.ts';
 import { durationArg } from '../cli/args.ts';
 
@@ -52,6 +52,15 @@ describe('the stall rule (domain/stall.ts)', () => {
     expect(stallAfterOf({ type: 'TRAIN', stallAfterS: 60 }, 1800, 600)).toBe(60);
     expect(stallAfterOf({ type: 'TRAIN', stallAfterS: null }, 1800, 0)).toBeNull();
     expect(stallAfterOf({ type: 'CUSTOM', stallAfterS: null }, 1800, 600)).toBeNull();
+  });
+});
+
+describe('the cap on --on-stall requeue (domain/stall.ts)', () => {
+  it('re-queues up to the cap, then the next stall fails the job "stalled N times"', () => {
+    expect([0, 1, 2, 3, 4].map((n) => stalledTooOften(n, 3))).toEqual([false, false, false, true, true]);
+    expect(stalledTooOften(0, 0)).toBe(true);
+    expect(stalledTimesReason(3, 3, 1800)).toBe('stalled 4 times: no metric logged, no log output and its cards under 5 % for 30 min (--on-stall requeue re-queues at most 3 times)');
+    expect(stalledTimesReason(1, 1, 5)).toMatch(/^stalled 2 times: .* for 5 s \(--on-stall requeue re-queues at most 1 time\)$/);
   });
 });
 

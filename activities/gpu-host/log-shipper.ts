@@ -4,7 +4,10 @@
  * attempt it adopts, which asks the API how much it has and goes on from that byte: the API
  * stores a chunk only at its stored size, so no byte is stored twice and none is skipped.
  * Shipping never blocks the attempt: the shim writes to files, and an unreachable API only
- * delays the copy.
+ * delays the copy. The API keeps at most its log cap of a rank's two streams (GPUPLANE_LOG_CAP_MIB,
+ * domain/log-cap.ts): it cuts the chunk that passes it, ends the stream with a line that names this
+ * node and the file, and answers the stream complete, so the shipper stops reading; the file on
+ * the node is left whole.
  */
 import fs from 'node:fs';
 import { stderrPathOf } from './shim.ts';
@@ -152,7 +155,7 @@ export class LogShipper {
   }
 
   /** Sends `data` as the stream from `offset`; returns the offset to go on from, and whether the stream is complete. */
-  private async post(stream: LogStream, offset: number, data: Buffer, final: boolean): Promise<{ offset: number; complete: boolean }> {
+  private async post(stream: LogStream, offset: number, data: Buffer, final: boolean): Promise<{ offset: number; complete: boolean; truncated?: boolean }> {
     const q = new URLSearchParams({ offset: String(offset), node: this.o.nodeId, location: this.o.files[stream] });
     // Rank 0 is the API's default: a single-node job's requests are as they were before gangs
     // (an API older than the agent still takes them).
@@ -172,7 +175,7 @@ export class LogShipper {
       if (!Number.isInteger(expected)) throw new GiveUp('409 without expected_offset');
       return { offset: expected, complete: body.complete === true };
     }
-    return { offset: Number(body.size_bytes), complete: Boolean(body.complete) };
+    return { offset: Number(body.size_bytes), complete: Boolean(body.complete), truncated: body.truncated === true };
   }
 
   private async ship(stream: LogStream, from: { size: number; complete: boolean }): Promise<void> {
@@ -197,6 +200,7 @@ export class LogShipper {
           const n = fs.readSync(fd!, buf, 0, buf.length, offset);
           const last = ending && offset + n === size;
           const r = await this.post(stream, offset, buf.subarray(0, n), last);
+          if (r.truncated) this.o.warn?.(`log shipping of ${this.what} ${stream}: the API's log cap is reached; the rest stays in ${this.o.files[stream]} on this node`);
           if (r.complete) return;
           offset = r.offset;
           continue;

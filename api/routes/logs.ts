@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import type { Db } from '../../db/client.ts';
+import { DEFAULT_LOG_CAP_MIB, formatCap, logCapBytesOf } from '../../domain/log-cap.ts';
 import { getJob } from '../../db/queries/jobs.ts';
 import { appendLogChunk, attemptNodes, attemptTimes, listLogRefs, LOG_STREAMS, MAX_LOG_CHUNK, readLogChunks, runAttempt, type LogStream, type StoredChunk } from '../../db/queries/logs.ts';
 import type { RunLogRef } from '../../db/schema.ts';
@@ -128,6 +129,8 @@ async function* logBytes(db: Db, t: ReadTarget, stopped: () => boolean): AsyncGe
 
 export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db } = deps;
+  // What one rank of an attempt keeps, both streams together (GPUPLANE_LOG_CAP_MIB): an agent that ships past it, forged or old, is cut there too.
+  const capBytes = deps.logCapBytes === undefined ? logCapBytesOf(DEFAULT_LOG_CAP_MIB) : deps.logCapBytes;
   let closing = false;
   app.addHook('onClose', async () => {
     closing = true;
@@ -163,7 +166,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         tags: ['logs'],
         summary: "Append bytes to an attempt's stdout or stderr (what agents ship)",
         description:
-          'The body (application/octet-stream, at most 256 KiB) holds the stream from byte `offset`. Bytes already stored are acknowledged and dropped; an offset past the stored size is 409 with `expected_offset`, from which the shipper resends. `final=true` marks the stream complete. A gang member ships with `rank=R`: each rank\'s streams are stored apart; a rank the attempt does not have is 400.',
+          'The body (application/octet-stream, at most 256 KiB) holds the stream from byte `offset`. Bytes already stored are acknowledged and dropped; an offset past the stored size is 409 with `expected_offset`, from which the shipper resends. `final=true` marks the stream complete. One rank\'s stdout and stderr keep at most GPUPLANE_LOG_CAP_MIB together: the chunk that passes it is cut there and ends with a `gpuplane: log truncated at N MiB` line (`truncated: true`), and its stream is complete (409 for anything more). A gang member ships with `rank=R`: each rank\'s streams are stored apart; a rank the attempt does not have is 400.',
         consumes: ['application/octet-stream'],
         body: LogChunk,
         params: IngestParams,
@@ -184,16 +187,17 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           throw notFound('attempt', `${jobId}#${attempt}`);
         }
         if (rank >= nodes) throw noSuchRank(jobId, attempt, rank, nodes);
-        return appendLogChunk(tx, { jobId, attempt, rank, stream, offset: Number(q.offset), data, final: q.final === 'true', nodeId: q.node ?? null, location: q.location ?? null });
+        return appendLogChunk(tx, { jobId, attempt, rank, stream, offset: Number(q.offset), data, final: q.final === 'true', nodeId: q.node ?? null, location: q.location ?? null, capBytes });
       });
       const what = `${stream} of ${jobId}#${attempt}${rank ? ` rank ${rank}` : ''}`;
       if (r.kind === 'gap') {
         return reply.status(409).send({ error: 'conflict', message: `${what} has ${r.expected} bytes stored; resend from offset ${r.expected}`, expected_offset: r.expected, complete: false });
       }
       if (r.kind === 'complete') {
-        return reply.status(409).send({ error: 'conflict', message: `${what} is complete at ${r.sizeBytes} bytes; it takes no new bytes`, expected_offset: r.sizeBytes, complete: true });
+        const why = r.truncated ? `was truncated at the log cap (${formatCap(capBytes!)} a rank of an attempt)` : `is complete at ${r.sizeBytes} bytes`;
+        return reply.status(409).send({ error: 'conflict', message: `${what} ${why}; it takes no new bytes`, expected_offset: r.sizeBytes, complete: true });
       }
-      return { size_bytes: r.sizeBytes, stored_bytes: r.storedBytes, complete: r.complete };
+      return { size_bytes: r.sizeBytes, stored_bytes: r.storedBytes, complete: r.complete, ...(r.truncated ? { truncated: true } : {}) };
     },
   );
 

@@ -7,7 +7,10 @@ import { ensureExperiment, ensureProject, findProjectId, primaryMetricSettings }
 import { ashaSweepOfRun, getSweep, insertSweep, listSweeps, sweepOfKey, sweepScopeNames, sweepTrialRows, trialCounts, type TrialRow } from '../../db/queries/sweeps.ts';
 import { newId } from '../../db/ids.ts';
 import type { Sweep } from '../../db/schema.ts';
+import { projectQuotaList } from '../../db/queries/quotas.ts';
 import { ashaRungSteps, ashaSettings, compareValues } from '../../domain/asha.ts';
+import { quotaFor } from '../../domain/fair-share.ts';
+import { DEFAULT_MAX_CPU_TRIALS, limitConcurrency } from '../../domain/sweep-limits.ts';
 import { bestCheckpoint } from '../../domain/best-checkpoint.ts';
 import { encodeValue } from '../../domain/metrics.ts';
 import { resolvePrimaryMetric, trainCounterpart } from '../../domain/primary-metric.ts';
@@ -113,6 +116,22 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
     return { trial: first.trial.trial, job_id: first.job.id, run_id: first.runId, value: encodeValue(b.value), step: b.step, checkpoint_id: null, fallback: false };
   }
 
+  /**
+   * The sweep file with max_concurrent within its limits (domain/sweep-limits.ts): its trials' cards at once within the
+   * quota they count against (a trial's job has no selector: the project's quota over the whole cluster), its
+   * zero-card trials within GPUPLANE_MAX_CPU_TRIALS. Past one: a 400 naming it.
+   */
+  async function withinLimits(spec: SweepSpec): Promise<SweepSpec> {
+    const projectId = spec.project ? await findProjectId(db, spec.project) : undefined;
+    const q = projectId ? quotaFor(projectId, {}, await projectQuotaList(db)) : null;
+    try {
+      return limitConcurrency(spec, { quota: q && { project: spec.project!, pool: q.pool, gpus: q.gpus }, maxCpuTrials: deps.maxCpuTrials ?? DEFAULT_MAX_CPU_TRIALS });
+    } catch (err) {
+      if (err instanceof SweepSpecError) throw new DomainError('invalid', `sweep file: ${err.message}`);
+      throw err;
+    }
+  }
+
   /** Starts a sweep's workflow; Temporal away, it is left to the control worker's reconciler (within a minute), and the create still answers. */
   async function startOrLeave(s: Sweep, log: FastifyBaseLogger): Promise<void> {
     await startSweepWorkflow(client, s, sweepStart).catch((err: unknown) => log.warn({ err, sweepId: s.id }, 'sweep: its workflow was not started; the control worker will'));
@@ -133,7 +152,8 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
       schema: {
         tags: ['sweeps'],
         summary: 'Create a sweep: its workflow starts its trials as TRAIN jobs',
-        description: 'The body is the sweep file as JSON (docs/sweeps.md). A mistake is answered 400 naming its field, and nothing is created.',
+        description:
+          "The body is the sweep file as JSON (docs/sweeps.md). A mistake is answered 400 naming its field, and nothing is created. `max_concurrent` is bounded: trials that take cards by the project's card quota (max_concurrent × cards a trial at most the quota), zero-card trials by GPUPLANE_MAX_CPU_TRIALS; past a bound is 400, and a file without it gets the bound filled in where its trials would pass it.",
         headers: IdempotencyHeaders,
         body: SweepSpecSchema,
         response: { 201: SweepDetailSchema, ...Conflict },
@@ -168,7 +188,9 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
       const settings = given.project ? await primaryMetricSettings(db, given.project, given.experiment) : undefined;
       const primary = resolvePrimaryMetric(settings?.experiment ?? null, settings?.project ?? null);
       // Filled in, so that the sweep is replayed exactly: the seed its random points came from, the metric it compared.
-      const spec: SweepSpec = { ...given, metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) };
+      const filled: SweepSpec = { ...given, metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) };
+      // So is max_concurrent, within the project's quota (cards) or the plane's cap of zero-card trials; past either is a 400.
+      const spec = await withinLimits(filled);
       const p = req.principal;
       let projectId: string | null = null;
       const s = await db

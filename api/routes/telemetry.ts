@@ -6,17 +6,18 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { writeSeries } from '../../db/queries/metrics.ts';
 import { markPreemptions } from '../../db/queries/preempt.ts';
-import { addStallEvent, attemptsOnNode, markPreemptionFails, ownPointCounts, saveStallMarks } from '../../db/queries/telemetry.ts';
+import { addStallEvent, attemptsOnNode, markPreemptionFails, ownPointCounts, saveStallMarks, stallRequeues } from '../../db/queries/telemetry.ts';
 import { parseBatch } from '../../domain/metrics.ts';
 import { DEFAULT_PREEMPT_GRACE_S } from '../../domain/preemption.ts';
-import { DEFAULT_STALL_AFTER_S, freshMarks, stallAfterOf, stallMessage, stallStep, type StallMarks } from '../../domain/stall.ts';
+import { DEFAULT_MAX_STALL_REQUEUES, DEFAULT_STALL_AFTER_S, freshMarks, stallAfterOf, stalledTimesReason, stalledTooOften, stallMessage, stallStep, type StallMarks } from '../../domain/stall.ts';
 import { cardsBusy, systemPoints, type AttemptSample, type CardSample } from '../../domain/telemetry.ts';
 import { sendPreemptions } from '../../temporal/scheduler-ops.ts';
 import type { ApiDeps } from '../deps.ts';
 import { IdParams } from '../schemas/common.ts';
 import { TelemetryAnswer, TelemetryBody } from '../schemas/telemetry.ts';
 
-export const telemetryRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, client, metrics, preemptGraceS, stallAfterS }) => {
+export const telemetryRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, client, metrics, preemptGraceS, stallAfterS, maxStallRequeues }) => {
+  const maxRequeues = maxStallRequeues ?? DEFAULT_MAX_STALL_REQUEUES;
   app.post(
     '/nodes/:id/telemetry',
     { schema: { tags: ['nodes'], summary: "A node's telemetry report (its agent's node token): card samples, and its attempts' use of the host", params: IdParams, body: TelemetryBody, response: { 200: TelemetryAnswer } } },
@@ -61,11 +62,14 @@ export const telemetryRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, {
           const message = stallMessage(after!);
           await addStallEvent(tx, { jobId: f.jobId, attempt: f.attempt, runId: f.runId, stalled: true, message, data: { stall_after_s: after, on_stall: f.onStall } });
           if (f.onStall === 'tell') return [];
+          // A job that stalls again and again is not re-queued for ever: past the cap its stall fails it.
+          const requeued = f.onStall === 'requeue' ? await stallRequeues(tx, f.jobId, f.attempt) : 0;
+          const fail = f.onStall === 'kill' || stalledTooOften(requeued, maxRequeues);
           // kill: the attempt is stopped as a preemption is (SIGTERM, the grace, SIGKILL), and ends FAILED; requeue: PREEMPTED, and the next attempt is queued.
-          if (f.onStall === 'kill') await markPreemptionFails(tx, f.jobId, f.attempt);
-          const reason = f.onStall === 'kill' ? `${message} (--on-stall kill)` : `${message}; re-queued (--on-stall requeue)`;
+          if (fail) await markPreemptionFails(tx, f.jobId, f.attempt);
+          const reason = f.onStall === 'kill' ? `${message} (--on-stall kill)` : fail ? stalledTimesReason(requeued, maxRequeues, after!) : `${message}; re-queued (--on-stall requeue)`;
           const marked = await markPreemptions(tx, [{ jobId: f.jobId, attempt: f.attempt, reason }], preemptGraceS ?? DEFAULT_PREEMPT_GRACE_S, new Date(now));
-          return marked.map((o) => ({ ...o, fail: f.onStall === 'kill' }));
+          return marked.map((o) => ({ ...o, fail }));
         });
         if (step.change === 'stalled') stalled.push(f.jobId);
         // Temporal not answering loses nothing: the scheduler's passes send an unheard preemption again.

@@ -29,6 +29,7 @@ export const IngestResult = Type.Object({
   size_bytes: Type.Integer({ description: 'bytes stored for the stream, after this body' }),
   stored_bytes: Type.Integer({ description: 'bytes of this body that were new' }),
   complete: Type.Boolean(),
+  truncated: Type.Optional(Type.Boolean({ description: "true when this body took the rank's streams to the log cap: it was cut there, the truncation line appended, and the stream is complete" })),
 });
 
 export const IngestGap = Type.Object({

@@ -1,7 +1,8 @@
-import { and, asc, eq, gt, gte, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, gte, sql } from 'drizzle-orm';
 import type { Executor, Tx } from '../client.ts';
 import { jobAttempts, logChunks, runLogRefs, runs, type RunLogRef } from '../schema.ts';
 import { runOfAttempt } from './attempt-run.ts';
+import { roomUnderCap, truncationLine } from '../../domain/log-cap.ts';
 
 export const LOG_STREAMS = ['stdout', 'stderr'] as const;
 export type LogStream = (typeof LOG_STREAMS)[number];
@@ -9,12 +10,12 @@ export type LogStream = (typeof LOG_STREAMS)[number];
 export const MAX_LOG_CHUNK = 256 * 1024;
 
 export type AppendResult =
-  /** Stored (or already held: an overlap is trimmed, a full repeat stores nothing). */
-  | { kind: 'stored'; sizeBytes: number; complete: boolean; storedBytes: number }
+  /** Stored (or already held: an overlap is trimmed, a full repeat stores nothing). `truncated`: cut at the cap, its line appended, the stream complete. */
+  | { kind: 'stored'; sizeBytes: number; complete: boolean; storedBytes: number; truncated?: true }
   /** The chunk starts past what is stored: the shipper must resend from `expected`. */
   | { kind: 'gap'; expected: number }
-  /** New bytes for a stream already marked complete. */
-  | { kind: 'complete'; sizeBytes: number };
+  /** New bytes for a stream already marked complete (`truncated`: its rank's streams reached the cap). */
+  | { kind: 'complete'; sizeBytes: number; truncated: boolean };
 
 export interface AppendChunk {
   jobId: string;
@@ -28,17 +29,25 @@ export interface AppendChunk {
   final: boolean;
   nodeId: string | null;
   location: string | null;
+  /** The most bytes the rank's streams keep together (domain/log-cap.ts); null or absent: no cap. */
+  capBytes?: number | null;
 }
 
 /**
- * appendLogChunk appends a chunk at `offset` of an attempt's (rank's) stream, in the caller's transaction. The stream's
- * ref row is locked first, so two shippers of one attempt (an agent and its successor) never
+ * appendLogChunk appends a chunk at `offset` of an attempt's (rank's) stream, in the caller's transaction. The rank's
+ * ref rows are locked first, in stream order, so two shippers of one attempt (an agent and its successor) never
  * store the same bytes twice: bytes already held are acknowledged and dropped, and a chunk that
- * would leave a hole is refused.
+ * would leave a hole is refused. With a cap, the chunk that would take the rank's streams past it is cut at the cap,
+ * ends with the truncation line, and completes its stream; the other stream's next bytes get only the line.
  */
 export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResult> {
-  const key = and(eq(runLogRefs.jobId, c.jobId), eq(runLogRefs.attempt, c.attempt), eq(runLogRefs.rank, c.rank), eq(runLogRefs.stream, c.stream));
-  let [ref] = await tx.select().from(runLogRefs).where(key).for('update');
+  const rankKey = and(eq(runLogRefs.jobId, c.jobId), eq(runLogRefs.attempt, c.attempt), eq(runLogRefs.rank, c.rank));
+  const key = and(rankKey, eq(runLogRefs.stream, c.stream));
+  // Both streams' rows, always in one order: the cap weighs them together, and two appends never wait on each other crosswise.
+  const held = await tx.select().from(runLogRefs).where(rankKey).orderBy(asc(runLogRefs.stream)).for('update');
+  let ref = held.find((r) => r.stream === c.stream);
+  const others = held.filter((r) => r.stream !== c.stream).reduce((n, r) => n + r.sizeBytes, 0);
+  const cap = c.capBytes ?? null;
   if (!ref) {
     // A first chunk that does not start at 0 is refused before anything is written.
     if (c.offset > 0) return { kind: 'gap', expected: 0 };
@@ -46,13 +55,22 @@ export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResu
     [ref] = await tx.select().from(runLogRefs).where(key).for('update');
   }
   const stored = ref.sizeBytes;
+  // A complete stream takes nothing past its end, wherever the chunk starts (a truncated one's file goes on past it).
+  if (ref.complete && c.offset + c.data.length > stored) return { kind: 'complete', sizeBytes: stored, truncated: cap !== null && others + stored >= cap };
   if (c.offset > stored) return { kind: 'gap', expected: stored };
-  const fresh = c.data.subarray(Math.min(c.data.length, stored - c.offset));
-  if (fresh.length > 0 && ref.complete) return { kind: 'complete', sizeBytes: stored };
+  let fresh = c.data.subarray(Math.min(c.data.length, stored - c.offset));
+  const room = roomUnderCap(cap, others + stored, fresh.length);
+  if (room !== null) {
+    const kept = fresh.subarray(0, room);
+    // The line starts a line of its own, wherever the cut fell.
+    const before = kept.length ? kept[kept.length - 1] : stored > 0 ? await lastByte(tx, c) : 10;
+    const line = truncationLine(cap!, c.nodeId ?? ref.nodeId, c.location ?? ref.location);
+    fresh = Buffer.concat([kept, Buffer.from(before === 10 ? line : `\n${line}`)]);
+  }
   if (fresh.length > 0) await tx.insert(logChunks).values({ jobId: c.jobId, attempt: c.attempt, rank: c.rank, stream: c.stream, offset: stored, data: Buffer.from(fresh) });
   const runId = ref.runId ?? (await runOfAttempt(tx, c.jobId, c.attempt));
   const sizeBytes = stored + fresh.length;
-  const complete = ref.complete || c.final;
+  const complete = ref.complete || c.final || room !== null;
   await tx
     .update(runLogRefs)
     .set({
@@ -64,7 +82,18 @@ export async function appendLogChunk(tx: Tx, c: AppendChunk): Promise<AppendResu
       updatedAt: new Date(),
     })
     .where(key);
-  return { kind: 'stored', sizeBytes, complete, storedBytes: fresh.length };
+  return { kind: 'stored', sizeBytes, complete, storedBytes: fresh.length, ...(room !== null ? { truncated: true as const } : {}) };
+}
+
+/** The last stored byte of a stream that has some. */
+async function lastByte(ex: Executor, c: { jobId: string; attempt: number; rank: number; stream: LogStream }): Promise<number> {
+  const [row] = await ex
+    .select({ b: sql<number>`get_byte(${logChunks.data}, octet_length(${logChunks.data}) - 1)` })
+    .from(logChunks)
+    .where(and(eq(logChunks.jobId, c.jobId), eq(logChunks.attempt, c.attempt), eq(logChunks.rank, c.rank), eq(logChunks.stream, c.stream)))
+    .orderBy(desc(logChunks.offset))
+    .limit(1);
+  return row ? Number(row.b) : 10;
 }
 
 /**

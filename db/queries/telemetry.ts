@@ -74,6 +74,21 @@ export async function addStallEvent(ex: Executor, e: { jobId: string; attempt: n
   await ex.insert(events).values({ jobId: e.jobId, attempt: e.attempt, runId: e.runId, kind: e.stalled ? 'job.stalled' : 'job.unstalled', level: e.stalled ? 'warning' : 'info', message: e.message, data: e.data });
 }
 
+/**
+ * stallRequeues returns how many of a job's attempts before `attempt` a stall re-queued (`--on-stall requeue`): those
+ * that ended PREEMPTED while stalled, since its last attempt that ended FAILED or CANCELLED (a retry_job starts the
+ * count again).
+ */
+export async function stallRequeues(ex: Executor, jobId: string, attempt: number): Promise<number> {
+  const [row] = await queryRows<{ n: number }>(
+    ex,
+    sql`select count(*)::int as n from job_attempts a
+        where a.job_id = ${jobId} and a.attempt < ${attempt} and a.state = 'PREEMPTED' and a.stalled_at is not null
+          and a.attempt > coalesce((select max(b.attempt) from job_attempts b where b.job_id = ${jobId} and b.attempt < ${attempt} and b.state in ('FAILED', 'CANCELLED')), 0)`,
+  );
+  return Number(row?.n ?? 0);
+}
+
 /** Marks the attempt's coming preemption as one that fails it (`--on-stall kill`), before markPreemptions marks it. */
 export async function markPreemptionFails(ex: Executor, jobId: string, attempt: number): Promise<void> {
   await ex.execute(sql`update job_attempts set preempt_fails = true where job_id = ${jobId} and attempt = ${attempt} and preempt_requested_at is null`);
