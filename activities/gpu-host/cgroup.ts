@@ -1,18 +1,33 @@
 /**
- * One cgroup (v2) per attempt, where the agent may make them (root, and a cgroup2 mount): every
- * process of the attempt stays in it whatever it does (`setsid` included), and `cgroup.kill`
- * ends them all at once. Without it the attempt's process group is the boundary, and a child
- * that calls `setsid` escapes it (the documented fallback).
+ * Cgroups for attempts, where the agent may make them (root). Two things are wanted of them:
+ *
+ * - a boundary that `setsid` cannot leave, which `cgroup.kill` ends at once: cgroup v2 only, one
+ *   cgroup per attempt under <cgroup2>/gpuplane/<node>;
+ * - a limit on how many processes a job may run (`--max-pids`): pids.max, in that cgroup where
+ *   cgroup2 has the pids controller, else in the v1 pids hierarchy (a hybrid host, where pids is
+ *   bound to v1), in a cgroup of its own under the agent's.
+ *
+ * An attempt's cgroups travel as one string, their folders joined by ':' (the v2 one first): the
+ * shim puts the job's command into each before it runs, and the agent kills and removes them all.
+ * Without any, the attempt's session, process group and (for job users) uid are the boundary
+ * (leftovers.ts). Jobs ask for no memory, so no memory limit is written.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 
-/** Where cgroup2 is mounted: /sys/fs/cgroup on a unified host, /sys/fs/cgroup/unified on a hybrid one. */
-export function cgroup2Mount(mountinfo = '/proc/self/mountinfo'): string | null {
+/** How many processes an attempt may run at once by default (`--max-pids`, GPUPLANE_MAX_PIDS). */
+export const DEFAULT_MAX_PIDS = 4096;
+/** The most `--max-pids` takes: the kernel's own ceiling on pids (PID_MAX_LIMIT). */
+export const MAX_PIDS_LIMIT = 4_194_304;
+
+/** Where the first mount whose `- fstype source options` part passes `test` is mounted. */
+function mountPoint(test: (fstype: string, options: string[]) => boolean, mountinfo: string): string | null {
   try {
     for (const line of fs.readFileSync(mountinfo, 'utf8').split('\n')) {
       const sep = line.indexOf(' - ');
-      if (sep >= 0 && line.slice(sep + 3).split(' ')[0] === 'cgroup2') return line.split(' ')[4] ?? null;
+      if (sep < 0) continue;
+      const [fstype, , opts = ''] = line.slice(sep + 3).split(' ');
+      if (test(fstype, opts.split(','))) return line.split(' ')[4] ?? null;
     }
   } catch {
     // No /proc: no cgroups.
@@ -20,30 +35,116 @@ export function cgroup2Mount(mountinfo = '/proc/self/mountinfo'): string | null 
   return null;
 }
 
-export class AttemptCgroups {
-  private constructor(readonly base: string) {}
+/** Where cgroup2 is mounted: /sys/fs/cgroup on a unified host, /sys/fs/cgroup/unified on a hybrid one. */
+export function cgroup2Mount(mountinfo = '/proc/self/mountinfo'): string | null {
+  return mountPoint((t) => t === 'cgroup2', mountinfo);
+}
 
-  /** The node's cgroup folder, or null where the agent cannot contain attempts this way. */
-  static detect(nodeId: string, mode: 'auto' | 'off' = 'auto'): AttemptCgroups | null {
-    if (mode === 'off' || process.getuid?.() !== 0) return null;
-    const mount = cgroup2Mount();
-    if (!mount) return null;
-    const base = path.join(mount, 'gpuplane', nodeId);
-    try {
-      fs.mkdirSync(base, { recursive: true });
-      const probe = path.join(base, `.probe-${process.pid}`);
-      fs.mkdirSync(probe);
-      const ok = fs.existsSync(path.join(probe, 'cgroup.kill')) && fs.existsSync(path.join(probe, 'cgroup.procs'));
-      fs.rmdirSync(probe);
-      return ok ? new AttemptCgroups(base) : null;
-    } catch {
-      return null;
+/** Where the v1 hierarchy of `controller` is mounted, or null (a unified host has none). */
+export function cgroupV1Mount(controller: string, mountinfo = '/proc/self/mountinfo'): string | null {
+  return mountPoint((t, opts) => t === 'cgroup' && opts.includes(controller), mountinfo);
+}
+
+/** This process's own cgroup in the v1 hierarchy of `controller` ('/' when none is named). */
+export function ownV1Cgroup(controller: string, file = '/proc/self/cgroup'): string {
+  try {
+    for (const line of fs.readFileSync(file, 'utf8').split('\n')) {
+      const [, ctls = '', p] = line.split(':');
+      if (p && ctls.split(',').includes(controller)) return p;
     }
+  } catch {
+    // Not Linux.
+  }
+  return '/';
+}
+
+/** Makes `base` with a probe child and says whether the child has every file named. */
+function probe(base: string, files: string[]): boolean {
+  try {
+    fs.mkdirSync(base, { recursive: true });
+    const p = path.join(base, `.probe-${process.pid}`);
+    fs.mkdirSync(p, { recursive: true });
+    const ok = files.every((f) => fs.existsSync(path.join(p, f)));
+    fs.rmdirSync(p);
+    return ok;
+  } catch {
+    return false;
+  }
+}
+
+/** Turns `controller` on for the children of `base`, from the mount down; true when they get it. */
+function enableV2(mount: string, base: string, controller: string): boolean {
+  try {
+    if (!fs.readFileSync(path.join(mount, 'cgroup.controllers'), 'utf8').split(/\s+/).includes(controller)) return false;
+    for (let d = mount; ; ) {
+      fs.writeFileSync(path.join(d, 'cgroup.subtree_control'), `+${controller}`);
+      if (d === base) break;
+      d = path.join(d, path.relative(d, base).split(path.sep)[0]);
+    }
+  } catch {
+    // A mount we may not change (a container's root with processes in it): no such limit.
+  }
+  return probe(base, [`${controller}.max`]);
+}
+
+export interface CgroupDetection {
+  cgroups: AttemptCgroups | null;
+  /** What attempts lack on this node (no cgroup2, no pids controller…), for the start line; null: nothing. */
+  missing: string | null;
+}
+
+export class AttemptCgroups {
+  private constructor(
+    /** The node's cgroup2 folder (cgroup.kill), or null without one. */
+    readonly base: string | null,
+    /** The node's folder where pids.max is written (the v2 one, or one in the v1 pids hierarchy), or null. */
+    readonly pidsBase: string | null,
+    readonly maxPids: number,
+  ) {}
+
+  /**
+   * What this node can give attempts: a cgroup2 boundary, a pids limit, both or neither (null).
+   * `mode` off: neither (GPUPLANE_CGROUPS=off). Only root may make cgroups.
+   */
+  static detect(nodeId: string, o: { mode?: 'auto' | 'off'; maxPids?: number; mountinfo?: string; ownCgroup?: string } = {}): CgroupDetection {
+    if (o.mode === 'off') return { cgroups: null, missing: 'GPUPLANE_CGROUPS=off' };
+    if (process.getuid?.() !== 0) return { cgroups: null, missing: 'not root' };
+    const mount = cgroup2Mount(o.mountinfo);
+    const v2 = mount ? path.join(mount, 'gpuplane', nodeId) : null;
+    const base = v2 && probe(v2, ['cgroup.kill', 'cgroup.procs']) ? v2 : null;
+    let pidsBase = base && enableV2(mount!, base, 'pids') ? base : null;
+    if (!pidsBase) {
+      const v1 = cgroupV1Mount('pids', o.mountinfo);
+      const dir = v1 ? path.join(v1, ownV1Cgroup('pids', o.ownCgroup), 'gpuplane', nodeId) : null;
+      if (dir && probe(dir, ['pids.max', 'cgroup.procs'])) pidsBase = dir;
+    }
+    const missing = [!base && (mount ? 'no cgroup.kill in cgroup2' : 'no cgroup2 mount'), !pidsBase && 'no pids controller'].filter(Boolean).join(', ') || null;
+    return { cgroups: base || pidsBase ? new AttemptCgroups(base, pidsBase, o.maxPids ?? DEFAULT_MAX_PIDS) : null, missing };
   }
 
-  /** A fresh cgroup for one attempt; the shim moves itself in before it starts the command. */
+  /** For the agent's start line. */
+  describe(): string {
+    const limit = !this.pidsBase ? 'no pids limit' : this.pidsBase === this.base ? `pids.max ${this.maxPids}` : `pids.max ${this.maxPids} (v1 pids hierarchy, ${this.pidsBase})`;
+    return this.base ? `attempts in cgroups under ${this.base}, ${limit}` : `attempts in process groups (no cgroup2 boundary), ${limit}`;
+  }
+
+  /** The attempt's fresh cgroups, joined by ':' (see above); null when none could be made. */
   create(jobId: string, attempt: number): string | null {
-    const dir = path.join(this.base, `${jobId}.${attempt}`);
+    const name = `${jobId}.${attempt}`;
+    const dirs = [this.base, this.pidsBase === this.base ? null : this.pidsBase].map((b) => b && AttemptCgroups.fresh(path.join(b, name)));
+    if (this.pidsBase) {
+      const limited = dirs[this.pidsBase === this.base ? 0 : 1];
+      try {
+        if (limited) fs.writeFileSync(path.join(limited, 'pids.max'), String(this.maxPids));
+      } catch {
+        // Left unlimited: the agent said at start whether limits hold here.
+      }
+    }
+    const made = dirs.filter((d): d is string => Boolean(d));
+    return made.length ? made.join(':') : null;
+  }
+
+  private static fresh(dir: string): string | null {
     try {
       if (fs.existsSync(dir)) AttemptCgroups.kill(dir);
       fs.mkdirSync(dir, { recursive: true });
@@ -53,33 +154,69 @@ export class AttemptCgroups {
     }
   }
 
-  /** SIGKILLs every process in the cgroup. */
-  static kill(dir: string | null | undefined): void {
-    if (!dir) return;
-    try {
-      fs.writeFileSync(path.join(dir, 'cgroup.kill'), '1');
-    } catch {
-      // Gone already, or a kernel without cgroup.kill: kill what it lists.
+  /** SIGKILLs every process in the attempt's cgroups. */
+  static kill(cgroups: string | null | undefined): void {
+    for (const dir of cgroups?.split(':').filter(Boolean) ?? []) {
       try {
-        for (const pid of fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) process.kill(Number(pid), 'SIGKILL');
+        fs.writeFileSync(path.join(dir, 'cgroup.kill'), '1');
+        continue;
       } catch {
-        // Nothing left to kill.
+        // A v1 cgroup, or a kernel without cgroup.kill: kill what it lists, until it lists nothing
+        // (a process may fork between the read and the kill; pids.max bounds how often).
+      }
+      for (let round = 0; round < 20; round++) {
+        let pids: string[];
+        try {
+          pids = fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
+        } catch {
+          break;
+        }
+        if (!pids.length) break;
+        for (const pid of pids) {
+          try {
+            process.kill(Number(pid), 'SIGKILL');
+          } catch {
+            // Gone already.
+          }
+        }
       }
     }
   }
 
-  /** Kills what is left and removes the cgroup once it is empty (a few ms). */
-  static async remove(dir: string | null | undefined): Promise<void> {
-    if (!dir) return;
-    AttemptCgroups.kill(dir);
-    for (let i = 0; i < 50; i++) {
-      try {
-        fs.rmdirSync(dir);
-        return;
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-        await new Promise((r) => setTimeout(r, 20));
+  /** Kills what is left and removes the cgroups once they are empty (a few ms). */
+  static async remove(cgroups: string | null | undefined): Promise<void> {
+    AttemptCgroups.kill(cgroups);
+    for (const dir of cgroups?.split(':').filter(Boolean) ?? []) {
+      for (let i = 0; i < 50; i++) {
+        try {
+          fs.rmdirSync(dir);
+          break;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENOENT') break;
+          await new Promise((r) => setTimeout(r, 20));
+        }
       }
     }
   }
+}
+
+/**
+ * How the agent contains attempts, for its start line: cgroups and their limits where it has
+ * them, and always how an ended attempt's leftover processes are found (leftovers.ts).
+ */
+export function containmentLine(d: CgroupDetection, jobUsers: boolean): string {
+  const how = d.cgroups ? `${d.cgroups.describe()}${d.missing ? ` (${d.missing})` : ''}` : `attempts in process groups (no cgroups: ${d.missing})`;
+  const leftovers = jobUsers
+    ? "an ended attempt's leftovers killed by session, process group and job user"
+    : `an ended attempt's leftovers killed by session and process group only${d.cgroups?.base ? '' : ' (no job users: a child that calls setsid outlives its job)'}`;
+  return `${how}, ${leftovers}`;
+}
+
+/**
+ * Why an agent told it must contain attempts (GPUPLANE_REQUIRE_CGROUPS=1) may not start: it
+ * needs a cgroup2 boundary and a pids limit. Null: it may.
+ */
+export function containmentRefusal(d: CgroupDetection): string | null {
+  if (d.cgroups?.base && d.cgroups.pidsBase) return null;
+  return `GPUPLANE_REQUIRE_CGROUPS=1, and this agent cannot contain its attempts: ${d.missing ?? 'no cgroups'}`;
 }

@@ -10,28 +10,38 @@
 # <state>.fenced and kills the whole group, so an attempt never outlives the agents that answer
 # for it, and a fenced attempt's status is never taken for the job's own.
 #
-# Where the agent made a cgroup for the attempt, the shim moves itself into it first, so the
-# command and everything it starts (setsid or not) stay inside, and fencing kills them all.
+# Where the agent made cgroups for the attempt (':'-separated folders, the cgroup2 one first), the
+# command moves itself into them before it runs: everything it starts (setsid or not) stays inside,
+# fencing kills them all, and its pids limit counts the job's processes only. The shim stays out,
+# so a job that forks up to its limit cannot stop the shim from watching, reporting and fencing.
 #
 # Where the attempt runs as a job user (uid:gid; the agent is root), the command starts through
 # job-isolate.sh: that user, its own /proc, its environment from fd 4; the shim itself stays the
 # agent's, started with a bare environment (nothing of the job's reaches a root process).
 #
-#   sh job-shim.sh <grace-s> <window-s> <state-path-prefix> <cgroup-dir or ""> <uid:gid or ""> <cmd> [args...]
+#   sh job-shim.sh <grace-s> <window-s> <state-path-prefix> <cgroup-dirs or ""> <uid:gid or ""> <cmd> [args...]
 grace=$1
 window=$2
 adopt="$3.adopt"
 status_file="$3.status"
 fenced_file="$3.fenced"
-cgroup=$4
+cgroups=$4
+cgroup=${cgroups%%:*}
 user=$5
 contact="${3%/*}/contact"
 shift 5
-if [ -n "$cgroup" ]; then echo $$ > "$cgroup/cgroup.procs" 2>/dev/null || cgroup=""; fi
 if [ -n "$user" ]; then
   set -- /usr/bin/unshare --mount --propagation private /bin/sh "${0%/*}/job-isolate.sh" "${user%%:*}" "${user#*:}" "$@"
 fi
-"$@" 3>&- &
+(
+  # The subshell's own pid ($$ is the shim's), then the command in its place.
+  read -r me _ < /proc/self/stat
+  set -f
+  IFS=:
+  for d in $cgroups; do echo "$me" > "$d/cgroup.procs"; done 2>/dev/null
+  unset IFS
+  exec "$@"
+) 3>&- &
 child=$!
 # The job's environment was for the command only.
 exec 4<&-

@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { AttemptSpec } from '../../workflows/types.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { makePrivateDir, writePrivateFile } from '../../runtime/private-files.ts';
+import { keepBesides, sweepLeftovers, sweepTargetOf, type RunningAttempt } from './leftovers.ts';
 import { killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
 import { shimReport, startShim } from './shim.ts';
 
@@ -10,8 +11,12 @@ import { shimReport, startShim } from './shim.ts';
 export interface Live {
   jobId: string;
   attempt: number;
-  /** The shim's pid, which is also its process group id. */
+  /** The shim's pid, which is also its process group id and its session id. */
   pid: number;
+  /** The shim's start time (proc.ts processStartTime): while the pid has it, the attempt runs. */
+  startTime?: string;
+  /** The job user it runs as (job-users.ts); null or absent: the agent's own user. */
+  uid?: number | null;
   /** How the command ended, as its shim reported it (null: the shim died without a word). */
   exited: Promise<WaitStatus | null>;
   fenced: boolean;
@@ -34,6 +39,8 @@ export interface AttemptRecord {
   startTime: string;
   logPath: string;
   cgroup?: string | null;
+  /** The job user it runs as; absent: the agent's own user. */
+  uid?: number | null;
   /** What its checkpoint folder held before it started (CheckpointWatching.contentsBefore): a restarted agent's watcher leaves that alone too. */
   checkpointsBefore?: Record<string, string>;
 }
@@ -44,6 +51,12 @@ export function rankOfRecord(rec: Pick<AttemptRecord, 'spec'>): number {
 }
 
 type StateFile = 'json' | 'adopt' | 'status' | 'fenced';
+
+/**
+ * Every process table of this process: the fake nodes of `gpuctl up --fake-nodes` share job
+ * users, so one node's attempt may own processes of the uid another node's attempt ended with.
+ */
+const tables = new Set<ProcessTable>();
 
 /**
  * The processes an agent runs, one per job at most; it outlives any one activity. What a
@@ -64,6 +77,7 @@ export class ProcessTable {
     readonly cgroups: AttemptCgroups | null = null,
   ) {
     makePrivateDir(runDir);
+    tables.add(this);
   }
 
   /**
@@ -147,10 +161,13 @@ export class ProcessTable {
     });
     child.once('error', () => undefined);
     const pid = child.pid!;
+    const startTime = processStartTime(pid) ?? '';
     const entry: Live = {
       jobId: spec.jobId,
       attempt: spec.attempt,
       pid,
+      startTime,
+      uid: user?.uid ?? null,
       exited: shimReport(child, this.file(spec.jobId, spec.attempt, 'status')),
       fenced: false,
       lostAfterMs: spec.lostAfterMs,
@@ -159,7 +176,7 @@ export class ProcessTable {
       cgroup,
     };
     this.live.set(spec.jobId, entry);
-    const record: AttemptRecord = { spec, pid, startTime: processStartTime(pid) ?? '', logPath, cgroup, ...(Object.keys(checkpointsBefore).length ? { checkpointsBefore } : {}) };
+    const record: AttemptRecord = { spec, pid, startTime, logPath, cgroup, uid: user?.uid ?? null, ...(Object.keys(checkpointsBefore).length ? { checkpointsBefore } : {}) };
     writePrivateFile(this.file(spec.jobId, spec.attempt, 'json'), JSON.stringify(record));
     return entry;
   }
@@ -173,16 +190,24 @@ export class ProcessTable {
     killGroup(entry.pid, 'SIGKILL');
     AttemptCgroups.kill(entry.cgroup);
     await entry.exited;
-    await AttemptCgroups.remove(entry.cgroup);
+    await this.killLeftovers(entry);
   }
 
   /**
    * After the main process exited: whatever it left behind (dataloader workers, say; in its
-   * cgroup even what called setsid) dies before its cards are given to someone else.
+   * cgroup, or of its job user, even what called setsid) dies before its cards are given to
+   * someone else (leftovers.ts).
    */
   async killLeftovers(entry: Live): Promise<void> {
     killGroup(entry.pid, 'SIGKILL');
     await AttemptCgroups.remove(entry.cgroup);
+    this.sweep(entry);
+  }
+
+  /** SIGKILLs what an attempt that ended left behind (leftovers.ts), sparing every attempt of this process that still runs. */
+  sweep(a: RunningAttempt): number {
+    const running = [...tables].flatMap((t) => [...t.live.values()]);
+    return sweepLeftovers(sweepTargetOf(a), keepBesides(a, running));
   }
 
   /**

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { livenessPlan } from '../../domain/liveness.ts';
 import { writePrivateFile } from '../../runtime/private-files.ts';
 import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
+import { AttemptCgroups } from './cgroup.ts';
 import { processStartTime } from './proc.ts';
 import type { AttemptRecord, Live, ProcessTable } from './process-table.ts';
 import { watchStatus } from './shim.ts';
@@ -44,6 +45,7 @@ export function sweepRecords(pt: ProcessTable, olderThanMs: number): void {
  */
 export function adoptSurvivors(pt: ProcessTable, defaultLostAfterMs: number, stillWanted: (r: AttemptRecord) => Promise<boolean>): AttemptRecord[] {
   const adopted: AttemptRecord[] = [];
+  const ended: AttemptRecord[] = [];
   for (const f of fs.readdirSync(pt.runDir).filter((x) => x.endsWith('.json'))) {
     let rec: AttemptRecord;
     try {
@@ -55,12 +57,15 @@ export function adoptSurvivors(pt: ProcessTable, defaultLostAfterMs: number, sti
     // A record that names no GPUPlane attempt was not written by an agent: it joins no path.
     if (idProblem('job id', jobId) ?? attemptProblem(attempt)) continue;
     const alive = processStartTime(rec.pid) === rec.startTime;
+    if (!alive) ended.push(rec);
     if (!alive || fs.existsSync(pt.file(jobId, attempt, 'fenced'))) continue;
     writePrivateFile(pt.file(jobId, attempt, 'adopt'), String(process.pid));
     const entry: Live = {
       jobId,
       attempt,
       pid: rec.pid,
+      startTime: rec.startTime,
+      uid: rec.uid ?? null,
       exited: watchStatus(rec.pid, pt.file(jobId, attempt, 'status')),
       fenced: false,
       // The attempt's own timing, from its spec; the agent's only for records that lack it.
@@ -73,6 +78,13 @@ export function adoptSurvivors(pt: ProcessTable, defaultLostAfterMs: number, sti
     // watchJob comes: the adopted process is fenced before a new attempt could overlap it.
     pt.orphan(entry, entry.fenceAfterMs, () => stillWanted(rec));
     adopted.push(rec);
+  }
+  // Attempts that ended (or were fenced by their shims) while no agent watched may have left
+  // processes the shim could not reach (a setsid child of a job user): they go now, once the
+  // survivors are known and spared.
+  for (const rec of ended) {
+    void AttemptCgroups.remove(rec.cgroup);
+    pt.sweep({ jobId: rec.spec.jobId, attempt: rec.spec.attempt, pid: rec.pid, startTime: rec.startTime, uid: rec.uid ?? null });
   }
   return adopted;
 }

@@ -4,6 +4,7 @@ import { loadConfig } from '../../config.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../../runtime/logger.ts';
 import { advertiseAddrArg, envNameArg, intArg, listArg, pairArg, rootsArg } from '../args.ts';
 import { DEFAULT_FAKE_GPUS, MAX_FAKE_NODES } from '../up-nodes.ts';
+import { DEFAULT_MAX_PIDS, MAX_PIDS_LIMIT } from '../../activities/gpu-host/cgroup.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
 
@@ -37,6 +38,12 @@ const agentOptions = (c: Command) =>
         .default([], 'Temporal only'),
     )
     .addOption(
+      new Option('--max-pids <n>', "how many processes each job may run at once (pids.max of its cgroup, where the node has a pids controller)")
+        .env('GPUPLANE_MAX_PIDS')
+        .argParser(intArg('--max-pids', 1, MAX_PIDS_LIMIT))
+        .default(DEFAULT_MAX_PIDS),
+    )
+    .addOption(
       new Option('--advertise-addr <addr>', "where the other members of a multi-node job reach this node (rank 0's is their MASTER_ADDR)")
         .env('GPUPLANE_ADVERTISE_ADDR')
         .argParser(advertiseAddrArg)
@@ -52,11 +59,12 @@ interface AgentCliOptions {
   allowedRoot: string[];
   jobUsers?: string;
   protect: string[];
+  maxPids: number;
   advertiseAddr?: string;
   logLevel: LogLevel;
 }
 
-const agentFlagsOf = (o: AgentCliOptions) => ({ labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, jobUsers: o.jobUsers, protect: o.protect, advertiseAddr: o.advertiseAddr });
+const agentFlagsOf = (o: AgentCliOptions) => ({ labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, jobUsers: o.jobUsers, protect: o.protect, maxPids: o.maxPids, advertiseAddr: o.advertiseAddr });
 
 export function registerProcessCommands(program: Command): void {
   agentOptions(

@@ -12,7 +12,7 @@ import { NODE_ID, NODE_ID_RULE, type NodeInventory } from '../../domain/node.ts'
 import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
 import { looksLikeToken } from '../../runtime/tokens.ts';
 import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
-import { AttemptCgroups } from '../../activities/gpu-host/cgroup.ts';
+import { AttemptCgroups, containmentLine, containmentRefusal } from '../../activities/gpu-host/cgroup.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { attemptEnd, CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
@@ -64,6 +64,8 @@ export interface AgentOptions {
   protect?: Endpoint[];
   /** Where other nodes reach this one (domain/node.ts NodeInventory.address). */
   address?: string;
+  /** How many processes each attempt may run (`--max-pids`, GPUPLANE_MAX_PIDS), where a pids controller is there; absent: cgroup.ts DEFAULT_MAX_PIDS. */
+  maxPids?: number;
   /** Between two telemetry reports to the API (GPUPLANE_TELEMETRY_S; activities/gpu-host/telemetry.ts); absent or 0: none. */
   telemetryMs?: number;
 }
@@ -75,8 +77,8 @@ export interface Agent {
   /** Attempts running now. */
   running(): number;
   inventorySource: string;
-  /** Where attempts get their own cgroups, or null (process groups only). */
-  cgroupBase: string | null;
+  /** How attempts are contained, for the start line: cgroups and limits, and how their leftovers are found. */
+  containmentLine: string;
   /** Who jobs run as, for the start line: "job users uids A-B (…)", or the single-tenant warning. */
   jobUsersLine: string;
   run: Promise<void>;
@@ -100,7 +102,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   // Fails fast on a lost-after too short to fence in.
   livenessPlan(o.lostAfterMs, o.killGraceMs);
   // GPUPLANE_CGROUPS=off keeps attempts in process groups only, even where cgroups could be used.
-  const cgroups = AttemptCgroups.detect(o.nodeId, process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto');
+  const detected = AttemptCgroups.detect(o.nodeId, { mode: process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto', maxPids: o.maxPids });
+  const refusal = process.env.GPUPLANE_REQUIRE_CGROUPS === '1' ? containmentRefusal(detected) : null;
+  if (refusal) throw new Error(refusal);
   // Nothing of the agent's is for the node's other users: its data dir and everything in it are private.
   makePrivateDir(o.dataDir);
   const jobUsers = o.sharedJobUsers !== undefined ? o.sharedJobUsers : JobUsers.of(o.jobUsers, o.dataDir);
@@ -120,7 +124,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     agentLogger.warn(jobUsersLine);
   }
   makePrivateDir(path.join(o.dataDir, 'logs'));
-  const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), cgroups);
+  const processes = new ProcessTable(o.killGraceMs, path.join(o.dataDir, 'run'), detected.cgroups);
   const logger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'log-shipper', nodeId: o.nodeId });
   const logs = new LogShipping({ apiUrl: o.apiUrl, nodeId: o.nodeId, token: o.nodeToken, warn: (msg, err) => logger.warn(err ? { err } : {}, msg) });
   const telemetryLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'telemetry', nodeId: o.nodeId });
@@ -224,7 +228,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     adopted: adopted.length,
     running: () => processes.live.size,
     inventorySource: source,
-    cgroupBase: cgroups?.base ?? null,
+    containmentLine: containmentLine(detected, jobUsers !== null),
     jobUsersLine,
     run,
     async shutdown() {

@@ -4,7 +4,7 @@
  *   GPUPLANE_API_URL=http://api:8787 TEMPORAL_ADDRESS=temporal:7233 \
  *     node --import tsx workers/gpu-host/main.ts --node-id gpu-01 [--label k=v]… [--fake-gpus N]
  *     [--pass-env NAME]… [--allowed-root DIR]… [--token TOKEN | --token-file FILE] [--on-stop detach|kill]
- *     [--job-users A-B|NAME,…|agent] [--protect HOST:PORT]… [--advertise-addr ADDR]
+ *     [--job-users A-B|NAME,…|agent] [--protect HOST:PORT]… [--advertise-addr ADDR] [--max-pids N]
  *
  * The flags are `gpuctl agent`'s: --node-id is required; --on-stop defaults to detach. It never
  * opens the database. Environment (config.ts, with defaults): TEMPORAL_ADDRESS (127.0.0.1:7233),
@@ -13,7 +13,8 @@
  * (75), GPUPLANE_HEARTBEAT_TIMEOUT_S (10), GPUPLANE_KILL_GRACE_S (10), GPUPLANE_LOG_LEVEL (info;
  * JSON lines on stderr), GPUPLANE_NODE_TOKEN (--token: the node's credential), GPUPLANE_ALLOWED_ROOTS
  * (--allowed-root, ':'-separated; the flags win), GPUPLANE_NODE_TOKEN_FILE (--token-file), GPUPLANE_JOB_USERS
- * (--job-users), GPUPLANE_PROTECT (--protect, comma-separated), GPUPLANE_ADVERTISE_ADDR (--advertise-addr). Prints "agent NODE: …" on stdout when it polls its queue.
+ * (--job-users), GPUPLANE_PROTECT (--protect, comma-separated), GPUPLANE_ADVERTISE_ADDR (--advertise-addr), GPUPLANE_MAX_PIDS (--max-pids, 4096),
+ * GPUPLANE_REQUIRE_CGROUPS (1: refuse to start without a cgroup2 boundary and a pids limit). Prints "agent NODE: …" on stdout when it polls its queue.
  */
 import { parseArgs } from 'node:util';
 import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
@@ -23,6 +24,7 @@ import { printLine, runMain } from '../../runtime/process.ts';
 import { serveAgent, type AgentFlags } from './serve.ts';
 import { readNodeTokenFile } from '../../runtime/credentials.ts';
 import { advertiseAddrProblem } from '../../runtime/advertise-addr.ts';
+import { MAX_PIDS_LIMIT } from '../../activities/gpu-host/cgroup.ts';
 
 /** `gpuctl agent`'s flags, strictly: an unknown or malformed flag is an error. */
 function agentFlagsOf(args: string[]): AgentFlags {
@@ -43,6 +45,7 @@ function agentFlagsOf(args: string[]): AgentFlags {
       'job-users': { type: 'string' },
       protect: { type: 'string', multiple: true, default: [] },
       'advertise-addr': { type: 'string' },
+      'max-pids': { type: 'string' },
     },
   });
   if (!v['node-id']) throw new Error("required option '--node-id <id>' not specified");
@@ -75,7 +78,9 @@ function agentFlagsOf(args: string[]): AgentFlags {
   const advertiseAddr = v['advertise-addr'] ?? (process.env.GPUPLANE_ADVERTISE_ADDR || undefined);
   const badAddr = advertiseAddr === undefined ? null : advertiseAddrProblem(advertiseAddr);
   if (badAddr) throw new Error(badAddr);
-  return { nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], allowedRoots, nodeToken, tokenless, onStop, jobUsers, protect, advertiseAddr };
+  const maxPids = v['max-pids'] ?? (process.env.GPUPLANE_MAX_PIDS || undefined);
+  if (maxPids !== undefined && !(/^\d+$/.test(maxPids) && Number(maxPids) >= 1 && Number(maxPids) <= MAX_PIDS_LIMIT)) throw new Error(`--max-pids must be an integer from 1 to ${MAX_PIDS_LIMIT}`);
+  return { maxPids: maxPids === undefined ? undefined : Number(maxPids), nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], allowedRoots, nodeToken, tokenless, onStop, jobUsers, protect, advertiseAddr };
 }
 
 runMain('agent', () => serveAgent(loadConfig(), agentFlagsOf(process.argv.slice(2)), printLine, createLogger(logLevelFromEnv())));

@@ -31,6 +31,8 @@ export interface AgentFlags {
   jobUsers?: string;
   /** HOST:PORT endpoints jobs may not connect to besides Temporal's (`--protect`, GPUPLANE_PROTECT). */
   protect?: string[];
+  /** How many processes each attempt may run (`--max-pids`, GPUPLANE_MAX_PIDS); absent: 4096. */
+  maxPids?: number;
   /** Where other nodes reach this one (`--advertise-addr`, GPUPLANE_ADVERTISE_ADDR); absent: its address toward Temporal. */
   advertiseAddr?: string;
 }
@@ -76,7 +78,7 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
   const dataDir = agentDataDir(c, f.nodeId);
   makePrivateDir(dataDir);
   const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl);
-  log(`agent ${f.nodeId}: reached at ${agent.inventory.address}, ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.cgroupBase ? `attempts in cgroups under ${agent.cgroupBase}` : 'attempts in process groups (no cgroups)'}, ${agent.jobUsersLine}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
+  log(`agent ${f.nodeId}: reached at ${agent.inventory.address}, ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.containmentLine}, ${agent.jobUsersLine}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
     if (f.onStop === 'detach') {
       // Leave the attempts running and unreported, as if the agent had vanished: a new agent
