@@ -76,6 +76,11 @@ const byScope: ProjectOf = async (db, r) => {
   if (run === false || project === false) return undefined;
   return run ? [await touched('run', run, projectOfRun, db)] : (project ?? null);
 };
+/** ?job= (the runs of a job): an unknown or unreadable job is a 404; without it the list keeps to the projects the caller may read. */
+const byJobFilter: ProjectOf = async (db, r) => {
+  const job = one(r.query.job);
+  return job ? [await touched('job', job, projectOfJob, db)] : undefined;
+};
 const byQueryProject: ProjectOf = async (_db, r) => {
   const project = one(r.query.project);
   return project === false ? undefined : (project ?? null);
@@ -132,7 +137,9 @@ const RULES: Record<string, Rule> = {
 
   'GET /api/v1/runs/counts': { access: 'any' },
   'POST /api/v1/runs': { access: 'write', project: byBodyProject, fromBody: true },
-  'GET /api/v1/runs': { access: 'any' },
+  // Any user token: the list keeps to the projects it may read (api/routes/runs.ts), and a
+  // ?job= it may not read answers that job's 404.
+  'GET /api/v1/runs': { access: 'read', project: byJobFilter },
   'GET /api/v1/runs/:id': { access: 'read', project: byRun, runOf: ownRun },
   'PATCH /api/v1/runs/:id': { access: 'write', project: byRun, runOf: ownRun },
   'POST /api/v1/runs/:id/heartbeat': { access: 'write', project: byRun, runOf: ownRun },

@@ -1,4 +1,5 @@
 import { shellJoin } from '../domain/shell-quote.ts';
+import type { PrivateAddressPolicy } from '../domain/webhooks.ts';
 
 /**
  * The banner's console line. The link that signs in as admin carries the token, so it is printed
@@ -32,4 +33,15 @@ export function nodesLine(ids: string[], cards: number, source: string): string 
   if (ids.length === 1) return `${ids[0]}: ${count} (${source})`;
   const names = ids.length <= 3 ? ids.join(', ') : `${ids[0]} … ${ids[ids.length - 1]} (${ids.length} nodes)`;
   return `${names}: ${count} each (${source})`;
+}
+
+/**
+ * The banner's line of where webhooks may POST (GPUPLANE_WEBHOOK_ALLOW_PRIVATE). gpuctl up takes
+ * no more than any other start, public addresses only, since loopback would let a member's webhook
+ * reach Temporal's HTTP API on this machine; the line names the setting that allows a receiver here.
+ */
+export function webhooksLine(policy: PrivateAddressPolicy): string {
+  if (policy === 'all') return 'to any address, private ones too (GPUPLANE_WEBHOOK_ALLOW_PRIVATE=all)';
+  if (policy === 'loopback') return 'to public addresses and this machine (GPUPLANE_WEBHOOK_ALLOW_PRIVATE=loopback)';
+  return 'to public addresses only; for a receiver on this machine start with GPUPLANE_WEBHOOK_ALLOW_PRIVATE=loopback';
 }

@@ -8,7 +8,7 @@ import { announceAdminToken, startConfiguredApi } from '../api/serve.ts';
 import { startUiProxy, type UiProxy } from '../api/temporal-ui-proxy.ts';
 import { ensureNodeToken } from '../api/token-store.ts';
 import { adminTokenFile } from '../runtime/credentials.ts';
-import { consoleLine, nodesLine, tryLines } from './up-banner.ts';
+import { consoleLine, nodesLine, tryLines, webhooksLine } from './up-banner.ts';
 import { localCards, localJobUsers, localNodeIds } from './up-nodes.ts';
 import { makePrivateDir } from '../runtime/private-files.ts';
 import { openConfiguredDatabase } from '../db/open-configured.ts';
@@ -168,6 +168,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   log(`  web console  ${consoleLine(api.url, adminToken, c.adminToken ? null : adminTokenFile(c.home), f.tokenOnStdout ?? process.stdout.isTTY === true)}`);
   log(`  Temporal UI  ${uiProxy?.url ?? f.temporalUiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal: give its UI with --temporal-ui-url)')}`);
   log(`  ${nodeIds.length === 1 ? 'node ' : 'nodes'}        ${nodesLine(nodeIds, agent.inventory.gpus.length, agent.inventorySource)}`);
+  log(`  webhooks     ${webhooksLine(c.webhookAllowPrivate)}`);
   log(`  data         ${c.home}`);
   const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;
   log('');

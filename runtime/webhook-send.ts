@@ -36,8 +36,12 @@ for (const [a, bits] of [
 ] as const)
   nonPublic.addSubnet(a, bits, 'ipv4');
 for (const [a, bits] of [
+  // The IPv4 forms (::ffff:0:0/96, ::/96, 2002::/16) are classified by the address they carry,
+  // before this list. Not ::/8 whole: BlockList checks an IPv4 address as ::ffff:a.b.c.d here.
   ['::', 128],
   ['::1', 128],
+  ['::ffff:0:0:0', 96],
+  ['100::', 64],
   ['fe80::', 10],
   ['fc00::', 7],
   ['ff00::', 8],
@@ -45,19 +49,49 @@ for (const [a, bits] of [
 ] as const)
   nonPublic.addSubnet(a, bits, 'ipv6');
 
+/** The eight 16-bit groups of an IPv6 address (one net.isIP calls 6): `::` filled, a dotted IPv4 tail read, a zone (%eth0) dropped. */
+function ipv6Groups(address: string): number[] {
+  const s = address.replace(/%.*$/, '').replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_m, a: string, b: string, c: string, d: string) =>
+    `${((Number(a) << 8) | Number(b)).toString(16)}:${((Number(c) << 8) | Number(d)).toString(16)}`,
+  );
+  const [head, tail] = s.split('::');
+  const groupsOf = (part: string | undefined) => (part ? part.split(':').map((g) => parseInt(g, 16)) : []);
+  const h = groupsOf(head);
+  const t = groupsOf(tail);
+  return tail === undefined ? h : [...h, ...Array<number>(8 - h.length - t.length).fill(0), ...t];
+}
+
+/**
+ * The IPv4 address an IPv6 address carries, or null: IPv4-mapped (::ffff:0:0/96, what a
+ * dual-stack socket connects to as the IPv4 address), IPv4-compatible (::/96, but for :: and
+ * ::1 themselves) and 6to4 (2002::/16, the address in its second and third groups).
+ */
+export function embeddedIpv4(address: string): string | null {
+  if (net.isIP(address) !== 6) return null;
+  const g = ipv6Groups(address);
+  const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
+  const zeros = (n: number) => g.slice(0, n).every((x) => x === 0);
+  if (zeros(5) && g[5] === 0xffff) return v4(g[6], g[7]);
+  if (zeros(6) && !(g[6] === 0 && g[7] <= 1)) return v4(g[6], g[7]);
+  if (g[0] === 0x2002) return v4(g[1], g[2]);
+  return null;
+}
+
 /** Why an address may not be reached under `policy`, or null when it may. */
 export function refusedAddress(address: string, policy: PrivateAddressPolicy): string | null {
   const family = net.isIP(address);
   if (family === 0) return `${address} is not an IP address`;
-  // An IPv4 address written as IPv6 (::ffff:127.0.0.1) is the IPv4 address.
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  const [a, type] = mapped ? [mapped[1], 'ipv4' as const] : [address, family === 4 ? ('ipv4' as const) : ('ipv6' as const)];
+  // An IPv6 address that carries an IPv4 one (::ffff:127.0.0.1, ::127.0.0.1, 2002:7f00:1::1)
+  // is classified as that IPv4 address: else a loopback or private one slips through as IPv6.
+  const embedded = embeddedIpv4(address);
+  const [a, type] = embedded ? [embedded, 'ipv4' as const] : [address, family === 4 ? ('ipv4' as const) : ('ipv6' as const)];
   if (!nonPublic.check(a, type)) return null;
   if (policy === 'all') return null;
   const isLoopback = loopback.check(a, type);
   if (policy === 'loopback' && isLoopback) return null;
   const what = isLoopback ? 'a loopback' : a.startsWith('169.254.') || a.toLowerCase().startsWith('fe80') ? 'a link-local' : 'a private or reserved';
-  return `${address} is ${what} address: webhooks may not reach it unless GPUPLANE_WEBHOOK_ALLOW_PRIVATE is set (${policy === 'loopback' ? 'it allows loopback only now' : 'loopback or all'})`;
+  const named = embedded ? `${address} (${embedded})` : address;
+  return `${named} is ${what} address: webhooks may not reach it unless GPUPLANE_WEBHOOK_ALLOW_PRIVATE is set (${policy === 'loopback' ? 'it allows loopback only now' : 'loopback or all'})`;
 }
 
 /** The refusal of a webhook URL: bad syntax, not http(s), or an address it may not reach. */

@@ -92,6 +92,7 @@ describe('tokens and roles on every route', () => {
     ['GET', '/jobs/counts', undefined, { access: 'any' }],
     ['GET', '/runs/counts', undefined, { access: 'any' }],
     ['GET', '/runs', undefined, { access: 'any' }],
+    ['GET', `/runs?job=${jobJ}`, undefined, { access: 'read' }],
     ['GET', '/tokens', undefined, { access: 'admin' }],
     ['POST', '/tokens', { name: 'x', role: 'admin' }, { access: 'admin' }],
     ['DELETE', '/tokens/tok-nosuchtoken1', undefined, { access: 'admin' }],

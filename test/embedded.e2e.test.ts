@@ -28,7 +28,7 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
   let temporalPort = 0;
   const baseEnv = (): NodeJS.ProcessEnv => {
     const env: NodeJS.ProcessEnv = { ...process.env, GPUPLANE_HOME: home, GPUPLANE_API_URL: apiUrl, GPUPLANE_LOG_LEVEL: 'warn' };
-    for (const k of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'GPUPLANE_TOKEN', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_NODE_TOKEN']) delete env[k];
+    for (const k of ['TEMPORAL_ADDRESS', 'DATABASE_URL', 'GPUPLANE_TOKEN', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_NODE_TOKEN', 'GPUPLANE_WEBHOOK_ALLOW_PRIVATE']) delete env[k];
     return env;
   };
   const gpuctl = async (env: NodeJS.ProcessEnv, ...args: string[]) => {
@@ -86,6 +86,14 @@ describe('gpuctl up: tokens on the embedded defaults', () => {
 
   it("prints the command to try on a line of its own, as it runs from any folder: node and the checkout's gpuctl.mjs when the gpuctl on PATH is another", () => {
     expect(up!.stdout()).toContain(`\nTry:\n  node ${script} submit --gpus 1 -- sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'\nCtrl-C stops everything.\n`);
+  });
+
+  it("webhooks reach public addresses only, Temporal's beside it refused; the banner names the setting that allows loopback (issue 39)", async () => {
+    expect(up!.stdout()).toContain('\n  webhooks     to public addresses only; for a receiver on this machine start with GPUPLANE_WEBHOOK_ALLOW_PRIVATE=loopback\n');
+    const refused = await gpuctl(baseEnv(), 'webhook', 'add', `http://127.0.0.1:${temporalPort}/api/v1/namespaces`, '--events', 'job.failed');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/127\.0\.0\.1 is a loopback address: .*GPUPLANE_WEBHOOK_ALLOW_PRIVATE/);
+    expect((await gpuctl(baseEnv(), 'webhook', 'list', '--json')).stdout).not.toContain('127.0.0.1');
   });
 
   it('gpuctl on the same machine needs no set-up; from elsewhere it needs a token', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { consoleLine, nodesLine, tryLines } from '../cli/up-banner.ts';
+import { consoleLine, nodesLine, tryLines, webhooksLine } from '../cli/up-banner.ts';
 
 /** `gpuctl up` prints the console link that signs in as admin only to a terminal (issue 28: it ended up in a log file). */
 describe('gpuctl up: the console line', () => {
@@ -45,5 +45,16 @@ describe('gpuctl up: the nodes line', () => {
   it('names up to three fake nodes, the first and last of more', () => {
     expect(nodesLine(['gpu-a-1', 'gpu-a-2', 'gpu-a-3'], 4, 'fake')).toBe('gpu-a-1, gpu-a-2, gpu-a-3: 4 cards each (fake)');
     expect(nodesLine(Array.from({ length: 16 }, (_, i) => `gpu-a-${i + 1}`), 2, 'fake')).toBe('gpu-a-1 … gpu-a-16 (16 nodes): 2 cards each (fake)');
+  });
+});
+
+/** Where webhooks may POST (issue 39: gpuctl up allowed loopback by default, so a member's webhook reached Temporal's HTTP API). */
+describe('gpuctl up: the webhooks line', () => {
+  it('public addresses only by default, with the setting that allows a receiver on this machine', () => {
+    expect(webhooksLine('none')).toBe('to public addresses only; for a receiver on this machine start with GPUPLANE_WEBHOOK_ALLOW_PRIVATE=loopback');
+  });
+  it('names the setting in force when one is', () => {
+    expect(webhooksLine('loopback')).toBe('to public addresses and this machine (GPUPLANE_WEBHOOK_ALLOW_PRIVATE=loopback)');
+    expect(webhooksLine('all')).toBe('to any address, private ones too (GPUPLANE_WEBHOOK_ALLOW_PRIVATE=all)');
   });
 });

@@ -14,9 +14,9 @@ const SECRET = 'e2e-webhook-secret';
 /**
  * Webhooks on real processes: a control worker, the API and one agent on PostgreSQL and the
  * shared Temporal dev server, POSTing to a loopback receiver this test starts (allowed by
- * GPUPLANE_WEBHOOK_ALLOW_PRIVATE=loopback, as `gpuctl up` does). Retries start at 200 ms and
- * back off to 1 s at most (GPUPLANE_WEBHOOK_RETRY_*), so a receiver back up is found within a
- * second.
+ * GPUPLANE_WEBHOOK_ALLOW_PRIVATE=loopback, set here: no start, gpuctl up included, allows it
+ * unasked). Retries start at 200 ms and back off to 1 s at most (GPUPLANE_WEBHOOK_RETRY_*), so a
+ * receiver back up is found within a second.
  */
 describe('webhooks', () => {
   let c: Cluster;

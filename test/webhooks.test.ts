@@ -7,7 +7,7 @@ import { insertJob } from '../db/queries/jobs.ts';
 import { ensureProject } from '../db/queries/projects.ts';
 import { checkpoints, events, runs } from '../db/schema.ts';
 import { bodyOf, payloadOf, privatePolicyOf, webhookEventOf, type SourceEvent } from '../domain/webhooks.ts';
-import { parseWebhookUrl, refusedAddress, signatureOf } from '../runtime/webhook-send.ts';
+import { embeddedIpv4, parseWebhookUrl, refusedAddress, signatureOf } from '../runtime/webhook-send.ts';
 import { newToken } from '../runtime/tokens.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
@@ -43,6 +43,36 @@ describe('webhook events, bodies and signatures', () => {
     expect(refusedAddress('::1', 'loopback')).toBeNull();
     expect(refusedAddress('10.0.0.1', 'loopback')).toMatch(/private/);
     expect(refusedAddress('10.0.0.1', 'all')).toBeNull();
+  });
+
+  it('classifies an IPv6 address that carries an IPv4 one (mapped, compatible, 6to4) by that IPv4 address', () => {
+    // As written, and as the URL parser writes them back ([::127.0.0.1] → [::7f00:1]).
+    const loopbacks = ['::ffff:127.0.0.1', '::ffff:7f00:1', '::127.0.0.1', '::7f00:1', '2002:7f00:0001::1', '2002:7f00:1::1', '::127.0.0.2'];
+    for (const a of loopbacks) {
+      expect(embeddedIpv4(a), a).toMatch(/^127\./);
+      expect(refusedAddress(a, 'none'), a).toMatch(/is a loopback address/);
+      expect(refusedAddress(a, 'loopback'), a).toBeNull();
+    }
+    for (const a of ['::ffff:10.0.0.1', '::10.0.0.1', '2002:0a00:0001::1', '::ffff:192.168.1.1', '2002:c0a8:0101::']) {
+      expect(refusedAddress(a, 'none'), a).toMatch(/private or reserved/);
+      expect(refusedAddress(a, 'loopback'), a).toMatch(/private or reserved/);
+      expect(refusedAddress(a, 'all'), a).toBeNull();
+    }
+    expect(refusedAddress('2002:a9fe:a9fe::1', 'loopback')).toMatch(/^2002:a9fe:a9fe::1 \(169\.254\.169\.254\) is a link-local/);
+    // Public IPv4 inside: allowed, as the IPv4 address is.
+    for (const a of ['2002:0808:0808::1', '::ffff:8.8.8.8', '::ffff:808:808', '::8.8.8.8']) expect(refusedAddress(a, 'none'), a).toBeNull();
+    // :: and ::1 stay themselves; other IPv6 carries no IPv4 address.
+    expect(embeddedIpv4('::1')).toBeNull();
+    expect(embeddedIpv4('::')).toBeNull();
+    expect(embeddedIpv4('2606:4700::1111')).toBeNull();
+    expect(embeddedIpv4('127.0.0.1')).toBeNull();
+    expect(refusedAddress('::', 'loopback')).toMatch(/reserved/);
+    // IPv4-translated (::ffff:0:0:0/96) and discard-only (100::/64) are reserved.
+    expect(refusedAddress('::ffff:0:7f00:1', 'loopback')).toMatch(/reserved/);
+    expect(refusedAddress('100::1', 'none')).toMatch(/reserved/);
+  });
+
+  it('parses webhook URLs and the policy', () => {
     expect(() => parseWebhookUrl('ftp://example.com/x')).toThrow(/http or https/);
     expect(() => parseWebhookUrl('not a url')).toThrow(/not a URL/);
     expect(() => parseWebhookUrl('https://u:p@example.com/')).toThrow(/user:password/);
@@ -73,7 +103,7 @@ describe('/api/v1/webhooks', () => {
   });
 
   it('refuses a private, loopback or link-local URL without the setting, and stores nothing', async () => {
-    for (const url of ['http://127.0.0.1:9/hook', 'http://[::1]/x', 'http://169.254.169.254/latest', 'http://10.0.0.5/', 'http://localhost/']) {
+    for (const url of ['http://127.0.0.1:9/hook', 'http://[::1]/x', 'http://169.254.169.254/latest', 'http://10.0.0.5/', 'http://localhost/', 'http://[::127.0.0.1]/x', 'http://[2002:7f00:1::1]/x', 'http://[::ffff:169.254.169.254]/latest']) {
       const r = await call('POST', '/webhooks', { url, events: ['job.failed'] });
       expect(r.statusCode, `${url}: ${r.body}`).toBe(400);
       expect(r.json().message).toMatch(/GPUPLANE_WEBHOOK_ALLOW_PRIVATE/);

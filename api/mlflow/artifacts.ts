@@ -5,8 +5,9 @@
  * `mlflow-artifacts:/<experiment>/<run>/artifacts`; its files are kept under the API's artifact
  * folder (GPUPLANE_ARTIFACTS_DIR, default `<GPUPLANE_HOME>/artifacts`) as `<run id>/<path>`.
  *
- * Paths are checked segment by segment (no `..`, `.`, empty segment, backslash or NUL), and a
- * file is written to a temporary name and renamed, so a cut upload never leaves half a file.
+ * Paths are checked segment by segment (no `..`, `.`, empty segment, backslash or NUL), their
+ * experiment id must be the run's (else 404, as for a run the caller may not read), and a file
+ * is written to a temporary name and renamed, so a cut upload never leaves half a file.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -17,6 +18,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import { invalid, MlflowError, text, type MlflowAuth } from './context.ts';
 import { reachRun } from './runs.ts';
+import { artifactUri, mlflowExperimentId } from './wire.ts';
 
 const ROOT = '/api/2.0/mlflow-artifacts/artifacts';
 /** The largest file one upload may be: 5 GiB. */
@@ -28,15 +30,15 @@ export interface ArtifactOptions {
   maxBytes?: number;
 }
 
-/** `<experiment>/<run>/artifacts[/<path>]` as the run id and the path inside its artifacts ('' for the root). */
-export function artifactPath(p: string): { runId: string; rel: string } {
+/** `<experiment>/<run>/artifacts[/<path>]` as the experiment and run ids and the path inside the run's artifacts ('' for the root). */
+export function artifactPath(p: string): { experimentId: string; runId: string; rel: string } {
   const parts = p.split('/').filter((s, i, all) => !(s === '' && (i === 0 || i === all.length - 1)));
   if (parts.length < 3 || parts[2] !== 'artifacts') throw invalid(`an artifact path is <experiment id>/<run id>/artifacts/<path>, got "${p.slice(0, 200)}"`);
   const rel = parts.slice(3);
   for (const seg of [parts[0], parts[1], ...rel]) {
     if (seg === '' || seg === '.' || seg === '..' || /[\\\0]/.test(seg) || seg.length > 255) throw invalid(`invalid artifact path "${p.slice(0, 200)}": no empty, "." or ".." segments, backslashes or NUL`);
   }
-  return { runId: parts[1], rel: rel.join('/') };
+  return { experimentId: parts[0], runId: parts[1], rel: rel.join('/') };
 }
 
 export function artifactRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, opts: ArtifactOptions): void {
@@ -47,8 +49,12 @@ export function artifactRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, o
   };
   const target = async (req: FastifyRequest, p: string, write: boolean) => {
     const c = await auth.caller(req);
-    const { runId, rel } = artifactPath(p);
-    await reachRun(db, c, runId, write);
+    const { experimentId, runId, rel } = artifactPath(p);
+    const run = await reachRun(db, c, runId, write);
+    // Files are kept by run id alone: a path must name the run's own experiment, as its
+    // artifact_uri does, or a write would land in a run the path does not say.
+    const own = mlflowExperimentId(run.experimentId, run.projectName, run.experimentName);
+    if (experimentId !== own) throw new MlflowError('RESOURCE_DOES_NOT_EXIST', `run ${runId} is not in experiment ${experimentId.slice(0, 100)}: its artifacts are under ${artifactUri(own, runId)}`);
     return { runId, rel, file: rel === '' ? dirOf(runId) : path.join(dirOf(runId), ...rel.split('/')) };
   };
 

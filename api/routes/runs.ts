@@ -5,6 +5,7 @@ import { claimBatch, summaries, writeSeries } from '../../db/queries/metrics.ts'
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
 import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, runsOfExternalKey, patchRun, touchRun } from '../../db/queries/runs.ts';
 import { findExperimentId } from '../../db/queries/experiments.ts';
+import { projectOfJob } from '../../db/queries/auth.ts';
 import { BatchRejected, MAX_BATCH_POINTS, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
 import { allows, mayRead, visibleProjectIds } from '../auth.ts';
 import type { Db } from '../../db/client.ts';
@@ -105,12 +106,21 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
 
   app.get(
     '/runs',
-    { schema: { tags: ['runs'], summary: 'List runs, newest first', querystring: ListRunsQuery, response: { 200: Type.Object({ runs: Type.Array(RunSchema) }) } } },
+    {
+      schema: {
+        tags: ['runs'],
+        summary: 'List runs, newest first (job=: the runs of its attempts; 404 for a job that is unknown or of a project the caller may not read)',
+        querystring: ListRunsQuery,
+        response: { 200: Type.Object({ runs: Type.Array(RunSchema) }), ...NotFound },
+      },
+    },
     async (req) => {
       const q = req.query;
       const limit = q.limit === undefined ? 100 : Number(q.limit);
       if (limit < 1 || limit > 1000) throw new DomainError('invalid', 'limit must be between 1 and 1000');
       if (q.experiment && !q.project) throw new DomainError('invalid', 'experiment needs a project');
+      // The access rule answered an unreadable job (byJobFilter); an unknown one is the same 404 for admins.
+      if (q.job !== undefined && (await projectOfJob(db, q.job)) === undefined) throw notFound('job', q.job);
       const projectIds = await visibleProjectIds(db, req);
       let projectId: string | undefined;
       let experimentId: string | undefined;

@@ -50,7 +50,7 @@ export const ListRunsQuery = Type.Object(
     project: Type.Optional(Type.String({ minLength: 1 })),
     experiment: Type.Optional(Type.String({ minLength: 1, description: 'needs project (an experiment is named within its project)' })),
     status: Type.Optional(RunStatusSchema),
-    job: Type.Optional(Type.String({ minLength: 1 })),
+    job: Type.Optional(Type.String({ minLength: 1, description: "a job's id: the runs of its attempts; 404 when the job is unknown or of a project the caller may not read" })),
     evaluations: Type.Optional(
       Type.Union([Type.Literal('include'), Type.Literal('exclude'), Type.Literal('only')], {
         description: 'runs of EVALUATE jobs: include (default), exclude (the training and SDK runs only: what gpuctl runs and the console show by default), or only',

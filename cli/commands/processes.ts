@@ -96,8 +96,9 @@ export function registerProcessCommands(program: Command): void {
       loadConfig({
         temporalAddress: o.temporalAddress || `127.0.0.1:${o.temporalPort}`,
         ...(o.port !== undefined ? { apiPort: o.port } : {}),
-        // One machine: a receiver beside the plane (a local script, a test) is the common case.
-        ...(process.env.GPUPLANE_WEBHOOK_ALLOW_PRIVATE ? {} : { webhookAllowPrivate: 'loopback' as const }),
+        // Webhooks reach public addresses only unless GPUPLANE_WEBHOOK_ALLOW_PRIVATE says otherwise,
+        // here too: loopback would let a member's webhook POST to Temporal's HTTP API and read the
+        // start of its answers. The banner says how to allow it.
       }),
       { nodeId: o.nodeId, fakeNodes: o.fakeNodes, ...agentFlagsOf(o), temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards, externalTemporal: Boolean(o.temporalAddress), temporalUiUrl: o.temporalUiUrl },
       log,
