@@ -16,7 +16,9 @@ import { confirmLaunch, reportStarted } from './gpu-host/launch.ts';
 import { workingDirProblem } from './gpu-host/proc.ts';
 import { workingDirProblemFor, type JobUser } from './gpu-host/job-users.ts';
 import type { Live } from './gpu-host/process-table.ts';
-import { deleteCheckpointFiles, type DeletionResult } from './gpu-host/retention.ts';
+import type { DeletionResult } from './gpu-host/retention.ts';
+import { deleteAs } from './gpu-host/scanner-client.ts';
+import { watchFolderProblem } from './gpu-host/watch-folder.ts';
 import { retryWhile } from './gpu-host/retry-while.ts';
 import { SpawnFailed } from './gpu-host/shim.ts';
 import { createSupervisor } from './gpu-host/supervise.ts';
@@ -78,6 +80,11 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     // Confinement first: a job user makes a missing working dir only inside the allowed roots.
     const dirProblem = confinementProblem(spec) ?? (user ? workingDirProblemFor(spec.workingDir, user) : workingDirProblem(spec.workingDir));
     if (dirProblem) return spawnError(logPath, dirProblem);
+    // A gang's checkpoints are watched on rank 0's node (the folder is assumed shared, or rank 0's).
+    const watching = !!spec.watchDir && (!spec.gang || spec.gang.rank === 0);
+    // Nothing the job made (a link to another tenant's folder, a folder it does not own) is watched as its own.
+    const watchProblem = watching ? watchFolderProblem(spec.workingDir, spec.watchDir!, user?.uid ?? process.getuid?.() ?? 0) : null;
+    if (watchProblem) return spawnError(logPath, watchProblem);
     const secrets = launched && 'secrets' in launched ? launched.secrets : {};
     const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
     const hostfile = spec.gang ? writeHostfile({ ...spec, gang: spec.gang }) : undefined;
@@ -87,19 +94,18 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       env.HOME = spec.env.HOME ?? spec.workingDir;
       env.USER = env.LOGNAME = user.name;
     }
-    // A gang's checkpoints are watched on rank 0's node (the folder is assumed shared, or rank 0's).
-    const watching = !spec.gang || spec.gang.rank === 0;
-    // Taken before the process starts: whatever is there already is not this attempt's checkpoint.
-    const before = watching ? (deps.checkpoints?.contentsBefore(spec) ?? {}) : {};
+    // Taken before the process starts (by the scanner, as the job's user): whatever is there already is not this attempt's checkpoint.
+    const before = watching ? ((await deps.checkpoints?.begin(spec)) ?? {}) : {};
     let entry: Live;
     try {
       entry = pt.spawn(spec, env, logPath, plan, user, before);
     } catch (err) {
+      deps.checkpoints?.abandon(spec);
       const why = err instanceof SpawnFailed ? await err.error : (err as Error);
       return spawnError(logPath, `could not start the attempt: ${why.message}`);
     }
     deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true, spec.gang?.rank ?? 0);
-    if (watching) deps.checkpoints?.watch(spec, attemptEnd(entry.exited), before);
+    if (watching) deps.checkpoints?.follow(spec, attemptEnd(entry.exited));
     // RUNNING is recorded from this report, sent before the exit can be: to the API with the
     // node token (one request), or, by an agent without one, as a signal to the job's workflow.
     // A blip must not kill a job that started: on failure it is retried in the background, and
@@ -177,13 +183,26 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     },
 
     /**
-     * Deletes the files of checkpoints retention let go; only paths inside `root` (the job's
-     * watched folder), and only where that folder resolves inside the allowed roots.
+     * Deletes the files of checkpoints retention let go, as the job's user (the project's: `project`
+     * is the writer job's), only registered entries of `root` (the job's watched folder), each
+     * while it is still the inode registered (`inodes`, beside `uris`), and only where that folder
+     * resolves inside the allowed roots (retention.ts).
      */
-    async deleteCheckpoints(a: { root: string; uris: string[] }): Promise<DeletionResult> {
+    async deleteCheckpoints(a: { root: string; uris: string[]; project?: string | null; inodes?: (string | null)[] }): Promise<DeletionResult> {
+      const refuseAll = (reason: string) => ({ deleted: [], refused: a.uris.map((uri) => ({ uri, reason })) });
       const outside = roots && typeof a.root === 'string' ? roots.problem('checkpoint folder', a.root) : null;
-      if (outside) return { deleted: [], refused: a.uris.map((uri) => ({ uri, reason: outside })) };
-      return deleteCheckpointFiles(a.root, a.uris);
+      if (outside) return refuseAll(outside);
+      let user: JobUser | null = null;
+      if (deps.jobUsers) {
+        if (a.project === undefined) return refuseAll("the request names no project: files are deleted only as the job's own user");
+        try {
+          user = deps.jobUsers.forProject(a.project ?? '');
+        } catch (err) {
+          return refuseAll((err as Error).message);
+        }
+      }
+      const entries = a.uris.map((uri, i) => ({ uri, inode: a.inodes?.[i] ?? null }));
+      return deleteAs(user ? { uid: user.uid, gid: user.gid } : null, user?.uid ?? process.getuid?.() ?? 0, a.root, entries);
     },
 
     async nodeLease(a: { nodeId: string }): Promise<void> {

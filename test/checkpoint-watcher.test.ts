@@ -109,7 +109,10 @@ describe('CheckpointWatcher', () => {
     fs.mkdirSync(path.join(dir, 'checkpoint-40'));
     fs.writeFileSync(path.join(dir, 'checkpoint-40', 'model.npy'), 'forty');
     fs.writeFileSync(path.join(dir, 'step_30.pt'), 'thirty');
-    const before = new CheckpointWatching({ client: null as never, refuse: () => null }).contentsBefore({ workingDir: dir, watchDir: '.' } as AttemptSpec);
+    // Listed by the attempt's scanner process, as the agent does before the attempt starts.
+    const watching = new CheckpointWatching({ client: null as never, refuse: () => null });
+    const before = await watching.begin({ jobId: 'job-before01', attempt: 1, workingDir: dir, watchDir: '.' } as AttemptSpec);
+    await watching.stopAll();
     expect(Object.keys(before).sort()).toEqual(['checkpoint-40', 'ckpt-43.pt', 'step_30.pt']);
     const w = new CheckpointWatcher({ dir, debounceMs: DEBOUNCE, before, onFound: (c) => void found.push(c) });
     watchers.push(w);
@@ -202,7 +205,13 @@ describe('CheckpointWatcher', () => {
 });
 
 describe('deleting checkpoint files for retention (agent side)', () => {
-  it('deletes files and folders inside the watched folder, refuses anything outside it or reached through a symlink', async () => {
+  const inodeOf = (p: string) => {
+    const st = fs.lstatSync(p);
+    return `${st.dev}:${st.ino}`;
+  };
+  const me = process.getuid?.() ?? 0;
+
+  it('deletes registered entries of the watched folder; refuses anything outside it, a link, or an entry that is no longer the one registered', async () => {
     const base = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-retain-'));
     const root = path.join(base, 'work', 'ckpts');
     const outside = path.join(base, 'precious');
@@ -212,19 +221,57 @@ describe('deleting checkpoint files for retention (agent side)', () => {
     fs.writeFileSync(path.join(root, 'step_20.pt'), 'x');
     fs.writeFileSync(path.join(outside, 'keep.pt'), 'x');
     fs.symlinkSync(outside, path.join(root, 'link'));
-    const r = await deleteCheckpointFiles(root, [
-      path.join(root, 'checkpoint-10'),
-      path.join(root, 'step_20.pt'),
-      path.join(root, 'gone.pt'),
+    fs.writeFileSync(path.join(root, 'step_30.pt'), 'registered');
+    const registered30 = inodeOf(path.join(root, 'step_30.pt'));
+    // Replaced since it was registered: another file under the same name.
+    fs.rmSync(path.join(root, 'step_30.pt'));
+    fs.writeFileSync(path.join(base, 'other'), 'x');
+    fs.writeFileSync(path.join(root, 'step_30.pt'), 'not the registered one');
+    const e = (uri: string, inode: string | null = null) => ({ uri, inode });
+    const r = await deleteCheckpointFiles(
+      root,
+      [
+        e(path.join(root, 'checkpoint-10'), inodeOf(path.join(root, 'checkpoint-10'))),
+        e(path.join(root, 'step_20.pt')),
+        e(path.join(root, 'gone.pt')),
+        e(path.join(outside, 'keep.pt')),
+        e(path.join(root, '..', '..', 'precious', 'keep.pt')),
+        e(path.join(root, 'link', 'keep.pt')),
+        e(path.join(root, 'link')),
+        e(root),
+        e('ckpts/relative.pt'),
+        e(path.join(root, 'step_30.pt'), registered30 === inodeOf(path.join(root, 'step_30.pt')) ? '0:0' : registered30),
+      ],
+      me,
+    );
+    expect(r.deleted).toEqual([path.join(root, 'checkpoint-10'), path.join(root, 'step_20.pt'), path.join(root, 'gone.pt')]);
+    expect(r.refused.map((x) => x.uri)).toEqual([
       path.join(outside, 'keep.pt'),
       path.join(root, '..', '..', 'precious', 'keep.pt'),
       path.join(root, 'link', 'keep.pt'),
+      path.join(root, 'link'),
       root,
       'ckpts/relative.pt',
+      path.join(root, 'step_30.pt'),
     ]);
-    expect(r.deleted).toEqual([path.join(root, 'checkpoint-10'), path.join(root, 'step_20.pt'), path.join(root, 'gone.pt')]);
-    expect(r.refused.map((x) => x.uri)).toEqual([path.join(outside, 'keep.pt'), path.join(root, '..', '..', 'precious', 'keep.pt'), path.join(root, 'link', 'keep.pt'), root, 'ckpts/relative.pt']);
-    expect(fs.readdirSync(root).sort()).toEqual(['link']);
+    expect(r.refused.find((x) => x.uri.endsWith('step_30.pt'))?.reason).toMatch(/no longer the file or folder that was registered/);
+    expect(fs.readdirSync(root).sort()).toEqual(['link', 'step_30.pt']);
     expect(fs.existsSync(path.join(outside, 'keep.pt'))).toBe(true);
+  });
+
+  it('deletes nothing when the watched folder is itself a link, or belongs to another user', async () => {
+    const base = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-retain-'));
+    const target = path.join(base, 'team-b-private');
+    fs.mkdirSync(target);
+    for (const n of ['data_1.bin', 'data_2.bin']) fs.writeFileSync(path.join(target, n), 'b');
+    const root = path.join(base, 'ckpts');
+    fs.symlinkSync(target, root);
+    const r = await deleteCheckpointFiles(root, [{ uri: path.join(root, 'data_1.bin'), inode: null }], me);
+    expect(r.deleted).toEqual([]);
+    expect(r.refused[0].reason).toMatch(/is a symbolic link/);
+    const other = await deleteCheckpointFiles(target, [{ uri: path.join(target, 'data_2.bin'), inode: null }], me + 1);
+    expect(other.deleted).toEqual([]);
+    expect(other.refused[0].reason).toMatch(/belongs to uid/);
+    expect(fs.readdirSync(target).sort()).toEqual(['data_1.bin', 'data_2.bin']);
   });
 });

@@ -43,7 +43,8 @@ export function isCheckpointFound(v: unknown): v is CheckpointFound {
     v.uri.length > 0 &&
     isText(v.fingerprint, MAX_TEXT_CHARS) &&
     isCount(v.sizeBytes) &&
-    (v.step === null || isCount(v.step))
+    (v.step === null || isCount(v.step)) &&
+    (v.inode === undefined || (isText(v.inode, 64) && /^\d+:\d+$/.test(v.inode)))
   );
 }
 

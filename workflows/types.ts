@@ -52,7 +52,10 @@ export interface RetentionWork {
   nodeId: string;
   /** The job's watched folder on that node: nothing outside it is touched. */
   root: string;
-  doomed: { id: string; uri: string }[];
+  /** The writer job's project: the node deletes as its job user. */
+  project: string | null;
+  /** Each with the `<dev>:<ino>` registered (null: registered before that was recorded). */
+  doomed: { id: string; uri: string; inode: string | null }[];
 }
 
 export interface JobWorkflowResult {
@@ -137,6 +140,8 @@ export interface CheckpointFound {
   sizeBytes: number;
   /** Parsed from the name (domain/checkpoint-name.ts), or null. */
   step: number | null;
+  /** `<dev>:<ino>` of the entry hashed: retention deletes it only while it is still that one (absent from older agents). */
+  inode?: string;
 }
 
 /** How a process ended, as the agent saw it. */

@@ -61,7 +61,8 @@ export function checkpointActivities({ deps }: ControlContext) {
       // The folder the training job watched: the agent deletes nothing outside it.
       const writer = await watchedFolderOf(db, plan.doomed[0].id);
       if (!writer?.watchDir) return null;
-      return { nodeId: plan.nodeId, root: path.resolve(writer.workingDir, writer.watchDir), doomed: plan.doomed };
+      // The writer's project: the node deletes as that project's job user, nobody else.
+      return { nodeId: plan.nodeId, root: path.resolve(writer.workingDir, writer.watchDir), project: writer.projectId, doomed: plan.doomed };
     },
 
     /** Records the checkpoints whose files the node deleted. */

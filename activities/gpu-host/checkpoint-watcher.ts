@@ -6,15 +6,22 @@
  * `*.tmp`, `*.part`, `.~*`) are never looked at, so write-then-rename is seen once, complete,
  * under the final name.
  *
+ * Nothing a job put there steers it: the folder itself must be a real folder of the job's user
+ * (`owner`), entries that are symbolic links are never followed nor registered (`onSkipped`
+ * names them), only the folder's own entries are watched (depth 0: a folder checkpoint's
+ * settling is told by its snapshots, not by events from inside it), and a folder of more than
+ * MAX_NAMES entries is not watched at all. It runs in the attempt's scanner process, as the
+ * job's user (checkpoint-scanner.ts), so a slow walk holds no one else.
+ *
  * Reports are idempotent downstream (the database keeps one row per run, path and fingerprint):
  * the initial scan of a restarted agent reports everything present again, and a checkpoint
  * rewritten with new content is a new report.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import { isTempName, stepOfName } from '../../domain/checkpoint-name.ts';
-import { contentHash, sameSnapshot, snapshot, snapshotKey, type Snapshot } from './fingerprint.ts';
+import { contentHash, sameSnapshot, snapshot, snapshotKey, TooBig, type Snapshot } from './fingerprint.ts';
+import { countPast, exists, folderProblem, isLink, namesUpTo } from './watch-folder.ts';
 
 export interface FoundCheckpoint {
   /** Absolute path of the file or directory. */
@@ -23,6 +30,8 @@ export interface FoundCheckpoint {
   fingerprint: string;
   sizeBytes: number;
   step: number | null;
+  /** `<dev>:<ino>` of the entry hashed (fingerprint.ts). */
+  inode: string;
 }
 
 export interface CheckpointWatcherOptions {
@@ -43,7 +52,16 @@ export interface CheckpointWatcherOptions {
    * later attempt does not take a file a fenced one saved as its own.
    */
   before?: Readonly<Record<string, string>>;
+  /** The uid the folder must belong to (the job's user); absent: any owner. */
+  owner?: number;
+  /** Symbolic links found (relative paths), each named once: they are neither followed nor registered. */
+  onSkipped?: (links: string[]) => void;
 }
+
+/** Entries a watched folder may hold; past it the folder is not watched (a checkpoint folder holds checkpoints, not a data set). */
+export const MAX_NAMES = 10_000;
+/** How often a busy watcher counts its folder's entries again. */
+const CENSUS_MS = 500;
 
 export const DEFAULT_DEBOUNCE_MS = 2000;
 
@@ -70,6 +88,10 @@ export class CheckpointWatcher {
   private queue: Promise<void> = Promise.resolve();
   private closed = false;
   private refusalWarned = false;
+  private readonly skipped = new Set<string>();
+  /** When the folder's entries were last counted, and whether they were too many. */
+  private census = { at: 0, crowded: false };
+  private readonly tooBig = new Set<string>();
 
   constructor(private readonly o: CheckpointWatcherOptions) {
     this.debounceMs = o.debounceMs ?? DEFAULT_DEBOUNCE_MS;
@@ -77,12 +99,12 @@ export class CheckpointWatcher {
 
   /** Starts watching; resolves once the initial scan is under way (or the folder is awaited). */
   async start(): Promise<void> {
-    if (fs.existsSync(this.o.dir)) return this.attach();
+    if (exists(this.o.dir)) return this.attach();
     // Not created yet: look again each debounce period rather than creating it for the job.
     await new Promise<void>((resolve) => {
       const look = () => {
         if (this.closed) return resolve();
-        if (fs.existsSync(this.o.dir)) return void this.attach().then(resolve, resolve);
+        if (exists(this.o.dir)) return void this.attach().then(resolve, resolve);
         this.waitTimer = setTimeout(look, Math.min(this.debounceMs, 1000));
       };
       look();
@@ -91,7 +113,7 @@ export class CheckpointWatcher {
 
   /** False (and warned about once) when the folder may not be read. */
   private allowed(): boolean {
-    const why = this.o.refuse?.(this.o.dir) ?? null;
+    const why = this.o.refuse?.(this.o.dir) ?? folderProblem(this.o.dir, this.o.owner);
     if (why && !this.refusalWarned) {
       this.refusalWarned = true;
       this.o.warn?.(`not watching checkpoints: ${why}`);
@@ -106,8 +128,16 @@ export class CheckpointWatcher {
       if (rel === '' || rel.startsWith('..')) return null;
       return rel.split(path.sep)[0];
     };
+    const many = countPast(this.o.dir, MAX_NAMES);
+    if (many) {
+      this.o.warn?.(`not watching checkpoints: ${this.o.dir} holds more than ${MAX_NAMES} entries`);
+      return;
+    }
+    const seen = new Set<string>();
     const fsw = watch(this.o.dir, {
       ignoreInitial: false,
+      depth: 0,
+      followSymlinks: false,
       ignored: (p: string) => {
         const t = top(p);
         return t !== null && isTempName(t);
@@ -116,7 +146,14 @@ export class CheckpointWatcher {
     this.fsw = fsw;
     fsw.on('all', (_event, p) => {
       const t = top(p);
-      if (t !== null && !isTempName(t)) this.touch(t);
+      if (t === null || isTempName(t)) return;
+      seen.add(t);
+      if (seen.size > MAX_NAMES) {
+        this.census = { at: Date.now(), crowded: true };
+        this.crowded();
+        return;
+      }
+      this.touch(t);
     });
     fsw.on('error', (err) => this.o.warn?.(`checkpoint watcher on ${this.o.dir}`, err));
     await new Promise<void>((resolve) => fsw.once('ready', () => resolve()));
@@ -142,7 +179,7 @@ export class CheckpointWatcher {
 
   private async check(name: string, e: Pending): Promise<void> {
     const p = path.join(this.o.dir, name);
-    const snap = snapshot(p);
+    const snap = this.look(name, p);
     if (!snap) {
       if (this.pending.get(name) === e && !e.timer) this.pending.delete(name);
       return;
@@ -157,14 +194,53 @@ export class CheckpointWatcher {
       return;
     }
     const fingerprint = await contentHash(p, snap).catch(() => null);
-    const after = snapshot(p);
+    const after = this.look(name, p);
     if (fingerprint === null || !sameSnapshot(snap, after)) {
       e.last = after;
       if (!this.closed && !e.timer) this.schedule(name, e);
       return;
     }
+    // Events can be lost (a full inotify queue), so the folder itself is counted before a report.
+    if (this.crowded()) return;
     if (this.pending.get(name) === e && !e.timer) this.pending.delete(name);
     this.report(name, p, snap, fingerprint);
+  }
+
+  /** True, and watching stops, once the folder holds more than MAX_NAMES entries (counted at most every CENSUS_MS). */
+  private crowded(): boolean {
+    if (Date.now() - this.census.at >= CENSUS_MS) this.census = { at: Date.now(), crowded: countPast(this.o.dir, MAX_NAMES) };
+    if (this.census.crowded && !this.closed) {
+      this.o.warn?.(`stopped watching checkpoints: ${this.o.dir} holds more than ${MAX_NAMES} entries`);
+      void this.close();
+    }
+    return this.census.crowded;
+  }
+
+  /**
+   * The snapshot of entry `name` at `p`, with its links named once; null for a link itself, a
+   * walk past the limits (warned about once) or an entry that is gone.
+   */
+  private look(name: string, p: string): Snapshot | null {
+    if (isLink(p)) {
+      this.skip([name]);
+      return null;
+    }
+    try {
+      const snap = snapshot(p);
+      if (snap?.links.length) this.skip(snap.links.map((l) => `${name}/${l}`));
+      return snap;
+    } catch (err) {
+      if (!(err instanceof TooBig)) throw err;
+      if (!this.tooBig.has(name)) this.o.warn?.(`not registering ${p}: ${err.message}`);
+      this.tooBig.add(name);
+      return null;
+    }
+  }
+
+  private skip(links: string[]): void {
+    const fresh = links.filter((l) => !this.skipped.has(l));
+    for (const l of fresh) this.skipped.add(l);
+    if (fresh.length) this.o.onSkipped?.(fresh);
   }
 
   /** Whether `name` is as it was before the attempt's process started: not the attempt's checkpoint. */
@@ -176,7 +252,7 @@ export class CheckpointWatcher {
   private report(name: string, uri: string, snap: Snapshot, fingerprint: string): void {
     if (this.reported.get(name) === fingerprint) return;
     this.reported.set(name, fingerprint);
-    const c: FoundCheckpoint = { uri, fingerprint, sizeBytes: snap.sizeBytes, step: stepOfName(name) };
+    const c: FoundCheckpoint = { uri, fingerprint, sizeBytes: snap.sizeBytes, step: stepOfName(name), inode: snap.inode };
     this.queue = this.queue.then(
       () => this.o.onFound(c),
       () => undefined,
@@ -197,15 +273,15 @@ export class CheckpointWatcher {
     await Promise.all([...this.pending.values()].map((e) => e.checking));
     this.pending.clear();
     let names: string[] = [];
-    try {
-      if (this.allowed()) names = fs.readdirSync(this.o.dir).sort();
-    } catch {
-      // No folder: nothing was saved.
+    if (this.allowed()) {
+      const listed = namesUpTo(this.o.dir, MAX_NAMES);
+      if (listed === 'too many') this.o.warn?.(`no final checkpoint scan: ${this.o.dir} holds more than ${MAX_NAMES} entries`);
+      else names = listed.sort();
     }
     for (const name of names) {
       if (isTempName(name)) continue;
       const p = path.join(this.o.dir, name);
-      const snap = snapshot(p);
+      const snap = this.look(name, p);
       // A directory still holding a temp name was cut off mid-save.
       if (!snap || snap.writing || this.leftOver(name, snap)) continue;
       if (o.crashedAt !== undefined && Math.max(...snap.files.map((f) => f.mtimeMs)) > o.crashedAt - this.debounceMs) {
@@ -231,3 +307,4 @@ export class CheckpointWatcher {
     return this.queue;
   }
 }
+

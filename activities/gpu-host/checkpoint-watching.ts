@@ -1,21 +1,22 @@
 /**
- * The checkpoint watchers of one agent, one per attempt submitted with `--watch`. Each found
+ * The checkpoint watchers of one agent, one per attempt submitted with `--watch`, each in a
+ * scanner process of its own that runs as the job's user (checkpoint-scanner.ts). Each found
  * checkpoint goes to the job's workflow as a `checkpointFound` signal (the agent talks only to
- * Temporal), retried while Temporal is away. A watcher lives as long as its attempt's process;
- * when the process ends, a final scan reports whatever is complete, and the attempt's exit is
- * reported only after that (see `settle`).
+ * Temporal), retried while Temporal is away. What the scanner skipped or refused (symbolic
+ * links, a folder that is not the job's) becomes an event of the attempt. A watcher lives as
+ * long as its attempt's process; when the process ends, a final scan reports whatever is
+ * complete, and the attempt's exit is reported only after that (see `settle`).
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { checkpointFoundSignal } from '../../workflows/job-messages.ts';
 import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
 import { jobWorkflowId } from '../../workflows/names.ts';
 import type { AttemptSpec, CheckpointFound } from '../../workflows/types.ts';
-import { isTempName } from '../../domain/checkpoint-name.ts';
-import { snapshot, snapshotKey } from './fingerprint.ts';
 import type { WaitStatus } from './proc.ts';
-import { CheckpointWatcher, debounceFromEnv, type FoundCheckpoint } from './checkpoint-watcher.ts';
+import { debounceFromEnv, type FoundCheckpoint } from './checkpoint-watcher.ts';
+import type { JobUser } from './job-users.ts';
+import { AttemptScanner } from './scanner-client.ts';
 
 const RETRY_MS = 1000;
 
@@ -43,6 +44,13 @@ export function watchedDirOf(spec: Pick<AttemptSpec, 'workingDir' | 'watchDir'>)
 
 export type SendCheckpoint = (jobId: string, c: CheckpointFound) => Promise<void>;
 
+/** An event of an attempt's checkpoint watching, for the attempt's history (POST …/attempts/:n/events). */
+export interface WatchNote {
+  kind: 'checkpoint.skipped' | 'checkpoint.watcher';
+  message: string;
+  data?: Record<string, unknown>;
+}
+
 /** Signals the job's workflow; a closed or missing workflow takes nothing more, anything else is retried. */
 export function signalCheckpoint(client: Client, stopped: () => boolean): SendCheckpoint {
   return async (jobId, c) => {
@@ -59,10 +67,13 @@ export function signalCheckpoint(client: Client, stopped: () => boolean): SendCh
 }
 
 interface Watching {
-  watcher: CheckpointWatcher;
-  /** Resolves once the final scan's reports are delivered. */
-  done: Promise<void>;
+  scanner: AttemptScanner;
+  /** Resolves once the final scan's reports are delivered; set once the attempt's end is followed. */
+  done?: Promise<void>;
 }
+
+/** How many links a skipped-links event names; the rest are counted. */
+const LINKS_NAMED = 20;
 
 export class CheckpointWatching {
   private readonly watching = new Map<string, Watching>();
@@ -77,81 +88,102 @@ export class CheckpointWatching {
       send?: SendCheckpoint;
       /** Why a watched folder may not be read (it resolves outside the agent's allowed roots), or null. */
       refuse?: (dir: string) => string | null;
+      /** The user an attempt runs as (job-users.ts); null or absent: the agent's own. */
+      userOf?: (spec: AttemptSpec) => JobUser | null;
+      /** Adds an event to the attempt's history. */
+      note?: (spec: AttemptSpec, n: WatchNote) => Promise<void>;
     },
   ) {
     this.send = o.send ?? signalCheckpoint(o.client, () => this.stopped);
   }
 
   /**
-   * contentsBefore returns what the attempt's folder holds now, before its process starts (name →
-   * snapshotKey): what the watcher leaves alone unless the process rewrites it. Empty when the
-   * attempt watches nothing or its folder may not be read.
+   * Starts watching the attempt's folder in a scanner of its own; resolves with what the folder
+   * holds before the attempt's process starts (name → snapshotKey), or with `before` as given
+   * (a restarted agent's record): the watcher leaves those entries alone unless they change.
+   * {} when the attempt watches nothing or its folder may not be read.
    */
-  contentsBefore(spec: AttemptSpec): Record<string, string> {
+  async begin(spec: AttemptSpec, before?: Readonly<Record<string, string>>): Promise<Record<string, string>> {
     const dir = watchedDirOf(spec);
-    const out: Record<string, string> = {};
-    if (!dir || this.o.refuse?.(dir)) return out;
-    let names: string[] = [];
-    try {
-      names = fs.readdirSync(dir);
-    } catch {
-      return out;
+    const key = `${spec.jobId}.${spec.attempt}`;
+    if (!dir) return {};
+    const running = this.watching.get(key);
+    if (running) return running.scanner.ready;
+    const bad = idProblem('job id', spec.jobId) ?? attemptProblem(spec.attempt);
+    const outside = this.o.refuse?.(dir);
+    if (bad || outside) {
+      this.o.warn?.(`not watching checkpoints: ${bad ?? outside}`);
+      return {};
     }
-    for (const name of names) {
-      const snap = isTempName(name) ? null : snapshot(path.join(dir, name));
-      if (snap) out[name] = snapshotKey(snap);
-    }
-    return out;
+    const user = this.o.userOf?.(spec) ?? null;
+    const noteOf = async (n: WatchNote) => this.o.note?.(spec, n).catch((err: unknown) => this.o.warn?.(`recording "${n.message}" for ${key}`, err));
+    const scanner = AttemptScanner.start(
+      { dir, debounceMs: this.o.debounceMs ?? debounceFromEnv(), before: before ? { ...before } : null, user: user ? { uid: user.uid, gid: user.gid } : null, owner: user?.uid ?? process.getuid?.() ?? 0 },
+      {
+        onFound: (c: FoundCheckpoint) => this.send(spec.jobId, { attempt: spec.attempt, ...c }),
+        onSkipped: (links) => {
+          const named = links.slice(0, LINKS_NAMED).join(', ') + (links.length > LINKS_NAMED ? ` and ${links.length - LINKS_NAMED} more` : '');
+          return noteOf({ kind: 'checkpoint.skipped', message: `not registered (symbolic links are never followed): ${named}`, data: { links: links.slice(0, 1000) } });
+        },
+        warn: (msg) => {
+          this.o.warn?.(`${key}: ${msg}`);
+          return noteOf({ kind: 'checkpoint.watcher', message: msg });
+        },
+      },
+    );
+    this.watching.set(key, { scanner });
+    return scanner.ready;
   }
 
   /**
-   * Watches the attempt's folder until `ended` resolves, then makes a final scan (idempotent per
-   * attempt). An attempt that ended while no agent watched it gets `ended` already resolved: one
-   * scan of what it left; reports made before the agent went down cost nothing again.
+   * Follows the attempt's end (`ended`): then a final scan (idempotent per attempt), and the
+   * scanner goes. An attempt that ended while no agent watched it gets `ended` already
+   * resolved: one scan of what it left; reports made before the agent went down cost nothing again.
    */
-  watch(spec: AttemptSpec, ended: Promise<AttemptEnd | null>, before: Readonly<Record<string, string>> = {}): void {
-    const dir = watchedDirOf(spec);
+  follow(spec: AttemptSpec, ended: Promise<AttemptEnd | null>): void {
     const key = `${spec.jobId}.${spec.attempt}`;
-    if (!dir || this.watching.has(key)) return;
-    const bad = idProblem('job id', spec.jobId) ?? attemptProblem(spec.attempt);
-    if (bad) {
-      this.o.warn?.(`not watching checkpoints: ${bad}`);
-      return;
-    }
-    const watcher = new CheckpointWatcher({
-      dir,
-      refuse: this.o.refuse,
-      debounceMs: this.o.debounceMs ?? debounceFromEnv(),
-      before,
-      onFound: (c: FoundCheckpoint) => this.send(spec.jobId, { attempt: spec.attempt, ...c }),
-      warn: this.o.warn,
-    });
-    watcher.start().catch((err: unknown) => this.o.warn?.(`checkpoint watcher on ${dir} did not start`, err));
-    const done = ended
+    const w = this.watching.get(key);
+    if (!w || w.done) return;
+    const { scanner } = w;
+    w.done = ended
       .catch(() => null)
       .then(async (end) => {
         // Only an exit 0 vouches for the last writes; after anything else, recent ones may be cut off.
         const crashedAt = end && end.code === 0 ? undefined : (end?.at ?? Date.now());
-        if (!this.stopped) await watcher.finalScan({ crashedAt });
+        if (!this.stopped) await scanner.finalScan(crashedAt);
       })
-      .catch((err: unknown) => this.o.warn?.(`final checkpoint scan of ${dir}`, err))
-      .finally(() => watcher.close());
-    this.watching.set(key, { watcher, done });
-    void done.then(() => {
-      if (this.watching.get(key)?.watcher === watcher) this.watching.delete(key);
+      .catch((err: unknown) => this.o.warn?.(`final checkpoint scan of ${key}`, err))
+      .finally(() => scanner.close());
+    void w.done.then(() => {
+      if (this.watching.get(key) === w) this.watching.delete(key);
     });
+  }
+
+  /** begin and follow at once, for an attempt whose process already runs (or ended). */
+  watch(spec: AttemptSpec, ended: Promise<AttemptEnd | null>, before: Readonly<Record<string, string>> = {}): void {
+    void this.begin(spec, before);
+    this.follow(spec, ended);
+  }
+
+  /** The attempt's process never started: its scanner goes. */
+  abandon(spec: AttemptSpec): void {
+    const key = `${spec.jobId}.${spec.attempt}`;
+    const w = this.watching.get(key);
+    if (!w || w.done) return;
+    this.watching.delete(key);
+    void w.scanner.close();
   }
 
   /** Waits up to `timeoutMs` for the attempt's final scan to be delivered; true when it was (or none runs). */
   async settle(jobId: string, attempt: number, timeoutMs: number): Promise<boolean> {
-    const w = this.watching.get(`${jobId}.${attempt}`);
-    if (!w) return true;
+    const done = this.watching.get(`${jobId}.${attempt}`)?.done;
+    if (!done) return true;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<boolean>((r) => {
       if (Number.isFinite(timeoutMs)) timer = setTimeout(() => r(false), timeoutMs);
     });
     try {
-      return await Promise.race([w.done.then(() => true), late]);
+      return await Promise.race([done.then(() => true), late]);
     } finally {
       clearTimeout(timer);
     }
@@ -160,7 +192,7 @@ export class CheckpointWatching {
   /** The agent shuts down: stop watching; a restarted agent's initial scan takes over. */
   async stopAll(): Promise<void> {
     this.stopped = true;
-    await Promise.all([...this.watching.values()].map((w) => w.watcher.close()));
+    await Promise.all([...this.watching.values()].map((w) => w.scanner.close()));
     this.watching.clear();
   }
 }

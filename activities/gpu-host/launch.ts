@@ -2,6 +2,7 @@ import type { Static } from '@sinclair/typebox';
 import type { LaunchSchema } from '../../api/routes/launch.ts';
 import type { AttemptSpec } from '../../workflows/types.ts';
 import type { GpuHostDeps } from './deps.ts';
+import type { WatchNote } from './checkpoint-watching.ts';
 
 /*
  * The agent's two calls to the API about an attempt it starts (api/routes/launch.ts): confirm
@@ -35,7 +36,7 @@ export function launchMismatch(spec: AttemptSpec, nodeId: string, l: LaunchJson)
 }
 
 /** An attempt's route on the API: `launch` (confirm it, fetch its secrets) or `started`. */
-const attemptUrl = (api: ApiOf, spec: AttemptSpec, what: 'launch' | 'started') => `${api.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/${what}`;
+const attemptUrl = (api: ApiOf, spec: AttemptSpec, what: 'launch' | 'started' | 'events') => `${api.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/${what}`;
 
 /**
  * What the control plane dispatched for this attempt, from the API with the node token: the
@@ -83,4 +84,19 @@ export async function reportStarted(api: ApiOf, spec: AttemptSpec, pid: number, 
   });
   await res.arrayBuffer().catch(() => undefined);
   if (res.status >= 500 || res.status === 429) throw new Error(`the API answered ${res.status} to the start report`);
+}
+
+/**
+ * POST /jobs/:id/attempts/:n/events: an event of the attempt seen on the node (what its checkpoint
+ * watcher skipped or refused), into the attempt's history. Throws on anything but 201.
+ */
+export async function reportAttemptEvent(api: ApiOf, spec: AttemptSpec, n: WatchNote): Promise<void> {
+  const res = await fetch(attemptUrl(api, spec, 'events'), {
+    method: 'POST',
+    headers: { authorization: `Bearer ${api.nodeToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ kind: n.kind, level: 'warning', message: n.message, ...(n.data ? { data: n.data } : {}) }),
+    signal: AbortSignal.timeout(15_000),
+  });
+  await res.arrayBuffer().catch(() => undefined);
+  if (res.status !== 201) throw new Error(`the API answered ${res.status}`);
 }

@@ -1,10 +1,14 @@
 /**
- * Deleting the files of checkpoints that retention let go, on the node that holds them. Only
- * paths inside the job's watched folder are ever touched: a checkpoint path that is not (or
- * that a symlink leads out of) is refused and kept.
+ * Deleting the files of checkpoints that retention let go, on the node that holds them. It runs
+ * in a scanner process as the job's user (checkpoint-scanner.ts), so it can delete nothing the
+ * job itself could not. Even so it deletes only what the watcher registered: an entry directly
+ * in the job's watched folder, that folder a real one of the job's user, the entry no symbolic
+ * link and still the file or folder registered (its recorded `<dev>:<ino>`). Anything else is
+ * kept, with why.
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { folderProblem, isLink } from './watch-folder.ts';
 
 export interface DeletionResult {
   /** Paths now gone (deleted here, or already absent). */
@@ -13,42 +17,50 @@ export interface DeletionResult {
   refused: { uri: string; reason: string }[];
 }
 
-/** True when `p` is strictly inside `root` (both already resolved). */
-function inside(root: string, p: string): boolean {
-  const rel = path.relative(root, p);
-  return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
+/** A registered checkpoint to delete: its path and the inode recorded when it was hashed (null: registered before inodes were). */
+export interface DeletionEntry {
+  uri: string;
+  inode: string | null;
 }
 
-export async function deleteCheckpointFiles(root: string, uris: readonly string[]): Promise<DeletionResult> {
-  const out: DeletionResult = { deleted: [], refused: [] };
-  let realRoot: string;
+/** Why the entry at `p` is not the registered checkpoint to delete, or null (absent counts as deletable: nothing to do). */
+function entryProblem(p: string, e: DeletionEntry): string | null {
+  let st: fs.Stats;
   try {
-    realRoot = await fs.promises.realpath(root);
+    st = fs.lstatSync(p);
   } catch {
-    // No watched folder any more: nothing of it is left to delete.
-    return { deleted: [], refused: uris.map((uri) => ({ uri, reason: `the watched folder ${root} is gone` })) };
+    return null;
   }
-  for (const uri of uris) {
-    const p = path.resolve(uri);
-    if (!path.isAbsolute(uri) || !inside(path.resolve(root), p)) {
-      out.refused.push({ uri, reason: `not inside the watched folder ${root}` });
+  if (st.isSymbolicLink()) return 'is a symbolic link, not a registered checkpoint';
+  if (!st.isFile() && !st.isDirectory()) return 'is not a file or folder';
+  if (e.inode !== null && `${st.dev}:${st.ino}` !== e.inode) return 'is no longer the file or folder that was registered';
+  return null;
+}
+
+/** Deletes the registered entries of `root` (the job's watched folder, owned by uid `owner`). */
+export async function deleteCheckpointFiles(root: string, entries: readonly DeletionEntry[], owner?: number): Promise<DeletionResult> {
+  const out: DeletionResult = { deleted: [], refused: [] };
+  const absRoot = path.resolve(root);
+  const rootProblem = fs.existsSync(absRoot) || isLink(absRoot) ? folderProblem(absRoot, owner) : `the watched folder ${root} is gone`;
+  if (rootProblem) return { deleted: [], refused: entries.map((e) => ({ uri: e.uri, reason: rootProblem })) };
+  for (const e of entries) {
+    const p = path.resolve(e.uri);
+    if (!path.isAbsolute(e.uri) || path.dirname(p) !== absRoot || path.basename(p) === '..') {
+      out.refused.push({ uri: e.uri, reason: `not an entry of the watched folder ${root}` });
       continue;
     }
-    let real: string;
+    const why = entryProblem(p, e);
+    if (why) {
+      out.refused.push({ uri: e.uri, reason: `${e.uri} ${why}` });
+      continue;
+    }
     try {
-      // The folder holding it must resolve inside the root too (no symlinked parent leading out).
-      real = path.join(await fs.promises.realpath(path.dirname(p)), path.basename(p));
-    } catch {
-      out.deleted.push(uri);
-      continue;
+      // fs.rm never follows a link inside a folder: it removes the link.
+      await fs.promises.rm(p, { recursive: true, force: true });
+      out.deleted.push(e.uri);
+    } catch (err) {
+      out.refused.push({ uri: e.uri, reason: `${e.uri}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}` });
     }
-    if (!inside(realRoot, real)) {
-      out.refused.push({ uri, reason: `resolves outside the watched folder ${root}` });
-      continue;
-    }
-    // A symlink is removed itself, never followed.
-    await fs.promises.rm(real, { recursive: true, force: true });
-    out.deleted.push(uri);
   }
   return out;
 }

@@ -11,6 +11,9 @@
  * POST /jobs/:id/attempts/:attempt/started: the same agent reports that the process is up, and
  * the attempt is RUNNING (one request, where a Temporal signal to the job's workflow cost a
  * workflow task and a local activity).
+ *
+ * POST /jobs/:id/attempts/:attempt/events: what the node's checkpoint watcher skipped (symbolic
+ * links) or refused, as the attempt's events: the user reads why a checkpoint was not registered.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
@@ -19,6 +22,7 @@ import { runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { jobSecretValues } from '../../db/queries/job-secrets.ts';
 import { masterPortRead, nodeAddresses } from '../../db/queries/gangs.ts';
 import { getJob } from '../../db/queries/jobs.ts';
+import { addEvent } from '../../db/queries/runs.ts';
 import type { Db } from '../../db/client.ts';
 import type { GangPlacement } from '../../db/schema.ts';
 import { attemptStateAndNode } from '../../db/queries/launch.ts';
@@ -52,6 +56,16 @@ export const StartedBody = Type.Object(
   },
   { additionalProperties: false },
 );
+export const NodeEventBody = Type.Object(
+  {
+    kind: Type.Union([Type.Literal('checkpoint.skipped'), Type.Literal('checkpoint.watcher')], { description: "what the node's checkpoint watcher saw" }),
+    level: Type.Union([Type.Literal('info'), Type.Literal('warning')]),
+    message: Type.String({ minLength: 1, maxLength: 10_000 }),
+    data: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  },
+  { additionalProperties: false },
+);
+
 export const StartedSchema = Type.Object({ state: Type.String({ description: "the attempt's state after the report: RUNNING, or the state it had already moved on to" }) });
 
 /** A gang attempt's rendezvous as the database holds it (the port beginAttempt picked, the nodes' addresses). */
@@ -127,6 +141,27 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
         if (job.attempt === attempt) return { state: job.state };
         throw new DomainError('conflict', `attempt ${id}#${attempt} is not the job's current attempt (${job.attempt})`);
       });
+    },
+  );
+
+  app.post(
+    '/jobs/:id/attempts/:attempt/events',
+    {
+      schema: {
+        tags: ['jobs'],
+        summary: "An event the attempt's node saw (its checkpoint watcher skipped or refused something), into the attempt's history (node tokens of the node it was dispatched to only)",
+        params: Params,
+        body: NodeEventBody,
+        response: { 201: Type.Object({ id: Type.Integer() }), ...NotFound },
+      },
+    },
+    async (req, reply) => {
+      const { id } = req.params;
+      const attempt = Number(req.params.attempt);
+      if (!(await attemptStateAndNode(db, id, attempt))) throw notFound('attempt', `${id}#${attempt}`);
+      const b = req.body;
+      const e = await addEvent(db, { runId: await runOfAttempt(db, id, attempt), jobId: id, attempt, kind: b.kind, level: b.level, message: b.message, data: b.data ?? null });
+      return reply.status(201).send({ id: e.id });
     },
   );
 };

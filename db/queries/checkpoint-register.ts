@@ -19,6 +19,8 @@ export interface CheckpointRegistration {
   fingerprint: string;
   sizeBytes: number;
   step: number | null;
+  /** `<dev>:<ino>` of the entry the watcher hashed (absent from older agents). */
+  inode?: string;
 }
 
 /** insideWatched says whether `uri` (an absolute path on the node) lies inside the job's watched folder. */
@@ -110,6 +112,7 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
         fingerprint: a.fingerprint,
         sizeBytes: a.sizeBytes,
         step: a.step,
+        inode: a.inode ?? null,
         trainMetrics: await metricsAtStep(tx, runId, a.step),
         parentCheckpointId: previous?.id ?? (job ? (await resumePointOf(tx, job, a.attempt))?.id : null) ?? null,
       })

@@ -38,6 +38,8 @@ export async function setRetention(ex: Executor, project: string, experiment: st
 export interface DoomedCheckpoint {
   id: string;
   uri: string;
+  /** `<dev>:<ino>` the watcher hashed; null for a checkpoint registered before it was recorded. */
+  inode: string | null;
 }
 
 /** What retention deletes of one run's checkpoints now, with the node that holds them. */
@@ -88,7 +90,7 @@ export async function retentionPlan(ex: Executor, runId: string): Promise<Retent
   if (!nodeId) return null;
   // A run's checkpoints come from one attempt, so from one node; one without a node is left alone.
   const list = [...doomed].map((id) => byId.get(id)!).filter((c) => c.nodeId === nodeId);
-  return { runId, nodeId, doomed: list.map((c) => ({ id: c.id, uri: c.uri })) };
+  return { runId, nodeId, doomed: list.map((c) => ({ id: c.id, uri: c.uri, inode: c.inode })) };
 }
 
 /**
@@ -124,9 +126,9 @@ export async function runHasRetention(ex: Executor, runId: string): Promise<bool
 }
 
 /** watchedFolderOf returns the working and watched folders of the job that wrote a checkpoint, or undefined when it has no job. */
-export async function watchedFolderOf(ex: Executor, checkpointId: string): Promise<{ workingDir: string; watchDir: string | null } | undefined> {
+export async function watchedFolderOf(ex: Executor, checkpointId: string): Promise<{ workingDir: string; watchDir: string | null; projectId: string | null } | undefined> {
   const [writer] = await ex
-    .select({ workingDir: jobs.workingDir, watchDir: jobs.watchDir })
+    .select({ workingDir: jobs.workingDir, watchDir: jobs.watchDir, projectId: jobs.projectId })
     .from(checkpoints)
     .innerJoin(jobs, eq(jobs.id, checkpoints.jobId))
     .where(eq(checkpoints.id, checkpointId));

@@ -15,6 +15,7 @@ import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
 import { AttemptCgroups, containmentLine, containmentRefusal } from '../../activities/gpu-host/cgroup.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { attemptEnd, CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
+import { reportAttemptEvent } from '../../activities/gpu-host/launch.ts';
 import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
 import { FakeCards, NvidiaSmiCards, TelemetryReporter } from '../../activities/gpu-host/telemetry.ts';
 import { ProcessTable, rankOfRecord } from '../../activities/gpu-host/process-table.ts';
@@ -144,6 +145,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     client: o.client,
     warn: (msg, err) => ckptLogger.warn(err ? { err } : {}, msg),
     refuse: roots ? (dir) => roots.problem('checkpoint folder', dir) : undefined,
+    userOf: (spec) => jobUsers?.forProject(spec.project ?? '') ?? null,
+    note: o.nodeToken ? (spec, n) => reportAttemptEvent({ apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken }, spec, n) : undefined,
   });
   const joinNode = () =>
     o.client.workflow.signalWithStart('nodeWorkflow', {

@@ -150,7 +150,7 @@ export class JobAttempt {
     if (c.attempt !== this.attempt) return;
     const { jobId, attempt } = this;
     const mine = this.registrations.then(async () => {
-      const r = await control.registerCheckpoint({ jobId, attempt, uri: c.uri, fingerprint: c.fingerprint, sizeBytes: c.sizeBytes, step: c.step });
+      const r = await control.registerCheckpoint({ jobId, attempt, uri: c.uri, fingerprint: c.fingerprint, sizeBytes: c.sizeBytes, step: c.step, ...(c.inode ? { inode: c.inode } : {}) });
       if (r.finalPolicy) this.finalPolicy = true;
       if (r.retention) this.retention = true;
       if (r.evaluate) await this.startEvaluation(r.evaluate);

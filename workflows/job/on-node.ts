@@ -49,7 +49,8 @@ export async function applyRetention(jobId: string, attempt: number): Promise<vo
     retry: { maximumAttempts: 1 },
   });
   try {
-    const r = await host.deleteCheckpoints({ root: work.root, uris: work.doomed.map((d) => d.uri) });
+    // As the writer's project's job user, each entry only while it is the inode registered.
+    const r = await host.deleteCheckpoints({ root: work.root, uris: work.doomed.map((d) => d.uri), project: work.project ?? null, inodes: work.doomed.map((d) => d.inode ?? null) });
     const gone = new Set(r.deleted);
     await control.markCheckpointsDeleted({ ids: work.doomed.filter((d) => gone.has(d.uri)).map((d) => d.id) });
   } catch {
