@@ -5,6 +5,7 @@ import { DEFAULT_RETRY_RETENTION_S } from './domain/job-retry.ts';
 import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
 import { DEFAULT_QUARANTINE, type QuarantineRule } from './domain/quarantine.ts';
 import { DEFAULT_PREEMPT_GRACE_S } from './domain/preemption.ts';
+import { DEFAULT_PROJECT_POINTS, DEFAULT_RUN_POINTS, ruleOf, type BucketRule } from './domain/point-bucket.ts';
 import { DEFAULT_LOG_CAP_MIB, logCapBytesOf } from './domain/log-cap.ts';
 import { DEFAULT_MAX_STALL_REQUEUES, DEFAULT_STALL_AFTER_S } from './domain/stall.ts';
 import { DEFAULT_MAX_CPU_TRIALS } from './domain/sweep-limits.ts';
@@ -53,6 +54,12 @@ export interface GpuplaneConfig {
   allowedOrigins: string[];
   /** Requests a minute per token (GPUPLANE_RATE_LIMIT, 6000; 0 turns it off). */
   rateLimitPerMinute: number;
+  /**
+   * Metric points a second per run and per project, with their bursts (GPUPLANE_RUN_POINTS_PER_S
+   * 5000 / GPUPLANE_RUN_POINTS_BURST 50000, GPUPLANE_PROJECT_POINTS_PER_S 20000 /
+   * GPUPLANE_PROJECT_POINTS_BURST 200000; a rate of 0: that limit is off; api/point-limits.ts).
+   */
+  pointLimits: { run: BucketRule | null; project: BucketRule | null };
   /** Default stall-after of TRAIN and EVALUATE jobs, in seconds (GPUPLANE_STALL_AFTER_S, 1800; 0: off; domain/stall.ts). */
   stallAfterS: number;
   /** Seconds between an agent's telemetry reports (GPUPLANE_TELEMETRY_S, 10; 0: off; activities/gpu-host/telemetry.ts). */
@@ -134,6 +141,10 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     rateLimitPerMinute: overrides.rateLimitPerMinute ?? intFromEnv('GPUPLANE_RATE_LIMIT', 6000),
+    pointLimits: overrides.pointLimits ?? {
+      run: ruleOf(intFromEnv('GPUPLANE_RUN_POINTS_PER_S', DEFAULT_RUN_POINTS.perSecond), intFromEnv('GPUPLANE_RUN_POINTS_BURST', DEFAULT_RUN_POINTS.burst)),
+      project: ruleOf(intFromEnv('GPUPLANE_PROJECT_POINTS_PER_S', DEFAULT_PROJECT_POINTS.perSecond), intFromEnv('GPUPLANE_PROJECT_POINTS_BURST', DEFAULT_PROJECT_POINTS.burst)),
+    },
     stallAfterS: overrides.stallAfterS ?? intFromEnv('GPUPLANE_STALL_AFTER_S', DEFAULT_STALL_AFTER_S),
     telemetryS: overrides.telemetryS ?? intFromEnv('GPUPLANE_TELEMETRY_S', DEFAULT_TELEMETRY_S),
     workerMetricsAddr: overrides.workerMetricsAddr ?? (process.env.GPUPLANE_WORKER_METRICS_ADDR || undefined),

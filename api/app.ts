@@ -7,6 +7,9 @@ import type { ApiDeps } from './deps.ts';
 import { declareMachineryResponses, markOptionalBodies, MAX_PARAM_LENGTH } from './declared-responses.ts';
 import { installErrorHandler } from './errors.ts';
 import { registerGuards } from './guards.ts';
+import { PointLimiter } from './point-limits.ts';
+import { DEFAULT_PROJECT_POINTS, DEFAULT_RUN_POINTS } from '../domain/point-bucket.ts';
+import { projectOfRun } from '../db/queries/auth.ts';
 import { installSecurityHeaders } from './security-headers.ts';
 import { installInputGuard } from './input-guard.ts';
 import { installMethodCheck } from './methods.ts';
@@ -61,6 +64,8 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
   installErrorHandler(app);
   // One for the API's and MLflow's metric writes: it remembers which runs are an asha sweep's trials.
   deps.sweepWaker ??= new SweepWaker(deps.db, deps.client, app.log);
+  // One for the API's and MLflow's metric writes: the buckets of a run and of its project are the same whichever protocol writes.
+  deps.pointLimiter ??= new PointLimiter(deps.pointLimits ?? { run: DEFAULT_RUN_POINTS, project: DEFAULT_PROJECT_POINTS }, (id) => projectOfRun(deps.db, id));
   installRequestTiming(app, metrics);
   installSecurityHeaders(app);
   await registerGuards(app, deps.guards ?? {});
@@ -111,7 +116,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
     },
     { prefix: '/api/v1' },
   );
-  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver, artifactsDir: deps.artifactsDir ?? null, metrics, sweepWaker: deps.sweepWaker });
+  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver, artifactsDir: deps.artifactsDir ?? null, metrics, sweepWaker: deps.sweepWaker, pointLimiter: deps.pointLimiter });
   await app.register(prometheusRoutes, { metrics, resolver });
   await app.register(consoleAssets);
   return app;

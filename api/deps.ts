@@ -3,6 +3,7 @@ import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 import type { AuthConfig } from './token-resolver.ts';
 import type { GuardOptions } from './guards.ts';
+import type { PointLimiter, PointLimitRules } from './point-limits.ts';
 import type { PlaneMetrics } from './plane-metrics.ts';
 import type { SweepWaker } from './sweep-waker.ts';
 import type { PrivateAddressPolicy } from '../domain/webhooks.ts';
@@ -42,6 +43,10 @@ export interface ApiDeps {
   guards?: GuardOptions;
   /** The series of GET /metrics (api/plane-metrics.ts); absent: buildApp makes the app's own. */
   metrics?: PlaneMetrics;
+  /** The per-run and per-project limits on metric points (GPUPLANE_RUN_POINTS_PER_S …; api/point-limits.ts); the defaults when absent. */
+  pointLimits?: PointLimitRules;
+  /** The buckets of those limits, shared by the API's and MLflow's metric writes; buildApp makes one when absent. */
+  pointLimiter?: PointLimiter;
   /** Which non-public addresses a webhook URL may name (GPUPLANE_WEBHOOK_ALLOW_PRIVATE); none when absent. */
   webhookAllowPrivate?: PrivateAddressPolicy;
 }

@@ -33,6 +33,7 @@ export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, lo
       maxStallRequeues: c.maxStallRequeues,
       artifactsDir: c.artifactsDir,
       webhookAllowPrivate: c.webhookAllowPrivate,
+      pointLimits: c.pointLimits,
       auth: { adminTokens: c.adminToken ? [c.adminToken] : [] },
       guards: { allowedHosts: [...c.allowedHosts, c.apiHost, ...apiUrlHost], allowedOrigins: c.allowedOrigins, rateLimitPerMinute: c.rateLimitPerMinute },
       ...extra,

@@ -13,6 +13,8 @@ export function decodeValue(v: WireValue): number {
 }
 
 const RETRY_DELAYS_MS = [250, 1000, 3000, 6000];
+/** The longest Retry-After a 429 is waited for (the API's own are seconds). */
+const MAX_RETRY_AFTER_MS = 60_000;
 
 /**
  * The client an import uses. Every write it retries is idempotent (a run by its external_key, a
@@ -20,13 +22,20 @@ const RETRY_DELAYS_MS = [250, 1000, 3000, 6000];
  */
 export class ImportClient extends GpuplaneClient {
   private async retrying<T>(call: () => Promise<T>): Promise<T> {
-    for (let i = 0; ; i++) {
+    for (let i = 0; ; ) {
       try {
         return await call();
       } catch (err) {
+        // 429 (a member's import over its run's or project's points a second; an admin's is not
+        // limited): the batch was not stored; it is sent again after the wait the API asks for.
+        // Not bounded by a count: the API's bucket refills, so a wait ends in a batch taken.
+        if (err instanceof ApiError && err.status === 429) {
+          await new Promise((r) => setTimeout(r, Math.min((err.retryAfterS ?? 1) * 1000, MAX_RETRY_AFTER_MS)));
+          continue;
+        }
         const retriable = err instanceof ApiError && (err.status === 0 || err.status === 503);
         if (!retriable || i >= RETRY_DELAYS_MS.length) throw err;
-        await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[i]));
+        await new Promise((r) => setTimeout(r, RETRY_DELAYS_MS[i++]));
       }
     }
   }

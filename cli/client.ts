@@ -11,6 +11,8 @@ export class ApiError extends Error {
     readonly status: number,
     readonly code: string,
     message: string,
+    /** A 429's Retry-After in seconds: when the API takes the same request again; null without one. */
+    readonly retryAfterS: number | null = null,
   ) {
     super(message);
   }
@@ -68,7 +70,8 @@ export class GpuplaneClient {
     if (!res.ok) {
       const e = (data ?? {}) as { error?: string; message?: string };
       const hint = res.status === 401 ? ' (gpuctl login --token <token>, or set GPUPLANE_TOKEN)' : '';
-      throw new ApiError(res.status, e.error ?? 'error', `${e.message ?? `HTTP ${res.status}`}${hint}`);
+      const wait = Number(res.headers.get('retry-after') ?? NaN);
+      throw new ApiError(res.status, e.error ?? 'error', `${e.message ?? `HTTP ${res.status}`}${hint}`, Number.isFinite(wait) && wait >= 0 ? wait : null);
     }
     return { data: data as T, status: res.status, headers: res.headers };
   }

@@ -11,6 +11,7 @@ import { DomainError } from '../errors.ts';
 import { loggableUrl } from '../request-log.ts';
 import type { SweepWaker } from '../sweep-waker.ts';
 import type { PlaneMetrics } from '../plane-metrics.ts';
+import type { PointLimiter } from '../point-limits.ts';
 import type { TokenResolver } from '../token-resolver.ts';
 import { MlflowAuth, MlflowError } from './context.ts';
 import { artifactRoutes } from './artifacts.ts';
@@ -30,6 +31,8 @@ export interface MlflowDeps {
   metrics?: PlaneMetrics;
   /** Wakes an asha sweep whose trial logged past a rung (api/sweep-waker.ts). */
   sweepWaker?: SweepWaker;
+  /** The per-run and per-project limits on metric points, shared with /api/v1 (api/point-limits.ts); none when absent. */
+  pointLimiter?: PointLimiter;
 }
 
 export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Promise<void> {
@@ -55,7 +58,7 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
     return reply.status(501).send({ error_code: 'NOT_IMPLEMENTED', message: `GPUPlane does not serve the MLflow endpoint ${req.method} ${path} (docs/mlflow.md lists what it serves)` });
   });
   experimentRoutes(app, deps.db, auth);
-  runRoutes(app, deps.db, auth, deps.metrics, deps.sweepWaker);
+  runRoutes(app, deps.db, auth, deps.metrics, deps.sweepWaker, deps.pointLimiter);
   // A scope of their own: uploads are bytes, not JSON.
   await app.register(async (scope) => artifactRoutes(scope, deps.db, auth, { dir: deps.artifactsDir }));
 }

@@ -3,10 +3,11 @@
  * an MLflow run is a GPUPlane run, the same row whoever made it (our SDK, a job, an import, an
  * MLflow client), so `mlflow.search_runs` sees them all and the console shows what MLflow logs.
  */
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import type { PlaneMetrics } from '../plane-metrics.ts';
 import type { SweepWaker } from '../sweep-waker.ts';
+import type { PointLimiter } from '../point-limits.ts';
 import { newId } from '../../db/ids.ts';
 import { rawPoints, writeSeries } from '../../db/queries/metrics.ts';
 import { addRunParams, attemptNodes, latestMetrics, lockRun, searchRunIds, setRunDeleted, setRunTags, type LockedRun } from '../../db/queries/mlflow.ts';
@@ -105,7 +106,7 @@ export async function reachRun(db: Db, c: Caller, id: string, write: boolean): P
   return run;
 }
 
-export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeMetrics?: PlaneMetrics, sweepWaker?: SweepWaker): void {
+export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeMetrics?: PlaneMetrics, sweepWaker?: SweepWaker, limiter?: PointLimiter): void {
   const reach = (c: Caller, id: string, write: boolean) => reachRun(db, c, id, write);
 
   const fullRun = async (run: RunWithNames) => {
@@ -113,8 +114,12 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     return runJson(run, { metrics: metrics.get(run.id) ?? [], node: run.jobId ? (nodes.get(`${run.jobId}:${run.attempt}`) ?? null) : null });
   };
 
-  /** Metrics, params and tags of one request, checked whole and then stored in one transaction under the run's row lock. */
-  async function logBatch(runId: string, metrics: WirePoint[], params: Record<string, string>, tags: Record<string, string>): Promise<void> {
+  /**
+   * Metrics, params and tags of one request, checked whole and then stored in one transaction under
+   * the run's row lock. Its points count against the run's and its project's limits (api/point-limits.ts):
+   * over either, the whole request is refused (429 REQUEST_LIMIT_EXCEEDED with Retry-After), params and tags too.
+   */
+  async function logBatch(c: Caller, reply: FastifyReply, runId: string, metrics: WirePoint[], params: Record<string, string>, tags: Record<string, string>): Promise<void> {
     let series: ReturnType<typeof parseBatch> = [];
     if (metrics.length > 0) {
       try {
@@ -124,6 +129,18 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
         throw err;
       }
     }
+    const taken = limiter && metrics.length > 0 ? await limiter.take(c.principal, runId, metrics.length, reply) : null;
+    try {
+      await write(runId, series, params, tags);
+    } catch (err) {
+      taken?.refund();
+      throw err;
+    }
+    planeMetrics?.pointsIngested.inc(metrics.length);
+    if (series.length > 0) sweepWaker?.stored(runId, series);
+  }
+
+  async function write(runId: string, series: ReturnType<typeof parseBatch>, params: Record<string, string>, tags: Record<string, string>): Promise<void> {
     const notActive = () => invalid(`The run ${runId} must be in the 'active' state. Current state is deleted.`);
     await db.transaction(async (tx) => {
       // Metrics alone (the common call): the heartbeat's update is the row lock, and says whether
@@ -151,8 +168,6 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
       await touchRun(tx, runId);
       if (series.length > 0) await writeSeries(tx, runId, series);
     });
-    planeMetrics?.pointsIngested.inc(metrics.length);
-    if (series.length > 0) sweepWaker?.stored(runId, series);
   }
 
   app.post(`${API}/runs/create`, async (req) => {
@@ -250,24 +265,24 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
       if (project === undefined || !mayTouch(c, project ?? '', false)) throw noRun(id);
       if (!mayTouch(c, project ?? '', true)) throw new MlflowError('PERMISSION_DENIED', `this token may only read project "${project}"`);
     }
-    return { f, id };
+    return { c, f, id };
   };
 
-  app.post(`${API}/runs/log-metric`, async (req) => {
-    const { f, id } = await writeTarget(req);
-    await logBatch(id, [pointOf(f, 0)], {}, {});
+  app.post(`${API}/runs/log-metric`, async (req, reply) => {
+    const { c, f, id } = await writeTarget(req);
+    await logBatch(c, reply, id, [pointOf(f, 0)], {}, {});
     return {};
   });
 
-  app.post(`${API}/runs/log-parameter`, async (req) => {
-    const { f, id } = await writeTarget(req);
-    await logBatch(id, [], paramsOf([{ key: f.key, value: f.value }]), {});
+  app.post(`${API}/runs/log-parameter`, async (req, reply) => {
+    const { c, f, id } = await writeTarget(req);
+    await logBatch(c, reply, id, [], paramsOf([{ key: f.key, value: f.value }]), {});
     return {};
   });
 
-  app.post(`${API}/runs/set-tag`, async (req) => {
-    const { f, id } = await writeTarget(req);
-    await logBatch(id, [], {}, tagsOf([{ key: f.key, value: f.value }]));
+  app.post(`${API}/runs/set-tag`, async (req, reply) => {
+    const { c, f, id } = await writeTarget(req);
+    await logBatch(c, reply, id, [], {}, tagsOf([{ key: f.key, value: f.value }]));
     return {};
   });
 
@@ -287,13 +302,13 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     return {};
   });
 
-  app.post(`${API}/runs/log-batch`, async (req) => {
-    const { f, id } = await writeTarget(req);
+  app.post(`${API}/runs/log-batch`, async (req, reply) => {
+    const { c, f, id } = await writeTarget(req);
     const m = list(f, 'metrics');
     const p = list(f, 'params');
     const t = list(f, 'tags');
     checkLimits(m.length, p.length, t.length);
-    await logBatch(id, m.map(pointOf), paramsOf(p), tagsOf(t));
+    await logBatch(c, reply, id, m.map(pointOf), paramsOf(p), tagsOf(t));
     return {};
   });
 

@@ -8,6 +8,7 @@ import { findExperimentId } from '../../db/queries/experiments.ts';
 import { projectOfJob } from '../../db/queries/auth.ts';
 import { BatchRejected, MAX_BATCH_POINTS, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
 import { allows, mayRead, visibleProjectIds } from '../auth.ts';
+import type { Taken } from '../point-limits.ts';
 import type { Db } from '../../db/client.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
@@ -185,12 +186,14 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     {
       schema: {
         tags: ['metrics'],
-        summary: 'Log a batch of up to 10,000 points; all are stored or none (a retried Idempotency-Key is stored once)',
+        summary: "Log a batch of up to 10,000 points; all are stored or none (a retried Idempotency-Key is stored once); over the run's or its project's points a second, 429 with Retry-After and none stored",
         params: IdParams,
         headers: IdempotencyHeaders,
         body: MetricsBody,
         response: { 200: MetricsWritten, ...NotFound },
       },
+      // A run whose bucket is empty is refused before its body is read (api/point-limits.ts).
+      onRequest: async (req, reply) => deps.pointLimiter?.refuseEarly(req.principal, (req.params as { id: string }).id, reply),
       schemaErrorFormatter: (errors, dataVar) =>
         new Error(errors[0]?.keyword === 'minItems' && errors[0].instancePath === '/points' ? EMPTY_BATCH : formatSchemaErrors(errors, dataVar)),
       // The schema states every per-point rule; a refused point is named in the handler's words
@@ -207,7 +210,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       },
       bodyLimit: 16 * 1024 * 1024,
     },
-    async (req) => {
+    async (req, reply) => {
       let series;
       try {
         series = parseBatch(req.body.points, Date.now());
@@ -217,16 +220,26 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       }
       const n = req.body.points.length;
       const key = req.headers['idempotency-key'];
-      return db.transaction(async (tx) => {
-        if ((await touchRun(tx, req.params.id)) === undefined) throw notFound('run', req.params.id);
-        if (key !== undefined && !(await claimBatch(tx, req.params.id, key, n))) return { stored: 0, points: n, replayed: true };
-        await writeSeries(tx, req.params.id, series);
-        return { stored: n, points: n, replayed: false };
-      }).then((r) => {
-        deps.metrics?.pointsIngested.inc(r.stored);
-        if (r.stored > 0) deps.sweepWaker?.stored(req.params.id, series);
-        return r;
-      });
+      const draw = await deps.pointLimiter?.drawFor(req.principal, req.params.id);
+      let taken: Taken | undefined;
+      let r;
+      try {
+        r = await db.transaction(async (tx) => {
+          if ((await touchRun(tx, req.params.id)) === undefined) throw notFound('run', req.params.id);
+          if (key !== undefined && !(await claimBatch(tx, req.params.id, key, n))) return { stored: 0, points: n, replayed: true };
+          // A new batch over the run's or its project's limit: 429 with Retry-After, and the
+          // transaction (its key's claim too) is rolled back: nothing of the batch is stored.
+          taken = draw?.take(n, reply);
+          await writeSeries(tx, req.params.id, series);
+          return { stored: n, points: n, replayed: false };
+        });
+      } catch (err) {
+        taken?.refund();
+        throw err;
+      }
+      deps.metrics?.pointsIngested.inc(r.stored);
+      if (r.stored > 0) deps.sweepWaker?.stored(req.params.id, series);
+      return r;
     },
   );
 

@@ -16,7 +16,7 @@ import type { ApiDeps } from '../deps.ts';
 import { IdParams } from '../schemas/common.ts';
 import { TelemetryAnswer, TelemetryBody } from '../schemas/telemetry.ts';
 
-export const telemetryRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, client, metrics, preemptGraceS, stallAfterS, maxStallRequeues }) => {
+export const telemetryRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, client, metrics, preemptGraceS, stallAfterS, pointLimiter, maxStallRequeues }) => {
   const maxRequeues = maxStallRequeues ?? DEFAULT_MAX_STALL_REQUEUES;
   app.post(
     '/nodes/:id/telemetry',
@@ -43,6 +43,8 @@ export const telemetryRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, {
           if (points.length) {
             await db.transaction((tx) => writeSeries(tx, f.runId!, parseBatch(points, now)));
             metrics?.pointsIngested.inc(points.length);
+            // Counted against the run's and its project's limits, never refused: the plane's own measure (api/point-limits.ts).
+            await pointLimiter?.charge(f.runId, points.length);
           }
         }
         const after = stallAfterOf({ type: f.type, stallAfterS: f.stallAfterS }, stallAfterS ?? DEFAULT_STALL_AFTER_S, f.projectStallAfterS);

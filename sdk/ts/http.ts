@@ -7,11 +7,17 @@ export class Unreachable extends Error {}
 export class ApiError extends Error {
   readonly status: number;
   readonly body: unknown;
-  constructor(status: number, body: unknown, what: string, hint?: string) {
+  /**
+   * A 429's Retry-After in seconds (at most MAX_RETRY_AFTER_S), or null: when the API takes the same
+   * request again (its limit on metric points a second per run and per project, or on requests a minute per token).
+   */
+  readonly retryAfterS: number | null;
+  constructor(status: number, body: unknown, what: string, hint?: string, retryAfter?: string | null) {
     const msg = body && typeof body === 'object' && 'message' in body ? String((body as { message: unknown }).message) : '';
     super(`${what}: HTTP ${status}${msg ? `: ${msg}` : ''}${hint ? ` (${hint})` : ''}`);
     this.status = status;
     this.body = body;
+    this.retryAfterS = retryAfterSeconds(retryAfter);
   }
   /** 408/429 and 5xx (503: something the API needs is down) are worth another try. */
   get retryable(): boolean {
@@ -21,6 +27,15 @@ export class ApiError extends Error {
   get auth(): boolean {
     return this.status === 401 || this.status === 403;
   }
+}
+
+export const MAX_RETRY_AFTER_S = 60;
+
+/** A Retry-After header in seconds (at most MAX_RETRY_AFTER_S), or null when absent or not a number of seconds. */
+export function retryAfterSeconds(value: string | null | undefined): number | null {
+  if (value === null || value === undefined || value.trim() === '') return null;
+  const v = Number(value.trim());
+  return Number.isFinite(v) && v >= 0 ? Math.min(v, MAX_RETRY_AFTER_S) : null;
 }
 
 /** Where the API is and the token it gets. The token never goes into a message. */
@@ -107,6 +122,6 @@ export async function request(api: ApiTarget, method: string, path: string, body
       parsed = text;
     }
   }
-  if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, parsed, `${method} ${url}`, authHint(res.status, api));
+  if (res.status < 200 || res.status >= 300) throw new ApiError(res.status, parsed, `${method} ${url}`, authHint(res.status, api), res.headers.get('retry-after'));
   return parsed;
 }

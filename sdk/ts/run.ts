@@ -7,7 +7,7 @@
 
 import { randomUUID } from 'node:crypto';
 import { KIND_RE, MAX_PENDING_EVENTS, Encoder, cleanJson, type SdkSettings } from './encode.ts';
-import { ApiError, Unreachable, request, type ApiTarget } from './http.ts';
+import { ApiError, MAX_RETRY_AFTER_S, Unreachable, request, type ApiTarget } from './http.ts';
 import { OfflineFile, offlinePath, uploadCommand } from './offline.ts';
 import { Outbox, type EventItem } from './outbox.ts';
 import { finishRun, setupRun } from './run-calls.ts';
@@ -101,6 +101,17 @@ export class Run {
   private offline: OfflineFile | null = null;
   /** The API failed the last try, and has taken nothing since. */
   private failing = false;
+  /**
+   * The API answered 429 (its limit on points a second per run or per project) and has taken
+   * nothing since: the outbox waits the Retry-After of throttleMs, and finish() waits on.
+   */
+  private throttled = false;
+  private throttleMs: number | null = null;
+  /** The waits 429s asked for since the API last took something. */
+  private throttleWaitMs = 0;
+  private wasThrottled = false;
+  /** When the API last took a batch or an event. */
+  private takenAt = Date.now();
   /** log() found the buffer full while the API was failing. */
   private spillWanted = false;
   /** The offline file could not be written: past the bound the newest points are dropped. */
@@ -153,7 +164,7 @@ export class Run {
     let n = 0;
     for (const _ in data) n++;
     const p = this.outbox.pending + n;
-    if (p > this.settings.maxBuffer && this.failing && !this.spillBroken && p <= 2 * this.settings.maxBuffer) {
+    if (p > this.settings.maxBuffer && (this.failing || this.throttled) && !this.spillBroken && p <= 2 * this.settings.maxBuffer) {
       // Full while the API is failing: the flusher moves what waits to the offline file (the
       // spill), so up to twice the bound may wait meanwhile; past that the newest are dropped.
       this.spillWanted = true;
@@ -206,7 +217,7 @@ export class Run {
           `gpuplane: the API at ${this.base} is not answering: waiting up to ${(budget - first) / 1000} s more for it to take ${this.outbox.pending} points (GPUPLANE_SDK_FLUSH_TIMEOUT_S); after that they are written to a local file`,
         );
       }
-      drained = await this.waitDrained(budget - first);
+      drained = await this.waitDrainedUntil(deadline, budget);
     }
     if (!drained) {
       this.abandoned = true;
@@ -292,8 +303,9 @@ export class Run {
     }
     while (this.outbox.items.length) this.outbox.shift();
     if (first) {
+      const away = this.throttled && !this.failing ? 'is rate-limiting this run (HTTP 429)' : 'is away';
       this.notice(
-        `gpuplane: the API at ${this.base} is away and ${this.settings.maxBuffer} points wait (GPUPLANE_SDK_MAX_BUFFER): what waits goes to ${this.offline?.path} (the end of the run says how to upload it)`,
+        `gpuplane: the API at ${this.base} ${away} and ${this.settings.maxBuffer} points wait (GPUPLANE_SDK_MAX_BUFFER): what waits goes to ${this.offline?.path} (the end of the run says how to upload it)`,
       );
     }
   }
@@ -363,7 +375,7 @@ export class Run {
     const s = this.settings;
     try {
       this.rejected += this.outbox.cut();
-      if (this.spillWanted && this.failing && this.mode === 'online') this.spillNow();
+      if (this.spillWanted && (this.failing || this.throttled) && this.mode === 'online') this.spillNow();
       if (this.failures === 0 || Date.now() >= this.retryAt) {
         const tried = this.outbox.items.length > 0 || !this.setupDone;
         if (await this.sendAll()) {
@@ -371,8 +383,14 @@ export class Run {
           if (tried) this.failing = false; // the API took something: it is back
         } else {
           this.failures++;
-          this.failing = true;
-          this.retryAt = Date.now() + Math.min(s.maxBackoffS * 1000, 250 * 2 ** Math.min(this.failures - 1, 10));
+          if (this.throttleMs !== null) {
+            // 429: the API is there and said when to send again (Retry-After); the batch waits in the outbox, whole, with its key.
+            this.retryAt = Date.now() + this.throttleMs;
+            this.throttleMs = null;
+          } else {
+            this.failing = true;
+            this.retryAt = Date.now() + Math.min(s.maxBackoffS * 1000, 250 * 2 ** Math.min(this.failures - 1, 10));
+          }
         }
       }
       if (this.failures === 0 && !this.authError && !this.attached && this.runId !== null && Date.now() >= this.nextBeat) {
@@ -410,6 +428,7 @@ export class Run {
     try {
       this.runId = await setupRun(this.#api, { runId: this.runId, create: this.createBody, patch: this.patchBody, key: `${this.keyPrefix}-run` }, t);
     } catch (err) {
+      if (err instanceof ApiError && err.retryable) this.throttle(err);
       if (err instanceof Unreachable || (err instanceof ApiError && err.retryable)) return false;
       if (!(err instanceof ApiError)) throw err;
       this.setupError = err;
@@ -439,6 +458,7 @@ export class Run {
       try {
         await request(this.#api, 'POST', `/runs/${this.runId}/${item.kind === 'metrics' ? 'metrics' : 'events'}`, item.body, { 'idempotency-key': item.key }, t);
       } catch (err) {
+        if (err instanceof ApiError && err.retryable) this.throttle(err);
         if (err instanceof Unreachable || (err instanceof ApiError && err.retryable)) return false;
         if (!(err instanceof ApiError)) throw err;
         if (err.auth) {
@@ -449,8 +469,49 @@ export class Run {
         if (item.kind === 'metrics') this.rejected += item.points;
       }
       this.outbox.shift();
+      this.takenAt = Date.now();
+      this.throttled = false;
+      this.throttleWaitMs = 0;
     }
     return true;
+  }
+
+  /**
+   * A 429 (the API's limit on points a second per run or per project): the next try waits its
+   * Retry-After (the back-off when it gives none), and the run is throttled, not failing.
+   */
+  private throttle(err: ApiError): void {
+    if (err.status !== 429) return;
+    this.throttled = true;
+    this.throttleMs = err.retryAfterS !== null ? err.retryAfterS * 1000 : Math.min(this.settings.maxBackoffS * 1000, 500);
+    this.throttleWaitMs += this.throttleMs;
+    this.wasThrottled = true;
+    this.tell('throttled', `gpuplane: the API is rate-limiting this run; its points wait in the buffer and are sent again after the wait it asks for: ${err.message}`);
+  }
+
+  /**
+   * Waits for the outbox to drain until `deadline`. A run the API rate-limits (429) waits on while
+   * the API keeps taking its batches: until it has taken nothing for `budget` ms beyond the waits
+   * its 429s asked for since (those counted up to MAX_RETRY_AFTER_S).
+   */
+  private async waitDrainedUntil(deadline: number, budget: number): Promise<boolean> {
+    let told = false;
+    for (;;) {
+      let end = deadline;
+      // Throttled at some point: between a batch taken and the next 429 the flag is down.
+      if (this.wasThrottled) {
+        end = Math.max(end, this.takenAt + Math.min(this.throttleWaitMs, MAX_RETRY_AFTER_S * 1000) + budget);
+        if (!told && end > deadline) {
+          told = true;
+          this.notice(
+            `gpuplane: the API at ${this.base} is rate-limiting this run (HTTP 429): waiting for it to take the ${this.outbox.pending} points left, as fast as it allows; the wait ends if it takes nothing for ${budget / 1000} s (GPUPLANE_SDK_FLUSH_TIMEOUT_S) beyond the waits it asks for`,
+          );
+        }
+      }
+      const left = end - Date.now();
+      if (left <= 0) return this.failures === 0 && this.idle();
+      if (await this.waitDrained(Math.min(left, 1000))) return true;
+    }
   }
 
   private async heartbeat(): Promise<void> {

@@ -57,7 +57,7 @@ class Flusher:
                     break
                 try:
                     self._cut()
-                    if self._spill_wanted and self._failing and self.mode != "offline":
+                    if self._spill_wanted and (self._failing or self._throttled) and self.mode != "offline":
                         self._spill_now()
                     now = _monotonic()
                     if failures == 0 or now >= retry_at:
@@ -68,8 +68,14 @@ class Flusher:
                                 self._failing = False  # the API took something: it is back
                         else:
                             failures += 1
-                            self._failing = True
-                            retry_at = _monotonic() + backoff_s(failures, s.max_backoff_s)
+                            if self._throttle_s is not None:
+                                # 429: the API is there and said when to send again (Retry-After); the
+                                # batch waits in the outbox, whole, with its key.
+                                retry_at = _monotonic() + self._throttle_s
+                                self._throttle_s = None
+                            else:
+                                self._failing = True
+                                retry_at = _monotonic() + backoff_s(failures, s.max_backoff_s)
                     if failures == 0 and self._auth_error is None and not self.attached and self._id is not None and _monotonic() >= next_beat:
                         next_beat = _monotonic() + s.heartbeat_s
                         self._heartbeat(t)
@@ -125,6 +131,7 @@ class Flusher:
             return False
         except ApiError as err:
             if err.retryable:
+                self._throttle(err)
                 return False
             self._fail_setup(err)
             return True
@@ -166,6 +173,7 @@ class Flusher:
                 return False
             except ApiError as err:
                 if err.retryable:
+                    self._throttle(err)
                     return False
                 if err.auth:
                     self._lose_auth(err)
@@ -184,12 +192,26 @@ class Flusher:
                         self._pending_events -= 1
                 continue
             box.popleft()
+            self._taken_at = _monotonic()
+            self._throttled = False
+            self._throttle_wait_s = 0.0
             with self._lock:
                 if item.__class__ is Batch:
                     self._pending -= item.points
                 else:
                     self._pending_events -= 1
         return True
+
+    def _throttle(self, err: ApiError) -> None:
+        """A 429 (the API's limit on points a second per run or per project): the next try waits
+        its Retry-After (the back-off when it gives none), and the run is throttled, not failing."""
+        if err.status != 429:
+            return
+        self._throttled = True
+        self._throttle_s = err.retry_after_s if err.retry_after_s is not None else backoff_s(2, self.settings.max_backoff_s)
+        self._throttle_wait_s += self._throttle_s
+        self._was_throttled = True
+        self._tell("throttled", f"gpuplane: the API is rate-limiting this run; its points wait in the buffer and are sent again after the wait it asks for: {err}")
 
     def _write_all(self) -> bool:
         """Offline mode: the outbox goes to the run's file instead of the API."""

@@ -24,9 +24,12 @@ class Unreachable(Exception):
 class ApiError(Exception):
     """The API answered with a status that is not 2xx."""
 
-    def __init__(self, status: int, body: Any, method: str, path: str, hint: Optional[str] = None):
+    def __init__(self, status: int, body: Any, method: str, path: str, hint: Optional[str] = None, retry_after: Optional[str] = None):
         self.status = status
         self.body = body
+        # A 429's Retry-After (seconds): when the API takes the same request again (its limit on
+        # metric points a second per run and per project, or its requests a minute per token).
+        self.retry_after_s = retry_after_s(retry_after)
         msg = body.get("message") if isinstance(body, dict) else None
         super().__init__(f"{method} {path}: HTTP {status}" + (f": {msg}" if msg else "") + (f" ({hint})" if hint else ""))
 
@@ -153,6 +156,7 @@ class Transport:
                 resp = conn.getresponse()
                 raw = resp.read()
                 status = resp.status
+                retry_after = resp.getheader("retry-after")
                 if resp.getheader("connection", "").lower() == "close":
                     self.close()
                 break
@@ -171,8 +175,24 @@ class Transport:
             except ValueError:
                 parsed = raw.decode("utf-8", "replace")
         if not 200 <= status < 300:
-            raise ApiError(status, parsed, method, full, auth_hint(status, self._auth))
+            raise ApiError(status, parsed, method, full, auth_hint(status, self._auth), retry_after)
         return parsed
+
+
+MAX_RETRY_AFTER_S = 60.0
+
+
+def retry_after_s(value: Optional[str]) -> Optional[float]:
+    """A Retry-After header in seconds (at most MAX_RETRY_AFTER_S), or None when absent or not a number of seconds."""
+    if value is None:
+        return None
+    try:
+        v = float(value.strip())
+    except ValueError:
+        return None
+    if not v >= 0:
+        return None
+    return min(v, MAX_RETRY_AFTER_S)
 
 
 def dumps(obj: Any) -> bytes:

@@ -26,7 +26,7 @@ from . import _hooks
 from ._config import FLUSH_AT_POINTS, MAX_BATCH_BYTES, MAX_BATCH_POINTS, MAX_PENDING_EVENTS, Settings
 from ._encode import Batch, Encoder, clean_json
 from ._flusher import EventItem as _EventItem, Flusher
-from ._http import ApiError, AuthContext, dumps, finish_run
+from ._http import MAX_RETRY_AFTER_S, ApiError, AuthContext, dumps, finish_run
 from ._offline import OfflineFile, file_path, notice, offline_dir, upload_command
 from ._rung import RungGate
 from ._warn import GpuplaneWarning, _warn  # GpuplaneWarning: gpuplane exports it from here
@@ -126,6 +126,13 @@ class Run(Flusher):
         self._abandon = False
         self._init_waiting = False
         self._failing = False  # the API failed the flusher's last try, and has taken nothing since
+        # The API answered 429 (its limit on points a second per run or per project) and has taken
+        # nothing since: the outbox waits the Retry-After of _throttle_s, and finish() waits on.
+        self._throttled = False
+        self._throttle_s: Optional[float] = None
+        self._throttle_wait_s = 0.0  # the waits 429s asked for since the API last took something
+        self._was_throttled = False
+        self._taken_at = _monotonic()  # when the API last took a batch or an event
         self._spill_wanted = False  # log() found the buffer full while the API was failing
         self._spill_broken = False  # the offline file could not be written: drop past the bound
         self._thread = threading.Thread(target=self._flusher, name="gpuplane-flusher", daemon=True)
@@ -161,7 +168,7 @@ class Run(Flusher):
             # Full while the API is failing: the flusher moves what waits to the offline file
             # (the spill), so up to twice the bound may wait meanwhile; past that, or when the
             # file cannot be written, the newest points are dropped.
-            spill = p > self._max and self._failing and not self._spill_broken and p <= 2 * self._max
+            spill = p > self._max and (self._failing or self._throttled) and not self._spill_broken and p <= 2 * self._max
             if p <= self._max or spill:
                 self._pending = p
                 # Flat (data, step, ts) triples: no tuple per call for the garbage collector to track.
@@ -252,7 +259,7 @@ class Run(Flusher):
                     f"gpuplane: the API at {self.api_url} is not answering: waiting up to {timeout - first:g} s more for it to take "
                     f"{left} points (GPUPLANE_SDK_FLUSH_TIMEOUT_S); after that they are written to a local file"
                 )
-            drained = self._drained.wait(timeout - first)
+            drained = self._wait_drained(deadline, timeout)
         if not drained:
             self._abandon = True
             self._wake.set()
@@ -277,6 +284,30 @@ class Run(Flusher):
         failed = finish_run(self.api_url, self._token, self._id, status, max(deadline - _monotonic(), 2.0), self.settings.request_timeout_s, self._auth)
         if failed:
             _warn(failed)
+
+    def _wait_drained(self, deadline: float, timeout: float) -> bool:
+        """Waits for the flusher to drain until `deadline`. A run the API rate-limits (429) waits
+        on while the API keeps taking its batches: until it has taken nothing for `timeout` s
+        beyond the waits its 429s asked for since (those counted up to MAX_RETRY_AFTER_S)."""
+        told = False
+        while True:
+            end = deadline
+            # Throttled at some point: between a batch taken and the next 429 the flag is down.
+            if self._was_throttled:
+                end = max(end, self._taken_at + min(self._throttle_wait_s, MAX_RETRY_AFTER_S) + timeout)
+                if not told and end > deadline:
+                    told = True
+                    with self._lock:
+                        left = self._pending
+                    notice(
+                        f"gpuplane: the API at {self.api_url} is rate-limiting this run (HTTP 429): waiting for it to take the {left} points "
+                        f"left, as fast as it allows; the wait ends if it takes nothing for {timeout:g} s (GPUPLANE_SDK_FLUSH_TIMEOUT_S) beyond the waits it asks for"
+                    )
+            now = _monotonic()
+            if now >= end:
+                return self._drained.is_set()
+            if self._drained.wait(min(end - now, 1.0)):
+                return True
 
     @property
     def offline_file(self) -> Optional[str]:
@@ -343,8 +374,9 @@ class Run(Flusher):
             self._pending -= points
             self._pending_events -= len(items) - sum(1 for i in items if i.__class__ is Batch)
         if first:
+            away = "is rate-limiting this run (HTTP 429)" if self._throttled and not self._failing else "is away"
             notice(
-                f"gpuplane: the API at {self.api_url} is away and {self._max} points wait (GPUPLANE_SDK_MAX_BUFFER): "
+                f"gpuplane: the API at {self.api_url} {away} and {self._max} points wait (GPUPLANE_SDK_MAX_BUFFER): "
                 f"what waits goes to {f.path} (the end of the run says how to upload it)"
             )
 
