@@ -40,6 +40,26 @@ export const HARDWARE = new RegExp(
   'i',
 );
 const NOT_FOUND = /command not found|: not found|No such file or directory/i;
+const TRACEBACK = 'Traceback (most recent call last):';
+// A Python exception's line: an unindented dotted name, then `: message` or nothing.
+const EXCEPTION_LINE = /^[A-Za-z_][\w.]*(: .*)?$/;
+const EXCEPTION_NAME = /^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)(: .*)?$/;
+
+/**
+ * pythonException returns the line that names the exception a Python script died of
+ * (`ModuleNotFoundError: No module named 'torch'`): the first unindented line after the last
+ * traceback's frames, or, where the tail lost the traceback's start, the last line shaped like
+ * `SomeError: …`. Null when the tail shows no exception.
+ */
+export function pythonException(tail: string): string | null {
+  const lines = tail.split(/\r?\n/);
+  const tb = lines.map((l) => l.includes(TRACEBACK)).lastIndexOf(true);
+  const found = tb >= 0
+    ? lines.slice(tb + 1).find((l) => EXCEPTION_LINE.test(l))
+    : lines.filter((l) => EXCEPTION_NAME.test(l)).pop();
+  const line = found?.trim();
+  return line ? line.slice(0, 200) : null;
+}
 
 /**
  * `jobId`: the failed job, named in the hints' commands (`gpuctl logs job-…`); ID without one.
@@ -78,5 +98,7 @@ export function classifyFailure(f: { exitCode: number | null; signal: string | n
     return { kind: 'command_not_found', reason: 'command not found (exit code 127) — hint: check the command and PATH on the node' };
   }
   if (f.signal) return { kind: 'signal', reason: `killed by ${f.signal}` };
+  const exception = pythonException(tail);
+  if (exception) return { kind: 'exit', reason: `${exception} (exit code ${f.exitCode}) — hint: see the attempt's log (gpuctl logs ${id})` };
   return { kind: 'exit', reason: `exit code ${f.exitCode} — hint: see the attempt's log (gpuctl logs ${id})` };
 }

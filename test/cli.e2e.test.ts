@@ -41,6 +41,13 @@ describe('gpuctl', () => {
     expect((await gpuctl('wait', long)).code).toBe(4);
   });
 
+  it("names a Python job's exception in its reason", async () => {
+    const id = (await gpuctl('submit', '--gpus', '0', '--', 'python3', '-c', 'import torch_not_here')).stdout.trim();
+    expect((await gpuctl('wait', id)).code).toBe(3);
+    const job = JSON.parse((await gpuctl('job', id, '--json')).stdout);
+    expect(job.reason).toBe(`ModuleNotFoundError: No module named 'torch_not_here' (exit code 1) — hint: see the attempt's log (gpuctl logs ${id})`);
+  });
+
   it('prints JSON on every read command', async () => {
     const sub = await gpuctl('submit', '--json', '--gpus', '0', '--', 'true');
     const job = JSON.parse(sub.stdout);

@@ -1,11 +1,31 @@
 import { describe, expect, it } from 'vitest';
-import { classifyFailure } from '../domain/failure.ts';
+import { classifyFailure, pythonException } from '../domain/failure.ts';
 
 describe('classifyFailure', () => {
   it("names the job in its hints' commands, so they paste as they are", () => {
     expect(classifyFailure({ exitCode: 3, signal: null, logTail: '', jobId: 'job-x1' }).reason).toBe("exit code 3 — hint: see the attempt's log (gpuctl logs job-x1)");
     expect(classifyFailure({ exitCode: 1, signal: null, logTail: 'loss nan', jobId: 'job-x1' }).reason).toContain('gpuctl retry job-x1 --set lr=');
     expect(classifyFailure({ exitCode: 137, signal: null, logTail: '', jobId: 'job-x1' }).reason).toContain('gpuctl retry job-x1 --set batch_size=');
+  });
+
+  it("puts a Python exception's last line in the reason, as the NaN hint names the NaN", () => {
+    const tail = [
+      'starting',
+      'Traceback (most recent call last):',
+      '  File "<string>", line 1, in <module>',
+      '    import torch',
+      "ModuleNotFoundError: No module named 'torch'",
+      '',
+    ].join('\n');
+    const c = classifyFailure({ exitCode: 1, signal: null, logTail: tail, jobId: 'job-p1' });
+    expect(c.kind).toBe('exit');
+    expect(c.reason).toBe("ModuleNotFoundError: No module named 'torch' (exit code 1) — hint: see the attempt's log (gpuctl logs job-p1)");
+    // A chained exception: the last traceback's exception is the one the script died of.
+    const chained = 'Traceback (most recent call last):\n  File "a.py", line 2\nKeyError: \'lr\'\n\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File "a.py", line 4\nValueError: lr missing\n';
+    expect(pythonException(chained)).toBe('ValueError: lr missing');
+    // A tail cut after the traceback's header still shows the exception's line.
+    expect(pythonException('step 9\nRuntimeError: shapes do not match\n')).toBe('RuntimeError: shapes do not match');
+    expect(pythonException('step 9\ndone\n')).toBeNull();
   });
 
   it('reads a NaN failure from the metrics when the log says nothing about it', () => {
