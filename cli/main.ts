@@ -31,7 +31,8 @@ export function buildProgram(): Command {
     .addOption(new Option('--home <dir>', 'where GPUPlane keeps its data').env('GPUPLANE_HOME'))
     .configureHelp({ helpWidth: 100 })
     .showHelpAfterError(false)
-    .configureOutput({ outputError: (s, write) => write(`${s.split('\n')[0].replace(/^error: /, 'gpuctl: ')}\n`) });
+    // One line, with commander's suggestion kept on it: `gpuctl: unknown command 'sweps' (did you mean sweeps?)`.
+    .configureOutput({ outputError: (s, write) => write(`${s.replace(/\n\(Did you mean/, ' (did you mean').split('\n')[0].replace(/^error: /, 'gpuctl: ')}\n`) });
   program.hook('preAction', (cmd) => {
     const home = cmd.optsWithGlobals<{ home?: string }>().home;
     if (home) process.env.GPUPLANE_HOME = home;

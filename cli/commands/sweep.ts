@@ -137,13 +137,16 @@ export function registerSweepCommands(program: Command): void {
       const s = await cancelSweep(clientOf(cmd), id, o.reason);
       out(o.json ? JSON.stringify(s) : `cancelling sweep ${s.id}: ${s.trials.started - s.trials.ended} trial(s) not ended are being cancelled`);
     });
-  program
-    .command('sweeps')
-    .description('sweeps, newest first')
-    .option('--project <name>', "only this project's")
-    .option('--json', 'print JSON')
-    .action(async (o: { project?: string; json?: boolean }, cmd: Command) => {
-      const sweeps = await listSweeps(clientOf(cmd), o.project);
-      out(o.json ? JSON.stringify(sweeps) : renderSweeps(sweeps));
-    });
+  // `gpuctl sweep list` is what people type after `gpuctl sweep create`: the same as `gpuctl sweeps`.
+  for (const [parent, name] of [[program, 'sweeps'], [sweep, 'list']] as const) {
+    parent
+      .command(name)
+      .description(name === 'list' ? 'the same as gpuctl sweeps: sweeps, newest first' : 'sweeps, newest first')
+      .option('--project <name>', "only this project's")
+      .option('--json', 'print JSON')
+      .action(async (o: { project?: string; json?: boolean }, cmd: Command) => {
+        const sweeps = await listSweeps(clientOf(cmd), o.project);
+        out(o.json ? JSON.stringify(sweeps) : renderSweeps(sweeps));
+      });
+  }
 }
