@@ -67,10 +67,15 @@ export function isRangeParameter(p: SweepParameter): p is RangeParameter {
   return !('values' in p);
 }
 
-/** A sweep's trial count: max_trials, or for a grid without it the grid's size (or max_trials when smaller). */
+/**
+ * A sweep's trial count: max_trials; without it, the number of points of a space of `values:`
+ * lists only (a grid's size, and a random or ASHA sweep's default). A grid takes the smaller of
+ * the two.
+ */
 export function sweepTrialCount(spec: SweepSpec): number {
-  if (spec.method !== 'grid') return spec.max_trials ?? 0;
-  const size = Object.values(spec.parameters).reduce((n, p) => n * (p as ValuesParameter).values.length, 1);
+  const params = Object.values(spec.parameters);
+  const size = params.some(isRangeParameter) ? 0 : params.reduce((n, p) => n * (p as ValuesParameter).values.length, 1);
+  if (spec.method !== 'grid') return spec.max_trials ?? size;
   return Math.min(size, spec.max_trials ?? size);
 }
 
@@ -136,8 +141,8 @@ function checkMethod(spec: SweepSpec): void {
     for (const [name, p] of Object.entries(spec.parameters)) {
       if (isRangeParameter(p)) fail(`parameters.${name}`, 'a grid needs values: [...] for every parameter, not min/max');
     }
-  } else if (spec.max_trials === undefined) {
-    fail('max_trials', `required for method ${spec.method}`);
+  } else if (spec.max_trials === undefined && Object.values(spec.parameters).some(isRangeParameter)) {
+    fail('max_trials', `required for method ${spec.method} over a min/max parameter (without one it is the number of points)`);
   }
   if (spec.method === 'asha') {
     if (!spec.asha) fail('asha', 'required for method asha: {min_steps, max_steps, reduction_factor}');

@@ -87,6 +87,14 @@ describe('parseSweepSpec', () => {
     expect(sweepTrialCount(spec)).toBe(6);
     expect(sweepTrialCount({ ...spec, max_trials: 4 })).toBe(4);
   });
+
+  it('takes a random or ASHA sweep over values: lists only without max_trials as the number of points', () => {
+    const parameters = { lr: { values: [0.1, 0.01, 0.001] }, opt: { values: ['adam', 'sgd'] } };
+    expect(sweepTrialCount(validateSweepSpec({ command: 'x', method: 'random', parameters }))).toBe(6);
+    const asha = validateSweepSpec({ command: 'x', method: 'asha', metric: { name: 'loss', goal: 'minimize' }, parameters, asha: { min_steps: 1, max_steps: 9, reduction_factor: 3 } });
+    expect(sweepTrialCount(asha)).toBe(6);
+    expect(sweepTrialCount({ ...asha, max_trials: 20 })).toBe(20);
+  });
 });
 
 describe('validateSweepSpec names the field', () => {
@@ -121,7 +129,7 @@ describe('validateSweepSpec names the field', () => {
     ['empty values', (s) => (s.parameters = { lr: { values: [] } }), 'parameters.lr.values: must be a non-empty list'],
     ['a value that is an object', (s) => (s.parameters = { opt: { values: ['adam', { b: 1 }] } }), 'parameters.opt.values[1]: must be a string, a finite number or a boolean'],
     ['a value twice', (s) => (s.parameters = { bs: { values: [32, 64, 32] } }), 'parameters.bs.values[2]: 32 appears twice'],
-    ['random without max_trials', (s) => delete s.max_trials, 'max_trials: required for method random'],
+    ['random over a range without max_trials', (s) => delete s.max_trials, 'max_trials: required for method random over a min/max parameter (without one it is the number of points)'],
     ['a grid over a range', (s) => (s.method = 'grid'), 'parameters.lr: a grid needs values: [...] for every parameter, not min/max'],
     ['asha without its settings', (s) => Object.assign(s, { method: 'asha', metric: { name: 'eval/loss', goal: 'minimize' } }), 'asha: required for method asha: {min_steps, max_steps, reduction_factor}'],
     ['asha settings for random', (s) => (s.asha = { min_steps: 1, max_steps: 9, reduction_factor: 3 }), 'asha: only for method asha, not random'],

@@ -33,7 +33,7 @@ export const SweepSpecSchema = Type.Object(
     eval: Type.Optional(Command),
     metric: Type.Optional(Type.Object({ name: Type.String({ minLength: 1 }), goal: literals(SWEEP_GOALS) }, { additionalProperties: false, description: "unset: the primary metric in force for the sweep's experiment or project" })),
     method: literals(SWEEP_METHODS),
-    max_trials: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, description: 'required by random and asha; a grid: its cap' })),
+    max_trials: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, description: 'required by random and asha over a min/max parameter; unset over values: lists only, the number of points; a grid: its cap' })),
     max_concurrent: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
     parameters: Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$' }), SweepParameterSchema),
     asha: Type.Optional(
