@@ -38,6 +38,28 @@ export function sweepRecords(pt: ProcessTable, olderThanMs: number): void {
   }
 }
 
+/** The attempt records in the agent's run folder that name a GPUPlane attempt (a record that does not was not written by an agent: it joins no path). */
+function readRecords(pt: ProcessTable): AttemptRecord[] {
+  const out: AttemptRecord[] = [];
+  for (const f of fs.readdirSync(pt.runDir).filter((x) => x.endsWith('.json'))) {
+    try {
+      const rec = JSON.parse(fs.readFileSync(path.join(pt.runDir, f), 'utf8')) as AttemptRecord;
+      if (!(idProblem('job id', rec.spec.jobId) ?? attemptProblem(rec.spec.attempt))) out.push(rec);
+    } catch {
+      // Unreadable or not a record: skipped.
+    }
+  }
+  return out;
+}
+
+/**
+ * Records of attempts whose process is gone (ended, fenced, or killed with a node that died
+ * whole): what they wrote after the agent stopped watching is still to be shipped.
+ */
+export function goneRecords(pt: ProcessTable): AttemptRecord[] {
+  return readRecords(pt).filter((rec) => processStartTime(rec.pid) !== rec.startTime);
+}
+
 /**
  * A restarted agent adopts the attempts of its previous life that still run (same pid and
  * start time): it tells their shims it is their owner now, so they are not fenced, and
@@ -46,16 +68,8 @@ export function sweepRecords(pt: ProcessTable, olderThanMs: number): void {
 export function adoptSurvivors(pt: ProcessTable, defaultLostAfterMs: number, stillWanted: (r: AttemptRecord) => Promise<boolean>): AttemptRecord[] {
   const adopted: AttemptRecord[] = [];
   const ended: AttemptRecord[] = [];
-  for (const f of fs.readdirSync(pt.runDir).filter((x) => x.endsWith('.json'))) {
-    let rec: AttemptRecord;
-    try {
-      rec = JSON.parse(fs.readFileSync(path.join(pt.runDir, f), 'utf8')) as AttemptRecord;
-    } catch {
-      continue;
-    }
+  for (const rec of readRecords(pt)) {
     const { jobId, attempt } = rec.spec;
-    // A record that names no GPUPlane attempt was not written by an agent: it joins no path.
-    if (idProblem('job id', jobId) ?? attemptProblem(attempt)) continue;
     const alive = processStartTime(rec.pid) === rec.startTime;
     if (!alive) ended.push(rec);
     if (!alive || fs.existsSync(pt.file(jobId, attempt, 'fenced'))) continue;

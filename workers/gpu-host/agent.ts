@@ -20,7 +20,7 @@ import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
 import { FakeCards, NvidiaSmiCards, TelemetryReporter } from '../../activities/gpu-host/telemetry.ts';
 import { ProcessTable, rankOfRecord } from '../../activities/gpu-host/process-table.ts';
 import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
-import { adoptSurvivors, sweepRecords } from '../../activities/gpu-host/survivors.ts';
+import { adoptSurvivors, goneRecords, sweepRecords } from '../../activities/gpu-host/survivors.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
 import { JobUsers } from '../../activities/gpu-host/job-users.ts';
 import { installPortGuard, removePortGuard, type Endpoint } from '../../activities/gpu-host/port-guard.ts';
@@ -199,6 +199,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     throw err;
   });
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
+  // Attempts that ended while the agent was away (a node that died whole, a member killed with
+  // its agent): the rest of their logs goes to the API now, whatever became of the attempt.
+  for (const rec of goneRecords(processes)) logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, Promise.resolve(), false, rankOfRecord(rec));
   const adopted = adoptSurvivors(processes, o.lostAfterMs, (rec) => attemptWanted(o.client, homeNodeOf(rec.spec), rec.spec.jobId));
   for (const rec of adopted) {
     // Its log goes on being shipped from where the API's copy ends (its rank's, for a gang member).

@@ -1,7 +1,9 @@
+import { patched } from '@temporalio/workflow';
 import type { AttemptGang, AttemptOutcome, AttemptSpec, AttemptStarted, ProcessExit } from '../types.ts';
+import { AGENT_STOPPED } from '../failures.ts';
 import type { JobAttempt } from './job-attempt.ts';
 import { stopOnNode, takeBackWithinMs } from './on-node.ts';
-import { failureMessage, isLost, missedHeartbeat, outcomeOfExit } from './outcome.ts';
+import { failureMessage, isLost, missedHeartbeat, outcomeOfExit, stoppedWithAgent } from './outcome.ts';
 import { AttemptWatch, preemptedOutcome, type WatchView } from './watch.ts';
 
 /**
@@ -19,7 +21,14 @@ import { AttemptWatch, preemptedOutcome, type WatchView } from './watch.ts';
  *  - The attempt's end is recorded (and its cards freed, and a LOST gang re-queued) only once
  *    every member is known dead: stopped by its agent, or silent until lost-after, by which time
  *    its agent has fenced it. So two attempts' members are never alive at once.
+ *  - A member that dies because a peer's node did (gloo's and NCCL's "Connection closed by
+ *    peer" comes within seconds, long before the silent node's heartbeat timeout) is judged only
+ *    once that node's fate is known: lost, the attempt is LOST and re-queued whole; heard again,
+ *    the member's exit stands.
  */
+
+/** Patch: a member's failed exit while another member's node was lost makes the attempt LOST, not FAILED. */
+const PEER_LOSS_WINS = 'gang-peer-loss-wins';
 export async function runGang(job: JobAttempt, s: AttemptSpec & { gang: AttemptGang }): Promise<AttemptOutcome> {
   job.setState('RUNNING', s.nodeId);
   const gang: GangStop = { stopping: false, first: null, firstAfterCancel: false };
@@ -105,11 +114,23 @@ function gangOutcome(job: JobAttempt, ends: MemberEnd[], first: MemberEnd | null
   const member = { rank: first.rank, nodeId: first.nodeId };
   if (first.exit !== null) {
     const o = outcomeOfExit(first.exit);
+    const lost = ends.filter((e) => e.unreachable);
+    if (o.state === 'FAILED' && first.exit.spawnError === null && lost.length > 0 && patched(PEER_LOSS_WINS)) {
+      const nodes = lost.map((e) => `node ${e.nodeId} (rank ${e.rank})`).join(', ');
+      return {
+        state: 'LOST',
+        exitCode: null,
+        signal: null,
+        reason: `lost contact with ${nodes}; ${who} ended meanwhile (${o.reason}), taken as a consequence of the lost node`,
+        lostNodes: unreachable,
+        member: { rank: lost[0].rank, nodeId: lost[0].nodeId },
+      };
+    }
     return { ...o, reason: `${who}: ${o.reason}`, member, ...(unreachable.length ? { nodeLost: true, lostNodes: unreachable } : {}) };
   }
   if (isLost(first.failure)) {
     const lost = [first.nodeId, ...unreachable.filter((n) => n !== first.nodeId)];
-    return { state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${first.nodeId} (rank ${first.rank}): ${failureMessage(first.failure)}`, lostNodes: lost, member };
+    return { state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${first.nodeId} (rank ${first.rank}): ${failureMessage(first.failure)}`, lostNodes: lost, member, ...(stoppedWithAgent(first.failure) ? { lostCause: AGENT_STOPPED } : {}) };
   }
   return { state: 'FAILED', exitCode: null, signal: null, reason: `${who}: ${failureMessage(first.failure)}`, member, ...(unreachable.length ? { nodeLost: true, lostNodes: unreachable } : {}) };
 }
