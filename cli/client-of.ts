@@ -11,7 +11,7 @@ export function clientOf(cmd: Command): GpuplaneClient {
   const o = cmd.optsWithGlobals<{ api?: string; apiToken?: string }>();
   const c = loadConfig();
   const url = o.api ?? (process.env.GPUPLANE_API_URL || readApiUrlFile(loginApiUrlFile(c.home)) || c.apiUrl);
-  return new GpuplaneClient(url, { token: cliToken(c.home, o.apiToken) });
+  return new GpuplaneClient(url, { token: cliToken(c.home, o.apiToken), home: c.home });
 }
 
 /** Writes one line to stdout. */

@@ -29,6 +29,8 @@ export interface ClientOptions {
   submitRetryDelaysMs?: number[];
   /** Sent as `Authorization: Bearer <token>` on every request. */
   token?: string;
+  /** The GPUPLANE_HOME the CLI looked in for a token, named in a 401 when it found none. */
+  home?: string;
 }
 
 const SUBMIT_RETRY_DELAYS_MS = [250, 1000, 3000, 6000];
@@ -69,9 +71,13 @@ export class GpuplaneClient {
     const data = text ? (JSON.parse(text) as unknown) : undefined;
     if (!res.ok) {
       const e = (data ?? {}) as { error?: string; message?: string };
-      const hint = res.status === 401 ? ' (gpuctl login --token <token>, or set GPUPLANE_TOKEN)' : '';
       const wait = Number(res.headers.get('retry-after') ?? NaN);
-      throw new ApiError(res.status, e.error ?? 'error', `${e.message ?? `HTTP ${res.status}`}${hint}`, Number.isFinite(wait) && wait >= 0 ? wait : null);
+      // Without a token, the API's own advice would be said twice: say once where gpuctl looked.
+      const message =
+        res.status === 401 && !this.opts.token && this.opts.home !== undefined
+          ? `this needs a token, and gpuctl found none (no --api-token, GPUPLANE_TOKEN, token or admin-token in GPUPLANE_HOME=${this.opts.home}): gpuctl login --token <token>, or set GPUPLANE_TOKEN`
+          : `${e.message ?? `HTTP ${res.status}`}${res.status === 401 && this.opts.token ? ' (gpuctl login --token <token>, or set GPUPLANE_TOKEN)' : ''}`;
+      throw new ApiError(res.status, e.error ?? 'error', message, Number.isFinite(wait) && wait >= 0 ? wait : null);
     }
     return { data: data as T, status: res.status, headers: res.headers };
   }

@@ -52,8 +52,8 @@ export function SignIn({ notice }: { notice: string | null }) {
         )}
       </form>
       <p class="muted">
-        Paste a token: one made with <code>gpuctl token create</code>, or the admin token <code>gpuctl up</code> keeps in <code>~/.gpuplane/admin-token</code> (the link
-        gpuctl up prints signs you in with it). This browser keeps it (localStorage, this site only) and sends it only in the Authorization header.
+        Paste a token: one made with <code>gpuctl token create</code>, or the admin token <code>gpuctl up</code> keeps in <code>admin-token</code> in its home
+        (<code>$GPUPLANE_HOME</code>, <code>~/.gpuplane</code> when unset; its banner names the file, and the link it prints signs you in with it). This browser keeps it (localStorage, this site only) and sends it only in the Authorization header.
       </p>
     </section>
   );
