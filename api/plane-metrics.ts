@@ -6,7 +6,7 @@
  */
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Db } from '../db/client.ts';
-import { gpuCardCountsByNode, jobCountsByStateProject, lastTransitionId, nodeCountsByStatus, oldestQueuedByProject, transitionsAfter, type CardMetricState, type NodeMetricStatus } from '../db/queries/plane-metrics.ts';
+import { gpuCardCountsByNode, jobCountsByStateProject, lastTransitionId, lastTransitionIdBefore, nodeCountsByStatus, oldestQueuedByProject, transitionsAfter, type CardMetricState, type NodeMetricStatus } from '../db/queries/plane-metrics.ts';
 import { JOB_STATES, type JobState } from '../domain/job-states.ts';
 import type { CardSample } from '../domain/telemetry.ts';
 
@@ -46,8 +46,10 @@ export class PlaneMetrics {
   private readonly gpuOwned: Gauge<'node' | 'card'>;
   /** Each node's cards as its last telemetry report gave them (and which its attempts own), and until when that report counts (three of its intervals). */
   private readonly cardSamples = new Map<string, { cards: readonly CardSample[]; owned: ReadonlySet<number>; until: number }>();
-  /** The newest job transition counted; null until the first scrape, which starts from the newest there is. */
+  /** The newest job transition counted; null until the first scrape, which starts from the newest written before startedAt. */
   private cursor: number | null = null;
+  /** When this process started counting: the counters' help says "since this API process started", not since the first scrape. */
+  private readonly startedAt = new Date();
   /**
    * Jobs per project and state: counted whole every recountMs (and at the first scrape), kept
    * up to date in between from the transitions written after that count (countedUpTo), so that a
@@ -144,7 +146,8 @@ export class PlaneMetrics {
   /** Counts the jobs by project and state, and the newest transition, in one snapshot. */
   private async countJobs(): Promise<void> {
     const { rows, upTo } = await this.db.transaction(async (tx) => ({ rows: await jobCountsByStateProject(tx), upTo: await lastTransitionId(tx) }), { isolationLevel: 'repeatable read' });
-    const counts = new Map<string, Map<JobState, number>>();
+    // Jobs of no project are written from the start, every state at 0, so that a fresh plane has the series.
+    const counts = new Map<string, Map<JobState, number>>([['', new Map()]]);
     for (const r of rows) {
       if (!counts.has(r.project)) counts.set(r.project, new Map());
       counts.get(r.project)!.set(r.state, r.n);
@@ -165,13 +168,12 @@ export class PlaneMetrics {
   /**
    * Counts the job transitions written since the last scrape (by id: a transition whose
    * transaction commits after a newer one was read is missed, a rare undercount). The control
-   * worker makes them; the API reads them, so the counters start at 0 with this process.
+   * worker makes them; the API reads them, so the counters start at 0 with this process, and
+   * count what was written since it started (the transitions' time, the database's clock, against
+   * this process's) from the first scrape on.
    */
   private async readTransitions(): Promise<void> {
-    if (this.cursor === null) {
-      this.cursor = this.countedUpTo;
-      return;
-    }
+    this.cursor ??= await lastTransitionIdBefore(this.db, this.startedAt);
     for (let page = 0; page < TRANSITION_PAGES; page++) {
       const rows = await transitionsAfter(this.db, this.cursor, TRANSITION_PAGE);
       for (const t of rows) {

@@ -4,7 +4,9 @@ import { promisify } from 'node:util';
 import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
+import { PlaneMetrics } from '../api/plane-metrics.ts';
 import { jobCountsByStateProject } from '../db/queries/plane-metrics.ts';
+import { JOB_STATES } from '../domain/job-states.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { ensureProject } from '../db/queries/projects.ts';
 import { gpuSlots, nodes } from '../db/schema.ts';
@@ -89,7 +91,6 @@ describe('GET /metrics (Prometheus)', () => {
     const j1 = await insertJob(db, { id: 'job-prom00001', projectId: alpha, ...base });
     await insertJob(db, { id: 'job-prom00002', projectId: alpha, ...base });
     await insertJob(db, { id: 'job-prom00003', projectId: null, ...base });
-    // The first scrape starts the transition counters from the newest transition there is.
     let text = await scrapeText();
     expect(await promtoolCheck(text)).toBe('');
     expect(sample(text, 'gpuplane_jobs{state="CREATED",project="alpha"}')).toBe(2);
@@ -136,6 +137,37 @@ describe('GET /metrics (Prometheus)', () => {
     const counted = await jobCountsByStateProject(db);
     expect(counted.length).toBeGreaterThan(1);
     for (const r of counted) expect(sample(text, `gpuplane_jobs{state="${r.state}",project="${r.project}"}`), `${r.state} ${r.project}`).toBe(r.n);
+  });
+
+  it('writes every state of jobs of no project at 0 from the start, and counts attempts from process start, not from the first scrape', async () => {
+    const [empty, fresh] = await Promise.all([startTestApp('prometheus-empty', { temporal: false }), startTestApp('prometheus-fresh', { temporal: false })]);
+    try {
+      // A plane with no job yet: every state is written, zeros too.
+      const none = await new PlaneMetrics(empty.database.db).text();
+      for (const state of JOB_STATES) expect(sample(none, `gpuplane_jobs{state="${state}",project=""}`), state).toBe(0);
+      expect(await promtoolCheck(none)).toBe('');
+
+      const { db } = fresh.database;
+      const base = { type: 'CUSTOM' as const, state: 'CREATED' as const, gpus: 1, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} };
+      const moves = async (jobId: string, to: Parameters<typeof transitionJob>[1]['to'][]) => {
+        for (const [i, state] of to.entries()) await transitionJob(db, { jobId, attempt: 1, from: [i === 0 ? 'CREATED' : to[i - 1]], to: state });
+      };
+      // An attempt that ended before this process started is not counted; one that ended after, before the first scrape, is.
+      await insertJob(db, { id: 'job-early0001', projectId: null, ...base });
+      await moves('job-early0001', ['QUEUED', 'DISPATCHING', 'FAILED']);
+      await new Promise((r) => setTimeout(r, 5));
+      const metrics = new PlaneMetrics(db);
+      await insertJob(db, { id: 'job-late00001', projectId: null, ...base });
+      await moves('job-late00001', ['QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED']);
+      const text = await metrics.text();
+      expect(sample(text, 'gpuplane_attempts_total{outcome="SUCCEEDED"}')).toBe(1);
+      expect(sample(text, 'gpuplane_attempts_total{outcome="FAILED"}')).toBe(0);
+      expect(sample(text, 'gpuplane_queue_wait_seconds_count{project=""}')).toBe(1);
+      expect(sample(text, 'gpuplane_jobs{state="SUCCEEDED",project=""}')).toBe(1);
+      expect(sample(text, 'gpuplane_jobs{state="FAILED",project=""}')).toBe(1);
+    } finally {
+      await Promise.all([empty.close(), fresh.close()]);
+    }
   });
 
   it('gpuctl token create --role metrics makes a token Prometheus scrapes with over HTTP', async () => {

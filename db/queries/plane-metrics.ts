@@ -2,7 +2,7 @@
  * What GET /metrics reads at scrape time (api/plane-metrics.ts): grouped counts, one query per
  * series, each a single pass over its table (no per-row work in the API).
  */
-import { count, desc, gt, sql } from 'drizzle-orm';
+import { count, desc, gt, lt, sql } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { gpuSlots, jobs, jobTransitions, nodes, projects } from '../schema.ts';
 import type { JobState } from '../../domain/job-states.ts';
@@ -59,6 +59,16 @@ export async function gpuCardCountsByNode(ex: Executor): Promise<{ node: string;
 /** lastTransitionId returns the id of the newest job transition (0 for none): where a reader of new transitions starts. */
 export async function lastTransitionId(ex: Executor): Promise<number> {
   const [r] = await ex.select({ id: jobTransitions.id }).from(jobTransitions).orderBy(desc(jobTransitions.id)).limit(1);
+  return r?.id ?? 0;
+}
+
+/**
+ * lastTransitionIdBefore returns the id of the newest job transition written before `at` (0 for
+ * none): where a reader that counts from a moment starts. Read backwards by id, so it stops at
+ * the first older one.
+ */
+export async function lastTransitionIdBefore(ex: Executor, at: Date): Promise<number> {
+  const [r] = await ex.select({ id: jobTransitions.id }).from(jobTransitions).where(lt(jobTransitions.at, at)).orderBy(desc(jobTransitions.id)).limit(1);
   return r?.id ?? 0;
 }
 
