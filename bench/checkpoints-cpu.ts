@@ -2,7 +2,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CheckpointWatcher, DEFAULT_DEBOUNCE_MS, type FoundCheckpoint } from '../activities/gpu-host/checkpoint-watcher.ts';
+import { CheckpointWatcher, type FoundCheckpoint } from '../activities/gpu-host/checkpoint-watcher.ts';
+import { DEFAULT_DEBOUNCE_MS } from '../activities/gpu-host/watch-folder.ts';
 import { until } from '../test/support/poll.ts';
 import { FILES, FILE_KB, IDLE_S, note, sleep } from './checkpoints-setup.ts';
 

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { DEFAULT_DEBOUNCE_MS } from '../activities/gpu-host/checkpoint-watcher.ts';
+import { DEFAULT_DEBOUNCE_MS } from '../activities/gpu-host/watch-folder.ts';
 
 export const { values: args } = parseArgs({
   options: {

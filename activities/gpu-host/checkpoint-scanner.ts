@@ -13,8 +13,8 @@
 import path from 'node:path';
 import readline from 'node:readline';
 import { isTempName } from '../../domain/checkpoint-name.ts';
-import { CheckpointWatcher, MAX_NAMES, type FoundCheckpoint } from './checkpoint-watcher.ts';
-import { namesUpTo } from './watch-folder.ts';
+import { CheckpointWatcher, type FoundCheckpoint } from './checkpoint-watcher.ts';
+import { MAX_NAMES, namesUpTo } from './watch-folder.ts';
 import { snapshot, snapshotKey, TooBig } from './fingerprint.ts';
 import { deleteCheckpointFiles, type DeletionEntry } from './retention.ts';
 

@@ -21,7 +21,7 @@ import path from 'node:path';
 import { watch, type FSWatcher } from 'chokidar';
 import { isTempName, stepOfName } from '../../domain/checkpoint-name.ts';
 import { contentHash, sameSnapshot, snapshot, snapshotKey, TooBig, type Snapshot } from './fingerprint.ts';
-import { countPast, exists, folderProblem, isLink, namesUpTo } from './watch-folder.ts';
+import { CENSUS_MS, countPast, DEFAULT_DEBOUNCE_MS, exists, folderProblem, isLink, MAX_NAMES, namesUpTo } from './watch-folder.ts';
 
 export interface FoundCheckpoint {
   /** Absolute path of the file or directory. */
@@ -56,19 +56,6 @@ export interface CheckpointWatcherOptions {
   owner?: number;
   /** Symbolic links found (relative paths), each named once: they are neither followed nor registered. */
   onSkipped?: (links: string[]) => void;
-}
-
-/** Entries a watched folder may hold; past it the folder is not watched (a checkpoint folder holds checkpoints, not a data set). */
-export const MAX_NAMES = 10_000;
-/** How often a busy watcher counts its folder's entries again. */
-const CENSUS_MS = 500;
-
-export const DEFAULT_DEBOUNCE_MS = 2000;
-
-/** The debounce of GPUPLANE_CHECKPOINT_DEBOUNCE_MS, else the default. */
-export function debounceFromEnv(env: NodeJS.ProcessEnv = process.env): number {
-  const v = Number(env.GPUPLANE_CHECKPOINT_DEBOUNCE_MS);
-  return Number.isFinite(v) && v > 0 ? v : DEFAULT_DEBOUNCE_MS;
 }
 
 interface Pending {

@@ -14,7 +14,8 @@ import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
 import { jobWorkflowId } from '../../workflows/names.ts';
 import type { AttemptSpec, CheckpointFound } from '../../workflows/types.ts';
 import type { WaitStatus } from './proc.ts';
-import { debounceFromEnv, type FoundCheckpoint } from './checkpoint-watcher.ts';
+import type { FoundCheckpoint } from './checkpoint-watcher.ts';
+import { debounceFromEnv } from './watch-folder.ts';
 import type { JobUser } from './job-users.ts';
 import { AttemptScanner } from './scanner-client.ts';
 

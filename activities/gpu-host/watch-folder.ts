@@ -5,6 +5,20 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+
+/** Entries a watched folder may hold; past it the folder is not watched (a checkpoint folder holds checkpoints, not a data set). */
+export const MAX_NAMES = 10_000;
+/** How often a busy watcher counts its folder's entries again. */
+export const CENSUS_MS = 500;
+
+export const DEFAULT_DEBOUNCE_MS = 2000;
+
+/** The debounce of GPUPLANE_CHECKPOINT_DEBOUNCE_MS, else the default. */
+export function debounceFromEnv(env: NodeJS.ProcessEnv = process.env): number {
+  const v = Number(env.GPUPLANE_CHECKPOINT_DEBOUNCE_MS);
+  return Number.isFinite(v) && v > 0 ? v : DEFAULT_DEBOUNCE_MS;
+}
+
 export function exists(p: string): boolean {
   try {
     fs.lstatSync(p);
