@@ -6,8 +6,9 @@
 import uPlot from 'uplot';
 import { api } from '../api.ts';
 import type { RunMetrics } from '../types.ts';
-import { drawBands, padRange, yRange } from './bands.ts';
+import { drawBands } from './bands.ts';
 import { align, clippedQuery, clipTo, marksOf, seriesOf, withMarks, type Aligned, type Marks } from './series.ts';
+import { DEFAULT_Y_SCALE, finiteValues, isolatedPoints, labelWidthSize, padRange, rangeOf, visibleIdx, type YAxisDrawn, type YScale } from './y-scale.ts';
 
 /** A line of a chart: a run's series of the chart's metric, or of `key`. */
 export interface ChartRun {
@@ -66,6 +67,11 @@ export interface ChartState {
   marks: DrawnMarks[];
   /** Each line as drawn (data[1 + i]): its run, legend label, and the step it stops at, if it is clipped. */
   lines: { runId: string; label: string; upTo: number | null; ghost: boolean }[];
+  /**
+   * The y axis as last drawn: its scale's settings and range, how many finite values in view lie
+   * outside it (outliers left out), and the axis's width with the labels it drew.
+   */
+  y: { scale: YScale; min: number | null; max: number | null; outside: number; axis: YAxisDrawn | null };
 }
 
 declare global {
@@ -80,6 +86,13 @@ const RUNS_PER_REQUEST = 10;
 const GHOST = (alpha = 1) => `rgb(120 128 140 / ${alpha})`;
 const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
 export const colorOf = (i: number, alpha = 1) => (i < PALETTE.length && alpha === 1 ? PALETTE[i] : `hsl(${(i * 137.5) % 360} 65% 45% / ${alpha})`);
+
+/** uPlot's points filter: the indices in view of a line's points that no segment draws (none: null). */
+const lonePoints = (u: uPlot, si: number): number[] | null => {
+  const [a, b] = visibleIdx(u.data[0] as number[], u.scales.x.min, u.scales.x.max);
+  const idx = isolatedPoints(u.data[si] as (number | null | undefined)[], a, b);
+  return idx.length ? idx : null;
+};
 
 export class ChartController {
   u: uPlot | null = null;
@@ -98,6 +111,10 @@ export class ChartController {
   seriesKey = '';
   /** The keys the responses held were fetched for: lines of another key need them all again. */
   fetchedKeys = '';
+  /** Outliers in or out of the y range, linear or log (the chart's toggles). */
+  yScale: YScale = DEFAULT_Y_SCALE;
+  /** The marks as drawn (on the x array of the lines), for the y range where they share the lines' axis. */
+  markData: (number | null | undefined)[][] = [];
 
   constructor(
     readonly el: HTMLDivElement,
@@ -106,7 +123,7 @@ export class ChartController {
     public runs: ChartRun[],
     readonly opts: ChartOptions,
   ) {
-    this.state = { key, runIds: this.runIds, query: { points: 0 }, responses: [], data: [], snapped: false, createdAt: performance.now(), firstDrawAt: null, allDrawnAt: null, draws: 0, zoom: null, marks: [], lines: [] };
+    this.state = { key, runIds: this.runIds, query: { points: 0 }, responses: [], data: [], snapped: false, createdAt: performance.now(), firstDrawAt: null, allDrawnAt: null, draws: 0, zoom: null, marks: [], lines: [], y: { scale: this.yScale, min: null, max: null, outside: 0, axis: null } };
     (window.__gpuplaneCharts ??= {})[chartId] = this.state;
   }
 
@@ -203,6 +220,7 @@ export class ChartController {
     this.marks = this.runs.flatMap((r, run) => (!r.ghost && this.runs.findIndex((x) => x.id === r.id) === run ? marksOf(this.responses.get(r.id)).map((m) => ({ ...m, run })) : []));
     const drawn = withMarks(align(lines, this.points), this.marks);
     this.aligned = drawn.aligned;
+    this.markData = drawn.marks;
     const data = [this.aligned.x, ...this.aligned.y, ...drawn.marks] as uPlot.AlignedData;
     const seriesKey = JSON.stringify([lines.length, this.marks.map((m) => [m.run, m.key])]);
     if (this.u && seriesKey !== this.seriesKey) {
@@ -249,6 +267,33 @@ export class ChartController {
     void this.load();
   }
 
+  /** Other y-axis settings: a new plot (a log axis is another kind of scale) from what was fetched. */
+  setYScale(scale: YScale): void {
+    this.yScale = scale;
+    this.state.y = { ...this.state.y, scale };
+    this.u?.destroy();
+    this.u = null;
+    if (this.responses.size) this.draw(!this.loading);
+  }
+
+  /**
+   * The y range: the finite values in view of the shown lines, their bands and (where they share
+   * the axis) the marks, without outliers unless they are asked for (y-scale.ts).
+   */
+  yRange(u: uPlot, marksOnY: boolean): uPlot.Range.MinMax {
+    const al = this.aligned;
+    // The x range being set (uPlot ranges y before it commits x): its data indices, one either side.
+    const idxs = u.series[0]?.idxs;
+    const [a, b] = idxs && idxs[0] != null && idxs[1] != null ? [Math.max(idxs[0] - 1, 0), Math.min(idxs[1] + 1, al.x.length - 1)] : [0, al.x.length - 1];
+    const shown = (i: number) => u.series[i + 1]?.show !== false;
+    const lines = al.y.flatMap((y, i) => (shown(i) ? [y, al.lo[i], al.hi[i]] : []));
+    const marks = marksOnY ? this.markData.filter((_, i) => shown(al.y.length + i)) : [];
+    const values = finiteValues([...lines, ...marks], a, b, this.yScale.log);
+    const [min, max] = rangeOf(values, this.yScale);
+    this.state.y = { ...this.state.y, scale: this.yScale, min, max, outside: values.filter((v) => v < min || v > max).length };
+    return [min, max];
+  }
+
   resetZoom(): void {
     this.range = null;
     this.state.zoom = { requestedAt: performance.now(), drawnAt: null };
@@ -277,12 +322,29 @@ export class ChartController {
         bind: { dblclick: () => () => (this.resetZoom(), null) },
       },
       focus: { alpha: 0.3 },
-      scales: { x: { time: false }, y: { range: (u, dmin, dmax) => yRange(u, this.aligned, dmin, dmax) }, ...(own ? { eval: { range: (_u, dmin, dmax) => padRange(dmin, dmax) } } : {}) },
-      axes: [{ label: 'step' }, { size: 60 }, ...(own ? [{ scale: 'eval', side: 1, size: 60, label: `${evalKeys} (right)`, grid: { show: false } }] : [])],
+      scales: {
+        x: { time: false },
+        y: { distr: this.yScale.log ? 3 : 1, range: (u) => this.yRange(u, !own) },
+        ...(own ? { eval: { range: (_u, dmin, dmax) => padRange(dmin, dmax) } } : {}),
+      },
+      // Each y axis as wide as its widest label: "-100,000" is not cut off on the left.
+      axes: [
+        { label: 'step' },
+        { size: labelWidthSize((d) => (this.state.y = { ...this.state.y, axis: d })) },
+        ...(own ? [{ scale: 'eval', side: 1, size: labelWidthSize(() => undefined), label: `${evalKeys} (right)`, grid: { show: false } }] : []),
+      ],
       // spanGaps off: null (NaN, ±Infinity) breaks the line; undefined (no point there) is bridged.
       series: [
         { label: 'step' },
-        ...lines.map((r, i) => ({ label: r.label, stroke: this.lineColor(i), width: many ? 1 : 1.5, ...(r.ghost ? { dash: [5, 4] } : {}), spanGaps: false, points: { show: false } })),
+        // A point with no neighbour (a single sample, or one between gaps) makes no segment: it is drawn as a dot.
+        ...lines.map((r, i) => ({
+          label: r.label,
+          stroke: this.lineColor(i),
+          width: many ? 1 : 1.5,
+          ...(r.ghost ? { dash: [5, 4] } : {}),
+          spanGaps: false,
+          points: { show: false, size: 6, stroke: this.lineColor(i), fill: this.lineColor(i), filter: lonePoints },
+        })),
         ...marks,
       ],
       hooks: {

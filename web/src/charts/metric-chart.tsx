@@ -4,12 +4,14 @@
  * do; dragging across the plot zooms and fetches finer buckets for that range (`step_min`,
  * `step_max`), double-click goes back to the whole run. A run's evaluations of the metric it
  * belongs beside (eval/loss on train/loss) are drawn as marks at their checkpoints' steps, and
- * listed in a table for screen readers.
+ * listed in a table for screen readers. The y axis leaves outliers out unless asked (a run that
+ * diverged to 1e5 would flatten the others), and can be logarithmic.
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { metric } from '../format.ts';
 import { useLive } from '../live.ts';
 import { ChartController, type ChartRun, type DrawnMarks } from './chart-controller.ts';
+import { DEFAULT_Y_SCALE, type YScale } from './y-scale.ts';
 
 export { colorOf, type ChartRun, type ChartState } from './chart-controller.ts';
 
@@ -63,6 +65,9 @@ export function MetricChart({ chartId, metricKey, runs, height = 260, title = me
   const runKey = runs.map((r) => `${r.id}:${r.key ?? ''}:${r.color ?? ''}:${r.label}:${r.upTo ?? ''}:${r.ghost ? 1 : 0}`).join(',');
   const latestRuns = useRef(runs);
   latestRuns.current = runs;
+  const [yScale, setYScale] = useState<YScale>(DEFAULT_Y_SCALE);
+  const latestScale = useRef(yScale);
+  latestScale.current = yScale;
   useEffect(() => {
     const onMarks = (m: DrawnMarks[]) => {
       // Most draws bring the same marks: only a change re-renders the table.
@@ -72,6 +77,7 @@ export function MetricChart({ chartId, metricKey, runs, height = 260, title = me
       setMarks(m);
     };
     const c = new ChartController(el.current!, chartId, metricKey, latestRuns.current, { height, marksOnly, onError: setError, onMarks });
+    c.yScale = latestScale.current;
     ctl.current = c;
     void c.load();
     const ro = new ResizeObserver(() => c.resize());
@@ -89,6 +95,9 @@ export function MetricChart({ chartId, metricKey, runs, height = 260, title = me
     shownKey.current = runKey;
     ctl.current?.setRuns(latestRuns.current);
   }, [runKey]);
+  useEffect(() => {
+    if (ctl.current && ctl.current.yScale !== yScale) ctl.current.setYScale(yScale);
+  }, [yScale]);
   // New points, or a checkpoint evaluated (its mark appears): fetch again.
   useLive({ topics: ['metrics', 'checkpoints'], runId: [...new Set(runs.map((r) => r.id))] }, () => ctl.current?.refresh());
   return (
@@ -96,6 +105,14 @@ export function MetricChart({ chartId, metricKey, runs, height = 260, title = me
       <figcaption>
         <strong>{title}</strong> <span class="muted">drag to zoom · double-click for the whole run</span>
         {error && <span class="error"> {error.message}</span>}
+        <span class="chart-scale">
+          <label class="toggle" title="leave values far outside the others (a diverged run) out of the y axis's range">
+            <input type="checkbox" data-action="ignore-outliers" checked={yScale.ignoreOutliers} onChange={() => setYScale({ ...yScale, ignoreOutliers: !yScale.ignoreOutliers })} /> ignore outliers
+          </label>
+          <label class="toggle" title="a logarithmic y axis (values ≤ 0 are not drawn)">
+            <input type="checkbox" data-action="log-scale" checked={yScale.log} onChange={() => setYScale({ ...yScale, log: !yScale.log })} /> log scale
+          </label>
+        </span>
       </figcaption>
       <div ref={el} class="plot" data-chart={chartId} data-key={metricKey} />
       <MarksTable title={title} marks={marks} />
