@@ -104,6 +104,7 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/nodes/:id': { access: 'any' },
   'POST /api/v1/nodes/:id/drain': { access: 'admin' },
   'POST /api/v1/nodes/:id/resume': { access: 'admin' },
+  'DELETE /api/v1/nodes/:id': { access: 'admin' },
   // A node's telemetry: its agent's report, with its node token (an admin's too).
   'POST /api/v1/nodes/:id/telemetry': { access: 'admin', nodeSelf: (r) => r.params.id },
   'POST /api/v1/tokens': { access: 'admin' },

@@ -126,6 +126,9 @@ export class GpuplaneClient {
   resumeNode(id: string): Promise<NodeJson> {
     return this.request('POST', `/nodes/${encodeURIComponent(id)}/resume`, {});
   }
+  removeNode(id: string): Promise<{ id: string; removed: true }> {
+    return this.request('DELETE', `/nodes/${encodeURIComponent(id)}`);
+  }
 
   /** Polls until the job reaches one of `states` (terminal ones by default) or the deadline passes. */
   async waitFor(id: string, states: readonly string[] = TERMINAL, timeoutMs = 3_600_000, intervalMs = 250): Promise<JobDetailJson> {

@@ -4,16 +4,18 @@ import type { FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import type { GpuSlot } from '../../db/schema.ts';
 import { projectsOfJobs } from '../../db/queries/auth.ts';
-import { drainNode, getNode, listNodesWithSlots, resumeNode, type NodeWithSlots } from '../../db/queries/nodes.ts';
+import { attemptsOnNode, drainNode, getNode, listNodesWithSlots, removeNode, resumeNode, type NodeWithSlots } from '../../db/queries/nodes.ts';
 import { mayRead } from '../auth.ts';
-import { notFound } from '../errors.ts';
-import { IdParams, NotFound } from '../schemas/common.ts';
+import { DomainError, notFound } from '../errors.ts';
+import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import { DrainBody, NodeSchema } from '../schemas/nodes.ts';
 import { nodeJson } from '../serialize.ts';
 import { sendPreemptions, wakeScheduler } from '../../temporal/scheduler-ops.ts';
 import { markPreemptions, runningOnNode } from '../../db/queries/preempt.ts';
 import { DEFAULT_PREEMPT_GRACE_S } from '../../domain/preemption.ts';
 import type { ApiDeps } from '../deps.ts';
+import { nodeWorkflowId } from '../../workflows/names.ts';
+import { WorkflowNotFoundError } from '@temporalio/client';
 
 /**
  * The nodes as the caller may see them: every card, but the owner (job and attempt) only of
@@ -85,6 +87,41 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, 
       // Temporal not answering loses nothing: that idle pass places on it.
       await wakeScheduler(client).catch((err: unknown) => req.log.warn({ err }, 'resume: the scheduler was not woken'));
       return oneNode(req.params.id);
+    },
+  );
+  app.delete(
+    '/nodes/:id',
+    {
+      schema: {
+        tags: ['nodes'],
+        summary:
+          'Remove a node that is gone for good (admins): its row and cards are deleted and its liveness workflow ended. Refused (409) while it is ONLINE (stop its agent first, or it registers again) or while an attempt runs on it or holds its cards (cancel or wait for them)',
+        params: IdParams,
+        response: { 200: Type.Object({ id: Type.String(), removed: Type.Literal(true) }), ...NotFound, ...Conflict },
+      },
+    },
+    async (req) => {
+      const id = req.params.id;
+      const by = req.principal?.kind === 'admin' ? req.principal.name : 'an admin';
+      const refusal = async (tx: Db) => {
+        const n = await getNode(tx, id);
+        if (!n) throw notFound('node', id);
+        if (n.status === 'ONLINE') throw new DomainError('conflict', `node ${id} is ONLINE: stop its agent first (a live agent registers it again); it is OFFLINE once its lease lapses`);
+        const held = await attemptsOnNode(tx, id);
+        if (held.length) throw new DomainError('conflict', `node ${id} still holds ${held.length} attempt(s): ${held.map((h) => `${h.jobId}#${h.attempt}`).join(', ')}; cancel them, or wait until they end (a lost node's are LOST once its lease lapses)`);
+      };
+      await refusal(db);
+      // The liveness workflow first: a node removed from the database while its workflow goes on would come back at its next lease.
+      try {
+        await client.workflow.getHandle(nodeWorkflowId(id)).terminate(`node ${id} removed by ${by}`);
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+      }
+      await db.transaction(async (tx) => {
+        await refusal(tx);
+        await removeNode(tx, id, by);
+      });
+      return { id, removed: true as const };
     },
   );
 };

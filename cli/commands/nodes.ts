@@ -1,4 +1,4 @@
-/** `gpuctl nodes`: the nodes, their cards and who owns each; `gpuctl node drain|resume`. */
+/** `gpuctl nodes`: the nodes, their cards and who owns each; `gpuctl node drain|resume|remove`. */
 import type { Command } from 'commander';
 import type { NodeJson } from '../client.ts';
 import { clientOf } from '../client-of.ts';
@@ -20,7 +20,7 @@ export function registerNodeCommand(program: Command): void {
       log(renderNodes(nodes));
     });
 
-  const node = program.command('node').description('node operations (admins): drain a node, resume it');
+  const node = program.command('node').description('node operations (admins): drain a node, resume it, remove one gone for good');
   node
     .command('drain')
     .description('place nothing new on a node; its running jobs run on and finish. Kept until resumed, across restarts; draining it again keeps when and by whom, and takes a new --reason')
@@ -42,6 +42,15 @@ export function registerNodeCommand(program: Command): void {
       const n = await clientOf(cmd).resumeNode(id);
       if (o.json) return log(JSON.stringify(n, null, 2));
       log(`node ${n.id} takes jobs again (${n.status})`);
+    });
+  node
+    .command('remove')
+    .description('remove a node that is gone for good: its cards and its liveness workflow go too. Refused while it is ONLINE (stop its agent first) or holds attempts')
+    .argument('<node>', 'node id (gpuctl nodes)')
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
+      const r = await clientOf(cmd).removeNode(id);
+      log(o.json ? JSON.stringify(r) : `node ${r.id} removed`);
     });
 }
 

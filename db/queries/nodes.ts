@@ -106,6 +106,30 @@ export async function resumeNode(ex: Executor, nodeId: string, by: string, now =
   return row;
 }
 
+/**
+ * attemptsOnNode returns the jobs (by id, with their attempt) whose attempt is not ended and has
+ * a member on `nodeId` or owns one of its cards: what keeps a node from being removed.
+ */
+export async function attemptsOnNode(ex: Executor, nodeId: string): Promise<{ jobId: string; attempt: number }[]> {
+  const rows = await queryRows<{ id: string; attempt: number }>(
+    ex,
+    sql`select j.id, j.attempt from jobs j
+        where (j.state in ('DISPATCHING', 'RUNNING') and (j.node_id = ${nodeId} or exists (select 1 from jsonb_array_elements(coalesce(j.members, '[]'::jsonb)) m where m->>'node_id' = ${nodeId})))
+           or exists (select 1 from gpu_slots s where s.node_id = ${nodeId} and s.owner_job_id = j.id)
+        order by j.id`,
+  );
+  return rows.map((r) => ({ jobId: r.id, attempt: Number(r.attempt) }));
+}
+
+/** removeNode deletes a node and its cards, and records a `node.removed` event (who); false for an unknown node. */
+export async function removeNode(ex: Executor, nodeId: string, by: string, now = new Date()): Promise<boolean> {
+  await ex.delete(gpuSlots).where(eq(gpuSlots.nodeId, nodeId));
+  const [row] = await ex.delete(nodes).where(eq(nodes.id, nodeId)).returning({ id: nodes.id });
+  if (!row) return false;
+  await nodeEvent(ex, 'node.removed', `node ${nodeId} removed by ${by}`, { node_id: nodeId, by }, now);
+  return true;
+}
+
 /** A node's event: of no job and no run, its node in `data.node_id`. */
 async function nodeEvent(ex: Executor, kind: string, message: string, data: Record<string, unknown>, at: Date): Promise<void> {
   await ex.insert(events).values({ kind, level: 'info', message, data, at });

@@ -125,6 +125,8 @@ export const api = {
   /** Who `token` is, without keeping it: a 401 rejects with the API's message and signs nothing out. */
   whoamiWith: (token: string) => call<WhoAmI>('GET', '/whoami', undefined, undefined, token),
   nodes: () => get<{ nodes: GpuNode[] }>('/nodes').then((r) => r.nodes),
+  /** Admins: a node gone for good (OFFLINE, holding no attempt); the API refuses any other with its reason. */
+  removeNode: (id: string) => call<{ id: string; removed: true }>('DELETE', `/nodes/${encodeURIComponent(id)}`),
   quotas: () => get<QuotaList>('/quotas'),
   jobs: (q: ListJobsQuery = {}) => get<{ jobs: Job[] }>('/jobs', q).then((r) => r.jobs),
   jobCounts: (q: JobCountsQuery = {}) => get<JobCounts>('/jobs/counts', q),

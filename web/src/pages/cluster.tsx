@@ -1,13 +1,15 @@
 /** Every node with its labels and state; each card with the job that owns it (a gang's with this node's rank), or free. */
 import { useEffect, useRef } from 'preact/hooks';
+import { useAction } from '../actions.ts';
 import { api } from '../api.ts';
 import { ErrorBox, JobLink, JobStateBadge, Loading, StateBadge, When } from '../components.tsx';
 import { rankOn } from '../gang.ts';
 import { useLive, useResource } from '../live.ts';
 import type { GpuNode, Job } from '../types.ts';
 
-function NodeCard({ node, jobs, focus }: { node: GpuNode; jobs: Map<string, Job>; focus: boolean }) {
+function NodeCard({ node, jobs, focus, reload }: { node: GpuNode; jobs: Map<string, Job>; focus: boolean; reload: () => void }) {
   const busy = node.gpus.filter((g) => g.busy).length;
+  const remove = useAction(reload);
   // A link to one node (a gang member's, from the job page) scrolls to it once.
   const ref = useRef<HTMLElement>(null);
   useEffect(() => {
@@ -34,6 +36,16 @@ function NodeCard({ node, jobs, focus }: { node: GpuNode; jobs: Map<string, Job>
       <p class="muted">
         {node.hostname}{node.address ? ` · ${node.address}` : ''} · seen <When at={node.last_seen_at} /> · {busy}/{node.gpus.length} cards busy
       </p>
+      {node.status === 'OFFLINE' && (
+        <p class="remove">
+          Gone for good?{' '}
+          <button type="button" class="link" data-action="remove-node" onClick={() => window.confirm(`Remove node ${node.id}? An agent started again with its token registers it anew.`) && void remove.run(() => api.removeNode(node.id))}>
+            remove it
+          </button>{' '}
+          (admins; <code>gpuctl node remove {node.id}</code>)
+        </p>
+      )}
+      <ErrorBox error={remove.error} />
       <p class="labels">
         {Object.entries(node.labels).map(([k, v]) => (
           <span key={k} class="label">
@@ -98,7 +110,7 @@ export function ClusterPage({ focus }: { focus: string | null }) {
       ) : (
         <div class="grid">
           {nodes.data.map((n) => (
-            <NodeCard key={n.id} node={n} jobs={byId} focus={n.id === focus} />
+            <NodeCard key={n.id} node={n} jobs={byId} focus={n.id === focus} reload={nodes.reload} />
           ))}
         </div>
       )}
