@@ -7,6 +7,7 @@
 import path from 'node:path';
 import { JobUsers } from '../activities/gpu-host/job-users.ts';
 import { NODE_ID, NODE_ID_RULE } from '../domain/node.ts';
+import type { AgentOptions } from '../workers/gpu-host/agent.ts';
 
 /** The most fake nodes one `gpuctl up` runs: each is a Temporal worker and a lease in one process. */
 export const MAX_FAKE_NODES = 16;
@@ -47,9 +48,10 @@ export async function localCards(fakeGpus: number | undefined, count: number, re
  * localJobUsers returns what several agents of one process share: one pool of job users, kept in
  * `<home>/agent/job-users.json`, so a project has one uid on this machine whichever fake node runs
  * its job. Agents with pools of their own would each give their first project the pool's first
- * uid: two projects' jobs, on two fake nodes, as one user. For one agent: nothing (its own pool,
- * in its data dir, as `gpuctl agent`'s).
+ * uid: two projects' jobs, on two fake nodes, as one user. For one agent: its own pool, in its
+ * data dir, as `gpuctl agent`'s. Without `--job-users`, the pool is the first block of 1000 uids
+ * that no other agent on the machine claims (another plane's, say: job-users.ts JobUsers.claimed).
  */
-export function localJobUsers(raw: string | undefined, home: string, count: number, isRoot = process.getuid?.() === 0): { sharedJobUsers?: JobUsers | null } {
-  return count > 1 ? { sharedJobUsers: JobUsers.of(raw, path.join(home, 'agent'), isRoot) } : {};
+export function localJobUsers(raw: string | undefined, home: string, count: number, isRoot = process.getuid?.() === 0, claimsDir?: string): Pick<AgentOptions, 'sharedJobUsers' | 'pickFreeJobUids'> {
+  return count > 1 ? { sharedJobUsers: JobUsers.claimed(raw, path.join(home, 'agent'), { pickFree: true, isRoot, claimsDir }) } : { pickFreeJobUids: true };
 }

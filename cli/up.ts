@@ -156,6 +156,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     } catch (err) {
       // The ones already up leave no job and no nftables table behind.
       for (const a of agents) await a.shutdown().catch(() => undefined);
+      shared.sharedJobUsers?.release();
       throw err;
     }
   }
@@ -177,6 +178,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     // The agents first, one after the other: each stops its attempts and takes its guard away
     // while the API still takes their last logs.
     for (const a of agents) await a.shutdown();
+    shared.sharedJobUsers?.release();
     await api.close();
     await control.shutdown();
     await connection.close();

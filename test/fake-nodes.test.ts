@@ -61,8 +61,10 @@ describe('gpuctl up --fake-nodes', () => {
 
   it('gives the agents of one machine one pool of job users: a project has one uid on all of them, two projects never share one', () => {
     const home = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-fake-nodes-'));
-    expect(localJobUsers('5000-5009', home, 1, true)).toEqual({});
-    const { sharedJobUsers } = localJobUsers('5000-5009', home, 3, true);
+    // Claims in a folder of the test's own, not the machine's /run/gpuplane/uids.
+    const claims = path.join(home, 'claims');
+    expect(localJobUsers('5000-5009', home, 1, true, claims)).toEqual({ pickFreeJobUids: true });
+    const { sharedJobUsers } = localJobUsers('5000-5009', home, 3, true, claims);
     fs.mkdirSync(path.join(home, 'agent'));
     const a = sharedJobUsers!.forProject('a');
     const b = sharedJobUsers!.forProject('b');
@@ -70,7 +72,8 @@ describe('gpuctl up --fake-nodes', () => {
     expect(sharedJobUsers!.forProject('a')).toEqual(a);
     // Kept across restarts, for all the fake nodes at once.
     expect(JSON.parse(fs.readFileSync(path.join(home, 'agent', 'job-users.json'), 'utf8'))).toEqual({ a: a.uid, b: b.uid });
-    expect(localJobUsers('5000-5009', home, 3, true).sharedJobUsers!.forProject('b')).toEqual(b);
+    // The one claim of these agents' process, taken back by the same data dir.
+    expect(localJobUsers('5000-5009', home, 3, true, claims).sharedJobUsers!.forProject('b')).toEqual(b);
     // Not root: the agent's own user, for every node.
     expect(localJobUsers(undefined, home, 3, false)).toEqual({ sharedJobUsers: null });
     fs.rmSync(home, { recursive: true, force: true });

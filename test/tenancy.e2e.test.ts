@@ -88,8 +88,9 @@ print(json.dumps(found))
 describe.skipIf(skip !== null)('tenancy on a node whose agent is root', () => {
   let c: Cluster;
   beforeAll(async () => {
-    // No GPUPLANE_JOB_USERS: the default of an agent running as root. The suite's PostgreSQL is the plane's database: protected.
-    c = await startCluster('tenancy', { agents: [{ nodeId: 'tenant-node', gpus: 2, env: { GPUPLANE_JOB_USERS: '', GPUPLANE_PROTECT: `127.0.0.1:${inject('pgPort')}` } }] });
+    // Job uids of its own: agents claim theirs machine-wide (issue 40), and gpuctl up in another
+    // file (readme-tour.e2e) may hold the default pool. The suite's PostgreSQL is the plane's database: protected.
+    c = await startCluster('tenancy', { agents: [{ nodeId: 'tenant-node', gpus: 2, env: { GPUPLANE_JOB_USERS: '3200000-3200099', GPUPLANE_PROTECT: `127.0.0.1:${inject('pgPort')}` } }] });
   });
   afterAll(async () => {
     await c?.stop();
@@ -134,7 +135,7 @@ describe.skipIf(skip !== null)('tenancy on a node whose agent is root', () => {
       pids_seen: number;
     };
     const betaUid = fs.statSync(path.join(betaDir, 'mine.txt')).uid;
-    // Each project its own unprivileged user, from the default pool.
+    // Each project its own unprivileged user, from the agent's pool.
     expect(report.uid).toBeGreaterThanOrEqual(3_000_000);
     expect(betaUid).toBeGreaterThanOrEqual(3_000_000);
     expect(report.uid).not.toBe(betaUid);

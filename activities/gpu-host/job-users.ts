@@ -13,9 +13,13 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { writePrivateFile } from '../../runtime/private-files.ts';
+import { claimUids, rangesText, UID_CLAIMS_DIR, type UidClaim, type UidRange } from './uid-claim.ts';
 
 /** The default pool of job uids for an agent running as root: numbers no account owns on a usual machine. */
 export const DEFAULT_JOB_UIDS = '3000000-3000999';
+
+/** How many blocks of 1000 uids from DEFAULT_JOB_UIDS on `gpuctl up` looks through for one no other agent claims. */
+const FREE_BLOCKS = 1000;
 
 export interface JobUser {
   uid: number;
@@ -64,12 +68,31 @@ function lookupUser(name: string): JobUser | null {
   }
 }
 
+/** The blocks of 1000 uids `gpuctl up` may take, from DEFAULT_JOB_UIDS on; the one this data dir's projects have uids in first. */
+function defaultBlocks(dataDir: string): UidRange[][] {
+  const base = Number(DEFAULT_JOB_UIDS.split('-')[0]);
+  const ks = Array.from({ length: FREE_BLOCKS }, (_, k) => k);
+  let saved: number | undefined;
+  try {
+    saved = Object.values(JSON.parse(fs.readFileSync(path.join(dataDir, 'job-users.json'), 'utf8')) as Record<string, unknown>).find((u): u is number => typeof u === 'number');
+  } catch {
+    // No projects yet.
+  }
+  const mine = saved === undefined ? -1 : Math.floor((saved - base) / 1000);
+  if (mine > 0 && mine < FREE_BLOCKS) ks.unshift(...ks.splice(mine, 1));
+  return ks.map((k) => [[base + k * 1000, base + k * 1000 + 999]]);
+}
+
 /**
  * The pool an agent runs jobs from, with each project's uid on this node. Null from `of` means
  * jobs run as the agent's own user.
  */
 export class JobUsers {
   private readonly byProject: Record<string, number>;
+  /** This machine's claim on the pool's uids (uid-claim.ts); null where none was made. */
+  private claim: UidClaim | null = null;
+  /** Why the pool is not claimed on this machine, where it could not be (claimed); null otherwise. */
+  claimProblem: string | null = null;
 
   private constructor(
     private readonly pool: JobUser[],
@@ -98,6 +121,38 @@ export class JobUsers {
     if (spec.kind === 'agent') return null;
     if (!isRoot) throw new Error('--job-users: only an agent running as root can run jobs as other users (run it as root, or use --job-users agent)');
     return new JobUsers(spec.users, path.join(dataDir, 'job-users.json'));
+  }
+
+  /**
+   * The agent's pool, as `of`, claimed on this machine (uid-claim.ts): throws one line where
+   * another live agent claims any of its uids. `pickFree` (`gpuctl up` without `--job-users`):
+   * the first block of 1000 uids from DEFAULT_JOB_UIDS on that no agent claims, the one the data
+   * dir's projects have their uids in first. A claims folder that cannot be written (a read-only
+   * /run) leaves the pool unclaimed: `claimProblem` says why.
+   */
+  static claimed(raw: string | undefined, dataDir: string, o: { pickFree?: boolean; claimsDir?: string; isRoot?: boolean } = {}): JobUsers | null {
+    const explicit = !!raw?.trim();
+    const first = JobUsers.of(raw, dataDir, o.isRoot);
+    if (!first) return null;
+    const flag = '--job-users A-B (GPUPLANE_JOB_USERS)';
+    const candidates = explicit || !o.pickFree ? [first.uidRanges()] : defaultBlocks(dataDir);
+    try {
+      const { claim, index } = claimUids(candidates, dataDir, flag, o.claimsDir ?? UID_CLAIMS_DIR);
+      const users = rangesText(candidates[index]) === rangesText(first.uidRanges()) ? first : JobUsers.of(rangesText(candidates[index]), dataDir, true)!;
+      users.claim = claim;
+      return users;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'EACCES' && code !== 'EPERM' && code !== 'EROFS') throw err;
+      first.claimProblem = `${o.claimsDir ?? UID_CLAIMS_DIR} is not writable (${code})`;
+      return first;
+    }
+  }
+
+  /** Gives the machine-wide claim up (the agent stops); a later claim of the same data dir takes it back anyway. */
+  release(): void {
+    this.claim?.release();
+    this.claim = null;
   }
 
   /** The uid ranges of the pool, for rules that match every job's sockets (port-guard.ts). */

@@ -28,7 +28,7 @@ const agentOptions = (c: Command) =>
     .addOption(
       new Option(
         '--job-users <users>',
-        "who jobs run as, one user per project: a uid range A-B, or user names a,b; agent: the agent's own user (single-tenant). As root the default is 3000000-3000999, otherwise agent",
+        "who jobs run as, one user per project: a uid range A-B, or user names a,b; agent: the agent's own user (single-tenant). As root the default is 3000000-3000999 (gpuctl up: the first block of 1000 from there that no other agent here holds), otherwise agent. Agents on one machine claim their uids: an overlapping range is refused",
       ).env('GPUPLANE_JOB_USERS'),
     )
     .addOption(

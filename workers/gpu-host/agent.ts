@@ -61,6 +61,8 @@ export interface AgentOptions {
    * two projects' jobs could run as one uid there and read each other's files and processes.
    */
   sharedJobUsers?: JobUsers | null;
+  /** Without `jobUsers`: the first block of 1000 job uids no other agent here claims, not the default alone (`gpuctl up`; JobUsers.claimed). */
+  pickFreeJobUids?: boolean;
   /** Endpoints jobs may not connect to (Temporal's, and `--protect`), where they run as job users. */
   protect?: Endpoint[];
   /** Where other nodes reach this one (domain/node.ts NodeInventory.address). */
@@ -108,7 +110,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   if (refusal) throw new Error(refusal);
   // Nothing of the agent's is for the node's other users: its data dir and everything in it are private.
   makePrivateDir(o.dataDir);
-  const jobUsers = o.sharedJobUsers !== undefined ? o.sharedJobUsers : JobUsers.of(o.jobUsers, o.dataDir);
+  // Claimed machine-wide (uid-claim.ts): another agent here with any of these uids refuses this one.
+  const jobUsers = o.sharedJobUsers !== undefined ? o.sharedJobUsers : JobUsers.claimed(o.jobUsers, o.dataDir, { pickFree: o.pickFreeJobUids });
+  const ownJobUsers = o.sharedJobUsers === undefined ? jobUsers : null;
   let jobUsersLine: string;
   if (jobUsers) {
     let guarded: string;
@@ -116,9 +120,11 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       guarded = await installPortGuard(o.nodeId, jobUsers.uidRanges(), o.protect ?? []);
     } catch (err) {
       const why = ((err as { stderr?: Buffer }).stderr?.toString().trim() || (err as Error).message).split('\n')[0];
+      ownJobUsers?.release();
       throw new Error(`jobs would run as job users (${jobUsers.describe()}) but could still reach the control plane's ports: the nftables guard failed (${why}); install nftables (apt install nftables), or run jobs as the agent's own user with --job-users agent (single-tenant)`);
     }
     jobUsersLine = `jobs run as one user per project (${jobUsers.describe()}), each seeing only its own processes, kept off ${guarded || 'no protected port'}`;
+    if (jobUsers.claimProblem) agentLogger.warn(`job uids ${jobUsers.describe()} not claimed on this machine (${jobUsers.claimProblem}): nothing stops another agent here from running jobs as them`);
   } else {
     const me = os.userInfo();
     jobUsersLine = `jobs run as ${me.username} (uid ${me.uid}), this agent's own user: they can read its token and each other's files, so this node is single-tenant (docs/security.md)`;
@@ -247,6 +253,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       await processes.stopAll();
       // Its jobs are gone: so is the guard that kept them off the control plane.
       if (jobUsers) removePortGuard(o.nodeId);
+      ownJobUsers?.release();
       await logs.stopAll(LOG_DRAIN_MS);
       worker.shutdown();
       await run;

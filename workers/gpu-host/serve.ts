@@ -46,7 +46,7 @@ export function agentDataDir(c: GpuplaneConfig, nodeId: string): string {
  * The agent as the configuration says; `gpuctl up` and the agent process share it. Jobs reach the
  * API at `apiUrl`. `shared` is what several agents of one process share (gpuctl up --fake-nodes).
  */
-export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: Client, connection: NativeConnection, apiUrl: string, shared: Pick<AgentOptions, 'sharedJobUsers'> = {}): Promise<Agent> {
+export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: Client, connection: NativeConnection, apiUrl: string, shared: Pick<AgentOptions, 'sharedJobUsers' | 'pickFreeJobUids'> = {}): Promise<Agent> {
   return startAgent({
     ...shared,
     address: f.advertiseAddr ?? (await localAddressToward(c.temporalAddress)),
