@@ -123,4 +123,49 @@ describe('charts with real data', () => {
     expect(logTight.y.min!).toBeLessThanOrEqual(healthyMin);
     await labelsInside(logTight);
   });
+
+  it("draws a short run's single samples as dots, folds its System panel saying why, and leaves out a series with no finite value", async () => {
+    const run = await newRun('realdata', 'short', 'one-tick');
+    await post(run, [
+      { key: 'loss', step: 0, value: 2.3 },
+      { key: 'system/gpu.0.utilization', step: 0, value: 37 },
+      { key: 'system/gpu.0.memory_used_mb', step: 0, value: 1234 },
+      { key: 'system/gpu.0.memory_percent', step: 0, value: 12 },
+      { key: 'system/gpu.0.power_w', step: 0, value: 71 },
+      { key: 'system/gpu.0.temperature_c', step: 0, value: 'NaN' },
+      { key: 'system/cpu.utilization', step: 0, value: 80 },
+      { key: 'system/memory.rss_mb', step: 0, value: 512 },
+    ]);
+    await page.goto(`${t.url}/#/runs/${run}`);
+    // The panel folded, saying why; no chart of it drawn (nor fetched) until it is opened.
+    const fold = page.locator('details[data-system-fold]');
+    await fold.waitFor({ timeout: 10_000 });
+    expect(await fold.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(false);
+    expect(await fold.locator(':scope > summary').innerText()).toBe('6 charts, one sample per series (a short run): show');
+    expect(await page.locator('[data-system-panel]').count()).toBe(0);
+    await page.locator('[data-chart="loss"][data-lines="1"]').waitFor({ timeout: 10_000 });
+    await fold.locator(':scope > summary').click();
+    const charts = page.locator('[data-system-panel] [data-chart]');
+    await expect.poll(() => charts.evaluateAll((els) => els.map((e) => e.getAttribute('data-chart')))).toEqual([
+      'system/gpu.*.utilization',
+      'system/gpu.*.memory_percent',
+      'system/gpu.*.memory_used_mb',
+      'system/cpu.utilization',
+      'system/memory.rss_mb',
+      'system/gpu.*.power_w',
+    ]);
+    // Each single sample is on the canvas: pixels in its line's colour (the first of the palette, #1f77b4).
+    const blue = (chartKey: string) =>
+      page.locator(`[data-chart="${chartKey}"] canvas`).evaluate((c: HTMLCanvasElement) => {
+        const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - 31) < 16 && Math.abs(d[i + 1] - 119) < 16 && Math.abs(d[i + 2] - 180) < 16) n++;
+        return n;
+      });
+    for (const key of ['loss', ...(await charts.evaluateAll((els) => els.map((e) => e.getAttribute('data-chart')!)))]) {
+      await page.locator(`[data-chart="${key}"][data-lines="1"]`).waitFor({ timeout: 10_000 });
+      await expect.poll(() => blue(key), { message: `${key}'s single point drawn` }).toBeGreaterThan(10);
+    }
+    await page.screenshot({ path: '/tmp/short-run-system.png', fullPage: true });
+  });
 });

@@ -148,7 +148,7 @@ export function RunPage({ id }: { id: string }) {
         </div>
         <Summaries metrics={r.metrics} keys={training} empty={system.length ? "no metrics logged by the run yet (the agent's are under System)" : undefined} />
       </Section>
-      <SystemPanel runId={r.id} charts={system}>
+      <SystemPanel runId={r.id} charts={system} summaries={r.metrics}>
         <details>
           <summary>every system series</summary>
           <Summaries metrics={r.metrics} keys={system.flatMap((c) => c.lines.map((l) => l.key))} />
