@@ -129,6 +129,16 @@ describe.skipIf(skip !== null)('a job that plants links and folders in its check
     expect(step3.fingerprint).toBe(`sha256:${createHash('sha256').update('model.bin\u00006\u0000three\n').digest('hex')}`);
   });
 
+  it("another job of the project ending (its leftovers swept by uid) leaves the watcher, which runs as the same user, watching", async () => {
+    const job = await train('sweep-spares', 'mkdir -p ckpts; for i in 1 2 3 4; do echo $i > ckpts/step_$i.pt; sleep 1; done');
+    // Ends while the training job writes: the agent kills every leftover process of alpha's uid.
+    const short = await c.client.submit({ type: 'CUSTOM', project: 'alpha', command: ['sh', '-c', 'sleep 1'], working_dir: path.join(base, 'short'), selector: {}, gpus: 0 });
+    expect((await c.client.waitFor(short.id, undefined, 60_000)).state).toBe('SUCCEEDED');
+    const done = await c.client.waitFor(job.id, undefined, 60_000);
+    expect(done.state, done.reason ?? '').toBe('SUCCEEDED');
+    expect((await checkpointsOf(job.id)).map((k) => path.basename(k.uri)).sort()).toEqual(['step_1.pt', 'step_2.pt', 'step_3.pt', 'step_4.pt']);
+  });
+
   it('a folder of more entries than the watcher takes is not watched, and the plane keeps answering meanwhile', async () => {
     const job = await train('crowd', `mkdir crowd && python3 -c 'for i in range(20000): open("crowd/f%d" % i, "w").close()' && echo x > crowd/step_1.pt && mv crowd ckpts && sleep 3`);
     const started = Date.now();

@@ -38,6 +38,8 @@ describe('what an ended attempt left behind', () => {
     expect(isLeftover(proc({ pid: 42, sid: 500 }), target, none, ctx())).toBe(false);
     expect(isLeftover(proc({ pid: 1, sid: 500 }), target, none, ctx())).toBe(false);
     expect(isLeftover(proc({ zombie: true }), target, none, ctx())).toBe(false);
+    // A child of the agent's own (an attempt's checkpoint scanner runs as the job's user).
+    expect(isLeftover(proc({ ppid: ctx().self }), target, none, ctx())).toBe(false);
     // Without a job user only the session and group count.
     expect(isLeftover(proc({}), { ...target, uid: null }, none, ctx())).toBe(false);
   });

@@ -17,6 +17,8 @@ export interface ProcEntry {
   sid: number;
   pgid: number;
   zombie: boolean;
+  /** Its parent: a child of the agent itself (an attempt's checkpoint scanner, which runs as the job's user) is never a leftover. */
+  ppid?: number;
 }
 
 /** The attempt whose leftovers are swept. */
@@ -77,11 +79,11 @@ export function readProcEntry(pid: number, proc = '/proc'): ProcEntry | null {
   for (const line of text.split('\n')) {
     const colon = line.indexOf(':');
     const name = line.slice(0, colon);
-    if (name === 'State' || name === 'Uid' || name === 'NSsid' || name === 'NSpgid') fields[name] = line.slice(colon + 1).trim().split(/\s+/)[0];
+    if (name === 'State' || name === 'Uid' || name === 'NSsid' || name === 'NSpgid' || name === 'PPid') fields[name] = line.slice(colon + 1).trim().split(/\s+/)[0];
   }
   const [uid, sid, pgid] = [Number(fields.Uid), Number(fields.NSsid ?? -1), Number(fields.NSpgid ?? -1)];
   if (![uid, sid, pgid].every(Number.isInteger)) return null;
-  return { pid, uid, sid, pgid, zombie: fields.State === 'Z' };
+  return { pid, uid, sid, pgid, zombie: fields.State === 'Z', ppid: Number(fields.PPid) };
 }
 
 /** `job.attempt` from a process's environment (GPUPLANE_JOB_ID, GPUPLANE_ATTEMPT), or null. */
@@ -108,12 +110,13 @@ function startTicks(pid: number, proc: string): number | null {
 }
 
 /**
- * Whether `p` is a leftover of `t`. Never the agent, pid 1, root's processes by uid, or a uid
+ * Whether `p` is a leftover of `t`. Never the agent or a child of its own (a checkpoint scanner
+ * runs as the job's user, checkpoint-scanner.ts; no job's process can make itself one), pid 1, root's processes by uid, or a uid
  * other than the attempt's own; never a member of another live attempt's session or group; and
  * never a process that joined the session of a newer process that took the shim's pid.
  */
 export function isLeftover(p: ProcEntry, t: SweepTarget, keep: Keep, ctx: { self: number; attemptOf(pid: number): string | null; startOf(pid: number): number | null; reusedSince: number | null }): boolean {
-  if (p.zombie || p.pid <= 1 || p.pid === ctx.self || keep.shims.has(p.sid) || keep.shims.has(p.pgid)) return false;
+  if (p.zombie || p.pid <= 1 || p.pid === ctx.self || p.ppid === ctx.self || keep.shims.has(p.sid) || keep.shims.has(p.pgid)) return false;
   if ((p.sid === t.pid || p.pgid === t.pid) && !keep.shims.has(t.pid)) {
     const start = ctx.reusedSince === null ? null : ctx.startOf(p.pid);
     if (ctx.reusedSince === null || (start !== null && start < ctx.reusedSince)) return true;
