@@ -12,6 +12,7 @@ import { CheckpointsPage } from './pages/checkpoints.tsx';
 import { ClusterPage } from './pages/cluster.tsx';
 import { ExperimentPage } from './pages/experiment.tsx';
 import { JobPage } from './pages/job.tsx';
+import { MlflowExperimentPage } from './pages/mlflow-experiment.tsx';
 import { QueuePage } from './pages/queue.tsx';
 import { RunPage } from './pages/run.tsx';
 import { SweepPage } from './pages/sweep.tsx';
@@ -43,7 +44,9 @@ function pageFor(r: Route) {
     case 'experiments':
       // MLflow's run links (`/mlflow/#/experiments/<id>/runs/<run>`, which the MLflow client prints,
       // are sent here by the API keeping their fragment): the run's page.
-      return r.path[2] === 'runs' && r.path[3] ? <RunPage id={r.path[3]} /> : <ExperimentPage query={r.query} />;
+      // Its "View experiment at" link (`#/experiments/<id>`): the experiment's page, by its MLflow id.
+      if (r.path[2] === 'runs' && r.path[3]) return <RunPage id={r.path[3]} />;
+      return id && !r.query.has('project') ? <MlflowExperimentPage id={id} /> : <ExperimentPage query={r.query} />;
     case 'sweeps':
       return id ? <SweepPage id={id} /> : <SweepsPage query={r.query} />;
     case 'checkpoints':
