@@ -20,11 +20,23 @@ async function configOf(db: Db, jobId: string | null, attempt: number | null) {
   return jobId && attempt !== null ? configOfAttempt(db, jobId, attempt) : null;
 }
 
-/** The diff at a branch: from the attempt that registered the fork's checkpoint to the fork's attempt. */
-async function branchChanges(db: Db, run: RunWithNames, fork: LineageCheckpoint | undefined): Promise<ConfigChange[]> {
+/**
+ * withRunLogged adds to each `params.X` change the value the parent's run logged for X, where it
+ * logged one: a job given no lr whose script used 0.02 reads `params.lr null → 0.005` against
+ * what the job was given, and shows the 0.02 beside it.
+ */
+export function withRunLogged(changes: ConfigChange[], runParams: Record<string, unknown> | undefined): (ConfigChange & { run_logged?: unknown })[] {
+  return changes.map((c) => {
+    const name = c.key.startsWith('params.') ? c.key.slice('params.'.length) : null;
+    return name !== null && runParams && Object.hasOwn(runParams, name) ? { ...c, run_logged: runParams[name] } : c;
+  });
+}
+
+/** The diff at a branch: from the attempt that registered the fork's checkpoint to the fork's attempt, with its run's logged params. */
+async function branchChanges(db: Db, run: RunWithNames, fork: LineageCheckpoint | undefined, parent: RunWithNames | undefined) {
   if (!fork) return [];
   const [from, to] = await Promise.all([configOf(db, fork.jobId, fork.attempt), configOf(db, run.jobId, run.attempt)]);
-  return from && to ? diffConfigs(from, to) : [];
+  return from && to ? withRunLogged(diffConfigs(from, to), parent?.params) : [];
 }
 
 /** The root of a run's tree: the run it descends from by forks that forked from none, or from one the caller may not read. */
@@ -83,7 +95,7 @@ export async function lineageOf(db: Db, runId: string, mayRead: (project: string
         status: run.status,
         depth,
         forked_from: run.forkedFrom ? { checkpoint_id: run.forkedFrom.checkpointId, run_id: run.forkedFrom.runId, step: run.forkedFrom.step } : null,
-        changes: depth === 0 ? [] : await branchChanges(db, run, run.forkedFrom ? ckptById.get(run.forkedFrom.checkpointId) : undefined),
+        changes: depth === 0 ? [] : await branchChanges(db, run, run.forkedFrom ? ckptById.get(run.forkedFrom.checkpointId) : undefined, run.forkedFrom ? runs.get(run.forkedFrom.runId) : undefined),
         checkpoints: ckpts.filter((c) => c.runId === run.id).map((c) => ({ id: c.id, step: c.step, parent_checkpoint_id: c.parentCheckpointId, deleted_at: iso(c.deletedAt) })),
       })),
     ),

@@ -68,7 +68,7 @@ describe('fork from a checkpoint, and lineage', () => {
     });
     expect(j.changes).toEqual([
       { key: 'env.B', from: null, to: '2' },
-      { key: 'params.lr', from: 0.1, to: 0.01 },
+      { key: 'params.lr', from: 0.1, to: 0.01, run_logged: 0.1 },
     ]);
     const forked = (await t.database.db.select().from(jobs).where(eq(jobs.id, j.id)))[0];
     const runB = await createAttemptRun(t.database.db, forked, 1);
@@ -157,6 +157,12 @@ describe('fork from a checkpoint, and lineage', () => {
     expect(lines[0]).toBe(`forked ckpt-a30 @ step 30 of run ${runA} (command ["python","train.py"] → ["python","train.py","--warmup","0"], params.bs 32 → 64)`);
     const made = (await t.database.db.select().from(jobs).where(eq(jobs.id, lines[1])))[0];
     expect(made).toMatchObject({ command: ['python', 'train.py', '--warmup', '0'], params: { lr: 0.1, bs: 64 }, resumeFrom: 'ckpt-a30' });
+    // A param the job was not given, whose script logged its default: the change says so, and shows the logged value beside it.
+    await t.database.db.update(runs).set({ params: { lr: 0.1, bs: 32, warmup: 5 } }).where(eq(runs.id, runA));
+    const warm = await gpuctl(['fork', 'ckpt-a30', '--set', 'warmup=0', '--json']);
+    expect(JSON.parse(warm.stdout).changes).toEqual([{ key: 'params.warmup', from: null, to: 0, run_logged: 5 }]);
+    const shown = await gpuctl(['fork', 'ckpt-a30', '--set', 'warmup=0', '--set', 'lr=0.5']);
+    expect(shown.stdout.split('\n')[0]).toBe(`forked ckpt-a30 @ step 30 of run ${runA} (params.lr 0.1 → 0.5, params.warmup not given (run logged 5) → 0)`);
     const refused = await gpuctl(['fork', 'ckpt-a10']);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^gpuctl: checkpoint ckpt-a10 cannot be forked: its files were deleted by retention \(.*\) \(HTTP 409\)$/)]);

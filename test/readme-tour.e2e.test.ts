@@ -88,7 +88,7 @@ describe('the README tour', () => {
     // The fork goes on from the best checkpoint's step, and the lineage shows it under the tour's run.
     expect(r.stdout).toMatch(/^job-\S+ SUCCEEDED$/m);
     expect(r.stdout).toMatch(/^ {2}forked from ckpt-\S+ @ step \d+: run run-\S+ finished job job-\S+#1 \(demo\/tour\)$/m);
-    expect(r.stdout).toMatch(/^ {4}changes: params\.lr null → 0\.005, workingDir /m);
+    expect(r.stdout).toMatch(/^ {4}changes: params\.lr not given \(run logged 0\.02\) → 0\.005, workingDir /m);
     // The sweep: every trial accounted for, most stopped by ASHA, a best trial named.
     const ended = /^swp-\S+ SUCCEEDED: 9 trials: (\d+) succeeded, 0 failed, (\d+) stopped by ASHA, 0 cancelled$/m.exec(r.stdout);
     expect(ended, r.stdout.slice(-3000)).not.toBeNull();

@@ -4,6 +4,7 @@ import { getCheckpoint, runOfCheckpoint } from '../../db/queries/checkpoints.ts'
 import { createForkJob, forkSource } from '../../db/queries/fork.ts';
 import { claimIdempotencyKey, findIdempotencyKey, keyScope } from '../../db/queries/idempotency.ts';
 import { getJob } from '../../db/queries/jobs.ts';
+import { getRun } from '../../db/queries/runs.ts';
 import { nodeRooms } from '../../db/queries/node-rooms.ts';
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
 import { projectNameOf } from '../../db/queries/auth.ts';
@@ -16,7 +17,7 @@ import { allows, mayRead } from '../auth.ts';
 import { configPatchOf } from '../config-patch.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { requestHash } from '../idempotency.ts';
-import { lineageOf } from '../lineage.ts';
+import { lineageOf, withRunLogged } from '../lineage.ts';
 import { jobJson } from '../serialize.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import { ForkBody, ForkedJobSchema, LineageQuery, LineageSchema } from '../schemas/fork.ts';
@@ -28,10 +29,11 @@ import { mayOptOutOfPreemption } from './jobs.ts';
 export const forkRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db, client } = deps;
 
-  /** The answer of a fork: the job, the checkpoint it resumes from, and what the edits changed. */
+  /** The answer of a fork: the job, the checkpoint it resumes from, and what the edits changed (with what its run logged). */
   async function forkedJson(job: Job, changes: { key: string; from: unknown; to: unknown }[]) {
     const ckpt = (await getCheckpoint(db, job.resumeFrom!))!;
-    return { ...jobJson(job), forked_from: { checkpoint_id: ckpt.id, run_id: ckpt.runId, step: ckpt.step }, changes };
+    const run = await getRun(db, ckpt.runId);
+    return { ...jobJson(job), forked_from: { checkpoint_id: ckpt.id, run_id: ckpt.runId, step: ckpt.step }, changes: withRunLogged(changes, run?.params) };
   }
 
   app.post(

@@ -19,11 +19,17 @@ export type ForkBody = Static<typeof ForkBody>;
 
 const ForkPoint = CheckpointOfRun;
 
+/** A change at a fork, against what the parent job was given; for a param, what the parent's run logged beside it. */
+const ForkChangeSchema = Type.Object({
+  ...ChangeSchema.properties,
+  run_logged: Type.Optional(Type.Unknown({ description: "for a params.X key: the value the checkpoint's run logged for X (its script's default where the job gave none); absent where it logged none" })),
+});
+
 export const ForkedJobSchema = Type.Intersect([
   Type.Omit(JobSchema, []),
   Type.Object({
     forked_from: ForkPoint,
-    changes: Type.Array(ChangeSchema, { description: "what the edits changed from the config of the checkpoint's attempt" }),
+    changes: Type.Array(ForkChangeSchema, { description: "what the edits changed from the config of the checkpoint's attempt (what its job was given)" }),
   }),
 ]);
 
@@ -52,7 +58,7 @@ export const LineageRunSchema = Type.Object({
   status: RunStatusSchema,
   depth: Type.Integer({ description: 'forks from the root run: 0 for the root' }),
   forked_from: Nullable(ForkPoint),
-  changes: Type.Array(ChangeSchema, { description: "the config diff at the branch: from the attempt that registered forked_from to this run's attempt; empty for the root" }),
+  changes: Type.Array(ForkChangeSchema, { description: "the config diff at the branch: from the attempt that registered forked_from to this run's attempt; empty for the root" }),
   checkpoints: Type.Array(LineageCheckpointSchema, { description: 'by step' }),
 });
 

@@ -6,7 +6,19 @@ import { clientOf, out } from '../client-of.ts';
 import { forkCheckpoint, lineage } from '../client-fork.ts';
 
 type Change = ForkedJobJson['changes'][number];
-const changeLine = (cs: Change[]) => cs.map((c) => `${c.key} ${JSON.stringify(c.from)} → ${JSON.stringify(c.to)}`).join(', ');
+/**
+ * A change against what the parent job was given ("not given" where it gave none), and beside a
+ * param what the parent's run logged, where that says more: `params.lr not given (run logged 0.02) → 0.005`.
+ */
+export function changeLine(cs: Change[]): string {
+  return cs
+    .map((c) => {
+      const from = c.from === null ? 'not given' : JSON.stringify(c.from);
+      const logged = c.run_logged === undefined || (c.from !== null && String(c.run_logged) === String(c.from)) ? '' : ` (run logged ${JSON.stringify(c.run_logged)})`;
+      return `${c.key} ${from}${logged} → ${JSON.stringify(c.to)}`;
+    })
+    .join(', ');
+}
 const at = (step: number | null) => (step === null ? '' : ` @ step ${step}`);
 
 /** The tree as people read it: each run indented under the checkpoint it forked from, with the diff at the branch. */

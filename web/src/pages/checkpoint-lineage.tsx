@@ -62,7 +62,8 @@ function RunNode({ node, current }: { node: LineageNode; current: string }) {
           {r.changes.map((c, i) => (
             <span key={c.key} data-change={c.key}>
               {i > 0 && ', '}
-              <code>{c.key}</code> <del>{show(c.from)}</del> → <ins>{show(c.to)}</ins>
+              <code>{c.key}</code> <del>{c.from === null ? 'not given' : show(c.from)}</del>
+              {c.run_logged !== undefined && (c.from === null || String(c.run_logged) !== String(c.from)) && <span class="muted"> (run logged {show(c.run_logged)})</span>} → <ins>{show(c.to)}</ins>
             </span>
           ))}
         </div>
