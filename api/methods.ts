@@ -3,12 +3,17 @@
  * method no route takes, such as QUERY), answers 405 with `Allow` naming the methods it takes,
  * before any body is read: Fastify would otherwise answer the missing route's 404, or a 400 for a
  * body method without a Content-Type. Catch-all routes (`*`, the console's files) name no method.
+ * Where a static path and a parameter's share a shape (`/runs/counts`, `/runs/:id`), a request
+ * path is the most static one's, as the router and the OpenAPI document have it: `Allow` for
+ * /runs/counts names its GET alone, and a PATCH there is that 405, not a PATCH of run "counts".
  */
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { loggableUrl } from './request-log.ts';
 
 interface PathMethods {
   pattern: RegExp;
+  /** Each segment static (s) or a parameter (p): of two patterns a path matches, the greater is the router's. */
+  shape: string;
   methods: Set<string>;
 }
 
@@ -24,19 +29,21 @@ export function installMethodCheck(app: FastifyInstance): void {
   const paths = new Map<string, PathMethods>();
   app.addHook('onRoute', (r: RouteOptions) => {
     if (r.url.includes('*')) return;
-    const p = paths.get(r.url) ?? { pattern: patternOf(r.url), methods: new Set<string>() };
+    const shape = r.url.split('/').map((seg) => (seg.startsWith(':') ? 'p' : 's')).join('');
+    const p = paths.get(r.url) ?? { pattern: patternOf(r.url), shape, methods: new Set<string>() };
     for (const m of Array.isArray(r.method) ? r.method : [r.method]) p.methods.add(m);
     paths.set(r.url, p);
   });
-  /** The methods some route takes at this path, or none. */
+  /** The methods the routes of this path's most static pattern take, or none. */
   const allowed = (path: string): string[] => {
-    const methods = new Set<string>();
-    for (const p of paths.values()) if (p.pattern.test(path)) for (const m of p.methods) methods.add(m);
-    return [...methods].sort();
+    const matching = [...paths.values()].filter((p) => p.pattern.test(path));
+    const best = matching.reduce((b, p) => (p.shape > b ? p.shape : b), '');
+    return [...new Set(matching.filter((p) => p.shape === best).flatMap((p) => [...p.methods]))].sort();
   };
   // A root onRequest hook runs before the body is read, also for a request no route takes.
   app.addHook('onRequest', async (req, reply) => {
-    if (!req.is404) return;
+    // A static route's path is its own: only a missing route, or a parameter's, may be another path's.
+    if (!req.is404 && !req.routeOptions.url?.includes(':')) return;
     const allow = allowed(req.url.split('?')[0]);
     if (allow.length === 0 || allow.includes(req.method)) return;
     return reply

@@ -62,7 +62,8 @@ export function responseProblem(req: FastifyRequest, reply: FastifyReply, payloa
   const media = mediaOf(reply.getHeader('content-type'));
   const empty = payload === null || payload === undefined || payload === '' || req.method === 'HEAD';
   const schema = req.routeOptions.schema as RouteSchema | undefined;
-  if (!req.routeOptions.url || req.is404) {
+  // A 405 is the method check's (./methods.ts), also where a parameter's route took the path: no route's answer.
+  if (!req.routeOptions.url || req.is404 || status === 405) {
     if (media !== 'application/json' || empty) return `a ${status} of no route must be an Error body (it is ${media || 'empty'})`;
     return bodyProblem(validatorOf(ErrorBody), payload);
   }

@@ -4,10 +4,15 @@
  * string, must match a schema in anyOf"); those collapse into one sentence saying what the field
  * takes ("body/command must be a non-empty array of strings or a non-empty string"). Needs Ajv's
  * `verbose` option (api/app.ts): the anyOf's error then carries its schema.
+ *
+ * A rule between fields (a `not`, or an anyOf/oneOf of `required` lists: api/schemas/rules.ts)
+ * is said by its schema's description, which the OpenAPI document carries too: one sentence
+ * naming the fields, not Ajv's "must NOT be valid" or its branches' errors. (An `if`/`then` would
+ * not do: without allErrors, Ajv reports only the then-branch's error, which names one field.)
  */
 import type { FastifySchemaValidationError } from 'fastify';
 
-type Schema = { type?: string; const?: unknown; anyOf?: Schema[]; oneOf?: Schema[]; minLength?: number; minItems?: number; items?: Schema; minimum?: number; maximum?: number };
+type Schema = { type?: string; const?: unknown; anyOf?: Schema[]; oneOf?: Schema[]; required?: string[]; description?: string; minLength?: number; minItems?: number; items?: Schema; minimum?: number; maximum?: number };
 type SchemaError = FastifySchemaValidationError & { schema?: unknown; parentSchema?: Schema };
 
 const PLURAL: Record<string, string> = { string: 'strings', integer: 'integers', number: 'numbers', object: 'objects', boolean: 'booleans', array: 'arrays' };
@@ -44,17 +49,63 @@ export function takes(s: Schema | undefined): string {
 
 const inside = (path: string, at: string) => path === at || path.startsWith(`${at}/`);
 
+/** A schema that only names fields that must be present: a branch of a rule between fields. */
+const presence = (s: Schema | undefined): s is Schema & { required: string[] } =>
+  !!s && Array.isArray(s.required) && Object.keys(s).every((k) => k === 'required' || k === 'properties');
+const and = (names: string[]) => (names.length < 2 ? names.join('') : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`);
+
+/**
+ * ruleWords says a failed rule between fields in words, or null when the error is no such rule:
+ * the rule's description where it has one, else what the keyword asks ("give run or project",
+ * "not both gpus and gpus_per_node"). The words stand alone, after "body: ". A `not` on a
+ * field's own value (a secret name's pattern) is no rule between fields.
+ */
+function ruleWords(e: SchemaError): string | null {
+  const parent = e.parentSchema;
+  if (e.keyword === 'not') {
+    const not = e.schema as Schema | undefined;
+    const rule = parent?.type === undefined || parent.type === 'object';
+    if (rule && parent?.description) return parent.description;
+    return presence(not) ? `not ${not.required.length > 1 ? 'both ' : ''}${and(not.required)}` : null;
+  }
+  if (e.keyword === 'anyOf' || e.keyword === 'oneOf') {
+    const alts = e.schema as Schema[] | undefined;
+    if (!Array.isArray(alts) || !alts.every(presence)) return null;
+    const names = alts.map((a) => and(a.required));
+    return parent?.description ?? (e.keyword === 'oneOf' ? `give exactly one of ${names.join(', ')}` : `give ${names.join(' or ')}`);
+  }
+  return null;
+}
+
+/** Where a rule's inner errors are (an anyOf's branches): they give way to the rule's own words. */
+const ruleInside = (e: SchemaError): string => `${e.schemaPath}/`;
+
+/** messageOf is one error in words after `dataVar`: `body/gpus must be >= 0`, or a rule's `body: give gpus or gpus_per_node, not both`. */
+export function messageOf(e: FastifySchemaValidationError, dataVar: string): string {
+  return (e as { rule?: boolean }).rule ? `${dataVar}: ${e.message}` : `${dataVar}${e.instancePath} ${e.message}`;
+}
+
 /**
  * fieldErrors keeps one error a field: an anyOf/oneOf failure replaces its branches' errors
  * (those at or under its path) with one that says what the field takes; of several errors at
  * one path, the first is kept.
  */
 export function fieldErrors(errors: readonly FastifySchemaValidationError[]): FastifySchemaValidationError[] {
-  const unions = (errors as SchemaError[]).filter((e) => e.keyword === 'anyOf' || e.keyword === 'oneOf');
+  const rules = (errors as SchemaError[]).flatMap((e) => {
+    const words = ruleWords(e);
+    return words === null ? [] : [{ e, words, inside: ruleInside(e) }];
+  });
+  const unions = (errors as SchemaError[]).filter((e) => (e.keyword === 'anyOf' || e.keyword === 'oneOf') && !rules.some((r) => r.e === e));
   const out = new Map<string, FastifySchemaValidationError>();
   for (const e of errors as SchemaError[]) {
     // The inner error of a refused property name: its propertyNames error says it.
     if ((e as { propertyName?: string }).propertyName !== undefined) continue;
+    if (rules.some((r) => r.e !== e && e.schemaPath.startsWith(r.inside))) continue;
+    const rule = rules.find((r) => r.e === e);
+    if (rule) {
+      out.set(`${e.instancePath} rule ${rule.words}`, { ...e, message: rule.words, rule: true } as FastifySchemaValidationError);
+      continue;
+    }
     const union = unions.find((u) => inside(e.instancePath, u.instancePath));
     if (union && e !== union) continue;
     const one = union ? { ...e, message: `must be ${takes(e.parentSchema)}` } : e;
@@ -65,5 +116,5 @@ export function fieldErrors(errors: readonly FastifySchemaValidationError[]): Fa
 
 /** formatSchemaErrors is the whole message: one sentence a field, `body/gpus must be >= 0`, joined by "; ". */
 export function formatSchemaErrors(errors: readonly FastifySchemaValidationError[], dataVar: string): string {
-  return [...new Set(fieldErrors(errors).map((e) => `${dataVar}${e.instancePath} ${e.message}`))].join('; ');
+  return [...new Set(fieldErrors(errors).map((e) => messageOf(e, dataVar)))].join('; ');
 }

@@ -61,10 +61,8 @@ interface Scope {
   settings: { experiment: MetricSetting | null; project: MetricSetting | null };
 }
 
-/** Exactly one scope: a run, or a project and optionally one of its experiments. */
+/** Exactly one scope: a run, or a project and optionally one of its experiments (the query schema's SCOPE_RULE refused anything else). */
 async function scopeOf(db: Db, q: { run?: string; project?: string; experiment?: string }): Promise<Scope> {
-  if (q.run !== undefined && (q.project !== undefined || q.experiment !== undefined)) throw new DomainError('invalid', 'give either run, or project (and experiment), not both');
-  if (q.experiment !== undefined && q.project === undefined) throw new DomainError('invalid', 'experiment needs a project');
   if (q.run !== undefined) {
     const run = await runScope(db, q.run);
     if (!run) throw notFound('run', q.run);
@@ -75,16 +73,16 @@ async function scopeOf(db: Db, q: { run?: string; project?: string; experiment?:
       settings: { experiment: settingOf(m.experiment), project: settingOf(m.project) },
     };
   }
-  if (q.project === undefined) throw new DomainError('invalid', 'name a scope: run, or project (and optionally experiment)');
-  const named = await namedScope(db, q.project, q.experiment);
-  if (!named.project) throw notFound('project', q.project);
-  const project = settingOf(named.project);
-  if (q.experiment === undefined) return { scope: { projectId: named.project.id }, label: `project ${q.project}`, settings: { experiment: null, project } };
-  if (!named.experiment) throw notFound('experiment', `${q.project}/${q.experiment}`);
+  const project = q.project!;
+  const named = await namedScope(db, project, q.experiment);
+  if (!named.project) throw notFound('project', project);
+  const setting = settingOf(named.project);
+  if (q.experiment === undefined) return { scope: { projectId: named.project.id }, label: `project ${project}`, settings: { experiment: null, project: setting } };
+  if (!named.experiment) throw notFound('experiment', `${project}/${q.experiment}`);
   return {
     scope: { experimentId: named.experiment.id },
-    label: `experiment ${q.project}/${q.experiment}`,
-    settings: { experiment: settingOf(named.experiment), project },
+    label: `experiment ${project}/${q.experiment}`,
+    settings: { experiment: settingOf(named.experiment), project: setting },
   };
 }
 

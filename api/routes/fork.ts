@@ -118,7 +118,6 @@ export const forkRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
     },
     async (req) => {
       const { run, checkpoint } = req.query;
-      if ((run === undefined) === (checkpoint === undefined)) throw new DomainError('invalid', 'give exactly one of run and checkpoint');
       const runId = run ?? (await runOfCheckpoint(db, checkpoint!));
       if (!runId) throw notFound('checkpoint', checkpoint!);
       const tree = await lineageOf(db, runId, (p) => mayRead(req, p));

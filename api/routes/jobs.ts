@@ -29,7 +29,7 @@ import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { BAD_KEY, KeyTaken, requestHash } from '../idempotency.ts';
-import { fieldErrors } from '../schema-errors.ts';
+import { fieldErrors, messageOf } from '../schema-errors.ts';
 import { attemptJson, jobJson, transitionJson } from '../serialize.ts';
 import type { ApiDeps } from '../deps.ts';
 
@@ -37,7 +37,6 @@ const WATCH_DIR_RULE = 'watch_dir must be relative to working_dir and stay insid
 /** The submit schema's refusals that have words of their own, by where and which rule. */
 const SUBMIT_ERRORS: Record<string, string> = {
   '/watch_dir pattern ': WATCH_DIR_RULE,
-  ' required project': 'experiment needs a project',
 };
 
 /** One refusal of the submit schema in words; null for the inner error of a refused property name (its propertyNames error says it). */
@@ -48,7 +47,7 @@ function submitError(e: FastifySchemaValidationError, dataVar: string): string |
     const name = params.propertyName;
     return isReservedSecretName(name) ? reservedSecretMessage(name) : `secret_env: ${JSON.stringify(name)} is not a variable name (letters, digits and _, not starting with a digit, at most 128 characters)`;
   }
-  return SUBMIT_ERRORS[`${e.instancePath} ${e.keyword} ${params.missingProperty ?? ''}`] ?? `${dataVar}${e.instancePath ?? ''} ${e.message}`;
+  return SUBMIT_ERRORS[`${e.instancePath} ${e.keyword} ${params.missingProperty ?? ''}`] ?? messageOf(e, dataVar);
 }
 
 /**
@@ -83,13 +82,11 @@ function withWaitReason<T extends { id: string; reason: string | null }>(j: T, w
 
 /**
  * The cards a submit asks for: `gpus` (all on one node), or `nodes` with `gpus_per_node` (a
- * gang when nodes > 1). Mixing the forms is refused rather than guessed at.
+ * gang when nodes > 1). Mixing the forms is refused by the submit schema's rules
+ * (api/schemas/rules.ts), not guessed at here.
  */
 function cardsOf(b: { gpus?: number; nodes?: number; gpus_per_node?: number }): { gpus: number; nodes: number } {
-  if (b.gpus !== undefined && b.gpus_per_node !== undefined) throw new DomainError('invalid', 'give gpus (cards on one node) or gpus_per_node (cards on each of nodes), not both');
-  const nodes = b.nodes ?? 1;
-  if (nodes > 1 && b.gpus !== undefined) throw new DomainError('invalid', `gpus is the single-node form: with nodes ${nodes}, give gpus_per_node (cards on each node)`);
-  return { gpus: b.gpus ?? b.gpus_per_node ?? 1, nodes };
+  return { gpus: b.gpus ?? b.gpus_per_node ?? 1, nodes: b.nodes ?? 1 };
 }
 
 export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
@@ -137,7 +134,6 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     async (req, reply) => {
       const b = req.body;
       const command = normalizeCommand(b.command);
-      if (b.experiment && !b.project) throw new DomainError('invalid', 'experiment needs a project');
       const { gpus, nodes } = cardsOf(b);
       const watchDir = b.watch_dir === undefined ? null : normalizeWatchDir(b.watch_dir);
       const secrets = b.secret_env ?? {};

@@ -4,6 +4,7 @@ import { ResolvedMetricSchema } from './projects.ts';
 
 export { ResolvedMetricSchema };
 import { MetricValue } from './runs.ts';
+import { needs, notBoth } from './rules.ts';
 
 const Time = Type.String({ format: 'date-time' });
 const MetricMap = Type.Record(Type.String(), MetricValue);
@@ -17,10 +18,7 @@ const scopeFields = {
 export const SCOPE_RULE = 'Exactly one scope: run, or project (and optionally experiment); experiment needs project';
 /** The scope rule as schema: run or project, not both; experiment only with project. */
 const oneScope = {
-  anyOf: [{ required: ['run'] }, { required: ['project'] }],
-  not: { required: ['run', 'project'] },
-  if: { required: ['experiment'] },
-  then: { required: ['project'] },
+  allOf: [{ description: SCOPE_RULE, anyOf: [{ required: ['run'] }, { required: ['project'] }] }, notBoth('run', 'project', SCOPE_RULE), needs('experiment', 'project', SCOPE_RULE)],
 };
 
 export const ListCheckpointsQuery = Type.Object(

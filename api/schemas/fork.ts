@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Nullable } from './common.ts';
-import { ChangeSchema, JobSchema, RetryBody } from './jobs.ts';
+import { exactlyOne } from './rules.ts';
+import { ChangeSchema, JobSchema, RETRY_GPUS_RULE, RetryBody } from './jobs.ts';
 import { CheckpointOfRun, RunStatusSchema } from './runs.ts';
 
 export const ForkBody = Type.Object(
@@ -11,6 +12,7 @@ export const ForkBody = Type.Object(
   },
   {
     additionalProperties: false,
+    allOf: [RETRY_GPUS_RULE],
     description:
       "A new TRAIN job from the checkpoint: the config of the attempt that registered it (command, working_dir, env, params, cards, selector, priority) edited as POST /jobs/:id/retry edits one (env and params merged key by key, the rest replaced), and its job's watch_dir, eval_policy, lost, stall and preemption policies. It resumes from the checkpoint (GPUPLANE_RESUME_FROM), and its run records it as forked_from",
   },
@@ -38,7 +40,7 @@ export const LineageQuery = Type.Object(
     run: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'a run of the tree' })),
     checkpoint: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'a checkpoint of a run of the tree' })),
   },
-  { additionalProperties: false, description: 'exactly one of run and checkpoint' },
+  { additionalProperties: false, ...exactlyOne(['run', 'checkpoint'], 'give exactly one of run and checkpoint') },
 );
 
 export const LineageCheckpointSchema = Type.Object({

@@ -2,6 +2,7 @@ import { Type, type Static } from '@sinclair/typebox';
 import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
 import { RESERVED_SECRET_NAME } from '../../domain/secret-env.ts';
 import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';
+import { EXPERIMENT_NEEDS_PROJECT, GPUS_OR_PER_NODE, GPUS_SINGLE_NODE, notBoth } from './rules.ts';
 
 /** A command with something in it: api/command.ts refuses one that is only white space. */
 export const NOT_BLANK = Type.String({ pattern: '\\S' });
@@ -83,7 +84,7 @@ export const SubmitJobBody = Type.Object(
     resume_from: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the checkpoint the job resumes from: its first attempt gets its path as GPUPLANE_RESUME_FROM (a later one, the latest checkpoint of an earlier attempt), and it is the parent of its first checkpoint' })),
     eval_policy: Type.Optional(EvalPolicySchema),
   },
-  { additionalProperties: false, if: { required: ['experiment'] }, then: { required: ['project'] } },
+  { additionalProperties: false, allOf: [EXPERIMENT_NEEDS_PROJECT, GPUS_OR_PER_NODE, GPUS_SINGLE_NODE] },
 );
 export type SubmitJobBody = Static<typeof SubmitJobBody>;
 
@@ -200,6 +201,9 @@ export const ListJobsQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** A retry's or fork's cards: gpus and gpus_per_node are the same number, so one of them. */
+export const RETRY_GPUS_RULE = notBoth('gpus', 'gpus_per_node', 'give gpus or gpus_per_node (the same: cards on each node), not both');
+
 export const RetryBody = Type.Object(
   {
     command: Type.Optional(SubmitJobBody.properties.command),
@@ -212,7 +216,7 @@ export const RetryBody = Type.Object(
     env: Type.Optional(StringMap),
     params: Type.Optional(ParamsRecord(Type.String({ minLength: 1 }), 'merged into the previous params')),
   },
-  { additionalProperties: false, description: 'a patch of the last attempt\'s config; env and params are merged key by key' },
+  { additionalProperties: false, description: 'a patch of the last attempt\'s config; env and params are merged key by key', allOf: [RETRY_GPUS_RULE] },
 );
 export type RetryBody = Static<typeof RetryBody>;
 

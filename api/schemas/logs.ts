@@ -40,7 +40,10 @@ export const IngestGap = Type.Object({
 });
 
 /** An offset is a byte of one stream: it needs stream=stdout or stream=stderr. */
-export const OFFSET_NEEDS_STREAM = { if: { required: ['offset'] }, then: { required: ['stream'], properties: { stream: { enum: ['stdout', 'stderr'] } } } };
+export const OFFSET_NEEDS_STREAM = {
+  description: 'offset needs one stream: add stream=stdout or stream=stderr',
+  not: { required: ['offset'], not: { required: ['stream'], properties: { stream: { enum: ['stdout', 'stderr'] } } } },
+};
 
 export const ReadLogsQuery = Type.Object(
   {

@@ -2,12 +2,19 @@ import { Type, type Static } from '@sinclair/typebox';
 import { MAX_BATCH_POINTS, METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 import { RUN_STATUSES } from '../../domain/run-status.ts';
 import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';
+import { EXPERIMENT_NEEDS_PROJECT, type Rule } from './rules.ts';
 
 export const RunStatusSchema = Type.Union(RUN_STATUSES.map((s) => Type.Literal(s)));
 const Name = Type.String({ minLength: 1, maxLength: 200 });
 const Params = ParamsRecord(Type.String({ minLength: 1, maxLength: 250 }));
 const Tags = Type.Record(Type.String({ minLength: 1, maxLength: 250 }), Type.String({ maxLength: 5000 }));
 const Time = Type.String({ format: 'date-time' });
+
+/** A run said to be running has not ended: no ended_at with status running. */
+const RUNNING_HAS_NO_END: Rule = {
+  description: 'a running run has no ended_at: give status finished, failed, crashed or cancelled with it',
+  not: { required: ['status', 'ended_at'], properties: { status: { const: 'running' } } },
+};
 
 export const IdempotencyHeaders = Type.Object({
   'idempotency-key': Type.Optional(
@@ -29,7 +36,7 @@ export const CreateRunBody = Type.Object(
     started_at: Type.Optional(Time),
     ended_at: Type.Optional(Time),
   },
-  { additionalProperties: false, description: 'A run of its own (an SDK run, or an import); project and experiment (default "default") are created on first use' },
+  { additionalProperties: false, description: 'A run of its own (an SDK run, or an import); project and experiment (default "default") are created on first use', allOf: [RUNNING_HAS_NO_END] },
 );
 export type CreateRunBody = Static<typeof CreateRunBody>;
 
@@ -58,7 +65,7 @@ export const ListRunsQuery = Type.Object(
     ),
     limit: Type.Optional(LimitParam()),
   },
-  { additionalProperties: false, if: { required: ['experiment'] }, then: { required: ['project'] } },
+  { additionalProperties: false, allOf: [EXPERIMENT_NEEDS_PROJECT] },
 );
 
 /** A checkpoint with the run that wrote it and its step: what a run evaluates, or forked from. */

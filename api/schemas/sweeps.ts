@@ -9,6 +9,9 @@ import { SWEEP_STATES } from '../../domain/sweep-state.ts';
 import { JOB_STATES } from '../../domain/job-states.ts';
 import { Nullable, StringMap } from './common.ts';
 import { MetricValue } from './runs.ts';
+import { EXPERIMENT_NEEDS_PROJECT, notBoth } from './rules.ts';
+
+const SWEEP_CARDS_RULE = 'give gpus, or nodes with gpus_per_node, not both';
 
 const literals = <T extends string>(xs: readonly T[], description?: string) => Type.Union(xs.map((x) => Type.Literal(x)), description ? { description } : {});
 const Command = Type.Union([Type.String({ minLength: 1 }), Type.Array(Type.String({ minLength: 1 }), { minItems: 1 })], { description: 'a string run by /bin/sh -c, or argv' });
@@ -45,7 +48,12 @@ export const SweepSpecSchema = Type.Object(
     seed: Type.Optional(Type.Integer({ minimum: 0, maximum: 0xffffffff, description: 'unset: the API picks one and records it' })),
     retry_failed: Type.Optional(Type.Integer({ minimum: 0, maximum: 100 })),
   },
-  { additionalProperties: false, description: 'A sweep file (docs/sweeps.md), as JSON' },
+  {
+    additionalProperties: false,
+    description: 'A sweep file (docs/sweeps.md), as JSON',
+    // What validateSweepSpec refuses between fields, for the document (the route validates with it).
+    allOf: [notBoth('gpus', 'nodes', SWEEP_CARDS_RULE), notBoth('gpus', 'gpus_per_node', SWEEP_CARDS_RULE), EXPERIMENT_NEEDS_PROJECT],
+  },
 );
 
 const TrialCounts = Type.Object({

@@ -9,7 +9,7 @@ const EventName = Type.Union(
 
 export const CreateWebhookBody = Type.Object(
   {
-    url: Type.String({ minLength: 1, maxLength: 2000, description: 'where events are POSTed: http or https; loopback, link-local and private addresses are refused unless GPUPLANE_WEBHOOK_ALLOW_PRIVATE is set' }),
+    url: Type.String({ minLength: 1, maxLength: 2000, format: 'uri', description: 'where events are POSTed: http or https; loopback, link-local and private addresses are refused unless GPUPLANE_WEBHOOK_ALLOW_PRIVATE is set' }),
     events: Type.Array(EventName, { minItems: 1, maxItems: WEBHOOK_EVENTS.length, uniqueItems: true, description: 'the events to deliver' }),
     project: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: "only the events of this project's jobs and runs (created on first use); absent: every project's (admins, or tokens of all projects)" })),
     secret: Type.Optional(Type.String({ minLength: 8, maxLength: 256, description: 'the HMAC-SHA256 key of X-GPUPlane-Signature; absent: one is made and answered once. Never returned afterwards' })),
