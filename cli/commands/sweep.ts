@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
+import { paramText } from '../../domain/param-text.ts';
 import { parseSweepSpec, SweepSpecError, type SweepSpec } from '../../domain/sweep-spec.ts';
 import type { SweepDetailJson, SweepJson, WireValue } from '../api-types.ts';
 import { cancelSweep, createSweep, getSweep, listSweeps } from '../client-sweeps.ts';
@@ -16,7 +17,7 @@ const num = (v: WireValue) => (typeof v === 'number' ? String(Number(v.toPrecisi
 const params = (p: Record<string, unknown>) =>
   Object.entries(p)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([k, v]) => `${k}=${typeof v === 'number' ? Number(v.toPrecision(4)) : String(v)}`)
+    .map(([k, v]) => `${k}=${paramText(v)}`)
     .join(' ');
 
 /**

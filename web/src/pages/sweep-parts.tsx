@@ -1,4 +1,5 @@
 /** The pieces of a sweep's page (sweep.tsx): its settings, its best trial, its leaderboard. */
+import { paramText } from '../../../domain/param-text.ts';
 import { colorOf } from '../charts/metric-chart.tsx';
 import { JobLink, RunLink, StateBadge, When } from '../components.tsx';
 import { metric, show } from '../format.ts';
@@ -126,10 +127,11 @@ export function Leaderboard({ s, params }: { s: SweepDetail; params: string[] })
               {asha && <td data-column="rung">{t.rung === null ? '—' : `${t.rung} (step ${t.rung_step ?? '?'})`}</td>}
               {params.map((p) => (
                 <td key={p} data-param={p}>
-                  {p in t.params ? show(t.params[p]) : ''}
+                  {p in t.params ? <span title={show(t.params[p])}>{paramText(t.params[p])}</span> : ''}
                 </td>
               ))}
-              <td class="reason">{t.reason}</td>
+              {/* Cut to the column's width with an ellipsis; the whole reason in its title. */}
+              <td class="reason">{t.reason && <span title={t.reason}>{t.reason}</span>}</td>
             </tr>
           ))}
         </tbody>
