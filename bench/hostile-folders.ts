@@ -60,7 +60,7 @@ async function timed(client: GpuplaneClient, seconds: number, sample: () => void
 async function main() {
   if (process.getuid?.() !== 0) throw new Error('bench/hostile-folders runs as root (an agent with job users)');
   const services = await startSharedServices('hostile-bench');
-  const c = await startCluster('hostilebench', { agents: [{ nodeId: 'hostile-bench', gpus: 1, env: { GPUPLANE_JOB_USERS: '3300000-3300099', GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300' } }] }, services);
+  const c = await startCluster('hostilebench', { agents: [{ nodeId: 'hostile-bench', gpus: 1, env: { GPUPLANE_JOB_USERS: '3500000-3500099', GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300' } }] }, services);
   const base = fs.mkdtempSync('/tmp/gpuplane-hostile-bench-');
   fs.chmodSync(base, 0o1777);
   const member = await c.makeToken({ role: 'member', projects: ['beta'] });

@@ -66,8 +66,8 @@ describe.skipIf(skip !== null)('a job\'s processes end with it', () => {
     // this machine (tenancy.e2e) gives its projects those, and a sweep here must not meet them.
     c = await startCluster('orphans', {
       agents: [
-        { nodeId: CG, gpus: 2, labels: { cgroups: 'on' }, env: { GPUPLANE_JOB_USERS: '3001000-3001049', GPUPLANE_MAX_PIDS: String(MAX_PIDS) } },
-        { nodeId: NOCG, gpus: 2, labels: { cgroups: 'off' }, env: { GPUPLANE_JOB_USERS: '3001050-3001099', GPUPLANE_CGROUPS: 'off' } },
+        { nodeId: CG, gpus: 2, labels: { cgroups: 'on' }, env: { GPUPLANE_JOB_USERS: '3400000-3400049', GPUPLANE_MAX_PIDS: String(MAX_PIDS) } },
+        { nodeId: NOCG, gpus: 2, labels: { cgroups: 'off' }, env: { GPUPLANE_JOB_USERS: '3400050-3400099', GPUPLANE_CGROUPS: 'off' } },
       ],
     });
   });
