@@ -82,7 +82,7 @@ export interface GpuplaneConfig {
   sweepPollMs: number;
   /** The most log bytes the API keeps of one attempt's rank, stdout and stderr together (GPUPLANE_LOG_CAP_MIB, 256; 0: no cap; domain/log-cap.ts). */
   logCapBytes: number | null;
-  /** The most zero-card trials one sweep runs at once (GPUPLANE_MAX_CPU_TRIALS, 32; domain/sweep-limits.ts). */
+  /** The most zero-card trials a project's running sweeps run at once together (GPUPLANE_MAX_CPU_TRIALS, 32; domain/sweep-limits.ts). */
   maxCpuTrials: number;
   /** How many times `--on-stall requeue` re-queues a job before its next stall fails it (GPUPLANE_MAX_STALL_REQUEUES, 3; domain/stall.ts). */
   maxStallRequeues: number;

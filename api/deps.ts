@@ -29,7 +29,7 @@ export interface ApiDeps {
   stallAfterS?: number;
   /** GPUPLANE_LOG_CAP_MIB in bytes: the most log one rank of an attempt keeps, stdout and stderr together (domain/log-cap.ts; 256 MiB when absent, null: no cap). */
   logCapBytes?: number | null;
-  /** GPUPLANE_MAX_CPU_TRIALS: the most zero-card trials one sweep runs at once (domain/sweep-limits.ts; 32 when absent). */
+  /** GPUPLANE_MAX_CPU_TRIALS: the most zero-card trials a project's running sweeps run at once together (domain/sweep-limits.ts; 32 when absent). */
   maxCpuTrials?: number;
   /** GPUPLANE_MAX_STALL_REQUEUES: the re-queues `--on-stall requeue` makes before a job's next stall fails it (domain/stall.ts; 3 when absent). */
   maxStallRequeues?: number;

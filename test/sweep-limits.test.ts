@@ -25,7 +25,7 @@ describe('limitConcurrency (domain/sweep-limits.ts)', () => {
     expect(limitConcurrency(grid(10, { gpus: 2, max_concurrent: 10 }), { quota: null, maxCpuTrials: 1 }).max_concurrent).toBe(10);
   });
   it('bounds zero-card trials by the plane cap, quota or not', () => {
-    expect(() => limitConcurrency(grid(100, { gpus: 0, max_concurrent: 33 }), { quota: null, maxCpuTrials: 32 })).toThrow(/33 zero-card trials at once is more than this plane allows \(GPUPLANE_MAX_CPU_TRIALS=32\)/);
+    expect(() => limitConcurrency(grid(100, { gpus: 0, max_concurrent: 33 }), { quota: null, maxCpuTrials: 32 })).toThrow(/33 zero-card trials at once is more than this plane allows a project \(GPUPLANE_MAX_CPU_TRIALS=32\)/);
     expect(limitConcurrency(grid(100, { gpus: 0 }), { quota: quota(0), maxCpuTrials: 32 }).max_concurrent).toBe(32);
     expect(limitConcurrency(grid(100, { gpus: 0, max_concurrent: 32 }), { quota: null, maxCpuTrials: 32 }).max_concurrent).toBe(32);
     expect(limitConcurrency(grid(5, { gpus: 0 }), { quota: null, maxCpuTrials: 32 }).max_concurrent).toBeUndefined();
@@ -73,9 +73,24 @@ describe('POST /sweeps: max_concurrent within the limits', () => {
   it('refuses more zero-card trials at once than GPUPLANE_MAX_CPU_TRIALS, and fills the cap in when unset', async () => {
     const r = await create(grid(100, { project: 'vision', gpus: 0, max_concurrent: 100 }));
     expect(r.statusCode).toBe(400);
-    expect(r.json().message).toBe('sweep file: max_concurrent: 100 zero-card trials at once is more than this plane allows (GPUPLANE_MAX_CPU_TRIALS=4); give at most 4');
+    expect(r.json().message).toBe('sweep file: max_concurrent: 100 zero-card trials at once is more than this plane allows a project (GPUPLANE_MAX_CPU_TRIALS=4); give at most 4');
     const filled = await create(grid(100, { gpus: 0 }));
     expect(filled.statusCode).toBe(201);
     expect(filled.json().spec.max_concurrent).toBe(4);
+  });
+
+  it("counts the zero-card trials of the project's running sweeps together: many sweeps cannot add up past the cap", async () => {
+    expect((await create(grid(10, { project: 'cpu', gpus: 0, max_concurrent: 3 }))).statusCode).toBe(201);
+    const over = await create(grid(10, { project: 'cpu', gpus: 0, max_concurrent: 2 }));
+    expect(over.statusCode).toBe(400);
+    expect(over.json().message).toBe("sweep file: max_concurrent: 2 zero-card trials at once is more than this plane allows a project (GPUPLANE_MAX_CPU_TRIALS=4) (the project's running sweeps may run 3 already); give at most 1");
+    const filled = await create(grid(10, { project: 'cpu', gpus: 0 }));
+    expect(filled.statusCode).toBe(201);
+    expect(filled.json().spec.max_concurrent).toBe(1);
+    const full = await create(grid(10, { project: 'cpu', gpus: 0 }));
+    expect(full.statusCode).toBe(400);
+    expect(full.json().message).toMatch(/running sweeps may run 4 zero-card trials at once already, all this plane allows a project \(GPUPLANE_MAX_CPU_TRIALS=4\); create it when one of them ends/);
+    // Another project has its own allowance.
+    expect((await create(grid(10, { project: 'cpu-b', gpus: 0, max_concurrent: 4 }))).statusCode).toBe(201);
   });
 });

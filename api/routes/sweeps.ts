@@ -4,13 +4,13 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import { bestCandidates } from '../../db/queries/checkpoints.ts';
 import { ensureExperiment, ensureProject, findProjectId, primaryMetricSettings } from '../../db/queries/projects.ts';
-import { ashaSweepOfRun, getSweep, insertSweep, listSweeps, sweepOfKey, sweepScopeNames, sweepTrialRows, trialCounts, type TrialRow } from '../../db/queries/sweeps.ts';
+import { ashaSweepOfRun, getSweep, insertSweep, listSweeps, runningSweepSpecs, sweepOfKey, sweepScopeNames, sweepTrialRows, trialCounts, type TrialRow } from '../../db/queries/sweeps.ts';
 import { newId } from '../../db/ids.ts';
 import type { Sweep } from '../../db/schema.ts';
 import { projectQuotaList } from '../../db/queries/quotas.ts';
 import { ashaRungSteps, ashaSettings, compareValues } from '../../domain/asha.ts';
 import { quotaFor } from '../../domain/fair-share.ts';
-import { DEFAULT_MAX_CPU_TRIALS, limitConcurrency } from '../../domain/sweep-limits.ts';
+import { cpuTrialsOf, DEFAULT_MAX_CPU_TRIALS, limitConcurrency } from '../../domain/sweep-limits.ts';
 import { bestCheckpoint } from '../../domain/best-checkpoint.ts';
 import { encodeValue } from '../../domain/metrics.ts';
 import { resolvePrimaryMetric, trainCounterpart } from '../../domain/primary-metric.ts';
@@ -119,13 +119,15 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
   /**
    * The sweep file with max_concurrent within its limits (domain/sweep-limits.ts): its trials' cards at once within the
    * quota they count against (a trial's job has no selector: the project's quota over the whole cluster), its
-   * zero-card trials within GPUPLANE_MAX_CPU_TRIALS. Past one: a 400 naming it.
+   * zero-card trials, with those of the project's running sweeps, within GPUPLANE_MAX_CPU_TRIALS. Past one: a 400 naming it.
    */
   async function withinLimits(spec: SweepSpec): Promise<SweepSpec> {
     const projectId = spec.project ? await findProjectId(db, spec.project) : undefined;
     const q = projectId ? quotaFor(projectId, {}, await projectQuotaList(db)) : null;
+    const maxCpuTrials = deps.maxCpuTrials ?? DEFAULT_MAX_CPU_TRIALS;
+    const cpuTrialsTaken = projectId ? (await runningSweepSpecs(db, projectId)).reduce((n, s) => n + cpuTrialsOf(s, maxCpuTrials), 0) : 0;
     try {
-      return limitConcurrency(spec, { quota: q && { project: spec.project!, pool: q.pool, gpus: q.gpus }, maxCpuTrials: deps.maxCpuTrials ?? DEFAULT_MAX_CPU_TRIALS });
+      return limitConcurrency(spec, { quota: q && { project: spec.project!, pool: q.pool, gpus: q.gpus }, maxCpuTrials, cpuTrialsTaken });
     } catch (err) {
       if (err instanceof SweepSpecError) throw new DomainError('invalid', `sweep file: ${err.message}`);
       throw err;
@@ -153,7 +155,7 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         tags: ['sweeps'],
         summary: 'Create a sweep: its workflow starts its trials as TRAIN jobs',
         description:
-          "The body is the sweep file as JSON (docs/sweeps.md). A mistake is answered 400 naming its field, and nothing is created. `max_concurrent` is bounded: trials that take cards by the project's card quota (max_concurrent × cards a trial at most the quota), zero-card trials by GPUPLANE_MAX_CPU_TRIALS; past a bound is 400, and a file without it gets the bound filled in where its trials would pass it.",
+          "The body is the sweep file as JSON (docs/sweeps.md). A mistake is answered 400 naming its field, and nothing is created. `max_concurrent` is bounded: trials that take cards by the project's card quota (max_concurrent × cards a trial at most the quota), zero-card trials, with those of the project's other running sweeps, by GPUPLANE_MAX_CPU_TRIALS; past a bound is 400, and a file without it gets the bound filled in where its trials would pass it.",
         headers: IdempotencyHeaders,
         body: SweepSpecSchema,
         response: { 201: SweepDetailSchema, ...Conflict },

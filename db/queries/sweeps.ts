@@ -52,6 +52,12 @@ export async function listSweeps(ex: Executor, f: { projectIds?: string[] | null
     .limit(f.limit);
 }
 
+/** runningSweepSpecs returns the specs of a project's RUNNING sweeps. */
+export async function runningSweepSpecs(ex: Executor, projectId: string): Promise<SweepSpec[]> {
+  const rows = await ex.select({ spec: sweeps.spec }).from(sweeps).where(and(eq(sweeps.projectId, projectId), eq(sweeps.state, 'RUNNING')));
+  return rows.map((r) => r.spec);
+}
+
 /** The project of a sweep (its name; null for none), undefined when there is no such sweep. */
 export async function projectOfSweep(ex: Executor, id: string): Promise<string | null | undefined> {
   const [r] = await queryRows<{ name: string | null }>(ex, sql`select p.name from sweeps s left join projects p on p.id = s.project_id where s.id = ${id}`);
