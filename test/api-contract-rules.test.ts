@@ -64,7 +64,7 @@ describe('rules between fields', () => {
   };
 
   beforeAll(async () => {
-    t = await startTestApp('contract-rules', { temporal: false });
+    t = await startTestApp('contract-rules', { temporal: false, listen: true });
     app = t.app;
     await app.ready();
     doc = app.swagger() as unknown as Doc;
@@ -124,5 +124,47 @@ describe('rules between fields', () => {
       if (res.statusCode !== 405 || res.headers.allow !== want) wrong.push(`OPTIONS ${url}: ${res.statusCode} Allow ${String(res.headers.allow)}, the document: ${want}`);
     }
     expect(wrong, wrong.join('\n')).toEqual([]);
+  });
+
+  it("GET /stream's events are each valid against the document's event schema, their data against its contentSchema", async () => {
+    const media = (doc.paths['/api/v1/stream'].get as unknown as { responses: Record<string, { content: Record<string, { schema: unknown }> }> }).responses['200'].content['text/event-stream'];
+    const eventValid = ajv.compile({ $ref: 'doc#/paths/~1api~1v1~1stream/get/responses/200/content/text~1event-stream/schema' });
+    expect(media.schema).toMatchObject({ anyOf: expect.any(Array) });
+    const ac = new AbortController();
+    const res = await fetch(`${t.url}/api/v1/stream`, { signal: ac.signal });
+    const reader = res.body!.getReader();
+    const events: Record<string, unknown>[] = [];
+    let text = '';
+    const deadline = Date.now() + 15_000;
+    let poked = false;
+    while (Date.now() < deadline && !events.some((e) => e.event === 'change')) {
+      const chunk = await Promise.race([reader.read(), new Promise<null>((ok) => setTimeout(() => ok(null), 250))]);
+      if (chunk?.value) text += new TextDecoder().decode(chunk.value);
+      for (let end = text.indexOf('\n\n'); end >= 0; end = text.indexOf('\n\n')) {
+        const fields = text.slice(0, end).split('\n').filter((l) => !l.startsWith(':'));
+        text = text.slice(end + 2);
+        if (fields.length === 0) continue;
+        const e: Record<string, unknown> = {};
+        for (const l of fields) {
+          const [k, v] = [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trimStart()];
+          e[k] = k === 'retry' ? Number(v) : v;
+        }
+        events.push(e);
+      }
+      if (!poked && events.length > 0) {
+        poked = true;
+        // Something changes: a run is registered.
+        expect((await app.inject({ method: 'POST', url: '/api/v1/runs', payload: { project: 'stream' } })).statusCode).toBe(201);
+      }
+    }
+    ac.abort();
+    expect(events.map((e) => e.event)).toEqual(expect.arrayContaining(['hello', 'change']));
+    for (const e of events) {
+      expect(eventValid(e), `${JSON.stringify(e)}: ${ajv.errorsText(eventValid.errors)}`).toBe(true);
+      type Branch = { properties: { event: { const?: string; enum?: string[] }; data: { contentSchema: object } } };
+      const branch = (media.schema as { anyOf: Branch[] }).anyOf.find((b) => (b.properties.event.const ?? b.properties.event.enum?.[0]) === e.event)!;
+      const dataValid = ajv.compile(JSON.parse(JSON.stringify(branch.properties.data.contentSchema)));
+      expect(dataValid(JSON.parse(String(e.data))), `${String(e.data)}: ${ajv.errorsText(dataValid.errors)}`).toBe(true);
+    }
   });
 });

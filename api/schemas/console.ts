@@ -1,4 +1,4 @@
-import { Type, type Static } from '@sinclair/typebox';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Nullable } from './common.ts';
 
 /** What the console needs to know about the plane it is served by. */
@@ -27,16 +27,30 @@ const STREAM_FORMAT =
   'Then `event: change` with `data:` one line of JSON, a ChangeEvent ({"topics": [...], "run_ids": [...], "job_ids": [...], "truncated": false}), whenever jobs, nodes, runs, metric points, events or checkpoints change; ' +
   'each change is sent again about a second later (its writer may not have committed when it was first seen). A `: ping` comment line every 15 s. The response never ends; nothing but notifications: clients refetch through the other routes.';
 
-/** A 200 of GET /stream: the event stream, its format in words and the data of each event as a schema (`x-events`). */
+/** One event of GET /stream as a client's parser reads it: its name, its data (JSON, as text) and, on hello, retry. */
+const streamEvent = (name: string, description: string, data: TSchema, retry = false) =>
+  Type.Object(
+    {
+      event: Type.Literal(name),
+      data: Type.String({ contentMediaType: 'application/json', contentSchema: data, description: 'one line of JSON' }),
+      ...(retry ? { retry: Type.Integer({ description: 'milliseconds a client waits before it reconnects' }) } : {}),
+    },
+    { description },
+  );
+
+/**
+ * A 200 of GET /stream: the event stream, its format in words, and its events. Under OpenAPI 3.1
+ * a text/event-stream's `schema` describes one event, as {event, data, retry, id} (what
+ * schema-driven clients and fuzzers read); the data's own schema is its contentSchema.
+ */
 export const StreamEvents = {
-  description: 'an endless stream of server-sent events',
+  description: `an endless stream of server-sent events. ${STREAM_FORMAT}`,
   content: {
     'text/event-stream': {
-      schema: Type.String({ description: STREAM_FORMAT }),
-      'x-events': {
-        hello: { description: 'once, first, with `retry: 2000`', data: Type.Object({}, { additionalProperties: false }) },
-        change: { description: 'whenever something changed', data: ChangeEventSchema },
-      },
+      schema: Type.Union([
+        streamEvent('hello', 'once, first, with `retry: 2000`', Type.Object({}, { additionalProperties: false }), true),
+        streamEvent('change', 'whenever something changed', ChangeEventSchema),
+      ]),
     },
   },
 };
