@@ -92,7 +92,7 @@ describe('rules between fields', () => {
 
   it("the sweep file's schema states validateSweepSpec's rules between fields", () => {
     const base = { command: 'train', method: 'grid', parameters: { lr: { values: [1] } } };
-    const cases = [{ gpus: 1, gpus_per_node: 1 }, { gpus: 1, nodes: 2 }, { experiment: 'e' }, { nodes: 2, gpus_per_node: 1 }, { gpus: 2 }, { project: 'p', experiment: 'e' }];
+    const cases = [{ gpus: 1, gpus_per_node: 1 }, { gpus: 1, nodes: 2 }, { experiment: 'e' }, { nodes: 2, gpus_per_node: 1 }, { gpus: 2 }, { project: 'p', experiment: 'e' }, { parameters: {} }];
     for (const extra of cases) {
       const body = { ...base, ...extra };
       let domain = true;

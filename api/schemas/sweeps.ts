@@ -38,7 +38,7 @@ export const SweepSpecSchema = Type.Object(
     method: literals(SWEEP_METHODS),
     max_trials: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, description: 'required by random and asha over a min/max parameter; unset over values: lists only, the number of points; a grid: its cap' })),
     max_concurrent: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000 })),
-    parameters: Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$' }), SweepParameterSchema),
+    parameters: Type.Record(Type.String({ pattern: '^[A-Za-z_][A-Za-z0-9_.-]*$' }), SweepParameterSchema, { minProperties: 1, description: 'at least one' }),
     asha: Type.Optional(
       Type.Object(
         { min_steps: Type.Integer({ minimum: 1 }), max_steps: Type.Integer({ minimum: 1 }), reduction_factor: Type.Integer({ minimum: 2, maximum: 100 }) },
