@@ -9,7 +9,7 @@ import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, ProcessExit } from '../workflows/types.ts';
 import { AllowedRoots } from './gpu-host/allowed-roots.ts';
 import { attemptEnv, writeHostfile } from './gpu-host/attempt-env.ts';
-import { agentShutdown, checkAttemptIds, fencedHere, unknownHere, vanished } from './gpu-host/attempt-failures.ts';
+import { agentShutdown, checkAttemptIds, fencedHere, stoppedHere, unknownHere, vanished } from './gpu-host/attempt-failures.ts';
 import { attemptEnd } from './gpu-host/checkpoint-watching.ts';
 import type { GpuHostDeps } from './gpu-host/deps.ts';
 import { confirmLaunch, reportStarted } from './gpu-host/launch.ts';
@@ -67,7 +67,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     // Fencing: an older attempt of the same job must never run beside this one.
     if (existing) await pt.fence(existing);
     // An attempt fenced here is never started again (a Reset replaying its runJob): it is LOST.
-    if (fencedMark) throw fencedHere();
+    if (fencedMark) throw pt.stoppedWithAgent(spec.jobId, spec.attempt) ? stoppedHere() : fencedHere();
     if (ended) return endedExit(spec.jobId, spec.attempt, logPath, ended);
 
     makePrivateDir(path.dirname(logPath));
@@ -144,7 +144,7 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
       if (entry && entry.attempt === a.attempt && !entry.fenced) return supervise(entry, logPath);
       const ended = pt.endedStatus(a.jobId, a.attempt);
       if (ended) return endedExit(a.jobId, a.attempt, logPath, ended);
-      if (fs.existsSync(pt.file(a.jobId, a.attempt, 'fenced'))) throw fencedHere();
+      if (fs.existsSync(pt.file(a.jobId, a.attempt, 'fenced'))) throw pt.stoppedWithAgent(a.jobId, a.attempt) ? stoppedHere() : fencedHere();
       if (!fs.existsSync(pt.file(a.jobId, a.attempt, 'json'))) throw unknownHere();
       throw vanished();
     },

@@ -1,5 +1,6 @@
 /** What `gpuctl jobs`, `gpuctl job ID` and `gpuctl nodes` print for people; `--json` prints everything. */
 import type { JobDetailJson, JobJson, NodeJson } from './client.ts';
+import { isQuarantine, shortDrainReason } from '../domain/quarantine.ts';
 import { shellJoin } from '../domain/shell-quote.ts';
 import { age, keyValues, table } from './table.ts';
 
@@ -105,7 +106,24 @@ export function renderJob(j: JobDetailJson): string {
   return `${block}\n\n${attempts}${members}\n\n${history}`;
 }
 
+/**
+ * Under the nodes table, a line for each quarantined node, its STATUS being cut: what it is
+ * waiting for and the command that ends it; and when no other ONLINE node takes jobs, that too,
+ * since every job then waits for it.
+ */
+export function quarantineLines(nodes: Pick<NodeJson, 'id' | 'status' | 'drained'>[]): string[] {
+  const taking = nodes.filter((n) => n.status === 'ONLINE' && !n.drained).length;
+  return nodes
+    .filter((n) => isQuarantine(n.drained?.reason))
+    .map((n) => `node ${n.id} is ${shortDrainReason(n.drained!.reason!)}${n.status === 'ONLINE' && taking === 0 ? '; no other ONLINE node takes jobs, so they all wait for it' : ''}: gpuctl node resume ${n.id} once it is fixed`);
+}
+
 export function renderNodes(nodes: NodeJson[]): string {
+  const notes = quarantineLines(nodes);
+  return renderNodesTable(nodes) + (notes.length ? `\n\n${notes.join('\n')}` : '');
+}
+
+function renderNodesTable(nodes: NodeJson[]): string {
   return table(
     ['NODE', 'STATUS', 'ADDRESS', 'LABELS', 'CARDS', 'FREE', 'OWNERS'],
     nodes.map((n) => {

@@ -1,3 +1,4 @@
+import { isQuarantine, shortDrainReason } from '../domain/quarantine.ts';
 import { shellJoin } from '../domain/shell-quote.ts';
 import type { PrivateAddressPolicy } from '../domain/webhooks.ts';
 
@@ -33,6 +34,18 @@ export function nodesLine(ids: string[], cards: number, source: string): string 
   if (ids.length === 1) return `${ids[0]}: ${count} (${source})`;
   const names = ids.length <= 3 ? ids.join(', ') : `${ids[0]} … ${ids[ids.length - 1]} (${ids.length} nodes)`;
   return `${names}: ${count} each (${source})`;
+}
+
+/**
+ * The banner's line of its local nodes that are quarantined (domain/quarantine.ts): kept across
+ * restarts, such a node takes no job, and a plane of one node runs nothing, until it is resumed.
+ * null when none is.
+ */
+export function quarantinedLine(nodes: { id: string; drainReason: string | null }[]): string | null {
+  const q = nodes.filter((n) => isQuarantine(n.drainReason));
+  if (q.length === 0) return null;
+  const all = q.length === nodes.length ? `; no other node takes jobs, so they all wait for ${q.length === 1 ? 'it' : 'them'}` : '';
+  return `${q.map((n) => `${n.id} (${shortDrainReason(n.drainReason!)})`).join(', ')}${all}: gpuctl node resume ${q[0].id} once it is fixed`;
 }
 
 /**

@@ -43,6 +43,22 @@ export function quarantineReason(faults: NodeFault[], rule: QuarantineRule): str
   return `quarantined: ${faults.length} attempts ended LOST or with a GPU/driver error within ${formatWindow(rule.windowMs)} (${shown.join(', ')}${faults.length > rule.after ? ', …' : ''}); gpuctl node resume once it is fixed`;
 }
 
+/** Whether a drain reason is a quarantine's (quarantineReason's words). */
+export function isQuarantine(drainReason: string | null | undefined): boolean {
+  return typeof drainReason === 'string' && drainReason.startsWith('quarantined: ');
+}
+
+/**
+ * A drain reason short enough to be read where it is cut (a table's column, a waiting job's
+ * reason): a quarantine's without the attempts it names (`quarantined: 3 attempts ended LOST or
+ * with a GPU/driver error within 1 h`); any other as it is.
+ */
+export function shortDrainReason(drainReason: string): string {
+  if (!isQuarantine(drainReason)) return drainReason;
+  const cut = drainReason.indexOf(' (');
+  return cut > 0 ? drainReason.slice(0, cut) : drainReason;
+}
+
 function formatWindow(ms: number): string {
   const s = Math.round(ms / 1000);
   if (s % 3600 === 0) return `${s / 3600} h`;

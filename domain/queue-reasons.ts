@@ -22,6 +22,7 @@
  */
 import { fairShareRanking, type FairShareState } from './fair-share.ts';
 import { neverFitsReason, planPlacements, selectorMatches, type NodeRoom, type QueuedJob } from './placement.ts';
+import { shortDrainReason } from './quarantine.ts';
 
 function where(selector: Record<string, string>): string {
   const pairs = Object.entries(selector);
@@ -66,7 +67,8 @@ export function drainedReason(job: QueuedJob, rooms: readonly NodeRoom[], draine
   if (neverFitsReason(job.gpus, job.selector, [...rooms, ...mine], size) !== null) return null;
   const named = mine
     .slice(0, 3)
-    .map((n) => `${n.id}${n.drainReason ? ` (${n.drainReason})` : ''}`)
+    // A quarantine's reason without its attempts: the command that ends it stays in sight.
+    .map((n) => `${n.id}${n.drainReason ? ` (${shortDrainReason(n.drainReason)})` : ''}`)
     .join(', ');
   const more = mine.length > 3 ? ` and ${mine.length - 3} more` : '';
   const s = mine.length > 1 ? 's' : '';

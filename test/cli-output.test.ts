@@ -4,7 +4,7 @@ import type { JobJson, NodeJson } from '../cli/client.ts';
 import type { Command, Option } from 'commander';
 import { paramValue } from '../cli/args.ts';
 import { buildProgram } from '../cli/main.ts';
-import { renderJobs, renderNodes, submitWarning } from '../cli/render.ts';
+import { quarantineLines, renderJobs, renderNodes, submitWarning } from '../cli/render.ts';
 import { age, cell, keyValues, table } from '../cli/table.ts';
 import { shellJoin } from '../domain/shell-quote.ts';
 
@@ -120,6 +120,17 @@ describe('CLI tables', () => {
     }
     expect(errs).toHaveLength(3);
     for (const e of errs) expect(e).toMatch(/^gpuctl: \S[^\n]*\n$/);
+  });
+
+  it('name gpuctl node resume under the table for a quarantined node, and say when no other ONLINE node takes jobs', () => {
+    const why = 'quarantined: 3 attempts ended LOST or with a GPU/driver error within 1 h (job-c#1 LOST, job-b#1 LOST, job-a#1 LOST); gpuctl node resume once it is fixed';
+    const n = (id: string, drained: NodeJson['drained'] = null) => ({ id, hostname: 'h', address: null, labels: {}, status: 'ONLINE', last_seen_at: '2025-01-01T00:00:00Z', drained, gpus: [] }) as unknown as NodeJson;
+    const vm = n('vm', { at: '2025-01-01T00:00:00Z', reason: why, by: 'gpuplane (quarantine)' });
+    const lines = renderNodes([vm]).split('\n');
+    expect(lines.at(-1)).toBe('node vm is quarantined: 3 attempts ended LOST or with a GPU/driver error within 1 h; no other ONLINE node takes jobs, so they all wait for it: gpuctl node resume vm once it is fixed');
+    expect(quarantineLines([vm, n('vm2')])).toEqual(['node vm is quarantined: 3 attempts ended LOST or with a GPU/driver error within 1 h: gpuctl node resume vm once it is fixed']);
+    // An admin's drain is the admin's: nothing under the table.
+    expect(quarantineLines([n('d2', { at: '2025-01-01T00:00:00Z', reason: 'disk swap', by: 'ops' })])).toEqual([]);
   });
 
   it("count a card held by another project's job as busy, its owner unnamed", () => {

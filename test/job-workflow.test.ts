@@ -8,6 +8,7 @@ import proto from '@temporalio/proto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ControlActivities } from '../activities/control.ts';
 import type { GpuHostActivities } from '../activities/gpu-host.ts';
+import { agentStopped, fencedHere, stoppedHere } from '../activities/gpu-host/attempt-failures.ts';
 import { temporalBinary } from '../temporal/dev-server.ts';
 import { AGENT_SHUTDOWN, RETRY_REFUSED } from '../workflows/failures.ts';
 import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, retryJobUpdate } from '../workflows/job-messages.ts';
@@ -233,6 +234,30 @@ describe('jobWorkflow interleavings', () => {
     expect(result.state).toBe('LOST');
     expect(names(jobId).slice(4, 6).sort()).toEqual(['noteAttempt', 'watchJob']);
     expect(names(jobId).at(-1)).toBe('finishAttempt');
+  });
+
+  it("an attempt its agent's deliberate stop ended: LOST with the cause that keeps it off the node's faults; any other agent shutdown: LOST alone", async () => {
+    const ended = async (failure: ApplicationFailure) => {
+      const jobId = newJob();
+      script.set(jobId, {
+        runJob: async () => {
+          throw failure;
+        },
+      });
+      const w = await controlWorker();
+      const result = await w.runUntil(async () => {
+        const h = await start(jobId);
+        await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+        return h.result() as Promise<JobWorkflowResult>;
+      });
+      expect(result.state).toBe('LOST');
+      return calls.get(jobId)!.find((c) => c.name === 'finishAttempt')!.args.outcome as AttemptOutcome;
+    };
+    expect(await ended(agentStopped())).toMatchObject({ state: 'LOST', lostCause: 'agent-stopped', reason: 'lost contact with node n1: the agent was stopped (SIGINT/SIGTERM) while the attempt ran' });
+    expect(await ended(stoppedHere())).toMatchObject({ state: 'LOST', lostCause: 'agent-stopped' });
+    const silent = await ended(fencedHere());
+    expect(silent.state).toBe('LOST');
+    expect(silent.lostCause).toBeUndefined();
   });
 
   it('a node that never takes the attempt: LOST at lost-after, not before', async () => {

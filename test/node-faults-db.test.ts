@@ -1,6 +1,12 @@
+import type { Client } from '@temporalio/client';
+import { sql } from 'drizzle-orm';
 import { describe, expect, it } from 'vitest';
+import { finishActivities } from '../activities/control/finish.ts';
 import { type DatabaseHandle } from '../db/client.ts';
-import { insertJob } from '../db/queries/jobs.ts';
+import { getJob, insertJob, transitionJob } from '../db/queries/jobs.ts';
+import { runSchedulePass } from '../db/queries/schedule.ts';
+import type { JobTimeouts } from '../temporal/client-ops.ts';
+import type { AttemptOutcome } from '../workflows/types.ts';
 import { QUARANTINE_BY, recordNodeFault } from '../db/queries/node-faults.ts';
 import { drainNode, getNode, resumeNode, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { events } from '../db/schema.ts';
@@ -68,5 +74,52 @@ describe.each([
     }
     expect((await getNode(db, 'q3'))!.drainReason).toBe('disk swap');
     expect((await getNode(db, 'q4'))!.drainedAt).toBeNull();
+  });
+});
+
+/** finishAttempt's deps on a database alone: its Temporal calls (the suspect signal) go nowhere. */
+const controlOn = (db: Db, quarantine: { after: number; windowMs: number }) =>
+  finishActivities({
+    deps: { db, client: { workflow: { getHandle: () => ({ signal: async () => undefined }) } } as unknown as Client, timeouts: {} as JobTimeouts, backfillHoldMs: 0, quarantine },
+    wake: async () => undefined,
+  });
+const lostOutcome = (reason: string, stopped: boolean): AttemptOutcome => ({ state: 'LOST', exitCode: null, signal: null, reason, ...(stopped ? { lostCause: 'agent-stopped' as const } : {}) });
+
+describe.each([
+  ['PostgreSQL', postgres],
+  ['PGlite', pglite],
+])('attempts LOST to a deliberate stop of their agent on %s', (_name, open) => {
+  it('are re-queued and never count toward quarantine; losses of a silent node do', async () => {
+    const { db } = await open();
+    await upsertNodeOnline(db, { nodeId: 'vm', hostname: 'h', labels: {}, gpus: fakeGpus('vm', 3) });
+    const ids = ['job-a', 'job-b', 'job-c'];
+    for (const id of ids) {
+      await insertJob(db, { id, type: 'CUSTOM', state: 'CREATED', gpus: 1, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {} });
+      await db.transaction((tx) => transitionJob(tx, { jobId: id, attempt: 1, from: ['CREATED'], to: 'QUEUED', job: { queuedAt: new Date(Date.now() - 1000) } }));
+    }
+    const place = async (n: number) => {
+      expect((await runSchedulePass(db, 0, new Date())).placements).toHaveLength(n);
+      await db.execute(sql`update jobs set state = 'RUNNING' where state = 'DISPATCHING'`);
+      await db.execute(sql`update job_attempts set state = 'RUNNING' where state = 'DISPATCHING'`);
+    };
+    await place(3);
+    const control = controlOn(db, { after: 3, windowMs: 3600_000 });
+    // The plane restarted: each agent-stopped attempt is LOST and re-queued, and the node is no worse for it.
+    for (const id of ids) {
+      expect(await control.finishAttempt({ jobId: id, attempt: 1, outcome: lostOutcome('lost contact with node vm: the agent was stopped (SIGINT/SIGTERM) while the attempt ran', true) })).toEqual({ state: 'LOST', requeue: true });
+    }
+    expect((await getNode(db, 'vm'))!.drainedAt).toBeNull();
+    const kinds = (await db.select().from(events)).map((e) => e.kind);
+    expect(kinds.filter((k) => k === 'node.fault')).toHaveLength(0);
+    for (const id of ids) expect((await getJob(db, id))!.attempt).toBe(2);
+    // Back up, the attempts run again; this time the node goes silent under them: 3 faults, quarantined.
+    await upsertNodeOnline(db, { nodeId: 'vm', hostname: 'h', labels: {}, gpus: fakeGpus('vm', 3) });
+    // The job workflow re-queues the next attempt (enqueueAttempt): here, by hand.
+    for (const id of ids) await db.transaction((tx) => transitionJob(tx, { jobId: id, attempt: 2, from: ['LOST'], to: 'QUEUED', job: { queuedAt: new Date(Date.now() - 1000) } }));
+    await place(3);
+    for (const id of ids) await control.finishAttempt({ jobId: id, attempt: 2, outcome: lostOutcome('lost contact with node vm: heartbeat timeout', false) });
+    const vm = (await getNode(db, 'vm'))!;
+    expect(vm.drainedBy).toBe(QUARANTINE_BY);
+    expect(vm.drainReason).toMatch(/^quarantined: 3 attempts ended LOST .*\(job-c#2 LOST, job-b#2 LOST, job-a#2 LOST\)/);
   });
 });

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { planPlacements, type NodeRoom, type QueuedJob } from '../domain/placement.ts';
+import { DEFAULT_QUARANTINE, quarantineReason } from '../domain/quarantine.ts';
 import { drainedReason, freeCardsReason, planReasons } from '../domain/queue-reasons.ts';
 
 const t0 = new Date('2026-01-01T00:00:00Z');
@@ -33,6 +34,12 @@ describe('queue reasons', () => {
     // A gang that needs the drained nodes too.
     const g = job('g', 1, { nodes: 3 });
     expect(drainedReason(g, [node('a', [0], 1)], [d('d1', [0]), d('d2', [0], {}, 'quarantined: …')])).toBe('waiting for drained nodes d1 (disk swap), d2 (quarantined: …): gpuctl node resume d1');
+  });
+
+  it("a job that waits for the last node, quarantined, names gpuctl node resume where it is read: the quarantine's reason without the attempts it names", () => {
+    const why = quarantineReason([3, 2, 1].map((n) => ({ jobId: `job-${n}`, attempt: 1, cause: 'lost' as const, at: new Date(n) })), DEFAULT_QUARANTINE)!;
+    const vm = { ...node('vm', [0, 1, 2], 3), drainReason: why };
+    expect(drainedReason(job('j', 1), [], [vm])).toBe('waiting for drained node vm (quarantined: 3 attempts ended LOST or with a GPU/driver error within 1 h): gpuctl node resume vm');
   });
 
   it('keeps neverFitsReason\'s words for a job too big for every node, single or gang', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { consoleLine, nodesLine, tryLines, webhooksLine } from '../cli/up-banner.ts';
+import { consoleLine, nodesLine, quarantinedLine, tryLines, webhooksLine } from '../cli/up-banner.ts';
 
 /** `gpuctl up` prints the console link that signs in as admin only to a terminal (issue 28: it ended up in a log file). */
 describe('gpuctl up: the console line', () => {
@@ -56,5 +56,16 @@ describe('gpuctl up: the webhooks line', () => {
   it('names the setting in force when one is', () => {
     expect(webhooksLine('loopback')).toBe('to public addresses and this machine (GPUPLANE_WEBHOOK_ALLOW_PRIVATE=loopback)');
     expect(webhooksLine('all')).toBe('to any address, private ones too (GPUPLANE_WEBHOOK_ALLOW_PRIVATE=all)');
+  });
+});
+
+/** A local node quarantined in an earlier life: the banner says so, and how to end it. */
+describe('gpuctl up: the quarantined line', () => {
+  const why = 'quarantined: 3 attempts ended LOST or with a GPU/driver error within 1 h (job-c#1 LOST, job-b#1 LOST, job-a#1 LOST); gpuctl node resume once it is fixed';
+  it('names the quarantined node and gpuctl node resume; none when no node is', () => {
+    expect(quarantinedLine([{ id: 'vm', drainReason: why }])).toBe('vm (quarantined: 3 attempts ended LOST or with a GPU/driver error within 1 h); no other node takes jobs, so they all wait for it: gpuctl node resume vm once it is fixed');
+    expect(quarantinedLine([{ id: 'fk-1', drainReason: null }, { id: 'fk-2', drainReason: why }])).toBe('fk-2 (quarantined: 3 attempts ended LOST or with a GPU/driver error within 1 h): gpuctl node resume fk-2 once it is fixed');
+    expect(quarantinedLine([{ id: 'vm', drainReason: 'disk swap' }])).toBeNull();
+    expect(quarantinedLine([{ id: 'vm', drainReason: null }])).toBeNull();
   });
 });

@@ -8,6 +8,13 @@ import { ApplicationFailure } from '@temporalio/common';
 
 /** An attempt cut short by its agent's shutdown, or found dead unwatched: the job workflow treats it as LOST. */
 export const AGENT_SHUTDOWN = 'AgentShutdown';
+/**
+ * The detail an AGENT_SHUTDOWN failure carries when its agent was stopped on purpose (SIGINT or
+ * SIGTERM: `gpuctl up` or `gpuctl agent` stopped, the plane restarted): the attempt is LOST all
+ * the same, but its end is no evidence against the node (domain/quarantine.ts never counts it).
+ * A detail, not a type of its own: a workflow of before reads it as the LOST it always was.
+ */
+export const AGENT_STOPPED = 'agent-stopped';
 /** An activity named an attempt with ids that no GPUPlane job has (a forged or corrupt task). Never retried. */
 export const INVALID_ATTEMPT = 'InvalidAttempt';
 /** A job the activity was asked about has no row in the database: retrying cannot make it appear. */
@@ -21,8 +28,8 @@ export const WEBHOOK_UNDELIVERED = 'WebhookUndelivered';
 export type FailureType = typeof AGENT_SHUTDOWN | typeof INVALID_ATTEMPT | typeof JOB_NOT_FOUND | typeof RETRY_REFUSED | typeof WEBHOOK_UNDELIVERED;
 
 /** A non-retryable failure of one of the types above. */
-export function permanentFailure(type: FailureType, message: string): ApplicationFailure {
-  return ApplicationFailure.create({ type, message, nonRetryable: true });
+export function permanentFailure(type: FailureType, message: string, details?: unknown[]): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true, ...(details ? { details } : {}) });
 }
 
 /** A missing job row: permanent (a retry finds no row either). */

@@ -163,6 +163,11 @@ export interface AttemptOutcome {
   nodeLost?: boolean;
   /** Which nodes stopped answering, for a gang (a member's); absent: the attempt's node. */
   lostNodes?: string[];
+  /**
+   * With LOST: the first lost node's agent was stopped on purpose (SIGINT/SIGTERM) and stopped
+   * the attempt: not counted against that node (domain/quarantine.ts). Absent in histories of before.
+   */
+  lostCause?: 'agent-stopped';
   /** A gang's member whose end ended the attempt (its exit, failure or lost node). */
   member?: { rank: number; nodeId: string };
   /** For a process that ran: its log tail and start error, from which the reason is classified. */

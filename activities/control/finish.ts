@@ -106,8 +106,10 @@ export function finishActivities({ deps, wake }: ControlContext) {
           suspectNodes.push(n);
         }
         // Ends that are not the script's doing count against the node: K of them quarantine it.
+        // Not a loss whose agent was stopped on purpose (a restart of the plane): no fault of the node's.
         const rule = deps.quarantine ?? DEFAULT_QUARANTINE;
-        for (const n of lostNodes) await recordNodeFault(tx, { nodeId: n, jobId: a.jobId, attempt: a.attempt, cause: 'lost' }, rule, now);
+        const stopped = o.state === 'LOST' && o.lostCause === 'agent-stopped' ? (o.lostNodes?.[0] ?? job.nodeId) : null;
+        for (const n of lostNodes) if (n !== stopped) await recordNodeFault(tx, { nodeId: n, jobId: a.jobId, attempt: a.attempt, cause: 'lost' }, rule, now);
         const failedOn = o.member?.nodeId ?? job.nodeId;
         if (failure?.kind === 'hardware' && failedOn) await recordNodeFault(tx, { nodeId: failedOn, jobId: a.jobId, attempt: a.attempt, cause: 'hardware' }, rule, now);
         if (requeue) {

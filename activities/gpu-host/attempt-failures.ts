@@ -1,5 +1,5 @@
 import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
-import { AGENT_SHUTDOWN, INVALID_ATTEMPT, permanentFailure } from '../../workflows/failures.ts';
+import { AGENT_SHUTDOWN, AGENT_STOPPED, INVALID_ATTEMPT, permanentFailure } from '../../workflows/failures.ts';
 
 /*
  * How the GPU-host activities fail for good (workflows/failures.ts names the types). An attempt
@@ -7,7 +7,11 @@ import { AGENT_SHUTDOWN, INVALID_ATTEMPT, permanentFailure } from '../../workflo
  */
 
 export const agentShutdown = () => permanentFailure(AGENT_SHUTDOWN, 'the agent shut down while the attempt ran');
+/** Its agent was stopped on purpose (SIGINT, SIGTERM) and stopped the attempt: LOST, and no fault of the node's. */
+export const agentStopped = () => permanentFailure(AGENT_SHUTDOWN, 'the agent was stopped (SIGINT/SIGTERM) while the attempt ran', [{ cause: AGENT_STOPPED }]);
 export const vanished = () => permanentFailure(AGENT_SHUTDOWN, "the attempt's process vanished while no agent watched it");
+/** The same, told by the agent of after the stop (the stopped one marked the attempt fenced on its way out). */
+export const stoppedHere = () => permanentFailure(AGENT_SHUTDOWN, 'the agent was stopped (SIGINT/SIGTERM) while the attempt ran, and stopped it', [{ cause: AGENT_STOPPED }]);
 export const fencedHere = () => permanentFailure(AGENT_SHUTDOWN, 'the attempt was fenced on this node (its agent lost Temporal, or its workflow no longer ran it here)');
 export const unknownHere = () => permanentFailure(AGENT_SHUTDOWN, 'this node has no record of the attempt (its agent died before starting it)');
 export const fenced = () => permanentFailure(AGENT_SHUTDOWN, 'the agent lost the Temporal server and killed the attempt (fencing)');

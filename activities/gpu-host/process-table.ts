@@ -51,6 +51,8 @@ export function rankOfRecord(rec: Pick<AttemptRecord, 'spec'>): number {
 }
 
 type StateFile = 'json' | 'adopt' | 'status' | 'fenced';
+/** What the fenced file of an attempt its agent's shutdown stopped says (any other fence leaves it empty). */
+const STOPPED_WITH_AGENT = 'agent-stopped';
 
 /**
  * Every process table of this process: the fake nodes of `gpuctl up --fake-nodes` share job
@@ -233,7 +235,9 @@ export class ProcessTable {
     this.shutdown.abort();
     await Promise.all(
       [...this.live.values()].map((e) => {
-        this.markFenced(e);
+        // Marked as stopped with its agent: the agent of after tells the attempt's workflow so
+        // (stoppedWithAgent), should this one's word not have reached it.
+        this.markFenced(e, STOPPED_WITH_AGENT);
         return this.stop(e);
       }),
     );
@@ -281,9 +285,18 @@ export class ProcessTable {
   }
 
   /** An attempt we kill on purpose must never be adopted later and taken for the job's outcome. */
-  private markFenced(entry: Live): void {
+  /** The attempt was stopped by its agent's own shutdown (stopAll), not fenced for silence or by a newer attempt. */
+  stoppedWithAgent(jobId: string, attempt: number): boolean {
     try {
-      writePrivateFile(this.file(entry.jobId, entry.attempt, 'fenced'), '');
+      return fs.readFileSync(this.file(jobId, attempt, 'fenced'), 'utf8') === STOPPED_WITH_AGENT;
+    } catch {
+      return false;
+    }
+  }
+
+  private markFenced(entry: Live, why = ''): void {
+    try {
+      writePrivateFile(this.file(entry.jobId, entry.attempt, 'fenced'), why);
     } catch {
       // The run dir is gone: nothing left to adopt either.
     }

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { Context } from '@temporalio/activity';
 import { PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
 import type { ProcessExit } from '../../workflows/types.ts';
-import { agentShutdown, fenced, vanished } from './attempt-failures.ts';
+import { agentShutdown, agentStopped, fenced, vanished } from './attempt-failures.ts';
 import type { GpuHostDeps } from './deps.ts';
 import { readTail } from './proc.ts';
 import { rankOfRecord, type Live } from './process-table.ts';
@@ -93,7 +93,8 @@ export function createSupervisor(deps: GpuHostDeps) {
       if (ctx.cancellationDetails?.cancelRequested || pt.draining) {
         await pt.stop(entry);
         if (live.get(entry.jobId) === entry) live.delete(entry.jobId);
-        if (pt.draining || entry.fenced) throw agentShutdown();
+        if (pt.draining) throw agentStopped();
+        if (entry.fenced) throw agentShutdown();
         throw err;
       }
       pt.orphan(entry, entry.fenceAfterMs, () => attemptWanted(deps.client, home, entry.jobId));
@@ -105,7 +106,7 @@ export function createSupervisor(deps: GpuHostDeps) {
     await pt.killLeftovers(entry);
     if (mine() && live.get(entry.jobId) === entry) live.delete(entry.jobId);
     if (entry.fenced) throw fenced();
-    if (pt.draining) throw agentShutdown();
+    if (pt.draining) throw agentStopped();
     if (r === null) throw vanished();
     await settleCheckpoints(ctx, entry.jobId, entry.attempt);
     await shipRest(ctx, entry.jobId, entry.attempt, rank, logPath, entry.exited);

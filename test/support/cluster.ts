@@ -82,6 +82,8 @@ export interface AgentSpec {
   env?: Record<string, string>;
   /** false: start it without a node token (`gpuctl agent --no-token`; it is then never taken into the pool: addAgent does not wait for ONLINE). */
   token?: false;
+  /** More `gpuctl agent` flags (`--on-stop kill`, say). */
+  args?: string[];
 }
 
 export interface Cluster {
@@ -104,7 +106,7 @@ export interface Cluster {
   api: ManagedProcess;
   agents: Map<string, ManagedProcess>;
   /** Present when the cluster has its own Temporal dev server (ownTemporal). */
-  temporal?: { server: DevServer; restart(downMs?: number): Promise<void> };
+  temporal?: { server: DevServer; /** Stopped (SIGKILL unless `signal` says otherwise), down for `downMs`, and started again on its db file. */ restart(downMs?: number, signal?: NodeJS.Signals): Promise<void> };
   /** Present when the cluster has its own PostgreSQL (ownPostgres). */
   postgres?: PgCluster;
   /** Present when the cluster runs on a real Temporal server (realTemporal). */
@@ -172,8 +174,8 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       get server() {
         return box.server;
       },
-      async restart(downMs = 0) {
-        await box.server.stop('SIGKILL');
+      async restart(downMs = 0, signal: NodeJS.Signals = 'SIGKILL') {
+        await box.server.stop(signal);
         await new Promise((r) => setTimeout(r, downMs));
         box.server = await startDevServer(opts);
       },
@@ -281,7 +283,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       if (spec.host && !exposed) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
       const nodeToken = spec.token === false ? null : (await makeToken({ role: 'node', nodeId: spec.nodeId })).token;
       const agentEnv = { ...env, ...(nodeToken ? { GPUPLANE_NODE_TOKEN: nodeToken } : {}), ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address, GPUPLANE_API_URL: hostApiUrl! } : {}) };
-      const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs, ...(spec.token === false ? ['--no-token'] : [])], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
+      const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs, ...(spec.token === false ? ['--no-token'] : []), ...(spec.args ?? [])], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
       await p.start();
       agents.set(spec.nodeId, p);
       if (spec.token === false) return p;

@@ -1,5 +1,5 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
-import { AGENT_SHUTDOWN } from '../failures.ts';
+import { AGENT_SHUTDOWN, AGENT_STOPPED } from '../failures.ts';
 import type { AttemptOutcome, ProcessExit } from '../types.ts';
 
 /** How a process that ran (or failed to start) ended, as the job's outcome. */
@@ -25,6 +25,18 @@ export function isLost(err: unknown): boolean {
     cause instanceof TimeoutFailure &&
     (cause.timeoutType === 'HEARTBEAT' || cause.timeoutType === 'SCHEDULE_TO_START')
   );
+}
+
+/**
+ * The attempt was LOST because its agent was stopped on purpose (the failure's detail says so):
+ * no evidence against the node. Histories of before carry no detail, and read as false.
+ */
+export function stoppedWithAgent(err: unknown): boolean {
+  if (!(err instanceof ActivityFailure)) return false;
+  const cause = err.cause;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== AGENT_SHUTDOWN) return false;
+  const detail = cause.details?.[0] as { cause?: unknown } | null | undefined;
+  return typeof detail === 'object' && detail !== null && detail.cause === AGENT_STOPPED;
 }
 
 /** The reason recorded for an attempt whose watching activity failed. */

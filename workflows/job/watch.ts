@@ -2,10 +2,11 @@ import { CancellationScope, condition, patched } from '@temporalio/workflow';
 import type { GpuHostActivities } from '../../activities/gpu-host.ts';
 import type { AttemptOutcome, AttemptSpec, AttemptStarted, ProcessExit } from '../types.ts';
 import type { PreemptRequest } from '../job-messages.ts';
+import { AGENT_STOPPED } from '../failures.ts';
 import { control } from './control.ts';
 import type { JobAttempt } from './job-attempt.ts';
 import { attemptActivities, preemptOnNode, stopOnNode, takeBackWithinMs } from './on-node.ts';
-import { failureMessage, isLost, missedHeartbeat, outcomeOfExit } from './outcome.ts';
+import { failureMessage, isLost, missedHeartbeat, outcomeOfExit, stoppedWithAgent } from './outcome.ts';
 
 /** Patch: RUNNING is reported by the agent to the API, and set in Temporal when the attempt goes to its node. */
 const STARTED_BY_API = 'started-by-api';
@@ -54,7 +55,7 @@ async function outcomeOf(job: JobAttempt, s: AttemptSpec, exit: ProcessExit | nu
     return { state: 'CANCELLED', exitCode: null, signal: null, reason, nodeLost: unreachable };
   }
   if (isLost(failure)) {
-    return { state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${s.nodeId}: ${failureMessage(failure)}` };
+    return { state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${s.nodeId}: ${failureMessage(failure)}`, ...(stoppedWithAgent(failure) ? { lostCause: AGENT_STOPPED } : {}) };
   }
   return { state: 'FAILED', exitCode: null, signal: null, reason: failureMessage(failure) };
 }
