@@ -72,6 +72,18 @@ describe('the job shim and its process table', () => {
     expect(await live.exited).toEqual({ code: null, signal: 'SIGTERM' });
   });
 
+  it("marks what the agent's own stop stopped as such (the agent of after reports it as no fault of the node's); a fence is not", async () => {
+    const fencedOne = run(spec('job-f', 1, 'sleep 30'));
+    await table.fence(fencedOne);
+    expect(table.stoppedWithAgent('job-f', 1)).toBe(false);
+    const stopped = run(spec('job-g', 1, 'sleep 30'));
+    await table.stopAll();
+    expect(await stopped.exited).not.toBeNull();
+    expect(fs.existsSync(table.file('job-g', 1, 'fenced'))).toBe(true);
+    expect(table.stoppedWithAgent('job-g', 1)).toBe(true);
+    expect(table.stoppedWithAgent('job-h', 1)).toBe(false);
+  });
+
   it('keeps each attempt\'s status apart: attempt 2 never reads attempt 1\'s', async () => {
     expect(await run(spec('job-e', 1, 'exit 3')).exited).toEqual({ code: 3, signal: null });
     expect(table.endedStatus('job-e', 1)).toEqual({ code: 3, signal: null });
