@@ -92,7 +92,8 @@ describe('rules between fields', () => {
 
   it("the sweep file's schema states validateSweepSpec's rules between fields", () => {
     const base = { command: 'train', method: 'grid', parameters: { lr: { values: [1] } } };
-    const cases = [{ gpus: 1, gpus_per_node: 1 }, { gpus: 1, nodes: 2 }, { experiment: 'e' }, { nodes: 2, gpus_per_node: 1 }, { gpus: 2 }, { project: 'p', experiment: 'e' }, { parameters: {} }];
+    const ASHA = { min_steps: 1, max_steps: 9, reduction_factor: 3 };
+    const cases = [{ gpus: 1, gpus_per_node: 1 }, { gpus: 1, nodes: 2 }, { experiment: 'e' }, { nodes: 2, gpus_per_node: 1 }, { gpus: 2 }, { project: 'p', experiment: 'e' }, { parameters: {} }, { method: 'asha' }, { asha: ASHA }, { method: 'asha', asha: ASHA }];
     for (const extra of cases) {
       const body = { ...base, ...extra };
       let domain = true;

@@ -52,7 +52,13 @@ export const SweepSpecSchema = Type.Object(
     additionalProperties: false,
     description: 'A sweep file (docs/sweeps.md), as JSON',
     // What validateSweepSpec refuses between fields, for the document (the route validates with it).
-    allOf: [notBoth('gpus', 'nodes', SWEEP_CARDS_RULE), notBoth('gpus', 'gpus_per_node', SWEEP_CARDS_RULE), EXPERIMENT_NEEDS_PROJECT],
+    allOf: [
+      notBoth('gpus', 'nodes', SWEEP_CARDS_RULE),
+      notBoth('gpus', 'gpus_per_node', SWEEP_CARDS_RULE),
+      EXPERIMENT_NEEDS_PROJECT,
+      { description: 'method asha needs asha', not: { required: ['method'], properties: { method: { const: 'asha' } }, not: { required: ['asha'] } } },
+      { description: 'asha is only for method asha', not: { required: ['asha', 'method'], properties: { method: { not: { const: 'asha' } } } } },
+    ],
   },
 );
 
