@@ -9,7 +9,7 @@ import { nodeOnlineSignal } from '../workflows/node-messages.ts';
 import type { AttemptSpec, ProcessExit } from '../workflows/types.ts';
 import { AllowedRoots } from './gpu-host/allowed-roots.ts';
 import { attemptEnv, writeHostfile } from './gpu-host/attempt-env.ts';
-import { agentShutdown, checkAttemptIds, fencedHere, stoppedHere, unknownHere, vanished } from './gpu-host/attempt-failures.ts';
+import { agentShutdown, agentStopped, checkAttemptIds, fencedHere, stoppedHere, unknownHere, vanished } from './gpu-host/attempt-failures.ts';
 import { attemptEnd } from './gpu-host/checkpoint-watching.ts';
 import type { GpuHostDeps } from './gpu-host/deps.ts';
 import { confirmLaunch, reportStarted } from './gpu-host/launch.ts';
@@ -51,6 +51,8 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
 
   async function startAttempt(spec: AttemptSpec): Promise<ProcessExit> {
     checkAttemptIds(spec);
+    // An agent on its way out starts nothing: the attempt is LOST to the stop, and re-queued.
+    if (pt.draining) throw agentStopped();
     const logPath = logPathOf(spec.jobId, spec.attempt);
     const existing = live.get(spec.jobId);
     // The same attempt again (a reset workflow, a duplicate task): watch it, never start a twin.
@@ -206,6 +208,8 @@ export function createGpuHostActivities(deps: GpuHostDeps) {
     },
 
     async nodeLease(a: { nodeId: string }): Promise<void> {
+      // An agent on its way out takes no new lease: the node would look ONLINE, and take jobs, while it stops.
+      if (pt.draining) throw agentShutdown();
       const ctx = Context.current();
       await deps.client.workflow.getHandle(nodeWorkflowId(a.nodeId)).signal(nodeOnlineSignal, deps.inventory());
       // The lease only tells the scheduler the node is there (a missed heartbeat timeout makes it

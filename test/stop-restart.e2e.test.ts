@@ -18,7 +18,7 @@ describe('the whole plane restarted on purpose, with jobs and a sweep running', 
   beforeAll(async () => {
     c = await startCluster('stop-restart', {
       heartbeatTimeoutS: 2,
-      lostAfterS: 20,
+      lostAfterS: 6,
       quarantineAfter: DEFAULT_QUARANTINE.after,
       ownTemporal: {},
       // Stopped, the agent stops its attempts, as gpuctl up's agents do (gpuctl agent detaches by default).
@@ -57,6 +57,9 @@ describe('the whole plane restarted on purpose, with jobs and a sweep running', 
       },
       30_000,
     );
+    // Down longer than lost-after: an agent on its way out took no new lease and no attempt, so
+    // none was placed on the node meanwhile to go LOST as "no agent took the attempt in time".
+    await new Promise((r) => setTimeout(r, 8000));
     const faults = async () => (await db.query<{ n: number }>(`select count(*)::int as n from events where kind = 'node.fault'`)).rows[0].n;
     expect(await faults()).toBe(0);
     expect((await c.client.nodes()).find((n) => n.id === 'vm')!.drained).toBeNull();
