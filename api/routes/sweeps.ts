@@ -117,9 +117,8 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
   }
 
   /**
-   * The sweep file with max_concurrent within its limits (domain/sweep-limits.ts): its trials' cards at once within the
-   * quota they count against (a trial's job has no selector: the project's quota over the whole cluster), its
-   * zero-card trials, with those of the project's running sweeps, within GPUPLANE_MAX_CPU_TRIALS. Past one: a 400 naming it.
+   * The sweep file with max_concurrent within its limits (domain/sweep-limits.ts): cards at once within the project's
+   * quota over the whole cluster, zero-card trials (with its running sweeps') within GPUPLANE_MAX_CPU_TRIALS; else 400.
    */
   async function withinLimits(spec: SweepSpec): Promise<SweepSpec> {
     const projectId = spec.project ? await findProjectId(db, spec.project) : undefined;

@@ -205,8 +205,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     throw err;
   });
   // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
-  // Attempts that ended while the agent was away (a node that died whole, a member killed with
-  // its agent): the rest of their logs goes to the API now, whatever became of the attempt.
+  // Attempts that ended while the agent was away (a node that died whole): the rest of their logs goes to the API now.
   for (const rec of goneRecords(processes)) logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, Promise.resolve(), false, rankOfRecord(rec));
   const adopted = adoptSurvivors(processes, o.lostAfterMs, (rec) => attemptWanted(o.client, homeNodeOf(rec.spec), rec.spec.jobId));
   for (const rec of adopted) {
