@@ -49,6 +49,9 @@ export function takes(s: Schema | undefined): string {
 
 const inside = (path: string, at: string) => path === at || path.startsWith(`${at}/`);
 
+/** Formats in words: Ajv says `must match format "uri"`. */
+const FORMATS: Record<string, string> = { uri: 'is not a URL (an absolute URL, such as https://hooks.example/x)' };
+
 /** A schema that only names fields that must be present: a branch of a rule between fields. */
 const presence = (s: Schema | undefined): s is Schema & { required: string[] } =>
   !!s && Array.isArray(s.required) && Object.keys(s).every((k) => k === 'required' || k === 'properties');
@@ -108,7 +111,8 @@ export function fieldErrors(errors: readonly FastifySchemaValidationError[]): Fa
     }
     const union = unions.find((u) => inside(e.instancePath, u.instancePath));
     if (union && e !== union) continue;
-    const one = union ? { ...e, message: `must be ${takes(e.parentSchema)}` } : e;
+    const format = e.keyword === 'format' ? FORMATS[(e.params as { format?: string }).format ?? ''] : undefined;
+    const one = union ? { ...e, message: `must be ${takes(e.parentSchema)}` } : format ? { ...e, message: format } : e;
     if (!out.has(e.instancePath)) out.set(e.instancePath, one);
   }
   return [...out.values()];
