@@ -281,7 +281,7 @@ describe('checkpoint registry API and gpuctl', () => {
     const refused = await cli('retention', 'vision', 'resnet', '--off', '--keep-best', '2').catch((e: { code: number; stderr: string }) => e);
     expect((refused as { stderr: string }).stderr.trim()).toBe('gpuctl: --off excludes --keep-best and --keep-latest');
     // resnet's metric is eval/loss, max (set at the start): ckpt-2 (0.35) is best; ckpt-3 is under evaluation.
-    expect(await retentionPlan(db, 'run-a1')).toEqual({ runId: 'run-a1', nodeId: 'n1', doomed: [{ id: 'ckpt-1', uri: '/ckpt/ckpt-1' }] });
+    expect(await retentionPlan(db, 'run-a1')).toEqual({ runId: 'run-a1', nodeId: 'n1', doomed: [{ id: 'ckpt-1', uri: '/ckpt/ckpt-1', inode: null }] });
     // A job not yet ended resumes from ckpt-1: it stays.
     await insertJob(db, { id: 'job-resume', type: 'TRAIN', state: 'QUEUED', gpus: 1, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {}, resumeFrom: 'ckpt-1' });
     expect(await retentionPlan(db, 'run-a1')).toBeNull();
