@@ -5,24 +5,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { until } from './support/poll.ts';
+import { jobUsersSkipReason } from './support/job-users.ts';
 
-/**
- * Issue 39: nothing a job writes steers the agent, which runs as root. A job of project alpha
- * plants links and folders in its checkpoint folder, aimed at project beta's private folder and at
- * a root-only folder; the agent's watcher, hashing and retention act as alpha's own user and never
- * follow a link, so nothing of the others is deleted, listed, hashed or registered, and the
- * attempt says what was refused.
- */
-function canRunJobUsers(): string | null {
-  if (process.getuid?.() !== 0) return "not root: jobs run as the agent's own user, nothing to steer";
-  try {
-    execFileSync('nft', ['--version'], { stdio: 'ignore' });
-  } catch {
-    return 'nft is missing (scripts/setup.sh installs nftables)';
-  }
-  return null;
-}
-const skip = canRunJobUsers();
+const skip = jobUsersSkipReason("jobs run as the agent's own user, nothing to steer");
 
 interface EventJson {
   kind: string;

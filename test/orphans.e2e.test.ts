@@ -1,22 +1,13 @@
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
 import { pidAlive, until } from './support/poll.ts';
+import { jobUsersSkipReason } from './support/job-users.ts';
 
-/** Root, and the tools job users need (nft, unshare, setpriv): the case this file is about. */
-function canRunJobUsers(): string | null {
-  if (process.getuid?.() !== 0) return "not root: jobs run as the agent's own user, and only the session and group can be swept";
-  try {
-    execFileSync('nft', ['--version'], { stdio: 'ignore' });
-  } catch {
-    return 'nft is missing (scripts/setup.sh installs nftables)';
-  }
-  return null;
-}
-const skip = canRunJobUsers();
+const skip = jobUsersSkipReason("jobs run as the agent's own user, and only the session and group can be swept");
 
 const CG = 'orphans-cg';
 const NOCG = 'orphans-nocg';

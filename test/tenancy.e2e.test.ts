@@ -6,20 +6,11 @@ import { inject } from 'vitest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { until } from './support/poll.ts';
+import { jobUsersSkipReason } from './support/job-users.ts';
 
 const SECRET = `beta-secret-${randomBytes(6).toString('hex')}`;
 
-/** Root, and the kernel and tools job users need (nft, unshare, setpriv): the case this file is about. */
-function canRunJobUsers(): string | null {
-  if (process.getuid?.() !== 0) return 'not root: jobs run as the agent\'s own user (single-tenant), nothing to isolate';
-  try {
-    execFileSync('nft', ['--version'], { stdio: 'ignore' });
-  } catch {
-    return 'nft is missing (scripts/setup.sh installs nftables)';
-  }
-  return null;
-}
-const skip = canRunJobUsers();
+const skip = jobUsersSkipReason("jobs run as the agent's own user (single-tenant), nothing to isolate");
 
 /**
  * What a job of project alpha finds on a node where a job of project beta runs, with a secret

@@ -9,18 +9,9 @@ import { startCluster, type Cluster } from './support/cluster.ts';
 import { startGpuctlUp } from './support/gpuctl-up.ts';
 import { until } from './support/poll.ts';
 import { freePort } from './support/ports.ts';
+import { jobUsersSkipReason } from './support/job-users.ts';
 
-/** Root, and nft for the job users' port guard: the case this file is about. */
-function canRunJobUsers(): string | null {
-  if (process.getuid?.() !== 0) return 'not root: jobs run as the agent\'s own user, no job uids to claim';
-  try {
-    execFileSync('nft', ['--version'], { stdio: 'ignore' });
-  } catch {
-    return 'nft is missing (scripts/setup.sh installs nftables)';
-  }
-  return null;
-}
-const skip = canRunJobUsers();
+const skip = jobUsersSkipReason("jobs run as the agent's own user, no job uids to claim");
 
 /**
  * Runs as a job: which of the hex-encoded needles it finds in any /proc/PID/environ or cmdline it
