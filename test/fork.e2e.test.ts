@@ -104,7 +104,8 @@ describe('fork from a checkpoint, end to end', () => {
       [runB, 1],
     ]);
     expect(tree.runs[1].forked_from).toEqual({ checkpoint_id: mid.id, run_id: mid.run_id, step: 4 });
-    expect(tree.runs[1].changes).toEqual([{ key: 'params.lr', from: 0.1, to: 0.01 }]);
+    // The parent's run logged lr too: the API says so beside the change.
+    expect(tree.runs[1].changes).toEqual([{ key: 'params.lr', from: 0.1, to: 0.01, run_logged: 0.1 }]);
     const text = (await gpuctl(env, ['lineage', mid.run_id])).stdout;
     expect(text).toContain(`  forked from ${mid.id} @ step 4: run ${runB}`);
     expect(text).toContain('changes: params.lr 0.1 → 0.01');

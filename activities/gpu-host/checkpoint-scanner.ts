@@ -74,7 +74,7 @@ async function watchFolder(cfg: Extract<ScannerConfig, { mode: 'watch' }>): Prom
     warn: (msg, err) => void say({ t: 'warn', msg: err ? `${msg}: ${(err as Error).message ?? String(err)}` : msg }),
   });
   // A folder the job has not made yet is awaited; the attempt's process need not wait for it.
-  const started = watcher.start();
+  void watcher.start();
   await say({ t: 'ready', before });
   const lines = readline.createInterface({ input: process.stdin });
   for await (const line of lines) {
@@ -84,8 +84,8 @@ async function watchFolder(cfg: Extract<ScannerConfig, { mode: 'watch' }>): Prom
     } catch {
       continue;
     }
+    // The final scan reads the folder itself: it does not wait for a folder that never appeared.
     if (m.t !== 'final') continue;
-    await started;
     await watcher.finalScan({ crashedAt: typeof m.crashedAt === 'number' ? m.crashedAt : undefined });
     await say({ t: 'final-done' });
     break;
