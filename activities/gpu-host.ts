@@ -15,7 +15,7 @@ import type { GpuHostDeps } from './gpu-host/deps.ts';
 import { confirmLaunch, reportStarted } from './gpu-host/launch.ts';
 import { workingDirProblem } from './gpu-host/proc.ts';
 import { workingDirProblemFor, type JobUser } from './gpu-host/job-users.ts';
-import type { Live } from './gpu-host/process-table.ts';
+import type { Live } from './gpu-host/attempt-record.ts';
 import type { DeletionResult } from './gpu-host/retention.ts';
 import { deleteAs } from './gpu-host/scanner-client.ts';
 import { watchFolderProblem } from './gpu-host/watch-folder.ts';

@@ -17,7 +17,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { ProcessTable, type AttemptRecord, type Live } from '../activities/gpu-host/process-table.ts';
+import type { AttemptRecord, Live } from '../activities/gpu-host/attempt-record.ts';
+import { ProcessTable } from '../activities/gpu-host/process-table.ts';
 import { FakeCards, TelemetryReporter } from '../activities/gpu-host/telemetry.ts';
 import { fakeGpus } from '../activities/gpu-host/inventory.ts';
 

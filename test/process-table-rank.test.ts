@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ProcessTable, rankOfRecord, type AttemptRecord } from '../activities/gpu-host/process-table.ts';
+import { rankOfRecord, type AttemptRecord } from '../activities/gpu-host/attempt-record.ts';
+import { ProcessTable } from '../activities/gpu-host/process-table.ts';
 import type { AttemptSpec } from '../workflows/types.ts';
 
 /** The rank a gang member's log is shipped under comes from the spec its attempt record keeps (supervise.ts, agent.ts). */

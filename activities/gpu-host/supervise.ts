@@ -5,7 +5,7 @@ import type { ProcessExit } from '../../workflows/types.ts';
 import { agentShutdown, agentStopped, fenced, vanished } from './attempt-failures.ts';
 import type { GpuHostDeps } from './deps.ts';
 import { readTail } from './proc.ts';
-import { rankOfRecord, type Live } from './process-table.ts';
+import { rankOfRecord, type Live } from './attempt-record.ts';
 import { stderrPathOf } from './shim.ts';
 import { attemptWanted, homeNodeOf } from './wanted.ts';
 

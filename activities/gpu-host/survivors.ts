@@ -5,7 +5,8 @@ import { writePrivateFile } from '../../runtime/private-files.ts';
 import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
 import { AttemptCgroups } from './cgroup.ts';
 import { processStartTime } from './proc.ts';
-import type { AttemptRecord, Live, ProcessTable } from './process-table.ts';
+import type { AttemptRecord, Live } from './attempt-record.ts';
+import type { ProcessTable } from './process-table.ts';
 import { watchStatus } from './shim.ts';
 
 /*

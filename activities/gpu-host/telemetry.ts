@@ -10,8 +10,9 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fakeCardSample, NVIDIA_SMI_TELEMETRY_FIELDS, parseTelemetryLine, type AttemptSample, type CardSample, type TelemetryReport } from '../../domain/telemetry.ts';
 import type { GpuCard } from '../../domain/node.ts';
-import type { Live, ProcessTable } from './process-table.ts';
-import { rankOfRecord } from './process-table.ts';
+import type { Live } from './attempt-record.ts';
+import type { ProcessTable } from './process-table.ts';
+import { rankOfRecord } from './attempt-record.ts';
 import { stderrPathOf } from './shim.ts';
 
 /** Clock ticks a second in /proc (USER_HZ: 100 on every Linux the agent runs on). */

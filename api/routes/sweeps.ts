@@ -188,10 +188,8 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
       if (given.experiment && !given.project) throw new DomainError('invalid', 'sweep file: experiment: needs a project');
       const settings = given.project ? await primaryMetricSettings(db, given.project, given.experiment) : undefined;
       const primary = resolvePrimaryMetric(settings?.experiment ?? null, settings?.project ?? null);
-      // Filled in, so that the sweep is replayed exactly: the seed its random points came from, the metric it compared.
-      const filled: SweepSpec = { ...given, metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) };
-      // So is max_concurrent, within the project's quota (cards) or the plane's cap of zero-card trials; past either is a 400.
-      const spec = await withinLimits(filled);
+      // Filled in, so that the sweep is replayed exactly: its seed, its metric, and max_concurrent within its limits (past one: 400).
+      const spec = await withinLimits({ ...given, metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) });
       const p = req.principal;
       let projectId: string | null = null;
       const s = await db

@@ -5,8 +5,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { createGpuHostActivities } from '../../activities/gpu-host.ts';
 import { defaultLeaseTimeoutMs, livenessPlan, PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
-import { reattachSignal } from '../../workflows/job-messages.ts';
-import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, jobWorkflowId, nodeWorkflowId } from '../../workflows/names.ts';
+import { CONTROL_TASK_QUEUE, gpuHostTaskQueue, nodeWorkflowId } from '../../workflows/names.ts';
 import { nodeOnlineSignal, type NodeWorkflowInput } from '../../workflows/node-messages.ts';
 import { NODE_ID, NODE_ID_RULE, type NodeInventory } from '../../domain/node.ts';
 import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
@@ -14,17 +13,17 @@ import { looksLikeToken } from '../../runtime/tokens.ts';
 import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
 import { AttemptCgroups, containmentLine, containmentRefusal } from '../../activities/gpu-host/cgroup.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
-import { attemptEnd, CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
+import { CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { reportAttemptEvent } from '../../activities/gpu-host/launch.ts';
 import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
 import { FakeCards, NvidiaSmiCards, TelemetryReporter } from '../../activities/gpu-host/telemetry.ts';
-import { ProcessTable, rankOfRecord } from '../../activities/gpu-host/process-table.ts';
+import { ProcessTable } from '../../activities/gpu-host/process-table.ts';
 import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
-import { adoptSurvivors, goneRecords, sweepRecords } from '../../activities/gpu-host/survivors.ts';
+import { sweepRecords } from '../../activities/gpu-host/survivors.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
 import { JobUsers } from '../../activities/gpu-host/job-users.ts';
 import { installPortGuard, removePortGuard, type Endpoint } from '../../activities/gpu-host/port-guard.ts';
-import { attemptWanted, homeNodeOf } from '../../activities/gpu-host/wanted.ts';
+import { takeUpPreviousLife } from './previous-life.ts';
 import { rejoinWhenReachable } from './reconnect.ts';
 
 export interface AgentOptions {
@@ -204,22 +203,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     await processes.stopAll();
     throw err;
   });
-  // Attempts of this agent's previous life that still run: adopt them, and tell their jobs.
-  // Attempts that ended while the agent was away (a node that died whole): the rest of their logs goes to the API now.
-  for (const rec of goneRecords(processes)) logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, Promise.resolve(), false, rankOfRecord(rec));
-  const adopted = adoptSurvivors(processes, o.lostAfterMs, (rec) => attemptWanted(o.client, homeNodeOf(rec.spec), rec.spec.jobId));
-  for (const rec of adopted) {
-    // Its log goes on being shipped from where the API's copy ends (its rank's, for a gang member).
-    logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited, false, rankOfRecord(rec));
-    // Its checkpoint folder is watched again: the initial scan reports what was written while
-    // the agent was down (and again what it reported before, which registers nothing twice).
-    if (!rec.spec.gang || rec.spec.gang.rank === 0) checkpoints.watch(rec.spec, attemptEnd(processes.live.get(rec.spec.jobId)!.exited), rec.checkpointsBefore);
-    // Until it is heard or the attempt is fenced: a restart during a Temporal outage still re-attaches.
-    void retryWhile(
-      () => processes.live.get(rec.spec.jobId)?.attempt === rec.spec.attempt,
-      () => o.client.workflow.getHandle(jobWorkflowId(rec.spec.jobId)).signal(reattachSignal, { attempt: rec.spec.attempt, pid: rec.pid, logPath: rec.logPath, ...(rec.spec.gang ? { nodeId: o.nodeId } : {}) }),
-    );
-  }
+  // What this agent's previous life left: the rest of ended attempts' logs, and the attempts that still run.
+  const adopted = takeUpPreviousLife({ processes, logs, checkpoints, client: o.client, nodeId: o.nodeId, lostAfterMs: o.lostAfterMs });
   await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
   // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent
@@ -236,7 +221,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   rejoin.unref();
   return {
     inventory,
-    adopted: adopted.length,
+    adopted,
     running: () => processes.live.size,
     inventorySource: source,
     containmentLine: containmentLine(detected, jobUsers !== null),
