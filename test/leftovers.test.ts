@@ -54,7 +54,8 @@ describe('what an ended attempt left behind', () => {
   it('reads its own process from /proc', () => {
     const me = readProcEntry(process.pid);
     expect(me).toMatchObject({ pid: process.pid, uid: process.getuid?.(), zombie: false });
-    expect(me!.sid).toBeGreaterThan(0);
+    // 0 where the session's leader lives outside this pid namespace (a CI container): a real sid all the same.
+    expect(me!.sid).toBeGreaterThanOrEqual(0);
     expect(readProcEntry(2 ** 30)).toBeNull();
   });
 });
