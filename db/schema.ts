@@ -14,3 +14,4 @@ export * from './schema/tokens.ts';
 export * from './schema/plane.ts';
 export * from './schema/webhooks.ts';
 export * from './schema/sweeps.ts';
+export * from './schema/registry.ts';
