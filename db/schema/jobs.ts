@@ -35,6 +35,8 @@ export const jobs = pgTable(
     gpus: integer('gpus').notNull(),
     /** Nodes the job spans: 1, or N for a gang (multi-node job) whose members start and stop together. */
     nodes: integer('nodes').notNull().default(1),
+    /** MiB of RAM the job may use on each node it spans (domain/memory-limit.ts); null: no limit. Written into the attempt's cgroup where the node has a memory controller. */
+    memoryMb: integer('memory_mb'),
     selector: jsonb('selector').$type<Record<string, string>>().notNull(),
     command: jsonb('command').$type<string[]>().notNull(),
     workingDir: text('working_dir').notNull(),
@@ -81,6 +83,7 @@ export const jobs = pgTable(
   (t) => [
     check('jobs_gpus_nonnegative', sql`${t.gpus} >= 0`),
     check('jobs_nodes_positive', sql`${t.nodes} >= 1`),
+    check('jobs_memory_mb_positive', sql`${t.memoryMb} >= 1`),
     check('jobs_type_known', sql`${t.type} in ('TRAIN', 'EVALUATE', 'CUSTOM')`),
     index('jobs_queue_order').on(t.state, t.priority, t.queuedAt),
     index('jobs_created').on(t.createdAt),
