@@ -14,14 +14,21 @@ export interface LostPolicy {
   maxLostRequeues: number;
 }
 
+/** `counted`: whether the re-queue takes one of the job's `max_lost_requeues`. */
 export type LostVerdict =
-  | { to: 'LOST'; requeue: true; reason: string | null }
+  | { to: 'LOST'; requeue: true; reason: string | null; counted: boolean }
   | { to: 'FAILED'; requeue: false; reason: string };
 
-/** `reason`: why the attempt was lost, as the workflow saw it (null: the node just went silent). */
-export function decideLost(job: LostPolicy, reason: string | null): LostVerdict {
+/**
+ * `reason`: why the attempt was lost, as the workflow saw it (null: the node just went silent).
+ * `deliberate`: its agent was stopped on purpose (a restart of the plane, issue 40): no fault of
+ * the job's or the node's, so it is re-queued without taking one of the job's re-queues, and a
+ * job restarted many times is never failed for it. `on_lost: fail` still fails it, as asked.
+ */
+export function decideLost(job: LostPolicy, reason: string | null, deliberate = false): LostVerdict {
   const lost = `lost: ${reason ?? 'node stopped answering'}`;
   if (job.onLost === 'fail') return { to: 'FAILED', requeue: false, reason: lost };
-  if (job.lostCount < job.maxLostRequeues) return { to: 'LOST', requeue: true, reason };
+  if (deliberate) return { to: 'LOST', requeue: true, reason, counted: false };
+  if (job.lostCount < job.maxLostRequeues) return { to: 'LOST', requeue: true, reason, counted: true };
   return { to: 'FAILED', requeue: false, reason: `${lost}; re-queues exhausted (${job.maxLostRequeues})` };
 }

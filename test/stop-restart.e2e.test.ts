@@ -95,5 +95,8 @@ describe('the whole plane restarted on purpose, with jobs and a sweep running', 
     expect(await faults()).toBe(0);
     const lost = await db.query<{ n: number }>(`select count(*)::int as n from job_attempts where state = 'LOST'`);
     expect(lost.rows[0].n).toBeGreaterThanOrEqual(3);
+    // Nor did a stop on purpose take one of any job's max_lost_requeues.
+    const counted = await db.query<{ n: number }>(`select count(*)::int as n from jobs where lost_count > 0`);
+    expect(counted.rows[0].n).toBe(0);
   }, 150_000);
 });

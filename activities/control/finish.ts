@@ -47,7 +47,12 @@ export function finishActivities({ deps, wake }: ControlContext) {
         // A gang's reason names the member that ended it.
         if (o.member && o.state === 'FAILED' && o.exit) reason = `rank ${o.member.rank} on node ${o.member.nodeId}: ${reason}`;
         let requeue = false;
-        if (o.state === 'LOST') ({ to, reason, requeue } = decideLost(job, o.reason));
+        let lostCounted = false;
+        if (o.state === 'LOST') {
+          const v = decideLost(job, o.reason, o.lostCause === 'agent-stopped');
+          ({ to, reason, requeue } = v);
+          lostCounted = v.to === 'LOST' && v.counted;
+        }
         // Preempted: back in the queue as the next attempt, always, and not counted as lost.
         if (o.state === 'PREEMPTED') requeue = true;
         // An evaluation that exited 0 succeeded only if its stdout holds its result.
@@ -115,7 +120,7 @@ export function finishActivities({ deps, wake }: ControlContext) {
         if (requeue) {
           // The next attempt runs with the same config; the workflow re-queues it.
           const config = await configOfAttempt(tx, a.jobId, a.attempt);
-          const lostCount = to === 'LOST' ? job.lostCount + 1 : job.lostCount;
+          const lostCount = lostCounted ? job.lostCount + 1 : job.lostCount;
           await nextAttempt(tx, { jobId: a.jobId, attempt: a.attempt, config, state: to, job: { lostCount, exitCode: null, signal: null, endedAt: null } });
         }
         return { state: to, requeue };
