@@ -13,6 +13,7 @@ export function configPatchOf(b: RetryBody): RetryPatch {
     workingDir: b.working_dir,
     gpus: b.gpus ?? b.gpus_per_node,
     nodes: b.nodes,
+    memoryMb: b.memory_mb,
     selector: b.selector,
     priority: b.priority,
     env: b.env,

@@ -21,6 +21,7 @@ export function jobJson(j: Job, stalledAt: Date | null = null) {
     priority: j.priority,
     gpus: j.gpus,
     nodes: j.nodes,
+    memory_mb: j.memoryMb ?? null,
     selector: j.selector,
     command: j.command,
     working_dir: j.workingDir,

@@ -1,6 +1,7 @@
 /** Parsers of option values shared by the commands: each refuses a bad value with one clear line. */
 import { InvalidArgumentError } from 'commander';
 import { passEnvRefusal } from '../domain/job-env.ts';
+import { MAX_MEMORY_MB, parseMemoryMb } from '../domain/memory-limit.ts';
 import { advertiseAddrProblem } from '../runtime/advertise-addr.ts';
 
 export function intArg(name: string, min: number, max?: number) {
@@ -18,6 +19,19 @@ export function durationArg(name: string, maxS: number) {
     const n = m ? Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86_400 }[(m[2] ?? 's') as 's' | 'm' | 'h' | 'd'] : NaN;
     if (!(n >= 0 && n <= maxS)) throw new InvalidArgumentError(`${name} must be a duration like 90s, 30m or 2h (at most ${maxS / 86_400} days), or off`);
     return n;
+  };
+}
+
+/**
+ * A memory limit (`--memory`) in MiB: `512` (MiB), `512M`, `8G`, `1.5G`, `1T`, within
+ * domain/memory-limit.ts's bounds. With `none`: `none` is null (a retry's "no limit any more").
+ */
+export function memoryArg(name: string, none = false) {
+  return (v: string): number | null => {
+    if (none && v === 'none') return null;
+    const mb = parseMemoryMb(v);
+    if (mb === null) throw new InvalidArgumentError(`${name} must be a whole number of MiB (512) or a size with a unit (512M, 8G, 1.5G), from 1 MiB to ${MAX_MEMORY_MB / 1024 / 1024} TiB${none ? ', or none' : ''}`);
+    return mb;
   };
 }
 

@@ -13,6 +13,8 @@ export interface AttemptConfig {
   selector: Record<string, string>;
   priority: number;
   params: Record<string, unknown>;
+  /** MiB of RAM on each node (domain/memory-limit.ts); absent: no limit (and in attempts recorded before limits). */
+  memoryMb?: number;
 }
 
 export interface RetryPatch {
@@ -22,12 +24,15 @@ export interface RetryPatch {
   nodes?: number;
   selector?: Record<string, string>;
   priority?: number;
+  /** A new memory limit; null: none. */
+  memoryMb?: number | null;
   /** Merged into the previous attempt's env / params. */
   env?: Record<string, string>;
   params?: Record<string, unknown>;
 }
 
 export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
+  const memoryMb = p.memoryMb === null ? undefined : (p.memoryMb ?? prev.memoryMb);
   return {
     command: p.command ?? prev.command,
     workingDir: p.workingDir ?? prev.workingDir,
@@ -37,6 +42,8 @@ export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
     priority: p.priority ?? prev.priority,
     env: { ...prev.env, ...p.env },
     params: { ...prev.params, ...p.params },
+    // Absent rather than undefined: the config is stored as JSON and compared key by key.
+    ...(memoryMb !== undefined ? { memoryMb } : {}),
   };
 }
 

@@ -3,6 +3,8 @@
  * hint for the edit that a retry needs (the seed: after an OOM or a NaN, change the config
  * first, or the retry fails the same way).
  */
+import { oomUnderLimitReason } from './memory-limit.ts';
+
 export type FailureKind = 'oom' | 'nan' | 'command_not_found' | 'hardware' | 'exit' | 'signal' | 'other';
 
 export interface FailureClass {
@@ -65,8 +67,9 @@ export function pythonException(tail: string): string | null {
  * `jobId`: the failed job, named in the hints' commands (`gpuctl logs job-…`); ID without one.
  * `nonFiniteMetrics`: the attempt's run's metric keys whose last value was NaN or ±Inf. A loss
  * that went NaN is a NaN failure even when the script printed nothing about it.
+ * `oomLimitMb`: the OOM killer killed a process of the attempt under the job's memory_mb.
  */
-export function classifyFailure(f: { exitCode: number | null; signal: string | null; spawnError?: string | null; logTail: string; nonFiniteMetrics?: string[]; jobId?: string }): FailureClass {
+export function classifyFailure(f: { exitCode: number | null; signal: string | null; spawnError?: string | null; logTail: string; nonFiniteMetrics?: string[]; jobId?: string; oomLimitMb?: number }): FailureClass {
   const tail = f.logTail ?? '';
   // The hints' commands name the job, so that they can be pasted as they are.
   const id = f.jobId ?? 'ID';
@@ -76,6 +79,8 @@ export function classifyFailure(f: { exitCode: number | null; signal: string | n
     }
     return { kind: 'other', reason: f.spawnError };
   }
+  // The agent saw the kernel's OOM killer act in the attempt's cgroup: a fact, not a guess from the log.
+  if (f.oomLimitMb) return { kind: 'oom', reason: oomUnderLimitReason(f.oomLimitMb, f, id) };
   if (HARDWARE.test(tail) && !OOM.test(tail)) {
     const how = f.signal ? `killed by ${f.signal}` : `exit code ${f.exitCode}`;
     const line = tail.split('\n').find((l) => HARDWARE.test(l))?.trim().slice(0, 160) ?? '';

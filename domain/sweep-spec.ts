@@ -5,6 +5,8 @@
  * with a mistake in it. domain/ takes no packages (.dependency-cruiser.cjs): the API's TypeBox schema, still to come, is to
  * build its unions from the constants here, and YAML text is read by a parser the caller hands in.
  */
+import { MAX_MEMORY_MB, MIN_MEMORY_MB } from './memory-limit.ts';
+
 export const SWEEP_METHODS = ['grid', 'random', 'asha'] as const;
 export type SweepMethod = (typeof SWEEP_METHODS)[number];
 export const SWEEP_GOALS = ['minimize', 'maximize'] as const;
@@ -27,6 +29,8 @@ export interface SweepSpec {
   gpus?: number;
   nodes?: number;
   gpus_per_node?: number;
+  /** Each trial's memory limit in MiB on each node (domain/memory-limit.ts); unset: none. */
+  memory_mb?: number;
   env?: Record<string, string>;
   watch?: string;
   eval?: string | string[];
@@ -79,7 +83,7 @@ export function sweepTrialCount(spec: SweepSpec): number {
   return Math.min(size, spec.max_trials ?? size);
 }
 
-const TOP_FIELDS = ['project', 'experiment', 'command', 'workdir', 'gpus', 'nodes', 'gpus_per_node', 'env', 'watch', 'eval', 'metric', 'method', 'max_trials', 'max_concurrent', 'parameters', 'asha', 'seed', 'retry_failed'];
+const TOP_FIELDS = ['project', 'experiment', 'command', 'workdir', 'gpus', 'nodes', 'gpus_per_node', 'memory_mb', 'env', 'watch', 'eval', 'metric', 'method', 'max_trials', 'max_concurrent', 'parameters', 'asha', 'seed', 'retry_failed'];
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 /** Names that would set an object's prototype, not a key, where a caller copies with Object.assign or `obj[name] =`. */
@@ -115,6 +119,7 @@ export function validateSweepSpec(value: unknown): SweepSpec {
   if (o.nodes !== undefined) spec.nodes = int(o.nodes, 'nodes', 1, 256);
   if (o.gpus_per_node !== undefined) spec.gpus_per_node = int(o.gpus_per_node, 'gpus_per_node', 0, 64);
   if (spec.gpus !== undefined && (spec.nodes !== undefined || spec.gpus_per_node !== undefined)) fail('gpus', 'give gpus, or nodes with gpus_per_node, not both');
+  if (o.memory_mb !== undefined) spec.memory_mb = int(o.memory_mb, 'memory_mb', MIN_MEMORY_MB, MAX_MEMORY_MB);
   if (o.env !== undefined) spec.env = env(o.env);
   if (o.watch !== undefined) spec.watch = watch(o.watch);
   if (o.eval !== undefined) spec.eval = command(o.eval, 'eval', false);

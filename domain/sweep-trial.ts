@@ -12,6 +12,8 @@ export interface TrialJobConfig {
   workingDir: string;
   gpus: number;
   nodes: number;
+  /** MiB on each node; null: no limit. */
+  memoryMb: number | null;
   env: Record<string, string>;
   params: Record<string, unknown>;
   watchDir: string | null;
@@ -44,6 +46,7 @@ export function trialJobConfig(spec: SweepSpec, sweepId: string, trial: number, 
     workingDir: spec.workdir ?? '/tmp',
     gpus: spec.gpus ?? spec.gpus_per_node ?? 1,
     nodes,
+    memoryMb: spec.memory_mb ?? null,
     env,
     params: { ...point },
     watchDir: spec.watch ?? null,

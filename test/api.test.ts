@@ -4,6 +4,8 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatabaseHandle } from '../db/client.ts';
 import { getJob, insertJob, listAttempts, listTransitions, transitionJob } from '../db/queries/jobs.ts';
+import { createRetryAttempt } from '../db/queries/retry.ts';
+import { MAX_MEMORY_MB, MEMORY_MB_RULE } from '../domain/memory-limit.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { CONTROL_TASK_QUEUE } from '../workflows/names.ts';
 import { SA_JOB_ID } from '../workflows/search-attributes.ts';
@@ -132,6 +134,34 @@ describe('API input handling', () => {
     expect((await submit({ command: ['true'], gpus: 4 })).json().reason).toBeNull();
     await database.db.execute(sql`delete from gpu_slots where node_id = 'node-fit'`);
     await database.db.execute(sql`delete from nodes where id = 'node-fit'`);
+  });
+
+  it.each([
+    ['zero', 0],
+    ['a fraction', 1.5],
+    ['a size with a unit', '8G'],
+    ['past 16 TiB', MAX_MEMORY_MB + 1],
+  ])('refuses memory_mb of %s with its rule in words, and stores nothing', async (_what, memory) => {
+    const before = await jobCount();
+    const res = await submit({ command: ['true'], gpus: 0, memory_mb: memory });
+    expect([res.statusCode, res.json().message]).toEqual([400, MEMORY_MB_RULE]);
+    expect(await jobCount()).toBe(before);
+  });
+
+  it('records memory_mb, shows it in GET /jobs/:id and in its attempt config, and a retry changes it', async () => {
+    const made = await submit({ command: ['true'], gpus: 0, memory_mb: 256 });
+    expect([made.statusCode, made.json().memory_mb]).toEqual([201, 256]);
+    const shown = (await app.inject({ method: 'GET', url: `/api/v1/jobs/${made.json().id}` })).json();
+    expect([shown.memory_mb, shown.attempts[0].config.memoryMb]).toEqual([256, 256]);
+    expect((await submit({ command: ['true'], gpus: 0 })).json().memory_mb).toBeNull();
+    // The retry's edit, on a job walked to FAILED (no worker runs here to fail it).
+    const id = made.json().id as string;
+    const path = ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'FAILED'] as const;
+    for (let i = 1; i < path.length; i++) await database.db.transaction((tx) => transitionJob(tx, { jobId: id, attempt: 1, from: [path[i - 1]], to: path[i] }));
+    const retried = await database.db.transaction(async (tx) => createRetryAttempt(tx, (await getJob(tx, id))!, { memoryMb: 1024 }));
+    expect([retried?.job.memoryMb, retried?.changes]).toEqual([1024, [{ key: 'memoryMb', from: 256, to: 1024 }]]);
+    const after = (await app.inject({ method: 'GET', url: `/api/v1/jobs/${id}` })).json();
+    expect([after.memory_mb, after.attempts[1].changes]).toEqual([1024, [{ key: 'memoryMb', from: 256, to: 1024 }]]);
   });
 
   it("lists jobs with their project's name", async () => {

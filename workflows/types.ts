@@ -93,6 +93,11 @@ export interface AttemptSpec {
   /** Given to the process as JSON in GPUPLANE_PARAMS. */
   params: Record<string, unknown>;
   gpuIndices: number[];
+  /**
+   * The job's memory limit in MiB on this node (memory_mb): the agent writes it into the
+   * attempt's cgroup where it has a memory controller (activities/gpu-host/cgroup.ts). Absent: none.
+   */
+  memoryMb?: number;
   /** The attempt's lost-after: its agent fences it before that much silence (domain/liveness.ts). */
   lostAfterMs: number;
   /** The job's checkpoint folder, relative to workingDir (`--watch`); absent: nothing is watched. */
@@ -152,6 +157,8 @@ export interface ProcessExit {
   spawnError: string | null;
   logTail: string;
   logPath: string;
+  /** The kernel's OOM killer killed a process of the attempt under its memory limit: that limit, in MiB (absent from older agents). */
+  oomLimitMb?: number;
 }
 
 export interface AttemptOutcome {
@@ -171,7 +178,7 @@ export interface AttemptOutcome {
   /** A gang's member whose end ended the attempt (its exit, failure or lost node). */
   member?: { rank: number; nodeId: string };
   /** For a process that ran: its log tail and start error, from which the reason is classified. */
-  exit?: { logTail: string; spawnError: string | null };
+  exit?: { logTail: string; spawnError: string | null; oomLimitMb?: number };
 }
 
 export interface SchedulePassResult {

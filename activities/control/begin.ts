@@ -51,6 +51,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
     ...(job.secretNames?.length ? { secretEnv: job.secretNames } : {}),
     params: job.params,
     gpuIndices: job.gpuIndices,
+    ...(job.memoryMb ? { memoryMb: job.memoryMb } : {}),
     ...(job.watchDir ? { watchDir: job.watchDir } : {}),
     ...(resumed ? { resumed: true } : {}),
     ...(gang ? { gang } : {}),

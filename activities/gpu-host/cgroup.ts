@@ -1,19 +1,28 @@
 /**
- * Cgroups for attempts, where the agent may make them (root). Two things are wanted of them:
+ * Cgroups for attempts, where the agent may make them (root). Three things are wanted of them:
  *
  * - a boundary that `setsid` cannot leave, which `cgroup.kill` ends at once: cgroup v2 only, one
  *   cgroup per attempt under <cgroup2>/gpuplane/<node>;
  * - a limit on how many processes a job may run (`--max-pids`): pids.max, in that cgroup where
  *   cgroup2 has the pids controller, else in the v1 pids hierarchy (a hybrid host, where pids is
- *   bound to v1), in a cgroup of its own under the agent's.
+ *   bound to v1), in a cgroup of its own under the agent's;
+ * - the memory limit the job asked for (memory_mb), the same way: memory.max in the v2 cgroup
+ *   where cgroup2 has the memory controller, else memory.limit_in_bytes in a cgroup of its own
+ *   in the v1 memory hierarchy, under the agent's (cgroup-memory.ts writes and reads the files).
+ *   A job that asks for none gets no memory cgroup of its own.
  *
  * An attempt's cgroups travel as one string, their folders joined by ':' (the v2 one first): the
  * shim puts the job's command into each before it runs, and the agent kills and removes them all.
  * Without any, the attempt's session, process group and (for job users) uid are the boundary
- * (leftovers.ts). Jobs ask for no memory, so no memory limit is written.
+ * (leftovers.ts). A node without a memory controller runs a job that asked for a limit without
+ * one: its agent's start line says so, and docs/security.md.
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { writeMemoryLimit } from './cgroup-memory.ts';
+
+/** What the start line says where attempts get no memory limit: a job asking for one runs all the same. */
+export const NO_MEMORY_LIMIT = "no memory limit (a job's memory_mb is not enforced on this node)";
 
 /** How many processes an attempt may run at once by default (`--max-pids`, GPUPLANE_MAX_PIDS). */
 export const DEFAULT_MAX_PIDS = 4096;
@@ -58,6 +67,13 @@ export function ownV1Cgroup(controller: string, file = '/proc/self/cgroup'): str
   return '/';
 }
 
+/** The node's folder in the v1 hierarchy of `controller`, under the agent's own cgroup there, if its children get `files`. */
+function v1Base(controller: string, nodeId: string, files: string[], o: { mountinfo?: string; ownCgroup?: string }): string | null {
+  const v1 = cgroupV1Mount(controller, o.mountinfo);
+  const dir = v1 ? path.join(v1, ownV1Cgroup(controller, o.ownCgroup), 'gpuplane', nodeId) : null;
+  return dir && probe(dir, [...files, 'cgroup.procs']) ? dir : null;
+}
+
 /** Makes `base` with a probe child and says whether the child has every file named. */
 function probe(base: string, files: string[]): boolean {
   try {
@@ -100,6 +116,8 @@ export class AttemptCgroups {
     /** The node's folder where pids.max is written (the v2 one, or one in the v1 pids hierarchy), or null. */
     readonly pidsBase: string | null,
     readonly maxPids: number,
+    /** The node's folder where a job's memory limit is written (the v2 one, or one in the v1 memory hierarchy), or null. */
+    readonly memoryBase: string | null = null,
   ) {}
 
   /**
@@ -112,35 +130,46 @@ export class AttemptCgroups {
     const mount = cgroup2Mount(o.mountinfo);
     const v2 = mount ? path.join(mount, 'gpuplane', nodeId) : null;
     const base = v2 && probe(v2, ['cgroup.kill', 'cgroup.procs']) ? v2 : null;
-    let pidsBase = base && enableV2(mount!, base, 'pids') ? base : null;
-    if (!pidsBase) {
-      const v1 = cgroupV1Mount('pids', o.mountinfo);
-      const dir = v1 ? path.join(v1, ownV1Cgroup('pids', o.ownCgroup), 'gpuplane', nodeId) : null;
-      if (dir && probe(dir, ['pids.max', 'cgroup.procs'])) pidsBase = dir;
-    }
-    const missing = [!base && (mount ? 'no cgroup.kill in cgroup2' : 'no cgroup2 mount'), !pidsBase && 'no pids controller'].filter(Boolean).join(', ') || null;
-    return { cgroups: base || pidsBase ? new AttemptCgroups(base, pidsBase, o.maxPids ?? DEFAULT_MAX_PIDS) : null, missing };
+    const pidsBase = (base && enableV2(mount!, base, 'pids') ? base : null) ?? v1Base('pids', nodeId, ['pids.max'], o);
+    const memoryBase = (base && enableV2(mount!, base, 'memory') ? base : null) ?? v1Base('memory', nodeId, ['memory.limit_in_bytes'], o);
+    const missing = [!base && (mount ? 'no cgroup.kill in cgroup2' : 'no cgroup2 mount'), !pidsBase && 'no pids controller', !memoryBase && 'no memory controller'].filter(Boolean).join(', ') || null;
+    return { cgroups: base || pidsBase || memoryBase ? new AttemptCgroups(base, pidsBase, o.maxPids ?? DEFAULT_MAX_PIDS, memoryBase) : null, missing };
   }
 
   /** For the agent's start line. */
   describe(): string {
     const limit = !this.pidsBase ? 'no pids limit' : this.pidsBase === this.base ? `pids.max ${this.maxPids}` : `pids.max ${this.maxPids} (v1 pids hierarchy, ${this.pidsBase})`;
-    return this.base ? `attempts in cgroups under ${this.base}, ${limit}` : `attempts in process groups (no cgroup2 boundary), ${limit}`;
+    const memory = !this.memoryBase
+      ? NO_MEMORY_LIMIT
+      : this.memoryBase === this.base
+        ? "memory.max as each job asks (memory_mb)"
+        : `memory limit as each job asks (memory_mb; v1 memory hierarchy, ${this.memoryBase})`;
+    return `${this.base ? `attempts in cgroups under ${this.base}` : 'attempts in process groups (no cgroup2 boundary)'}, ${limit}, ${memory}`;
   }
 
-  /** The attempt's fresh cgroups, joined by ':' (see above); null when none could be made. */
-  create(jobId: string, attempt: number): string | null {
+  /**
+   * The attempt's fresh cgroups, joined by ':' (see above), with its limits written: pids.max,
+   * and `memoryMb` where the job asked for one; null when none could be made.
+   */
+  create(jobId: string, attempt: number, memoryMb?: number | null): string | null {
     const name = `${jobId}.${attempt}`;
-    const dirs = [this.base, this.pidsBase === this.base ? null : this.pidsBase].map((b) => b && AttemptCgroups.fresh(path.join(b, name)));
-    if (this.pidsBase) {
-      const limited = dirs[this.pidsBase === this.base ? 0 : 1];
-      try {
-        if (limited) fs.writeFileSync(path.join(limited, 'pids.max'), String(this.maxPids));
-      } catch {
-        // Left unlimited: the agent said at start whether limits hold here.
-      }
+    const memoryBase = memoryMb ? this.memoryBase : null;
+    // One folder a hierarchy: v2's first; v1's pids and memory are one where they are co-mounted.
+    const bases = [...new Set([this.base, this.pidsBase, memoryBase].filter((b): b is string => Boolean(b)))];
+    const dirs = new Map(bases.map((b) => [b, AttemptCgroups.fresh(path.join(b, name))]));
+    const pidsDir = this.pidsBase ? dirs.get(this.pidsBase) : null;
+    try {
+      if (pidsDir) fs.writeFileSync(path.join(pidsDir, 'pids.max'), String(this.maxPids));
+    } catch {
+      // Left unlimited: the agent said at start whether limits hold here.
     }
-    const made = dirs.filter((d): d is string => Boolean(d));
+    const memoryDir = memoryBase ? dirs.get(memoryBase) : null;
+    try {
+      if (memoryDir && memoryMb) writeMemoryLimit(memoryDir, memoryMb);
+    } catch {
+      // The kernel refused it (it probed the files at start): the job runs unlimited, as on a node without the controller.
+    }
+    const made = [...dirs.values()].filter((d): d is string => Boolean(d));
     return made.length ? made.join(':') : null;
   }
 
@@ -209,7 +238,8 @@ export function containmentLine(d: CgroupDetection, jobUsers: boolean): string {
   const leftovers = jobUsers
     ? "an ended attempt's leftovers killed by session, process group and job user"
     : `an ended attempt's leftovers killed by session and process group only${d.cgroups?.base ? '' : ' (no job users: a child that calls setsid outlives its job)'}`;
-  return `${how}, ${leftovers}`;
+  // describe() says it where there are cgroups; without any, it comes last, after the rest as it always read.
+  return `${how}, ${leftovers}${d.cgroups ? '' : `, ${NO_MEMORY_LIMIT}`}`;
 }
 
 /**

@@ -105,7 +105,7 @@ export class ProcessTable {
     checkpointsBefore: Record<string, string> = {},
   ): Live {
     this.forget(spec.jobId, spec.attempt);
-    const cgroup = this.cgroups?.create(spec.jobId, spec.attempt) ?? null;
+    const cgroup = this.cgroups?.create(spec.jobId, spec.attempt, spec.memoryMb) ?? null;
     const child = startShim({
       state: path.join(this.runDir, `${spec.jobId}.${spec.attempt}`),
       fenceGraceMs: timing.fenceGraceMs,

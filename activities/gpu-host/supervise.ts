@@ -4,6 +4,7 @@ import { PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
 import type { ProcessExit } from '../../workflows/types.ts';
 import { agentShutdown, agentStopped, fenced, vanished } from './attempt-failures.ts';
 import type { GpuHostDeps } from './deps.ts';
+import { oomKills } from './cgroup-memory.ts';
 import { readTail } from './proc.ts';
 import { rankOfRecord, type Live } from './attempt-record.ts';
 import { stderrPathOf } from './shim.ts';
@@ -101,6 +102,8 @@ export function createSupervisor(deps: GpuHostDeps) {
       throw err;
     }
     const r = await entry.exited;
+    // Read before its cgroups go: whether the OOM killer acted under the job's memory limit.
+    const oomLimitMb = rec?.spec.memoryMb && oomKills(entry.cgroup) > 0 ? rec.spec.memoryMb : undefined;
     // Whatever the main process left in its group (dataloader workers, say) dies before its
     // cards are given to someone else.
     await pt.killLeftovers(entry);
@@ -110,7 +113,7 @@ export function createSupervisor(deps: GpuHostDeps) {
     if (r === null) throw vanished();
     await settleCheckpoints(ctx, entry.jobId, entry.attempt);
     await shipRest(ctx, entry.jobId, entry.attempt, rank, logPath, entry.exited);
-    return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
+    return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: attemptTail(logPath), logPath, ...(oomLimitMb ? { oomLimitMb } : {}) };
   }
 
 

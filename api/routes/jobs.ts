@@ -21,6 +21,7 @@ import { getJob, getJobForUpdate, insertJob, listAttempts, listJobs, listTransit
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
 import { JobStarter } from '../job-starter.ts';
 import { isTerminal } from '../../domain/job-states.ts';
+import { MEMORY_MB_RULE } from '../../domain/memory-limit.ts';
 import { isReservedSecretName, reservedSecretMessage, secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
 import { configPatchOf } from '../config-patch.ts';
@@ -37,6 +38,9 @@ const WATCH_DIR_RULE = 'watch_dir must be relative to working_dir and stay insid
 /** The submit schema's refusals that have words of their own, by where and which rule. */
 const SUBMIT_ERRORS: Record<string, string> = {
   '/watch_dir pattern ': WATCH_DIR_RULE,
+  '/memory_mb type ': MEMORY_MB_RULE,
+  '/memory_mb minimum ': MEMORY_MB_RULE,
+  '/memory_mb maximum ': MEMORY_MB_RULE,
 };
 
 /** One refusal of the submit schema in words; null for the inner error of a refused property name (its propertyNames error says it). */
@@ -173,6 +177,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
             priority: b.priority ?? 0,
             gpus,
             nodes,
+            memoryMb: b.memory_mb ?? null,
             selector: b.selector ?? {},
             command,
             workingDir: b.working_dir ?? '/tmp',

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
+import { MAX_MEMORY_MB, MIN_MEMORY_MB } from '../../domain/memory-limit.ts';
 import { RESERVED_SECRET_NAME } from '../../domain/secret-env.ts';
 import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';
 import { EXPERIMENT_NEEDS_PROJECT, GPUS_OR_PER_NODE, GPUS_SINGLE_NODE, notBoth } from './rules.ts';
@@ -18,6 +19,9 @@ export const WATCH_DIR_PATTERN = `^${NOT_DOTDOT}(?:/${NOT_DOTDOT}?)*$`;
 
 /** A secret's name: an environment variable name of at most 128 characters. */
 export const SECRET_NAME = '^[A-Za-z_][A-Za-z0-9_]{0,127}$';
+
+/** memory_mb as a submit, a retry and a fork take it (domain/memory-limit.ts holds its bounds). */
+export const MemoryMb = (description: string) => Type.Integer({ minimum: MIN_MEMORY_MB, maximum: MAX_MEMORY_MB, description });
 
 export const JobTypeSchema = Type.Union(JOB_TYPES.map((t) => Type.Literal(t)));
 export const JobStateSchema = Type.Union(JOB_STATES.map((s) => Type.Literal(s)));
@@ -54,6 +58,11 @@ export const SubmitJobBody = Type.Object(
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'cards, all on one node (the single-node form; default 1)' })),
     nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, description: 'nodes the job spans (default 1): more than 1 makes a gang, whose members start and stop together; give gpus_per_node with it' })),
     gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'cards on each node of a multi-node job (default 1); not with gpus' })),
+    memory_mb: Type.Optional(
+      MemoryMb(
+        "MiB of RAM the job may use on each node it spans (`gpuctl submit --memory`; 1 to 16 TiB): written into each attempt's cgroup where the node has a memory controller (cgroup2's memory.max, else v1's memory.limit_in_bytes), no swap beyond it; past it the kernel's OOM killer ends the attempt FAILED 'out of memory'. A node without a memory controller runs the job without the limit (its agent says so at start). Default: no limit",
+      ),
+    ),
     selector: Type.Optional(StringMap),
     priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
     params: Type.Optional(ParamsRecord(Type.String(), 'the job gets them as JSON in GPUPLANE_PARAMS')),
@@ -122,6 +131,7 @@ export const JobSchema = Type.Object(
     priority: Type.Integer(),
     gpus: Type.Integer({ description: 'cards on each node the job spans' }),
     nodes: Type.Integer({ description: 'nodes the job spans: 1, or more for a gang (multi-node job)' }),
+    memory_mb: Nullable(Type.Integer({ description: 'MiB of RAM it may use on each node; null: no limit' })),
     selector: StringMap,
     command: Type.Array(Type.String()),
     working_dir: Type.String(),
@@ -211,6 +221,7 @@ export const RetryBody = Type.Object(
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'cards on each node' })),
     nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, description: 'nodes the job spans' })),
     gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'the same as gpus (cards on each node); not with gpus' })),
+    memory_mb: Type.Optional(Nullable(MemoryMb('MiB of RAM on each node; null: no limit'))),
     selector: Type.Optional(StringMap),
     priority: Type.Optional(Type.Integer({ minimum: -1000, maximum: 1000 })),
     env: Type.Optional(StringMap),

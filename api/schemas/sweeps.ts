@@ -10,6 +10,7 @@ import { JOB_STATES } from '../../domain/job-states.ts';
 import { Nullable, StringMap } from './common.ts';
 import { MetricValue } from './runs.ts';
 import { EXPERIMENT_NEEDS_PROJECT, notBoth } from './rules.ts';
+import { MemoryMb } from './jobs.ts';
 
 const SWEEP_CARDS_RULE = 'give gpus, or nodes with gpus_per_node, not both';
 
@@ -31,6 +32,7 @@ export const SweepSpecSchema = Type.Object(
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
     nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
     gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
+    memory_mb: Type.Optional(MemoryMb("each trial's memory limit in MiB on each node, as a job's memory_mb")),
     env: Type.Optional(StringMap),
     watch: Type.Optional(Type.String({ minLength: 1, description: 'relative to workdir, no `..` segment' })),
     eval: Type.Optional(Command),

@@ -2,7 +2,7 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
 import type { JobDetailJson, JobJson } from '../api-types.ts';
-import { durationArg, evalWhenArg, intArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
+import { durationArg, evalWhenArg, intArg, memoryArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
 import { ApiError } from '../client.ts';
 import { clientOf } from '../client-of.ts';
 import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
@@ -29,6 +29,7 @@ export function registerJobCommands(program: Command): void {
     .addOption(new Option('--gpus <n>', 'cards, all on one node').argParser(intArg('--gpus', 0)).default(undefined, '1'))
     .option('--nodes <n>', 'nodes the job spans: more than 1 runs it on N nodes at once, started and stopped together (with --gpus-per-node)', intArg('--nodes', 1))
     .option('--gpus-per-node <n>', 'cards on each node of a multi-node job (default 1)', intArg('--gpus-per-node', 0))
+    .option('--memory <size>', "RAM the job may use on each node, in MiB or with a unit (512M, 8G); past it the OOM killer ends it (default: no limit; a node without a memory controller runs it unlimited)", memoryArg('--memory'))
     .addOption(new Option('--selector <k=v>', 'node label the job needs (repeatable)').argParser(pairArg).default({}, 'none'))
     .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
     .option('--workdir <dir>', 'working directory on the node (default: here)')
@@ -56,6 +57,7 @@ export function registerJobCommands(program: Command): void {
         gpus: o.gpus,
         nodes: o.nodes,
         gpus_per_node: o.gpusPerNode,
+        ...(o.memory !== undefined ? { memory_mb: o.memory } : {}),
         selector: o.selector,
         priority: o.priority,
         working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : process.cwd(),

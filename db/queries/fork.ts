@@ -57,6 +57,7 @@ export async function createForkJob(ex: Executor, ckpt: Checkpoint, src: ForkSou
     priority: config.priority,
     gpus: config.gpus,
     nodes: config.nodes ?? 1,
+    memoryMb: config.memoryMb ?? null,
     selector: config.selector,
     command: config.command,
     workingDir: config.workingDir,

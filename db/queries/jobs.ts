@@ -7,7 +7,7 @@ import { canTransition, type JobState, type JobType } from '../../domain/job-sta
 export type NewJob = typeof jobs.$inferInsert;
 
 /** attemptConfigOf returns the config a job's row holds for its current attempt, as job_attempts records it. */
-export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'nodes' | 'selector' | 'priority' | 'params'>): AttemptConfig {
+export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'nodes' | 'selector' | 'priority' | 'params' | 'memoryMb'>): AttemptConfig {
   return {
     command: job.command,
     workingDir: job.workingDir,
@@ -17,6 +17,7 @@ export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' 
     selector: job.selector,
     priority: job.priority,
     params: job.params,
+    ...(job.memoryMb != null ? { memoryMb: job.memoryMb } : {}),
   };
 }
 

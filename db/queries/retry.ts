@@ -28,6 +28,7 @@ export async function createRetryAttempt(tx: Tx, job: Job, patch: RetryPatch): P
       workingDir: config.workingDir,
       gpus: config.gpus,
       nodes: config.nodes ?? 1,
+      memoryMb: config.memoryMb ?? null,
       selector: config.selector,
       priority: config.priority,
       env: config.env,

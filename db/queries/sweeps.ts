@@ -95,6 +95,7 @@ export async function createTrialJob(db: Db, sweepId: string, trial: number): Pr
       priority: 0,
       gpus: c.gpus,
       nodes: c.nodes,
+      memoryMb: c.memoryMb,
       selector: {},
       command: c.command,
       workingDir: c.workingDir,

@@ -4,7 +4,7 @@ import type { AttemptOutcome, ProcessExit } from '../types.ts';
 
 /** How a process that ran (or failed to start) ended, as the job's outcome. */
 export function outcomeOfExit(e: ProcessExit): AttemptOutcome {
-  const exit = { logTail: e.logTail, spawnError: e.spawnError };
+  const exit = { logTail: e.logTail, spawnError: e.spawnError, ...(e.oomLimitMb ? { oomLimitMb: e.oomLimitMb } : {}) };
   if (e.spawnError) return { state: 'FAILED', exitCode: e.exitCode, signal: null, reason: e.spawnError, exit };
   if (e.exitCode === 0) return { state: 'SUCCEEDED', exitCode: 0, signal: null, reason: null };
   const how = e.signal ? `killed by ${e.signal}` : `exit code ${e.exitCode}`;
