@@ -62,15 +62,32 @@ const fmt = (n: number) => n.toLocaleString('en-US');
 /** Whether a caller's points count at all: an admin's do not (see the file's comment). */
 export const limited = (p: Principal | null | undefined): boolean => !!p && p.kind !== 'admin';
 
+/** How long a run's project is remembered (a run never changes project; the bound keeps memory small). */
+const PROJECT_TTL_MS = 60_000;
+
 export class PointLimiter {
   private readonly levels = new Map<string, BucketLevel>();
+  /** Runs' projects, looked up once a minute at most: a write asks for it twice (refuseOver, drawFor). */
+  private readonly projects = new Map<string, { project: string | null; at: number }>();
 
   constructor(
     readonly rules: PointLimitRules,
     /** The project of a run (its name), null for none, undefined when there is no such run. */
-    private readonly projectOf: (runId: string) => Promise<string | null | undefined>,
+    private readonly lookUpProject: (runId: string) => Promise<string | null | undefined>,
     private readonly now: () => number = Date.now,
   ) {}
+
+  /** The project of run `runId` (null: of none), undefined when there is no such run (never remembered). */
+  private async projectOf(runId: string): Promise<string | null | undefined> {
+    const now = this.now();
+    const known = this.projects.get(runId);
+    if (known && now - known.at < PROJECT_TTL_MS) return known.project;
+    const project = await this.lookUpProject(runId);
+    if (project === undefined) return undefined;
+    if (this.projects.size >= PRUNE_AT) this.projects.clear();
+    this.projects.set(runId, { project, at: now });
+    return project;
+  }
 
   private bucketsOf(runId: string, project: string | null): Bucket[] {
     const out: Bucket[] = [];
@@ -128,11 +145,8 @@ export class PointLimiter {
     return (await this.drawFor(p, runId))?.take(n, reply) ?? NOTHING;
   }
 
-  private takeFrom(buckets: Bucket[], n: number, reply: FastifyReply | null): Taken {
-    if (n <= 0) return NOTHING;
-    const now = this.now();
-    const levels = buckets.map((b) => this.level(b, now));
-    // The bucket with the longest wait names the refusal: after it, both take the batch (unless others write meanwhile).
+  /** Refuses a batch of `n` that the buckets cannot take now (the one with the longest wait names it: after it, both take the batch unless others write meanwhile). */
+  private refuseIfShort(buckets: Bucket[], levels: BucketLevel[], n: number, reply: FastifyReply | null): void {
     let worst = -1;
     let worstMs = 0;
     for (let i = 0; i < buckets.length; i++) {
@@ -140,6 +154,32 @@ export class PointLimiter {
       if (ms > worstMs) [worst, worstMs] = [i, ms];
     }
     if (worst >= 0) this.refuse(reply, this.refusal(buckets[worst], n, worstMs, false));
+  }
+
+  /**
+   * Once the body is parsed and its points counted, before they are checked one by one or a
+   * transaction is opened: a batch the buckets cannot take now is refused at once, taking
+   * nothing. A writer that sends again without waiting for Retry-After (the bucket refills
+   * between its sends, so refuseEarly lets it through) costs the API a parse, not a transaction.
+   * `replayed` is asked only of a batch about to be refused: a replay of a stored batch (its
+   * Idempotency-Key) goes on, to be answered as one, taking nothing.
+   */
+  async refuseOver(p: Principal | null | undefined, runId: string, n: number, reply: FastifyReply, replayed: () => Promise<boolean>): Promise<void> {
+    if (!limited(p) || (!this.rules.run && !this.rules.project) || n <= 0) return;
+    const project = await this.projectOf(runId);
+    if (project === undefined) return;
+    const buckets = this.bucketsOf(runId, project);
+    const now = this.now();
+    const levels = buckets.map((b) => this.level(b, now));
+    if (buckets.every((b, i) => levels[i].tokens >= needOf(n, b.rule)) || (await replayed())) return;
+    this.refuseIfShort(buckets, buckets.map((b) => this.level(b, this.now())), n, reply);
+  }
+
+  private takeFrom(buckets: Bucket[], n: number, reply: FastifyReply | null): Taken {
+    if (n <= 0) return NOTHING;
+    const now = this.now();
+    const levels = buckets.map((b) => this.level(b, now));
+    this.refuseIfShort(buckets, levels, n, reply);
     buckets.forEach((b, i) => this.levels.set(b.key, { tokens: levels[i].tokens - n, at: now }));
     this.prune(now);
     let given = false;

@@ -98,6 +98,20 @@ describe('per-run and per-project limits on metric points', () => {
     expect(await stored(r)).toBe(1200);
   });
 
+  it('a batch the bucket cannot take is refused once counted, before its points are checked one by one', async () => {
+    clock += 60_000;
+    const r = await newRun(tok.a, 'a');
+    expect((await post(tok.a, r, 900)).statusCode).toBe(200);
+    clock += 1000; // 200 points in the bucket: past refuseEarly, short of the next batch
+    const bad = batch(500, 1000);
+    bad.points[499] = { key: 'loss', step: -1, value: Number.NaN } as never;
+    const refused = await call(tok.a, 'POST', `/api/v1/runs/${r}/metrics`, bad);
+    // 429, not the bad point's 400: the batch was never looked at point by point.
+    expect(refused.statusCode, refused.body).toBe(429);
+    expect(refused.json().message).toContain('this batch of 500 points was not stored');
+    expect(await stored(r)).toBe(900);
+  });
+
   it('MLflow log-batch counts against the same buckets, and a refused request stores neither its metrics nor its params', async () => {
     clock += 60_000;
     const r = await newRun(tok.a, 'a');

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { newId } from '../../db/ids.ts';
-import { claimBatch, summaries, writeSeries } from '../../db/queries/metrics.ts';
+import { batchClaimed, claimBatch, summaries, writeSeries } from '../../db/queries/metrics.ts';
 import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries/projects.ts';
 import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, runsOfExternalKey, patchRun, touchRun } from '../../db/queries/runs.ts';
 import { findExperimentId } from '../../db/queries/experiments.ts';
@@ -196,9 +196,13 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         new Error(errors[0]?.keyword === 'minItems' && errors[0].instancePath === '/points' ? EMPTY_BATCH : formatSchemaErrors(errors, dataVar)),
       // The schema states every per-point rule; a refused point is named in the handler's words
       // (its index and value), asked before the schema is: the two refuse the same points.
-      preValidation: async (req) => {
+      preValidation: async (req, reply) => {
         const points = (req.body as { points?: unknown } | undefined)?.points;
         if (!Array.isArray(points) || points.length > MAX_BATCH_POINTS) return;
+        // A batch over the limits is refused before its points are checked or a transaction opened.
+        const runId = (req.params as { id: string }).id;
+        const key = req.headers['idempotency-key'];
+        await deps.pointLimiter?.refuseOver(req.principal, runId, points.length, reply, async () => typeof key === 'string' && (await batchClaimed(db, runId, key)));
         const goodKeys = new Set<string>();
         for (const [i, p] of points.entries()) {
           if (p === null || typeof p !== 'object' || Array.isArray(p)) continue;

@@ -32,6 +32,12 @@ export async function claimBatch(ex: Executor, runId: string, batchId: string, p
   return r.length > 0;
 }
 
+/** Whether batch `batchId` of the run was stored already (a replayed Idempotency-Key), without claiming it. */
+export async function batchClaimed(ex: Executor, runId: string, batchId: string): Promise<boolean> {
+  const r = await queryRows<{ n: number }>(ex, sql`select 1 as n from metric_batches where run_id = ${runId} and batch_id = ${batchId}`);
+  return r.length > 0;
+}
+
 /** writeSeries stores one batch: a raw chunk per key, the rollup buckets and the summaries it changes. */
 /**
  * A bucket's sum plus a batch's: past float8's range it is ±Infinity, as in JavaScript, where
