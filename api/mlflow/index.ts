@@ -17,6 +17,8 @@ import { MlflowAuth, MlflowError } from './context.ts';
 import { artifactRoutes } from './artifacts.ts';
 import { experimentRoutes } from './experiments.ts';
 import { runRoutes } from './runs.ts';
+import { Registry, registeredModelRoutes } from './registry.ts';
+import { modelVersionRoutes } from './registry-versions.ts';
 
 /** DomainError codes (the input guard's, a guard's) as MLflow's. */
 const CODE_OF: Record<string, MlflowError['code']> = { invalid: 'INVALID_PARAMETER_VALUE', not_found: 'RESOURCE_DOES_NOT_EXIST', unauthorized: 'UNAUTHENTICATED', forbidden: 'PERMISSION_DENIED', rate_limited: 'REQUEST_LIMIT_EXCEEDED', too_large: 'INVALID_PARAMETER_VALUE' };
@@ -59,6 +61,9 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
   });
   experimentRoutes(app, deps.db, auth);
   runRoutes(app, deps.db, auth, deps.metrics, deps.sweepWaker, deps.pointLimiter);
+  const registry = new Registry(deps.db, auth);
+  registeredModelRoutes(app, registry);
+  modelVersionRoutes(app, registry);
   // A scope of their own: uploads are bytes, not JSON.
   await app.register(async (scope) => artifactRoutes(scope, deps.db, auth, { dir: deps.artifactsDir }));
 }

@@ -1,0 +1,117 @@
+/**
+ * MLflow's model registry (api/mlflow/registry*.ts) through the real MLflow client: register_model
+ * → version 1, an alias, load_model("models:/name@alias") predicts; the rest of the registry's
+ * calls; another project's token neither sees nor changes the model.
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { examplesPython } from './support/examples.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
+import { newToken } from '../runtime/tokens.ts';
+
+const fixtures = path.resolve(import.meta.dirname, 'fixtures', 'mlflow');
+const admin = newToken();
+const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-mlflow-registry-'));
+let t: TestApp;
+
+/** Runs Python with the MLflow client pointed at the test's API. */
+function mlflowPython(args: string[], token: string): Promise<{ status: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      examplesPython(),
+      args,
+      {
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MLFLOW_TRACKING_URI: `${t.url}/mlflow`, MLFLOW_TRACKING_TOKEN: token, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONDONTWRITEBYTECODE: '1' },
+        timeout: 120_000,
+      },
+      (err, stdout, stderr) => resolve({ status: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const lastJson = (stdout: string) => JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+
+async function api<T>(method: 'GET' | 'POST' | 'DELETE' | 'PATCH', url: string, payload?: unknown, token = admin): Promise<{ status: number; body: T }> {
+  const res = await t.app.inject({ method, url, payload: payload as Record<string, unknown>, headers: { authorization: `Bearer ${token}` } });
+  return { status: res.statusCode, body: res.json() as T };
+}
+
+beforeAll(async () => {
+  t = await startTestApp('mlflow_registry', { auth: { adminTokens: [admin] }, listen: true, temporal: false, artifactsDir });
+});
+afterAll(async () => {
+  await t?.close();
+  fs.rmSync(artifactsDir, { recursive: true, force: true });
+});
+
+describe('MLflow model registry, through the real mlflow client', () => {
+  it('register_model, aliases, load_model by alias and version, tags, stages, search, delete, rename', async () => {
+    const r = await mlflowPython([path.join(fixtures, 'registry_scenario.py')], admin);
+    expect(r.status, r.stderr).toBe(0);
+    const out = lastJson(r.stdout);
+    expect(out.version).toBe('1');
+    expect(out.status).toBe('READY');
+    expect(out.source).toMatch(new RegExp(`^mlflow-artifacts:/exp-[^/]+/${out.run as string}/artifacts/model$`));
+    expect(out.version2).toBe('2');
+    expect(out.by_alias).toBe('1');
+    expect(out.predict_alias).toEqual([2, 5]);
+    expect(out.predict_version).toEqual([2, 5]);
+    expect(out.predict_plain).toEqual([2, 5]);
+    expect(out.model).toEqual({ name: 'regdemo/demo', tags: { team: 'cv' }, description: 'doubles x', aliases: { champion: '1' }, latest: [['1', 'None'], ['2', 'Production']] });
+    expect(out.v2).toEqual({ tags: { validated: 'yes' }, description: 'second', stage: 'Production', run_id: out.run });
+    expect(out.latest_prod).toEqual(['2']);
+    expect(out.search_models).toEqual(['plain-model', 'regdemo/demo']);
+    expect(out.search_like).toEqual(['regdemo/demo']);
+    expect(out.search_versions).toEqual(['1', '2']);
+    expect(out.search_by_run).toBe(3);
+    expect(out.exists).toBe('RESOURCE_ALREADY_EXISTS');
+    expect(out.bad_alias).toBe('INVALID_PARAMETER_VALUE');
+    expect(out.missing_version).toBe('RESOURCE_DOES_NOT_EXIST');
+    expect(out.local_source).toBe('INVALID_PARAMETER_VALUE');
+    // A deleted version takes its aliases with it; its number is not given again.
+    expect(out.alias_after_delete).toBe('RESOURCE_DOES_NOT_EXIST');
+    expect(out.version3).toBe('3');
+    expect(out.renamed).toBe('plain-renamed');
+    expect(out.rename_other_project).toBe('INVALID_PARAMETER_VALUE');
+    expect(out.after_delete).toBe('RESOURCE_DOES_NOT_EXIST');
+  }, 180_000);
+
+  it("another project's token neither sees nor changes the model; a viewer of its project reads but does not write", async () => {
+    await api('POST', '/mlflow/api/2.0/mlflow/registered-models/create', { name: 'secret/model' });
+    const { body: other } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'reg-other', role: 'member', projects: ['elsewhere'] });
+    const { body: viewer } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'reg-viewer', role: 'viewer', projects: ['secret'] });
+    const code = `
+import json
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+def code_of(f):
+    try:
+        f()
+        return "ok"
+    except MlflowException as e:
+        return e.error_code
+c = MlflowClient()
+print(json.dumps({
+  "get": code_of(lambda: c.get_registered_model("secret/model")),
+  "tag": code_of(lambda: c.set_registered_model_tag("secret/model", "k", "v")),
+  "delete": code_of(lambda: c.delete_registered_model("secret/model")),
+  "version": code_of(lambda: c.create_model_version("secret/model", "s3://bucket/m")),
+  "create": code_of(lambda: c.create_registered_model("secret/other")),
+  "search": [m.name for m in c.search_registered_models()],
+}))`;
+    const o = await mlflowPython(['-c', code], other.token);
+    expect(o.status, o.stderr).toBe(0);
+    expect(lastJson(o.stdout)).toEqual({ get: 'RESOURCE_DOES_NOT_EXIST', tag: 'RESOURCE_DOES_NOT_EXIST', delete: 'RESOURCE_DOES_NOT_EXIST', version: 'RESOURCE_DOES_NOT_EXIST', create: 'PERMISSION_DENIED', search: [] });
+    const v = await mlflowPython(['-c', code], viewer.token);
+    expect(v.status, v.stderr).toBe(0);
+    expect(lastJson(v.stdout)).toEqual({ get: 'ok', tag: 'PERMISSION_DENIED', delete: 'PERMISSION_DENIED', version: 'PERMISSION_DENIED', create: 'PERMISSION_DENIED', search: ['secret/model'] });
+    // The model is untouched.
+    const { body } = await api<{ registered_model: { tags?: unknown[]; latest_versions?: unknown[] } }>('GET', '/mlflow/api/2.0/mlflow/registered-models/get?name=secret%2Fmodel');
+    expect(body.registered_model.tags ?? []).toEqual([]);
+    expect(body.registered_model.latest_versions ?? []).toEqual([]);
+  }, 120_000);
+});
