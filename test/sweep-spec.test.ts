@@ -178,18 +178,19 @@ describe('what a sweep fills in and what a trial runs', () => {
   });
 
   it("gives a trial the file's job fields, its point as params, and the sweep in its environment", () => {
-    const spec = validateSweepSpec({ command: 'python train.py', method: 'asha', max_trials: 3, env: { A: 'b' }, watch: 'ckpts', eval: ['python', 'eval.py'], nodes: 2, gpus_per_node: 4, metric: { name: 'loss', goal: 'minimize' }, parameters: { lr: { values: [1] } }, asha: { min_steps: 1, max_steps: 9, reduction_factor: 3 } });
+    const spec = validateSweepSpec({ command: 'python train.py', method: 'asha', max_trials: 3, env: { A: 'b' }, watch: 'ckpts', eval: ['python', 'eval.py'], nodes: 2, gpus_per_node: 4, memory_mb: 2048, metric: { name: 'loss', goal: 'minimize' }, parameters: { lr: { values: [1] } }, asha: { min_steps: 1, max_steps: 9, reduction_factor: 3 } });
     expect(trialJobConfig(spec, 'swp-1', 2, { lr: 1 })).toEqual({
       command: ['/bin/sh', '-c', 'python train.py'],
       workingDir: '/tmp',
       gpus: 4,
       nodes: 2,
+      memoryMb: 2048,
       env: { A: 'b', GPUPLANE_SWEEP_ID: 'swp-1', GPUPLANE_SWEEP_TRIAL: '2', GPUPLANE_MAX_STEPS: '9', GPUPLANE_SWEEP_METRIC: 'loss', GPUPLANE_SWEEP_RUNGS: '1,3' },
       params: { lr: 1 },
       watchDir: 'ckpts',
       evalPolicy: { when: 'each', command: ['python', 'eval.py'] },
     });
     const grid = validateSweepSpec({ command: ['a', 'b'], method: 'grid', gpus: 0, parameters: { x: { values: [1] } } });
-    expect(trialJobConfig(grid, 's', 0, { x: 1 })).toMatchObject({ command: ['a', 'b'], gpus: 0, nodes: 1, env: { GPUPLANE_SWEEP_ID: 's', GPUPLANE_SWEEP_TRIAL: '0' }, watchDir: null, evalPolicy: null });
+    expect(trialJobConfig(grid, 's', 0, { x: 1 })).toMatchObject({ command: ['a', 'b'], gpus: 0, nodes: 1, memoryMb: null, env: { GPUPLANE_SWEEP_ID: 's', GPUPLANE_SWEEP_TRIAL: '0' }, watchDir: null, evalPolicy: null });
   });
 });
