@@ -172,6 +172,8 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/checkpoints/:id/evaluations': { access: 'read', project: byCheckpoint },
   // A fork into another project also needs write access there (api/routes/fork.ts).
   'POST /api/v1/checkpoints/:id/fork': { access: 'write', project: byCheckpoint },
+  // Into a model of the checkpoint's own project (api/routes/checkpoint-register.ts).
+  'POST /api/v1/checkpoints/:id/register': { access: 'write', project: byCheckpoint },
   'GET /api/v1/lineage': { access: 'read', project: byLineage },
   'GET /api/v1/evaluations/:id': { access: 'read', project: byEvaluation },
 

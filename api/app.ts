@@ -20,6 +20,7 @@ import { consoleAssets, consoleRoutes } from './routes/console.ts';
 import { checkpointRoutes } from './routes/checkpoints.ts';
 import { evaluationRoutes } from './routes/evaluations.ts';
 import { forkRoutes } from './routes/fork.ts';
+import { checkpointRegisterRoutes } from './routes/checkpoint-register.ts';
 import { logRoutes } from './routes/logs.ts';
 import { nodeRoutes } from './routes/nodes.ts';
 import { telemetryRoutes } from './routes/telemetry.ts';
@@ -103,6 +104,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
       await api.register(checkpointRoutes, deps);
       await api.register(evaluationRoutes, deps);
       await api.register(forkRoutes, deps);
+      await api.register(checkpointRegisterRoutes, deps);
       await api.register(logRoutes, deps);
       await api.register(launchRoutes, deps);
       await api.register(webhookRoutes, deps);

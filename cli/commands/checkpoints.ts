@@ -3,6 +3,7 @@ import type { BestJson, CheckpointDetailJson, ListedCheckpointJson, ResolvedMetr
 import { clientOf, out } from '../client-of.ts';
 import { bestCheckpoint, getCheckpoint, listCheckpoints, type CheckpointScopeQuery } from '../client-checkpoints.ts';
 import { keyValues, table } from '../table.ts';
+import { registerCheckpoint, renderRegistered } from '../client-registry.ts';
 
 const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
 
@@ -133,9 +134,15 @@ export function registerCheckpointCommands(program: Command): void {
     .option('--run <id>', "among this run's checkpoints")
     .option('--project <name>', "among this project's checkpoints")
     .option('--experiment <name>', "among this experiment's (needs --project)")
+    .option('--register <name>', "register the best as a new version of this model of its project (MLflow's registry), recording the evaluation that made it best")
+    .option('--alias <alias>', 'with --register: point this alias (e.g. champion) at the new version')
     .option('--json', 'print JSON')
-    .action(async (o: ScopeOptions & { json?: boolean }, cmd: Command) => {
-      const b = await bestCheckpoint(clientOf(cmd), scopeOf(o, true));
-      out(o.json ? JSON.stringify(b, null, 2) : renderBest(b));
+    .action(async (o: ScopeOptions & { json?: boolean; register?: string; alias?: string }, cmd: Command) => {
+      if (o.alias && !o.register) throw new InvalidArgumentError('--alias needs --register NAME');
+      const client = clientOf(cmd);
+      const b = await bestCheckpoint(client, scopeOf(o, true));
+      if (!o.register) return out(o.json ? JSON.stringify(b, null, 2) : renderBest(b));
+      const r = await registerCheckpoint(client, b.checkpoint.id, { name: o.register, ...(o.alias ? { alias: o.alias } : {}) });
+      out(o.json ? JSON.stringify({ ...b, registered: r }, null, 2) : `${renderBest(b)}\n\n${renderRegistered(r)}`);
     });
 }
