@@ -15,3 +15,4 @@ export * from './schema/plane.ts';
 export * from './schema/webhooks.ts';
 export * from './schema/sweeps.ts';
 export * from './schema/registry.ts';
+export * from './schema/mlflow-models.ts';
