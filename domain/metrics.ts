@@ -7,6 +7,16 @@
 export const METRIC_KEY_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.\-/ :]{0,249}$/;
 export const METRIC_KEY_RULE = '1-250 characters of letters, digits, _ . - / : and space, starting with a letter, digit or _';
 export const MAX_BATCH_POINTS = 10_000;
+
+/** Which keys and steps a batch takes: GPUPlane's own API (the default) or MLflow's (domain/mlflow-rules.ts). */
+export interface PointRules {
+  keyOk: (key: string) => boolean;
+  keyRule: string;
+  /** The lowest step taken: 0 for GPUPlane's API; MLflow takes negative steps. */
+  minStep: number;
+}
+export const PLANE_POINT_RULES: PointRules = { keyOk: (k) => METRIC_KEY_PATTERN.test(k), keyRule: METRIC_KEY_RULE, minStep: 0 };
+
 /**
  * Rollup bucket widths in steps: 64, 256, … 4^10. A query of N buckets reads the smallest width
  * that fits; a range too narrow for 64-step buckets is bucketed from raw points (at most 64 N).
@@ -75,12 +85,12 @@ export interface SummaryDelta {
  * first, so a refusal names the point and its value. `goodKeys`: keys already checked (a batch
  * repeats a few keys thousands of times), to which a good one is added.
  */
-export function pointProblem(p: WirePoint, i: number, goodKeys?: Set<string>): string | null {
+export function pointProblem(p: WirePoint, i: number, goodKeys?: Set<string>, rules: PointRules = PLANE_POINT_RULES): string | null {
   if (!goodKeys?.has(p.key)) {
-    if (typeof p.key !== 'string' || !METRIC_KEY_PATTERN.test(p.key)) return `points/${i}/key: ${JSON.stringify(p.key)} is not a metric key (${METRIC_KEY_RULE})`;
+    if (typeof p.key !== 'string' || !rules.keyOk(p.key)) return `points/${i}/key: ${JSON.stringify(p.key)} is not a metric key (${rules.keyRule})`;
     goodKeys?.add(p.key);
   }
-  if (!Number.isSafeInteger(p.step) || p.step < 0) return `points/${i}/step: ${JSON.stringify(p.step)} is not an integer >= 0`;
+  if (!Number.isSafeInteger(p.step) || p.step < rules.minStep) return `points/${i}/step: ${JSON.stringify(p.step)} is not an integer >= ${rules.minStep}`;
   if (decodeValue(p.value) === undefined) return `points/${i}/value: ${JSON.stringify(p.value)} is not a number (numbers, or "NaN", "Infinity", "-Infinity")`;
   if (p.ts !== undefined && !(Number.isFinite(p.ts) && p.ts >= 0)) return `points/${i}/ts: ${JSON.stringify(p.ts)} is not a time in epoch milliseconds`;
   return null;
@@ -90,14 +100,14 @@ export function pointProblem(p: WirePoint, i: number, goodKeys?: Set<string>): s
  * Checks every point and groups them by key, in the order given. The first bad point rejects
  * the batch with a message that names it; nothing of a rejected batch is kept.
  */
-export function parseBatch(points: readonly WirePoint[], now: number): KeySeries[] {
+export function parseBatch(points: readonly WirePoint[], now: number, rules: PointRules = PLANE_POINT_RULES): KeySeries[] {
   if (points.length === 0) throw new BatchRejected('points must not be empty');
   if (points.length > MAX_BATCH_POINTS) throw new BatchRejected(`at most ${MAX_BATCH_POINTS} points per batch, got ${points.length}`);
   const byKey = new Map<string, KeySeries>();
   const goodKeys = new Set<string>();
   for (let i = 0; i < points.length; i++) {
     const p = points[i];
-    const problem = pointProblem(p, i, goodKeys);
+    const problem = pointProblem(p, i, goodKeys, rules);
     if (problem) throw new BatchRejected(problem);
     let s = byKey.get(p.key);
     if (!s) byKey.set(p.key, (s = { key: p.key, steps: [], values: [], times: [] }));

@@ -46,9 +46,24 @@ const TYPES: Record<string, SearchType> = {
   attr: 'attribute',
   run: 'attribute',
 };
-const STRING_ATTRIBUTES = new Set(['run_id', 'run_name', 'status', 'user_id', 'artifact_uri', 'lifecycle_stage']);
-const NUMBER_ATTRIBUTES = new Set(['start_time', 'end_time']);
-const ATTRIBUTE_ALIASES: Record<string, string> = { created: 'start_time', run_uuid: 'run_id', name: 'run_name' };
+/** The attributes a search may name: its strings, its numbers, and the other names they go by. */
+export interface SearchAttributes {
+  strings: ReadonlySet<string>;
+  numbers: ReadonlySet<string>;
+  aliases: Readonly<Record<string, string>>;
+}
+/** A run's (search_runs). */
+export const RUN_ATTRIBUTES: SearchAttributes = {
+  strings: new Set(['run_id', 'run_name', 'status', 'user_id', 'artifact_uri', 'lifecycle_stage']),
+  numbers: new Set(['start_time', 'end_time']),
+  aliases: { created: 'start_time', run_uuid: 'run_id', name: 'run_name' },
+};
+/** A logged model's (search_logged_models; MLflow's SearchLoggedModelsUtils). */
+export const LOGGED_MODEL_ATTRIBUTES: SearchAttributes = {
+  strings: new Set(['name', 'model_id', 'model_type', 'status', 'source_run_id']),
+  numbers: new Set(['creation_timestamp', 'last_updated_timestamp']),
+  aliases: { creation_time: 'creation_timestamp', last_updated_time: 'last_updated_timestamp' },
+};
 const NUMERIC_OPS = new Set<Comparator>(['=', '!=', '<', '<=', '>', '>=']);
 const STRING_OPS = new Set<Comparator>(['=', '!=', 'LIKE', 'ILIKE', 'IN', 'NOT IN', 'IS NULL', 'IS NOT NULL']);
 
@@ -95,7 +110,7 @@ function tokenize(s: string): Token[] {
 }
 
 /** `type.key` (or a bare attribute) as a type and key. */
-function identifier(text: string, what: string): { type: SearchType; key: string } {
+function identifier(text: string, what: string, attrs: SearchAttributes): { type: SearchType; key: string } {
   const dot = text.indexOf('.');
   const head = dot < 0 ? '' : text.slice(0, dot).toLowerCase();
   let type: SearchType;
@@ -111,18 +126,17 @@ function identifier(text: string, what: string): { type: SearchType; key: string
   }
   if (key === '') throw new SearchSyntaxError(`invalid identifier "${text}" in ${what}: the key is empty`);
   if (type === 'attribute') {
-    key = ATTRIBUTE_ALIASES[key] ?? key;
-    if (!STRING_ATTRIBUTES.has(key) && !NUMBER_ATTRIBUTES.has(key)) {
-      throw new SearchSyntaxError(`invalid attribute key "${key}" in ${what}: valid attributes are ${[...STRING_ATTRIBUTES, ...NUMBER_ATTRIBUTES].join(', ')}`);
+    key = attrs.aliases[key] ?? key;
+    if (!attrs.strings.has(key) && !attrs.numbers.has(key)) {
+      throw new SearchSyntaxError(`invalid attribute key "${key}" in ${what}: valid attributes are ${[...attrs.strings, ...attrs.numbers].join(', ')}`);
     }
   }
   return { type, key };
 }
 
-const isNumeric = (c: { type: SearchType; key: string }) => c.type === 'metric' || (c.type === 'attribute' && NUMBER_ATTRIBUTES.has(c.key));
-
-/** Parses a `filter_string`; empty or blank is no clause. */
-export function parseSearchFilter(filter: string | undefined): SearchClause[] {
+/** Parses a `filter_string` (a run search's, or with `attrs` another entity's); empty or blank is no clause. */
+export function parseSearchFilter(filter: string | undefined, attrs: SearchAttributes = RUN_ATTRIBUTES): SearchClause[] {
+  const isNumeric = (c: { type: SearchType; key: string }) => c.type === 'metric' || (c.type === 'attribute' && attrs.numbers.has(c.key));
   if (!filter || filter.trim() === '') return [];
   const t = tokenize(filter);
   const clauses: SearchClause[] = [];
@@ -131,7 +145,7 @@ export function parseSearchFilter(filter: string | undefined): SearchClause[] {
   for (;;) {
     const head = t[i];
     if (head?.kind !== 'ident') throw new SearchSyntaxError(`expected an identifier such as metrics.loss at token ${i + 1} of the filter`);
-    const id = identifier(head.text, 'the filter');
+    const id = identifier(head.text, 'the filter', attrs);
     i++;
     let op: Comparator;
     if (word(i) === 'IS' && word(i + 1) === 'NULL') {
@@ -193,13 +207,13 @@ export function parseSearchFilter(filter: string | undefined): SearchClause[] {
 }
 
 /** Parses `order_by` entries such as `metrics.loss ASC` or `attributes.start_time DESC`. */
-export function parseOrderBy(entries: readonly string[] | undefined): OrderClause[] {
+export function parseOrderBy(entries: readonly string[] | undefined, attrs: SearchAttributes = RUN_ATTRIBUTES): OrderClause[] {
   return (entries ?? []).map((e) => {
     const t = tokenize(e);
     if (t.length < 1 || t.length > 2 || t[0].kind !== 'ident') throw new SearchSyntaxError(`invalid order_by "${e}": it takes "<type>.<key> [ASC|DESC]"`);
     const dir = t[1] ? (t[1].kind === 'ident' ? t[1].text.toUpperCase() : '') : 'ASC';
     if (dir !== 'ASC' && dir !== 'DESC') throw new SearchSyntaxError(`invalid order_by "${e}": the direction is ASC or DESC`);
-    const id = identifier(t[0].text, 'order_by');
+    const id = identifier(t[0].text, 'order_by', attrs);
     return { ...id, ascending: dir === 'ASC' };
   });
 }
