@@ -13,6 +13,7 @@ import { ClusterPage } from './pages/cluster.tsx';
 import { ExperimentPage } from './pages/experiment.tsx';
 import { JobPage } from './pages/job.tsx';
 import { MlflowExperimentPage } from './pages/mlflow-experiment.tsx';
+import { ModelsPage } from './pages/models.tsx';
 import { QueuePage } from './pages/queue.tsx';
 import { RunPage } from './pages/run.tsx';
 import { SweepPage } from './pages/sweep.tsx';
@@ -27,6 +28,7 @@ const NAV = [
   ['experiments', 'Experiments'],
   ['sweeps', 'Sweeps'],
   ['checkpoints', 'Checkpoints'],
+  ['models', 'Models'],
   ['quotas', 'Quotas'],
 ] as const;
 
@@ -51,6 +53,8 @@ function pageFor(r: Route) {
       return id ? <SweepPage id={id} /> : <SweepsPage query={r.query} />;
     case 'checkpoints':
       return <CheckpointsPage query={r.query} />;
+    case 'models':
+      return <ModelsPage />;
     case 'quotas':
       return <QuotasPage />;
     default:
