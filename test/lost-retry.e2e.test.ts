@@ -61,6 +61,8 @@ describe('failure is normal: LOST, re-queue and retry_job', () => {
       [1, 'LOST', victim],
       [2, 'SUCCEEDED', survivor],
     ]);
+    // Not "no agent took the attempt in time": it had, and ran, before its node went silent.
+    expect(done.attempts[0].reason).toBe(`lost contact with node ${victim}: it stopped answering while the attempt ran and did not come back in time`);
     expect(done.history.filter((h) => h.from !== h.to).map((h) => h.to)).toEqual(['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'LOST', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED']);
     // A missed heartbeat only makes the node suspect; LOST came at lost-after, after the wait for it.
     expect(done.history.some((h) => h.attempt === 1 && h.from === 'RUNNING' && h.to === 'RUNNING' && h.detail?.includes(`no heartbeat from node ${victim}`))).toBe(true);

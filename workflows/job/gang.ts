@@ -67,6 +67,8 @@ interface MemberEnd {
   nodeId: string;
   exit: ProcessExit | null;
   failure: unknown;
+  /** Its last watch waited for its silent node to take it back (watch.ts). */
+  takeBack: boolean;
   /** Stopped by the gang or a cancel (not ended by itself). */
   stopped: boolean;
   /** Its node did not answer the stop: silent until lost-after, it has fenced the process. */
@@ -91,7 +93,7 @@ async function watchMember(job: JobAttempt, spec: AttemptSpec & { gang: AttemptG
   };
   const w = await new AttemptWatch(job, spec, view).untilEnded();
   const preempted = w.exit !== null && w.preempted !== null && (await w.preempted);
-  const base = { rank: spec.gang.rank, nodeId, exit: w.exit, failure: w.failure, preempted };
+  const base = { rank: spec.gang.rank, nodeId, exit: w.exit, failure: w.failure, takeBack: w.takeBack === true, preempted };
   if (w.exit !== null || !stop()) return { ...base, stopped: false, unreachable: false };
   // Stopped: its process is known dead once its node says so, or once lost-after has passed in
   // silence (its agent fences it by then). A node that missed its heartbeat timeout has the rest.
@@ -130,7 +132,7 @@ function gangOutcome(job: JobAttempt, ends: MemberEnd[], first: MemberEnd | null
   }
   if (isLost(first.failure)) {
     const lost = [first.nodeId, ...unreachable.filter((n) => n !== first.nodeId)];
-    return { state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${first.nodeId} (rank ${first.rank}): ${failureMessage(first.failure)}`, lostNodes: lost, member, ...(stoppedWithAgent(first.failure) ? { lostCause: AGENT_STOPPED } : {}) };
+    return { state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${first.nodeId} (rank ${first.rank}): ${failureMessage(first.failure, first.takeBack)}`, lostNodes: lost, member, ...(stoppedWithAgent(first.failure) ? { lostCause: AGENT_STOPPED } : {}) };
   }
   return { state: 'FAILED', exitCode: null, signal: null, reason: `${who}: ${failureMessage(first.failure)}`, member, ...(unreachable.length ? { nodeLost: true, lostNodes: unreachable } : {}) };
 }

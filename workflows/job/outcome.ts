@@ -39,11 +39,16 @@ export function stoppedWithAgent(err: unknown): boolean {
   return typeof detail === 'object' && detail !== null && detail.cause === AGENT_STOPPED;
 }
 
-/** The reason recorded for an attempt whose watching activity failed. */
-export function failureMessage(err: unknown): string {
+/**
+ * The reason recorded for an attempt whose watching activity failed. `takeBack`: the activity
+ * was the watch that waited for a silent node to take its running attempt back (watch.ts), so
+ * its schedule-to-start timeout means the node never came back, not that none took it at first.
+ */
+export function failureMessage(err: unknown, takeBack = false): string {
   if (err instanceof ActivityFailure && err.cause) {
     const c = err.cause;
-    if (c instanceof TimeoutFailure) return c.timeoutType === 'SCHEDULE_TO_START' ? 'no agent took the attempt in time' : `${(c.timeoutType ?? 'activity').toLowerCase()} timeout`;
+    if (c instanceof TimeoutFailure && c.timeoutType === 'SCHEDULE_TO_START') return takeBack ? 'it stopped answering while the attempt ran and did not come back in time' : 'no agent took the attempt in time';
+    if (c instanceof TimeoutFailure) return `${(c.timeoutType ?? 'activity').toLowerCase()} timeout`;
     return c.message;
   }
   return err instanceof Error ? err.message : String(err);

@@ -27,10 +27,10 @@ export async function runAndWatch(job: JobAttempt, s: AttemptSpec): Promise<Atte
 
   const watch = new AttemptWatch(job, s, wholeAttempt(job));
   if (watchOnly) await control.noteAttempt({ jobId: job.jobId, attempt: job.attempt, detail: `workflow restarted in Temporal (reset); watching the attempt on node ${s.nodeId} again` });
-  const { exit, failure, preempted } = await watch.untilEnded();
+  const { exit, failure, preempted, takeBack } = await watch.untilEnded();
   // Stopped by a preemption (not ended by itself before it): PREEMPTED, whatever its exit.
   if (exit !== null && preempted !== null && (await preempted)) return preemptedOutcome(job, exit);
-  return outcomeOf(job, s, exit, failure);
+  return outcomeOf(job, s, exit, failure, takeBack === true);
 }
 
 /** An attempt a preemption stopped: re-queued as the next attempt (activities/control/finish.ts), or FAILED or CANCELLED when the preemption said so (a stall's kill, a sweep's stop). */
@@ -42,7 +42,7 @@ export function preemptedOutcome(job: JobAttempt, exit: ProcessExit | null): Att
  * How the watched attempt ended: its process's exit, or the failure of the activity that
  * watched it (a cancel, a node that went silent, or something else).
  */
-async function outcomeOf(job: JobAttempt, s: AttemptSpec, exit: ProcessExit | null, failure: unknown): Promise<AttemptOutcome> {
+async function outcomeOf(job: JobAttempt, s: AttemptSpec, exit: ProcessExit | null, failure: unknown, takeBack: boolean): Promise<AttemptOutcome> {
   if (exit !== null) return outcomeOfExit(exit);
   if (job.cancelRequested) {
     // Whatever ended the attempt (the cancel itself, or a node that could not acknowledge
@@ -55,7 +55,7 @@ async function outcomeOf(job: JobAttempt, s: AttemptSpec, exit: ProcessExit | nu
     return { state: 'CANCELLED', exitCode: null, signal: null, reason, nodeLost: unreachable };
   }
   if (isLost(failure)) {
-    return { state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${s.nodeId}: ${failureMessage(failure)}`, ...(stoppedWithAgent(failure) ? { lostCause: AGENT_STOPPED } : {}) };
+    return { state: 'LOST', exitCode: null, signal: null, reason: `lost contact with node ${s.nodeId}: ${failureMessage(failure, takeBack)}`, ...(stoppedWithAgent(failure) ? { lostCause: AGENT_STOPPED } : {}) };
   }
   return { state: 'FAILED', exitCode: null, signal: null, reason: failureMessage(failure) };
 }
@@ -81,6 +81,8 @@ export interface Watch {
   done: boolean;
   exit: ProcessExit | null;
   failure: unknown;
+  /** The watch that waited for a silent node to take the attempt back (AttemptWatch.takeBack). */
+  takeBack?: boolean;
 }
 
 /** How a watch ended: its last activity's, and a preemption sent to the node, if one was (whether it found the process running and stopped it). */
@@ -187,6 +189,7 @@ export class AttemptWatch {
   private async takeBack(): Promise<void> {
     const { job } = this;
     this.current = launch(() => this.watcher.watchJob({ jobId: job.jobId, attempt: job.attempt }));
+    this.current.takeBack = true;
     await control.noteAttempt({ jobId: job.jobId, attempt: job.attempt, detail: `no heartbeat from node ${this.spec.nodeId} for ${job.input.heartbeatTimeoutMs / 1000} s; waiting for it to take the attempt back` });
   }
 
