@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs GPUPlane's dependencies: npm packages, the Temporal CLI (built once, cached outside
 # the checkout), the web console's build and, with --with-postgres, what the tests need: Debian's
-# PostgreSQL server, Chromium, promtool, the examples' venv (numpy, mlflow-skinny, psutil) and a real Temporal server.
+# PostgreSQL server, Chromium, promtool, the examples' venv (numpy, mlflow-skinny, psutil, scikit-learn, pandas, skops) and a real Temporal server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A node_modules that is a link (a git worktree sharing another checkout's) is that checkout's to
@@ -37,7 +37,7 @@ if [ "${1:-}" = "--with-postgres" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
   fi
-  # The example scripts and the MLflow client tests need numpy, mlflow-skinny and psutil: a venv cached outside the checkout.
+  # The example scripts and the MLflow client tests need numpy, mlflow-skinny, psutil and, for mlflow.sklearn, scikit-learn, pandas and skops (examples/requirements.txt): a venv cached outside the checkout.
   echo "== examples venv: $(bash scripts/examples-venv.sh)"
   # The end-to-end test on a real Temporal cluster (temporal-server on PostgreSQL): built once, cached.
   echo "== Temporal server: $(bash temporal/ensure-temporal-server.sh)"

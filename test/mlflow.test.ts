@@ -171,11 +171,11 @@ print(json.dumps(out))`;
     const params = Array.from({ length: 101 }, (_, i) => ({ key: `p${i}`, value: 'x' }));
     const many = await api<{ message: string }>('POST', '/mlflow/api/2.0/mlflow/runs/log-batch', { run_id: runId, params });
     expect(many.body.message).toContain('at most 100 params');
-    const models = await api<{ error_code: string; message: string }>('POST', '/mlflow/api/2.0/mlflow/logged-models', {});
-    expect(models.status).toBe(501);
-    expect(models.body.error_code).toBe('NOT_IMPLEMENTED');
-    expect(models.body.message).toContain('/api/2.0/mlflow/logged-models');
-    const r = await mlflowPython(['-c', 'import mlflow; mlflow.MlflowClient().search_registered_models()'], admin);
+    const unserved = await api<{ error_code: string; message: string }>('POST', '/mlflow/api/2.0/mlflow/prompt-optimization/jobs', {});
+    expect(unserved.status).toBe(501);
+    expect(unserved.body.error_code).toBe('NOT_IMPLEMENTED');
+    expect(unserved.body.message).toContain('/api/2.0/mlflow/prompt-optimization/jobs');
+    const r = await mlflowPython(['-c', 'import mlflow; mlflow.MlflowClient().list_webhooks()'], admin);
     expect(r.stderr).toContain('NOT_IMPLEMENTED');
     // The run links the client prints go to the console (the browser keeps their fragment).
     const ui = await t.app.inject({ method: 'GET', url: '/mlflow/' });

@@ -11,6 +11,7 @@ import { describe, type Principal } from '../principal.ts';
 import type { TokenResolver } from '../token-resolver.ts';
 import { allows, principalOf } from '../auth.ts';
 import { offsetOf } from './wire.ts';
+import { wrongTypeMessage } from '../../domain/mlflow-rules.ts';
 
 export type MlflowCode =
   | 'INVALID_PARAMETER_VALUE'
@@ -67,7 +68,7 @@ export function text(f: Record<string, unknown>, name: string, required = false)
     if (required) throw invalid(`Missing value for required parameter '${name}'. See the API docs for more information about request parameters.`);
     return undefined;
   }
-  if (typeof v !== 'string') throw invalid(`Invalid value ${JSON.stringify(v)} for parameter '${name}' supplied: it must be a string`);
+  if (typeof v !== 'string') throw invalid(wrongTypeMessage(name, v));
   return v;
 }
 

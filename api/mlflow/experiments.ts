@@ -100,6 +100,8 @@ export function experimentRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth)
     const c = await auth.caller(req);
     const f = fieldsOf(req);
     const name = text(f, 'name', true);
+    // Checked as MLflow checks it; GPUPlane keeps every experiment's files in its own folder.
+    text(f, 'artifact_location');
     const n = checkedName(name);
     if (c.principal?.kind === 'run' || !mayTouch(c, n.project, true)) throw new MlflowError('PERMISSION_DENIED', `this token may not create experiments in project "${n.project}"`);
     const tags = tagsOf(list(f, 'tags'));
@@ -137,6 +139,8 @@ export function experimentRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth)
     const { max, offset } = pageOf(f);
     const accept = experimentFilter(text(f, 'filter'));
     const projectIds = c.principal?.kind === 'run' ? [] : await auth.visible(c);
+    // MLflow's Default experiment exists from the start: a fresh plane lists it too.
+    await experimentOfId(db, DEFAULT_EXPERIMENT_ID);
     // Experiments are few: filtered here, after the lifecycle and the caller's projects.
     const all = (await listExperiments(db, { view: viewType(f.view_type), projectIds, limit: 100_000, offset: 0 })).filter(accept);
     const page = all.slice(offset, offset + max);

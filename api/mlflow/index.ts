@@ -17,6 +17,8 @@ import { MlflowAuth, MlflowError } from './context.ts';
 import { artifactRoutes } from './artifacts.ts';
 import { experimentRoutes } from './experiments.ts';
 import { runRoutes } from './runs.ts';
+import { modelRoutes } from './models.ts';
+import { runIoRoutes } from './run-io.ts';
 import { Registry, registeredModelRoutes } from './registry.ts';
 import { modelVersionRoutes } from './registry-versions.ts';
 
@@ -61,6 +63,8 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
   });
   experimentRoutes(app, deps.db, auth);
   runRoutes(app, deps.db, auth, deps.metrics, deps.sweepWaker, deps.pointLimiter);
+  modelRoutes(app, deps.db, auth);
+  runIoRoutes(app, deps.db, auth);
   const registry = new Registry(deps.db, auth);
   registeredModelRoutes(app, registry);
   modelVersionRoutes(app, registry);

@@ -12,9 +12,12 @@ import { newId } from '../../db/ids.ts';
 import { rawPoints, writeSeries } from '../../db/queries/metrics.ts';
 import { addRunParams, attemptNodes, latestMetrics, lockRun, searchRunIds, setRunDeleted, setRunTags, type LockedRun } from '../../db/queries/mlflow.ts';
 import { projectOfRun } from '../../db/queries/auth.ts';
+import { runInputsOf } from '../../db/queries/mlflow-models.ts';
+import { recordModelMetrics } from './models.ts';
 import { addEvent, endRun, getRun, getRuns, insertRun, touchRun, touchRunRow, type RunWithNames } from '../../db/queries/runs.ts';
 import { BatchRejected, decodeValue, encodeValue, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
 import { parseOrderBy, parseSearchFilter, SearchSyntaxError } from '../../domain/mlflow-search.ts';
+import { MLFLOW_POINT_RULES, mlflowNameProblem } from '../../domain/mlflow-rules.ts';
 import { fieldsOf, int, invalid, list, pageOf, mayTouch, MlflowError, text, type Caller, type MlflowAuth } from './context.ts';
 import { API, experimentOfId, tagsOf, viewType } from './experiments.ts';
 import { DEFAULT_EXPERIMENT_ID, offsetOf, pageToken, paramText, runInfoJson, runJson, STATUS_FROM_MLFLOW } from './wire.ts';
@@ -35,12 +38,14 @@ const NOUNS = ['ant', 'bee', 'crane', 'deer', 'eel', 'finch', 'gull', 'hare', 'i
 /** A run name when the client gives none, as MLflow's server makes one: adjective-noun-number. */
 const randomName = () => `${ADJECTIVES[Math.floor(Math.random() * ADJECTIVES.length)]}-${NOUNS[Math.floor(Math.random() * NOUNS.length)]}-${Math.floor(Math.random() * 1000)}`;
 
-/** A metric entry of a request as our point (step 0 when absent, as MLflow). */
-function pointOf(m: unknown, i: number): WirePoint {
+/** A metric entry of a request as our point (step 0 when absent), checked by MLflow's rules (negative steps, `-loss`). */
+export function pointOf(m: unknown, i: number): WirePoint {
   if (!m || typeof m !== 'object') throw invalid(`metrics[${i}] must be an object {"key", "value", "timestamp", "step"}`);
   const e = m as Record<string, unknown>;
   const key = e.key;
   if (typeof key !== 'string' || key === '') throw invalid(`Missing value for required parameter 'key' in metrics[${i}]`);
+  const nameProblem = mlflowNameProblem(key);
+  if (nameProblem) throw invalid(`Invalid value ${JSON.stringify(key)} for parameter 'metrics[${i}].name' supplied: ${nameProblem}`);
   const raw = e.value;
   // Protobuf's JSON sends a double as a number, or "NaN" / "Infinity" / "-Infinity".
   const value = typeof raw === 'string' && decodeValue(raw) === undefined && raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : raw;
@@ -48,7 +53,7 @@ function pointOf(m: unknown, i: number): WirePoint {
   const step = int(e, 'step') ?? 0;
   const ts = int(e, 'timestamp');
   const p: WirePoint = { key, step, value: value as WirePoint['value'], ...(ts !== undefined ? { ts } : {}) };
-  const problem = pointProblem(p, i);
+  const problem = pointProblem(p, i, undefined, MLFLOW_POINT_RULES);
   if (problem) throw invalid(`Invalid metric: ${problem.replace(/^points\//, 'metrics[').replace(/\/(\w+):/, '].$1:')}`);
   return p;
 }
@@ -106,12 +111,31 @@ export async function reachRun(db: Db, c: Caller, id: string, write: boolean): P
   return run;
 }
 
+/** The run a log endpoint writes, if the caller may write it: one light read (its project), not the whole run. */
+export async function writeTargetOf(db: Db, auth: MlflowAuth, req: FastifyRequest): Promise<{ c: Caller; f: Record<string, unknown>; id: string }> {
+  const c = await auth.caller(req);
+  const f = fieldsOf(req);
+  const id = text(f, 'run_id') ?? text(f, 'run_uuid', true);
+  const p = c.principal;
+  if (p?.kind === 'run') {
+    if (p.runId !== id) throw noRun(id);
+  } else if (p) {
+    const project = await projectOfRun(db, id);
+    if (project === undefined || !mayTouch(c, project ?? '', false)) throw noRun(id);
+    if (!mayTouch(c, project ?? '', true)) throw new MlflowError('PERMISSION_DENIED', `this token may only read project "${project}"`);
+  }
+  return { c, f, id };
+}
+
+/** MLflow's refusal of a write to a deleted run. */
+export const notActive = (runId: string) => invalid(`The run ${runId} must be in the 'active' state. Current state is deleted.`);
+
 export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeMetrics?: PlaneMetrics, sweepWaker?: SweepWaker, limiter?: PointLimiter): void {
   const reach = (c: Caller, id: string, write: boolean) => reachRun(db, c, id, write);
 
   const fullRun = async (run: RunWithNames) => {
-    const [metrics, nodes] = await Promise.all([latestMetrics(db, [run.id]), run.jobId && run.attempt ? attemptNodes(db, [{ jobId: run.jobId, attempt: run.attempt }]) : new Map<string, string>()]);
-    return runJson(run, { metrics: metrics.get(run.id) ?? [], node: run.jobId ? (nodes.get(`${run.jobId}:${run.attempt}`) ?? null) : null });
+    const [metrics, nodes, io] = await Promise.all([latestMetrics(db, [run.id]), run.jobId && run.attempt ? attemptNodes(db, [{ jobId: run.jobId, attempt: run.attempt }]) : new Map<string, string>(), runInputsOf(db, [run.id])]);
+    return runJson(run, { metrics: metrics.get(run.id) ?? [], node: run.jobId ? (nodes.get(`${run.jobId}:${run.attempt}`) ?? null) : null, io: io.get(run.id) });
   };
 
   /**
@@ -123,7 +147,7 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     let series: ReturnType<typeof parseBatch> = [];
     if (metrics.length > 0) {
       try {
-        series = parseBatch(metrics, Date.now());
+        series = parseBatch(metrics, Date.now(), MLFLOW_POINT_RULES);
       } catch (err) {
         if (err instanceof BatchRejected) throw invalid(err.message);
         throw err;
@@ -141,20 +165,19 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
   }
 
   async function write(runId: string, series: ReturnType<typeof parseBatch>, params: Record<string, string>, tags: Record<string, string>): Promise<void> {
-    const notActive = () => invalid(`The run ${runId} must be in the 'active' state. Current state is deleted.`);
     await db.transaction(async (tx) => {
       // Metrics alone (the common call): the heartbeat's update is the row lock, and says whether
       // the run is there and active; params and tags are read, checked and written under a lock first.
       if (Object.keys(params).length === 0 && Object.keys(tags).length === 0) {
         const touched = await touchRunRow(tx, runId);
         if (!touched) throw noRun(runId);
-        if (touched.deleted) throw notActive();
+        if (touched.deleted) throw notActive(runId);
         if (series.length > 0) await writeSeries(tx, runId, series);
         return;
       }
       const run = await lockRun(tx, runId);
       if (!run) throw noRun(runId);
-      if (run.deleted) throw notActive();
+      if (run.deleted) throw notActive(runId);
       for (const [k, v] of Object.entries(params)) {
         if (k in run.params && paramText(run.params[k]) !== v) {
           throw invalid(`Changing param values is not allowed. Param with key='${k}' was already logged with value='${paramText(run.params[k])}' for run ID='${runId}'. Attempted logging new value '${v}'.`);
@@ -213,6 +236,7 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     const f = fieldsOf(req);
     const id = text(f, 'run_id') ?? text(f, 'run_uuid', true);
     const run = await reach(c, id, true);
+    if (run.deletedAt) throw notActive(id);
     const status = text(f, 'status');
     const name = text(f, 'run_name');
     if (status !== undefined && !(status in STATUS_FROM_MLFLOW)) throw invalid(`Invalid value "${status}" for parameter 'status': RUNNING, SCHEDULED, FINISHED, FAILED or KILLED`);
@@ -252,25 +276,12 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     });
   }
 
-  /** The run a log endpoint writes, if the caller may write it: one light read (its project), not the whole run. */
-  const writeTarget = async (req: FastifyRequest) => {
-    const c = await auth.caller(req);
-    const f = fieldsOf(req);
-    const id = text(f, 'run_id') ?? text(f, 'run_uuid', true);
-    const p = c.principal;
-    if (p?.kind === 'run') {
-      if (p.runId !== id) throw noRun(id);
-    } else if (p) {
-      const project = await projectOfRun(db, id);
-      if (project === undefined || !mayTouch(c, project ?? '', false)) throw noRun(id);
-      if (!mayTouch(c, project ?? '', true)) throw new MlflowError('PERMISSION_DENIED', `this token may only read project "${project}"`);
-    }
-    return { c, f, id };
-  };
+  const writeTarget = (req: FastifyRequest) => writeTargetOf(db, auth, req);
 
   app.post(`${API}/runs/log-metric`, async (req, reply) => {
     const { c, f, id } = await writeTarget(req);
     await logBatch(c, reply, id, [pointOf(f, 0)], {}, {});
+    await recordModelMetrics(db, id, [f]);
     return {};
   });
 
@@ -292,6 +303,7 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     await db.transaction(async (tx) => {
       const run = await lockRun(tx, id);
       if (!run) throw noRun(id);
+      if (run.deleted) throw notActive(id);
       const tags = { ...run.tags };
       const systemTags = { ...run.systemTags };
       if (key in tags) delete tags[key];
@@ -309,16 +321,7 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     const t = list(f, 'tags');
     checkLimits(m.length, p.length, t.length);
     await logBatch(c, reply, id, m.map(pointOf), paramsOf(p), tagsOf(t));
-    return {};
-  });
-
-  app.post(`${API}/runs/log-inputs`, async (req) => {
-    const { f, id } = await writeTarget(req);
-    const run = await getRun(db, id);
-    if (!run) throw noRun(id);
-    const datasets = list(f, 'datasets');
-    const models = list(f, 'models');
-    await addEvent(db, { runId: id, jobId: run.jobId, attempt: run.attempt, kind: 'mlflow.inputs', message: `MLflow inputs logged: ${datasets.length} dataset(s), ${models.length} model(s)`, data: { datasets, models } });
+    await recordModelMetrics(db, id, m);
     return {};
   });
 
@@ -343,21 +346,14 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     const projectIds = c.principal?.kind === 'run' ? null : await auth.visible(c);
     const ids = await searchRunIds(db, { experimentIds, clauses, order, view: viewType(f.run_view_type), limit: max + 1, offset, projectIds });
     const page = ids.slice(0, max);
-    const [rows, metrics] = await Promise.all([getRuns(db, page), latestMetrics(db, page)]);
+    const [rows, metrics, io] = await Promise.all([getRuns(db, page), latestMetrics(db, page), runInputsOf(db, page)]);
     const jobRuns = [...rows.values()].filter((r) => r.jobId && r.attempt).map((r) => ({ jobId: r.jobId!, attempt: r.attempt! }));
     const nodes = await attemptNodes(db, jobRuns);
     const runs = page
       .map((id) => rows.get(id))
       .filter((r): r is RunWithNames => r !== undefined)
-      .map((r) => runJson(r, { metrics: metrics.get(r.id) ?? [], node: r.jobId ? (nodes.get(`${r.jobId}:${r.attempt}`) ?? null) : null }));
+      .map((r) => runJson(r, { metrics: metrics.get(r.id) ?? [], node: r.jobId ? (nodes.get(`${r.jobId}:${r.attempt}`) ?? null) : null, io: io.get(r.id) }));
     return { runs, ...(ids.length > max ? { next_page_token: pageToken(offset + max) } : {}) };
-  });
-
-  // MLflow 3's client asks for the run's logged models whenever it lists a run's artifacts:
-  // GPUPlane keeps none (creating one is NOT_IMPLEMENTED), so the answer is an empty page.
-  app.post(`${API}/logged-models/search`, async (req) => {
-    await auth.caller(req);
-    return { models: [] };
   });
 
   app.get(`${API}/metrics/get-history`, async (req) => {

@@ -9,6 +9,7 @@
  */
 import type { ExperimentRow } from '../../db/queries/mlflow.ts';
 import type { RunWithNames } from '../../db/queries/runs.ts';
+import type { RunInput } from '../../db/schema/mlflow-models.ts';
 import { encodeValue } from '../../domain/metrics.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
 import { mlflowExperimentId, mlflowName } from '../../domain/mlflow-names.ts';
@@ -42,6 +43,20 @@ export const paramText = (v: unknown) => (typeof v === 'string' ? v : JSON.strin
 export interface RunExtras {
   metrics: { key: string; value: number; step: number; timestamp: number }[];
   node: string | null;
+  /** Its datasets and models in and models out (log-inputs, log-outputs), in the order logged. */
+  io?: readonly RunInput[];
+}
+
+/** A run's inputs and outputs as MLflow's RunInputs and RunOutputs. */
+function ioJson(io: readonly RunInput[]) {
+  const pairs = (o: Record<string, string>) => Object.entries(o).map(([key, value]) => ({ key, value }));
+  return {
+    inputs: {
+      dataset_inputs: io.filter((x) => x.kind === 'dataset').map((x) => ({ tags: pairs(x.tags), dataset: x.dataset ?? {} })),
+      model_inputs: io.filter((x) => x.kind === 'model_input').map((x) => ({ model_id: x.modelId })),
+    },
+    outputs: { model_outputs: io.filter((x) => x.kind === 'model_output').map((x) => ({ model_id: x.modelId, step: x.step ?? 0 })) },
+  };
 }
 
 export function runInfoJson(r: RunWithNames & { deletedAt?: Date | null }) {
@@ -76,7 +91,7 @@ export function runJson(r: RunWithNames & { deletedAt?: Date | null }, x: RunExt
       params: Object.entries(r.params).map(([key, value]) => ({ key, value: paramText(value) })),
       tags: Object.entries(tags).map(([key, value]) => ({ key, value })),
     },
-    inputs: { dataset_inputs: [] },
+    ...ioJson(x.io ?? []),
   };
 }
 

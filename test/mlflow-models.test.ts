@@ -1,0 +1,173 @@
+/**
+ * MLflow 3's logged models, datasets and MLflow's own rules (api/mlflow/models.ts, run-io.ts,
+ * domain/mlflow-rules.ts) through the real client (mlflow-skinny with scikit-learn and pandas, in
+ * the examples' venv): autolog keeps its metrics and its model, the model loads back and predicts
+ * as the fitted one, and another project's token cannot reach the model.
+ */
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { examplesPython } from './support/examples.ts';
+import { startTestApp, type TestApp } from './support/test-app.ts';
+import { newToken } from '../runtime/tokens.ts';
+
+const fixtures = path.resolve(import.meta.dirname, 'fixtures', 'mlflow');
+const admin = newToken();
+const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-mlflow-models-'));
+let t: TestApp;
+
+/** Runs Python code (or a fixture) with the MLflow client pointed at the test's API. */
+function mlflowPython(args: string[], token: string): Promise<{ status: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      examplesPython(),
+      args,
+      {
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MLFLOW_TRACKING_URI: `${t.url}/mlflow`, MLFLOW_TRACKING_TOKEN: token, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONDONTWRITEBYTECODE: '1' },
+        timeout: 150_000,
+      },
+      (err, stdout, stderr) => resolve({ status: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const lastJson = (stdout: string) => JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
+
+async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: unknown, token = admin): Promise<{ status: number; body: T }> {
+  const res = await t.app.inject({ method, url, payload: payload as Record<string, unknown>, headers: { authorization: `Bearer ${token}` } });
+  return { status: res.statusCode, body: res.json() as T };
+}
+
+beforeAll(async () => {
+  t = await startTestApp('mlflow_models', { auth: { adminTokens: [admin] }, listen: true, temporal: false, artifactsDir });
+});
+afterAll(async () => {
+  await t?.close();
+  fs.rmSync(artifactsDir, { recursive: true, force: true });
+});
+
+describe("MLflow 3's logged models, through the real client", () => {
+  it('sklearn autolog keeps its training metrics, its dataset and its model; the model loads back and predicts as the fitted one', async () => {
+    const r = await mlflowPython([path.join(fixtures, 'sklearn_autolog.py')], admin);
+    expect(r.status, r.stderr).toBe(0);
+    const out = lastJson(r.stdout);
+    expect(out.metrics).toEqual(expect.arrayContaining(['training_accuracy_score', 'training_f1_score', 'training_log_loss', 'training_score']));
+    expect(out.params).toBe('200');
+    expect(out.datasets).toHaveLength(1);
+    expect(out.dataset_contexts).toEqual(['train']);
+    expect(out.model_status).toContain('READY');
+    expect(out.model_source_run).toBe(out.run);
+    expect(out.model_metrics).toEqual(expect.arrayContaining(['training_accuracy_score']));
+    expect(out.outputs).toEqual([out.model_id]);
+    expect(out.same_runs_uri).toBe(true);
+    expect(out.same_models_uri).toBe(true);
+    expect(out.explicit_uri).toBe(`models:/${out.explicit_id as string}`);
+    expect(out.explicit_same).toBe(true);
+    expect(out.found).toEqual([out.explicit_id]);
+    expect(out.explicit_metrics).toEqual({ holdout_acc: 0.9 });
+    expect(out.run2_outputs).toEqual([out.explicit_id]);
+    // The model's files are in the artifact folder under its id; the run's metrics are a GPUPlane run's.
+    expect(fs.existsSync(path.join(artifactsDir, out.explicit_id as string, 'MLmodel'))).toBe(true);
+    expect(out.explicit_artifact).toMatch(new RegExp(`^mlflow-artifacts:/exp-[^/]+/models/${out.explicit_id as string}/artifacts$`));
+    const { body: run } = await api<{ project: string; metrics: Record<string, unknown> }>('GET', `/api/v1/runs/${out.run as string}`);
+    expect(run.project).toBe('models');
+    expect(Object.keys(run.metrics)).toEqual(expect.arrayContaining(['training_accuracy_score']));
+
+    // Another project's token cannot get, search, change or download the model; a viewer of its project reads it.
+    const { body: other } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'lm-other', role: 'member', projects: ['elsewhere'] });
+    const { body: viewer } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'lm-viewer', role: 'viewer', projects: ['models'] });
+    const id = out.explicit_id as string;
+    const get = await api<{ error_code: string }>('GET', `/mlflow/api/2.0/mlflow/logged-models/${id}`, undefined, other.token);
+    expect(get).toEqual({ status: 404, body: { error_code: 'RESOURCE_DOES_NOT_EXIST', message: `Logged model with ID '${id}' not found.` } });
+    const { body: exp } = await api<{ experiment: { experiment_id: string } }>('GET', '/mlflow/api/2.0/mlflow/experiments/get-by-name?experiment_name=models/autolog');
+    const search = await api<{ models: unknown[] }>('POST', '/mlflow/api/2.0/mlflow/logged-models/search', { experiment_ids: [exp.experiment.experiment_id] }, other.token);
+    expect(search.body.models).toEqual([]);
+    const tag = await api('PATCH', `/mlflow/api/2.0/mlflow/logged-models/${id}/tags`, { tags: [{ key: 'k', value: 'v' }] }, other.token);
+    expect(tag.status).toBe(404);
+    const file = await t.app.inject({ method: 'GET', url: `/mlflow/api/2.0/mlflow-artifacts/artifacts/${exp.experiment.experiment_id}/models/${id}/artifacts/MLmodel`, headers: { authorization: `Bearer ${other.token}` } });
+    expect(file.statusCode).toBe(404);
+    const seen = await api<{ models: { info: { model_id: string } }[] }>('POST', '/mlflow/api/2.0/mlflow/logged-models/search', { experiment_ids: [exp.experiment.experiment_id] }, viewer.token);
+    expect(seen.body.models.map((m) => m.info.model_id)).toContain(id);
+    const write = await api<{ error_code: string }>('DELETE', `/mlflow/api/2.0/mlflow/logged-models/${id}`, {}, viewer.token);
+    expect(write.body.error_code).toBe('PERMISSION_DENIED');
+  });
+
+  it('logged models over the wire: create, params, tags, finalize, search by filter and order, delete', async () => {
+    const { body: e } = await api<{ experiment_id: string }>('POST', '/mlflow/api/2.0/mlflow/experiments/create', { name: 'wire/models' });
+    const mk = async (name: string) => (await api<{ model: { info: { model_id: string; status: string; artifact_uri: string } } }>('POST', '/mlflow/api/2.0/mlflow/logged-models', { experiment_id: e.experiment_id, name, params: [{ key: 'lr', value: '0.1' }], tags: [{ key: 't', value: name }] })).body.model.info;
+    const a = await mk('a');
+    const b = await mk('b');
+    expect(a.status).toBe('LOGGED_MODEL_PENDING');
+    expect(a.artifact_uri).toBe(`mlflow-artifacts:/${e.experiment_id}/models/${a.model_id}/artifacts`);
+    expect((await api('POST', `/mlflow/api/2.0/mlflow/logged-models/${a.model_id}/params`, { model_id: a.model_id, params: [{ key: 'depth', value: '3' }] })).status).toBe(200);
+    const fin = await api<{ model: { info: { status: string }; data: { params: { key: string }[] } } }>('PATCH', `/mlflow/api/2.0/mlflow/logged-models/${a.model_id}`, { model_id: a.model_id, status: 2 });
+    expect(fin.body.model.info.status).toBe('LOGGED_MODEL_READY');
+    expect(fin.body.model.data.params.map((p) => p.key).sort()).toEqual(['depth', 'lr']);
+    const search = async (filter: string, order?: unknown) => (await api<{ models: { info: { name: string } }[] }>('POST', '/mlflow/api/2.0/mlflow/logged-models/search', { experiment_ids: [e.experiment_id], filter, order_by: order })).body.models.map((m) => m.info.name);
+    expect(await search("status = 'LOGGED_MODEL_READY'")).toEqual(['a']);
+    expect(await search("params.lr = '0.1' and tags.t LIKE '%'", [{ field_name: 'name', ascending: true }])).toEqual(['a', 'b']);
+    expect(await search('', [{ field_name: 'name', ascending: false }])).toEqual(['b', 'a']);
+    const bad = await api<{ error_code: string }>('POST', '/mlflow/api/2.0/mlflow/logged-models/search', { experiment_ids: [e.experiment_id], filter: 'foo.bar = 1' });
+    expect(bad.body.error_code).toBe('INVALID_PARAMETER_VALUE');
+    expect((await api('DELETE', `/mlflow/api/2.0/mlflow/logged-models/${b.model_id}/tags/t`)).status).toBe(200);
+    expect((await api('DELETE', `/mlflow/api/2.0/mlflow/logged-models/${b.model_id}/tags/t`)).status).toBe(404);
+    expect((await api('DELETE', `/mlflow/api/2.0/mlflow/logged-models/${b.model_id}`, {})).status).toBe(200);
+    expect((await api('GET', `/mlflow/api/2.0/mlflow/logged-models/${b.model_id}`)).status).toBe(404);
+    expect((await api('GET', `/mlflow/api/2.0/mlflow/logged-models/${b.model_id}?allow_deleted=true`)).status).toBe(200);
+    expect(await search('')).toEqual(['a']);
+  });
+});
+
+describe("MLflow's rules, with its words", () => {
+  it('negative steps, keys starting with "-", datasets on the run, the Default experiment, no writes to a deleted run, a non-string artifact_location', async () => {
+    const code = `
+import json, mlflow, pandas as pd
+from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
+c = MlflowClient()
+out = {"experiments": [e.name for e in c.search_experiments()]}
+with mlflow.start_run(experiment_id="0") as run:
+    mlflow.log_metric("-loss", 0.5, step=-3)
+    mlflow.log_metric("-loss", 0.25, step=2)
+    ds = mlflow.data.from_pandas(pd.DataFrame({"x": [1, 2, 3]}), name="toy")
+    mlflow.log_input(ds, context="eval")
+rid = run.info.run_id
+r = c.get_run(rid)
+out["metric"] = r.data.metrics
+out["history"] = [(m.step, m.value) for m in c.get_metric_history(rid, "-loss")]
+out["datasets"] = [(d.dataset.name, d.dataset.digest == ds.digest, [t.value for t in d.tags]) for d in r.inputs.dataset_inputs]
+c.delete_run(rid)
+def code_of(f):
+    try:
+        f()
+        return "ok"
+    except MlflowException as e:
+        return [e.error_code, e.message]
+out["set_tag"] = code_of(lambda: c.set_tag(rid, "k", "v"))
+out["log_param"] = code_of(lambda: c.log_param(rid, "p", "1"))
+out["log_metric"] = code_of(lambda: c.log_metric(rid, "m", 1.0))
+out["delete_tag"] = code_of(lambda: c.delete_tag(rid, "mlflow.user"))
+out["bad_name"] = code_of(lambda: c.log_metric(c.create_run("0").info.run_id, "a//b", 1.0))
+print(json.dumps(out))`;
+    const r = await mlflowPython(['-c', code], admin);
+    expect(r.status, r.stderr).toBe(0);
+    const out = lastJson(r.stdout);
+    expect(out.experiments).toContain('Default');
+    expect(out.metric).toEqual({ '-loss': 0.25 });
+    expect(out.history).toEqual([
+      [-3, 0.5],
+      [2, 0.25],
+    ]);
+    expect(out.datasets).toEqual([['toy', true, ['eval']]]);
+    const deleted = (msg: string) => ['INVALID_PARAMETER_VALUE', expect.stringContaining(msg)];
+    for (const k of ['set_tag', 'log_param', 'log_metric', 'delete_tag']) expect(out[k], k).toEqual(deleted("must be in the 'active' state. Current state is deleted."));
+    expect(out.bad_name).toEqual(['INVALID_PARAMETER_VALUE', expect.stringContaining('Names may be treated as files')]);
+    const loc = await api<{ error_code: string; message: string }>('POST', '/mlflow/api/2.0/mlflow/experiments/create', { name: 'locs/x', artifact_location: 5 });
+    expect(loc.body).toEqual({ error_code: 'INVALID_PARAMETER_VALUE', message: "Invalid value 5 for parameter 'artifact_location' supplied:  Hint: Value was of type 'int'. See the API docs for more information about request parameters." });
+    const missing = await api<{ message: string }>('POST', '/mlflow/api/2.0/mlflow/logged-models', {});
+    expect(missing.body.message).toBe("Missing value for required parameter 'experiment_id'. See the API docs for more information about request parameters.");
+  });
+});
