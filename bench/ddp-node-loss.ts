@@ -19,7 +19,7 @@ const say = (s: string) => process.stdout.write(`${s}\n`);
 const venv = execFileSync('bash', [path.join(import.meta.dirname, '../scripts/ddp-venv.sh')], { encoding: 'utf8' }).trim();
 const train = path.resolve(import.meta.dirname, '../examples/ddp/train.py');
 
-// Three agents on one machine: jobs run as the agents' own user (test/vitest.config.ts does the same).
+// Three agents on one machine: jobs run as the agents' own user (vitest.config.ts does the same).
 process.env.GPUPLANE_JOB_USERS ??= 'agent';
 
 async function main() {

@@ -1,12 +1,22 @@
 /**
  * Metric batches: validation, and the per-key chunks, rollup buckets and summaries one batch
  * adds. Pure, so the rules are tested without a database.
+ *
+ * The wire limits below are the one source: the SDKs (sdk/ts/encode.ts, sdk/python/gpuplane/
+ * _config.py and _encode.py) keep copies, since they ship alone, and test/wire-limits.test.ts
+ * fails when a copy differs.
  */
 
 /** Keys: MLflow's set (letters, digits, `_ . - / space`) plus `:`, starting with a letter, digit or `_`. */
 export const METRIC_KEY_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.\-/ :]{0,249}$/;
 export const METRIC_KEY_RULE = '1-250 characters of letters, digits, _ . - / : and space, starting with a letter, digit or _';
 export const MAX_BATCH_POINTS = 10_000;
+/** The largest step: JSON numbers are exact integers up to 2^53 - 1. */
+export const MAX_STEP = Number.MAX_SAFE_INTEGER;
+/** A metric batch's body limit in bytes (POST /runs/:id/metrics); the SDKs cut their batches well under it. */
+export const METRIC_BODY_LIMIT = 16 * 1024 * 1024;
+/** Event kinds (POST /runs/:id/events): lower-case, e.g. "eval.done". */
+export const EVENT_KIND_PATTERN = /^[a-z][a-z0-9_.-]{0,63}$/;
 
 /** Which keys and steps a batch takes: GPUPlane's own API (the default) or MLflow's (domain/mlflow-rules.ts). */
 export interface PointRules {

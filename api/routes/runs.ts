@@ -6,7 +6,7 @@ import { ensureExperiment, ensureProject, findProjectId } from '../../db/queries
 import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, runsOfExternalKey, patchRun, touchRun } from '../../db/queries/runs.ts';
 import { findExperimentId } from '../../db/queries/experiments.ts';
 import { projectOfJob } from '../../db/queries/auth.ts';
-import { BatchRejected, MAX_BATCH_POINTS, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
+import { BatchRejected, MAX_BATCH_POINTS, METRIC_BODY_LIMIT, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
 import { allows, mayRead, visibleProjectIds } from '../auth.ts';
 import type { Taken } from '../point-limits.ts';
 import type { Db } from '../../db/client.ts';
@@ -210,7 +210,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           if (problem) throw new DomainError('invalid', `batch rejected, nothing stored: ${problem}`);
         }
       },
-      bodyLimit: 16 * 1024 * 1024,
+      bodyLimit: METRIC_BODY_LIMIT,
     },
     async (req, reply) => {
       let series;

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { MAX_BATCH_POINTS, METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
+import { EVENT_KIND_PATTERN, MAX_BATCH_POINTS, MAX_STEP, METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 import { RUN_STATUSES } from '../../domain/run-status.ts';
 import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';
 import { EXPERIMENT_NEEDS_PROJECT, type Rule } from './rules.ts';
@@ -135,7 +135,7 @@ export const MetricsBody = Type.Object(
       Type.Object(
         {
           key: Type.String({ minLength: 1, maxLength: 250, pattern: METRIC_KEY_PATTERN.source, description: METRIC_KEY_RULE }),
-          step: Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'an integer from 0 to 2^53 - 1' }),
+          step: Type.Integer({ minimum: 0, maximum: MAX_STEP, description: 'an integer from 0 to 2^53 - 1' }),
           value: PointValue,
           ts: Type.Optional(Type.Number({ minimum: 0, description: 'epoch milliseconds (>= 0); default: when the batch arrived' })),
         },
@@ -225,7 +225,7 @@ export const RunMetricsSchema = Type.Object({
 
 export const EventBody = Type.Object(
   {
-    kind: Type.String({ pattern: '^[a-z][a-z0-9_.\\-]{0,63}$', description: 'lower-case, e.g. "eval.done"' }),
+    kind: Type.String({ pattern: EVENT_KIND_PATTERN.source, description: 'lower-case, e.g. "eval.done"' }),
     message: Type.String({ minLength: 1, maxLength: 10_000 }),
     level: Type.Optional(Type.Union([Type.Literal('info'), Type.Literal('warning'), Type.Literal('error')])),
     data: Type.Optional(Type.Record(Type.String(), Type.Unknown())),

@@ -80,7 +80,7 @@ class Encoder:
             return self._keys[k]
         except (KeyError, TypeError):
             pass
-        ok = isinstance(k, str) and KEY_RE.match(k) is not None
+        ok = isinstance(k, str) and KEY_RE.fullmatch(k) is not None  # match() would take "loss\n" ($ before a last newline)
         kj = '{"key":' + json.dumps(k) if ok else None
         if kj is not None:
             # Points per batch so that the body stays under max_bytes whatever the key lengths:

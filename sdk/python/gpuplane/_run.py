@@ -198,7 +198,7 @@ class Run(Flusher):
 
     def event(self, kind: str, message: str, data: Optional[Mapping[str, Any]] = None, level: str = "info") -> None:
         """Records an event (kind like "checkpoint.saved"); sent in order with the metrics."""
-        if not isinstance(kind, str) or not KIND_RE.match(kind):
+        if not isinstance(kind, str) or not KIND_RE.fullmatch(kind):
             raise ValueError(f"event kind {kind!r} must match {KIND_RE.pattern}")
         if level not in LEVELS:
             raise ValueError(f"event level {level!r} must be one of {', '.join(LEVELS)}")
