@@ -171,3 +171,52 @@ print(json.dumps(out))`;
     expect(missing.body.message).toBe("Missing value for required parameter 'experiment_id'. See the API docs for more information about request parameters.");
   });
 });
+
+describe('MLflow traces, through the real client', () => {
+  it('@mlflow.trace stores the trace and its spans; get, search, tags and delete; another project cannot see it', async () => {
+    const code = `
+import json, mlflow
+from mlflow import MlflowClient
+mlflow.set_experiment("traced/app")
+
+@mlflow.trace
+def add(a, b):
+    return a + b
+
+@mlflow.trace(name="pipeline")
+def pipeline(x):
+    return add(x, 1) * 2
+
+pipeline(3)
+mlflow.flush_trace_async_logging()
+exp = mlflow.get_experiment_by_name("traced/app")
+tid = mlflow.get_last_active_trace_id()
+t = mlflow.get_trace(tid)
+c = MlflowClient()
+c.set_trace_tag(tid, "reviewed", "yes")
+found = mlflow.search_traces(locations=[exp.experiment_id], filter_string="tags.reviewed = 'yes'", return_type="list")
+c.delete_trace_tag(tid, "reviewed")
+after = mlflow.search_traces(locations=[exp.experiment_id], filter_string="tags.reviewed = 'yes'", return_type="list")
+print(json.dumps({
+    "tid": tid, "exp": exp.experiment_id,
+    "state": str(t.info.state), "spans": sorted(s.name for s in t.data.spans),
+    "outputs": t.data.spans[0].outputs if t.data.spans[0].name == "pipeline" else None,
+    "found": [x.info.trace_id for x in found], "after": len(after),
+}))`;
+    const r = await mlflowPython(['-c', code], admin);
+    expect(r.status, r.stderr).toBe(0);
+    const out = lastJson(r.stdout);
+    expect(out.state).toContain('OK');
+    expect(out.spans).toEqual(['add', 'pipeline']);
+    expect(out.found).toEqual([out.tid]);
+    expect(out.after).toBe(0);
+    const tid = out.tid as string;
+    expect(fs.existsSync(path.join(artifactsDir, tid, 'traces.json'))).toBe(true);
+    const { body: other } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'tr-other', role: 'member', projects: ['elsewhere'] });
+    expect((await api('GET', `/mlflow/api/3.0/mlflow/traces/${tid}`, undefined, other.token)).status).toBe(404);
+    expect((await api('POST', '/mlflow/api/3.0/mlflow/traces/search', { locations: [{ type: 'MLFLOW_EXPERIMENT', mlflow_experiment: { experiment_id: out.exp } }] }, other.token)).status).toBe(404);
+    const del = await api<{ traces_deleted: number }>('POST', '/mlflow/api/2.0/mlflow/traces/delete-traces', { experiment_id: out.exp, request_ids: [tid] });
+    expect(del.body).toEqual({ traces_deleted: 1 });
+    expect((await api('GET', `/mlflow/api/3.0/mlflow/traces/${tid}`)).status).toBe(404);
+  });
+});

@@ -19,6 +19,7 @@ import { experimentRoutes } from './experiments.ts';
 import { runRoutes } from './runs.ts';
 import { modelRoutes } from './models.ts';
 import { runIoRoutes } from './run-io.ts';
+import { reachTrace, traceExperimentId, traceRoutes } from './traces.ts';
 import { Registry, registeredModelRoutes } from './registry.ts';
 import { modelVersionRoutes } from './registry-versions.ts';
 
@@ -65,9 +66,10 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
   runRoutes(app, deps.db, auth, deps.metrics, deps.sweepWaker, deps.pointLimiter);
   modelRoutes(app, deps.db, auth);
   runIoRoutes(app, deps.db, auth);
+  traceRoutes(app, deps.db, auth);
   const registry = new Registry(deps.db, auth);
   registeredModelRoutes(app, registry);
   modelVersionRoutes(app, registry);
   // A scope of their own: uploads are bytes, not JSON.
-  await app.register(async (scope) => artifactRoutes(scope, deps.db, auth, { dir: deps.artifactsDir }));
+  await app.register(async (scope) => artifactRoutes(scope, deps.db, auth, { dir: deps.artifactsDir, reachTrace: async (c, id, write) => traceExperimentId(await reachTrace(deps.db, c, id, write)) }));
 }
