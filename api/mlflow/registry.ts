@@ -83,8 +83,8 @@ export function registeredModelRoutes(app: FastifyInstance, reg: Registry): void
     const tags = tagsOf(list(f, 'tags'));
     await db.transaction(async (tx) => {
       const projectId = await ensureProject(tx, n.project);
-      if (await modelByNames(tx, n.project, n.model)) throw new MlflowError('RESOURCE_ALREADY_EXISTS', `Registered Model (name=${name}) already exists.`);
-      await insertModel(tx, { projectId, name: n.model, description: text(f, 'description') ?? null, tags });
+      const made = await insertModel(tx, { projectId, name: n.model, description: text(f, 'description') ?? null, tags });
+      if (made === null) throw new MlflowError('RESOURCE_ALREADY_EXISTS', `Registered Model (name=${name}) already exists.`);
     });
     return answer((await modelByNames(db, n.project, n.model))!);
   });

@@ -63,7 +63,8 @@ export const checkpointRegisterRoutes: FastifyPluginAsyncTypebox<ApiDeps> = asyn
       const principal = req.principal;
       const version = await db.transaction(async (tx) => {
         const existing = await modelByNames(tx, project, b.name);
-        const modelId = existing?.id ?? (await insertModel(tx, { projectId, name: b.name }));
+        // Made meanwhile by a racing registration: that one's model, as if it had come first.
+        const modelId = existing?.id ?? (await insertModel(tx, { projectId, name: b.name })) ?? (await modelByNames(tx, project, b.name))!.id;
         const v = await insertVersion(tx, modelId, {
           source: `file://${c.uri}`,
           runId: c.runId,
@@ -74,7 +75,8 @@ export const checkpointRegisterRoutes: FastifyPluginAsyncTypebox<ApiDeps> = asyn
           tags: c.nodeId ? { 'gpuplane.node': c.nodeId } : {},
           userId: principal && 'name' in principal ? principal.name : null,
         });
-        if (b.alias) await updateModel(tx, modelId, { aliases: { ...(existing?.aliases ?? {}), [b.alias]: v.version } });
+        // Read under the model's row lock (insertVersion took it): a racing registration's alias is kept.
+        if (b.alias) await updateModel(tx, modelId, { aliases: { ...((await modelByNames(tx, project, b.name))?.aliases ?? {}), [b.alias]: v.version } });
         return v;
       });
       const answer: RegisteredVersionJson = {

@@ -46,11 +46,19 @@ export async function listModels(ex: Executor, projectIds: readonly string[] | n
     .orderBy(asc(projects.name), asc(registeredModels.name));
 }
 
-/** insertModel: a new registered model; its id. The unique (project, name) index refuses a second. */
-export async function insertModel(ex: Executor, m: { projectId: string; name: string; description?: string | null; tags?: Record<string, string> }): Promise<string> {
+/**
+ * insertModel: a new registered model; its id, or null when the project has one of that name
+ * already (made meanwhile by a request racing this one: the unique (project, name) index waits
+ * for it and takes nothing, never a unique violation's 500).
+ */
+export async function insertModel(ex: Executor, m: { projectId: string; name: string; description?: string | null; tags?: Record<string, string> }): Promise<string | null> {
   const id = newId('model');
-  await ex.insert(registeredModels).values({ id, projectId: m.projectId, name: m.name, description: m.description ?? null, tags: m.tags ?? {} });
-  return id;
+  const made = await ex
+    .insert(registeredModels)
+    .values({ id, projectId: m.projectId, name: m.name, description: m.description ?? null, tags: m.tags ?? {} })
+    .onConflictDoNothing({ target: [registeredModels.projectId, registeredModels.name] })
+    .returning({ id: registeredModels.id });
+  return made[0]?.id ?? null;
 }
 
 /** updateModel: sets a model's name, description, tags (merged) or aliases (whole), or drops one tag; bumps updated_at. */
