@@ -19,6 +19,7 @@ import { experimentRoutes } from './experiments.ts';
 import { runRoutes } from './runs.ts';
 import { modelRoutes } from './models.ts';
 import { runIoRoutes } from './run-io.ts';
+import { metricHistoryRoutes } from './metric-history.ts';
 import { reachTrace, traceExperimentId, traceRoutes } from './traces.ts';
 import { Registry, registeredModelRoutes } from './registry.ts';
 import { modelVersionRoutes } from './registry-versions.ts';
@@ -66,6 +67,7 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
   runRoutes(app, deps.db, auth, deps.metrics, deps.sweepWaker, deps.pointLimiter);
   modelRoutes(app, deps.db, auth);
   runIoRoutes(app, deps.db, auth);
+  metricHistoryRoutes(app, deps.db, auth);
   traceRoutes(app, deps.db, auth);
   const registry = new Registry(deps.db, auth);
   registeredModelRoutes(app, registry);

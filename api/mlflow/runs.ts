@@ -1,5 +1,5 @@
 /**
- * MLflow's run and metric endpoints (`/api/2.0/mlflow/runs/…`, `/metrics/…`) over GPUPlane's runs:
+ * MLflow's run endpoints (`/api/2.0/mlflow/runs/…`; histories: ./metric-history.ts) over GPUPlane's runs:
  * an MLflow run is a GPUPlane run, the same row whoever made it (our SDK, a job, an import, an
  * MLflow client), so `mlflow.search_runs` sees them all and the console shows what MLflow logs.
  */
@@ -9,93 +9,21 @@ import type { PlaneMetrics } from '../plane-metrics.ts';
 import type { SweepWaker } from '../sweep-waker.ts';
 import type { PointLimiter } from '../point-limits.ts';
 import { newId } from '../../db/ids.ts';
-import { rawPoints, writeSeries } from '../../db/queries/metrics.ts';
-import { addRunParams, attemptNodes, latestMetrics, lockRun, searchRunIds, setRunDeleted, setRunTags, type LockedRun } from '../../db/queries/mlflow.ts';
+import { writeSeries } from '../../db/queries/metrics.ts';
+import { addRunParams, attemptNodes, latestMetrics, lockRun, searchRunIds, setRunDeleted, setRunTags } from '../../db/queries/mlflow.ts';
 import { projectOfRun } from '../../db/queries/auth.ts';
 import { runInputsOf } from '../../db/queries/mlflow-models.ts';
 import { recordModelMetrics } from './models.ts';
 import { addEvent, endRun, getRun, getRuns, insertRun, touchRun, touchRunRow, type RunWithNames } from '../../db/queries/runs.ts';
-import { BatchRejected, decodeValue, encodeValue, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
+import { BatchRejected, parseBatch, type WirePoint } from '../../domain/metrics.ts';
 import { parseOrderBy, parseSearchFilter, SearchSyntaxError } from '../../domain/mlflow-search.ts';
-import { MLFLOW_POINT_RULES, mlflowNameProblem } from '../../domain/mlflow-rules.ts';
+import { MLFLOW_POINT_RULES } from '../../domain/mlflow-rules.ts';
 import { fieldsOf, int, invalid, list, pageOf, mayTouch, MlflowError, text, type Caller, type MlflowAuth } from './context.ts';
 import { API, experimentOfId, tagsOf, viewType } from './experiments.ts';
-import { DEFAULT_EXPERIMENT_ID, offsetOf, pageToken, paramText, runInfoJson, runJson, STATUS_FROM_MLFLOW } from './wire.ts';
-
-/** MLflow's limits on one log-batch request (mlflow/utils/validation.py). */
-export const MAX_BATCH_METRICS = 1000;
-export const MAX_BATCH_PARAMS = 100;
-export const MAX_BATCH_TAGS = 100;
-export const MAX_BATCH_ENTITIES = 1000;
-const MAX_PARAM_VALUE = 6000;
-const MAX_KEY = 250;
-const HISTORY_PAGE = 25_000;
+import { DEFAULT_EXPERIMENT_ID, pageToken, paramText, runInfoJson, runJson, STATUS_FROM_MLFLOW } from './wire.ts';
+import { applyTags, checkLimits, paramsOf, pointOf, randomName } from './run-fields.ts';
 
 const noRun = (id: string) => new MlflowError('RESOURCE_DOES_NOT_EXIST', `Run with id=${id} not found`);
-
-const ADJECTIVES = ['amber', 'bold', 'calm', 'deft', 'eager', 'fleet', 'glad', 'hardy', 'keen', 'lucid', 'merry', 'noble', 'quick', 'sharp', 'steady', 'witty'];
-const NOUNS = ['ant', 'bee', 'crane', 'deer', 'eel', 'finch', 'gull', 'hare', 'ibis', 'jay', 'lynx', 'moth', 'owl', 'pike', 'seal', 'wren'];
-/** A run name when the client gives none, as MLflow's server makes one: adjective-noun-number. */
-const randomName = () => `${ADJECTIVES[Math.floor(Math.random() * ADJECTIVES.length)]}-${NOUNS[Math.floor(Math.random() * NOUNS.length)]}-${Math.floor(Math.random() * 1000)}`;
-
-/** A metric entry of a request as our point (step 0 when absent), checked by MLflow's rules (negative steps, `-loss`). */
-export function pointOf(m: unknown, i: number): WirePoint {
-  if (!m || typeof m !== 'object') throw invalid(`metrics[${i}] must be an object {"key", "value", "timestamp", "step"}`);
-  const e = m as Record<string, unknown>;
-  const key = e.key;
-  if (typeof key !== 'string' || key === '') throw invalid(`Missing value for required parameter 'key' in metrics[${i}]`);
-  const nameProblem = mlflowNameProblem(key);
-  if (nameProblem) throw invalid(`Invalid value ${JSON.stringify(key)} for parameter 'metrics[${i}].name' supplied: ${nameProblem}`);
-  const raw = e.value;
-  // Protobuf's JSON sends a double as a number, or "NaN" / "Infinity" / "-Infinity".
-  const value = typeof raw === 'string' && decodeValue(raw) === undefined && raw.trim() !== '' && Number.isFinite(Number(raw)) ? Number(raw) : raw;
-  if (value === undefined || value === null) throw invalid(`Missing value for required parameter 'value' of metric '${key}'`);
-  const step = int(e, 'step') ?? 0;
-  const ts = int(e, 'timestamp');
-  const p: WirePoint = { key, step, value: value as WirePoint['value'], ...(ts !== undefined ? { ts } : {}) };
-  const problem = pointProblem(p, i, undefined, MLFLOW_POINT_RULES);
-  if (problem) throw invalid(`Invalid metric: ${problem.replace(/^points\//, 'metrics[').replace(/\/(\w+):/, '].$1:')}`);
-  return p;
-}
-
-function paramsOf(entries: unknown[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const p of entries) {
-    if (!p || typeof p !== 'object') throw invalid('a param must be an object {"key": …, "value": …}');
-    const { key, value } = p as { key?: unknown; value?: unknown };
-    if (typeof key !== 'string' || key === '') throw invalid("Missing value for required parameter 'key'");
-    if (key.length > MAX_KEY) throw invalid(`Param key '${key.slice(0, 40)}…' had length ${key.length}, which exceeded length limit of ${MAX_KEY}`);
-    const v = value === undefined || value === null ? '' : value;
-    if (typeof v !== 'string') throw invalid(`Invalid value ${JSON.stringify(v)} for param '${key}': it must be a string`);
-    if (v.length > MAX_PARAM_VALUE) throw invalid(`Param value '${v.slice(0, 40)}…' had length ${v.length}, which exceeded length limit of ${MAX_PARAM_VALUE}`);
-    if (key in out && out[key] !== v) throw invalid(`Duplicate parameter keys have been submitted: ['${key}']. Please ensure the request contains only one param value per param key.`);
-    out[key] = v;
-  }
-  return out;
-}
-
-/** MLflow's batch limits, with its words. */
-function checkLimits(metrics: number, params: number, tags: number): void {
-  const over = (n: number, limit: number, what: string) => {
-    if (n > limit) throw invalid(`A batch logging request can contain at most ${limit} ${what}. Got ${n} ${what}. Please split up ${what} across multiple requests and try again.`);
-  };
-  over(metrics, MAX_BATCH_METRICS, 'metrics');
-  over(params, MAX_BATCH_PARAMS, 'params');
-  over(tags, MAX_BATCH_TAGS, 'tags');
-  const total = metrics + params + tags;
-  if (total > MAX_BATCH_ENTITIES) throw invalid(`A batch logging request can contain at most ${MAX_BATCH_ENTITIES} metrics, params, and tags. Got ${total} total. Please split up metrics, params, and tags across multiple requests and try again.`);
-}
-
-/** Splits tags into the user's, MLflow's own (`mlflow.*`), and the run name (`mlflow.runName`). */
-function applyTags(run: LockedRun, tags: Record<string, string>): { tags: Record<string, string>; systemTags: Record<string, string>; name: string | null } {
-  const out = { tags: { ...run.tags }, systemTags: { ...run.systemTags }, name: run.name };
-  for (const [k, v] of Object.entries(tags)) {
-    if (k === 'mlflow.runName') out.name = v;
-    else if (k.startsWith('mlflow.')) out.systemTags[k] = v;
-    else if (!k.startsWith('gpuplane.')) out.tags[k] = v;
-  }
-  return out;
-}
 
 /** The run a request names, if the caller may reach it (a run token only its own); `write` also needs a member's role. */
 export async function reachRun(db: Db, c: Caller, id: string, write: boolean): Promise<RunWithNames> {
@@ -354,44 +282,5 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
       .filter((r): r is RunWithNames => r !== undefined)
       .map((r) => runJson(r, { metrics: metrics.get(r.id) ?? [], node: r.jobId ? (nodes.get(`${r.jobId}:${r.attempt}`) ?? null) : null, io: io.get(r.id) }));
     return { runs, ...(ids.length > max ? { next_page_token: pageToken(offset + max) } : {}) };
-  });
-
-  app.get(`${API}/metrics/get-history`, async (req) => {
-    const c = await auth.caller(req);
-    const f = fieldsOf(req);
-    const id = text(f, 'run_id') ?? text(f, 'run_uuid', true);
-    const key = text(f, 'metric_key', true);
-    await reach(c, id, false);
-    const max = int(f, 'max_results') ?? HISTORY_PAGE;
-    const offset = offsetOf(f.page_token);
-    if (offset === null || max < 1) throw invalid('Invalid page token or max_results');
-    const pts = await rawPoints(db, id, key, Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
-    const end = Math.min(pts.steps.length, offset + max);
-    const metrics = [];
-    for (let i = offset; i < end; i++) metrics.push({ key, value: encodeValue(pts.values[i]), timestamp: Math.round(pts.times[i]), step: pts.steps[i] });
-    return { metrics, ...(end < pts.steps.length ? { next_page_token: pageToken(end) } : {}) };
-  });
-
-  app.get(`${API}/metrics/get-history-bulk-interval`, async (req) => {
-    const c = await auth.caller(req);
-    const f = fieldsOf(req);
-    const ids = list(f, 'run_ids').map(String);
-    if (ids.length === 0) throw invalid("Missing value for required parameter 'run_ids'.");
-    if (ids.length > 100) throw invalid(`GetMetricHistoryBulkInterval request must specify at most 100 run_ids. Received ${ids.length} run_ids.`);
-    const key = text(f, 'metric_key', true);
-    const lo = int(f, 'start_step') ?? Number.MIN_SAFE_INTEGER;
-    const hi = int(f, 'end_step') ?? Number.MAX_SAFE_INTEGER;
-    const max = int(f, 'max_results') ?? 2500;
-    if (max < 1 || max > 2500) throw invalid(`max_results must be between 1 and 2500, got ${max}`);
-    const out = [];
-    for (const id of ids) {
-      await reach(c, id, false);
-      const pts = await rawPoints(db, id, key, lo, hi);
-      const n = pts.steps.length;
-      // At most max_results points a run, spread evenly over its steps, the first and the last kept.
-      const picks = n <= max ? [...Array(n).keys()] : [...new Set(Array.from({ length: max }, (_, i) => Math.round((i * (n - 1)) / (max - 1))))];
-      for (const i of picks) out.push({ key, value: encodeValue(pts.values[i]), timestamp: Math.round(pts.times[i]), step: pts.steps[i], run_id: id });
-    }
-    return { metrics: out };
   });
 }
