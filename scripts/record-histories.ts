@@ -20,11 +20,11 @@ import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { temporalBinary } from '../temporal/dev-server.ts';
 import { connectClient } from '../temporal/setup.ts';
-import { jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID, sweepWorkflowId, webhookWorkflowId } from '../workflows/names.ts';
-import { objectiveSweep } from '../test/support/sweeps.ts';
+import { jobWorkflowId, nodeWorkflowId, SCHEDULER_WORKFLOW_ID, webhookWorkflowId } from '../workflows/names.ts';
 import { startCluster, type SharedServices } from '../test/support/cluster.ts';
 import { until } from '../test/support/poll.ts';
 import { startSharedServices } from '../test/support/services.ts';
+import { SWEEP_SHAPES, sweepScenarios } from './record-sweep-histories.ts';
 
 const { values: args } = parseArgs({ options: { suffix: { type: 'string' }, overwrite: { type: 'boolean', default: false }, only: { type: 'string' } }, strict: true });
 const outDir = fileURLToPath(new URL('../test/histories/', import.meta.url));
@@ -47,9 +47,7 @@ const SHAPES = [
   'job-gang-member-failed',
   'job-stalled-killed',
   'webhook-delivered',
-  'sweep-asha-succeeded',
-  'job-sweep-trial-stopped',
-  'job-sweep-trial-succeeded',
+  ...SWEEP_SHAPES,
 ];
 const say = (s: string) => process.stdout.write(`${s}\n`);
 const written: { name: string; events: number; bytes: number }[] = [];
@@ -261,34 +259,6 @@ async function opsScenario(shared: SharedServices): Promise<void> {
   }
 }
 
-/** An ASHA sweep of four trials on examples/sweep_objective.py: the sweep's workflow, a trial it stopped at a rung, and one that finished. */
-async function sweepScenario(shared: SharedServices): Promise<void> {
-  // Jobs run as the agent's own user (as in the test suite): the trials read examples/ and the SDK from this checkout.
-  say('cluster "replay-sweep": one node of 4 cards, sweeps reading their trials every 300 ms, retry retention 5 s');
-  const c = await startCluster('replay-sweep', { heartbeatTimeoutS: 5, lostAfterS: 30, retryRetentionS: 5, agents: [{ nodeId: 's1', gpus: 4, env: { GPUPLANE_JOB_USERS: 'agent' } }], env: { GPUPLANE_SWEEP_POLL_MS: '300' } }, shared);
-  const t = await connectClient(c.env.TEMPORAL_ADDRESS!, c.namespace);
-  try {
-    const work = path.join(c.work, 'sweep');
-    fs.mkdirSync(work, { recursive: true });
-    say('asha sweep: 4 trials at once, rungs 10, 30, 90; the worse ones stopped');
-    const s = await c.client.request<{ id: string }>('POST', '/sweeps', objectiveSweep({ workdir: work, trials: 4, seed: 5, stepSleepS: 0.05 }));
-    await closed(t.client, sweepWorkflowId(s.id), undefined, 120_000);
-    const shown = await c.client.request<{ state: string; leaderboard: { job_id: string; state: string; stopped: boolean }[] }>('GET', `/sweeps/${s.id}`);
-    if (shown.state !== 'SUCCEEDED') throw new Error(`sweep ${s.id} ended ${shown.state}`);
-    const stopped = shown.leaderboard.find((x) => x.stopped && x.state === 'CANCELLED');
-    const finished = shown.leaderboard.find((x) => x.state === 'SUCCEEDED');
-    if (!stopped || !finished) throw new Error(`sweep ${s.id}: want a stopped and a finished trial, got ${JSON.stringify(shown.leaderboard)}`);
-    await record(t.client, 'sweep-asha-succeeded', sweepWorkflowId(s.id));
-    await closed(t.client, jobWorkflowId(stopped.job_id));
-    await record(t.client, 'job-sweep-trial-stopped', jobWorkflowId(stopped.job_id));
-    await closed(t.client, jobWorkflowId(finished.job_id));
-    await record(t.client, 'job-sweep-trial-succeeded', jobWorkflowId(finished.job_id));
-  } finally {
-    await t.close();
-    await c.stop();
-  }
-}
-
 function expectState(job: { id: string; state: string; attempt: number; reason: string | null }, state: string, attempt?: number): void {
   if (job.state !== state || (attempt !== undefined && job.attempt !== attempt)) {
     throw new Error(`job ${job.id}: expected ${state}${attempt ? ` as attempt ${attempt}` : ''}, got ${job.state} attempt ${job.attempt} (${job.reason ?? ''})`);
@@ -311,7 +281,7 @@ async function main(): Promise<void> {
     if (!args.only || args.only === 'lost') await lostScenario(shared);
     if (!args.only || args.only === 'gang') await gangScenario(shared);
     if (!args.only || args.only === 'ops') await opsScenario(shared);
-    if (!args.only || args.only === 'sweep') await sweepScenario(shared);
+    if (!args.only || args.only === 'sweep') await sweepScenarios(shared, { record, closed, chain });
     const total = written.reduce((n, w) => n + w.bytes, 0);
     say(`\n${written.length} histories written, ${total} bytes:`);
     for (const w of written) say(`  ${w.name.padEnd(42)} ${String(w.events).padStart(4)} events ${String(w.bytes).padStart(8)} bytes`);
