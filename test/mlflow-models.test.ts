@@ -11,7 +11,11 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { examplesPython } from './support/examples.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
-import { newToken } from '../runtime/tokens.ts';
+import { newId } from '../db/ids.ts';
+import { createAttemptRun } from '../db/queries/attempt-run.ts';
+import { insertJob, transitionJob } from '../db/queries/jobs.ts';
+import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
+import { newToken, runToken } from '../runtime/tokens.ts';
 
 const fixtures = path.resolve(import.meta.dirname, 'fixtures', 'mlflow');
 const admin = newToken();
@@ -118,6 +122,36 @@ describe("MLflow 3's logged models, through the real client", () => {
     expect((await api('GET', `/mlflow/api/2.0/mlflow/logged-models/${b.model_id}`)).status).toBe(404);
     expect((await api('GET', `/mlflow/api/2.0/mlflow/logged-models/${b.model_id}?allow_deleted=true`)).status).toBe(200);
     expect(await search('')).toEqual(['a']);
+  });
+
+  it("a job's run token logs its run's models (autolog's calls under a job) and reaches no other model", async () => {
+    const db = t.database.db;
+    const { body: node } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'lm-node', role: 'node', node_id: 'node-lm' });
+    const projectId = await db.transaction((tx) => ensureProject(tx, 'jobproj'));
+    const experimentId = await db.transaction((tx) => ensureExperiment(tx, projectId, 'train'));
+    const job = await insertJob(db, { id: newId('job'), type: 'TRAIN', state: 'CREATED', gpus: 1, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {}, projectId, experimentId });
+    await transitionJob(db, { jobId: job.id, attempt: 1, from: ['CREATED'], to: 'QUEUED' });
+    await transitionJob(db, { jobId: job.id, attempt: 1, from: ['QUEUED'], to: 'DISPATCHING', job: { nodeId: 'node-lm' }, attemptRow: { nodeId: 'node-lm' } });
+    await transitionJob(db, { jobId: job.id, attempt: 1, from: ['DISPATCHING'], to: 'RUNNING', attemptRow: { startedAt: new Date() } });
+    const runId = await createAttemptRun(db, job, 1);
+    const token = runToken(node.token, runId, 1);
+    const made = await api<{ model: { info: { model_id: string; source_run_id: string } } }>('POST', '/mlflow/api/2.0/mlflow/logged-models', { experiment_id: experimentId, name: 'model', source_run_id: runId }, token);
+    expect(made.status).toBe(200);
+    expect(made.body.model.info.source_run_id).toBe(runId);
+    const id = made.body.model.info.model_id;
+    expect((await api('PATCH', `/mlflow/api/2.0/mlflow/logged-models/${id}`, { model_id: id, status: 'LOGGED_MODEL_READY' }, token)).status).toBe(200);
+    expect((await api('POST', '/mlflow/api/2.0/mlflow/runs/log-batch', { run_id: runId, metrics: [{ key: 'acc', value: 0.8, timestamp: 1, step: 0, model_id: id }] }, token)).status).toBe(200);
+    expect((await api('POST', '/mlflow/api/2.0/mlflow/runs/outputs', { run_id: runId, models: [{ model_id: id, step: 0 }] }, token)).status).toBe(200);
+    const got = await api<{ model: { data: { metrics: { key: string; value: number }[] } } }>('GET', `/mlflow/api/2.0/mlflow/logged-models/${id}`, undefined, token);
+    expect(got.body.model.data.metrics.map((m) => [m.key, m.value])).toEqual([['acc', 0.8]]);
+    // Another run of the same experiment as source, another experiment, another run's model: refused or not there.
+    const { body: other } = await api<{ run: { info: { run_id: string } } }>('POST', '/mlflow/api/2.0/mlflow/runs/create', { experiment_id: experimentId });
+    expect((await api('POST', '/mlflow/api/2.0/mlflow/logged-models', { experiment_id: experimentId, source_run_id: other.run.info.run_id }, token)).status).toBe(403);
+    expect((await api('POST', '/mlflow/api/2.0/mlflow/logged-models', { experiment_id: '0' }, token)).status).toBe(404);
+    const { body: theirs } = await api<{ model: { info: { model_id: string } } }>('POST', '/mlflow/api/2.0/mlflow/logged-models', { experiment_id: experimentId, source_run_id: other.run.info.run_id });
+    expect((await api('GET', `/mlflow/api/2.0/mlflow/logged-models/${theirs.model.info.model_id}`, undefined, token)).status).toBe(404);
+    const seen = await api<{ models: { info: { model_id: string } }[] }>('POST', '/mlflow/api/2.0/mlflow/logged-models/search', { experiment_ids: [experimentId] }, token);
+    expect(seen.body.models.map((m) => m.info.model_id)).toEqual([id]);
   });
 });
 
