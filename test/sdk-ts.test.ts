@@ -57,7 +57,8 @@ describe('the TypeScript SDK against the real API', () => {
   });
 
   it('self-registers, stores params, metrics (NaN and ±Inf too), events, and the finish status', async () => {
-    const run = await gpuplane.init('sdk-ts-a', 'exp-1', 'first', { lr: 0.001, layers: [64, 64], warmup: Infinity }, opts(api.url));
+    // The default init wait (10 s), not 1 s: the id is asserted, and a loaded machine's first registration may take longer.
+    const run = await gpuplane.init('sdk-ts-a', 'exp-1', 'first', { lr: 0.001, layers: [64, 64], warmup: Infinity }, opts(api.url, { initTimeoutS: 10 }));
     expect(run.id).toMatch(/^run/);
     for (let i = 0; i < 3000; i++) gpuplane.log({ loss: 1 / (i + 1) });
     gpuplane.log({ weird: NaN, big: Infinity, small: -Infinity, loss: 0 }, 5000);
@@ -116,9 +117,23 @@ describe('the TypeScript SDK against the real API', () => {
         await gpuplane.finish('failed');
         expect(Date.now() - t).toBeLessThan(500);
       }
-      await new Promise((r) => setTimeout(r, 300)); // a timer, were one left, would have tried by now
-      expect(proxy.stats.refused).toBe(0);
-      expect(warnings.length).toBe(warned);
+      // What a timer left behind would have had its turn by: a live run's flusher, armed after the
+      // muted runs finished, with the same settings (flushes every 0.1 s, backoff up to 0.3 s), has
+      // been refused three times (at about 0, 0.25 and 0.55 s): timers of theirs, none longer than
+      // 0.3 s, have fired by then, and would have been refused at the muted runs' proxy.
+      const canary = await startFlakyProxy(api.port);
+      try {
+        await canary.refuse();
+        const { id: canaryRun } = await api.post<RunJson>('/runs', { project: 'sdk-ts-ranks' });
+        await gpuplane.init(undefined, undefined, 'canary', undefined, { ...opts(`http://127.0.0.1:${canary.port}`, { initTimeoutS: 0.01 }, { GPUPLANE_RUN_ID: canaryRun }), warn: () => undefined });
+        await until('the live run refused three times', () => canary.stats.refused >= 3, 10_000, 20);
+        expect(proxy.stats.refused).toBe(0);
+        expect(warnings.length).toBe(warned);
+        await canary.resume();
+        await gpuplane.finish();
+      } finally {
+        await canary.close();
+      }
     } finally {
       await proxy.close();
     }

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { KIND_RE, MAX_PENDING_EVENTS, Encoder, cleanJson, type SdkSettings } from './encode.ts';
 import { ApiError, MAX_RETRY_AFTER_S, Unreachable, request, type ApiTarget } from './http.ts';
-import { OfflineFile, offlinePath, uploadCommand } from './offline.ts';
+import { LocalFile } from './local-file.ts';
 import { Outbox, type EventItem } from './outbox.ts';
 import { finishRun, setupRun } from './run-calls.ts';
 import { Waiters } from './waiters.ts';
@@ -98,7 +98,8 @@ export class Run {
   private stopping = false;
   private abandoned = false;
   private readonly waiters = new Waiters();
-  private offline: OfflineFile | null = null;
+  /** The run's local JSONL file (offline mode, a spill, or what the API had not taken at the end). */
+  private readonly local: LocalFile;
   /** The API failed the last try, and has taken nothing since. */
   private failing = false;
   /**
@@ -114,11 +115,6 @@ export class Run {
   private takenAt = Date.now();
   /** log() found the buffer full while the API was failing. */
   private spillWanted = false;
-  /** The offline file could not be written: past the bound the newest points are dropped. */
-  private spillBroken = false;
-  private readonly runLine: Record<string, unknown>;
-  private readonly offlineDir: string;
-  private readonly uploadApiUrl: string | null;
   private readonly notice: (msg: string) => void;
 
   constructor(s: RunSetup) {
@@ -130,10 +126,17 @@ export class Run {
     this.resumeFrom = s.resumeFrom ?? null;
     this.off = this.muted;
     this.localId = `sdk-${this.keyPrefix}`;
-    this.runLine = { id: this.localId, ...(cleanJson(s.runLine ?? {}) as Record<string, unknown>), started_at: Date.now() };
-    this.offlineDir = s.offlineDir ?? 'offline-runs';
-    this.uploadApiUrl = s.uploadApiUrl ?? null;
     this.notice = s.notice ?? ((m) => void process.stderr.write(`${m}\n`));
+    this.local = new LocalFile({
+      runLine: { id: this.localId, ...(cleanJson(s.runLine ?? {}) as Record<string, unknown>), started_at: Date.now() },
+      dir: s.offlineDir ?? 'offline-runs',
+      keyPrefix: this.keyPrefix,
+      uploadApiUrl: s.uploadApiUrl ?? null,
+      base: s.base,
+      maxBuffer: s.settings.maxBuffer,
+      warn: s.warn,
+      notice: this.notice,
+    });
     this.runId = s.attachedId;
     this.params = s.params;
     this.settings = s.settings;
@@ -147,7 +150,7 @@ export class Run {
 
   /** The path of the run's local JSONL file, when it has one (offline mode, or the API away at the end). */
   get offlineFile(): string | null {
-    return this.offline?.path ?? null;
+    return this.local.path;
   }
 
   /** The run's id; null while a self-registering run has not reached the API yet. */
@@ -164,7 +167,7 @@ export class Run {
     let n = 0;
     for (const _ in data) n++;
     const p = this.outbox.pending + n;
-    if (p > this.settings.maxBuffer && (this.failing || this.throttled) && !this.spillBroken && p <= 2 * this.settings.maxBuffer) {
+    if (p > this.settings.maxBuffer && (this.failing || this.throttled) && !this.local.broken && p <= 2 * this.settings.maxBuffer) {
       // Full while the API is failing: the flusher moves what waits to the offline file (the
       // spill), so up to twice the bound may wait meanwhile; past that the newest are dropped.
       this.spillWanted = true;
@@ -226,10 +229,10 @@ export class Run {
       if (this.busy) await this.waiters.until(() => !this.busy, (this.settings.requestTimeoutS + 1) * 1000);
     }
     if (this.mode === 'offline') {
-      if (!drained) this.writeAll();
-      return this.closeOffline(status);
+      if (!drained) this.rejected += this.local.writeAll(this.outbox);
+      return this.local.closeOffline(status);
     }
-    if (drained && this.offline && this.mode === 'online') this.closeSpilled(status);
+    if (drained && this.local.opened && this.mode === 'online') this.local.closeSpilled(this.who(), status);
     if (!drained && (this.setupError || this.authError || !this.writeRest(status))) {
       this.warn(`gpuplane: gave up flushing after ${budget / 1000} s (API at ${this.base} unreachable?): ${this.outbox.pending} points not stored`);
     }
@@ -239,116 +242,29 @@ export class Run {
     if (failed) this.warn(failed);
   }
 
-  // ---- the run's local file -------------------------------------------------------------------
-
-  private openOffline(extra: Record<string, unknown> = {}): OfflineFile {
-    const line = { ...this.runLine, ...extra };
-    this.offline = new OfflineFile(offlinePath(this.offlineDir, (line.name ?? line.project) as string | undefined, this.keyPrefix), line);
-    return this.offline;
+  private who(): { runId: string | null; attached: boolean } {
+    return { runId: this.runId, attached: this.attached };
   }
 
-  /** Offline mode: what waits goes to the run's file instead of the API. */
-  private writeAll(): void {
-    this.rejected += this.outbox.cut();
-    const items = this.outbox.items;
-    this.offline?.write(items);
-    while (this.outbox.items.length) this.outbox.shift();
-  }
-
-  /**
-   * The API stayed away past finish()'s wait: what it did not take goes to the run's file, with
-   * the upload command on stderr. False when the file could not be written.
-   */
+  /** finish() gave up on the API: the rest to the local file; false when it could not be written. */
   private writeRest(status: FinishStatus): boolean {
-    let f: OfflineFile;
-    const whole = this.runId === null && !this.attached;
-    try {
-      this.rejected += this.outbox.cut();
-      const sys = (this.runLine.system_tags ?? {}) as Record<string, string>;
-      f = this.offline ?? this.openOffline(this.attached ? { system_tags: { ...sys, 'sdk.job_run': String(this.runId) } } : {});
-      if (!whole) {
-        const body = { kind: 'sdk.offline', message: `the API was away at the end of the run: what it had not stored was written to ${f.path} and imported from there; the script ended ${status}`, level: 'warning', data: { status, file: f.path } };
-        f.write([{ kind: 'event', body: JSON.stringify(body), key: '', ts: Date.now() }]);
-      }
-      f.write(this.outbox.items);
-      this.outbox.clear();
-      this.outbox.pendingEvents = 0;
-      f.close(status);
-    } catch (err) {
-      this.warn(`gpuplane: could not write the run's offline file (${(err as Error).message})`);
-      return false;
-    }
-    const what = whole ? 'the run' : this.attached ? "what the job's run had not stored" : `what run ${this.runId} had not stored`;
-    this.notice(
-      `gpuplane: WARNING: the API at ${this.base} could not be reached: ${what} (${f.points} points, ${f.events} events) was written to\n` +
-        `gpuplane:   ${f.path}\ngpuplane: upload it when the API is back:\ngpuplane:   ${uploadCommand(f.path, this.uploadApiUrl)}`,
-    );
-    return true;
+    const { ok, refused } = this.local.writeRest(this.outbox, this.who(), status);
+    this.rejected += refused;
+    return ok;
   }
 
-  /**
-   * The buffer is full and the API away: what waits goes to the run's file, making room; the API
-   * gets what is logged from now on when it comes back.
-   */
+  /** The buffer is full and the API away: what waits goes to the local file (local-file.ts). */
   private spillNow(): void {
     this.spillWanted = false;
-    const first = this.offline === null;
-    try {
-      const sys = (this.runLine.system_tags ?? {}) as Record<string, string>;
-      const f = this.offline ?? this.openOffline(this.attached ? { system_tags: { ...sys, 'sdk.job_run': String(this.runId) } } : {});
-      f.write(this.outbox.items);
-    } catch (err) {
-      this.spillBroken = true;
-      return this.warn(`gpuplane: could not write the run's offline file (${(err as Error).message}): past GPUPLANE_SDK_MAX_BUFFER the newest points are dropped`);
-    }
-    while (this.outbox.items.length) this.outbox.shift();
-    if (first) {
-      const away = this.throttled && !this.failing ? 'is rate-limiting this run (HTTP 429)' : 'is away';
-      this.notice(
-        `gpuplane: the API at ${this.base} ${away} and ${this.settings.maxBuffer} points wait (GPUPLANE_SDK_MAX_BUFFER): what waits goes to ${this.offline?.path} (the end of the run says how to upload it)`,
-      );
-    }
-  }
-
-  /** The API took the end of the run, but part of it was spilled to the file earlier. */
-  private closeSpilled(status: FinishStatus): void {
-    const f = this.offline;
-    if (!f) return;
-    try {
-      if (this.runId !== null) {
-        const body = { kind: 'sdk.offline', message: `the API was away during the run: ${f.points} points it had not stored were written to ${f.path} and imported from there`, level: 'warning', data: { status, file: f.path } };
-        f.write([{ kind: 'event', body: JSON.stringify(body), key: '', ts: Date.now() }]);
-      }
-      f.close(status);
-    } catch (err) {
-      return this.notice(`gpuplane: WARNING: could not complete the offline file ${f.path}: ${(err as Error).message}`);
-    }
-    this.notice(
-      `gpuplane: WARNING: the API at ${this.base} was away during the run: part of it (${f.points} points, ${f.events} events) is only in\n` +
-        `gpuplane:   ${f.path}\ngpuplane: upload it:\ngpuplane:   ${uploadCommand(f.path, this.uploadApiUrl)}`,
-    );
-  }
-
-  private closeOffline(status: FinishStatus): void {
-    const f = this.offline;
-    if (!f) return;
-    try {
-      f.close(status);
-    } catch (err) {
-      return this.notice(`gpuplane: WARNING: could not complete the offline file ${f.path}: ${(err as Error).message}`);
-    }
-    this.notice(
-      `gpuplane: WARNING: offline mode (GPUPLANE_MODE=offline): nothing was sent to an API; the run (${f.points} points, ${f.events} events) is in\n` +
-        `gpuplane:   ${f.path}\ngpuplane: upload it with:\ngpuplane:   ${uploadCommand(f.path, this.uploadApiUrl)}`,
-    );
+    this.local.spill(this.outbox, this.who(), this.throttled && !this.failing ? 'is rate-limiting this run (HTTP 429)' : 'is away');
   }
 
   /** Starts sending; resolves once the run is registered (or patched), or after initTimeoutS. */
   async start(): Promise<void> {
     if (this.mode === 'offline') {
-      this.openOffline();
+      this.local.open();
       this.setupDone = true;
-      this.notice(`gpuplane: offline mode (GPUPLANE_MODE=offline): writing the run to ${this.offline?.path}`);
+      this.notice(`gpuplane: offline mode (GPUPLANE_MODE=offline): writing the run to ${this.local.path}`);
     }
     this.schedule(0);
     if (this.setupDone) return;
@@ -444,7 +360,7 @@ export class Run {
   /** Sends the outbox in order; false at the first failure worth retrying. */
   private async sendAll(): Promise<boolean> {
     if (this.mode === 'offline') {
-      this.writeAll();
+      this.rejected += this.local.writeAll(this.outbox);
       return true;
     }
     if (!this.setupDone && !(await this.setup())) return false;
