@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { JobDetailJson } from '../cli/client.ts';
 import { startCluster, type AgentSpec, type Cluster } from './support/cluster.ts';
 import { pidAlive, until } from './support/poll.ts';
+import { SchedulingPasses } from './support/scheduling-passes.ts';
 
 /**
  * Multi-node (gang) jobs through the real processes: three agents on this machine, each with
@@ -17,8 +18,10 @@ describe('gang jobs: started together, stopped together', () => {
     { nodeId: 'g3', gpus: 2, labels: { zone: 'b' } },
   ];
   const example = path.resolve('examples/gang_rendezvous.py');
+  let passes: SchedulingPasses;
   beforeAll(async () => {
-    c = await startCluster('gangs', { heartbeatTimeoutS: 4, agents: agentSpecs });
+    passes = await SchedulingPasses.make();
+    c = await startCluster('gangs', { heartbeatTimeoutS: 4, agents: agentSpecs, controlEnv: passes.controlEnv });
   });
   afterAll(async () => {
     await c?.stop();
@@ -156,7 +159,10 @@ describe('gang jobs: started together, stopped together', () => {
   it('a gang that needs more nodes than there are waits QUEUED, holding no card, and says why', async () => {
     const job = await c.client.submit({ type: 'CUSTOM', nodes: 4, gpus_per_node: 1, command: 'true' });
     expect(job.reason).toMatch(/node/);
-    await new Promise((r) => setTimeout(r, 1500));
+    // A pass that began after the job was QUEUED has run (and found the queue with it in it):
+    // one that would place a gang on too few nodes, or take cards for it, has had its chance.
+    await c.client.waitFor(job.id, ['QUEUED'], 30_000);
+    await passes.oneAfterNow(c);
     const now: JobDetailJson = await c.client.job(job.id);
     expect(now.state).toBe('QUEUED');
     expect(await allFree()).toBe(true);
@@ -210,7 +216,14 @@ describe('gang jobs: started together, stopped together', () => {
     }
     // g3 comes back and never starts its member: the attempt is over.
     await until('g3 ONLINE again', async () => (await c.client.nodes()).find((n) => n.id === 'g3')!.status === 'ONLINE', 60_000);
-    await new Promise((r) => setTimeout(r, 1000));
+    await until('cards free', allFree, 10_000);
+    // What g3's agent was handed while frozen (the member's start task, if its open poll took it)
+    // it begins on waking, before it polls for anything queued later: a gang on g1 and g3 that
+    // starts and ends after the thaw shows that g3 has had its chance to start the member.
+    const after = await c.client.submit({ type: 'CUSTOM', nodes: 2, gpus_per_node: 1, selector: { zone: 'b' }, command: 'true' });
+    const ran = await c.client.waitFor(after.id, undefined, 60_000);
+    expect(ran.state, ran.reason ?? '').toBe('SUCCEEDED');
+    expect(ran.members!.map((m) => m.node_id).sort()).toEqual(['g1', 'g3']);
     expect(fs.existsSync(path.join(dir, 'pid-1'))).toBe(false);
     await until('cards free', allFree, 10_000);
   }, 150_000);

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NodeJson } from '../cli/client.ts';
 import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
 import { until } from './support/poll.ts';
+import { SchedulingPasses } from './support/scheduling-passes.ts';
 
 const exec = promisify(execFile);
 
@@ -30,8 +31,10 @@ describe('gpuctl node drain / resume', () => {
   const nodesJson = async () => JSON.parse((await gpuctl(['nodes', '--json'])).stdout) as NodeJson[];
   const drainOf = async (id: string) => (await nodesJson()).find((n) => n.id === id)!.drained;
 
+  let passes: SchedulingPasses;
   beforeAll(async () => {
-    c = await startCluster('drain', { quarantineAfter: 2, agents: [{ nodeId: 'd1', gpus: 2, labels: { name: 'd1' } }, { nodeId: 'd2', gpus: 2, labels: { name: 'd2' } }] });
+    passes = await SchedulingPasses.make();
+    c = await startCluster('drain', { quarantineAfter: 2, controlEnv: passes.controlEnv, agents: [{ nodeId: 'd1', gpus: 2, labels: { name: 'd1' } }, { nodeId: 'd2', gpus: 2, labels: { name: 'd2' } }] });
   }, 120_000);
   afterAll(async () => c?.stop());
 
@@ -138,7 +141,10 @@ describe('gpuctl node drain / resume', () => {
     expect((await gpuctl(['nodes'])).stdout).toContain('ONLINE (draining: quarantined: 2 attempts');
     // It takes no new job until an admin resumes it; then it does, with a clean slate.
     const next = await c.client.submit({ type: 'CUSTOM', command: ['true'], gpus: 1, selector: { name: 'd2' } });
-    await new Promise((r) => setTimeout(r, 3000));
+    // A pass that began after the job was QUEUED has run: one that placed it on the quarantined
+    // node would have by now (the fast path skips drained nodes, and so wakes no pass by itself).
+    await c.client.waitFor(next.id, ['QUEUED'], 30_000);
+    await passes.oneAfterNow(c);
     const waiting = await c.client.job(next.id);
     expect(waiting.state).toBe('QUEUED');
     expect(waiting.reason).toMatch(/^waiting for drained node d2 \(quarantined: 2 attempts .*\): gpuctl node resume d2$/);

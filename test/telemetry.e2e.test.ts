@@ -24,6 +24,12 @@ describe('GPU telemetry and stalled-job detection (fake cards, reports every sec
   });
 
   const jobEvents = async (id: string) => (await c.client.request<{ events: { kind: string; message: string; attempt: number | null }[] }>('GET', `/jobs/${id}/events?limit=1000`)).events;
+  /** The telemetry reports the API has answered (its request histogram's count for the route): tel-a's, the one agent. */
+  const telemetryReports = async (): Promise<number> => {
+    const text = await (await fetch(`${c.apiUrl}/metrics`, { headers: c.auth })).text();
+    const m = /^gpuplane_http_request_duration_seconds_count\{[^}]*route="[^"]*\/nodes\/:id\/telemetry"[^}]*status="200"[^}]*\} (\d+)$/m.exec(text);
+    return m ? Number(m[1]) : 0;
+  };
   const utilization = async (card: number): Promise<number | null> => {
     const text = await (await fetch(`${c.apiUrl}/metrics`, { headers: c.auth })).text();
     const m = new RegExp(`^gpuplane_gpu_utilization_ratio\\{node="tel-a",card="${card}"\\} (\\S+)$`, 'm').exec(text);
@@ -59,8 +65,11 @@ describe('GPU telemetry and stalled-job detection (fake cards, reports every sec
     // The other card was never the job's: none of its series.
     const run = await getRun(c.client, runId);
     expect(Object.keys(run.metrics).filter((k) => k.startsWith(`system/gpu.${1 - card}.`))).toEqual([]);
-    // Ended: no more points.
-    await new Promise((r) => setTimeout(r, 3000));
+    // Ended: no more points. Two of the node's reports answered after the read (its agent sends
+    // them one after another, a second apart): the second began after the read, and would have
+    // carried the attempt, and its points, were it still reported.
+    const from = await telemetryReports();
+    await until('two telemetry reports after the read', async () => (await telemetryReports()) >= from + 2, 20_000);
     expect((await read()).find((s) => s.key === key)!.points!.length).toBe(util.length);
     // Idle again: the card's gauge falls back.
     await until('the card reads idle', async () => (await utilization(card)) === 0, 20_000);
