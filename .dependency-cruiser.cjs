@@ -4,13 +4,14 @@
  *
  *   domain/     the concepts as code: imports nothing of ours, no Node built-ins, no packages
  *   db/         schema and named queries: imports only domain/; the only place SQL is written
+ *   scheduler/  the scheduling pass (read, plan, apply): imports only db/ and domain/; only activities/ run it
  *   runtime/    process helpers shared by every executable (logger, tokens, files): no db/, no drizzle
  *   workflows/  deterministic Temporal code: @temporalio/workflow|common, domain/, and types of activities/
  *   activities/, api/, temporal/, workers/  the processes' code; clients of workflows import only
  *               their messages, types and names, never a workflow's implementation
  *   cli/        gpuctl: nothing outside cli/ imports it (tests, benchmarks and the docs generator aside)
  */
-const ours = '^(activities|api|bench|cli|db|domain|examples|runtime|scripts|sdk|temporal|test|web|workers|workflows)/|^config\\.ts$';
+const ours = '^(activities|api|bench|cli|db|domain|examples|runtime|scheduler|scripts|sdk|temporal|test|web|workers|workflows)/|^config\\.ts$';
 /** The workflow files that clients may import: messages, shared types, names, start arguments, failures. */
 const workflowInterface = '^workflows/(?:[a-z-]+-messages|types|names|search-attributes|job-start|failures)\\.ts$';
 
@@ -41,15 +42,29 @@ module.exports = {
       name: 'sql-lives-in-db',
       severity: 'error',
       comment: 'Queries are named functions in db/queries/: no caller builds SQL. (temporal/cluster.ts creates the Temporal server\'s own databases, not ours.)',
-      from: { path: '^(activities|api|cli|domain|runtime|scripts|temporal|workers|workflows)/|^config\\.ts$', pathNot: '^temporal/cluster\\.ts$' },
+      from: { path: '^(activities|api|cli|domain|runtime|scheduler|scripts|temporal|workers|workflows)/|^config\\.ts$', pathNot: '^temporal/cluster\\.ts$' },
       to: { path: '^node_modules/(drizzle-orm|pg|@electric-sql)/', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'scheduler-sits-on-db-and-domain',
+      severity: 'error',
+      comment: 'The scheduling pass reads through db/queries, plans with domain/ and applies through db/queries: it knows those two layers and nothing above them.',
+      from: { path: '^scheduler/' },
+      to: { path: ours, pathNot: '^(scheduler|db|domain)/' },
+    },
+    {
+      name: 'only-activities-run-the-scheduler',
+      severity: 'error',
+      comment: 'The pass is run by the scheduler workflow\'s activity (activities/control/scheduling.ts); the layers below it never call up into it, and nothing else runs it (tests and benchmarks aside).',
+      from: { path: ours, pathNot: '^(scheduler|activities|test|bench)/' },
+      to: { path: '^scheduler/' },
     },
     {
       name: 'runtime-has-no-database',
       severity: 'error',
       comment: 'runtime/ is loaded by every executable, gpuctl included: it must not pull in the database layer.',
       from: { path: '^runtime/' },
-      to: { path: ['^(activities|api|cli|db|temporal|workers|workflows)/', '^node_modules/(drizzle-orm|pg|@electric-sql)/'] },
+      to: { path: ['^(activities|api|cli|db|scheduler|temporal|workers|workflows)/', '^node_modules/(drizzle-orm|pg|@electric-sql)/'] },
     },
     {
       name: 'workflows-are-pure',
@@ -69,7 +84,7 @@ module.exports = {
       name: 'clients-import-workflow-interfaces-only',
       severity: 'error',
       comment: "Clients of workflows (the API, the workers' code, the CLI, tools) import a workflow's messages, types and names, never its implementation.",
-      from: { path: '^(activities|api|bench|cli|db|runtime|scripts|temporal|workers)/' },
+      from: { path: '^(activities|api|bench|cli|db|runtime|scheduler|scripts|temporal|workers)/' },
       to: { path: '^workflows/', pathNot: workflowInterface },
     },
     {

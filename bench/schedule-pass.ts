@@ -2,7 +2,7 @@
  * bench/schedule-pass: what one scheduling pass costs, and how that grows with the queue and
  * with the cluster. Rows are written straight into a real PostgreSQL database (bench/pass-shape:
  * nodes with 8 cards, `busy` of the cards owned by running jobs, `queued` jobs of 1 to 4 cards);
- * the pass (db/queries/schedule.ts: read, plan, apply) is what is timed, median of `repeat` runs
+ * the pass (scheduler/pass.ts: read, plan, apply) is what is timed, median of `repeat` runs
  * (5 unless told), each on the same starting rows (the pass runs in a transaction that is rolled
  * back). `--gangs 0.1` makes that share of the queue multi-node jobs (every tenth job at 0.1: 2 to
  * 8 nodes of 1, 2, 4 or 8 cards each). Each shape prints two checks: the pass placed as many jobs
@@ -22,7 +22,7 @@
  */
 import { parseArgs } from 'node:util';
 import { openDatabase, type Db } from '../db/client.ts';
-import { runSchedulePass, type PassPhases } from '../db/queries/schedule.ts';
+import { runSchedulePass, type PassPhases } from '../scheduler/pass.ts';
 import { planPlacements, type Placement } from '../domain/placement.ts';
 import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';

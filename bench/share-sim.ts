@@ -2,7 +2,7 @@
  * bench/share-sim: utilisation and quota adherence of the scheduling rules over a simulated mixed
  * workload, the clock compressed (30 simulated minutes run in about a second). An in-memory
  * simulation of the pure rules (domain/placement.ts, domain/fair-share.ts, domain/preemption.ts)
- * combined as the pass combines them (db/queries/schedule.ts runSchedulePass and preemptFor), not
+ * combined as the pass combines them (scheduler/pass.ts runSchedulePass and scheduler/plan.ts), not
  * the real processes: no database, no workflows, no agents, no dispatch latency.
  *
  *   node --import tsx bench/share-sim.ts [--seed 1 --minutes 30 --grace 30 --half-life-h 1 --hold 300 --json]
@@ -202,7 +202,7 @@ export interface Figures {
 const nodeIds = Array.from({ length: NODES }, (_, i) => `n${String(i + 1).padStart(2, '0')}`);
 const mean = (xs: number[]) => (xs.length ? xs.reduce((s, x) => s + x, 0) / xs.length : null);
 
-/** The nodes' rooms once `planned` has taken its cards (as db/queries/schedule.ts roomsAfter). */
+/** The nodes' rooms once `planned` has taken its cards (as scheduler/plan.ts roomsAfter). */
 function roomsAfter(rooms: readonly NodeRoom[], planned: readonly Placement[]): NodeRoom[] {
   const taken = new Set(planned.flatMap((p) => placementMembers(p).flatMap((m) => m.gpuIndices.map((i) => `${m.nodeId}/${i}`))));
   return rooms.map((r) => ({ ...r, free: r.free.filter((i) => !taken.has(`${r.id}/${i}`)) }));

@@ -12,7 +12,7 @@
  *  - The scheduling pass with quotas and preemption: 1,000 nodes × 8 cards, 10 % free, 10,000
  *    queued jobs in 20 projects, each with a quota of 400 cards; the running jobs are spread over
  *    the projects unevenly, so that some borrow and the queue's within-quota jobs preempt (the
- *    pass, db/queries/schedule.ts, with its preemption step on); median of `--pass-repeat`
+ *    pass, scheduler/pass.ts, with its preemption step on); median of `--pass-repeat`
  *    passes, each rolled back, the usage read every pass. Aim: ≤ 150 ms. Also the same on fresh
  *    rows as the scheduler runs it: after two passes not timed (its code compiled, its caches
  *    filled), the usage read through a UsageCache (once every 30 s), and the queue and the running
@@ -36,7 +36,7 @@ import { sql } from 'drizzle-orm';
 import { openDatabase, queryRows, type Db, type Executor } from '../db/client.ts';
 import { UsageCache } from '../db/queries/quotas.ts';
 import { PassCache } from '../db/queries/pass-cache.ts';
-import { runSchedulePass, type PassOutcome, type PassPhases, type Transaction } from '../db/queries/schedule.ts';
+import { runSchedulePass, type PassOutcome, type PassPhases, type Transaction } from '../scheduler/pass.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
 import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';

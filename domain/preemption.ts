@@ -1,6 +1,6 @@
 /**
  * Which running attempts a scheduling pass takes cards back from. Pure; the pass
- * (db/queries/schedule.ts) runs it over the jobs it could not place, in the order it serves them.
+ * (scheduler/pass.ts) runs it over the jobs it could not place, in the order it serves them.
  *
  * The rule (docs/architecture.md, "Preemption"):
  *  1. Borrowed cards. Taking each quota's running jobs in the order they keep their cards

@@ -4,7 +4,7 @@ import { beginIn } from '../activities/control/begin.ts';
 import { fakeGpus } from '../activities/gpu-host/inventory.ts';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
-import { runSchedulePass } from '../db/queries/schedule.ts';
+import { runSchedulePass } from '../scheduler/pass.ts';
 import { gpuSlots, jobAttempts, jobs } from '../db/schema.ts';
 import { masterPortFor } from '../domain/gang-env.ts';
 import { bothBackends } from './support/test-database.ts';

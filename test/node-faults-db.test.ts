@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { finishActivities } from '../activities/control/finish.ts';
 import { type DatabaseHandle } from '../db/client.ts';
 import { getJob, insertJob, transitionJob } from '../db/queries/jobs.ts';
-import { runSchedulePass } from '../db/queries/schedule.ts';
+import { runSchedulePass } from '../scheduler/pass.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
 import type { AttemptOutcome } from '../workflows/types.ts';
 import { QUARANTINE_BY, recordNodeFault } from '../db/queries/node-faults.ts';

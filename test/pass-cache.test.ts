@@ -13,7 +13,8 @@ import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { PassCache } from '../db/queries/pass-cache.ts';
 import { preemptionHolders } from '../db/queries/preempt.ts';
 import { ensureProject } from '../db/queries/projects.ts';
-import { queuedJobs, runSchedulePass } from '../db/queries/schedule.ts';
+import { queuedJobs } from '../db/queries/queued-jobs.ts';
+import { runSchedulePass } from '../scheduler/pass.ts';
 import { fakeGpus } from '../activities/gpu-host/inventory.ts';
 import { openTestDatabase, type TestBackend } from './support/test-database.ts';
 

@@ -1,5 +1,5 @@
 /**
- * How a scheduling pass applies a long plan (db/queries/schedule.ts): on PostgreSQL's pool, in two
+ * How a scheduling pass applies a long plan (scheduler/apply.ts): on PostgreSQL's pool, in two
  * transactions at once, each placement whole in one of them, and a card race in one half leaves
  * the other applied, as does any failure of one half; on PGlite's one connection, in one transaction.
  */
@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { queryRows, type DatabaseHandle, type Executor } from '../db/client.ts';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
-import { runSchedulePass, SPLIT_APPLY_AT } from '../db/queries/schedule.ts';
+import { runSchedulePass, SPLIT_APPLY_AT } from '../scheduler/pass.ts';
 import { fakeGpus } from '../activities/gpu-host/inventory.ts';
 import { openTestDatabase, type TestBackend } from './support/test-database.ts';
 

@@ -1,4 +1,5 @@
-import { runSchedulePass, staleDispatches } from '../../db/queries/schedule.ts';
+import { runSchedulePass } from '../../scheduler/pass.ts';
+import { staleDispatches } from '../../db/queries/dispatch.ts';
 import { UsageCache } from '../../db/queries/quotas.ts';
 import { PassCache } from '../../db/queries/pass-cache.ts';
 import { log } from '@temporalio/activity';

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
-import { queuedJobs } from '../../db/queries/schedule.ts';
+import { queuedJobs } from '../../db/queries/queued-jobs.ts';
 import { clearQuota, quotaLines, setQuota, type QuotaLine } from '../../db/queries/quotas.ts';
 import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
 import { mayRead } from '../auth.ts';

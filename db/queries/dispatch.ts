@@ -4,8 +4,9 @@
  * six statements a job. The same rows and lines as transitionJob writes for
  * a QUEUED → DISPATCHING move.
  */
-import { sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
+import { gpuSlots, jobs } from '../schema.ts';
 import { placementMembers, planPlacements, type Placement } from '../../domain/placement.ts';
 import { nodeRooms } from './node-rooms.ts';
 import { fairShareMatters } from './quotas.ts';
@@ -82,6 +83,30 @@ export async function dispatchPlacements(ex: Executor, planned: readonly Placeme
   if (Number(r.claimed) !== Number(r.cards)) throw new CardRace(`card claim raced: ${r.claimed} of ${r.cards} cards still free; pass retried`);
   const ids = new Set(r.ids);
   return planned.filter((p) => ids.has(p.jobId));
+}
+
+/**
+ * claimSlots gives the placement's job the cards it names that are still unowned, and returns the
+ * indices it got. The `owner_job_id IS NULL` condition is what keeps one owner per card:
+ * a card someone else holds is not taken, so a caller compares the count with what it asked.
+ */
+export async function claimSlots(ex: Executor, p: Placement): Promise<number[]> {
+  if (p.gpuIndices.length === 0) return [];
+  const rows = await ex
+    .update(gpuSlots)
+    .set({ ownerJobId: p.jobId, ownerAttempt: p.attempt })
+    .where(and(eq(gpuSlots.nodeId, p.nodeId), inArray(gpuSlots.index, p.gpuIndices), isNull(gpuSlots.ownerJobId)))
+    .returning({ index: gpuSlots.index });
+  return rows.map((r) => r.index).sort((a, b) => a - b);
+}
+
+/** staleDispatches returns the jobs dispatched a while ago whose workflow never confirmed: their dispatch signal is sent again. */
+export async function staleDispatches(db: Db, olderThanMs: number): Promise<Placement[]> {
+  const rows = await db
+    .select({ jobId: jobs.id, attempt: jobs.attempt, nodeId: jobs.nodeId, gpuIndices: jobs.gpuIndices })
+    .from(jobs)
+    .where(and(eq(jobs.state, 'DISPATCHING'), lt(jobs.updatedAt, sql`now() - make_interval(secs => ${olderThanMs / 1000})`)));
+  return rows.map((r) => ({ jobId: r.jobId, attempt: r.attempt, nodeId: r.nodeId ?? '', gpuIndices: r.gpuIndices ?? [] }));
 }
 
 /** avoidNodeOf is AVOID_NODE (./queued-jobs.ts) for one job: the node attempt `attempt - 1` failed on, or null. */

@@ -86,7 +86,7 @@ const onlyHeld = (ids: string[] | null) => (ids === null ? sql`` : sql`${only(id
  * return what queuedJobs and preemptionHolders return.
  */
 export class PassCache {
-  /** Whether the last pass weighed preemptions (it read the running attempts): the next one then reads them from its start (schedule.ts). */
+  /** Whether the last pass weighed preemptions (it read the running attempts): the next one then reads them from its start (scheduler/read.ts). */
   holdersWanted = true;
   private readonly queue = new RowCache<QueueRow & { v: string }, QueuedJob>(
     sql`select string_agg(j.id || ' ' || j.xmin::text, ',') as keys, count(*) as n from jobs j where j.state = 'QUEUED'`,
@@ -98,7 +98,7 @@ export class PassCache {
   );
 
   /**
-   * queuedJobs returns the QUEUED jobs, as schedule.ts queuedJobs does. A retry's job (the node to avoid is its previous
+   * queuedJobs returns the QUEUED jobs, as ./queued-jobs.ts queuedJobs does. A retry's job (the node to avoid is its previous
    * attempt's, another row) and a job queued at no known time (it counts as queued `now`) are read every time.
    */
   queuedJobs(ex: Executor, now: Date): Promise<QueuedJob[]> {

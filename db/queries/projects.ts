@@ -24,6 +24,12 @@ export async function projectNames(ex: Executor, ids: readonly string[]): Promis
   return new Map(rows.map((r) => [r.id, r.name]));
 }
 
+/** allProjectNames returns every project's name, by id (the preemption step names the projects it takes cards from). */
+export async function allProjectNames(ex: Executor): Promise<Map<string, string>> {
+  const rows = await ex.select({ id: projects.id, name: projects.name }).from(projects);
+  return new Map(rows.map((r) => [r.id, r.name]));
+}
+
 /** ensureExperiment returns the id of a project's experiment named `name`, creating it on first use. */
 export async function ensureExperiment(ex: Executor, projectId: string, name: string): Promise<string> {
   await ex

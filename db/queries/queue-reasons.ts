@@ -3,7 +3,7 @@ import type { Job } from '../schema.ts';
 import type { QueuedJob } from '../../domain/placement.ts';
 import { drainedReason, freeCardsReason, overQuotaBehindOthers, planReasons } from '../../domain/queue-reasons.ts';
 import { drainedNodeRooms, nodeRooms } from './node-rooms.ts';
-import { queuedJobs } from './schedule.ts';
+import { queuedJobs } from './queued-jobs.ts';
 import { fairShareMatters, shareFor, type UsageCache } from './quotas.ts';
 import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
 import { DEFAULT_PREEMPT_GRACE_S, preemptingReason } from '../../domain/preemption.ts';

@@ -150,7 +150,7 @@ export interface QuotaLine {
 
 /**
  * quotaLines returns a line per quota, and one per project without a quota that holds or wants cards (`queue`: the
- * QUEUED jobs, schedule.ts queuedJobs), ordered by project name then pool (whole cluster first).
+ * QUEUED jobs, ./queued-jobs.ts queuedJobs), ordered by project name then pool (whole cluster first).
  */
 export async function quotaLines(ex: Executor, queue: readonly QueuedJob[], now: Date, halfLifeMs: number): Promise<QuotaLine[]> {
   const state = await fairShareState(ex, now, halfLifeMs);
