@@ -4,31 +4,14 @@
  * (outliers ignored, the default), the outlier once the toggle is off, and turns logarithmic with
  * the log switch; its labels fit inside the canvas. A short run's single telemetry samples are drawn.
  */
-import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newToken } from '../runtime/tokens.ts';
-import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
+import { describe, expect, it } from 'vitest';
+import { consoleApp } from './support/console-app.ts';
 import { until } from './support/poll.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
 
-const admin = newToken();
-let t: TestApp;
-let b: TestBrowser;
-let page: Page;
-
-beforeAll(async () => {
-  ensureConsoleBuilt();
-  t = await startTestApp('webchartscale', { auth: { adminTokens: [admin] }, listen: true, temporal: false });
-  b = await launchBrowser();
-  page = await b.context.newPage();
-});
-afterAll(async () => {
-  await b?.close();
-  await t?.close();
-});
+const web = consoleApp('webchartscale');
 
 const api = async <T>(method: string, url: string, body?: unknown): Promise<T> => {
-  const res = await fetch(`${t.url}/api/v1${url}`, { method, headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${web.url}/api/v1${url}`, { method, headers: { authorization: `Bearer ${web.admin}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();
   expect(res.status, text).toBeLessThan(300);
   return (text ? JSON.parse(text) : null) as T;
@@ -43,11 +26,11 @@ interface ChartState {
   data: (number | null | undefined)[][];
   y: { scale: { ignoreOutliers: boolean; log: boolean }; min: number | null; max: number | null; outside: number; axis: { size: number; labels: string[]; font: string; tick: number; gap: number } | null };
 }
-const chart = (key: string) => page.evaluate((k) => (window as unknown as { __gpuplaneCharts?: Record<string, ChartState> }).__gpuplaneCharts?.[k] ?? null, key);
+const chart = (key: string) => web.page.evaluate((k) => (window as unknown as { __gpuplaneCharts?: Record<string, ChartState> }).__gpuplaneCharts?.[k] ?? null, key);
 
 /** Each y label's left edge in CSS pixels from the canvas's left, measured in the page in the axis's own font. */
 const labelLefts = (axis: NonNullable<ChartState['y']['axis']>) =>
-  page.evaluate((a) => {
+  web.page.evaluate((a) => {
     const ctx = document.createElement('canvas').getContext('2d')!;
     ctx.font = a.font;
     return a.labels.map((l) => a.size - a.tick - a.gap - ctx.measureText(l).width);
@@ -71,11 +54,11 @@ describe('charts with real data', () => {
       ...steps.slice(46).map((step) => ({ key: 'train/loss', step, value: 'NaN' })),
     ]);
 
-    await page.setViewportSize({ width: 1400, height: 900 });
-    await page.goto(`${t.url}/?token=${encodeURIComponent(admin)}#/experiments?project=realdata&experiment=diverge`);
-    const plot = page.locator('[data-chart="train/loss"][data-lines="3"]');
+    await web.page.setViewportSize({ width: 1400, height: 900 });
+    await web.page.goto(`${web.url}/?token=${encodeURIComponent(web.admin)}#/experiments?project=realdata&experiment=diverge`);
+    const plot = web.page.locator('[data-chart="train/loss"][data-lines="3"]');
     await plot.waitFor({ timeout: 15_000 });
-    const figure = page.locator('figure.chart', { has: page.locator('[data-chart="train/loss"]') });
+    const figure = web.page.locator('figure.chart', { has: web.page.locator('[data-chart="train/loss"]') });
     const drawn = (want: (s: ChartState) => boolean) =>
       until('the chart drawn so', async () => {
         const s = await chart('train/loss');
@@ -97,7 +80,7 @@ describe('charts with real data', () => {
     expect(tight.y.max!).toBeLessThan(healthyMax + 0.5);
     expect(tight.y.outside).toBeGreaterThan(0);
     await labelsInside(tight);
-    await page.screenshot({ path: '/tmp/chart-scale-after.png', fullPage: true });
+    await web.page.screenshot({ path: '/tmp/chart-scale-after.png', fullPage: true });
 
     // Off: the outliers in range, both ways.
     await figure.locator('[data-action="ignore-outliers"]').uncheck();
@@ -106,7 +89,7 @@ describe('charts with real data', () => {
     expect(wide.y.min!).toBeLessThanOrEqual(-1e5);
     expect(wide.y.outside).toBe(0);
     await labelsInside(wide);
-    await page.screenshot({ path: '/tmp/chart-scale-outliers.png', fullPage: true });
+    await web.page.screenshot({ path: '/tmp/chart-scale-outliers.png', fullPage: true });
 
     // Log: a log scale over the positive values, decades for bounds; outliers still in (the toggle is off).
     await figure.locator('[data-action="log-scale"]').check();
@@ -136,16 +119,16 @@ describe('charts with real data', () => {
       { key: 'system/cpu.utilization', step: 0, value: 80 },
       { key: 'system/memory.rss_mb', step: 0, value: 512 },
     ]);
-    await page.goto(`${t.url}/#/runs/${run}`);
+    await web.page.goto(`${web.url}/#/runs/${run}`);
     // The panel folded, saying why; no chart of it drawn (nor fetched) until it is opened.
-    const fold = page.locator('details[data-system-fold]');
+    const fold = web.page.locator('details[data-system-fold]');
     await fold.waitFor({ timeout: 10_000 });
     expect(await fold.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(false);
     expect(await fold.locator(':scope > summary').innerText()).toBe('6 charts, one sample per series (a short run): show');
-    expect(await page.locator('[data-system-panel]').count()).toBe(0);
-    await page.locator('[data-chart="loss"][data-lines="1"]').waitFor({ timeout: 10_000 });
+    expect(await web.page.locator('[data-system-panel]').count()).toBe(0);
+    await web.page.locator('[data-chart="loss"][data-lines="1"]').waitFor({ timeout: 10_000 });
     await fold.locator(':scope > summary').click();
-    const charts = page.locator('[data-system-panel] [data-chart]');
+    const charts = web.page.locator('[data-system-panel] [data-chart]');
     await expect.poll(() => charts.evaluateAll((els) => els.map((e) => e.getAttribute('data-chart')))).toEqual([
       'system/gpu.*.utilization',
       'system/gpu.*.memory_percent',
@@ -156,16 +139,16 @@ describe('charts with real data', () => {
     ]);
     // Each single sample is on the canvas: pixels in its line's colour (the first of the palette, #1f77b4).
     const blue = (chartKey: string) =>
-      page.locator(`[data-chart="${chartKey}"] canvas`).evaluate((c: HTMLCanvasElement) => {
+      web.page.locator(`[data-chart="${chartKey}"] canvas`).evaluate((c: HTMLCanvasElement) => {
         const d = c.getContext('2d')!.getImageData(0, 0, c.width, c.height).data;
         let n = 0;
         for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - 31) < 16 && Math.abs(d[i + 1] - 119) < 16 && Math.abs(d[i + 2] - 180) < 16) n++;
         return n;
       });
     for (const key of ['loss', ...(await charts.evaluateAll((els) => els.map((e) => e.getAttribute('data-chart')!)))]) {
-      await page.locator(`[data-chart="${key}"][data-lines="1"]`).waitFor({ timeout: 10_000 });
+      await web.page.locator(`[data-chart="${key}"][data-lines="1"]`).waitFor({ timeout: 10_000 });
       await expect.poll(() => blue(key), { message: `${key}'s single point drawn` }).toBeGreaterThan(10);
     }
-    await page.screenshot({ path: '/tmp/short-run-system.png', fullPage: true });
+    await web.page.screenshot({ path: '/tmp/short-run-system.png', fullPage: true });
   });
 });

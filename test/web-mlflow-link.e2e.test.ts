@@ -6,25 +6,11 @@
  */
 import { execFile } from 'node:child_process';
 import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newToken } from '../runtime/tokens.ts';
-import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
+import { describe, expect, it } from 'vitest';
+import { consoleApp } from './support/console-app.ts';
 import { examplesPython } from './support/examples.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
 
-const admin = newToken();
-let t: TestApp;
-let b: TestBrowser;
-
-beforeAll(async () => {
-  ensureConsoleBuilt();
-  t = await startTestApp('webmlflowlink', { auth: { adminTokens: [admin] }, listen: true, temporal: false });
-  b = await launchBrowser();
-});
-afterAll(async () => {
-  await b?.close();
-  await t?.close();
-});
+const web = consoleApp('webmlflowlink');
 
 /** The real MLflow client (the examples' venv) against the test's API; resolves with what it printed. */
 const mlflowPython = (code: string) =>
@@ -34,7 +20,7 @@ const mlflowPython = (code: string) =>
       ['-c', code],
       {
         encoding: 'utf8',
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MLFLOW_TRACKING_URI: `${t.url}/mlflow`, MLFLOW_TRACKING_TOKEN: admin, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONDONTWRITEBYTECODE: '1' },
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MLFLOW_TRACKING_URI: `${web.url}/mlflow`, MLFLOW_TRACKING_TOKEN: web.admin, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONDONTWRITEBYTECODE: '1' },
         timeout: 90_000,
       },
       (err, stdout, stderr) => resolve({ status: err ? 1 : 0, out: `${stdout}\n${stderr}` }),
@@ -61,18 +47,18 @@ print(json.dumps({"run_id": run.info.run_id, "experiment_id": run.info.experimen
     const ids = JSON.parse(r.out.split('\n').find((l) => l.startsWith('{"run_id"'))!) as { run_id: string; experiment_id: string };
     // The link as the client printed it.
     const link = /View run linked-run at: (\S+)/.exec(r.out)?.[1];
-    expect(link, r.out).toBe(`${t.url}/mlflow/#/experiments/${ids.experiment_id}/runs/${ids.run_id}`);
+    expect(link, r.out).toBe(`${web.url}/mlflow/#/experiments/${ids.experiment_id}/runs/${ids.run_id}`);
 
     // Not signed in yet: the sign-in form, then the run's page.
-    const page = await b.context.newPage();
+    const page = await web.browser.context.newPage();
     await page.goto(link!);
-    await page.locator('form input').first().fill(admin);
+    await page.locator('form input').first().fill(web.admin);
     await page.locator('form button[type="submit"], form button').first().click();
     await runPage(page, ids.run_id);
-    expect(page.url()).toBe(`${t.url}/#/experiments/${ids.experiment_id}/runs/${ids.run_id}`);
+    expect(page.url()).toBe(`${web.url}/#/experiments/${ids.experiment_id}/runs/${ids.run_id}`);
 
     // Signed in: straight to it, in a new tab as a terminal opens it.
-    const again = await b.context.newPage();
+    const again = await web.browser.context.newPage();
     await again.goto(link!);
     await runPage(again, ids.run_id);
     // The Experiments tab is the current one, and the page links to its experiment.
@@ -81,13 +67,13 @@ print(json.dumps({"run_id": run.info.run_id, "experiment_id": run.info.experimen
 
     // The experiment's link, printed beside it: the experiment's page (its MLflow id is looked up), not the list of all.
     const expLink = /View experiment at: (\S+)/.exec(r.out)?.[1];
-    expect(expLink, r.out).toBe(`${t.url}/mlflow/#/experiments/${ids.experiment_id}`);
+    expect(expLink, r.out).toBe(`${web.url}/mlflow/#/experiments/${ids.experiment_id}`);
     await again.goto(expLink!);
     await again.locator('h1').filter({ hasText: 'linkproj / linkexp' }).waitFor({ timeout: 10_000 });
-    expect(again.url()).toBe(`${t.url}/#/experiments?project=linkproj&experiment=linkexp`);
+    expect(again.url()).toBe(`${web.url}/#/experiments?project=linkproj&experiment=linkexp`);
     await again.locator('[data-chart="loss"][data-lines="1"]').waitFor({ timeout: 10_000 });
     // An id MLflow does not know: said so, on the page.
-    await again.goto(`${t.url}/mlflow/#/experiments/no-such-experiment`);
+    await again.goto(`${web.url}/mlflow/#/experiments/no-such-experiment`);
     await again.locator('main p.error').filter({ hasText: 'No experiment no-such-experiment' }).waitFor({ timeout: 10_000 });
   });
 });

@@ -2,34 +2,17 @@
  * A sweep's leaderboard with real values, in Debian's chromium against a real API on PGlite: a
  * log-uniform draw prints rounded as gpuctl prints it (domain/param-text.ts), its full value in
  * the title; a trial's paragraph-long failure reason is cut with an ellipsis, whole in its
- * title, and the table stays within the page. The sweep's rows are written as the plane writes them.
+ * title, and the table stays within the web.page. The sweep's rows are written as the plane writes them.
  */
 import { eq } from 'drizzle-orm';
-import type { Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { SweepDetailJson } from '../cli/api-types.ts';
 import { renderSweep } from '../cli/commands/sweep.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { jobs, sweeps, sweepTrials } from '../db/schema.ts';
-import { newToken } from '../runtime/tokens.ts';
-import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
+import { consoleApp } from './support/console-app.ts';
 
-const admin = newToken();
-let t: TestApp;
-let b: TestBrowser;
-let page: Page;
-
-beforeAll(async () => {
-  ensureConsoleBuilt();
-  t = await startTestApp('websweeptable', { auth: { adminTokens: [admin] }, listen: true, temporal: false });
-  b = await launchBrowser({ width: 1280, height: 800 });
-  page = await b.context.newPage();
-});
-afterAll(async () => {
-  await b?.close();
-  await t?.close();
-});
+const web = consoleApp('websweeptable', { width: 1280, height: 800 });
 
 const LR = [0.0031622776601683794, 0.00012345678901234567, 0.5];
 const REASON =
@@ -37,7 +20,7 @@ const REASON =
 
 describe("a sweep's leaderboard with real values", () => {
   it('prints parameters rounded as gpuctl does, and cuts a long reason with an ellipsis, keeping the table within the page', async () => {
-    const db = t.database.db;
+    const db = web.app.database.db;
     await db.insert(sweeps).values({
       id: 'sweep-web-table',
       spec: { command: ['python', 'train.py'], method: 'random', max_trials: 3, seed: 7, metric: { name: 'train/loss', goal: 'minimize' }, parameters: { lr: { min: 1e-4, max: 1, distribution: 'log_uniform' }, batch: { values: [64] }, optimizer: { values: ['adamw'] } } },
@@ -51,14 +34,14 @@ describe("a sweep's leaderboard with real values", () => {
       await db.insert(sweepTrials).values({ sweepId: 'sweep-web-table', trial, jobId: job.id, params: { lr, batch: 64, optimizer: 'adamw' } });
     }
     // What gpuctl sweep show prints for the same sweep: the console shows the same text.
-    const res = await fetch(`${t.url}/api/v1/sweeps/sweep-web-table`, { headers: { authorization: `Bearer ${admin}` } });
+    const res = await fetch(`${web.url}/api/v1/sweeps/sweep-web-table`, { headers: { authorization: `Bearer ${web.admin}` } });
     expect(res.status).toBe(200);
     const cli = renderSweep((await res.json()) as SweepDetailJson);
     expect(cli).toContain('batch=64 lr=0.003162 optimizer=adamw');
     expect(cli).toContain('lr=0.0001235');
 
-    await page.goto(`${t.url}/?token=${encodeURIComponent(admin)}#/sweeps/sweep-web-table`);
-    const table = page.locator('table.sweep-trials');
+    await web.page.goto(`${web.url}/?token=${encodeURIComponent(web.admin)}#/sweeps/sweep-web-table`);
+    const table = web.page.locator('table.sweep-trials');
     await table.locator('tr[data-trial="1"]').waitFor({ timeout: 10_000 });
     const cell = (trial: number, p: string) => table.locator(`tr[data-trial="${trial}"] td[data-param="${p}"]`);
     for (const [trial, lr] of LR.entries()) {
@@ -79,8 +62,8 @@ describe("a sweep's leaderboard with real values", () => {
     // The table's right edge within the viewport, and nothing to scroll sideways.
     const box = (await table.boundingBox())!;
     expect(box.x + box.width).toBeLessThanOrEqual(1280);
-    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1280);
+    expect(await web.page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1280);
     expect(await table.locator('xpath=..').evaluate((e) => e.scrollWidth <= e.clientWidth)).toBe(true);
-    await page.screenshot({ path: '/tmp/sweep-table.png', fullPage: true });
+    await web.page.screenshot({ path: '/tmp/sweep-table.png', fullPage: true });
   });
 });
