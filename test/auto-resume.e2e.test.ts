@@ -1,8 +1,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from './support/cluster.ts';
+import type { Cluster } from './support/cluster.ts';
+import { startClusterWithDb, stopClusterWithDb } from './support/cluster-db.ts';
 import { examplesPython } from './support/examples.ts';
 import { until } from './support/poll.ts';
 
@@ -28,21 +29,16 @@ describe('automatic resume: a later attempt loads the latest checkpoint of an ea
   let c: Cluster;
   let db: pg.Client;
   beforeAll(async () => {
-    c = await startCluster('resume', {
+    ({ c, db } = await startClusterWithDb('resume', {
       heartbeatTimeoutS: 4,
       retryRetentionS: 60,
       agents: [
         { nodeId: 'rs1', gpus: 1, env: AGENT_ENV },
         { nodeId: 'rs2', gpus: 1, env: AGENT_ENV },
       ],
-    });
-    db = new pg.Client({ connectionString: c.dbUrl });
-    await db.connect();
+    }));
   });
-  afterAll(async () => {
-    await db?.end();
-    await c?.stop();
-  });
+  afterAll(() => stopClusterWithDb(c, db));
 
   const rowsOf = async (jobId: string) =>
     (await db.query<Row>('select id, uri, step, attempt, parent_checkpoint_id from checkpoints where job_id = $1 order by attempt, step, created_at', [jobId])).rows;

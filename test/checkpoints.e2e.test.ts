@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from './support/cluster.ts';
+import type { Cluster } from './support/cluster.ts';
+import { startClusterWithDb, stopClusterWithDb } from './support/cluster-db.ts';
 import { examplesPython } from './support/examples.ts';
 import { until } from './support/poll.ts';
 
@@ -45,14 +46,9 @@ describe('checkpoints of a real training script (--watch)', () => {
   let c: Cluster;
   let db: pg.Client;
   beforeAll(async () => {
-    c = await startCluster('ckpts', { agents: [{ nodeId: 'ck1', gpus: 1, env: { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '500' } }] });
-    db = new pg.Client({ connectionString: c.dbUrl });
-    await db.connect();
+    ({ c, db } = await startClusterWithDb('ckpts', { agents: [{ nodeId: 'ck1', gpus: 1, env: { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '500' } }] }));
   });
-  afterAll(async () => {
-    await db?.end();
-    await c?.stop();
-  });
+  afterAll(() => stopClusterWithDb(c, db));
 
   const rowsOf = async (jobId: string) =>
     (await db.query<Row>('select * from checkpoints where job_id = $1 order by created_at, id', [jobId])).rows;

@@ -1,15 +1,11 @@
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import pg from 'pg';
+import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
+import type { Cluster } from './support/cluster.ts';
+import { startClusterWithDb, stopClusterWithDb } from './support/cluster-db.ts';
 import { submitForkBase } from './support/fork-base.ts';
+import { gpuctlIn as gpuctl } from './support/gpuctl-cli.ts';
 import { until } from './support/poll.ts';
-
-const gpuctl = (env: NodeJS.ProcessEnv, args: string[]) =>
-  new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(process.execPath, [gpuctlPath, ...args], { env }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
-  });
 
 /**
  * A training script without dependencies: a checkpoint per step (`ckpts/step_N.json`, written to
@@ -50,15 +46,10 @@ describe('fork from a checkpoint, end to end', () => {
   let db: pg.Client;
   let env: NodeJS.ProcessEnv;
   beforeAll(async () => {
-    c = await startCluster('fork', { agents: [{ nodeId: 'fk1', gpus: 1, env: { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300' } }] });
+    ({ c, db } = await startClusterWithDb('fork', { agents: [{ nodeId: 'fk1', gpus: 1, env: { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300' } }] }));
     env = { ...c.env, GPUPLANE_API_URL: c.apiUrl };
-    db = new pg.Client({ connectionString: c.dbUrl });
-    await db.connect();
   });
-  afterAll(async () => {
-    await db?.end();
-    await c?.stop();
-  });
+  afterAll(() => stopClusterWithDb(c, db));
 
   const rowsOf = async (jobId: string) =>
     (await db.query<Row>('select id, uri, step, run_id, parent_checkpoint_id, deleted_at from checkpoints where job_id = $1 order by step', [jobId])).rows;

@@ -1,15 +1,10 @@
-import { execFile } from 'node:child_process';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
-import { gpuctlPath, startCluster, type Cluster } from './support/cluster.ts';
+import { startCluster, type Cluster } from './support/cluster.ts';
 import { submitForkBase } from './support/fork-base.ts';
+import { gpuctlIn as gpuctl } from './support/gpuctl-cli.ts';
 import { until } from './support/poll.ts';
-
-const gpuctl = (env: NodeJS.ProcessEnv, args: string[]) =>
-  new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-    execFile(process.execPath, [gpuctlPath, ...args], { env }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
-  });
 
 /**
  * test/fork.e2e.test.ts's training script, logging its loss too: a checkpoint per step
