@@ -2,12 +2,15 @@ import { endAttemptRun } from '../../db/queries/attempt-run.ts';
 import { markAttemptRunning } from '../../db/queries/attempt-started.ts';
 import { placeAlone } from '../../db/queries/dispatch.ts';
 import { getJob, getJobForUpdate, noteJob, releaseSlots, transitionJob } from '../../db/queries/jobs.ts';
-import type { JobState } from '../../domain/job-states.ts';
+import { isTerminal, JOB_STATES, type JobState } from '../../domain/job-states.ts';
 import { runStatusOfAttempt } from '../../domain/run-status.ts';
 import { jobNotFound } from '../../workflows/failures.ts';
 import type { AttemptSpec } from '../../workflows/types.ts';
 import { beginIn } from './begin.ts';
 import type { ControlContext } from './context.ts';
+
+/** Every state a job has not ended in: a settle may end the job from any of them. */
+const NOT_ENDED = JOB_STATES.filter((s) => !isTerminal(s));
 
 /** The activities that move an attempt through its life before and after it runs (its end is ./finish.ts). */
 export function attemptActivities({ deps, wake }: ControlContext) {
@@ -99,7 +102,7 @@ export function attemptActivities({ deps, wake }: ControlContext) {
         const moved = await transitionJob(tx, {
           jobId: a.jobId,
           attempt: a.attempt,
-          from: ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'LOST', 'PREEMPTED'],
+          from: NOT_ENDED,
           to: a.state,
           detail: a.reason,
           job: { reason: a.reason, endedAt: now },

@@ -6,7 +6,7 @@ import { and, asc, desc, eq, inArray, sql } from 'drizzle-orm';
 import { queryRows, textArray, type Db, type Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { jobs, runs, sweeps, sweepTrials, type Job, type Sweep, type SweepTrial } from '../schema.ts';
-import type { JobState } from '../../domain/job-states.ts';
+import { TERMINAL_STATES, type JobState } from '../../domain/job-states.ts';
 import type { SweepState } from '../../domain/sweep-state.ts';
 import type { SweepSpec } from '../../domain/sweep-spec.ts';
 import { trialPoint } from '../../domain/sweep-search.ts';
@@ -182,7 +182,7 @@ export async function trialCounts(ex: Executor, sweepIds: readonly string[]): Pr
     ex,
     sql`select t.sweep_id, count(*)::int as trials,
                count(*) filter (where j.state in ('DISPATCHING', 'RUNNING'))::int as running,
-               count(*) filter (where j.state in ('SUCCEEDED', 'FAILED', 'CANCELLED'))::int as ended
+               count(*) filter (where j.state = any(${textArray(TERMINAL_STATES)}::text[]))::int as ended
         from sweep_trials t join jobs j on j.id = t.job_id
         where t.sweep_id = any(${textArray(sweepIds)}::text[])
         group by t.sweep_id`,
