@@ -23,7 +23,7 @@ import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import { ForkBody, ForkedJobSchema, LineageQuery, LineageSchema } from '../schemas/fork.ts';
 import { SubmitJobHeaders } from '../schemas/jobs.ts';
 import type { ApiDeps } from '../deps.ts';
-import { mayOptOutOfPreemption } from './jobs.ts';
+import { mayOptOutOfPreemption } from './job-submit.ts';
 
 /** Fork: a new TRAIN job from any checkpoint with an edited config; lineage: the tree of runs and their forks. */
 export const forkRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
