@@ -14,6 +14,14 @@
 const ours = '^(activities|api|bench|cli|db|domain|examples|runtime|scheduler|scripts|sdk|temporal|test|web|workers|workflows)/|^config\\.ts$';
 /** The workflow files that clients may import: messages, shared types, names, start arguments, failures. */
 const workflowInterface = '^workflows/(?:[a-z-]+-messages|types|names|search-attributes|job-start|failures)\\.ts$';
+/** A layer that imports, of ours, only itself and the layers it stands on. */
+const standsOn = (name, comment, folder, below) => ({
+  name,
+  severity: 'error',
+  comment,
+  from: { path: `^${folder}/` },
+  to: { path: ours, pathNot: `^(${[folder, ...below].join('|')})/` },
+});
 
 module.exports = {
   forbidden: [
@@ -31,13 +39,7 @@ module.exports = {
       from: { path: '^domain/' },
       to: { pathNot: '^domain/' },
     },
-    {
-      name: 'db-imports-only-domain',
-      severity: 'error',
-      comment: 'db/ knows the domain, drizzle and its drivers; never the orchestration, the processes or the tools.',
-      from: { path: '^db/' },
-      to: { path: ours, pathNot: '^(db|domain)/' },
-    },
+    standsOn('db-imports-only-domain', 'db/ knows the domain, drizzle and its drivers; never the orchestration, the processes or the tools.', 'db', ['domain']),
     {
       name: 'sql-lives-in-db',
       severity: 'error',
@@ -45,13 +47,12 @@ module.exports = {
       from: { path: '^(activities|api|cli|domain|runtime|scheduler|scripts|temporal|workers|workflows)/|^config\\.ts$', pathNot: '^temporal/cluster\\.ts$' },
       to: { path: '^node_modules/(drizzle-orm|pg|@electric-sql)/', dependencyTypesNot: ['type-only'] },
     },
-    {
-      name: 'scheduler-sits-on-db-and-domain',
-      severity: 'error',
-      comment: 'The scheduling pass reads through db/queries, plans with domain/ and applies through db/queries: it knows those two layers and nothing above them.',
-      from: { path: '^scheduler/' },
-      to: { path: ours, pathNot: '^(scheduler|db|domain)/' },
-    },
+    standsOn(
+      'scheduler-sits-on-db-and-domain',
+      'The scheduling pass reads through db/queries, plans with domain/ and applies through db/queries: it knows those two layers and nothing above them.',
+      'scheduler',
+      ['db', 'domain'],
+    ),
     {
       name: 'only-activities-run-the-scheduler',
       severity: 'error',
