@@ -1,98 +1,19 @@
 /**
  * A chart's data and drawing, apart from Preact: what to fetch for the plot's width and range,
  * and the uPlot instance: a line per run and, for a run whose checkpoints were evaluated, its
- * evaluations as marks at their steps (bands.ts draws the min..max bands).
+ * evaluations as marks at their steps (bands.ts draws the min..max bands, plot-options.ts says
+ * how it all looks; chart-state.ts names what a chart is given and reports).
  */
 import uPlot from 'uplot';
 import { api } from '../api.ts';
 import type { RunMetrics } from '../types.ts';
-import { drawBands } from './bands.ts';
+import type { ChartOptions, ChartRun, ChartState } from './chart-state.ts';
+import { plotOptions } from './plot-options.ts';
 import { align, clippedQuery, clipTo, marksOf, seriesOf, withMarks, type Aligned, type Marks } from './series.ts';
-import { DEFAULT_Y_SCALE, finiteValues, isolatedPoints, labelWidthSize, padRange, rangeOf, visibleIdx, type YAxisDrawn, type YScale } from './y-scale.ts';
-
-/** A line of a chart: a run's series of the chart's metric, or of `key`. */
-export interface ChartRun {
-  id: string;
-  label: string;
-  /** Its colour's index (colorOf): kept by the run while it is shown; its position otherwise. */
-  color?: number;
-  /**
-   * The metric this line draws, where a chart draws several of one run (the System panel: a
-   * line per card); the chart's own key otherwise. One request per run fetches all of them.
-   */
-  key?: string;
-  /**
-   * Draw its steps up to this one only (a fork's parent, to the fork's step): it is fetched with
-   * `step_max` no further, and anything past it is dropped (a bucket of the API's rollups that
-   * starts at or before the step is kept whole).
-   */
-  upTo?: number;
-  /** Drawn grey and dashed, and without its evaluations: a reference for the others (a fork's parent), not one of them. */
-  ghost?: boolean;
-}
-
-/** A series of evaluations as drawn: its legend label, its run, and each mark's step, value and checkpoint. */
-export interface DrawnMarks {
-  label: string;
-  runId: string;
-  key: string;
-  x: number[];
-  y: (number | null)[];
-  checkpoints: string[];
-}
-
-export interface ChartOptions {
-  height: number;
-  /** Draw only the runs' evaluations: a chart of an evaluated metric the runs do not log. */
-  marksOnly: boolean;
-  onError: (e: Error | null) => void;
-  /** Called after each draw with the marks drawn (the page lists them in a table). */
-  onMarks: (m: DrawnMarks[]) => void;
-}
-
-/** What a chart last fetched and drew, for tests and the bench (window.__gpuplaneCharts[id]). */
-export interface ChartState {
-  key: string;
-  runIds: string[];
-  query: { points: number; step_min?: number; step_max?: number };
-  responses: RunMetrics[];
-  data: (number | null | undefined)[][];
-  snapped: boolean;
-  createdAt: number;
-  firstDrawAt: number | null;
-  allDrawnAt: number | null;
-  draws: number;
-  zoom: { requestedAt: number; drawnAt: number | null } | null;
-  /** The evaluation series drawn, after the lines (data[1 + lines.length + i]). */
-  marks: DrawnMarks[];
-  /** Each line as drawn (data[1 + i]): its run, legend label, and the step it stops at, if it is clipped. */
-  lines: { runId: string; label: string; upTo: number | null; ghost: boolean }[];
-  /**
-   * The y axis as last drawn: its scale's settings and range, how many finite values in view lie
-   * outside it (outliers left out), and the axis's width with the labels it drew.
-   */
-  y: { scale: YScale; min: number | null; max: number | null; outside: number; axis: YAxisDrawn | null };
-}
-
-declare global {
-  interface Window {
-    __gpuplaneCharts?: Record<string, ChartState>;
-  }
-}
+import { DEFAULT_Y_SCALE, finiteValues, rangeOf, type YScale } from './y-scale.ts';
 
 /** Runs per request: the first ones draw while the others are still on their way. */
 const RUNS_PER_REQUEST = 10;
-/** A ghost line's colour (a fork's parent): grey, beside the palette's colours. */
-const GHOST = (alpha = 1) => `rgb(120 128 140 / ${alpha})`;
-const PALETTE = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf', '#7f7f7f', '#bcbd22'];
-export const colorOf = (i: number, alpha = 1) => (i < PALETTE.length && alpha === 1 ? PALETTE[i] : `hsl(${(i * 137.5) % 360} 65% 45% / ${alpha})`);
-
-/** uPlot's points filter: the indices in view of a line's points that no segment draws (none: null). */
-const lonePoints = (u: uPlot, si: number): number[] | null => {
-  const [a, b] = visibleIdx(u.data[0] as number[], u.scales.x.min, u.scales.x.max);
-  const idx = isolatedPoints(u.data[si] as (number | null | undefined)[], a, b);
-  return idx.length ? idx : null;
-};
 
 export class ChartController {
   u: uPlot | null = null;
@@ -229,7 +150,7 @@ export class ChartController {
     }
     this.seriesKey = seriesKey;
     if (!this.u) {
-      this.u = new uPlot(this.options(), data, this.el);
+      this.u = new uPlot(plotOptions(this), data, this.el);
       if (this.range) this.u.setScale('x', this.range);
     } else if (this.range) {
       this.u.setData(data, false);
@@ -298,78 +219,6 @@ export class ChartController {
     this.range = null;
     this.state.zoom = { requestedAt: performance.now(), drawnAt: null };
     void this.load();
-  }
-
-  options(): uPlot.Options {
-    const many = this.runs.length > 12;
-    const lines = this.opts.marksOnly ? [] : this.runs;
-    // Evaluations: the run's colour, dashed, a dot per checkpoint; undefined between them is bridged.
-    // Beside a training line they get an axis of their own on the right: a held-out loss that
-    // turns up by a few hundredths would be flat on the training loss's scale.
-    const own = lines.length > 0 && this.marks.length > 0;
-    const marks = this.marks.map((m) => {
-      const color = colorOf(this.colorIndex(m.run));
-      return { label: this.markLabel(m), scale: own ? 'eval' : 'y', stroke: color, width: 2, dash: [6, 4], spanGaps: false, points: { show: true, size: 9, width: 1, stroke: color, fill: color } };
-    });
-    const evalKeys = [...new Set(this.marks.map((m) => m.key))].join(', ');
-    return {
-      width: this.el.clientWidth || 600,
-      height: this.opts.height,
-      legend: { show: !many },
-      cursor: {
-        drag: { x: true, y: false, setScale: false },
-        focus: { prox: 16 },
-        bind: { dblclick: () => () => (this.resetZoom(), null) },
-      },
-      focus: { alpha: 0.3 },
-      scales: {
-        x: { time: false },
-        y: { distr: this.yScale.log ? 3 : 1, range: (u) => this.yRange(u, !own) },
-        ...(own ? { eval: { range: (_u, dmin, dmax) => padRange(dmin, dmax) } } : {}),
-      },
-      // Each y axis as wide as its widest label: "-100,000" is not cut off on the left.
-      axes: [
-        { label: 'step' },
-        { size: labelWidthSize((d) => (this.state.y = { ...this.state.y, axis: d })) },
-        ...(own ? [{ scale: 'eval', side: 1, size: labelWidthSize(() => undefined), label: `${evalKeys} (right)`, grid: { show: false } }] : []),
-      ],
-      // spanGaps off: null (NaN, ±Infinity) breaks the line; undefined (no point there) is bridged.
-      series: [
-        { label: 'step' },
-        // A point with no neighbour (a single sample, or one between gaps) makes no segment: it is drawn as a dot.
-        ...lines.map((r, i) => ({
-          label: r.label,
-          stroke: this.lineColor(i),
-          width: many ? 1 : 1.5,
-          ...(r.ghost ? { dash: [5, 4] } : {}),
-          spanGaps: false,
-          points: { show: false, size: 6, stroke: this.lineColor(i), fill: this.lineColor(i), filter: lonePoints },
-        })),
-        ...marks,
-      ],
-      hooks: {
-        drawAxes: [(u) => drawBands(u, this.aligned, lines.length, (i, alpha) => this.lineColor(i, alpha))],
-        setSelect: [
-          (u) => {
-            const s = u.select;
-            if (s.width < 5) return;
-            const min = u.posToVal(s.left, 'x');
-            const max = u.posToVal(s.left + s.width, 'x');
-            u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
-            this.zoomTo(min, max);
-          },
-        ],
-      },
-    };
-  }
-
-  colorIndex(i: number): number {
-    return this.runs[i]?.color ?? i;
-  }
-
-  /** The colour of line `i` (and of its band, at `alpha`): grey for a ghost. */
-  lineColor(i: number, alpha = 1): string {
-    return this.runs[i]?.ghost ? GHOST(alpha) : colorOf(this.colorIndex(i), alpha);
   }
 
   resize(): void {

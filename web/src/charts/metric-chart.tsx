@@ -10,10 +10,12 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { metric } from '../format.ts';
 import { useLive } from '../live.ts';
-import { ChartController, type ChartRun, type DrawnMarks } from './chart-controller.ts';
+import { ChartController } from './chart-controller.ts';
+import type { ChartRun, DrawnMarks } from './chart-state.ts';
 import { DEFAULT_Y_SCALE, type YScale } from './y-scale.ts';
 
-export { colorOf, type ChartRun, type ChartState } from './chart-controller.ts';
+export type { ChartRun, ChartState } from './chart-state.ts';
+export { colorOf } from './plot-options.ts';
 
 interface Props {
   chartId: string;
