@@ -2,15 +2,15 @@ import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { pingDatabase } from '../db/queries/health.ts';
-import { installAuth } from './auth.ts';
+import { installAuth } from './auth/auth.ts';
 import type { ApiDeps } from './deps.ts';
 import { declareMachineryResponses, markOptionalBodies, MAX_PARAM_LENGTH } from './declared-responses.ts';
 import { installErrorHandler } from './errors.ts';
-import { registerGuards } from './guards.ts';
+import { registerGuards } from './auth/guards.ts';
 import { PointLimiter } from './point-limits.ts';
 import { DEFAULT_PROJECT_POINTS, DEFAULT_RUN_POINTS } from '../domain/point-bucket.ts';
 import { projectOfRun } from '../db/queries/auth.ts';
-import { installSecurityHeaders } from './security-headers.ts';
+import { installSecurityHeaders } from './auth/security-headers.ts';
 import { installInputGuard } from './input-guard.ts';
 import { installMethodCheck } from './methods.ts';
 import { CHECK_RESPONSES_ENV, installResponseCheck } from './response-check.ts';
@@ -39,7 +39,7 @@ import { PlaneMetrics } from './plane-metrics.ts';
 import { mlflowRoutes } from './mlflow/index.ts';
 import { formatSchemaErrors } from './schema-errors.ts';
 import { ErrorBody, HealthSchema } from './schemas/common.ts';
-import { TokenResolver } from './token-resolver.ts';
+import { TokenResolver } from './auth/token-resolver.ts';
 
 const API_DESCRIPTION =
   'Jobs on GPU nodes, runs, checkpoints and evaluations. A path asked with a method it does not declare answers 405 with an `Allow` header naming those it does; a path no route has answers 404. Both are Error bodies.';

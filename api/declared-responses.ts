@@ -4,8 +4,8 @@
  *
  * - 400: the input guard (api/input-guard.ts), a URL that is not valid percent-encoding, schema
  *   validation, a body that is not valid JSON;
- * - 401: no valid token (api/auth.ts), except on the routes open to anyone;
- * - 403: a Host or Origin the API does not answer to (api/guards.ts), or a token's role;
+ * - 401: no valid token (api/auth/auth.ts), except on the routes open to anyone;
+ * - 403: a Host or Origin the API does not answer to (api/auth/guards.ts), or a token's role;
  * - 413, 415: a body too large, or of a media type the route does not take (methods with a body);
  * - 414: a path parameter longer than the router takes (MAX_PARAM_LENGTH);
  * - 429: the rate limit; 500: an unexpected failure (its details go to the log only);
@@ -17,7 +17,7 @@ import { Ajv } from 'ajv';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import { ErrorBody } from './schemas/common.ts';
 
-/** Routes a caller without a token may use: access 'open' in api/auth.ts's RULES (test/openapi-bounds.test.ts checks the two agree). */
+/** Routes a caller without a token may use: access 'open' in api/auth/auth.ts's RULES (test/openapi-bounds.test.ts checks the two agree). */
 export const OPEN_ROUTES = new Set(['GET /api/v1/health', 'GET /api/v1/console', 'HEAD /api/v1/health', 'HEAD /api/v1/console']);
 /** Methods whose requests Fastify reads a body of (so a body can be too large, or of a type no parser takes). */
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);

@@ -1,8 +1,8 @@
 import type { Client } from '@temporalio/client';
 import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
-import type { AuthConfig } from './token-resolver.ts';
-import type { GuardOptions } from './guards.ts';
+import type { AuthConfig } from './auth/token-resolver.ts';
+import type { GuardOptions } from './auth/guards.ts';
 import type { PointLimiter, PointLimitRules } from './point-limits.ts';
 import type { PlaneMetrics } from './plane-metrics.ts';
 import type { SweepWaker } from './sweep-waker.ts';
@@ -15,7 +15,7 @@ export interface ApiDeps {
   timeouts: JobTimeouts;
   temporalUiUrl?: string | null;
   /**
-   * Tokens and roles (api/auth.ts). Every process that serves the API passes one; null builds
+   * Tokens and roles (api/auth/auth.ts). Every process that serves the API passes one; null builds
    * the routes without any check, for tests of the routes themselves.
    */
   auth: AuthConfig | null;
@@ -39,7 +39,7 @@ export interface ApiDeps {
   sweepPollMs?: number;
   /** Where MLflow's artifacts are kept (GPUPLANE_ARTIFACTS_DIR; api/mlflow/artifacts.ts); absent: they are not served. */
   artifactsDir?: string;
-  /** Host/Origin and rate-limit settings (api/guards.ts). */
+  /** Host/Origin and rate-limit settings (api/auth/guards.ts). */
   guards?: GuardOptions;
   /** The series of GET /metrics (api/plane-metrics.ts); absent: buildApp makes the app's own. */
   metrics?: PlaneMetrics;

@@ -1,6 +1,6 @@
 /**
  * The one reading of an id list in a query (`GET /metrics/compare?runs=a,b`). The access rule
- * (api/access-rules.ts), which runs before validation, and the handler both read the list
+ * (api/auth/access-rules.ts), which runs before validation, and the handler both read the list
  * through compareRunIds, so the ids whose projects are checked are exactly the ids whose data
  * is served: padding, repeats and blanks cannot make them differ.
  */

@@ -16,7 +16,7 @@
 import type { FastifyReply } from 'fastify';
 import { fullBucket, needOf, refill, retryAfterS, waitMs, type BucketLevel, type BucketRule } from '../domain/point-bucket.ts';
 import { DomainError } from './errors.ts';
-import type { Principal } from './principal.ts';
+import type { Principal } from './auth/principal.ts';
 
 export interface PointLimitRules {
   /** Per run (GPUPLANE_RUN_POINTS_PER_S / _BURST); null: none. */

@@ -5,7 +5,7 @@ import type { Db } from '../db/client.ts';
 import { openConfiguredDatabase } from '../db/open-configured.ts';
 import { onShutdown } from '../runtime/process.ts';
 import { timeoutsOf } from '../temporal/client-ops.ts';
-import { ensureAdminToken } from './token-store.ts';
+import { ensureAdminToken } from './auth/token-store.ts';
 import { connectClient } from '../temporal/setup.ts';
 import type { ApiDeps } from './deps.ts';
 import { startApiServer, type ApiServer } from './server.ts';

@@ -11,7 +11,7 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { allowedHostNames, hostOriginRefusal, type HostOriginHeaders } from './guards.ts';
+import { allowedHostNames, hostOriginRefusal, type HostOriginHeaders } from './auth/guards.ts';
 
 export interface UiProxyOptions {
   /** Where it listens: the advertised UI address. */

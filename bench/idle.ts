@@ -29,7 +29,7 @@ import { startDevServer } from '../temporal/dev-server.ts';
 import { frontendRequests } from '../temporal/server-metrics.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startControlWorker } from '../workers/control/worker.ts';
-import { createToken } from '../api/token-store.ts';
+import { createToken } from '../api/auth/token-store.ts';
 import { createDatabase, startThrowawayCluster } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';
 

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type { GpuplaneConfig } from '../config.ts';
 import { announceAdminToken, startConfiguredApi } from '../api/serve.ts';
 import { startUiProxy, type UiProxy } from '../api/temporal-ui-proxy.ts';
-import { ensureNodeToken } from '../api/token-store.ts';
+import { ensureNodeToken } from '../api/auth/token-store.ts';
 import { adminTokenFile } from '../runtime/credentials.ts';
 import { consoleLine, nodesLine, quarantinedLine, tryLines, webhooksLine } from './up-banner.ts';
 import { localCards, localJobUsers, localNodeIds } from './up-nodes.ts';

@@ -6,7 +6,7 @@
  * CLI takes `--token`, else GPUPLANE_TOKEN, else `<home>/token`, else `<home>/admin-token`, so
  * on the machine that runs `gpuctl up` the CLI needs no set-up.
  *
- * Files only: making a token and checking one against the database is api/token-store.ts, so
+ * Files only: making a token and checking one against the database is api/auth/token-store.ts, so
  * the CLI, which loads this file for every command, never loads the database layer.
  */
 import fs from 'node:fs';

@@ -8,7 +8,7 @@
  *   travels through Temporal and an API outage does not stop a job from starting); the API checks
  *   it with the node token's run key, which it keeps beside the hash. The attempt and the expiry
  *   (unix seconds) are under the mac: the API refuses the token once that attempt is over, is no
- *   longer its run's, or `exp` has passed (api/token-resolver.ts).
+ *   longer its run's, or `exp` has passed (api/auth/token-resolver.ts).
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 

@@ -3,7 +3,7 @@ import { Readable } from 'node:stream';
 import { sql } from 'drizzle-orm';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hostAllowed, parseHost } from '../api/guards.ts';
+import { hostAllowed, parseHost } from '../api/auth/guards.ts';
 import type { DatabaseHandle } from '../db/client.ts';
 import { MAX_LOG_CHUNK } from '../db/queries/logs.ts';
 import { newToken } from '../runtime/tokens.ts';

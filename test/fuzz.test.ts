@@ -25,7 +25,7 @@ const RUNS = { mixed: 7000, shaped: 4000, refused: 1000 };
 const INJECT_TIMEOUT_MS = 30_000;
 /** After this many requests without an answer the rest of a property is not sent: each would wait out the timeout. */
 const MAX_HANGS = 3;
-/** Routes a caller without a token may use (access 'open' in api/access-rules.ts); every other route must answer 401. */
+/** Routes a caller without a token may use (access 'open' in api/auth/access-rules.ts); every other route must answer 401. */
 const OPEN = new Set(['GET /api/v1/health', 'GET /api/v1/console']);
 /** What stays open by design: the console's event stream never ends. (follow=true on log reads is never generated.) */
 const NOT_FUZZED = new Set(['GET /api/v1/stream']);

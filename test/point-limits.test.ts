@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectOfRun } from '../db/queries/auth.ts';
 import { PointLimiter } from '../api/point-limits.ts';
-import type { Principal } from '../api/principal.ts';
+import type { Principal } from '../api/auth/principal.ts';
 import { fullBucket, refill, waitMs } from '../domain/point-bucket.ts';
 import { newToken } from '../runtime/tokens.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';

@@ -6,7 +6,7 @@ import type { FastifyReply } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { projectOfRun } from '../db/queries/auth.ts';
 import { PointLimiter, PointsLimited, type Draw } from '../api/point-limits.ts';
-import type { Principal } from '../api/principal.ts';
+import type { Principal } from '../api/auth/principal.ts';
 import { newToken } from '../runtime/tokens.ts';
 import * as gpuplane from '../sdk/ts/index.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';

@@ -1,15 +1,15 @@
 /**
- * Who may call what: every route under /api/v1 has a rule in RULES (api/auth.ts refuses to
+ * Who may call what: every route under /api/v1 has a rule in RULES (api/auth/auth.ts refuses to
  * start the app with a route that has none, and checks the rules on each request), and each
  * rule names how to find the project a request touches.
  */
 import type { FastifyRequest } from 'fastify';
-import type { Db } from '../db/client.ts';
-import { projectOfCheckpoint, projectOfEvaluation, projectOfJob, projectOfRun } from '../db/queries/auth.ts';
-import { projectOfSweep } from '../db/queries/sweeps.ts';
-import { projectOfWebhook } from '../db/queries/webhooks.ts';
-import { forbidden } from './errors.ts';
-import { compareRunIds } from './id-list.ts';
+import type { Db } from '../../db/client.ts';
+import { projectOfCheckpoint, projectOfEvaluation, projectOfJob, projectOfRun } from '../../db/queries/auth.ts';
+import { projectOfSweep } from '../../db/queries/sweeps.ts';
+import { projectOfWebhook } from '../../db/queries/webhooks.ts';
+import { forbidden } from '../errors.ts';
+import { compareRunIds } from '../id-list.ts';
 
 export type Params = Record<string, string>;
 /** Before validation a repeated query key is an array: the resolvers see only single strings. */

@@ -1,16 +1,16 @@
 /**
- * Who may call what. Every route under /api/v1 has a rule in RULES (api/access-rules.ts; a
+ * Who may call what. Every route under /api/v1 has a rule in RULES (api/auth/access-rules.ts; a
  * route without one makes the app refuse to start), checked in hooks installed here before
  * the handler runs, so a refused request never reaches its handler and changes nothing.
  *
- * Principals are in api/principal.ts; api/token-resolver.ts turns a bearer token into one (with
- * its cache), and api/failed-tokens.ts limits the unknown tokens an address may try.
+ * Principals are in api/auth/principal.ts; api/auth/token-resolver.ts turns a bearer token into one (with
+ * its cache), and api/auth/failed-tokens.ts limits the unknown tokens an address may try.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Db } from '../db/client.ts';
-import { attemptNodeIds, projectIdsNamed } from '../db/queries/auth.ts';
+import type { Db } from '../../db/client.ts';
+import { attemptNodeIds, projectIdsNamed } from '../../db/queries/auth.ts';
 import { hasRule, ruleOf, type Body, type Params, type Query, type Rule } from './access-rules.ts';
-import { forbidden, notFound, unauthorized } from './errors.ts';
+import { forbidden, notFound, unauthorized } from '../errors.ts';
 import { FailedTokens } from './failed-tokens.ts';
 import { describe, type Principal } from './principal.ts';
 import type { TokenResolver } from './token-resolver.ts';
@@ -73,7 +73,7 @@ export function installAuth(app: FastifyInstance, db: Db, resolver: TokenResolve
     const methods = Array.isArray(r.method) ? r.method : [r.method];
     for (const m of methods) {
       if (m === 'HEAD' || m === 'OPTIONS') continue;
-      if (!hasRule(m, r.url)) throw new Error(`route ${m} ${r.url} has no access rule in api/access-rules.ts`);
+      if (!hasRule(m, r.url)) throw new Error(`route ${m} ${r.url} has no access rule in api/auth/access-rules.ts`);
     }
   });
   // Who it is, and all that does not need the body, before the body is read (a refused

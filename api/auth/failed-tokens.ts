@@ -1,4 +1,4 @@
-import { DomainError } from './errors.ts';
+import { DomainError } from '../errors.ts';
 
 /**
  * Unknown tokens per client address: the rate limit counts per token, so a client that sends a

@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { isIP } from 'node:net';
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import type { FastifyError, FastifyInstance, FastifyRequest } from 'fastify';
-import { forbidden } from './errors.ts';
+import { forbidden } from '../errors.ts';
 
 /** What the guards allow; every field has a default (see registerGuards). */
 export interface GuardOptions {

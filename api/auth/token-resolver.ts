@@ -1,8 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
-import type { Db } from '../db/client.ts';
-import { runAttemptNow } from '../db/queries/auth.ts';
-import { liveRunKeysOfNode, liveTokenByHash } from '../db/queries/tokens.ts';
-import { parseRunToken, RUN_TOKEN_MAX_AHEAD_S, runMacValid, tokenHash, type RunTokenClaims } from '../runtime/tokens.ts';
+import type { Db } from '../../db/client.ts';
+import { runAttemptNow } from '../../db/queries/auth.ts';
+import { liveRunKeysOfNode, liveTokenByHash } from '../../db/queries/tokens.ts';
+import { parseRunToken, RUN_TOKEN_MAX_AHEAD_S, runMacValid, tokenHash, type RunTokenClaims } from '../../runtime/tokens.ts';
 import type { Principal } from './principal.ts';
 
 export interface AuthConfig {

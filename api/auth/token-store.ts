@@ -3,11 +3,11 @@
  * (db/queries/tokens.ts), and the tokens `gpuctl up` and `gpuctl api` keep in files of their
  * home (runtime/credentials.ts). Only processes that open the database load this file.
  */
-import type { Executor } from '../db/client.ts';
-import { insertToken, liveAdminTokenExists, tokenLive, type TokenRow } from '../db/queries/tokens.ts';
-import { adminTokenFile, nodeTokenFile, readTokenFile, writeTokenFile } from '../runtime/credentials.ts';
-import { keepPrivate } from '../runtime/private-files.ts';
-import { newToken, runKeyOf, tokenHash } from '../runtime/tokens.ts';
+import type { Executor } from '../../db/client.ts';
+import { insertToken, liveAdminTokenExists, tokenLive, type TokenRow } from '../../db/queries/tokens.ts';
+import { adminTokenFile, nodeTokenFile, readTokenFile, writeTokenFile } from '../../runtime/credentials.ts';
+import { keepPrivate } from '../../runtime/private-files.ts';
+import { newToken, runKeyOf, tokenHash } from '../../runtime/tokens.ts';
 
 /** Makes a token; the secret is returned once and only its hash (and a node's run key) is stored. */
 export async function createToken(

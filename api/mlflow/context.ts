@@ -6,10 +6,10 @@
 import type { FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import { projectIdsNamed } from '../../db/queries/auth.ts';
-import { FailedTokens } from '../failed-tokens.ts';
-import { describe, type Principal } from '../principal.ts';
-import type { TokenResolver } from '../token-resolver.ts';
-import { allows, principalOf } from '../auth.ts';
+import { FailedTokens } from '../auth/failed-tokens.ts';
+import { describe, type Principal } from '../auth/principal.ts';
+import type { TokenResolver } from '../auth/token-resolver.ts';
+import { allows, principalOf } from '../auth/auth.ts';
 import { offsetOf } from './wire.ts';
 import { wrongTypeMessage } from '../../domain/mlflow-rules.ts';
 

@@ -12,7 +12,7 @@ import { loggableUrl } from '../request-log.ts';
 import type { SweepWaker } from '../sweep-waker.ts';
 import type { PlaneMetrics } from '../plane-metrics.ts';
 import type { PointLimiter } from '../point-limits.ts';
-import type { TokenResolver } from '../token-resolver.ts';
+import type { TokenResolver } from '../auth/token-resolver.ts';
 import { MlflowAuth, MlflowError } from './context.ts';
 import { artifactRoutes } from './artifacts.ts';
 import { experimentRoutes } from './experiments.ts';

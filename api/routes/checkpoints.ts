@@ -6,7 +6,7 @@ import type { Checkpoint, Evaluation } from '../../db/schema.ts';
 import { bestCheckpoint, metricFor, metricNumber } from '../../domain/best-checkpoint.ts';
 import { encodeValue, type WireValue } from '../../domain/metrics.ts';
 import { settingOf, type MetricSetting, type ResolvedMetric } from '../../domain/primary-metric.ts';
-import { mayRead } from '../auth.ts';
+import { mayRead } from '../auth/auth.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { BestQuery, BestSchema, CheckpointDetailSchema, CheckpointListSchema, ListCheckpointsQuery, SCOPE_RULE } from '../schemas/checkpoints.ts';
 import { IdParams, NotFound } from '../schemas/common.ts';

@@ -9,7 +9,7 @@ import type { Db } from '../../db/client.ts';
 import { changedIds, readVersions, type ChangeTopic, type Versions } from '../../db/queries/changes.ts';
 import { CHANGE_TOPICS, ConsoleInfoSchema, StreamEvents, type ChangeEvent } from '../schemas/console.ts';
 import type { ApiDeps } from '../deps.ts';
-import { visibleProjectIds } from '../auth.ts';
+import { visibleProjectIds } from '../auth/auth.ts';
 
 /** Where `npx vite build --config web/vite.config.ts` writes the console. */
 export const consoleDist = fileURLToPath(new URL('../../web/dist', import.meta.url));

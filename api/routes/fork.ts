@@ -13,7 +13,7 @@ import { diffConfigs } from '../../domain/attempt-config.ts';
 import { neverFitsReason } from '../../domain/placement.ts';
 import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
-import { allows, mayRead } from '../auth.ts';
+import { allows, mayRead } from '../auth/auth.ts';
 import { configPatchOf } from '../config-patch.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { requestHash } from '../idempotency.ts';

@@ -4,7 +4,7 @@
  * (per project and experiment).
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { allows, visibleProjectIds } from '../auth.ts';
+import { allows, visibleProjectIds } from '../auth/auth.ts';
 import { forbidden } from '../errors.ts';
 import { findProjectId } from '../../db/queries/projects.ts';
 import { countJobsByState, type JobCountFilter } from '../../db/queries/job-counts.ts';

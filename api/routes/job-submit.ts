@@ -20,7 +20,7 @@ import { neverFitsReason } from '../../domain/placement.ts';
 import { MEMORY_MB_RULE } from '../../domain/memory-limit.ts';
 import { isReservedSecretName, reservedSecretMessage, secretEnvProblem } from '../../domain/secret-env.ts';
 import { normalizeCommand } from '../command.ts';
-import { mayRead } from '../auth.ts';
+import { mayRead } from '../auth/auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import type { SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { KeyTaken, requestHash } from '../idempotency.ts';

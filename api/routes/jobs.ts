@@ -14,7 +14,7 @@ import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-
 import { JobStarter } from '../job-starter.ts';
 import { isTerminal } from '../../domain/job-states.ts';
 import { configPatchOf } from '../config-patch.ts';
-import { allows, visibleProjectIds } from '../auth.ts';
+import { allows, visibleProjectIds } from '../auth/auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
 import { CancelBody, JobDetailSchema, JobSchema, ListJobsQuery, RetryBody, SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';

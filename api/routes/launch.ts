@@ -5,7 +5,7 @@
  * tasks from anyone who can reach it, the database only from the control plane. The answer
  * also carries the values of the job's secret variables, which travel nowhere else.
  *
- * Only a node token of the node the attempt was dispatched to gets it (api/auth.ts), and only
+ * Only a node token of the node the attempt was dispatched to gets it (api/auth/auth.ts), and only
  * while the attempt is DISPATCHING or RUNNING; nobody else, admins included.
  *
  * POST /jobs/:id/attempts/:attempt/started: the same agent reports that the process is up, and

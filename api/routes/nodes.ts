@@ -5,7 +5,7 @@ import type { Db } from '../../db/client.ts';
 import type { GpuSlot } from '../../db/schema.ts';
 import { projectsOfJobs } from '../../db/queries/auth.ts';
 import { attemptsOnNode, drainNode, getNode, listNodesWithSlots, removeNode, resumeNode, type NodeWithSlots } from '../../db/queries/nodes.ts';
-import { mayRead } from '../auth.ts';
+import { mayRead } from '../auth/auth.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import { DrainBody, NodeSchema } from '../schemas/nodes.ts';
@@ -45,7 +45,7 @@ export const nodeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, 
       return nodeJson(visible);
     },
   );
-  // Admins only (api/access-rules.ts), who see every owner: the answer is the node as GET /nodes/:id has it.
+  // Admins only (api/auth/access-rules.ts), who see every owner: the answer is the node as GET /nodes/:id has it.
   const oneNode = async (id: string) => nodeJson((await listNodesWithSlots(db)).find((x) => x.id === id)!);
   app.post(
     '/nodes/:id/drain',

@@ -1,9 +1,9 @@
 /** GET /metrics for Prometheus (docs/prometheus.md), and the timing of every request it reports. */
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { scrapeCheck } from '../auth.ts';
+import { scrapeCheck } from '../auth/auth.ts';
 import type { PlaneMetrics } from '../plane-metrics.ts';
-import type { TokenResolver } from '../token-resolver.ts';
+import type { TokenResolver } from '../auth/token-resolver.ts';
 
 /**
  * Times every request of the app into gpuplane_http_request_duration_seconds, labelled by its

@@ -3,7 +3,7 @@ import { Type } from '@sinclair/typebox';
 import { queuedJobs } from '../../db/queries/queued-jobs.ts';
 import { clearQuota, quotaLines, setQuota, type QuotaLine } from '../../db/queries/quotas.ts';
 import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from '../../domain/fair-share.ts';
-import { mayRead } from '../auth.ts';
+import { mayRead } from '../auth/auth.ts';
 import { notFound } from '../errors.ts';
 import { NotFound } from '../schemas/common.ts';
 import { ProjectParams } from '../schemas/projects.ts';

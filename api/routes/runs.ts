@@ -7,7 +7,7 @@ import { addEvent, endRun, getRun, getRunByExternalKey, insertRun, listRuns, run
 import { findExperimentId } from '../../db/queries/experiments.ts';
 import { projectOfJob } from '../../db/queries/auth.ts';
 import { BatchRejected, MAX_BATCH_POINTS, METRIC_BODY_LIMIT, parseBatch, pointProblem, type WirePoint } from '../../domain/metrics.ts';
-import { allows, mayRead, visibleProjectIds } from '../auth.ts';
+import { allows, mayRead, visibleProjectIds } from '../auth/auth.ts';
 import type { Taken } from '../point-limits.ts';
 import type { Db } from '../../db/client.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';

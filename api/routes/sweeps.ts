@@ -16,7 +16,7 @@ import { encodeValue } from '../../domain/metrics.ts';
 import { resolvePrimaryMetric, trainCounterpart } from '../../domain/primary-metric.ts';
 import { SweepSpecError, sweepMetricOf, sweepTrialCount, validateSweepSpec, type SweepGoal, type SweepSpec } from '../../domain/sweep-spec.ts';
 import { queryTrialVerdict, signalCancelSweep, startSweepWorkflow } from '../../temporal/sweep-ops.ts';
-import { allows, visibleProjectIds } from '../auth.ts';
+import { allows, visibleProjectIds } from '../auth/auth.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';

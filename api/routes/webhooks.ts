@@ -9,7 +9,7 @@ import { newId } from '../../db/ids.ts';
 import { bodyOf, pingPayload } from '../../domain/webhooks.ts';
 import { checkWebhookTarget, postWebhook, WebhookTargetError } from '../../runtime/webhook-send.ts';
 import { startWebhookWorkflow, stopWebhookWorkflow } from '../../temporal/webhook-ops.ts';
-import { allows } from '../auth.ts';
+import { allows } from '../auth/auth.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { IdParams, NotFound } from '../schemas/common.ts';

@@ -1,5 +1,5 @@
 /**
- * What the API's access checks read (api/access-rules.ts, api/auth.ts): the project a resource
+ * What the API's access checks read (api/auth/access-rules.ts, api/auth/auth.ts): the project a resource
  * belongs to, the projects a token names, and the node an attempt or a run runs on.
  */
 import { and, eq, inArray } from 'drizzle-orm';
@@ -58,7 +58,7 @@ export async function projectIdsNamed(ex: Executor, names: string[]): Promise<st
   return rows.map((r) => r.id);
 }
 
-/** What a run token is checked against (api/token-resolver.ts): its run's attempt, as the database has it now. */
+/** What a run token is checked against (api/auth/token-resolver.ts): its run's attempt, as the database has it now. */
 export interface RunAttemptNow {
   /** The node the run's attempt was placed on (null: not placed); rank 0's for a gang. */
   nodeId: string | null;

@@ -5,7 +5,7 @@
  *
  * The files are read with the token in the Authorization header, like every other call, so no
  * link or <img> can point at them: the page fetches the bytes, shows an image from a data: URL
- * (which the CSP's img-src allows, api/security-headers.ts) and saves a download from a blob: URL
+ * (which the CSP's img-src allows, api/auth/security-headers.ts) and saves a download from a blob: URL
  * of type application/octet-stream. Text goes into a <pre> as text, never parsed as HTML; an SVG
  * is shown only through <img>, where its scripts do not run.
  */
