@@ -27,6 +27,7 @@ import { telemetryRoutes } from './routes/telemetry.ts';
 import { stallAfterRoutes } from './routes/stall-after.ts';
 import { projectRoutes } from './routes/projects.ts';
 import { runRoutes } from './routes/runs.ts';
+import { runMetricRoutes } from './routes/run-metrics.ts';
 import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
@@ -98,6 +99,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
       await api.register(telemetryRoutes, deps);
       await api.register(stallAfterRoutes, deps);
       await api.register(runRoutes, deps);
+      await api.register(runMetricRoutes, deps);
       await api.register(runEventRoutes, deps);
       await api.register(projectRoutes, deps);
       await api.register(quotaRoutes, deps);
