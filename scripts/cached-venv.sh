@@ -10,7 +10,12 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   echo "== creating $venv ($what)" >&2
   rm -rf "$venv"
   "${GPUPLANE_VENV_PYTHON:-python3}" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2
+  # A large install (torch) sets GPUPLANE_VENV_VERBOSE=1 so pip says what it is fetching: minutes
+  # of silence read as a hang.
+  quiet="--quiet"; [ "${GPUPLANE_VENV_VERBOSE:-}" = 1 ] && quiet="--progress-bar=off"
+  started=$SECONDS
+  "$venv/bin/pip" install $quiet --disable-pip-version-check -r "$req" >&2
   touch "$venv/.complete"
+  echo "== $venv made in $((SECONDS - started)) s" >&2
 fi
 echo "$venv"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs GPUPlane's dependencies: npm packages, the Temporal CLI (built once, cached outside
 # the checkout), the web console's build and, with --with-postgres, what the tests need: Debian's
-# PostgreSQL server, Chromium, promtool, the examples' venv (numpy, mlflow-skinny, psutil, scikit-learn, pandas, skops) and a real Temporal server.
+# PostgreSQL server, Chromium, promtool, the examples' venv (numpy, mlflow-skinny, psutil, scikit-learn, pandas, skops), the venv of
+# the MLflow pytorch test (torch, lightning) and a real Temporal server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A node_modules that is a link (a git worktree sharing another checkout's) is that checkout's to
@@ -39,6 +40,9 @@ if [ "${1:-}" = "--with-postgres" ]; then
   fi
   # The example scripts and the MLflow client tests need numpy, mlflow-skinny, psutil and, for mlflow.sklearn, scikit-learn, pandas and skops (examples/requirements.txt): a venv cached outside the checkout.
   echo "== examples venv: $(bash scripts/examples-venv.sh)"
+  # test/mlflow-pytorch runs mlflow.pytorch.autolog with Lightning: torch from PyPI is the CUDA
+  # build, about 5 GB, so the first setup spends minutes here, with pip's progress on stderr.
+  echo "== MLflow + torch venv: $(bash scripts/mlflow-pytorch-venv.sh)"
   # The end-to-end test on a real Temporal cluster (temporal-server on PostgreSQL): built once, cached.
   echo "== Temporal server: $(bash temporal/ensure-temporal-server.sh)"
 fi
