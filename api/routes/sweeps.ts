@@ -2,19 +2,15 @@
 import { randomInt } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
-import { bestCandidates } from '../../db/queries/checkpoints.ts';
 import { ensureExperiment, ensureProject, findProjectId, primaryMetricSettings } from '../../db/queries/projects.ts';
-import { ashaSweepOfRun, getSweep, insertSweep, listSweeps, runningSweepSpecs, sweepOfKey, sweepScopeNames, sweepTrialRows, trialCounts, type TrialRow } from '../../db/queries/sweeps.ts';
+import { ashaSweepOfRun, getSweep, insertSweep, listSweeps, runningSweepSpecs, sweepOfKey, sweepScopeNames, trialCounts } from '../../db/queries/sweeps.ts';
 import { newId } from '../../db/ids.ts';
 import type { Sweep } from '../../db/schema.ts';
 import { projectQuotaList } from '../../db/queries/quotas.ts';
-import { ashaRungSteps, ashaSettings, compareValues } from '../../domain/asha.ts';
 import { quotaFor } from '../../domain/fair-share.ts';
 import { cpuTrialsOf, DEFAULT_MAX_CPU_TRIALS, limitConcurrency } from '../../domain/sweep-limits.ts';
-import { bestCheckpoint } from '../../domain/best-checkpoint.ts';
-import { encodeValue } from '../../domain/metrics.ts';
-import { resolvePrimaryMetric, trainCounterpart } from '../../domain/primary-metric.ts';
-import { SweepSpecError, sweepMetricOf, sweepTrialCount, validateSweepSpec, type SweepGoal, type SweepSpec } from '../../domain/sweep-spec.ts';
+import { resolvePrimaryMetric } from '../../domain/primary-metric.ts';
+import { SweepSpecError, sweepMetricOf, validateSweepSpec, type SweepSpec } from '../../domain/sweep-spec.ts';
 import { queryTrialVerdict, signalCancelSweep, startSweepWorkflow } from '../../temporal/sweep-ops.ts';
 import { allows, visibleProjectIds } from '../auth/auth.ts';
 import type { ApiDeps } from '../deps.ts';
@@ -24,97 +20,11 @@ import { IdempotencyHeaders } from '../schemas/runs.ts';
 import { BAD_KEY, isIdempotencyKey, KeyTaken, requestHash } from '../idempotency.ts';
 import { CancelSweepBody, RungVerdictQuery, RungVerdictSchema, SweepDetailSchema, SweepListQuery, SweepListSchema, SweepSchema, SweepSpecSchema } from '../schemas/sweeps.ts';
 import { runOrNotFound } from './runs.ts';
-
-type Names = { project: string | null; experiment: string | null };
-type Counts = { trials: number; running: number; ended: number };
-
-function sweepJson(s: Sweep, names: Names, counts: Counts | undefined) {
-  return {
-    id: s.id,
-    project: names.project,
-    experiment: names.experiment,
-    state: s.state,
-    reason: s.reason,
-    method: s.spec.method,
-    metric: s.spec.metric!,
-    seed: s.spec.seed!,
-    spec: s.spec,
-    trials: { total: sweepTrialCount(s.spec), started: counts?.trials ?? 0, running: counts?.running ?? 0, ended: counts?.ended ?? 0 },
-    created_by: s.createdBy,
-    created_at: s.createdAt.toISOString(),
-    ended_at: s.endedAt?.toISOString() ?? null,
-  };
-}
-
-/** A trial's best value of the metric and its step, by the goal; null when it logged no number of it. */
-function bestOf(r: TrialRow, goal: SweepGoal): { value: number; step: number } | null {
-  const s = r.summary;
-  if (!s) return null;
-  const [value, step] = goal === 'minimize' ? [s.min, s.minStep] : [s.max, s.maxStep];
-  return value === null || step === null ? null : { value, step };
-}
-
-/** The leaderboard's order: ASHA's highest rung first, then the best value by the goal; trials without a value last, in trial order. */
-function rank(rows: TrialRow[], goal: SweepGoal, asha: boolean): TrialRow[] {
-  const key = (r: TrialRow) => ({ rung: asha ? (r.trial.rung ?? -1) : 0, best: bestOf(r, goal) });
-  return [...rows].sort((a, b) => {
-    const ka = key(a);
-    const kb = key(b);
-    if (!ka.best || !kb.best) return ka.best ? -1 : kb.best ? 1 : a.trial.trial - b.trial.trial;
-    return kb.rung - ka.rung || compareValues(ka.best.value, kb.best.value, goal) || a.trial.trial - b.trial.trial;
-  });
-}
+import { sweepDetail, sweepJson } from './sweep-detail.ts';
 
 export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db, client } = deps;
   const sweepStart = { timeouts: deps.timeouts, pollMs: deps.sweepPollMs, stopGraceS: deps.preemptGraceS };
-
-  async function detail(s: Sweep) {
-    const [names, counts] = await Promise.all([sweepScopeNames(db, [s.id]), trialCounts(db, [s.id])]);
-    const metric = s.spec.metric!;
-    const isAsha = s.spec.method === 'asha';
-    const rungs = isAsha ? ashaRungSteps(ashaSettings(s.spec)) : [];
-    const rows = rank(await sweepTrialRows(db, s.id, metric.name), metric.goal, isAsha);
-    const leaderboard = rows.map((r) => {
-      const best = bestOf(r, metric.goal);
-      const rung = r.trial.rung;
-      return {
-        trial: r.trial.trial,
-        job_id: r.job.id,
-        run_id: r.runId,
-        params: r.trial.params,
-        state: r.job.state,
-        attempt: r.job.attempt,
-        reason: r.job.reason,
-        best: best ? { value: encodeValue(best.value), step: best.step } : null,
-        last: r.summary ? { value: encodeValue(r.summary.last), step: r.summary.lastStep } : null,
-        rung,
-        rung_step: rung === null ? null : (rungs[rung] ?? null),
-        stopped: r.trial.stoppedReason !== null,
-      };
-    });
-    return { ...sweepJson(s, names.get(s.id) ?? { project: null, experiment: null }, counts.get(s.id)), rungs, leaderboard, best: await bestTrial(rows, metric) };
-  }
-
-  /**
-   * The sweep's best trial: the one whose run holds the best checkpoint by the sweep's metric
-   * (evaluations first, GET /checkpoints/best's rule); with no checkpoint that has it, the
-   * leaderboard's first trial with a value.
-   */
-  async function bestTrial(rows: TrialRow[], metric: { name: string; goal: SweepGoal }) {
-    const byRun = new Map(rows.filter((r) => r.runId).map((r) => [r.runId!, r]));
-    const candidates = await bestCandidates(db, { runIds: [...byRun.keys()] });
-    const resolved = { name: metric.name, goal: metric.goal === 'minimize' ? ('min' as const) : ('max' as const), level: 'experiment' as const, train_metric: trainCounterpart(metric.name) };
-    const best = bestCheckpoint(candidates, resolved);
-    if (best) {
-      const r = byRun.get(best.checkpoint.runId)!;
-      return { trial: r.trial.trial, job_id: r.job.id, run_id: r.runId, value: encodeValue(best.value), step: best.checkpoint.step, checkpoint_id: best.checkpoint.id, fallback: best.fallback };
-    }
-    const first = rows.find((r) => bestOf(r, metric.goal));
-    if (!first) return null;
-    const b = bestOf(first, metric.goal)!;
-    return { trial: first.trial.trial, job_id: first.job.id, run_id: first.runId, value: encodeValue(b.value), step: b.step, checkpoint_id: null, fallback: false };
-  }
 
   /**
    * The sweep file with max_concurrent within its limits (domain/sweep-limits.ts): cards at once within the project's
@@ -144,7 +54,7 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
       throw new DomainError('conflict', `Idempotency-Key ${JSON.stringify(seen.idempotencyKey)} was already used with a different sweep file (sweep ${seen.id}); use a new key for a new sweep`);
     }
     if (seen.state === 'RUNNING') await startOrLeave(seen, reply.log);
-    return reply.status(201).header('idempotent-replayed', 'true').send(await detail(seen));
+    return reply.status(201).header('idempotent-replayed', 'true').send(await sweepDetail(db, seen));
   }
 
   app.post(
@@ -211,7 +121,7 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
         return replayCreate(reply, seen, hash!);
       }
       await startOrLeave(s, req.log);
-      return reply.status(201).send(await detail(s));
+      return reply.status(201).send(await sweepDetail(db, s));
     },
   );
 
@@ -239,7 +149,7 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
     async (req) => {
       const s = await getSweep(db, req.params.id);
       if (!s) throw notFound('sweep', req.params.id);
-      return detail(s);
+      return sweepDetail(db, s);
     },
   );
 
