@@ -1,7 +1,4 @@
-/** Job states and the transitions between them: written once, enforced by transitionJob. */
-export const JOB_TYPES = ['TRAIN', 'EVALUATE', 'CUSTOM'] as const;
-export type JobType = (typeof JOB_TYPES)[number];
-
+/** Job states and the transitions between them: written once, enforced by transitionJob. (The job types: domain/job-types.ts.) */
 export const JOB_STATES = ['CREATED', 'QUEUED', 'DISPATCHING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'LOST', 'PREEMPTED'] as const;
 export type JobState = (typeof JOB_STATES)[number];
 

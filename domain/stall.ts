@@ -5,9 +5,9 @@
  * otherwise. The rule is applied at each telemetry report of a node the attempt runs on
  * (api/routes/telemetry.ts); a report that shows any sign of life clears a stall.
  */
-import type { JobType } from './job-states.ts';
+import { JOB_TYPE_TRAITS, type JobType } from './job-types.ts';
 
-/** Default stall-after in seconds for TRAIN and EVALUATE jobs (GPUPLANE_STALL_AFTER_S); CUSTOM jobs have none unless asked. */
+/** Default stall-after in seconds for the types that are stalled by default (TRAIN and EVALUATE; GPUPLANE_STALL_AFTER_S); CUSTOM jobs have none unless asked. */
 export const DEFAULT_STALL_AFTER_S = 30 * 60;
 
 /**
@@ -22,10 +22,11 @@ export type OnStall = (typeof ON_STALL)[number];
 
 /**
  * The stall-after in force for a job: its own (0 = off), else its project's, else the plane's
- * default; CUSTOM jobs get neither default (a service that waits quietly is not hung). null: off.
+ * default; a type without `stallByDefault` (CUSTOM) gets neither default (a service that waits
+ * quietly is not hung). null: off.
  */
 export function stallAfterOf(job: { type: JobType; stallAfterS: number | null }, planeDefaultS: number, projectS: number | null = null): number | null {
-  const s = job.stallAfterS ?? (job.type === 'CUSTOM' ? 0 : (projectS ?? planeDefaultS));
+  const s = job.stallAfterS ?? (JOB_TYPE_TRAITS[job.type].stallByDefault ? (projectS ?? planeDefaultS) : 0);
   return s > 0 ? s : null;
 }
 

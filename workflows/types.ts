@@ -4,8 +4,10 @@
  * for workflow code.
  */
 
-export { isTerminal, JOB_STATES, JOB_TYPES, OPEN_STATES, TERMINAL_STATES, type JobState, type JobType } from '../domain/job-states.ts';
-import type { JobState, JobType } from '../domain/job-states.ts';
+export { isTerminal, JOB_STATES, OPEN_STATES, TERMINAL_STATES, type JobState } from '../domain/job-states.ts';
+export { JOB_TYPES, type JobType } from '../domain/job-types.ts';
+import type { JobState } from '../domain/job-states.ts';
+import type { JobType } from '../domain/job-types.ts';
 import type { AshaState } from '../domain/asha.ts';
 import type { SweepSpec } from '../domain/sweep-spec.ts';
 
@@ -43,7 +45,7 @@ export interface JobWorkflowInput {
 /** An EVALUATE job a training job's workflow starts as its child. */
 export interface EvaluationChild {
   jobId: string;
-  type: 'TRAIN' | 'EVALUATE' | 'CUSTOM';
+  type: JobType;
   projectId: string | null;
 }
 

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
+import { JOB_STATES } from '../../domain/job-states.ts';
+import { JOB_TYPES } from '../../domain/job-types.ts';
 import { MAX_MEMORY_MB, MIN_MEMORY_MB } from '../../domain/memory-limit.ts';
 import { RESERVED_SECRET_NAME } from '../../domain/secret-env.ts';
 import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';

@@ -1,6 +1,7 @@
 /** The job commands: `gpuctl submit`, `jobs`, `job`, `wait`, `cancel` and `retry`. */
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import { JOB_STATES, JOB_TYPES } from '../../domain/job-states.ts';
+import { JOB_STATES } from '../../domain/job-states.ts';
+import { JOB_TYPES, TRAINING_JOB_TYPE } from '../../domain/job-types.ts';
 import type { JobDetailJson, JobJson } from '../api-types.ts';
 import { durationArg, evalWhenArg, intArg, memoryArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
 import { ApiError } from '../client.ts';
@@ -25,7 +26,7 @@ export function registerJobCommands(program: Command): void {
   program
     .command('submit')
     .description('submit a job; prints its id on the last line')
-    .addOption(new Option('--type <type>', 'job type').choices(JOB_TYPES).default('TRAIN'))
+    .addOption(new Option('--type <type>', 'job type').choices(JOB_TYPES).default(TRAINING_JOB_TYPE))
     .addOption(new Option('--gpus <n>', 'cards, all on one node').argParser(intArg('--gpus', 0)).default(undefined, '1'))
     .option('--nodes <n>', 'nodes the job spans: more than 1 runs it on N nodes at once, started and stopped together (with --gpus-per-node)', intArg('--nodes', 1))
     .option('--gpus-per-node <n>', 'cards on each node of a multi-node job (default 1)', intArg('--gpus-per-node', 0))

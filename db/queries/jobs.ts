@@ -2,7 +2,8 @@ import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { events, gpuSlots, jobAttempts, jobs, jobTransitions, type Job } from '../schema.ts';
 import type { AttemptConfig } from '../../domain/attempt-config.ts';
-import { canTransition, type JobState, type JobType } from '../../domain/job-states.ts';
+import { canTransition, type JobState } from '../../domain/job-states.ts';
+import type { JobType } from '../../domain/job-types.ts';
 
 export type NewJob = typeof jobs.$inferInsert;
 

@@ -6,7 +6,7 @@
 import { sql } from 'drizzle-orm';
 import { epochMs, queryRows, textArray, type Executor } from '../client.ts';
 import { events } from '../schema.ts';
-import type { JobType } from '../../domain/job-states.ts';
+import type { JobType } from '../../domain/job-types.ts';
 import type { OnStall, StallMarks } from '../../domain/stall.ts';
 
 /** A RUNNING attempt with a member on the reporting node, as stall detection weighs it. */

@@ -2,10 +2,11 @@ import { sql, type InferSelectModel } from 'drizzle-orm';
 import { bigserial, boolean, check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import type { AttemptConfig } from '../../domain/attempt-config.ts';
 import type { EvalPolicy } from '../../domain/eval-policy.ts';
-import type { JobState, JobType } from '../../domain/job-states.ts';
+import type { JobState } from '../../domain/job-states.ts';
+import { JOB_TYPES, type JobType } from '../../domain/job-types.ts';
 import type { OnLostPolicy } from '../../domain/lost-policy.ts';
 import type { OnStall, StallMarks } from '../../domain/stall.ts';
-import { createdAt, ts } from './columns.ts';
+import { createdAt, literalList, ts } from './columns.ts';
 
 /** One member of a gang's placement. */
 export interface GangPlacement {
@@ -84,7 +85,7 @@ export const jobs = pgTable(
     check('jobs_gpus_nonnegative', sql`${t.gpus} >= 0`),
     check('jobs_nodes_positive', sql`${t.nodes} >= 1`),
     check('jobs_memory_mb_positive', sql`${t.memoryMb} >= 1`),
-    check('jobs_type_known', sql`${t.type} in ('TRAIN', 'EVALUATE', 'CUSTOM')`),
+    check('jobs_type_known', sql`${t.type} in (${literalList(JOB_TYPES)})`),
     index('jobs_queue_order').on(t.state, t.priority, t.queuedAt),
     index('jobs_created').on(t.createdAt),
   ],

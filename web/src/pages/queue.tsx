@@ -1,6 +1,7 @@
 /** Jobs by state, with filters and submission time, and a form to submit one. */
 import { useState } from 'preact/hooks';
 import { JOB_STATES } from '../../../domain/job-states.ts';
+import { JOB_TYPES } from '../../../domain/job-types.ts';
 import { api } from '../api.ts';
 import { ErrorBox, JobLink, JobStateBadge, Loading, When } from '../components.tsx';
 import { nodesOf, sizeLabel } from '../gang.ts';
@@ -8,7 +9,6 @@ import { useLive, useResource } from '../live.ts';
 import { href } from '../router.ts';
 import type { Job, JobState, ListJobsQuery, SubmitJobBody } from '../types.ts';
 
-const TYPES = ['TRAIN', 'EVALUATE', 'CUSTOM'] as const;
 /** The newest this many jobs of the chosen state are listed (the counts cover them all). */
 const PAGE = 500;
 
@@ -42,7 +42,7 @@ function SubmitForm({ onDone }: { onDone: (j: Job) => void }) {
       <label>
         type
         <select name="type">
-          {TYPES.map((t) => (
+          {JOB_TYPES.map((t) => (
             <option key={t}>{t}</option>
           ))}
         </select>
@@ -117,7 +117,7 @@ export function QueuePage({ query }: { query: URLSearchParams }) {
         </span>
         <select value={type} onChange={(e) => setFilter('type', (e.target as HTMLSelectElement).value)} aria-label="type">
           <option value="">any type</option>
-          {TYPES.map((t) => (
+          {JOB_TYPES.map((t) => (
             <option key={t}>{t}</option>
           ))}
         </select>
