@@ -4,6 +4,7 @@ import { masterPortOf, nodeAddresses, ownedCardsByNode } from '../../db/queries/
 import { getJobForUpdate, ownedCards } from '../../db/queries/jobs.ts';
 import { resumePointOf } from '../../db/queries/resume-point.ts';
 import { getRun } from '../../db/queries/runs.ts';
+import { JOB_TYPE_TRAITS } from '../../domain/job-types.ts';
 import { mlflowName } from '../../domain/mlflow-names.ts';
 import type { GangPlacement } from '../../db/schema.ts';
 import { jobNotFound } from '../../workflows/failures.ts';
@@ -33,7 +34,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
   const gang = job.members ? await gangOf(tx, a.jobId, a.attempt, job.members) : null;
   if (job.members && !gang) return null;
   let runId: string | null = null;
-  if (job.type !== 'CUSTOM') runId = (await runOfAttempt(tx, a.jobId, a.attempt)) ?? (await createAttemptRun(tx, job, a.attempt));
+  if (JOB_TYPE_TRAITS[job.type].hasRun) runId = (await runOfAttempt(tx, a.jobId, a.attempt)) ?? (await createAttemptRun(tx, job, a.attempt));
   // Asked after the run exists: its start is the cutoff registration asks with too.
   const resumeFrom = await resumePointOf(tx, job, a.attempt);
   const run = runId ? await getRun(tx, runId) : undefined;

@@ -7,6 +7,7 @@ import { getJob, getJobForUpdate, transitionJob } from '../../db/queries/jobs.ts
 import { markCheckpointsDeleted, retentionPlan, runHasRetention, watchedFolderOf } from '../../db/queries/retention.ts';
 import type { Job } from '../../db/schema.ts';
 import { evaluatesOnRegister } from '../../domain/eval-policy.ts';
+import { JOB_TYPE_TRAITS } from '../../domain/job-types.ts';
 import { cancelJobSignal } from '../../workflows/job-messages.ts';
 import { jobWorkflowId } from '../../workflows/names.ts';
 import type { EvaluationChild, RetentionWork } from '../../workflows/types.ts';
@@ -43,14 +44,15 @@ export function checkpointActivities({ deps }: ControlContext) {
     },
 
     /**
-     * The checkpoints retention deletes now: of the run of a TRAIN attempt, or, for an
-     * EVALUATE job, of the run of the checkpoint it evaluated. Null when nothing is to go.
+     * The checkpoints retention deletes now: of the run of the attempt, or, for a job that
+     * evaluates a checkpoint (EVALUATE), of the run of the checkpoint it evaluated. Null when
+     * nothing is to go.
      */
     async planRetention(a: { jobId: string; attempt: number }): Promise<RetentionWork | null> {
       const job = await getJob(db, a.jobId);
       if (!job) return null;
       let runId: string | null | undefined;
-      if (job.type === 'EVALUATE') {
+      if (JOB_TYPE_TRAITS[job.type].evaluatesCheckpoint) {
         if (!job.checkpointId) return null;
         runId = await runOfCheckpoint(db, job.checkpointId);
       } else {

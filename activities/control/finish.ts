@@ -10,6 +10,7 @@ import { setNodeOffline } from '../../db/queries/nodes.ts';
 import { EVAL_STDOUT_TAIL_BYTES, MISSING_METRICS_LINE, metricsToWire, parseEvalStdout, type EvalResult } from '../../domain/eval-result.ts';
 import { classifyFailure } from '../../domain/failure.ts';
 import type { JobState } from '../../domain/job-states.ts';
+import { JOB_TYPE_TRAITS } from '../../domain/job-types.ts';
 import { decideLost } from '../../domain/lost-policy.ts';
 import { DEFAULT_QUARANTINE } from '../../domain/quarantine.ts';
 import type { Placement } from '../../domain/placement.ts';
@@ -56,7 +57,7 @@ export function finishActivities({ deps, wake }: ControlContext) {
         // Preempted: back in the queue as the next attempt, always, and not counted as lost.
         if (o.state === 'PREEMPTED') requeue = true;
         // An evaluation that exited 0 succeeded only if its stdout holds its result.
-        const evaluation = job.type === 'EVALUATE' && job.checkpointId !== null;
+        const evaluation = JOB_TYPE_TRAITS[job.type].evaluatesCheckpoint && job.checkpointId !== null;
         let evalResult: EvalResult | null = null;
         let resultLogged = false;
         if (evaluation && to === 'SUCCEEDED') {

@@ -16,6 +16,7 @@ import { findProjectId, ensureExperiment, ensureProject } from '../../db/queries
 import { nodeRooms } from '../../db/queries/node-rooms.ts';
 import { projectQuotaList } from '../../db/queries/quotas.ts';
 import { getJob, insertJob } from '../../db/queries/jobs.ts';
+import { TRAINING_JOB_TYPE } from '../../domain/job-types.ts';
 import { neverFitsReason } from '../../domain/placement.ts';
 import { MEMORY_MB_RULE } from '../../domain/memory-limit.ts';
 import { isReservedSecretName, reservedSecretMessage, secretEnvProblem } from '../../domain/secret-env.ts';
@@ -124,7 +125,7 @@ export class JobSubmit {
           id: newId('job'),
           // Kept QUEUED all the same (a bigger node may join); the reason says why it waits.
           reason: neverFitsReason(gpus, b.selector ?? {}, await nodeRooms(tx), nodes),
-          type: b.type ?? 'TRAIN',
+          type: b.type ?? TRAINING_JOB_TYPE,
           state: 'CREATED',
           projectId,
           experimentId,

@@ -5,6 +5,7 @@ import { insertJob } from './jobs.ts';
 import { checkpoints, evaluations, events, jobs, runs, type Checkpoint, type Evaluation, type Job } from '../schema.ts';
 import { noteBestCheckpoint } from './best-changed.ts';
 import type { JobState } from '../../domain/job-states.ts';
+import { EVALUATION_JOB_TYPE } from '../../domain/job-types.ts';
 import { listLogRefs, readLogChunks } from './logs.ts';
 
 export type EvaluationStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
@@ -134,7 +135,7 @@ export async function createEvaluationJob(ex: Executor, ckpt: Checkpoint, train:
   if (!command) return null;
   const job = await insertJob(ex, {
     id: newId('job'),
-    type: 'EVALUATE',
+    type: EVALUATION_JOB_TYPE,
     state: 'CREATED',
     projectId: train?.projectId ?? null,
     experimentId: train?.experimentId ?? null,
@@ -159,7 +160,7 @@ export async function unstartedEvaluationJobs(ex: Executor, parentJobId: string)
   const rows = await ex
     .select({ id: jobs.id })
     .from(jobs)
-    .where(and(eq(jobs.parentJobId, parentJobId), eq(jobs.type, 'EVALUATE'), inArray(jobs.state, ['CREATED', 'QUEUED'])));
+    .where(and(eq(jobs.parentJobId, parentJobId), eq(jobs.type, EVALUATION_JOB_TYPE), inArray(jobs.state, ['CREATED', 'QUEUED'])));
   return rows.map((r) => r.id);
 }
 

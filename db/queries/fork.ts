@@ -6,6 +6,7 @@ import type { Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import type { Checkpoint, Job } from '../schema.ts';
 import { applyPatch, diffConfigs, type AttemptConfig, type ConfigChange, type RetryPatch } from '../../domain/attempt-config.ts';
+import { TRAINING_JOB_TYPE } from '../../domain/job-types.ts';
 import { trainingJobOf } from './evaluations.ts';
 import { insertJob } from './jobs.ts';
 import { insertJobSecrets, jobSecretValues } from './job-secrets.ts';
@@ -49,7 +50,7 @@ export async function createForkJob(ex: Executor, ckpt: Checkpoint, src: ForkSou
   const s = src.job;
   const job = await insertJob(ex, {
     id: newId('job'),
-    type: 'TRAIN',
+    type: TRAINING_JOB_TYPE,
     state: 'CREATED',
     reason: edits.reason,
     projectId: edits.projectId,

@@ -2,6 +2,7 @@ import { alias } from 'drizzle-orm/pg-core';
 import { and, count, desc, eq, inArray, isNotNull, isNull, lt, max, or, sql, type SQL } from 'drizzle-orm';
 import { textArray, type Executor } from '../client.ts';
 import { checkpoints, events, experiments, jobs, projects, runs, type Run, type RunEvent } from '../schema.ts';
+import { EVALUATION_JOB_TYPE } from '../../domain/job-types.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
 
 /** What the run of an EVALUATE job evaluates: the checkpoint, the run that wrote it, its step. */
@@ -57,7 +58,7 @@ function selectRuns(ex: Executor) {
     .from(runs)
     .leftJoin(projects, eq(projects.id, runs.projectId))
     .leftJoin(experiments, eq(experiments.id, runs.experimentId))
-    .leftJoin(jobs, and(eq(jobs.id, runs.jobId), eq(jobs.type, 'EVALUATE')))
+    .leftJoin(jobs, and(eq(jobs.id, runs.jobId), eq(jobs.type, EVALUATION_JOB_TYPE)))
     .leftJoin(checkpoints, eq(checkpoints.id, jobs.checkpointId))
     .leftJoin(forkCkpt, eq(forkCkpt.id, runs.forkedFromCheckpointId));
 }

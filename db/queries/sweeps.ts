@@ -7,6 +7,7 @@ import { queryRows, textArray, type Db, type Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { jobs, runs, sweeps, sweepTrials, type Job, type Sweep, type SweepTrial } from '../schema.ts';
 import { TERMINAL_STATES, type JobState } from '../../domain/job-states.ts';
+import { TRAINING_JOB_TYPE } from '../../domain/job-types.ts';
 import type { SweepState } from '../../domain/sweep-state.ts';
 import type { SweepSpec } from '../../domain/sweep-spec.ts';
 import { trialPoint } from '../../domain/sweep-search.ts';
@@ -88,7 +89,7 @@ export async function createTrialJob(db: Db, sweepId: string, trial: number): Pr
     const c = trialJobConfig(s.spec, s.id, trial, point);
     const job = await insertJob(tx, {
       id: newId('job'),
-      type: 'TRAIN',
+      type: TRAINING_JOB_TYPE,
       state: 'CREATED',
       projectId: s.projectId,
       experimentId: s.experimentId,

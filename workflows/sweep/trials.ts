@@ -1,4 +1,5 @@
 import { getExternalWorkflowHandle, ParentClosePolicy, startChild, workflowInfo, WorkflowIdReusePolicy } from '@temporalio/workflow';
+import { TRAINING_JOB_TYPE } from '../../domain/job-types.ts';
 import { cancelJobSignal, preemptJobSignal } from '../job-messages.ts';
 import { jobStartSearchAttributes, jobWorkflowInput } from '../job-start.ts';
 import type { JobWorkflowFn } from '../job/job-attempt.ts';
@@ -48,7 +49,7 @@ async function startTrial(sweep: SweepState, jobId: string, projectId: string | 
       parentClosePolicy: ParentClosePolicy.ABANDON,
       // Never a second run of a job's workflow that has closed: the job has ended, and is only followed.
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-      typedSearchAttributes: jobStartSearchAttributes({ id: jobId, type: 'TRAIN', projectId }),
+      typedSearchAttributes: jobStartSearchAttributes({ id: jobId, type: TRAINING_JOB_TYPE, projectId }),
     });
   } catch {
     // Already started: it runs either way, and the sweep follows its job's state.
