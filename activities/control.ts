@@ -1,4 +1,5 @@
 import { coalesce, wakeScheduler } from '../temporal/scheduler-ops.ts';
+import type { ControlActivities } from '../workflows/control-activities.ts';
 import { attemptActivities } from './control/attempts.ts';
 import { checkpointActivities } from './control/checkpoints.ts';
 import type { ControlContext, ControlDeps } from './control/context.ts';
@@ -13,9 +14,11 @@ export type { ControlDeps } from './control/context.ts';
 /**
  * The control activities: every database write that orchestration makes. Each concern has its
  * file under control/ (attempts, their end, checkpoints and evaluations, nodes, the scheduling
- * pass, webhook deliveries, sweeps); they share one coalesced wake-up of the scheduler.
+ * pass, webhook deliveries, sweeps); they share one coalesced wake-up of the scheduler. They
+ * implement the interface the workflows own (workflows/control-activities.ts): a group that
+ * drifts from what its callers send or read fails to type-check here.
  */
-export function createControlActivities(deps: ControlDeps) {
+export function createControlActivities(deps: ControlDeps): ControlActivities {
   const ctx: ControlContext = { deps, wake: coalesce(() => wakeScheduler(deps.client, deps.idlePassMs)) };
   return {
     ...attemptActivities(ctx),
@@ -27,5 +30,3 @@ export function createControlActivities(deps: ControlDeps) {
     ...sweepActivities(ctx),
   };
 }
-
-export type ControlActivities = ReturnType<typeof createControlActivities>;

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import type { ControlActivities } from '../activities/control.ts';
+import type { ControlActivities } from '../workflows/control-activities.ts';
 import type { WebhookRetry } from '../domain/webhooks.ts';
 import { connectClient, ensureNamespace } from '../temporal/setup.ts';
 import { WEBHOOK_UNDELIVERED } from '../workflows/failures.ts';

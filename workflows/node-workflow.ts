@@ -1,6 +1,6 @@
 import { ActivityCancellationType, CancellationScope, condition, continueAsNew, log, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { ControlActivities } from '../activities/control.ts';
-import type { GpuHostActivities } from '../activities/gpu-host.ts';
+import type { ControlActivities } from './control-activities.ts';
+import type { GpuHostActivities } from './gpu-host-activities.ts';
 import { guarded } from './guarded.ts';
 import { isNodeInventory } from './message-guards.ts';
 import { gpuHostTaskQueue } from './names.ts';

@@ -1,5 +1,5 @@
 import { condition, continueAsNew, patched, proxyActivities, proxyLocalActivities, setHandler, workflowInfo } from '@temporalio/workflow';
-import type { ControlActivities } from '../activities/control.ts';
+import type { ControlActivities } from './control-activities.ts';
 import { DEFAULT_IDLE_PASS_MS, wakeSchedulerSignal, type SchedulerInput } from './scheduler-messages.ts';
 
 // No maximumAttempts, on purpose: a pass that fails because PostgreSQL is away is retried until

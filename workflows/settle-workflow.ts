@@ -1,6 +1,6 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
-import type { ControlActivities } from '../activities/control.ts';
-import type { GpuHostActivities } from '../activities/gpu-host.ts';
+import type { ControlActivities } from './control-activities.ts';
+import type { GpuHostActivities } from './gpu-host-activities.ts';
 import { INVALID_ATTEMPT, JOB_NOT_FOUND } from './failures.ts';
 import { gpuHostTaskQueue } from './names.ts';
 import type { SettleJobInput } from './settle-messages.ts';

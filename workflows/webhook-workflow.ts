@@ -1,5 +1,5 @@
 import { ActivityFailure, continueAsNew, isCancellation, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { ControlActivities } from '../activities/control.ts';
+import type { ControlActivities } from './control-activities.ts';
 import type { WebhookWorkflowInput } from './types.ts';
 
 /** How long one wait for events lasts before the workflow loops (and may continue as new). */

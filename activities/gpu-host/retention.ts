@@ -8,14 +8,8 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import type { DeletionResult } from '../../workflows/gpu-host-activities.ts';
 import { folderProblem, isLink } from './watch-folder.ts';
-
-export interface DeletionResult {
-  /** Paths now gone (deleted here, or already absent). */
-  deleted: string[];
-  /** Paths kept, each with why. */
-  refused: { uri: string; reason: string }[];
-}
 
 /** A registered checkpoint to delete: its path and the inode recorded when it was hashed (null: registered before inodes were). */
 export interface DeletionEntry {

@@ -7,7 +7,8 @@ import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { FoundCheckpoint } from './checkpoint-watcher.ts';
 import type { RunAs, ScannerConfig, ScannerMessage } from './checkpoint-scanner.ts';
-import type { DeletionEntry, DeletionResult } from './retention.ts';
+import type { DeletionResult } from '../../workflows/gpu-host-activities.ts';
+import type { DeletionEntry } from './retention.ts';
 
 const entry = fileURLToPath(new URL('./checkpoint-scanner.mjs', import.meta.url));
 

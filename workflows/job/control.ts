@@ -1,5 +1,5 @@
 import { proxyLocalActivities } from '@temporalio/workflow';
-import type { ControlActivities } from '../../activities/control.ts';
+import type { ControlActivities } from '../control-activities.ts';
 import { INVALID_ATTEMPT, JOB_NOT_FOUND } from '../failures.ts';
 
 /**

@@ -1,5 +1,5 @@
 import { ActivityCancellationType, proxyActivities } from '@temporalio/workflow';
-import type { GpuHostActivities } from '../../activities/gpu-host.ts';
+import type { GpuHostActivities } from '../gpu-host-activities.ts';
 import { gpuHostTaskQueue } from '../names.ts';
 import type { JobWorkflowInput } from '../types.ts';
 import { control } from './control.ts';

@@ -1,5 +1,5 @@
 import { CancellationScope, condition, patched } from '@temporalio/workflow';
-import type { GpuHostActivities } from '../../activities/gpu-host.ts';
+import type { GpuHostActivities } from '../gpu-host-activities.ts';
 import type { AttemptOutcome, AttemptSpec, AttemptStarted, ProcessExit } from '../types.ts';
 import type { PreemptRequest } from '../job-messages.ts';
 import { AGENT_STOPPED } from '../failures.ts';

@@ -1,5 +1,5 @@
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
-import type { ControlActivities } from '../../activities/control.ts';
+import type { ControlActivities } from '../control-activities.ts';
 
 /**
  * The sweep workflow's reads and writes of the database: short, so local activities, retried

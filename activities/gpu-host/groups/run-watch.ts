@@ -1,0 +1,142 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { Context } from '@temporalio/activity';
+import { livenessPlan, PROBE_INTERVAL_MS } from '../../../domain/liveness.ts';
+import { makePrivateDir } from '../../../runtime/private-files.ts';
+import type { AttemptRef, GpuHostActivities } from '../../../workflows/gpu-host-activities.ts';
+import { attemptStartedSignal } from '../../../workflows/job-messages.ts';
+import { jobWorkflowId } from '../../../workflows/names.ts';
+import type { AttemptSpec, ProcessExit } from '../../../workflows/types.ts';
+import { attemptEnv, writeHostfile } from '../attempt-env.ts';
+import { agentStopped, checkAttemptIds, fencedHere, stoppedHere, unknownHere, vanished } from '../attempt-failures.ts';
+import type { Live } from '../attempt-record.ts';
+import { attemptEnd } from '../checkpoint-watching.ts';
+import { workingDirProblemFor, type JobUser } from '../job-users.ts';
+import { confirmLaunch, reportStarted } from '../launch.ts';
+import { workingDirProblem } from '../proc.ts';
+import { retryWhile } from '../retry-while.ts';
+import { SpawnFailed } from '../shim.ts';
+import { createSupervisor } from '../supervise.ts';
+import { watchFolderProblem } from '../watch-folder.ts';
+import type { GpuHostContext } from './context.ts';
+
+/** Running an attempt's process on this node and watching it to its end: runJob, and watchJob to take an attempt over. */
+export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHostActivities, 'runJob' | 'watchJob'> {
+  const pt = deps.processes;
+  const live = pt.live;
+  const { supervise, endedExit } = createSupervisor(deps);
+
+  const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
+  const spawnError = (logPath: string, message: string): ProcessExit => ({ exitCode: null, signal: null, spawnError: message, logTail: '', logPath });
+
+  /** Why the attempt may not work where its spec says (outside the allowed roots), or null. */
+  function confinementProblem(spec: AttemptSpec): string | null {
+    if (!roots) return null;
+    // What the watcher reads, and retention later deletes from (checkpoint-watching.ts watchedDirOf).
+    const watched = spec.watchDir ? path.resolve(spec.workingDir, spec.watchDir) : null;
+    return roots.problem('working dir', spec.workingDir) ?? (watched ? roots.problem('checkpoint folder', watched) : null);
+  }
+
+  async function startAttempt(spec: AttemptSpec): Promise<ProcessExit> {
+    checkAttemptIds(spec);
+    // An agent on its way out starts nothing: the attempt is LOST to the stop, and re-queued.
+    if (pt.draining) throw agentStopped();
+    const logPath = logPathOf(spec.jobId, spec.attempt);
+    const existing = live.get(spec.jobId);
+    // The same attempt again (a reset workflow, a duplicate task): watch it, never start a twin.
+    if (existing && existing.attempt === spec.attempt && !existing.fenced) return supervise(existing, logPath);
+    const fencedMark = fs.existsSync(pt.file(spec.jobId, spec.attempt, 'fenced'));
+    const ended = pt.endedStatus(spec.jobId, spec.attempt);
+    // A new process only for an attempt the control plane confirms: a forged task neither
+    // starts anything nor fences the attempt that runs (checked before the fence below).
+    const launched = fencedMark || ended ? null : await confirmLaunch(deps, spec);
+    if (launched && 'refused' in launched) {
+      makePrivateDir(path.dirname(logPath));
+      return spawnError(logPath, launched.refused);
+    }
+    // Fencing: an older attempt of the same job must never run beside this one.
+    if (existing) await pt.fence(existing);
+    // An attempt fenced here is never started again (a Reset replaying its runJob): it is LOST.
+    if (fencedMark) throw pt.stoppedWithAgent(spec.jobId, spec.attempt) ? stoppedHere() : fencedHere();
+    if (ended) return endedExit(spec.jobId, spec.attempt, logPath, ended);
+
+    makePrivateDir(path.dirname(logPath));
+    let user: JobUser | null = null;
+    try {
+      user = deps.jobUsers?.forProject(spec.project ?? '') ?? null;
+    } catch (err) {
+      return spawnError(logPath, (err as Error).message);
+    }
+    // Confinement first: a job user makes a missing working dir only inside the allowed roots.
+    const dirProblem = confinementProblem(spec) ?? (user ? workingDirProblemFor(spec.workingDir, user) : workingDirProblem(spec.workingDir));
+    if (dirProblem) return spawnError(logPath, dirProblem);
+    // A gang's checkpoints are watched on rank 0's node (the folder is assumed shared, or rank 0's).
+    const watching = !!spec.watchDir && (!spec.gang || spec.gang.rank === 0);
+    // Nothing the job made (a link to another tenant's folder, a folder it does not own) is watched as its own.
+    const watchProblem = watching ? watchFolderProblem(spec.workingDir, spec.watchDir!, user?.uid ?? process.getuid?.() ?? 0) : null;
+    if (watchProblem) return spawnError(logPath, watchProblem);
+    const secrets = launched && 'secrets' in launched ? launched.secrets : {};
+    const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
+    const hostfile = spec.gang ? writeHostfile({ ...spec, gang: spec.gang }) : undefined;
+    const env = attemptEnv(deps, spec, secrets, hostfile);
+    if (user) {
+      // The agent's home is not the job's: its own working dir is, unless the job says otherwise.
+      env.HOME = spec.env.HOME ?? spec.workingDir;
+      env.USER = env.LOGNAME = user.name;
+    }
+    // Taken before the process starts (by the scanner, as the job's user): whatever is there already is not this attempt's checkpoint.
+    const before = watching ? ((await deps.checkpoints?.begin(spec)) ?? {}) : {};
+    let entry: Live;
+    try {
+      entry = pt.spawn(spec, env, logPath, plan, user, before);
+    } catch (err) {
+      deps.checkpoints?.abandon(spec);
+      const why = err instanceof SpawnFailed ? await err.error : (err as Error);
+      return spawnError(logPath, `could not start the attempt: ${why.message}`);
+    }
+    deps.logs?.ship(spec.jobId, spec.attempt, logPath, entry.exited, true, spec.gang?.rank ?? 0);
+    if (watching) deps.checkpoints?.follow(spec, attemptEnd(entry.exited));
+    // RUNNING is recorded from this report, sent before the exit can be: to the API with the
+    // node token (one request), or, by an agent without one, as a signal to the job's workflow.
+    // A blip must not kill a job that started: on failure it is retried in the background, and
+    // without it the attempt still ends right, from DISPATCHING.
+    const started = entry;
+    const report = deps.nodeToken ? () => reportStarted(deps, spec, started.pid, logPath) : () => deps.client.workflow.getHandle(jobWorkflowId(spec.jobId)).signal(attemptStartedSignal, { attempt: spec.attempt, pid: started.pid, logPath, ...(spec.gang ? { nodeId: deps.nodeId } : {}) });
+    await report().catch(() => {
+      void retryWhile(() => live.get(spec.jobId) === started && !started.fenced, report);
+    });
+    return supervise(entry, logPath);
+  }
+
+  return {
+    async runJob(spec: AttemptSpec): Promise<ProcessExit> {
+      // Heartbeats from the first moment: fencing an older attempt or a slow start must not
+      // look like a silent node.
+      const ctx = Context.current();
+      ctx.heartbeat();
+      const early = setInterval(() => ctx.heartbeat(), PROBE_INTERVAL_MS);
+      try {
+        return await startAttempt(spec);
+      } finally {
+        clearInterval(early);
+      }
+    },
+
+    /**
+     * Takes over watching an attempt on this node: after the agent restarted, or after the
+     * server stopped hearing runJob's heartbeats (a control-plane outage). An attempt that
+     * ended meanwhile reports its status from the shim's file.
+     */
+    async watchJob(a: AttemptRef): Promise<ProcessExit> {
+      checkAttemptIds(a);
+      const logPath = logPathOf(a.jobId, a.attempt);
+      const entry = live.get(a.jobId);
+      if (entry && entry.attempt === a.attempt && !entry.fenced) return supervise(entry, logPath);
+      const ended = pt.endedStatus(a.jobId, a.attempt);
+      if (ended) return endedExit(a.jobId, a.attempt, logPath, ended);
+      if (fs.existsSync(pt.file(a.jobId, a.attempt, 'fenced'))) throw pt.stoppedWithAgent(a.jobId, a.attempt) ? stoppedHere() : fencedHere();
+      if (!fs.existsSync(pt.file(a.jobId, a.attempt, 'json'))) throw unknownHere();
+      throw vanished();
+    },
+  };
+}
