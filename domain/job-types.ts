@@ -33,7 +33,8 @@ export interface JobTypeTraits {
   evaluatesCheckpoint: boolean;
   /**
    * The type of the training jobs the plane makes itself (a sweep's trials, a fork of a checkpoint)
-   * and of a submit that names none (POST /jobs, `gpuctl submit`). Exactly one type has it: TRAINING_JOB_TYPE.
+   * and of a submit that names none (POST /jobs, `gpuctl submit`). Exactly one type has it:
+   * TRAINING_JOB_TYPE.
    */
   trains: boolean;
 }
