@@ -11,7 +11,8 @@ import { getRun } from '../../db/queries/runs.ts';
 import type { RunInput } from '../../db/schema/mlflow-models.ts';
 import { int, invalid, list, MlflowError, type MlflowAuth } from './context.ts';
 import { API } from './experiments.ts';
-import { notActive, writeTargetOf } from './runs.ts';
+import { notActive } from './run-writer.ts';
+import { writeTargetOf } from './runs.ts';
 
 type InputRow = Omit<RunInput, 'id' | 'createdAt'>;
 const DATASET_FIELDS = ['name', 'digest', 'source_type', 'source', 'schema', 'profile'] as const;

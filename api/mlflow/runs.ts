@@ -3,27 +3,23 @@
  * an MLflow run is a GPUPlane run, the same row whoever made it (our SDK, a job, an import, an
  * MLflow client), so `mlflow.search_runs` sees them all and the console shows what MLflow logs.
  */
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import type { PlaneMetrics } from '../plane-metrics.ts';
 import type { SweepWaker } from '../sweep-waker.ts';
 import type { PointLimiter } from '../point-limits.ts';
 import { newId } from '../../db/ids.ts';
-import { writeSeries } from '../../db/queries/metrics.ts';
-import { addRunParams, attemptNodes, latestMetrics, lockRun, searchRunIds, setRunDeleted, setRunTags } from '../../db/queries/mlflow.ts';
+import { attemptNodes, latestMetrics, lockRun, searchRunIds, setRunDeleted, setRunTags } from '../../db/queries/mlflow.ts';
 import { projectOfRun } from '../../db/queries/auth.ts';
 import { runInputsOf } from '../../db/queries/mlflow-models.ts';
 import { recordModelMetrics } from './models.ts';
-import { addEvent, endRun, getRun, getRuns, insertRun, touchRun, touchRunRow, type RunWithNames } from '../../db/queries/runs.ts';
-import { BatchRejected, parseBatch, type WirePoint } from '../../domain/metrics.ts';
+import { addEvent, endRun, getRun, getRuns, insertRun, touchRun, type RunWithNames } from '../../db/queries/runs.ts';
 import { parseOrderBy, parseSearchFilter, SearchSyntaxError } from '../../domain/mlflow-search.ts';
-import { MLFLOW_POINT_RULES } from '../../domain/mlflow-rules.ts';
 import { fieldsOf, int, invalid, list, pageOf, mayTouch, MlflowError, text, type Caller, type MlflowAuth } from './context.ts';
 import { API, experimentOfId, tagsOf, viewType } from './experiments.ts';
-import { DEFAULT_EXPERIMENT_ID, pageToken, paramText, runInfoJson, runJson, STATUS_FROM_MLFLOW } from './wire.ts';
+import { DEFAULT_EXPERIMENT_ID, pageToken, runInfoJson, runJson, STATUS_FROM_MLFLOW } from './wire.ts';
 import { applyTags, checkLimits, paramsOf, pointOf, randomName } from './run-fields.ts';
-
-const noRun = (id: string) => new MlflowError('RESOURCE_DOES_NOT_EXIST', `Run with id=${id} not found`);
+import { noRun, notActive, RunWriter } from './run-writer.ts';
 
 /** The run a request names, if the caller may reach it (a run token only its own); `write` also needs a member's role. */
 export async function reachRun(db: Db, c: Caller, id: string, write: boolean): Promise<RunWithNames> {
@@ -55,9 +51,6 @@ export async function writeTargetOf(db: Db, auth: MlflowAuth, req: FastifyReques
   return { c, f, id };
 }
 
-/** MLflow's refusal of a write to a deleted run. */
-export const notActive = (runId: string) => invalid(`The run ${runId} must be in the 'active' state. Current state is deleted.`);
-
 export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeMetrics?: PlaneMetrics, sweepWaker?: SweepWaker, limiter?: PointLimiter): void {
   const reach = (c: Caller, id: string, write: boolean) => reachRun(db, c, id, write);
 
@@ -66,60 +59,8 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     return runJson(run, { metrics: metrics.get(run.id) ?? [], node: run.jobId ? (nodes.get(`${run.jobId}:${run.attempt}`) ?? null) : null, io: io.get(run.id) });
   };
 
-  /**
-   * Metrics, params and tags of one request, checked whole and then stored in one transaction under
-   * the run's row lock. Its points count against the run's and its project's limits (api/point-limits.ts):
-   * over either, the whole request is refused (429 REQUEST_LIMIT_EXCEEDED with Retry-After), params and tags too.
-   */
-  async function logBatch(c: Caller, reply: FastifyReply, runId: string, metrics: WirePoint[], params: Record<string, string>, tags: Record<string, string>): Promise<void> {
-    let series: ReturnType<typeof parseBatch> = [];
-    if (metrics.length > 0) {
-      try {
-        series = parseBatch(metrics, Date.now(), MLFLOW_POINT_RULES);
-      } catch (err) {
-        if (err instanceof BatchRejected) throw invalid(err.message);
-        throw err;
-      }
-    }
-    const taken = limiter && metrics.length > 0 ? await limiter.take(c.principal, runId, metrics.length, reply) : null;
-    try {
-      await write(runId, series, params, tags);
-    } catch (err) {
-      taken?.refund();
-      throw err;
-    }
-    planeMetrics?.pointsIngested.inc(metrics.length);
-    if (series.length > 0) sweepWaker?.stored(runId, series);
-  }
-
-  async function write(runId: string, series: ReturnType<typeof parseBatch>, params: Record<string, string>, tags: Record<string, string>): Promise<void> {
-    await db.transaction(async (tx) => {
-      // Metrics alone (the common call): the heartbeat's update is the row lock, and says whether
-      // the run is there and active; params and tags are read, checked and written under a lock first.
-      if (Object.keys(params).length === 0 && Object.keys(tags).length === 0) {
-        const touched = await touchRunRow(tx, runId);
-        if (!touched) throw noRun(runId);
-        if (touched.deleted) throw notActive(runId);
-        if (series.length > 0) await writeSeries(tx, runId, series);
-        return;
-      }
-      const run = await lockRun(tx, runId);
-      if (!run) throw noRun(runId);
-      if (run.deleted) throw notActive(runId);
-      for (const [k, v] of Object.entries(params)) {
-        if (k in run.params && paramText(run.params[k]) !== v) {
-          throw invalid(`Changing param values is not allowed. Param with key='${k}' was already logged with value='${paramText(run.params[k])}' for run ID='${runId}'. Attempted logging new value '${v}'.`);
-        }
-      }
-      if (Object.keys(params).length > 0) await addRunParams(tx, runId, params);
-      if (Object.keys(tags).length > 0) {
-        const t = applyTags(run, tags);
-        await setRunTags(tx, runId, t.tags, t.systemTags, t.name);
-      }
-      await touchRun(tx, runId);
-      if (series.length > 0) await writeSeries(tx, runId, series);
-    });
-  }
+  const writer = new RunWriter(db, limiter, planeMetrics, sweepWaker);
+  const logBatch = (...args: Parameters<RunWriter['logBatch']>) => writer.logBatch(...args);
 
   app.post(`${API}/runs/create`, async (req) => {
     const c = await auth.caller(req);
