@@ -1,7 +1,8 @@
 /**
  * mlflow.pytorch.autolog() with a tiny Lightning model (CPU torch), through the real client: the
  * run keeps autolog's params, its per-epoch metrics and the model, and mlflow.pytorch.load_model
- * gives back a model that predicts what the trained one does. The venv (torch, lightning,
+ * gives back a model that predicts what the trained one does, by runs:/, by models:/<id>, and
+ * registered (register_model, an alias) by models:/name@alias. The venv (torch, lightning,
  * mlflow-skinny) is scripts/mlflow-pytorch-venv.sh's: 5 GB, made by scripts/setup.sh, so this
  * file only finds it.
  */
@@ -52,13 +53,14 @@ afterAll(async () => {
 });
 
 describe('mlflow.pytorch.autolog with Lightning, through the real client', () => {
-  it("keeps the run's params, its epoch metrics and its model; the model loads back and predicts as the trained one", async () => {
+  it("keeps the run's params, its epoch metrics and its model; the model loads back, and registered and loaded by alias, predicts as the trained one", async () => {
     const r = await torchPython([path.join(fixtures, 'pytorch_autolog.py')], admin);
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout.trim().split('\n').at(-1) ?? '') as {
       run: string; status: string; params: Record<string, string>; metrics: Record<string, number>;
       history: Record<string, [number, number][]>; model_id: string; model_name: string; model_status: string;
       model_source_run: string; outputs: string[]; same_runs_uri: boolean; same_models_uri: boolean;
+      version: string; version_source: string; same_by_alias: boolean;
     };
     expect(out.status).toBe('FINISHED');
     // Autolog's params: the trainer's epochs, the optimizer and its settings.
@@ -78,6 +80,11 @@ describe('mlflow.pytorch.autolog with Lightning, through the real client', () =>
     expect(out.outputs).toEqual([out.model_id]);
     expect(out.same_runs_uri).toBe(true);
     expect(out.same_models_uri).toBe(true);
+    // register_model of the autologged model: version 1 whose source is the logged model, and
+    // the model loaded by its alias predicts as the trained one.
+    expect(out.version).toBe('1');
+    expect(out.version_source).toBe(`models:/${out.model_id}`);
+    expect(out.same_by_alias).toBe(true);
     // On GPUPlane's side: a run of project models with the metrics, the model's files under its id.
     const res = await t.app.inject({ method: 'GET', url: `/api/v1/runs/${out.run}`, headers: { authorization: `Bearer ${admin}` } });
     const run = res.json() as { project: string; metrics: Record<string, unknown> };
