@@ -37,10 +37,11 @@
  * before it.
  */
 import { parseArgs } from 'node:util';
-import { decayedCardSeconds, fairShareRanking, type CardHolder, type FairShareState, type ProjectQuota } from '../domain/fair-share.ts';
-import { placementMembers, planPlacements, queueOrder, type NodeRoom, type Placement, type QueuedJob } from '../domain/placement.ts';
+import { decayedCardSeconds, fairShareRanking, type CardHolder, type FairShareState } from '../domain/fair-share.ts';
+import { planPlacements, queueOrder, type NodeRoom, type QueuedJob } from '../domain/placement.ts';
 import { planPreemptions, type Holder } from '../domain/preemption.ts';
-import { prng } from '../test/support/prng.ts';
+import { printTable } from './share-sim-report.ts';
+import { CARDS, CHECKPOINT_EVERY_S, mean, nodeIds, NODES, QUOTAS, RESUME_S, roomsAfter, SAVE_S, TOTAL, WINDOW_S, workload, type Attempt, type Figures, type ProjectFigure, type Rules, type Run, type Submission } from './share-sim-model.ts';
 
 function fail(message: string): never {
   process.stderr.write(`bench/share-sim: ${message}\n`);
@@ -76,137 +77,6 @@ const SECONDS = Math.round(flag('minutes', true) * 60);
 const GRACE_S = flag('grace');
 const HALF_LIFE_MS = flag('half-life-h', true) * 3_600_000;
 const HOLD_MS = flag('hold') * 1000;
-
-const NODES = 16;
-const CARDS = 8;
-const TOTAL = NODES * CARDS;
-const SAVE_S = 5;
-const CHECKPOINT_EVERY_S = 120;
-const RESUME_S = 30;
-const WINDOW_S = 60;
-const QUOTAS: ProjectQuota[] = [
-  { projectId: 'a', pool: null, gpus: 64 },
-  { projectId: 'b', pool: null, gpus: 40 },
-  { projectId: 'c', pool: null, gpus: 24 },
-];
-const SIZES = [1, 2, 4, 8];
-const MIN_RUN_S = 60;
-const MAX_RUN_S = 900;
-/** Mean cards × seconds of a job: mean size × the mean of the log-uniform run length. */
-const MEAN_CARD_S = (SIZES.reduce((s, x) => s + x, 0) / SIZES.length) * ((MAX_RUN_S - MIN_RUN_S) / Math.log(MAX_RUN_S / MIN_RUN_S));
-/** Offered load of each project, as a multiple of its quota, by the part of the run elapsed (0 to 1). */
-const LOAD: Record<string, (f: number) => number> = {
-  a: (f) => (f < 1 / 3 ? 0.1 : 2.0),
-  b: (f) => (f < 1 / 2 ? 2.5 : 0.5),
-  c: () => 1.1,
-};
-
-
-interface Submission {
-  id: string;
-  projectId: string;
-  /** Second it is submitted. */
-  at: number;
-  gpus: number;
-  /** Seconds of work. */
-  work: number;
-  priority: number;
-}
-
-/** The workload: each project's Poisson arrivals, second by second, at the rate LOAD gives. */
-function workload(seed: number): Submission[] {
-  const rnd = prng(seed);
-  const poisson = (lambda: number) => {
-    let k = 0;
-    for (let p = rnd(), l = Math.exp(-lambda); p > l; p *= rnd()) k++;
-    return k;
-  };
-  const out: Submission[] = [];
-  for (let t = 0; t < SECONDS; t++) {
-    for (const q of QUOTAS) {
-      const n = poisson((LOAD[q.projectId](t / SECONDS) * q.gpus) / MEAN_CARD_S);
-      for (let i = 0; i < n; i++) {
-        const work = Math.round(Math.exp(Math.log(MIN_RUN_S) + rnd() * Math.log(MAX_RUN_S / MIN_RUN_S)));
-        out.push({ id: `${q.projectId}${String(out.length).padStart(4, '0')}`, projectId: q.projectId, at: t, gpus: SIZES[Math.floor(rnd() * SIZES.length)], work, priority: rnd() < 0.1 ? 1 : 0 });
-      }
-    }
-  }
-  return out;
-}
-
-type Rules = 'gpuplane' | 'peer';
-
-interface Attempt {
-  sub: Submission;
-  attempt: number;
-  queuedAt: number;
-  /** Seconds it must run to finish. */
-  remaining: number;
-  /** Its project's held and queued cards, plus its own, were within the quota when it queued. */
-  withinAtQueue: boolean;
-}
-
-interface Run {
-  a: Attempt;
-  nodeId: string;
-  gpuIndices: number[];
-  startedAt: number;
-  endsAt: number;
-  preemptedAt: number | null;
-  releaseAt: number;
-}
-
-export interface ProjectFigure {
-  project: string;
-  quota: number;
-  /** Minutes its demand (queued + held cards) was at or above its quota. */
-  demandMinutes: number;
-  /** Mean of max(0, quota − held) / quota over those seconds. */
-  meanShortfall: number;
-  /** The worst 60 consecutive seconds of demand ≥ quota; null: never that long. */
-  worstWindowShortfall: number | null;
-  /** Mean queue → start of its attempts queued within its quota. */
-  withinQuotaWaitS: number | null;
-  withinQuotaStarts: number;
-}
-
-export interface Figures {
-  scheduler: Rules;
-  /** Busy cards / all cards, over the seconds anyone waits. */
-  utilisationWhileWaiting: number;
-  /** Of all cards over those seconds: idle on nodes the starvation guard reserved, and idle elsewhere (fragments too small for any waiter). */
-  idleReserved: number;
-  idleElsewhere: number;
-  waitingMinutes: number;
-  /** Σ shortfall cards / Σ quota cards over each project's seconds of demand ≥ quota. */
-  shortfall: number;
-  projects: ProjectFigure[];
-  preemptions: number;
-  /** Jobs preempted more than once. */
-  preemptedAgain: number;
-  /** Card-minutes lost to preemption: work since the last checkpoint, the grace held, the resume. */
-  lostCardMinutes: number;
-  /** Preemptions for a job within quota only if this pass's own placements are left out of its project's cards. */
-  preemptionsForStaleQuota: number;
-  /** Preemptions for a waiter whose earlier preemption's cards had already come free (and gone to someone else). */
-  preemptionsForSameWaiter: number;
-  completed: number;
-  started: number;
-  meanWaitS: number;
-  /** The longest queue wait of an attempt (started, or still queued at the end: its age then), and its cards. */
-  longestWaitS: number;
-  longestWaitGpus: number;
-  stillQueued: number;
-}
-
-const nodeIds = Array.from({ length: NODES }, (_, i) => `n${String(i + 1).padStart(2, '0')}`);
-const mean = (xs: number[]) => (xs.length ? xs.reduce((s, x) => s + x, 0) / xs.length : null);
-
-/** The nodes' rooms once `planned` has taken its cards (as scheduler/plan.ts roomsAfter). */
-function roomsAfter(rooms: readonly NodeRoom[], planned: readonly Placement[]): NodeRoom[] {
-  const taken = new Set(planned.flatMap((p) => placementMembers(p).flatMap((m) => m.gpuIndices.map((i) => `${m.nodeId}/${i}`))));
-  return rooms.map((r) => ({ ...r, free: r.free.filter((i) => !taken.has(`${r.id}/${i}`)) }));
-}
 
 /** Runs the workload second by second under `rules`. */
 function simulate(subs: readonly Submission[], rules: Rules): Figures {
@@ -381,12 +251,8 @@ function simulate(subs: readonly Submission[], rules: Rules): Figures {
   };
 }
 
-const pc = (x: number | null) => (x === null ? '—' : `${(x * 100).toFixed(1)} %`);
-const num = (x: number | null, d = 0) => (x === null ? '—' : x.toFixed(d));
-const ratio = (a: number | null, b: number | null) => (a === null || b === null || b === 0 ? '—' : `${(a / b).toFixed(2)}×`);
-
 function main(): void {
-  const subs = workload(SEED);
+  const subs = workload(SEED, SECONDS);
   const offered = subs.reduce((s, x) => s + x.gpus * x.work, 0) / (TOTAL * SECONDS);
   const t0 = performance.now();
   const [g, p] = (['gpuplane', 'peer'] as const).map((r) => simulate(subs, r));
@@ -403,36 +269,7 @@ function main(): void {
   say(`grace ${GRACE_S} s (exit after ${Math.min(GRACE_S, SAVE_S)} s), checkpoints every ${CHECKPOINT_EVERY_S} s, resume ${RESUME_S} s, hold ${HOLD_MS / 1000} s, usage half-life ${HALF_LIFE_MS / 3_600_000} h`);
   say(`workload: ${subs.length} jobs (${QUOTAS.map((q) => `${q.projectId} ${subs.filter((s) => s.projectId === q.projectId).length}`).join(', ')}), offered load ${offered.toFixed(2)}× the cluster`);
   say('');
-  const rows: [string, string, string, string][] = [
-    ['', 'GPUPlane', 'peer (plain order)', 'GPUPlane / peer'],
-    ['utilisation while anyone waits', pc(g.utilisationWhileWaiting), pc(p.utilisationWhileWaiting), ratio(g.utilisationWhileWaiting, p.utilisationWhileWaiting)],
-    ['  idle on nodes the guard reserved', pc(g.idleReserved), pc(p.idleReserved), ''],
-    ['  idle elsewhere (fragments)', pc(g.idleElsewhere), pc(p.idleElsewhere), ''],
-    ['minutes with a queue', num(g.waitingMinutes, 1), num(p.waitingMinutes, 1), ''],
-    ['quota shortfall, all projects', pc(g.shortfall), pc(p.shortfall), ratio(g.shortfall, p.shortfall)],
-  ];
-  g.projects.forEach((gp, i) => {
-    const pp = p.projects[i];
-    const name = `project ${gp.project} (quota ${gp.quota})`;
-    rows.push(
-      [`${name}: minutes demand ≥ quota`, num(gp.demandMinutes, 1), num(pp.demandMinutes, 1), ''],
-      [`${name}: mean shortfall`, pc(gp.meanShortfall), pc(pp.meanShortfall), ratio(gp.meanShortfall, pp.meanShortfall)],
-      [`${name}: worst 60 s shortfall`, pc(gp.worstWindowShortfall), pc(pp.worstWindowShortfall), ratio(gp.worstWindowShortfall, pp.worstWindowShortfall)],
-      [`${name}: wait within quota, s (starts)`, `${num(gp.withinQuotaWaitS)} (${gp.withinQuotaStarts})`, `${num(pp.withinQuotaWaitS)} (${pp.withinQuotaStarts})`, ratio(gp.withinQuotaWaitS, pp.withinQuotaWaitS)],
-    );
-  });
-  rows.push(
-    ['preemptions (jobs preempted again)', `${g.preemptions} (${g.preemptedAgain})`, `${p.preemptions}`, ''],
-    ['  for a waiter within quota only by stale holders', `${g.preemptionsForStaleQuota}`, '—', ''],
-    ['  again for a waiter its earlier victims freed cards for', `${g.preemptionsForSameWaiter}`, '—', ''],
-    ['card-minutes lost to preemption', num(g.lostCardMinutes, 1), num(p.lostCardMinutes, 1), ''],
-    ['jobs completed', `${g.completed}`, `${p.completed}`, ratio(g.completed, p.completed)],
-    ['attempts started; mean queue wait, s', `${g.started}; ${num(g.meanWaitS)}`, `${p.started}; ${num(p.meanWaitS)}`, ratio(g.meanWaitS, p.meanWaitS)],
-    ['longest queue wait, s (its cards)', `${g.longestWaitS} (${g.longestWaitGpus})`, `${p.longestWaitS} (${p.longestWaitGpus})`, ratio(g.longestWaitS, p.longestWaitS)],
-    ['still queued at the end', `${g.stillQueued}`, `${p.stillQueued}`, ''],
-  );
-  const w = [0, 1, 2, 3].map((c) => Math.max(...rows.map((r) => r[c].length)));
-  for (const r of rows) say(r.map((c, i) => (i === 0 ? c.padEnd(w[i]) : c.padStart(w[i]))).join('  '));
+  printTable(g, p, say);
 }
 
 main();
