@@ -11,6 +11,7 @@
  *   activities/, api/, temporal/, workers/  the processes' code; clients of workflows import only
  *               their messages, types, names and activity interfaces, never a workflow's implementation
  *   cli/        gpuctl: nothing outside cli/ imports it (tests, benchmarks and the docs generator aside)
+ *   web/        the console: domain/ and the API's schemas (api/schemas/) only
  */
 const ours = '^(activities|api|bench|cli|db|domain|examples|runtime|scheduler|scripts|sdk|temporal|test|web|workers|workflows)/|^config\\.ts$';
 /** The workflow files that clients may import: messages, activity interfaces, shared types, names, start arguments, failures. */
@@ -39,6 +40,13 @@ module.exports = {
       comment: 'domain/ is plain TypeScript with no I/O: every layer imports it, it imports none of them, no Node built-ins and no packages.',
       from: { path: '^domain/' },
       to: { pathNot: '^domain/' },
+    },
+    {
+      name: 'the-console-stands-on-domain-and-the-api-schemas',
+      severity: 'error',
+      comment: 'web/ is the console, a browser bundle: it knows the concepts (domain/) and the shapes the API answers (api/schemas/), never the processes, the database or the workflows.',
+      from: { path: '^web/' },
+      to: { path: ours, pathNot: '^(web|domain|api/schemas)/' },
     },
     standsOn('db-imports-only-domain', 'db/ knows the domain, drizzle and its drivers; never the orchestration, the processes or the tools.', 'db', ['domain']),
     {
