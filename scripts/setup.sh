@@ -43,13 +43,9 @@ if [ "${1:-}" = "--with-postgres" ]; then
   # test/mlflow-pytorch runs mlflow.pytorch.autolog with Lightning: torch from PyPI is the CUDA
   # build, about 5 GB, so the first setup spends minutes here, with pip's progress on stderr.
   echo "== MLflow + torch venv: $(bash scripts/mlflow-pytorch-venv.sh)"
-  # test/mlflow-rest-tracking runs MLflow's own REST tests, which are not in this repository: the
-  # full mlflow package (about 870 MB) is installed only where their source is
-  # (docs/mlflow.md, "MLflow's own tests").
-  mlflow_tests="${GPUPLANE_MLFLOW_TESTS:-${GPUPLANE_CACHE:-$HOME/.cache/gpuplane}/mlflow-tests-src}"
-  if [ -f "$mlflow_tests/tests/tracking/test_rest_tracking.py" ]; then
-    echo "== MLflow tests venv: $(bash scripts/mlflow-tests-venv.sh)"
-  fi
+  # test/mlflow-rest-tracking runs MLflow's own REST tests (vendored in test/fixtures/mlflow/upstream),
+  # which import the full mlflow package and pytest (about 870 MB).
+  echo "== MLflow tests venv: $(bash scripts/mlflow-tests-venv.sh)"
   # The end-to-end test on a real Temporal cluster (temporal-server on PostgreSQL): built once, cached.
   echo "== Temporal server: $(bash temporal/ensure-temporal-server.sh)"
 fi
