@@ -204,6 +204,21 @@ print(json.dumps(out))`;
     const missing = await api<{ message: string }>('POST', '/mlflow/api/2.0/mlflow/logged-models', {});
     expect(missing.body.message).toBe("Missing value for required parameter 'experiment_id'. See the API docs for more information about request parameters.");
   });
+
+  it("tag.key != 'value' and NOT IN match only experiments that have the tag, as MLflow's SQL store does", async () => {
+    for (const [name, tags] of [['tagsearch/has-value', [{ key: 'k', value: 'value' }]], ['tagsearch/has-other', [{ key: 'k', value: 'other' }]], ['tagsearch/none', []]] as const) {
+      expect((await api('POST', '/mlflow/api/2.0/mlflow/experiments/create', { name, tags })).status).toBe(200);
+    }
+    const names = async (filter: string) => {
+      const r = await api<{ experiments?: { name: string }[] }>('POST', '/mlflow/api/2.0/mlflow/experiments/search', { filter, max_results: 1000 });
+      expect(r.status, filter).toBe(200);
+      return (r.body.experiments ?? []).map((e) => e.name).filter((n) => n.startsWith('tagsearch/')).sort();
+    };
+    expect(await names("tag.k != 'value'")).toEqual(['tagsearch/has-other']);
+    expect(await names("tag.k NOT IN ('value')")).toEqual(['tagsearch/has-other']);
+    expect(await names("tag.k = 'value'")).toEqual(['tagsearch/has-value']);
+    expect(await names('tag.k IS NULL')).toEqual(['tagsearch/none']);
+  });
 });
 
 describe('MLflow traces, through the real client', () => {

@@ -67,8 +67,9 @@ function experimentFilter(filter: string | undefined): (e: ExperimentRow) => boo
           return v !== undefined;
         case '=':
           return v === want;
+        // MLflow's SQL store joins on the tag: `!=` and NOT IN match only experiments that have it.
         case '!=':
-          return v !== want;
+          return v !== undefined && v !== want;
         case 'LIKE':
           return v !== undefined && like(v, want as string, false);
         case 'ILIKE':
@@ -76,7 +77,7 @@ function experimentFilter(filter: string | undefined): (e: ExperimentRow) => boo
         case 'IN':
           return v !== undefined && (want as string[]).includes(v);
         case 'NOT IN':
-          return v === undefined || !(want as string[]).includes(v);
+          return v !== undefined && !(want as string[]).includes(v);
         default:
           return false;
       }
