@@ -69,6 +69,8 @@ export class PointLimiter {
   private readonly levels = new Map<string, BucketLevel>();
   /** Runs' projects, looked up once a minute at most: a write asks for it twice (refuseOver, drawFor). */
   private readonly projects = new Map<string, { project: string | null; at: number }>();
+  /** Each run's last batch refused once counted (refuseOver): the run's bucket's need for it, and its body's bytes. */
+  private readonly refused = new Map<string, { need: number; bytes: number }>();
 
   constructor(
     readonly rules: PointLimitRules,
@@ -117,13 +119,19 @@ export class PointLimiter {
 
   /**
    * Before the body is read: a run whose bucket is empty (in debt after a large batch, or drained)
-   * is refused at once, so a writer that ignores Retry-After costs the API no parsing.
+   * is refused at once, so a writer that ignores Retry-After costs the API no parsing. So is a
+   * body at least as large (`bytes`, its Content-Length) as the run's last refused batch while
+   * the run's bucket still holds less than that batch needed: a writer sending the same batch
+   * again without waiting. Such a body could hold fewer points (longer keys) and fit: it is
+   * refused with the same Retry-After, nothing of it stored, and taken when sent again after it.
    */
-  refuseEarly(p: Principal | null | undefined, runId: string, reply: FastifyReply): void {
+  refuseEarly(p: Principal | null | undefined, runId: string, reply: FastifyReply, bytes = 0): void {
     if (!limited(p) || !this.rules.run) return;
     const b = this.bucketsOf(runId, null)[0];
     const l = this.level(b, this.now());
     if (l.tokens < 1) this.refuse(reply, this.refusal(b, 0, waitMs(l.tokens, 1, b.rule), true));
+    const last = this.refused.get(runId);
+    if (last && bytes >= last.bytes && l.tokens < last.need) this.refuse(reply, this.refusal(b, 0, waitMs(l.tokens, last.need, b.rule), true));
   }
 
   /**
@@ -164,7 +172,7 @@ export class PointLimiter {
    * `replayed` is asked only of a batch about to be refused: a replay of a stored batch (its
    * Idempotency-Key) goes on, to be answered as one, taking nothing.
    */
-  async refuseOver(p: Principal | null | undefined, runId: string, n: number, reply: FastifyReply, replayed: () => Promise<boolean>): Promise<void> {
+  async refuseOver(p: Principal | null | undefined, runId: string, n: number, reply: FastifyReply, replayed: () => Promise<boolean>, bytes = 0): Promise<void> {
     if (!limited(p) || (!this.rules.run && !this.rules.project) || n <= 0) return;
     const project = await this.projectOf(runId);
     if (project === undefined) return;
@@ -172,6 +180,11 @@ export class PointLimiter {
     const now = this.now();
     const levels = buckets.map((b) => this.level(b, now));
     if (buckets.every((b, i) => levels[i].tokens >= needOf(n, b.rule)) || (await replayed())) return;
+    // Remembered for refuseEarly: the same batch sent again before the run's bucket holds it is refused unread.
+    if (this.rules.run && bytes > 0) {
+      if (this.refused.size >= PRUNE_AT) this.refused.clear();
+      this.refused.set(runId, { need: needOf(n, this.rules.run), bytes });
+    }
     this.refuseIfShort(buckets, buckets.map((b) => this.level(b, this.now())), n, reply);
   }
 
@@ -181,6 +194,7 @@ export class PointLimiter {
     const levels = buckets.map((b) => this.level(b, now));
     this.refuseIfShort(buckets, levels, n, reply);
     buckets.forEach((b, i) => this.levels.set(b.key, { tokens: levels[i].tokens - n, at: now }));
+    for (const b of buckets) if (b.key.startsWith('run:')) this.refused.delete(b.key.slice(4));
     this.prune(now);
     let given = false;
     return {

@@ -110,6 +110,15 @@ describe('per-run and per-project limits on metric points', () => {
     expect(refused.statusCode, refused.body).toBe(429);
     expect(refused.json().message).toContain('this batch of 500 points was not stored');
     expect(await stored(r)).toBe(900);
+    // Sent again at once, a body as large is refused unread: the same bytes of garbage get 429, not a parse's 400.
+    const bytes = Buffer.byteLength(JSON.stringify(bad));
+    const garbage = await app.inject({ method: 'POST', url: `/api/v1/runs/${r}/metrics`, headers: { authorization: `Bearer ${tok.a}`, 'content-type': 'application/json' }, payload: '{'.padEnd(bytes, ' ') });
+    expect(garbage.statusCode, garbage.body).toBe(429);
+    expect(garbage.json().message).toContain('this batch was not stored');
+    // A smaller body is read and judged: 100 points fit the 200 the bucket holds.
+    expect((await post(tok.a, r, 100, 5000)).statusCode).toBe(200);
+    clock += 5000; // refilled past the refused batch's need: the same bytes are read again
+    expect((await call(tok.a, 'POST', `/api/v1/runs/${r}/metrics`, batch(500, 6000))).statusCode).toBe(200);
   });
 
   it('MLflow log-batch counts against the same buckets, and a refused request stores neither its metrics nor its params', async () => {

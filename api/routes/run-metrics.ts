@@ -35,7 +35,7 @@ export const runMetricRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, d
         response: { 200: MetricsWritten, ...NotFound },
       },
       // A run whose bucket is empty is refused before its body is read (api/point-limits.ts).
-      onRequest: async (req, reply) => deps.pointLimiter?.refuseEarly(req.principal, (req.params as { id: string }).id, reply),
+      onRequest: async (req, reply) => deps.pointLimiter?.refuseEarly(req.principal, (req.params as { id: string }).id, reply, Number(req.headers['content-length'] ?? 0) || 0),
       schemaErrorFormatter: (errors, dataVar) =>
         new Error(errors[0]?.keyword === 'minItems' && errors[0].instancePath === '/points' ? EMPTY_BATCH : formatSchemaErrors(errors, dataVar)),
       // The schema states every per-point rule; a refused point is named in the handler's words
@@ -46,7 +46,7 @@ export const runMetricRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, d
         // A batch over the limits is refused before its points are checked or a transaction opened.
         const runId = (req.params as { id: string }).id;
         const key = req.headers['idempotency-key'];
-        await deps.pointLimiter?.refuseOver(req.principal, runId, points.length, reply, async () => typeof key === 'string' && (await batchClaimed(db, runId, key)));
+        await deps.pointLimiter?.refuseOver(req.principal, runId, points.length, reply, async () => typeof key === 'string' && (await batchClaimed(db, runId, key)), Number(req.headers['content-length'] ?? 0) || 0);
         const goodKeys = new Set<string>();
         for (const [i, p] of points.entries()) {
           if (p === null || typeof p !== 'object' || Array.isArray(p)) continue;
