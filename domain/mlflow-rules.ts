@@ -72,3 +72,38 @@ export function wrongTypeMessage(param: string, value: unknown): string {
 
 /** MLflow's message for a missing required field (the server's request check). */
 export const missingMessage = (param: string) => `Missing value for required parameter '${param}'. See the API docs for more information about request parameters.`;
+
+/** Python's urllib.parse.unquote_plus: `+` is a space, `%XX` runs are UTF-8 bytes (bad ones U+FFFD), a stray `%` stays. */
+function unquotePlus(s: string): string {
+  return s.replace(/\+/g, ' ').replace(/(?:%[0-9a-fA-F]{2})+/g, (run) => Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'));
+}
+
+/** The path of a URI as Python's urllib.parse.urlparse reads it: after the scheme and `//netloc`, before `?`, `#` and a last segment's `;params`. */
+function uriPath(uri: string): string {
+  let rest = uri.replace(/[\t\r\n]/g, '');
+  const scheme = /^([a-zA-Z][a-zA-Z0-9+.-]*):/.exec(rest);
+  if (scheme) rest = rest.slice(scheme[0].length);
+  if (rest.startsWith('//')) rest = rest.slice(2).replace(/^[^/?#]*/, '');
+  rest = rest.replace(/[?#].*$/s, '');
+  const usesParams = !scheme || ['ftp', 'hdl', 'prospero', 'http', 'imap', 'https', 'shttp', 'rtsp', 'rtspu', 'sip', 'sips', 'mms', 'sftp', 'tel'].includes(scheme[1].toLowerCase());
+  if (usesParams) rest = rest.replace(/;[^/]*$/, '');
+  return rest;
+}
+
+/**
+ * MLflow's check of a model version source that is not a local path (its server's
+ * _validate_non_local_source_contains_relative_paths): unquoted until it stops changing, the
+ * source may have no `..` segment and no NUL, and its path, its slashes collapsed, must be an
+ * absolute path that is already normal (no `.` segment). MLflow resolves it against the server's
+ * disk; this is the same test without the disk (symbolic links aside). Null when the source passes.
+ */
+export function relativeSourceProblem(source: string): string | null {
+  const message = `Invalid model version source: '${source}'. If supplying a source as an http, https, local file path, ftp, objectstore, or mlflow-artifacts uri, an absolute path must be provided without relative path references present. Please provide an absolute path.`;
+  let s = source;
+  for (let u = unquotePlus(s); u !== s; u = unquotePlus(s)) s = u;
+  const path = uriPath(s).replace(/\/+$/, '').replace(/\/+/g, '/');
+  if (path.includes('\0') || s.split('/').includes('..')) return message;
+  // pathlib's resolve() of a relative path is under the server's working directory, never itself.
+  if (!path.startsWith('/') || posixNormpath(path) !== path) return message;
+  return null;
+}

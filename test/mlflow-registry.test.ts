@@ -114,4 +114,15 @@ print(json.dumps({
     expect(body.registered_model.tags ?? []).toEqual([]);
     expect(body.registered_model.latest_versions ?? []).toEqual([]);
   }, 120_000);
+
+  it("refuses a version source with relative path references in MLflow's words, and stores none", async () => {
+    await api('POST', '/mlflow/api/2.0/mlflow/registered-models/create', { name: 'paths/model' });
+    const source = 'mlflow-artifacts://host:9000/models/..%2f..%2fartifacts';
+    const r = await api<{ error_code: string; message: string }>('POST', '/mlflow/api/2.0/mlflow/model-versions/create', { name: 'paths/model', source });
+    expect(r.status).toBe(400);
+    expect(r.body).toEqual({ error_code: 'INVALID_PARAMETER_VALUE', message: expect.stringContaining(`Invalid model version source: '${source}'. If supplying a source as an http, https,`) });
+    expect((await api('POST', '/mlflow/api/2.0/mlflow/model-versions/create', { name: 'paths/model', source: 's3://bucket/models/artifact/..../' })).status).toBe(200);
+    const { body } = await api<{ model_versions?: { source: string }[] }>('GET', "/mlflow/api/2.0/mlflow/model-versions/search?filter=name%3D'paths%2Fmodel'");
+    expect((body.model_versions ?? []).map((v) => v.source)).toEqual(['s3://bucket/models/artifact/..../']);
+  });
 });

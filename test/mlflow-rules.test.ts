@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { MLFLOW_POINT_RULES, mlflowNameProblem, posixNormpath, wrongTypeMessage } from '../domain/mlflow-rules.ts';
+import { MLFLOW_POINT_RULES, mlflowNameProblem, posixNormpath, relativeSourceProblem, wrongTypeMessage } from '../domain/mlflow-rules.ts';
 import { parseBatch, pointProblem } from '../domain/metrics.ts';
 
 describe("MLflow's name and value rules (domain/mlflow-rules.ts)", () => {
@@ -28,5 +28,24 @@ describe("MLflow's name and value rules (domain/mlflow-rules.ts)", () => {
     expect(wrongTypeMessage('artifact_location', 5)).toBe("Invalid value 5 for parameter 'artifact_location' supplied:  Hint: Value was of type 'int'. See the API docs for more information about request parameters.");
     expect(wrongTypeMessage('x', { b: 1, a: [true] })).toContain('Invalid value {"a":[true],"b":1}');
     expect(wrongTypeMessage('x', 1.5)).toContain("of type 'float'");
+  });
+
+  it("refuses a model version source with relative path references, as MLflow's server does (its cases)", () => {
+    const ok = ['mlflow-artifacts:/models', 'mlflow-artifacts:/models/', 'mlflow-artifacts:/models///', 'mlflow-artifacts:/models/foo///bar', 'mlflow-artifacts://host:9000/models', 'mlflow-artifacts://host:9000/models/artifact/..../', 'runs:/abc/model', 'models:/m-123', 's3://bucket/m', 'mlflow-artifacts:/1/models/m-1/artifacts', 'http://h/a;x/b', 'http://h/a/b;..'];
+    for (const s of ok) expect(relativeSourceProblem(s), s).toBeNull();
+    const bad = [
+      'mlflow-artifacts://host:9000/models/../../../',
+      'http://host:9000/models/../../../',
+      'https://host/api/2.0/mlflow-artifacts/artifacts/../../../',
+      's3a://my_bucket/api/2.0/mlflow-artifacts/artifacts/../../../',
+      'ftp://host:8888/api/2.0/mlflow-artifacts/artifacts/../../../',
+      'mlflow-artifacts://host:9000/models/..%2f..%2fartifacts',
+      'mlflow-artifacts://host:9000/models/%252e%252e/x',
+      'mlflow-artifacts://host:9000/models/artifact%00',
+      'dbfs:/run/artifacts/a%3f/../../../../',
+      's3://bucket/a/./b',
+      's3://bucket',
+    ];
+    for (const s of bad) expect(relativeSourceProblem(s), s).toBe(`Invalid model version source: '${s}'. If supplying a source as an http, https, local file path, ftp, objectstore, or mlflow-artifacts uri, an absolute path must be provided without relative path references present. Please provide an absolute path.`);
   });
 });

@@ -9,6 +9,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { archiveStage, deleteVersion, getVersion, insertVersion, updateVersion, versionsOf, type ModelRow } from '../../db/queries/registry.ts';
 import type { ModelVersion } from '../../db/schema.ts';
+import { relativeSourceProblem } from '../../domain/mlflow-rules.ts';
 import { matchesRegistryFilter } from '../../domain/registry-filter.ts';
 import { fieldsOf, invalid, list, MlflowError, pageOf, text, type Caller } from './context.ts';
 import { tagsOf } from './experiments.ts';
@@ -51,6 +52,9 @@ export function modelVersionRoutes(app: FastifyInstance, reg: Registry): void {
     const m = await reg.model(c, text(f, 'name', true), true);
     const source = text(f, 'source', true);
     const s = sourceOf(source);
+    // MLflow's own check, in its words: no `..` (escaped or not), no NUL, an absolute normal path.
+    const relative = relativeSourceProblem(source);
+    if (relative) throw invalid(relative);
     const runId = text(f, 'run_id') ?? s.runId;
     // A version may name only runs its maker may read (their artifacts are read with the run's checks anyway).
     if (runId) await reachRun(db, c, runId, false);
