@@ -125,4 +125,24 @@ print(json.dumps({
     const { body } = await api<{ model_versions?: { source: string }[] }>('GET', "/mlflow/api/2.0/mlflow/model-versions/search?filter=name%3D'paths%2Fmodel'");
     expect((body.model_versions ?? []).map((v) => v.source)).toEqual(['s3://bucket/models/artifact/..../']);
   });
+
+  it("makes a version from a logged model's artifact location, as MLflow does: the model's id is kept and the model lists its versions", async () => {
+    await api('POST', '/mlflow/api/2.0/mlflow/registered-models/create', { name: 'fromlogged/model' });
+    const { body: exp } = await api<{ experiment_id: string }>('POST', '/mlflow/api/2.0/mlflow/experiments/create', { name: 'fromlogged/exp' });
+    type Logged = { model: { info: { model_id: string; artifact_uri: string; tags?: { key: string; value: string }[] } } };
+    const { body: logged } = await api<Logged>('POST', '/mlflow/api/2.0/mlflow/logged-models', { experiment_id: exp.experiment_id });
+    const { model_id: id, artifact_uri: source } = logged.model.info;
+    for (const version of ['1', '2']) {
+      const r = await api<{ model_version: { version: string; source: string; model_id?: string } }>('POST', '/mlflow/api/2.0/mlflow/model-versions/create', { name: 'fromlogged/model', source, model_id: id });
+      expect(r.status).toBe(200);
+      expect(r.body.model_version).toMatchObject({ version, source, model_id: id });
+    }
+    const { body: after } = await api<Logged>('GET', `/mlflow/api/2.0/mlflow/logged-models/${id}`);
+    expect(after.model.info.tags).toContainEqual({ key: 'mlflow.modelVersions', value: '[{"name": "fromlogged/model", "version": 1}, {"name": "fromlogged/model", "version": 2}]' });
+    // Another model's id with this model's files is refused in MLflow's words.
+    const { body: other } = await api<Logged>('POST', '/mlflow/api/2.0/mlflow/logged-models', { experiment_id: exp.experiment_id });
+    const bad = await api<{ message: string }>('POST', '/mlflow/api/2.0/mlflow/model-versions/create', { name: 'fromlogged/model', source, model_id: other.model.info.model_id });
+    expect(bad.status).toBe(400);
+    expect(bad.body.message).toBe(`Invalid model version source: '${source}'. The model_id request parameter must identify the resource that contains the source.`);
+  });
 });

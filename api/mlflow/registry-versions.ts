@@ -7,6 +7,7 @@
  * checkpoint, its path on the node that wrote it.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { lockLoggedModel, updateLoggedModel } from '../../db/queries/mlflow-models.ts';
 import { archiveStage, deleteVersion, getVersion, insertVersion, updateVersion, versionsOf, type ModelRow } from '../../db/queries/registry.ts';
 import type { ModelVersion } from '../../db/schema.ts';
 import { relativeSourceProblem } from '../../domain/mlflow-rules.ts';
@@ -14,17 +15,20 @@ import { matchesRegistryFilter } from '../../domain/registry-filter.ts';
 import { fieldsOf, invalid, list, MlflowError, pageOf, text, type Caller } from './context.ts';
 import { tagsOf } from './experiments.ts';
 import { filterOf, orderOf, type Registry } from './registry.ts';
-import { modelName, stageOf, versionJson, versionNumber, versionTags } from './registry-wire.ts';
+import { MODEL_VERSIONS_TAG, modelName, stageOf, versionJson, versionNumber, versionTags, withModelVersion } from './registry-wire.ts';
+import { reachModel } from './models.ts';
 import { reachRun } from './runs.ts';
 import { artifactUri, mlflowExperimentId, pageToken } from './wire.ts';
 import { API } from './experiments.ts';
 
 const noVersion = (name: string, version: unknown) => new MlflowError('RESOURCE_DOES_NOT_EXIST', `Model Version (name=${name}, version=${String(version)}) not found`);
 
-/** What a source names: a run (`runs:/<run>/<path>`, `mlflow-artifacts:/<exp>/<run>/artifacts/…`) or a logged model (`models:/<id>`). */
+/** What a source names: a run (`runs:/<run>/<path>`, `mlflow-artifacts:/<exp>/<run>/artifacts/…`) or a logged model (`models:/<id>`, `mlflow-artifacts:/<exp>/models/<id>/artifacts/…`). */
 export function sourceOf(source: string): { runId?: string; path?: string; loggedModelId?: string } {
   let m = /^runs:\/\/?([^/]+)(?:\/(.*))?$/.exec(source);
   if (m) return { runId: m[1], path: m[2] ?? '' };
+  m = /^mlflow-artifacts:\/\/?(?:[^/]*\/)?[^/]+\/models\/([^/]+)\/artifacts(?:\/.*)?$/.exec(source);
+  if (m) return { loggedModelId: m[1] };
   m = /^mlflow-artifacts:\/\/?(?:[^/]*\/)?[^/]+\/([^/]+)\/artifacts(?:\/.*)?$/.exec(source);
   if (m) return { runId: m[1] };
   m = /^models:\/([^/@]+)$/.exec(source);
@@ -56,19 +60,27 @@ export function modelVersionRoutes(app: FastifyInstance, reg: Registry): void {
     const relative = relativeSourceProblem(source);
     if (relative) throw invalid(relative);
     const runId = text(f, 'run_id') ?? s.runId;
-    // A version may name only runs its maker may read (their artifacts are read with the run's checks anyway).
+    const modelId = text(f, 'model_id') ?? s.loggedModelId;
+    // A source in a logged model's files is that model's (MLflow: "within the model's artifact location").
+    if (s.loggedModelId && modelId !== s.loggedModelId) throw invalid(`Invalid model version source: '${source}'. The model_id request parameter must identify the resource that contains the source.`);
+    // A version may name only runs and models its maker may read (their artifacts are read with their checks anyway).
     if (runId) await reachRun(db, c, runId, false);
-    const v = await db.transaction((tx) =>
-      insertVersion(tx, m.id, {
+    if (modelId) await reachModel(db, c, modelId, false);
+    const v = await db.transaction(async (tx) => {
+      const made = await insertVersion(tx, m.id, {
         source,
         runId,
         runLink: text(f, 'run_link') ?? null,
-        loggedModelId: text(f, 'model_id') ?? s.loggedModelId ?? null,
+        loggedModelId: modelId ?? null,
         description: text(f, 'description') ?? null,
         tags: tagsOf(list(f, 'tags')),
         userId: c.principal && 'name' in c.principal ? c.principal.name : null,
-      }),
-    );
+      });
+      // As MLflow's server does, the logged model lists the versions made from it.
+      const logged = modelId ? await lockLoggedModel(tx, modelId) : undefined;
+      if (modelId && logged) await updateLoggedModel(tx, modelId, { tags: { ...logged.tags, [MODEL_VERSIONS_TAG]: withModelVersion(logged.tags[MODEL_VERSIONS_TAG], modelName(m), made.version) } });
+      return made;
+    });
     return answer(m, v.version);
   });
 

@@ -116,3 +116,25 @@ export function modelJson(m: ModelRow, versions: readonly ModelVersion[]) {
     aliases: Object.entries(m.aliases).map(([alias, version]) => ({ alias, version: String(version) })),
   };
 }
+
+/** A value as Python's json.dumps writes it by default (`, ` and `: `, non-ASCII escaped), as MLflow stores its JSON tags. */
+function pyDumps(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(pyDumps).join(', ')}]`;
+  if (v !== null && typeof v === 'object') return `{${Object.entries(v).map(([k, x]) => `${pyDumps(k)}: ${pyDumps(x)}`).join(', ')}}`;
+  return (JSON.stringify(v) ?? 'null').replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** The tag MLflow keeps on a logged model for the versions made from it. */
+export const MODEL_VERSIONS_TAG = 'mlflow.modelVersions';
+
+/** A logged model's `mlflow.modelVersions` tag with one more version, as MLflow's store writes it: `[{"name": "m", "version": 1}]`. */
+export function withModelVersion(tag: string | undefined, name: string, version: number): string {
+  let list: unknown[] = [];
+  try {
+    const parsed: unknown = tag === undefined ? [] : JSON.parse(tag);
+    if (Array.isArray(parsed)) list = parsed;
+  } catch {
+    // A tag that is not JSON (set by hand) is replaced, not appended to.
+  }
+  return pyDumps([...list, { name, version }]);
+}
