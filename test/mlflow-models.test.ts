@@ -205,6 +205,31 @@ print(json.dumps(out))`;
     expect(missing.body.message).toBe("Missing value for required parameter 'experiment_id'. See the API docs for more information about request parameters.");
   });
 
+  it("words a wrong or missing field as MLflow's server does (run_id, not run_uuid; a key or value of the wrong type; a list that is not one)", async () => {
+    const { body: created } = await api<{ run: { info: { run_id: string } } }>('POST', '/mlflow/api/2.0/mlflow/runs/create', { experiment_id: '0' });
+    const run = created.run.info.run_id;
+    const hint = (param: string, value: string, type: string) => `Invalid value ${value} for parameter '${param}' supplied:  Hint: Value was of type '${type}'. See the API docs for more information about request parameters.`;
+    const cases: [string, Record<string, unknown>, string][] = [
+      ['runs/log-inputs', { datasets: [] }, "Missing value for required parameter 'run_id'. See the API docs for more information about request parameters."],
+      ['runs/log-metric', { run_id: run, key: 31, value: 41, timestamp: 59, step: 26 }, hint('key', '31', 'int')],
+      ['runs/log-parameter', { run_id: run, key: 31, value: 41 }, hint('key', '31', 'int')],
+      ['runs/log-parameter', { run_id: run, key: 'p', value: 41 }, hint('value', '41', 'int')],
+      ['runs/set-tag', { run_id: run, key: 'param', value: 41 }, hint('value', '41', 'int')],
+      ['runs/log-batch', { run_id: run, metrics: 'foo' }, hint('metrics', '"foo"', 'str')],
+      ['runs/log-batch', { run_id: run, params: 'foo' }, hint('params', '"foo"', 'str')],
+      ['runs/log-batch', { run_id: run, tags: 'foo' }, hint('tags', '"foo"', 'str')],
+      ['runs/log-batch', { run_id: run, metrics: [{ key: 'mae', value: 2.5 }] }, "Missing value for required parameter 'metrics[0].timestamp'. See the API docs for more information about request parameters."],
+      ['experiments/create', { name: 'words/x', tags: '5' }, hint('tags', '"5"', 'str')],
+    ];
+    for (const [path, payload, message] of cases) {
+      const r = await api<{ error_code: string; message: string }>('POST', `/mlflow/api/2.0/mlflow/${path}`, payload);
+      expect(r.body, `${path} ${JSON.stringify(payload)}`).toEqual({ error_code: 'INVALID_PARAMETER_VALUE', message });
+    }
+    // The old name still works; a batch metric with its timestamp and no step is taken.
+    expect((await api('POST', '/mlflow/api/2.0/mlflow/runs/set-tag', { run_uuid: run, key: 'k', value: 'v' })).status).toBe(200);
+    expect((await api('POST', '/mlflow/api/2.0/mlflow/runs/log-batch', { run_id: run, metrics: [{ key: 'mae', value: 2.5, timestamp: 123456789 }] })).status).toBe(200);
+  });
+
   it("tag.key != 'value' and NOT IN match only experiments that have the tag, as MLflow's SQL store does", async () => {
     for (const [name, tags] of [['tagsearch/has-value', [{ key: 'k', value: 'value' }]], ['tagsearch/has-other', [{ key: 'k', value: 'other' }]], ['tagsearch/none', []]] as const) {
       expect((await api('POST', '/mlflow/api/2.0/mlflow/experiments/create', { name, tags })).status).toBe(200);

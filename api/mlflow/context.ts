@@ -11,7 +11,7 @@ import { describe, type Principal } from '../auth/principal.ts';
 import type { TokenResolver } from '../auth/token-resolver.ts';
 import { allows, principalOf } from '../auth/auth.ts';
 import { offsetOf } from './wire.ts';
-import { wrongTypeMessage } from '../../domain/mlflow-rules.ts';
+import { missingMessage, wrongTypeMessage } from '../../domain/mlflow-rules.ts';
 
 export type MlflowCode =
   | 'INVALID_PARAMETER_VALUE'
@@ -69,6 +69,21 @@ export function text(f: Record<string, unknown>, name: string, required = false)
     return undefined;
   }
   if (typeof v !== 'string') throw invalid(wrongTypeMessage(name, v));
+  return v;
+}
+
+/** A run's id: `run_id`, or `run_uuid`, its old name; when neither is there, MLflow's message names `run_id`. */
+export function runIdOf(f: Record<string, unknown>): string {
+  const id = text(f, 'run_id') ?? text(f, 'run_uuid');
+  if (id === undefined) throw invalid(missingMessage('run_id'));
+  return id;
+}
+
+/** A repeated field of a JSON body: a list, or MLflow's wrong-type message (`"metrics": "foo"`). */
+export function array(f: Record<string, unknown>, name: string): unknown[] {
+  const v = f[name];
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw invalid(wrongTypeMessage(name, v));
   return v;
 }
 

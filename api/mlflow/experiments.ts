@@ -4,8 +4,9 @@ import type { Db } from '../../db/client.ts';
 import { deleteExperimentTag, experimentById, experimentByNames, listExperiments, updateExperiment, type ExperimentRow, type ViewType } from '../../db/queries/mlflow.ts';
 import { ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { getRun } from '../../db/queries/runs.ts';
+import { wrongTypeMessage } from '../../domain/mlflow-rules.ts';
 import { parseSearchFilter, SearchSyntaxError, type SearchClause } from '../../domain/mlflow-search.ts';
-import { fieldsOf, invalid, list, pageOf, mayTouch, MlflowError, mustTouch, text, type Caller, type MlflowAuth } from './context.ts';
+import { array, fieldsOf, invalid, pageOf, mayTouch, MlflowError, mustTouch, text, type Caller, type MlflowAuth } from './context.ts';
 import { DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT, experimentJson, mlflowName, namesOf, pageToken } from './wire.ts';
 
 export const API = '/api/2.0/mlflow';
@@ -105,7 +106,7 @@ export function experimentRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth)
     text(f, 'artifact_location');
     const n = checkedName(name);
     if (c.principal?.kind === 'run' || !mayTouch(c, n.project, true)) throw new MlflowError('PERMISSION_DENIED', `this token may not create experiments in project "${n.project}"`);
-    const tags = tagsOf(list(f, 'tags'));
+    const tags = tagsOf(array(f, 'tags'));
     const id = await db.transaction(async (tx) => {
       const projectId = await ensureProject(tx, n.project);
       const existing = await experimentByNames(tx, n.project, n.experiment);
@@ -211,10 +212,11 @@ export function tagsOf(entries: unknown[]): Record<string, string> {
   for (const t of entries) {
     if (!t || typeof t !== 'object') throw invalid('a tag must be an object {"key": …, "value": …}');
     const { key, value } = t as { key?: unknown; value?: unknown };
-    if (typeof key !== 'string' || key === '') throw invalid('Missing value for required parameter \'key\'');
+    if (key === undefined || key === null || key === '') throw invalid("Missing value for required parameter 'key'");
+    if (typeof key !== 'string') throw invalid(wrongTypeMessage('key', key));
     if (key.length > 250) throw invalid(`Tag key '${key.slice(0, 40)}…' had length ${key.length}, which exceeded length limit of 250`);
     const v = value === undefined || value === null ? '' : value;
-    if (typeof v !== 'string') throw invalid(`Invalid value ${JSON.stringify(v)} for tag '${key}': it must be a string`);
+    if (typeof v !== 'string') throw invalid(wrongTypeMessage('value', v));
     if (v.length > 8000) throw invalid(`Tag value for key '${key}' had length ${v.length}, which exceeded length limit of 8000`);
     out[key] = v;
   }

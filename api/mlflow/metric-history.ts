@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import { rawPoints } from '../../db/queries/metrics.ts';
 import { encodeValue } from '../../domain/metrics.ts';
-import { fieldsOf, int, invalid, list, text, type Caller, type MlflowAuth } from './context.ts';
+import { fieldsOf, int, invalid, list, runIdOf, text, type Caller, type MlflowAuth } from './context.ts';
 import { API } from './experiments.ts';
 import { reachRun } from './runs.ts';
 import { offsetOf, pageToken } from './wire.ts';
@@ -20,7 +20,7 @@ export function metricHistoryRoutes(app: FastifyInstance, db: Db, auth: MlflowAu
   app.get(`${API}/metrics/get-history`, async (req) => {
     const c = await auth.caller(req);
     const f = fieldsOf(req);
-    const id = text(f, 'run_id') ?? text(f, 'run_uuid', true);
+    const id = runIdOf(f);
     const key = text(f, 'metric_key', true);
     await reach(c, id, false);
     const max = int(f, 'max_results') ?? HISTORY_PAGE;

@@ -5,7 +5,7 @@
  */
 import type { LockedRun } from '../../db/queries/mlflow.ts';
 import { decodeValue, pointProblem, type WirePoint } from '../../domain/metrics.ts';
-import { MLFLOW_POINT_RULES, mlflowNameProblem } from '../../domain/mlflow-rules.ts';
+import { MLFLOW_POINT_RULES, mlflowNameProblem, wrongTypeMessage } from '../../domain/mlflow-rules.ts';
 import { int, invalid } from './context.ts';
 
 /** MLflow's limits on one log-batch request (mlflow/utils/validation.py). */
@@ -26,7 +26,8 @@ export function pointOf(m: unknown, i: number): WirePoint {
   if (!m || typeof m !== 'object') throw invalid(`metrics[${i}] must be an object {"key", "value", "timestamp", "step"}`);
   const e = m as Record<string, unknown>;
   const key = e.key;
-  if (typeof key !== 'string' || key === '') throw invalid(`Missing value for required parameter 'key' in metrics[${i}]`);
+  if (key === undefined || key === null || key === '') throw invalid(`Missing value for required parameter 'key' in metrics[${i}]`);
+  if (typeof key !== 'string') throw invalid(wrongTypeMessage('key', key));
   const nameProblem = mlflowNameProblem(key);
   if (nameProblem) throw invalid(`Invalid value ${JSON.stringify(key)} for parameter 'metrics[${i}].name' supplied: ${nameProblem}`);
   const raw = e.value;
@@ -46,10 +47,11 @@ export function paramsOf(entries: unknown[]): Record<string, string> {
   for (const p of entries) {
     if (!p || typeof p !== 'object') throw invalid('a param must be an object {"key": …, "value": …}');
     const { key, value } = p as { key?: unknown; value?: unknown };
-    if (typeof key !== 'string' || key === '') throw invalid("Missing value for required parameter 'key'");
+    if (key === undefined || key === null || key === '') throw invalid("Missing value for required parameter 'key'");
+    if (typeof key !== 'string') throw invalid(wrongTypeMessage('key', key));
     if (key.length > MAX_KEY) throw invalid(`Param key '${key.slice(0, 40)}…' had length ${key.length}, which exceeded length limit of ${MAX_KEY}`);
     const v = value === undefined || value === null ? '' : value;
-    if (typeof v !== 'string') throw invalid(`Invalid value ${JSON.stringify(v)} for param '${key}': it must be a string`);
+    if (typeof v !== 'string') throw invalid(wrongTypeMessage('value', v));
     if (v.length > MAX_PARAM_VALUE) throw invalid(`Param value '${v.slice(0, 40)}…' had length ${v.length}, which exceeded length limit of ${MAX_PARAM_VALUE}`);
     if (key in out && out[key] !== v) throw invalid(`Duplicate parameter keys have been submitted: ['${key}']. Please ensure the request contains only one param value per param key.`);
     out[key] = v;

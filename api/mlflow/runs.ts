@@ -15,10 +15,11 @@ import { runInputsOf } from '../../db/queries/mlflow-models.ts';
 import { recordModelMetrics } from './models.ts';
 import { addEvent, endRun, getRun, getRuns, insertRun, touchRun, type RunWithNames } from '../../db/queries/runs.ts';
 import { parseOrderBy, parseSearchFilter, SearchSyntaxError } from '../../domain/mlflow-search.ts';
-import { fieldsOf, int, invalid, list, pageOf, mayTouch, MlflowError, text, type Caller, type MlflowAuth } from './context.ts';
+import { array, fieldsOf, int, invalid, list, pageOf, mayTouch, MlflowError, runIdOf, text, type Caller, type MlflowAuth } from './context.ts';
 import { API, experimentOfId, tagsOf, viewType } from './experiments.ts';
 import { DEFAULT_EXPERIMENT_ID, pageToken, runInfoJson, runJson, STATUS_FROM_MLFLOW } from './wire.ts';
 import { applyTags, checkLimits, paramsOf, pointOf, randomName } from './run-fields.ts';
+import { missingMessage } from '../../domain/mlflow-rules.ts';
 import { noRun, notActive, RunWriter } from './run-writer.ts';
 
 /** The run a request names, if the caller may reach it (a run token only its own); `write` also needs a member's role. */
@@ -39,7 +40,7 @@ export async function reachRun(db: Db, c: Caller, id: string, write: boolean): P
 export async function writeTargetOf(db: Db, auth: MlflowAuth, req: FastifyRequest): Promise<{ c: Caller; f: Record<string, unknown>; id: string }> {
   const c = await auth.caller(req);
   const f = fieldsOf(req);
-  const id = text(f, 'run_id') ?? text(f, 'run_uuid', true);
+  const id = runIdOf(f);
   const p = c.principal;
   if (p?.kind === 'run') {
     if (p.runId !== id) throw noRun(id);
@@ -71,7 +72,7 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
     if (c.principal?.kind === 'run') throw new MlflowError('PERMISSION_DENIED', `a job's run token logs into its own run (MLFLOW_RUN_ID=${c.principal.runId}); it does not create runs`);
     if (!mayTouch(c, e.projectName, true)) throw new MlflowError('PERMISSION_DENIED', `this token may only read project "${e.projectName}"`);
     if (e.deletedAt) throw invalid(`The experiment ${expId} must be in the 'active' state. Current state is deleted.`);
-    const tags = tagsOf(list(f, 'tags'));
+    const tags = tagsOf(array(f, 'tags'));
     const start = int(f, 'start_time');
     const user = text(f, 'user_id');
     const split = applyTags({ params: {}, tags: {}, systemTags: user ? { 'mlflow.user': user } : {}, name: text(f, 'run_name') ?? null, deleted: false }, tags);
@@ -96,14 +97,14 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
   app.get(`${API}/runs/get`, async (req) => {
     const c = await auth.caller(req);
     const f = fieldsOf(req);
-    const id = text(f, 'run_id') ?? text(f, 'run_uuid', true);
+    const id = runIdOf(f);
     return { run: await fullRun(await reach(c, id, false)) };
   });
 
   app.post(`${API}/runs/update`, async (req) => {
     const c = await auth.caller(req);
     const f = fieldsOf(req);
-    const id = text(f, 'run_id') ?? text(f, 'run_uuid', true);
+    const id = runIdOf(f);
     const run = await reach(c, id, true);
     if (run.deletedAt) throw notActive(id);
     const status = text(f, 'status');
@@ -185,10 +186,15 @@ export function runRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, planeM
 
   app.post(`${API}/runs/log-batch`, async (req, reply) => {
     const { c, f, id } = await writeTarget(req);
-    const m = list(f, 'metrics');
-    const p = list(f, 'params');
-    const t = list(f, 'tags');
+    const m = array(f, 'metrics');
+    const p = array(f, 'params');
+    const t = array(f, 'tags');
     checkLimits(m.length, p.length, t.length);
+    // MLflow's batch takes no metric without its timestamp (log-metric alone defaults it to now).
+    m.forEach((e, i) => {
+      const ts = e && typeof e === 'object' ? (e as { timestamp?: unknown }).timestamp : undefined;
+      if (e && typeof e === 'object' && (ts === undefined || ts === null || ts === '')) throw invalid(missingMessage(`metrics[${i}].timestamp`));
+    });
     await logBatch(c, reply, id, m.map(pointOf), paramsOf(p), tagsOf(t));
     await recordModelMetrics(db, id, m);
     return {};
