@@ -230,7 +230,7 @@ print(json.dumps(out))`;
     expect((await api('POST', '/mlflow/api/2.0/mlflow/runs/log-batch', { run_id: run, metrics: [{ key: 'mae', value: 2.5, timestamp: 123456789 }] })).status).toBe(200);
   });
 
-  it("tag.key != 'value' and NOT IN match only experiments that have the tag, as MLflow's SQL store does", async () => {
+  it("tag.key != 'value' and NOT IN match only experiments that have the tag, as MLflow's SQL store does; order_by orders", async () => {
     for (const [name, tags] of [['tagsearch/has-value', [{ key: 'k', value: 'value' }]], ['tagsearch/has-other', [{ key: 'k', value: 'other' }]], ['tagsearch/none', []]] as const) {
       expect((await api('POST', '/mlflow/api/2.0/mlflow/experiments/create', { name, tags })).status).toBe(200);
     }
@@ -243,6 +243,13 @@ print(json.dumps(out))`;
     expect(await names("tag.k NOT IN ('value')")).toEqual(['tagsearch/has-other']);
     expect(await names("tag.k = 'value'")).toEqual(['tagsearch/has-value']);
     expect(await names('tag.k IS NULL')).toEqual(['tagsearch/none']);
+    const ordered = async (order_by: string[]) => {
+      const r = await api<{ experiments: { name: string }[] }>('POST', '/mlflow/api/2.0/mlflow/experiments/search', { filter: "name LIKE 'tagsearch/%'", order_by });
+      return r.body.experiments.map((e) => e.name);
+    };
+    expect(await ordered(['name DESC'])).toEqual(['tagsearch/none', 'tagsearch/has-value', 'tagsearch/has-other']);
+    expect(await ordered(['attribute.name'])).toEqual(['tagsearch/has-other', 'tagsearch/has-value', 'tagsearch/none']);
+    expect((await api('POST', '/mlflow/api/2.0/mlflow/experiments/search', { order_by: ['color'] })).status).toBe(400);
   });
 });
 

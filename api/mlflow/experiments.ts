@@ -6,7 +6,7 @@ import { ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { getRun } from '../../db/queries/runs.ts';
 import { wrongTypeMessage } from '../../domain/mlflow-rules.ts';
 import { parseSearchFilter, SearchSyntaxError, type SearchClause } from '../../domain/mlflow-search.ts';
-import { array, fieldsOf, invalid, pageOf, mayTouch, MlflowError, mustTouch, text, type Caller, type MlflowAuth } from './context.ts';
+import { array, fieldsOf, invalid, list, pageOf, mayTouch, MlflowError, mustTouch, text, type Caller, type MlflowAuth } from './context.ts';
 import { DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT, experimentJson, mlflowName, namesOf, pageToken } from './wire.ts';
 
 export const API = '/api/2.0/mlflow';
@@ -87,6 +87,29 @@ function experimentFilter(filter: string | undefined): (e: ExperimentRow) => boo
   return (e) => tests.every((t) => t(e));
 }
 
+type ExperimentJson = ReturnType<typeof experimentJson>;
+const ORDER_KEYS = ['name', 'experiment_id', 'creation_time', 'last_update_time'] as const;
+
+/** MLflow's `order_by` of an experiment search (`name DESC`, `attribute.creation_time`), as a comparison; undefined keeps the listing's order (latest update first). */
+function experimentOrder(entries: unknown[]): ((a: ExperimentJson, b: ExperimentJson) => number) | undefined {
+  if (entries.length === 0) return undefined;
+  const keys = entries.map((e) => {
+    const m = /^\s*(?:(?:attr|attribute|attributes)\.)?(\w+)(?:\s+(ASC|DESC))?\s*$/i.exec(String(e));
+    const key = m?.[1] as (typeof ORDER_KEYS)[number] | undefined;
+    if (!m || !key || !ORDER_KEYS.includes(key)) throw invalid(`Invalid order_by entity '${String(e)}': experiments are ordered by ${ORDER_KEYS.join(', ')}`);
+    return { key, sign: m[2]?.toUpperCase() === 'DESC' ? -1 : 1 };
+  });
+  // Names compare as MLflow's SQL store compares them: by code unit, capitals first. Ties keep the listing's order.
+  return (a, b) => {
+    for (const { key, sign } of keys) {
+      const x = a[key];
+      const y = b[key];
+      if (x !== y) return (x < y ? -1 : 1) * sign;
+    }
+    return 0;
+  };
+}
+
 export function experimentRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth): void {
   const found = async (c: Caller, id: string, write: boolean, runExperimentId?: string | null): Promise<ExperimentRow> => {
     const e = await experimentOfId(db, id);
@@ -145,8 +168,10 @@ export function experimentRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth)
     await experimentOfId(db, DEFAULT_EXPERIMENT_ID);
     // Experiments are few: filtered here, after the lifecycle and the caller's projects.
     const all = (await listExperiments(db, { view: viewType(f.view_type), projectIds, limit: 100_000, offset: 0 })).filter(accept);
-    const page = all.slice(offset, offset + max);
-    return { experiments: page.map(experimentJson), ...(offset + max < all.length ? { next_page_token: pageToken(offset + max) } : {}) };
+    const order = experimentOrder(list(f, 'order_by'));
+    const sorted = order ? all.map(experimentJson).sort(order) : all.map(experimentJson);
+    const page = sorted.slice(offset, offset + max);
+    return { experiments: page, ...(offset + max < all.length ? { next_page_token: pageToken(offset + max) } : {}) };
   };
   app.post(`${API}/experiments/search`, search);
   app.get(`${API}/experiments/search`, search);
