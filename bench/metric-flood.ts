@@ -2,7 +2,7 @@
  * bench/metric-flood (issue 39, 4): one tenant's run token writes metric points as fast as it
  * can; how long another project's job takes from submit to RUNNING, against the same plane idle.
  *
- *   node --import tsx bench/metric-flood.ts [--samples 15 --in-flight 4 --batch 10000 --shapes off,on]
+ *   node --import tsx bench/metric-flood.ts [--samples 15 --in-flight 4 --batch 10000 --shapes off,on,on-weight-off]
  *
  * Real processes (test/support/cluster.ts): a throwaway PostgreSQL and a Temporal dev server,
  * `gpuctl control-worker`, `gpuctl api` and one `gpuctl agent` with 4 fake cards. Per shape
@@ -31,7 +31,7 @@ const { values: args } = parseArgs({
     samples: { type: 'string', default: '15' },
     'in-flight': { type: 'string', default: '4' },
     batch: { type: 'string', default: '10000' },
-    shapes: { type: 'string', default: 'off,on' },
+    shapes: { type: 'string', default: 'off,on,on-weight-off' },
   },
   strict: true,
 });
@@ -88,8 +88,16 @@ async function latencies(client: GpuplaneClient): Promise<number[]> {
 
 const summary = (xs: number[]) => `p50 ${ms(pct(xs, 50))}, p90 ${ms(pct(xs, 90))}`;
 
-async function shape(name: 'off' | 'on', services: Awaited<ReturnType<typeof startSharedServices>>): Promise<string> {
-  const env: Record<string, string> = name === 'off' ? { GPUPLANE_RUN_POINTS_PER_S: '0', GPUPLANE_PROJECT_POINTS_PER_S: '0' } : {};
+type Shape = 'off' | 'on' | 'on-weight-off';
+/** The plane of each shape: the point limits off or on (the defaults); on-weight-off also gives jobs the kernel's CPU weight, not GPUPLANE_JOB_CPU_WEIGHT's 25. */
+const SHAPES: Record<Shape, Record<string, string>> = {
+  off: { GPUPLANE_RUN_POINTS_PER_S: '0', GPUPLANE_PROJECT_POINTS_PER_S: '0' },
+  on: {},
+  'on-weight-off': { GPUPLANE_JOB_CPU_WEIGHT: 'off' },
+};
+
+async function shape(name: Shape, services: Awaited<ReturnType<typeof startSharedServices>>): Promise<string> {
+  const env = SHAPES[name];
   const c: Cluster = await startCluster(`flood-${name}`, { agents: [{ nodeId: 'f1', gpus: 4 }], env }, services);
   try {
     const quiet = new GpuplaneClient(c.apiUrl, { token: (await c.makeToken({ role: 'member', projects: ['quiet'] })).token });
@@ -119,7 +127,7 @@ async function shape(name: 'off' | 'on', services: Awaited<ReturnType<typeof sta
     await c.client.waitFor(flood.id, undefined, 60_000);
     const secs = (after.at - before.at) / 1000;
     const line =
-      `limits ${name}: submit → RUNNING of project quiet, idle ${summary(idle)}; while a run token floods ${summary(flooded)}; ` +
+      `${name === 'on-weight-off' ? 'limits on, jobs at the kernel\'s CPU weight' : `limits ${name}`}: submit → RUNNING of project quiet, idle ${summary(idle)}; while a run token floods ${summary(flooded)}; ` +
       `ratio of medians ${(pct(flooded, 50) / pct(idle, 50)).toFixed(2)}× (aim ≤ 2×); the flooder got ${Math.round((after.stored - before.stored) / secs).toLocaleString('en-US')} points/s stored ` +
       `(${after.ok - before.ok} batches taken, ${after.refused - before.refused} refused with 429, ${after.other - before.other} other, over ${secs.toFixed(1)} s)`;
     say(line);
@@ -133,7 +141,10 @@ async function main() {
   say(`bench/metric-flood: ${SAMPLES} samples a phase, ${IN_FLIGHT} POSTs of ${BATCH} points in flight; ${os.cpus().length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB`);
   const services = await startSharedServices('bench-flood');
   try {
-    for (const s of args.shapes.split(',')) await shape(s as 'off' | 'on', services);
+    for (const s of args.shapes.split(',')) {
+      if (!(s in SHAPES)) throw new Error(`--shapes: ${s} is none of ${Object.keys(SHAPES).join(', ')}`);
+      await shape(s as Shape, services);
+    }
   } finally {
     await services.stop();
   }

@@ -19,6 +19,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { DEFAULT_JOB_CPU_WEIGHT, writeJobCpuWeight } from './cgroup-cpu.ts';
 import { writeMemoryLimit } from './cgroup-memory.ts';
 
 /** What the start line says where attempts get no memory limit: a job asking for one runs all the same. */
@@ -74,6 +75,17 @@ function v1Base(controller: string, nodeId: string, files: string[], o: { mounti
   return dir && probe(dir, [...files, 'cgroup.procs']) ? dir : null;
 }
 
+/** The node's folder under the cgroup that weighs its jobs' CPU (cgroup2's where it has the cpu controller, else v1's), with the weight written; null where neither takes it. */
+function jobCpu(mount: string | null, base: string | null, nodeId: string, o: { mountinfo?: string; ownCgroup?: string }, weight: number): { base: string; written: string } | null {
+  const dir = (base && enableV2(mount!, base, 'cpu') ? base : null) ?? v1Base('cpu', nodeId, ['cpu.shares'], o);
+  try {
+    const written = dir ? writeJobCpuWeight(dir, weight) : null;
+    return dir && written ? { base: dir, written } : null;
+  } catch {
+    return null; // refused (a container's cgroup): the kernel's default weight
+  }
+}
+
 /** Makes `base` with a probe child and says whether the child has every file named. */
 function probe(base: string, files: string[]): boolean {
   try {
@@ -118,13 +130,15 @@ export class AttemptCgroups {
     readonly maxPids: number,
     /** The node's folder where a job's memory limit is written (the v2 one, or one in the v1 memory hierarchy), or null. */
     readonly memoryBase: string | null = null,
+    /** The node's folder in the hierarchy whose parent holds the jobs' CPU weight (cgroup-cpu.ts), and what was written; null: none. */
+    readonly cpu: { base: string; written: string } | null = null,
   ) {}
 
   /**
    * What this node can give attempts: a cgroup2 boundary, a pids limit, both or neither (null).
    * `mode` off: neither (GPUPLANE_CGROUPS=off). Only root may make cgroups.
    */
-  static detect(nodeId: string, o: { mode?: 'auto' | 'off'; maxPids?: number; mountinfo?: string; ownCgroup?: string } = {}): CgroupDetection {
+  static detect(nodeId: string, o: { mode?: 'auto' | 'off'; maxPids?: number; mountinfo?: string; ownCgroup?: string; jobCpuWeight?: number } = {}): CgroupDetection {
     if (o.mode === 'off') return { cgroups: null, missing: 'GPUPLANE_CGROUPS=off' };
     if (process.getuid?.() !== 0) return { cgroups: null, missing: 'not root' };
     const mount = cgroup2Mount(o.mountinfo);
@@ -132,8 +146,9 @@ export class AttemptCgroups {
     const base = v2 && probe(v2, ['cgroup.kill', 'cgroup.procs']) ? v2 : null;
     const pidsBase = (base && enableV2(mount!, base, 'pids') ? base : null) ?? v1Base('pids', nodeId, ['pids.max'], o);
     const memoryBase = (base && enableV2(mount!, base, 'memory') ? base : null) ?? v1Base('memory', nodeId, ['memory.limit_in_bytes'], o);
+    const cpu = jobCpu(mount, base, nodeId, o, o.jobCpuWeight ?? DEFAULT_JOB_CPU_WEIGHT);
     const missing = [!base && (mount ? 'no cgroup.kill in cgroup2' : 'no cgroup2 mount'), !pidsBase && 'no pids controller', !memoryBase && 'no memory controller'].filter(Boolean).join(', ') || null;
-    return { cgroups: base || pidsBase || memoryBase ? new AttemptCgroups(base, pidsBase, o.maxPids ?? DEFAULT_MAX_PIDS, memoryBase) : null, missing };
+    return { cgroups: base || pidsBase || memoryBase || cpu ? new AttemptCgroups(base, pidsBase, o.maxPids ?? DEFAULT_MAX_PIDS, memoryBase, cpu) : null, missing };
   }
 
   /** For the agent's start line. */
@@ -144,7 +159,8 @@ export class AttemptCgroups {
       : this.memoryBase === this.base
         ? "memory.max as each job asks (memory_mb)"
         : `memory limit as each job asks (memory_mb; v1 memory hierarchy, ${this.memoryBase})`;
-    return `${this.base ? `attempts in cgroups under ${this.base}` : 'attempts in process groups (no cgroup2 boundary)'}, ${limit}, ${memory}`;
+    const cpu = this.cpu ? `jobs' CPU weight ${this.cpu.written}` : "jobs' CPU weight as the kernel's default";
+    return `${this.base ? `attempts in cgroups under ${this.base}` : 'attempts in process groups (no cgroup2 boundary)'}, ${limit}, ${memory}, ${cpu}`;
   }
 
   /**
@@ -155,7 +171,7 @@ export class AttemptCgroups {
     const name = `${jobId}.${attempt}`;
     const memoryBase = memoryMb ? this.memoryBase : null;
     // One folder a hierarchy: v2's first; v1's pids and memory are one where they are co-mounted.
-    const bases = [...new Set([this.base, this.pidsBase, memoryBase].filter((b): b is string => Boolean(b)))];
+    const bases = [...new Set([this.base, this.pidsBase, memoryBase, this.cpu?.base].filter((b): b is string => Boolean(b)))];
     const dirs = new Map(bases.map((b) => [b, AttemptCgroups.fresh(path.join(b, name))]));
     const pidsDir = this.pidsBase ? dirs.get(this.pidsBase) : null;
     try {

@@ -12,6 +12,7 @@ import { createLogger, logLevelFromEnv } from '../../runtime/logger.ts';
 import { looksLikeToken } from '../../runtime/tokens.ts';
 import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
 import { AttemptCgroups, containmentLine, containmentRefusal } from '../../activities/gpu-host/cgroup.ts';
+import { jobCpuWeightOf } from '../../activities/gpu-host/cgroup-cpu.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { reportAttemptEvent } from '../../activities/gpu-host/launch.ts';
@@ -104,7 +105,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   // Fails fast on a lost-after too short to fence in.
   livenessPlan(o.lostAfterMs, o.killGraceMs);
   // GPUPLANE_CGROUPS=off keeps attempts in process groups only, even where cgroups could be used.
-  const detected = AttemptCgroups.detect(o.nodeId, { mode: process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto', maxPids: o.maxPids });
+  const detected = AttemptCgroups.detect(o.nodeId, { mode: process.env.GPUPLANE_CGROUPS === 'off' ? 'off' : 'auto', maxPids: o.maxPids, jobCpuWeight: jobCpuWeightOf(process.env.GPUPLANE_JOB_CPU_WEIGHT) });
   const refusal = process.env.GPUPLANE_REQUIRE_CGROUPS === '1' ? containmentRefusal(detected) : null;
   if (refusal) throw new Error(refusal);
   // Nothing of the agent's is for the node's other users: its data dir and everything in it are private.
