@@ -43,7 +43,7 @@ if [ "${1:-}" = "--with-postgres" ]; then
   # test/mlflow-pytorch runs mlflow.pytorch.autolog with Lightning: torch from PyPI is the CUDA
   # build, about 5 GB, so the first setup spends minutes here, with pip's progress on stderr.
   echo "== MLflow + torch venv: $(bash scripts/mlflow-pytorch-venv.sh)"
-  # test/mlflow-rest-tracking runs MLflow's own REST tests (vendored in test/fixtures/mlflow/upstream),
+  # test/mlflow-rest-tracking runs MLflow's own REST tests (vendored in test/fixtures/third_party/mlflow),
   # which import the full mlflow package and pytest (about 870 MB).
   echo "== MLflow tests venv: $(bash scripts/mlflow-tests-venv.sh)"
   # The end-to-end test on a real Temporal cluster (temporal-server on PostgreSQL): built once, cached.

@@ -3,7 +3,7 @@
  * test module unchanged, with our stand-ins for the helpers it imports and a conftest that points
  * its server fixture at a fresh GPUPlane app per test (test/fixtures/mlflow/rest-tracking/).
  *
- * MLflow's test module (Apache-2.0) is vendored in test/fixtures/mlflow/upstream/ (its README says
+ * MLflow's test module (Apache-2.0) is vendored in test/fixtures/third_party/mlflow/ (its README says
  * which part, from which version); GPUPLANE_MLFLOW_TESTS names another MLflow checkout's folder to
  * run instead (one at the client's own tag, say). docs/mlflow.md lists what passes and why the
  * rest fails.
@@ -17,7 +17,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 import { newToken } from '../runtime/tokens.ts';
 
-const source = process.env.GPUPLANE_MLFLOW_TESTS ?? path.resolve(import.meta.dirname, 'fixtures', 'mlflow', 'upstream');
+const source = process.env.GPUPLANE_MLFLOW_TESTS ?? path.resolve(import.meta.dirname, 'fixtures', 'third_party', 'mlflow');
 const module = path.join(source, 'tests', 'tracking', 'test_rest_tracking.py');
 
 /** The count measured on 2026-12-07 (docs/mlflow.md): fewer passing is a regression. */
