@@ -14,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startCluster } from '../test/support/cluster.ts';
 import { startSharedServices } from '../test/support/services.ts';
+import { runMain } from './run-main.ts';
 
 const say = (s: string) => process.stdout.write(`${s}\n`);
 const venv = execFileSync('bash', [path.join(import.meta.dirname, '../scripts/ddp-venv.sh')], { encoding: 'utf8' }).trim();
@@ -55,10 +56,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runMain(main);

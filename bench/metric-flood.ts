@@ -25,6 +25,7 @@ import { GpuplaneClient } from '../cli/client.ts';
 import { startCluster, type Cluster } from '../test/support/cluster.ts';
 import { startSharedServices } from '../test/support/services.ts';
 import { pct } from './dispatch-measures.ts';
+import { runMain } from './run-main.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -150,10 +151,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runMain(main);
