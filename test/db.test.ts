@@ -5,7 +5,7 @@ import { insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { claimSlots } from '../db/queries/dispatch.ts';
 import { runSchedulePass } from '../scheduler/pass.ts';
-import { HAND_ON_HEAD, handOnFreedCards, placeAlone } from '../db/queries/dispatch.ts';
+import { HAND_ON_HEAD, handOnFreedCards, placeAlone } from '../scheduler/fast-paths.ts';
 import { gpuSlots } from '../db/schema.ts';
 import { fakeGpus } from '../activities/gpu-host/inventory.ts';
 import { bothBackends } from './support/test-database.ts';

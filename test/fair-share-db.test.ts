@@ -6,7 +6,7 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { DatabaseHandle } from '../db/client.ts';
-import { handOnFreedCards } from '../db/queries/dispatch.ts';
+import { handOnFreedCards } from '../scheduler/fast-paths.ts';
 import { getJob, insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { upsertNodeOnline } from '../db/queries/nodes.ts';
 import { ensureProject } from '../db/queries/projects.ts';

@@ -3,7 +3,7 @@ import { type DatabaseHandle } from '../db/client.ts';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { drainNode, getNode, resumeNode, upsertNodeOnline } from '../db/queries/nodes.ts';
 import { runSchedulePass } from '../scheduler/pass.ts';
-import { handOnFreedCards, placeAlone } from '../db/queries/dispatch.ts';
+import { handOnFreedCards, placeAlone } from '../scheduler/fast-paths.ts';
 import { nodeRooms } from '../db/queries/node-rooms.ts';
 import { fakeGpus } from '../activities/gpu-host/inventory.ts';
 import { bothBackends } from './support/test-database.ts';

@@ -1,6 +1,6 @@
 import { endAttemptRun } from '../../db/queries/attempt-run.ts';
 import { markAttemptRunning } from '../../db/queries/attempt-started.ts';
-import { placeAlone } from '../../db/queries/dispatch.ts';
+import { placeAlone } from '../../scheduler/fast-paths.ts';
 import { getJob, getJobForUpdate, noteJob, releaseSlots, transitionJob } from '../../db/queries/jobs.ts';
 import { isTerminal, JOB_STATES, type JobState } from '../../domain/job-states.ts';
 import { runStatusOfAttempt } from '../../domain/run-status.ts';

@@ -1,5 +1,5 @@
 import { endAttemptRun, runOfAttempt } from '../../db/queries/attempt-run.ts';
-import { handOnFreedCards } from '../../db/queries/dispatch.ts';
+import { handOnFreedCards } from '../../scheduler/fast-paths.ts';
 import { readStdoutTail, settleEvaluation } from '../../db/queries/evaluations.ts';
 import { getJobForUpdate, releaseSlots, transitionJob } from '../../db/queries/jobs.ts';
 import { readLogTail } from '../../db/queries/logs.ts';

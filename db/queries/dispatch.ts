@@ -7,9 +7,7 @@
 import { and, eq, inArray, isNull, lt, sql } from 'drizzle-orm';
 import { queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs } from '../schema.ts';
-import { placementMembers, planPlacements, type Placement } from '../../domain/placement.ts';
-import { nodeRooms } from './node-rooms.ts';
-import { fairShareMatters } from './quotas.ts';
+import { type Placement } from '../../domain/placement.ts';
 import { QUEUE_COLUMNS, queuedJobOf, type QueueRow } from './queued-jobs.ts';
 
 
@@ -117,16 +115,12 @@ export async function avoidNodeOf(ex: Executor, jobId: string, attempt: number):
 }
 
 /**
- * placeAlone is the fast path of a job that finds the queue empty: it is placed at once, in the transaction
- * that queued it, on the best-fitting node with room (the fewest free cards that suffice, then
- * the lowest id), instead of waiting for the scheduler's next pass. Not placed when another job
- * waits (the pass keeps the queue's order) or no node has room; `passCouldPlace` says whether a
- * pass could place it now (a node has room for it), so that a job queued behind a full cluster
- * does not wake the scheduler for nothing: the cards it waits for are handed on when they are
- * freed. Runs in a savepoint: a card taken meanwhile leaves the job QUEUED for the pass.
+ * bestRoomFor is the node a single-node job would take at once (scheduler/fast-paths.ts placeAlone):
+ * the ONLINE, undrained node whose labels match with the fewest free cards that suffice (for a
+ * zero-card job, the most), then the lowest id, the node its last attempt failed on last; with
+ * those free cards. Undefined when none has room.
  */
-export async function placeAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; nodes?: number; selector: Record<string, string> }, now: Date): Promise<{ placement: Placement } | { placement: null; passCouldPlace: boolean }> {
-  if ((job.nodes ?? 1) > 1) return placeGangAlone(ex, { ...job, nodes: job.nodes ?? 1 }, now);
+export async function bestRoomFor(ex: Executor, job: { id: string; attempt: number; gpus: number; selector: Record<string, string> }): Promise<{ node_id: string; free: number[] } | undefined> {
   const [node] = await queryRows<{ node_id: string; free: number[] }>(ex, sql`
       select s.node_id, array_agg(s.index order by s.index) as free
       from gpu_slots s join nodes n on n.id = s.node_id
@@ -136,71 +130,20 @@ export async function placeAlone(ex: Executor, job: { id: string; attempt: numbe
       order by (s.node_id is not distinct from (select coalesce(p.failed_node, p.node_id) from job_attempts p where p.job_id = ${job.id} and p.attempt = ${job.attempt - 1} and p.state in ('FAILED', 'LOST'))),
                ${job.gpus === 0 ? sql`count(*) desc, s.node_id desc` : sql`count(*), s.node_id`}
       limit 1`);
-  if (!node) return { placement: null, passCouldPlace: false };
-  const others = await queryRows<{ id: string }>(ex, sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`);
-  if (others.length > 0) return { placement: null, passCouldPlace: true };
-  const placement: Placement = { jobId: job.id, attempt: job.attempt, nodeId: node.node_id, gpuIndices: node.free.map(Number).slice(0, job.gpus) };
-  try {
-    const placed = (await (ex as Db).transaction((sp) => dispatchPlacements(sp, [placement], now)))[0];
-    return placed ? { placement: placed } : { placement: null, passCouldPlace: true };
-  } catch {
-    return { placement: null, passCouldPlace: true };
-  }
+  return node;
 }
 
-/** placeAlone for a gang: the planner's pick of its N nodes, taken in the same savepoint, or none. */
-async function placeGangAlone(ex: Executor, job: { id: string; attempt: number; gpus: number; nodes: number; selector: Record<string, string> }, now: Date): Promise<{ placement: Placement } | { placement: null; passCouldPlace: boolean }> {
-  const rooms = await nodeRooms(ex);
-  const avoid = await avoidNodeOf(ex, job.id, job.attempt);
-  const [placement] = planPlacements([{ ...job, priority: 0, queuedAt: now, ...(avoid ? { avoid } : {}) }], rooms, now, Number.MAX_SAFE_INTEGER);
-  if (!placement) return { placement: null, passCouldPlace: false };
-  const others = await queryRows<{ id: string }>(ex, sql`select id from jobs where state = 'QUEUED' and id <> ${job.id} limit 1`);
-  if (others.length > 0) return { placement: null, passCouldPlace: true };
-  try {
-    const placed = (await (ex as Db).transaction((sp) => dispatchPlacements(sp, [placement], now)))[0];
-    return placed ? { placement: placed } : { placement: null, passCouldPlace: true };
-  } catch {
-    return { placement: null, passCouldPlace: true };
-  }
+/** othersQueued says whether a job besides `jobId` is QUEUED. */
+export async function othersQueued(ex: Executor, jobId: string): Promise<boolean> {
+  const others = await queryRows<{ id: string }>(ex, sql`select id from jobs where state = 'QUEUED' and id <> ${jobId} limit 1`);
+  return others.length > 0;
 }
-
-/** How many jobs at the head of the queue a job's end hands its freed cards to by itself. */
-export const HAND_ON_HEAD = 64;
 
 /**
- * handOnFreedCards: a job ended and freed its cards, so the pass is run right here, in the transaction that freed
- * them (in a savepoint), over the head of the queue (its first HAND_ON_HEAD jobs in the pass's
- * order), instead of waking the scheduler for it. Placement takes jobs one by one in that order,
- * so a plan over the head places exactly what a whole pass would place among those jobs. Returns
- * the placements made and whether the scheduler must still run a whole pass: cards are left over
- * while more jobs wait than the head held (one of them may fit), or a card was taken meanwhile.
- * When the queue holds jobs of more than one project (or a quota names a pool), its order is the
- * fair-share order, which needs the whole queue and the usage: nothing is handed on here, the
- * scheduler's pass places them.
+ * queueHead returns the first `n` QUEUED jobs in the pass's order (domain/placement.ts
+ * queueOrder: priority, then submit time to the millisecond, so that a re-queued or retried job
+ * keeps its place, then id), as the pass reads them.
  */
-export async function handOnFreedCards(ex: Executor, holdMs: number, now: Date): Promise<{ placed: Placement[]; wholePass: boolean }> {
-  // The queue's rows as the pass reads them, its head in the pass's order (domain/placement.ts queueOrder): priority,
-  // then submit time to the millisecond (a re-queued or retried job keeps its place), then id.
-  const queue = (
-    await queryRows<QueueRow>(ex, sql`select ${QUEUE_COLUMNS} from jobs j where j.state = 'QUEUED' order by j.priority desc, date_trunc('milliseconds', j.created_at), j.id limit ${HAND_ON_HEAD + 1}`)
-  ).map((r) => queuedJobOf(r, now));
-  if (queue.length === 0) return { placed: [], wholePass: false };
-  if (await fairShareMatters(ex)) return { placed: [], wholePass: true };
-  const more = queue.length > HAND_ON_HEAD;
-  try {
-    return await (ex as Db).transaction(async (sp) => {
-      const rooms = await nodeRooms(sp);
-      const planned = planPlacements(
-        queue.slice(0, HAND_ON_HEAD),
-        rooms,
-        now,
-        holdMs,
-      );
-      const placed = await dispatchPlacements(sp, planned, now);
-      const free = rooms.reduce((n, r) => n + r.free.length, 0) - placed.reduce((n, p) => n + placementMembers(p).reduce((k, m) => k + m.gpuIndices.length, 0), 0);
-      return { placed, wholePass: more && free > 0 };
-    });
-  } catch {
-    return { placed: [], wholePass: true };
-  }
+export async function queueHead(ex: Executor, n: number, now: Date) {
+  return (await queryRows<QueueRow>(ex, sql`select ${QUEUE_COLUMNS} from jobs j where j.state = 'QUEUED' order by j.priority desc, date_trunc('milliseconds', j.created_at), j.id limit ${n}`)).map((r) => queuedJobOf(r, now));
 }

@@ -31,7 +31,7 @@ export class SchedulingPasses {
   /**
    * Returns once a whole scheduling pass has run that began after this call: what a "nothing was
    * placed" assertion waits for. The scheduler is woken (a job queued behind a full cluster does
-   * not wake it, db/queries/dispatch.ts placeAlone, and its idle pass is 15 s away), the count
+   * not wake it, scheduler/fast-paths.ts placeAlone, and its idle pass is 15 s away), the count
    * read, and it is woken again each time the count moves, until it has moved twice: passes run
    * one after another, so the second one counted after the read began after the first ended,
    * which was after the read, which was after everything the caller did before calling.
