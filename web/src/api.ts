@@ -27,6 +27,8 @@ import type {
   ListRunsQuery,
   MetricsQuery,
   QuotaList,
+  RegisterBody,
+  RegisteredVersion,
   ResolvedMetric,
   RetryBody,
   Run,
@@ -151,6 +153,8 @@ export const api = {
   sweep: (id: string) => get<SweepDetail>(`/sweeps/${encodeURIComponent(id)}`),
   cancelSweep: (id: string) => call<Sweep>('POST', `/sweeps/${encodeURIComponent(id)}/cancel`, { reason: 'cancelled from the console' }),
   evaluate: (id: string, body: StartEvaluationBody) => call<Evaluation>('POST', `/checkpoints/${encodeURIComponent(id)}/evaluations`, body),
+  /** Promote a checkpoint: a new version of a model of its project's registry, with the evaluation that justified it (`gpuctl best --register`). */
+  register: (id: string, body: RegisterBody) => call<RegisteredVersion>('POST', `/checkpoints/${encodeURIComponent(id)}/register`, body),
   /** The files and folders in one folder of a run's artifacts (`<experiment id>/<run id>/artifacts[/<dir>]`); none for a folder that is not there. */
   artifacts: (dir: string): Promise<ArtifactFile[]> =>
     fetchOk(ARTIFACTS + qs({ path: dir }), `artifacts of ${dir}`)

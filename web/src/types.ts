@@ -12,11 +12,14 @@ import type { JobCounts, JobCountsQuery, RunCounts } from '../../api/schemas/job
 import type { AttemptSchema, JobDetailSchema, JobSchema, JobStateSchema, ListJobsQuery, RetryBody, SubmitJobBody, TransitionSchema } from '../../api/schemas/jobs.ts';
 import type { NodeSchema, SlotSchema } from '../../api/schemas/nodes.ts';
 import type { QuotaLineSchema, QuotaListSchema } from '../../api/schemas/quotas.ts';
+import type { RegisterCheckpointBody, RegisteredVersionSchema } from '../../api/schemas/registry.ts';
 import type { CompareQuery, EventSchema, ListRunsQuery, MetricsQuery, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../../api/schemas/runs.ts';
 import type { SweepDetailSchema, SweepListQuery, SweepSchema, SweepTrialSchema } from '../../api/schemas/sweeps.ts';
 import type { WhoAmISchema } from '../../api/schemas/tokens.ts';
 
 export type { ChangeEvent, ChangeTopic, ConsoleInfo, JobCounts, JobCountsQuery, RetryBody, RunCounts, StartEvaluationBody, SubmitJobBody };
+export type RegisterBody = Static<typeof RegisterCheckpointBody>;
+export type RegisteredVersion = Static<typeof RegisteredVersionSchema>;
 export type Job = Static<typeof JobSchema>;
 export type JobState = Static<typeof JobStateSchema>;
 export type JobDetail = Static<typeof JobDetailSchema>;

@@ -1,4 +1,4 @@
-/** A checkpoint's resume chain, fork tree (lineage) and evaluations, and the Evaluate button of the leaderboard and of the detail. */
+/** A checkpoint's resume chain, fork tree (lineage) and evaluations, the Evaluate button of the leaderboard and of the detail, and its Register form. */
 import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api.ts';
 import { ErrorBox, JobLink, Loading, RunLink, Section, StateBadge, When } from '../components.tsx';
@@ -6,6 +6,7 @@ import { bytes, metric } from '../format.ts';
 import { useResource } from '../live.ts';
 import { href } from '../router.ts';
 import { CheckpointLineage } from './checkpoint-lineage.tsx';
+import { RegisterForm } from './checkpoint-register.tsx';
 
 export function EvaluateButton({ id, onDone }: { id: string; onDone: () => void }) {
   const [error, setError] = useState<Error | null>(null);
@@ -52,6 +53,9 @@ export function CheckpointDetail({ id, onEvaluated }: { id: string; onEvaluated:
         <code>{d.uri}</code> on {d.node_id ?? '?'} · {bytes(d.size_bytes)} · step {d.step ?? '?'} · <code title={d.fingerprint}>{d.fingerprint.slice(0, 19)}…</code>
         {d.deleted_at && <span class="badge state-CANCELLED">files deleted</span>} <EvaluateButton id={d.id} onDone={onEvaluated} />
       </p>
+      <h3>Register</h3>
+      <p class="muted">A new version of a model of this checkpoint's project, with the evaluation that justifies it (as gpuctl best --register).</p>
+      <RegisterForm id={d.id} />
       <h3>Resume chain</h3>
       <ol class="chain" data-testid="chain">
         <li>
