@@ -4,54 +4,18 @@
  * the examples' venv): autolog keeps its metrics and its model, the model loads back and predicts
  * as the fitted one, and another project's token cannot reach the model.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { examplesPython } from './support/examples.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
+import { describe, expect, it } from 'vitest';
+import { lastJson, mlflowFixtures as fixtures, useMlflowApp } from './support/mlflow-client.ts';
 import { newId } from '../db/ids.ts';
 import { createAttemptRun } from '../db/queries/attempt-run.ts';
 import { insertJob, transitionJob } from '../db/queries/jobs.ts';
 import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
-import { newToken, runToken } from '../runtime/tokens.ts';
+import { runToken } from '../runtime/tokens.ts';
 
-const fixtures = path.resolve(import.meta.dirname, 'fixtures', 'mlflow');
-const admin = newToken();
-const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-mlflow-models-'));
-let t: TestApp;
-
-/** Runs Python code (or a fixture) with the MLflow client pointed at the test's API. */
-function mlflowPython(args: string[], token: string): Promise<{ status: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      examplesPython(),
-      args,
-      {
-        encoding: 'utf8',
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MLFLOW_TRACKING_URI: `${t.url}/mlflow`, MLFLOW_TRACKING_TOKEN: token, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONDONTWRITEBYTECODE: '1' },
-        timeout: 150_000,
-      },
-      (err, stdout, stderr) => resolve({ status: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-const lastJson = (stdout: string) => JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
-
-async function api<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: unknown, token = admin): Promise<{ status: number; body: T }> {
-  const res = await t.app.inject({ method, url, payload: payload as Record<string, unknown>, headers: { authorization: `Bearer ${token}` } });
-  return { status: res.statusCode, body: res.json() as T };
-}
-
-beforeAll(async () => {
-  t = await startTestApp('mlflow_models', { auth: { adminTokens: [admin] }, listen: true, temporal: false, artifactsDir });
-});
-afterAll(async () => {
-  await t?.close();
-  fs.rmSync(artifactsDir, { recursive: true, force: true });
-});
+const mlflow = useMlflowApp('mlflow_models');
+const { admin, artifactsDir, python: mlflowPython, api } = mlflow;
 
 describe("MLflow 3's logged models, through the real client", () => {
   it('sklearn autolog keeps its training metrics, its dataset and its model; the model loads back and predicts as the fitted one', async () => {
@@ -91,7 +55,7 @@ describe("MLflow 3's logged models, through the real client", () => {
     expect(search.body.models).toEqual([]);
     const tag = await api('PATCH', `/mlflow/api/2.0/mlflow/logged-models/${id}/tags`, { tags: [{ key: 'k', value: 'v' }] }, other.token);
     expect(tag.status).toBe(404);
-    const file = await t.app.inject({ method: 'GET', url: `/mlflow/api/2.0/mlflow-artifacts/artifacts/${exp.experiment.experiment_id}/models/${id}/artifacts/MLmodel`, headers: { authorization: `Bearer ${other.token}` } });
+    const file = await mlflow.t.app.inject({ method: 'GET', url: `/mlflow/api/2.0/mlflow-artifacts/artifacts/${exp.experiment.experiment_id}/models/${id}/artifacts/MLmodel`, headers: { authorization: `Bearer ${other.token}` } });
     expect(file.statusCode).toBe(404);
     const seen = await api<{ models: { info: { model_id: string } }[] }>('POST', '/mlflow/api/2.0/mlflow/logged-models/search', { experiment_ids: [exp.experiment.experiment_id] }, viewer.token);
     expect(seen.body.models.map((m) => m.info.model_id)).toContain(id);
@@ -125,7 +89,7 @@ describe("MLflow 3's logged models, through the real client", () => {
   });
 
   it("a job's run token logs its run's models (autolog's calls under a job) and reaches no other model", async () => {
-    const db = t.database.db;
+    const db = mlflow.t.database.db;
     const { body: node } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'lm-node', role: 'node', node_id: 'node-lm' });
     const projectId = await db.transaction((tx) => ensureProject(tx, 'jobproj'));
     const experimentId = await db.transaction((tx) => ensureExperiment(tx, projectId, 'train'));

@@ -6,51 +6,26 @@
  * mlflow-skinny) is scripts/mlflow-pytorch-venv.sh's: 5 GB, made by scripts/setup.sh, so this
  * file only finds it.
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from './support/test-app.ts';
-import { newToken } from '../runtime/tokens.ts';
+import { mlflowFixtures as fixtures, useMlflowApp } from './support/mlflow-client.ts';
 
-const fixtures = path.resolve(import.meta.dirname, 'fixtures', 'mlflow');
-const admin = newToken();
-const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-mlflow-pytorch-'));
 // Lightning writes lightning_logs/ (its own logger and checkpoints) into the working directory.
 const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-mlflow-pytorch-cwd-'));
-let t: TestApp;
 let python: string;
 
-/** Runs a fixture in the torch venv with the MLflow client pointed at the test's API. */
-function torchPython(args: string[], token: string): Promise<{ status: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      python,
-      args,
-      {
-        cwd: workDir,
-        encoding: 'utf8',
-        maxBuffer: 16 * 1024 * 1024,
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MLFLOW_TRACKING_URI: `${t.url}/mlflow`, MLFLOW_TRACKING_TOKEN: token, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONDONTWRITEBYTECODE: '1' },
-        timeout: 150_000,
-      },
-      (err, stdout, stderr) => resolve({ status: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-beforeAll(async () => {
+beforeAll(() => {
   // A cached venv answers at once; on a machine where setup.sh has not made it, this makes it
   // (minutes: torch is a 5 GB download), with pip's progress on stderr.
   python = path.join(execFileSync('bash', [path.resolve('scripts/mlflow-pytorch-venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim(), 'bin', 'python');
-  t = await startTestApp('mlflow_pytorch', { auth: { adminTokens: [admin] }, listen: true, temporal: false, artifactsDir });
 }, 900_000);
-afterAll(async () => {
-  await t?.close();
-  fs.rmSync(artifactsDir, { recursive: true, force: true });
-  fs.rmSync(workDir, { recursive: true, force: true });
-});
+afterAll(() => fs.rmSync(workDir, { recursive: true, force: true }));
+
+// Registered after the venv's beforeAll, so the app starts once the venv is there.
+const { admin, artifactsDir, python: torchPython, api } = useMlflowApp('mlflow_pytorch', { python: () => python, cwd: workDir, maxBuffer: 16 * 1024 * 1024 });
 
 describe('mlflow.pytorch.autolog with Lightning, through the real client', () => {
   it("keeps the run's params, its epoch metrics and its model; the model loads back, and registered and loaded by alias, predicts as the trained one", async () => {
@@ -86,8 +61,7 @@ describe('mlflow.pytorch.autolog with Lightning, through the real client', () =>
     expect(out.version_source).toBe(`models:/${out.model_id}`);
     expect(out.same_by_alias).toBe(true);
     // On GPUPlane's side: a run of project models with the metrics, the model's files under its id.
-    const res = await t.app.inject({ method: 'GET', url: `/api/v1/runs/${out.run}`, headers: { authorization: `Bearer ${admin}` } });
-    const run = res.json() as { project: string; metrics: Record<string, unknown> };
+    const { body: run } = await api<{ project: string; metrics: Record<string, unknown> }>('GET', `/api/v1/runs/${out.run}`);
     expect(run.project).toBe('models');
     expect(Object.keys(run.metrics)).toEqual(expect.arrayContaining(['train_loss', 'val_loss']));
     expect(fs.readFileSync(path.join(artifactsDir, out.model_id, 'MLmodel'), 'utf8')).toMatch(/^ {2}pytorch:$/m);

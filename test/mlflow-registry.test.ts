@@ -3,50 +3,11 @@
  * → version 1, an alias, load_model("models:/name@alias") predicts; the rest of the registry's
  * calls; another project's token neither sees nor changes the model.
  */
-import { execFile } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { examplesPython } from './support/examples.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
-import { newToken } from '../runtime/tokens.ts';
+import { describe, expect, it } from 'vitest';
+import { lastJson, mlflowFixtures as fixtures, useMlflowApp } from './support/mlflow-client.ts';
 
-const fixtures = path.resolve(import.meta.dirname, 'fixtures', 'mlflow');
-const admin = newToken();
-const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-mlflow-registry-'));
-let t: TestApp;
-
-/** Runs Python with the MLflow client pointed at the test's API. */
-function mlflowPython(args: string[], token: string): Promise<{ status: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      examplesPython(),
-      args,
-      {
-        encoding: 'utf8',
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MLFLOW_TRACKING_URI: `${t.url}/mlflow`, MLFLOW_TRACKING_TOKEN: token, MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0', PYTHONDONTWRITEBYTECODE: '1' },
-        timeout: 120_000,
-      },
-      (err, stdout, stderr) => resolve({ status: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
-    );
-  });
-}
-
-const lastJson = (stdout: string) => JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
-
-async function api<T>(method: 'GET' | 'POST' | 'DELETE' | 'PATCH', url: string, payload?: unknown, token = admin): Promise<{ status: number; body: T }> {
-  const res = await t.app.inject({ method, url, payload: payload as Record<string, unknown>, headers: { authorization: `Bearer ${token}` } });
-  return { status: res.statusCode, body: res.json() as T };
-}
-
-beforeAll(async () => {
-  t = await startTestApp('mlflow_registry', { auth: { adminTokens: [admin] }, listen: true, temporal: false, artifactsDir });
-});
-afterAll(async () => {
-  await t?.close();
-  fs.rmSync(artifactsDir, { recursive: true, force: true });
-});
+const { admin, python: mlflowPython, api } = useMlflowApp('mlflow_registry', { timeoutMs: 120_000 });
 
 describe('MLflow model registry, through the real mlflow client', () => {
   it('register_model, aliases, load_model by alias and version, tags, stages, search, delete, rename', async () => {

@@ -3,44 +3,18 @@
  * examples' venv): what the client logs, GPUPlane stores and shows, and the client's own errors
  * come back from GPUPlane's answers.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { examplesPython } from './support/examples.ts';
-import { startTestApp, type TestApp } from './support/test-app.ts';
-import { newToken } from '../runtime/tokens.ts';
+import { describe, expect, it } from 'vitest';
+import { lastJson, mlflowFixtures as fixtures, useMlflowApp } from './support/mlflow-client.ts';
 
-const fixtures = path.resolve(import.meta.dirname, 'fixtures', 'mlflow');
-const admin = newToken();
-const artifactsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-mlflow-artifacts-'));
-let t: TestApp;
-
-/** Runs Python code (or a fixture file) with the MLflow client pointed at the test's API (asynchronously: the API answers from this process). */
-function mlflowPython(args: string[], token: string | null, env: Record<string, string> = {}): Promise<{ status: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-  execFile(examplesPython(), args, {
-    encoding: 'utf8',
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/tmp',
-      MLFLOW_TRACKING_URI: `${t.url}/mlflow`,
-      ...(token ? { MLFLOW_TRACKING_TOKEN: token } : {}),
-      // Fail fast: the client's retries of a refused request would take minutes.
-      MLFLOW_HTTP_REQUEST_MAX_RETRIES: '0',
-      PYTHONDONTWRITEBYTECODE: '1',
-      ...env,
-    },
-    timeout: 90_000,
-  }, (err, stdout, stderr) => resolve({ status: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }));
-  });
-}
+const mlflow = useMlflowApp('mlflow', { timeoutMs: 90_000 });
+const { admin, artifactsDir, python: mlflowPython, api } = mlflow;
 
 /** A PUT with its path sent exactly as given; resolves with the status. */
 function rawPut(p: string, body: string): Promise<number> {
-  const u = new URL(t.url);
+  const u = new URL(mlflow.t.url);
   return new Promise((resolve, reject) => {
     const req = http.request({ host: u.hostname, port: u.port, method: 'PUT', path: p, headers: { authorization: `Bearer ${admin}`, 'content-type': 'text/plain' } }, (res) => {
       res.resume();
@@ -50,22 +24,6 @@ function rawPut(p: string, body: string): Promise<number> {
     req.end(body);
   });
 }
-
-/** The JSON object a script printed last (the client prints "View run at" lines of its own). */
-const lastJson = (stdout: string) => JSON.parse(stdout.trim().split('\n').at(-1) ?? '') as Record<string, unknown>;
-
-async function api<T>(method: 'GET' | 'POST', url: string, payload?: unknown, token = admin): Promise<{ status: number; body: T }> {
-  const res = await t.app.inject({ method, url, payload: payload as Record<string, unknown>, headers: { authorization: `Bearer ${token}` } });
-  return { status: res.statusCode, body: res.json() as T };
-}
-
-beforeAll(async () => {
-  t = await startTestApp('mlflow', { auth: { adminTokens: [admin] }, listen: true, temporal: false, artifactsDir });
-});
-afterAll(async () => {
-  await t?.close();
-  fs.rmSync(artifactsDir, { recursive: true, force: true });
-});
 
 describe('MLflow tracking protocol, through the real mlflow client', () => {
   it('experiments, runs, params, tags, metrics (NaN and inf), FINISHED and FAILED, nested runs, search, history, delete and restore', async () => {
@@ -178,7 +136,7 @@ print(json.dumps(out))`;
     const r = await mlflowPython(['-c', 'import mlflow; mlflow.MlflowClient().list_webhooks()'], admin);
     expect(r.stderr).toContain('NOT_IMPLEMENTED');
     // The run links the client prints go to the console (the browser keeps their fragment).
-    const ui = await t.app.inject({ method: 'GET', url: '/mlflow/' });
+    const ui = await mlflow.t.app.inject({ method: 'GET', url: '/mlflow/' });
     expect(ui.statusCode).toBe(302);
     expect(ui.headers.location).toBe('/');
   });
@@ -226,7 +184,7 @@ print(json.dumps({"run": rid, "uri": run.info.artifact_uri, "top": top, "sub": s
     expect(fs.existsSync(path.join(artifactsDir, 'escape.txt'))).toBe(false);
     // Another project's token does not see the run's artifacts.
     const { body: other } = await api<{ token: string }>('POST', '/api/v1/tokens', { name: 'mlf-art', role: 'member', projects: ['elsewhere'] });
-    const peek = await t.app.inject({ method: 'GET', url: `/mlflow/api/2.0/mlflow-artifacts/artifacts/0/${out.run as string}/artifacts/notes.txt`, headers: { authorization: `Bearer ${other.token}` } });
+    const peek = await mlflow.t.app.inject({ method: 'GET', url: `/mlflow/api/2.0/mlflow-artifacts/artifacts/0/${out.run as string}/artifacts/notes.txt`, headers: { authorization: `Bearer ${other.token}` } });
     expect(peek.statusCode).toBe(404);
   });
 
