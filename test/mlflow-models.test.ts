@@ -124,7 +124,7 @@ describe("MLflow's rules, with its words", () => {
     const code = `
 import json, mlflow, pandas as pd
 from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
+from client_errors import code_and_message_of as code_of
 c = MlflowClient()
 out = {"experiments": [e.name for e in c.search_experiments()]}
 with mlflow.start_run(experiment_id="0") as run:
@@ -138,12 +138,6 @@ out["metric"] = r.data.metrics
 out["history"] = [(m.step, m.value) for m in c.get_metric_history(rid, "-loss")]
 out["datasets"] = [(d.dataset.name, d.dataset.digest == ds.digest, [t.value for t in d.tags]) for d in r.inputs.dataset_inputs]
 c.delete_run(rid)
-def code_of(f):
-    try:
-        f()
-        return "ok"
-    except MlflowException as e:
-        return [e.error_code, e.message]
 out["set_tag"] = code_of(lambda: c.set_tag(rid, "k", "v"))
 out["log_param"] = code_of(lambda: c.log_param(rid, "p", "1"))
 out["log_metric"] = code_of(lambda: c.log_metric(rid, "m", 1.0))

@@ -48,13 +48,7 @@ describe('MLflow model registry, through the real mlflow client', () => {
     const code = `
 import json
 from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
-def code_of(f):
-    try:
-        f()
-        return "ok"
-    except MlflowException as e:
-        return e.error_code
+from client_errors import code_of
 c = MlflowClient()
 print(json.dumps({
   "get": code_of(lambda: c.get_registered_model("secret/model")),

@@ -85,14 +85,8 @@ print(json.dumps({"n": len(runs), "params": r.data.params, "tags": {k: v for k, 
     const code = `
 import json, mlflow
 from mlflow import MlflowClient
-from mlflow.exceptions import MlflowException
+from client_errors import code_of
 out = {}
-def code_of(f):
-    try:
-        f()
-        return "ok"
-    except MlflowException as e:
-        return e.error_code
 c = MlflowClient()
 out["create_other"] = code_of(lambda: c.create_experiment("theirs/x"))
 out["create_mine"] = code_of(lambda: c.create_experiment("mine/x"))
