@@ -5,6 +5,8 @@
  * the run search's (domain/mlflow-search.ts): the registry has other attributes, and MLflow's
  * clients build these filters themselves (`name='x'`, `run_id IN ('a','b')`).
  */
+import { likeMatches } from './sql-like.ts';
+
 export type RegistryOp = '=' | '!=' | '<' | '<=' | '>' | '>=' | 'LIKE' | 'ILIKE' | 'IN' | 'NOT IN';
 
 export interface RegistryClause {
@@ -92,8 +94,6 @@ export function parseRegistryFilter(filter: string | undefined, attributes: read
   }
 }
 
-const like = (s: string, pattern: string, ci: boolean) => new RegExp(`^${pattern.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/%/g, '.*').replace(/_/g, '.')}$`, ci ? 'is' : 's').test(s);
-
 /** Whether a row's values (attribute or `tags.<key>` → value; undefined: absent) pass every clause. */
 export function matchesRegistryFilter(clauses: readonly RegistryClause[], valueOf: (key: string) => string | number | undefined): boolean {
   return clauses.every((c) => {
@@ -106,9 +106,9 @@ export function matchesRegistryFilter(clauses: readonly RegistryClause[], valueO
       case '!=':
         return s !== String(c.value);
       case 'LIKE':
-        return like(s, String(c.value), false);
+        return likeMatches(s, String(c.value), false);
       case 'ILIKE':
-        return like(s, String(c.value), true);
+        return likeMatches(s, String(c.value), true);
       case 'IN':
         return (c.value as string[]).includes(s);
       case 'NOT IN':

@@ -6,6 +6,7 @@ import { ensureExperiment, ensureProject } from '../../db/queries/projects.ts';
 import { getRun } from '../../db/queries/runs.ts';
 import { wrongTypeMessage } from '../../domain/mlflow-rules.ts';
 import { parseSearchFilter, SearchSyntaxError, type SearchClause } from '../../domain/mlflow-search.ts';
+import { likeMatches } from '../../domain/sql-like.ts';
 import { array, fieldsOf, invalid, list, pageOf, mayTouch, MlflowError, mustTouch, text, type Caller, type MlflowAuth } from './context.ts';
 import { DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT, experimentJson, mlflowName, namesOf, pageToken } from './wire.ts';
 
@@ -57,7 +58,6 @@ function experimentFilter(filter: string | undefined): (e: ExperimentRow) => boo
   }
   const tests = clauses.map((c) => {
     if (!(c.type === 'tag' || (c.type === 'attribute' && c.key === 'run_name'))) throw invalid(`Invalid filter '${filter}': experiments are searched by name and tags`);
-    const like = (s: string, p: string, ci: boolean) => new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/%/g, '.*').replace(/_/g, '.')}$`, ci ? 'is' : 's').test(s);
     return (e: ExperimentRow) => {
       const v = c.type === 'tag' ? e.tags[c.key] : mlflowName(e.projectName, e.name);
       const want = c.value;
@@ -72,9 +72,9 @@ function experimentFilter(filter: string | undefined): (e: ExperimentRow) => boo
         case '!=':
           return v !== undefined && v !== want;
         case 'LIKE':
-          return v !== undefined && like(v, want as string, false);
+          return v !== undefined && likeMatches(v, want as string, false);
         case 'ILIKE':
-          return v !== undefined && like(v, want as string, true);
+          return v !== undefined && likeMatches(v, want as string, true);
         case 'IN':
           return v !== undefined && (want as string[]).includes(v);
         case 'NOT IN':

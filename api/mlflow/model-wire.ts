@@ -7,6 +7,7 @@ import type { LoggedModelRow, ModelMetricRow } from '../../db/queries/mlflow-mod
 import type { LoggedModelStatus } from '../../db/schema/mlflow-models.ts';
 import { encodeValue } from '../../domain/metrics.ts';
 import { LOGGED_MODEL_ATTRIBUTES, parseOrderBy, parseSearchFilter, SearchSyntaxError, type SearchClause } from '../../domain/mlflow-search.ts';
+import { likeMatches } from '../../domain/sql-like.ts';
 import { invalid } from './context.ts';
 import { mlflowExperimentId } from './wire.ts';
 
@@ -92,8 +93,6 @@ function valueOf(m: LoggedModelRow, metrics: readonly ModelMetricRow[], type: Se
   }
 }
 
-const like = (s: string, p: string, ci: boolean) => new RegExp(`^${p.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/%/g, '.*').replace(/_/g, '.')}$`, ci ? 'is' : 's').test(s);
-
 function matches(v: string | number | undefined, c: SearchClause): boolean {
   const want = c.value;
   switch (c.op) {
@@ -106,9 +105,9 @@ function matches(v: string | number | undefined, c: SearchClause): boolean {
     case 'NOT IN':
       return v === undefined || !(want as string[]).includes(String(v));
     case 'LIKE':
-      return typeof v === 'string' && like(v, want as string, false);
+      return typeof v === 'string' && likeMatches(v, want as string, false);
     case 'ILIKE':
-      return typeof v === 'string' && like(v, want as string, true);
+      return typeof v === 'string' && likeMatches(v, want as string, true);
   }
   if (v === undefined) return false;
   const a = v;

@@ -8,6 +8,7 @@ import { numArray, queryRows, textArray, type Executor } from '../client.ts';
 import { experiments, jobAttempts, metricChunks, metricSummaries, projects, runs } from '../schema.ts';
 import type { OrderClause, SearchClause } from '../../domain/mlflow-search.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
+import { likeMatches } from '../../domain/sql-like.ts';
 
 export interface ExperimentRow {
   id: string;
@@ -175,7 +176,7 @@ function clauseSql(c: SearchClause): SQL {
       if (c.key === 'start_time') return num(sql`(extract(epoch from r.started_at) * 1000)`);
       if (c.key === 'end_time') return num(sql`(extract(epoch from r.ended_at) * 1000)`);
       if (c.key === 'status') {
-        const names = (Array.isArray(v) ? v : [v as string]).flatMap((s) => (c.op === 'LIKE' || c.op === 'ILIKE' ? Object.keys(STATUS_OF).filter((k) => likeMatch(k, s, c.op === 'ILIKE')) : [s.toUpperCase()]));
+        const names = (Array.isArray(v) ? v : [v as string]).flatMap((s) => (c.op === 'LIKE' || c.op === 'ILIKE' ? Object.keys(STATUS_OF).filter((k) => likeMatches(k, s, c.op === 'ILIKE')) : [s.toUpperCase()]));
         const ours = names.flatMap((s) => STATUS_OF[s] ?? []);
         const any = sql`r.status = any(${textArray(ours)}::text[])`;
         return c.op === '!=' || c.op === 'NOT IN' ? sql`not (${any})` : any;
@@ -186,12 +187,6 @@ function clauseSql(c: SearchClause): SQL {
       if (c.key === 'artifact_uri') return text(sql`('mlflow-artifacts:/' || r.experiment_id || '/' || r.id || '/artifacts')`);
       return text(sql`(r.system_tags->>'mlflow.user')`);
   }
-}
-
-/** A LIKE pattern applied in JS (the statuses a pattern names). */
-function likeMatch(s: string, pattern: string, ci: boolean): boolean {
-  const re = new RegExp(`^${pattern.replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/%/g, '.*').replace(/_/g, '.')}$`, ci ? 'i' : '');
-  return re.test(s);
 }
 
 /** Where a tag lives: the run's name, GPUPlane's own tags (gpuplane.*), MLflow's (mlflow.*), or the user's. */
