@@ -32,6 +32,31 @@ function tourBlock(): string {
 }
 
 /**
+ * The README's promotion of the tour's best, as it names it after the tour: `gpuctl best --run
+ * "$run" --register …`, run with the tour's `$run`.
+ */
+function registerCommand(): string {
+  const readme = fs.readFileSync(path.join(repo, 'README.md'), 'utf8');
+  const command = /`(gpuctl best --run "\$run" --register [^`]+)`/.exec(readme)?.[1];
+  if (!command) throw new Error('README.md names no `gpuctl best --run "$run" --register …`');
+  return command;
+}
+
+interface ListedCheckpoint {
+  id: string;
+  run_id: string;
+  step: number | null;
+  eval_value: number | string | null;
+  train_value: number | string | null;
+}
+
+/** The checkpoint with the lowest value of `key` (ties to the later step, as GET /checkpoints/best breaks them). */
+function lowestBy(cs: ListedCheckpoint[], key: 'eval_value' | 'train_value'): ListedCheckpoint {
+  const valued = cs.filter((c) => typeof c[key] === 'number');
+  return valued.reduce((a, b) => ((b[key] as number) < (a[key] as number) || (b[key] === a[key] && (b.step ?? 0) > (a.step ?? 0)) ? b : a));
+}
+
+/**
  * The tour runs as written, against a scratch plane started the way the README starts one
  * (`gpuctl up`, embedded defaults, fake cards), with `gpuctl` on PATH as `npm link` puts it.
  * As root, its jobs run as job users (the agent's default there), as a reader's would.
@@ -59,7 +84,11 @@ describe('the README tour', () => {
 
   it('every command of the tour succeeds, and it ends with the evaluated best checkpoint and a retried job that succeeds', async () => {
     // Each command's exit status is checked (-e), and a failing one is named.
-    const script = `set -eo pipefail\ntrap 'echo "tour command failed ($?): $BASH_COMMAND" >&2' ERR\n${tourBlock()}\necho "tour done: $bad"\n`;
+    // After the tour (its evaluations long finished), the README's promotion of its evaluated best,
+    // and the run's checkpoints as the API lists them, to judge it by.
+    const listed = path.join(home, 'tour-checkpoints.json');
+    const promote = `${registerCommand()}\ngpuctl checkpoints --run "$run" --json > ${JSON.stringify(listed)}`;
+    const script = `set -eo pipefail\ntrap 'echo "tour command failed ($?): $BASH_COMMAND" >&2' ERR\n${tourBlock()}\n${promote}\necho "tour done: $bad"\n`;
     const r = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
       const p = spawn('bash', ['-c', script], { cwd: repo, env, stdio: ['ignore', 'pipe', 'pipe'] });
       let stdout = '';
@@ -95,5 +124,24 @@ describe('the README tour', () => {
     expect(Number(ended![1]) + Number(ended![2])).toBe(9);
     expect(Number(ended![2])).toBeGreaterThanOrEqual(4);
     expect(r.stdout).toMatch(/^best: +trial \d+ \(job job-\S+\): \S+ at step 90$/m);
+
+    // gpuctl best --register demo-model --alias champion: version 1 is the evaluated best
+    // checkpoint, step 30, with the evaluation that justified it; not the training-time best.
+    const registered = /^registered demo\/demo-model version 1 \(alias champion\): checkpoint (ckpt-\S+), step (\d+), eval\/loss = (\S+) \(evaluation (\S+); minimise, from the global default\)$/m.exec(r.stdout);
+    expect(registered, r.stdout.slice(-3000)).not.toBeNull();
+    const [, ckpt, step, value, evaluation] = registered!;
+    const cs = (JSON.parse(fs.readFileSync(listed, 'utf8')) as { checkpoints: ListedCheckpoint[] }).checkpoints;
+    expect(cs.map((c) => c.step)).toEqual([10, 20, 30, 40, 50, 60]);
+    const evaluatedBest = lowestBy(cs, 'eval_value');
+    const trainingBest = lowestBy(cs, 'train_value');
+    expect({ ckpt, step: Number(step), value: Number(value) }).toEqual({ ckpt: evaluatedBest.id, step: 30, value: evaluatedBest.eval_value });
+    expect(trainingBest.step).toBe(60);
+    expect(trainingBest.id).not.toBe(ckpt);
+    // Through MLflow's registry: the champion is version 1, the checkpoint's files and evaluation.
+    const token = fs.readFileSync(path.join(home, 'admin-token'), 'utf8').trim();
+    const res = await fetch(`${env.GPUPLANE_API_URL}/mlflow/api/2.0/mlflow/registered-models/alias?name=demo%2Fdemo-model&alias=champion`, { headers: { authorization: `Bearer ${token}` } });
+    const mv = ((await res.json()) as { model_version: { version: string; run_id: string; tags: { key: string; value: string }[] } }).model_version;
+    const tags = Object.fromEntries(mv.tags.map((t) => [t.key, t.value]));
+    expect({ version: mv.version, run: mv.run_id, checkpoint: tags['gpuplane.checkpoint_id'], evaluation: tags['gpuplane.evaluation_id'], source: tags['gpuplane.metric_source'] }).toEqual({ version: '1', run: evaluatedBest.run_id, checkpoint: ckpt, evaluation, source: 'evaluation' });
   }, 300_000);
 });
