@@ -47,6 +47,8 @@ import type {
 export const API = '/api/v1';
 /** MLflow's proxied artifact endpoints (api/mlflow/artifacts.ts). */
 export const ARTIFACTS = '/mlflow/api/2.0/mlflow-artifacts/artifacts';
+/** MLflow's REST endpoints (the registry's reads, api/mlflow/registry*.ts), which take the same tokens. */
+export const MLFLOW = '/mlflow/api/2.0/mlflow';
 
 /** A refusal from the API, with its message for people. */
 export class ApiError extends Error {
@@ -155,6 +157,8 @@ export const api = {
   evaluate: (id: string, body: StartEvaluationBody) => call<Evaluation>('POST', `/checkpoints/${encodeURIComponent(id)}/evaluations`, body),
   /** Promote a checkpoint: a new version of a model of its project's registry, with the evaluation that justified it (`gpuctl best --register`). */
   register: (id: string, body: RegisterBody) => call<RegisteredVersion>('POST', `/checkpoints/${encodeURIComponent(id)}/register`, body),
+  /** A GET of MLflow's REST API (`registered-models/search?…`): MLflow's protocol, documented by MLflow, so typed by the caller. */
+  mlflow: <T>(path: string): Promise<T> => fetchOk(`${MLFLOW}/${path}`, path).then((r) => r.json() as Promise<T>),
   /** The files and folders in one folder of a run's artifacts (`<experiment id>/<run id>/artifacts[/<dir>]`); none for a folder that is not there. */
   artifacts: (dir: string): Promise<ArtifactFile[]> =>
     fetchOk(ARTIFACTS + qs({ path: dir }), `artifacts of ${dir}`)

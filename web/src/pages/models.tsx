@@ -3,10 +3,11 @@
  * /mlflow; api/mlflow/registry*.ts), each with its aliases and versions. A version links back to
  * its run, and a promoted checkpoint's version to the checkpoint and the evaluation that justified
  * it (the gpuplane.* tags POST /checkpoints/:id/register records). Read from the MLflow endpoints
- * with the console's token: the registry has no /api/v1 read of its own to keep in step.
+ * with the console's token (api.mlflow: a 401 signs the page out, as every call): the registry has
+ * no /api/v1 read of its own to keep in step.
  */
 import { useEffect, useState } from 'preact/hooks';
-import { currentToken } from '../auth.ts';
+import { api } from '../api.ts';
 import { ErrorBox, Loading, RunLink, Section } from '../components.tsx';
 import { href } from '../router.ts';
 
@@ -25,16 +26,6 @@ interface Model {
   name: string;
   description?: string;
   aliases?: { alias: string; version: string }[];
-}
-
-const REGISTRY = '/mlflow/api/2.0/mlflow';
-
-async function registry<T>(path: string): Promise<T> {
-  const token = currentToken();
-  const res = await fetch(`${REGISTRY}/${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} });
-  const body = (await res.json().catch(() => null)) as (T & { message?: string }) | null;
-  if (!res.ok || !body) throw new Error(body?.message ?? `${path}: ${res.status}`);
-  return body;
 }
 
 function VersionRow({ v }: { v: Version }) {
@@ -62,7 +53,7 @@ export function ModelsPage() {
   const [data, setData] = useState<{ models: Model[]; versions: Version[] } | null>(null);
   const [error, setError] = useState<Error | null>(null);
   useEffect(() => {
-    Promise.all([registry<{ registered_models?: Model[] }>('registered-models/search?max_results=1000'), registry<{ model_versions?: Version[] }>('model-versions/search?max_results=10000')])
+    Promise.all([api.mlflow<{ registered_models?: Model[] }>('registered-models/search?max_results=1000'), api.mlflow<{ model_versions?: Version[] }>('model-versions/search?max_results=10000')])
       .then(([m, v]) => setData({ models: m.registered_models ?? [], versions: v.model_versions ?? [] }))
       .catch((e: Error) => setError(e));
   }, []);
