@@ -41,7 +41,7 @@ describe('the Register action and the Models page', () => {
     const openCheckpoint = async (id: string) => {
       await page.goto(`${web.url}/#/checkpoints?run=run-models&id=${id}`);
       await page.locator('section h2').filter({ hasText: `Checkpoint ${id}` }).waitFor({ timeout: 10_000 });
-      return page.locator('form[data-testid="register"]');
+      return page.getByRole('form', { name: 'register as a model version' });
     };
 
     // No models yet: the Models page says how to make one.

@@ -39,7 +39,7 @@ export function RegisterForm({ id }: { id: string }) {
     }
   }
   return (
-    <form class="register" data-testid="register" onSubmit={submit}>
+    <form class="register" data-testid="register" aria-label="register as a model version" onSubmit={submit}>
       <label>
         model name
         <input name="model" required value={name} placeholder="demo-model" onInput={(e) => setName((e.target as HTMLInputElement).value)} />
