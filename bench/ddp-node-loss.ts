@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startCluster } from '../test/support/cluster.ts';
+import { startCluster, type Cluster } from '../test/support/cluster.ts';
 import { startSharedServices } from '../test/support/services.ts';
 import { runMain } from './run-main.ts';
 
@@ -25,8 +25,9 @@ process.env.GPUPLANE_JOB_USERS ??= 'agent';
 
 async function main() {
   const services = await startSharedServices('ddp-loss');
-  const c = await startCluster('ddploss', { heartbeatTimeoutS: 4, agents: ['d1', 'd2', 'd3'].map((nodeId) => ({ nodeId, gpus: 1 })) }, services);
+  let c: Cluster | undefined;
   try {
+    c = await startCluster('ddploss', { heartbeatTimeoutS: 4, agents: ['d1', 'd2', 'd3'].map((nodeId) => ({ nodeId, gpus: 1 })) }, services);
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-ddp-'));
     fs.chmodSync(dir, 0o777);
     // Long enough to be killed mid-run; attempt 2 runs the short default.
@@ -51,7 +52,7 @@ async function main() {
     const log2 = await (await fetch(`${c.apiUrl}/api/v1/jobs/${job.id}/logs?attempt=${done.attempt}&rank=0&stream=stdout`, { headers: c.client.authHeaders() })).text();
     say(`attempt ${done.attempt} rank 0's stdout, last lines:\n${log2.trim().split('\n').slice(-2).join('\n')}`);
   } finally {
-    await c.stop();
+    await c?.stop();
     await services.stop();
   }
 }
