@@ -198,32 +198,27 @@ class Ending:
     def _close_spilled(self, status: str) -> None:
         """The API took the end of the run, but part of it was spilled to the file earlier."""
         f = self._offline
-        try:
-            if self._id is not None:
-                f.write([_offline_event(f"the API was away during the run: {f.points} points it had not stored were written to {f.path} and imported from there", status, f.path)])
-            f.close(status)
-        except Exception as err:  # noqa: BLE001
-            notice(f"gpuplane: WARNING: could not complete the offline file {f.path}: {err!r}")
-            return
-        notice(
-            f"gpuplane: WARNING: the API at {self.api_url} was away during the run: part of it ({f.points} points, {f.events} events) is only in\n"
-            f"gpuplane:   {f.path}\n"
-            f"gpuplane: upload it:\n"
-            f"gpuplane:   {upload_command(f.path, self._upload_api_url)}"
-        )
+        first = [_offline_event(f"the API was away during the run: {f.points} points it had not stored were written to {f.path} and imported from there", status, f.path)] if self._id is not None else []
+        self._close_file(f, status, first, f"the API at {self.api_url} was away during the run: part of it", "is only in", "upload it:")
 
     def _close_offline(self, status: str) -> None:
         f = self._offline
         if f is None:
             return
+        self._close_file(f, status, [], "offline mode (GPUPLANE_MODE=offline): nothing was sent to an API; the run", "is in", "upload it with:")
+
+    def _close_file(self, f: OfflineFile, status: str, last: list, what: str, where: str, how: str) -> None:
+        """Writes `last` and closes the file, then says where it is and how to upload it (or why it could not be completed)."""
         try:
+            if last:
+                f.write(last)
             f.close(status)
         except Exception as err:  # noqa: BLE001
             notice(f"gpuplane: WARNING: could not complete the offline file {f.path}: {err!r}")
             return
         notice(
-            f"gpuplane: WARNING: offline mode (GPUPLANE_MODE=offline): nothing was sent to an API; the run ({f.points} points, {f.events} events) is in\n"
+            f"gpuplane: WARNING: {what} ({f.points} points, {f.events} events) {where}\n"
             f"gpuplane:   {f.path}\n"
-            f"gpuplane: upload it with:\n"
+            f"gpuplane: {how}\n"
             f"gpuplane:   {upload_command(f.path, self._upload_api_url)}"
         )
