@@ -1,17 +1,18 @@
 import { and, asc, eq, notInArray, sql } from 'drizzle-orm';
 import { queryRows, type Executor } from '../client.ts';
 import { events, gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
-import type { NodeInventory } from '../../domain/node.ts';
+import { nodeLabels, type NodeInventory } from '../../domain/node.ts';
 
 /** upsertNodeOnline records a node as ONLINE with its current labels and cards. Cards that vanished stay, marked absent. */
 export async function upsertNodeOnline(ex: Executor, inv: NodeInventory): Promise<void> {
   const now = new Date();
+  const labels = nodeLabels(inv);
   await ex
     .insert(nodes)
-    .values({ id: inv.nodeId, hostname: inv.hostname, address: inv.address ?? null, labels: inv.labels, status: 'ONLINE', lastSeenAt: now })
+    .values({ id: inv.nodeId, hostname: inv.hostname, address: inv.address ?? null, labels, status: 'ONLINE', lastSeenAt: now })
     .onConflictDoUpdate({
       target: nodes.id,
-      set: { hostname: inv.hostname, address: inv.address ?? null, labels: inv.labels, status: 'ONLINE', lastSeenAt: now },
+      set: { hostname: inv.hostname, address: inv.address ?? null, labels, status: 'ONLINE', lastSeenAt: now },
     });
   for (const g of inv.gpus) {
     await ex
