@@ -13,7 +13,8 @@ import { makeTestCerts } from './certs.ts';
 import { startDevServer, type DevServer } from '../../temporal/dev-server.ts';
 import { startTemporalCluster, type TemporalCluster } from '../../temporal/cluster.ts';
 import type { TestHost } from './netns.ts';
-import { startTcpProxy } from './tcp-proxy.ts';
+import { startTcpProxy } from '../../runtime/tcp-proxy.ts';
+import { createIsolatedNetwork, type IsolatedNetwork, type IsolatedNode } from '../../runtime/isolated-nodes.ts';
 import { createDatabase, startThrowawayCluster, type PgCluster } from './postgres.ts';
 import { freePort } from './ports.ts';
 import { until } from './poll.ts';
@@ -29,8 +30,8 @@ export class ManagedProcess {
     private readonly args: string[],
     private readonly env: NodeJS.ProcessEnv,
     private readonly readyText: string,
-    /** Run inside this network namespace (a test host of ours). */
-    private readonly netns?: string,
+    /** The argv it runs behind: `ip netns exec NAME` (a test host of ours), an isolated node's prefix. */
+    private readonly wrap: string[] = [],
   ) {}
 
   async start(): Promise<void> {
@@ -38,7 +39,7 @@ export class ManagedProcess {
     // GPUPLANE_PROFILE_DIR (bench/dispatch --profile DIR): each process writes its CPU profile there on exit.
     const prof = process.env.GPUPLANE_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.GPUPLANE_PROFILE_DIR}`] : [];
     const argv = [process.execPath, ...prof, gpuctlPath, ...this.args];
-    const [cmd, ...rest] = this.netns ? ['ip', 'netns', 'exec', this.netns, ...argv] : argv;
+    const [cmd, ...rest] = [...this.wrap, ...argv];
     const child = spawn(cmd, rest, { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child = child;
     child.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
@@ -84,6 +85,19 @@ export interface AgentSpec {
   token?: false;
   /** More `gpuctl agent` flags (`--on-stop kill`, say). */
   args?: string[];
+  /** In a cluster with `isolate`: false runs this agent on the machine itself, beside the control plane, not on a node of its own. */
+  isolated?: false;
+}
+
+/**
+ * An isolated node of a cluster (ClusterOptions.isolate; runtime/isolated-nodes.ts): its agent
+ * and every job it starts live in network namespace `netns` and a mount namespace of their own.
+ */
+export interface ClusterNode extends Pick<IsolatedNode, 'id' | 'netns' | 'address' | 'hostVeth' | 'dataDir' | 'scratchDir' | 'cut' | 'heal'> {
+  /** SIGKILLs everything in the node at once, agent and jobs (its /tmp goes with them); resolves once its agent has exited. */
+  kill(): Promise<void>;
+  /** Starts its agent again after kill() (a fresh /tmp, the same data dir and scratch disk), and waits until the node is ONLINE. */
+  revive(): Promise<void>;
 }
 
 export interface Cluster {
@@ -105,6 +119,10 @@ export interface Cluster {
   control: ManagedProcess;
   api: ManagedProcess;
   agents: Map<string, ManagedProcess>;
+  /** The isolated nodes, by node id (ClusterOptions.isolate). */
+  nodes: Map<string, ClusterNode>;
+  /** Present with `isolate`: the bridge, this machine's address on it, and where the nodes reach Temporal and the API (proxies on that address). */
+  network?: Pick<IsolatedNetwork, 'bridge' | 'bridgeAddress'> & { temporalAddress: string; apiUrl: string };
   /** Present when the cluster has its own Temporal dev server (ownTemporal). */
   temporal?: { server: DevServer; /** Stopped (SIGKILL unless `signal` says otherwise), down for `downMs`, and started again on its db file. */ restart(downMs?: number, signal?: NodeJS.Signals): Promise<void> };
   /** Present when the cluster has its own PostgreSQL (ownPostgres). */
@@ -141,6 +159,14 @@ export interface ClusterOptions {
   realTemporal?: { numHistoryShards?: number; /** mTLS on its frontend: every process connects with TEMPORAL_TLS_* (a client certificate of a test CA). */ tls?: boolean };
   /** Extra variables in the environment of every process of the plane (webhook settings, say). */
   env?: Record<string, string>;
+  /**
+   * Every agent on an isolated node of its own (runtime/isolated-nodes.ts), unless its spec says
+   * `isolated: false`: bridge gpbr<subnet> on 10.233.<subnet>.0/24 (one subnet per test file:
+   * files run two at a time), nodes named gpuplane-<node id>. The control plane stays on the
+   * machine; the nodes reach Temporal and the API through proxies on the bridge's address.
+   * `shared`: folders every node sees besides the cluster's `work` folder.
+   */
+  isolate?: { subnet: number; shared?: string[] };
 }
 
 /**
@@ -181,10 +207,6 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       },
     };
     temporalAddress = box.server.address;
-    if (o.ownTemporal.exposeTo) {
-      const proxy = await startTcpProxy(o.ownTemporal.exposeTo.hostIp, opts.port);
-      exposed = { address: `${o.ownTemporal.exposeTo.hostIp}:${proxy.port}`, close: proxy.close };
-    }
   }
   let temporalCluster: TemporalCluster | undefined;
   let tlsEnv: Record<string, string> = {};
@@ -201,6 +223,13 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     });
     temporalAddress = temporalCluster.address;
   }
+  // Where agents in a namespace of their own reach the control plane: this machine's end of their veth.
+  const network = o.isolate ? createIsolatedNetwork({ subnet: o.isolate.subnet, root: path.join(home, 'nodes'), shared: [path.join(home, 'work'), ...(o.isolate.shared ?? [])] }) : undefined;
+  const exposeHost = o.ownTemporal?.exposeTo?.hostIp ?? network?.bridgeAddress;
+  if (exposeHost) {
+    const proxy = await startTcpProxy(exposeHost, Number(temporalAddress.split(':').at(-1)));
+    exposed = { address: `${exposeHost}:${proxy.port}`, close: proxy.close };
+  }
   await createDatabase(`postgres://postgres@127.0.0.1:${pgPort}/postgres`, dbName);
   const namespace = `${name}-${suffix}`;
   await ensureNamespace(temporalAddress, namespace, temporalSecurityFromEnv(tlsEnv));
@@ -208,9 +237,9 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
   fs.mkdirSync(work);
   const apiPort = await freePort();
   const apiUrl = `http://127.0.0.1:${apiPort}`;
-  // Agents on a test host reach the API through the veth too (log shipping, launches).
-  const apiProxy = o.ownTemporal?.exposeTo ? await startTcpProxy(o.ownTemporal.exposeTo.hostIp, apiPort) : null;
-  const hostApiUrl = apiProxy ? `http://${o.ownTemporal!.exposeTo!.hostIp}:${apiProxy.port}` : null;
+  // Agents on a test host or an isolated node reach the API through the veth too (log shipping, launches).
+  const apiProxy = exposed && exposeHost ? await startTcpProxy(exposeHost, apiPort) : null;
+  const hostApiUrl = apiProxy ? `http://${exposeHost}:${apiProxy.port}` : null;
   const dbUrl = `postgres://postgres@127.0.0.1:${pgPort}/${dbName}`;
   const token = newToken();
   const env: NodeJS.ProcessEnv = {
@@ -247,6 +276,8 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     return { id: r.id, token: r.token };
   };
   const agents = new Map<string, ManagedProcess>();
+  const nodes = new Map<string, ClusterNode>();
+  const untilOnline = (id: string) => until(`node ${id} ONLINE`, async () => (await client.nodes()).some((n) => n.id === id && n.status === 'ONLINE'));
   try {
     await control.start();
     await api.start();
@@ -257,6 +288,7 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     await temporal?.server.stop('SIGKILL');
     await temporalCluster?.stop('SIGKILL');
     postgres?.remove();
+    network?.remove();
     throw err;
   }
 
@@ -275,19 +307,44 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     control,
     api,
     agents,
+    nodes,
+    network: network && { bridge: network.bridge, bridgeAddress: network.bridgeAddress, temporalAddress: exposed!.address, apiUrl: hostApiUrl! },
     temporal,
     postgres,
     temporalCluster,
     async addAgent(spec) {
       const labelArgs = Object.entries(spec.labels ?? {}).flatMap(([k, v]) => ['--label', `${k}=${v}`]);
-      if (spec.host && !exposed) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
+      if (spec.host && !o.ownTemporal?.exposeTo) throw new Error('an agent on a test host needs ownTemporal.exposeTo');
+      const node = network && !spec.host && spec.isolated !== false ? network.addNode(spec.nodeId) : undefined;
       const nodeToken = spec.token === false ? null : (await makeToken({ role: 'node', nodeId: spec.nodeId })).token;
-      const agentEnv = { ...env, ...(nodeToken ? { GPUPLANE_NODE_TOKEN: nodeToken } : {}), ...spec.env, ...(spec.host ? { TEMPORAL_ADDRESS: exposed!.address, GPUPLANE_API_URL: hostApiUrl! } : {}) };
-      const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs, ...(spec.token === false ? ['--no-token'] : []), ...(spec.args ?? [])], agentEnv, `agent ${spec.nodeId}:`, spec.host?.name);
-      await p.start();
+      const agentEnv = {
+        ...env,
+        ...(nodeToken ? { GPUPLANE_NODE_TOKEN: nodeToken } : {}),
+        ...spec.env,
+        ...(spec.host || node ? { TEMPORAL_ADDRESS: exposed!.address, GPUPLANE_API_URL: hostApiUrl! } : {}),
+        // The node's own data dir: its attempt records, logs and job-uid map are its disk's.
+        ...(node ? { GPUPLANE_HOME: node.dataDir } : {}),
+      };
+      const wrap = spec.host ? ['ip', 'netns', 'exec', spec.host.name] : (node?.prefix ?? []);
+      const p = new ManagedProcess(`agent ${spec.nodeId}`, ['agent', '--node-id', spec.nodeId, '--fake-gpus', String(spec.gpus), ...labelArgs, ...(spec.token === false ? ['--no-token'] : []), ...(spec.args ?? [])], agentEnv, `agent ${spec.nodeId}:`, wrap);
       agents.set(spec.nodeId, p);
+      if (node) {
+        nodes.set(spec.nodeId, {
+          ...node,
+          async kill() {
+            const exited = p.child && p.child.exitCode === null && p.child.signalCode === null ? new Promise<void>((r) => p.child!.once('exit', () => r())) : Promise.resolve();
+            node.kill();
+            await exited;
+          },
+          async revive() {
+            await p.start();
+            if (spec.token !== false) await untilOnline(spec.nodeId);
+          },
+        });
+      }
+      await p.start();
       if (spec.token === false) return p;
-      await until(`node ${spec.nodeId} ONLINE`, async () => (await client.nodes()).some((n) => n.id === spec.nodeId && n.status === 'ONLINE'));
+      await untilOnline(spec.nodeId);
       return p;
     },
     async stop() {
@@ -298,6 +355,8 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
       await temporal?.server.stop();
       await temporalCluster?.stop();
       postgres?.remove();
+      // Whatever still runs in a node (jobs a detaching agent left) dies with its namespace.
+      network?.remove();
       fs.rmSync(home, { recursive: true, force: true });
     },
   };

@@ -1,8 +1,9 @@
 import net from 'node:net';
 
 /**
- * Forwards listenHost:port to 127.0.0.1:targetPort. The Temporal dev server only works bound to
- * loopback; this lets an agent on a test host (network namespace) reach it through the veth.
+ * Forwards listenHost:port (a free port) to 127.0.0.1:targetPort. The Temporal dev server only
+ * works bound to loopback; this lets an agent in a network namespace of its own (a test host, an
+ * isolated node: isolated-nodes.ts) reach it, and the API, through its veth.
  */
 export async function startTcpProxy(listenHost: string, targetPort: number): Promise<{ port: number; close(): Promise<void> }> {
   const sockets = new Set<net.Socket>();
