@@ -1,6 +1,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { DEFAULT_FAIRSHARE_HALF_LIFE_H } from './domain/fair-share.ts';
+import { DEFAULT_JOB_UIDS } from './domain/job-identity.ts';
 import { DEFAULT_RETRY_RETENTION_S } from './domain/job-retry.ts';
 import { DEFAULT_LOST_AFTER_S, defaultLeaseTimeoutMs } from './domain/liveness.ts';
 import { DEFAULT_QUARANTINE, type QuarantineRule } from './domain/quarantine.ts';
@@ -46,6 +47,12 @@ export interface GpuplaneConfig {
    * never preempts (GPUPLANE_PREEMPTION=off).
    */
   preemptGraceS: number | null;
+  /**
+   * The pool the control plane gives each project its job uid from, once (GPUPLANE_JOB_USERS, as an
+   * agent's --job-users: uid ranges and user names; `agent`: none given; default 3000000-3000999).
+   * Parsed where the control worker starts (workers/control/serve.ts).
+   */
+  jobUsers: string;
   /** An admin token the API accepts without a row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
   adminToken: string | undefined;
   /** Host names a request may name in Host/Origin besides IP literals and localhost (GPUPLANE_ALLOWED_HOSTS, comma-separated). */
@@ -137,6 +144,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     },
     fairShareHalfLifeMs: overrides.fairShareHalfLifeMs ?? positiveHours('GPUPLANE_FAIRSHARE_HALF_LIFE_H', DEFAULT_FAIRSHARE_HALF_LIFE_H) * 3_600_000,
     preemptGraceS: overrides.preemptGraceS !== undefined ? overrides.preemptGraceS : preemptionFromEnv(),
+    jobUsers: overrides.jobUsers ?? (process.env.GPUPLANE_JOB_USERS?.trim() || DEFAULT_JOB_UIDS),
     adminToken: overrides.adminToken ?? (process.env.GPUPLANE_ADMIN_TOKEN || undefined),
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),

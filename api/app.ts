@@ -32,6 +32,7 @@ import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { quotaRoutes } from './routes/quotas.ts';
+import { projectUserRoutes } from './routes/project-users.ts';
 import { sweepRoutes } from './routes/sweeps.ts';
 import { SweepWaker } from './sweep-waker.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
@@ -103,6 +104,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
       await api.register(runEventRoutes, deps);
       await api.register(projectRoutes, deps);
       await api.register(quotaRoutes, deps);
+      await api.register(projectUserRoutes, deps);
       await api.register(checkpointRoutes, deps);
       await api.register(evaluationRoutes, deps);
       await api.register(forkRoutes, deps);

@@ -10,7 +10,7 @@ import type { ForkBody, ForkedJobSchema, LineageSchema } from '../api/schemas/fo
 import type { JobDetailSchema, JobSchema, RetryBody, SubmitJobBody } from '../api/schemas/jobs.ts';
 import type { LogRefSchema } from '../api/schemas/logs.ts';
 import type { NodeSchema } from '../api/schemas/nodes.ts';
-import type { ResolvedMetricSchema as PrimaryMetricSchema, RetentionSchema, StallAfterSchema } from '../api/schemas/projects.ts';
+import type { PrimaryMetricAnswer as PrimaryMetricSchema, RetentionSchema, StallAfterSchema } from '../api/schemas/projects.ts';
 import type { CreateRunBody, EventSchema, MetricsWritten, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../api/schemas/runs.ts';
 import type { QuotaLineSchema, QuotaListSchema } from '../api/schemas/quotas.ts';
 import type { SweepDetailSchema, SweepSchema, SweepTrialSchema } from '../api/schemas/sweeps.ts';
@@ -63,3 +63,5 @@ export type WebhookTestJson = Static<typeof WebhookTestSchema>;
 export type SweepJson = Static<typeof SweepSchema>;
 export type SweepDetailJson = Static<typeof SweepDetailSchema>;
 export type SweepTrialJson = Static<typeof SweepTrialSchema>;
+
+export type { ProjectIdentityJson, ProjectListJson } from '../api/schemas/project-users.ts';

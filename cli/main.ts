@@ -12,6 +12,7 @@ import { registerNodeCommand } from './commands/nodes.ts';
 import { registerPrimaryMetricCommand } from './commands/primary-metric.ts';
 import { registerStallAfterCommand } from './commands/stall-after.ts';
 import { registerProcessCommands } from './commands/processes.ts';
+import { registerProjectCommands } from './commands/projects.ts';
 import { registerQuotaCommands } from './commands/quota.ts';
 import { registerRetentionCommand } from './commands/retention.ts';
 import { registerRunCommands } from './commands/runs.ts';
@@ -48,6 +49,7 @@ export function buildProgram(): Command {
   registerStallAfterCommand(program);
   registerRetentionCommand(program);
   registerQuotaCommands(program);
+  registerProjectCommands(program);
   registerTokenCommands(program);
   registerCheckpointCommands(program);
   registerEvalCommand(program);

@@ -4,15 +4,20 @@
  */
 
 /** Every event a webhook may subscribe to. */
-export const WEBHOOK_EVENTS = ['job.failed', 'job.succeeded', 'job.lost', 'job.stalled', 'run.crashed', 'checkpoint.best_changed', 'evaluation.finished'] as const;
+export const WEBHOOK_EVENTS = ['job.failed', 'job.succeeded', 'job.lost', 'job.stalled', 'run.crashed', 'checkpoint.best_changed', 'evaluation.finished', 'model.promoted'] as const;
 export type WebhookEventName = (typeof WEBHOOK_EVENTS)[number];
 
 export const WEBHOOK_FORMATS = ['json', 'slack'] as const;
 /** json: the event as JSON; slack: `{text}`, which a Slack incoming webhook posts as a message. */
 export type WebhookFormat = (typeof WEBHOOK_FORMATS)[number];
 
+/** The events that are one row kind of the events table each, under the same name. */
+export const DIRECT_EVENTS = ['job.stalled', 'checkpoint.best_changed', 'evaluation.finished', 'model.promoted'] as const satisfies readonly WebhookEventName[];
+export type DirectEventName = (typeof DIRECT_EVENTS)[number];
+export const isDirectEvent = (kind: string): kind is DirectEventName => (DIRECT_EVENTS as readonly string[]).includes(kind);
+
 /** The rows of the events table a webhook may care about: their `kind`s. */
-export const SOURCE_KINDS = ['job.state', 'run.status', 'job.stalled', 'checkpoint.best_changed', 'evaluation.finished'] as const;
+export const SOURCE_KINDS = ['job.state', 'run.status', ...DIRECT_EVENTS] as const;
 
 /** One row of the events table, as a delivery reads it. */
 export interface SourceEvent {
@@ -39,7 +44,7 @@ export function webhookEventOf(e: Pick<SourceEvent, 'kind' | 'data'>): WebhookEv
     return JOB_END[to] ?? null;
   }
   if (e.kind === 'run.status') return e.data?.status === 'crashed' ? 'run.crashed' : null;
-  if (e.kind === 'job.stalled' || e.kind === 'checkpoint.best_changed' || e.kind === 'evaluation.finished') return e.kind;
+  if (isDirectEvent(e.kind)) return e.kind;
   return null;
 }
 

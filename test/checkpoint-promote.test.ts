@@ -6,10 +6,12 @@
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { eq } from 'drizzle-orm';
+import { and, asc, eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { insertEvaluation, settleEvaluation } from '../db/queries/evaluations.ts';
+import { insertJob } from '../db/queries/jobs.ts';
 import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
-import { checkpoints, evaluations, runs } from '../db/schema.ts';
+import { checkpoints, evaluations, events, runs } from '../db/schema.ts';
 import { newToken } from '../runtime/tokens.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
@@ -19,7 +21,7 @@ const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
 
 const gpuctl = (token: string, ...args: string[]) => promisify(execFile)(process.execPath, ['cli/gpuctl.mjs', '--api', t.url, ...args], { env: { ...process.env, GPUPLANE_TOKEN: token } });
 
-async function call<T = Record<string, unknown>>(method: 'GET' | 'POST', url: string, payload?: object, token = admin): Promise<{ status: number; body: T }> {
+async function call<T = Record<string, unknown>>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: object, token = admin): Promise<{ status: number; body: T }> {
   const r = await t.app.inject({ method, url, ...(payload ? { payload } : {}), headers: { authorization: `Bearer ${token}` } });
   return { status: r.statusCode, body: r.json() as T };
 }
@@ -89,5 +91,109 @@ describe('promote the evaluated best into the model registry', () => {
     expect((refused as { code: number }).code).not.toBe(0);
     // Nothing was added by the refusals.
     expect((await call<{ model_versions: unknown[] }>('GET', '/mlflow/api/2.0/mlflow/model-versions/search?filter=name%3D%27demo%2Fdemo-model%27')).body.model_versions).toHaveLength(3);
+  });
+});
+
+/**
+ * An experiment's standing promotion (`gpuctl primary-metric P E --set … --register M --alias A`):
+ * the alias follows the experiment's evaluated best as evaluations succeed, across its runs, a
+ * version per checkpoint (reused when the best comes back), and a `model.promoted` event each move.
+ */
+describe("an experiment's standing promotion keeps its alias on the evaluated best", () => {
+  const aliasOf = async (name: string) =>
+    (await call<{ registered_model?: { aliases: { alias: string; version: string }[] } }>('GET', `/mlflow/api/2.0/mlflow/registered-models/get?name=${encodeURIComponent(name)}`)).body.registered_model?.aliases;
+  const versionCheckpoints = async (name: string) =>
+    (await call<{ model_versions: { version: string; tags: { key: string; value: string }[] }[] }>('GET', `/mlflow/api/2.0/mlflow/model-versions/search?filter=${encodeURIComponent(`name='${name}'`)}`)).body.model_versions
+      .map((v) => [Number(v.version), v.tags.find((x) => x.key === 'gpuplane.checkpoint_id')?.value])
+      .sort((a, b) => (a[0] as number) - (b[0] as number));
+  let projectId: string;
+  let n = 0;
+  /** A checkpoint of a run and its evaluation, settled through settleEvaluation as the control worker does. */
+  const evaluate = async (run: string, step: number, acc: number) => {
+    const id = `sp-${run}-${step}`;
+    await t.database.db.insert(checkpoints).values({ id, runId: run, step, uri: `/work/${run}/step_${step}`, fingerprint: `sha256:${id}`, nodeId: 'HOST-2', trainMetrics: { 'train/acc': 1 - acc } });
+    const jobId = `job-sp-${++n}`;
+    await insertJob(t.database.db, { id: jobId, type: 'EVALUATE', state: 'RUNNING', gpus: 0, selector: {}, command: ['true'], workingDir: '/tmp', env: {}, params: {}, checkpointId: id, projectId });
+    await insertEvaluation(t.database.db, { id: `ev-${id}`, checkpointId: id, jobId });
+    await settleEvaluation(t.database.db, jobId, { status: 'succeeded', metrics: { 'eval/acc': acc }, at: new Date() });
+    return id;
+  };
+
+  it('set with --register: promotes the best there is now, then follows each better evaluation across runs; a worse one changes nothing', async () => {
+    const db = t.database.db;
+    projectId = await ensureProject(db, 'demo');
+    const experimentId = await ensureExperiment(db, projectId, 'standing');
+    await db.insert(runs).values([
+      { id: 'run-a', projectId, experimentId, source: 'sdk', status: 'finished' },
+      { id: 'run-b', projectId, experimentId, source: 'sdk', status: 'running' },
+    ]);
+    const first = await evaluate('run-a', 10, 0.6);
+    // Training-time values only (no evaluation) are never promoted: this checkpoint's train/acc is not eval/acc.
+    await db.insert(checkpoints).values({ id: 'sp-unevaluated', runId: 'run-a', step: 20, uri: '/work/run-a/step_20', fingerprint: 'x', trainMetrics: { 'eval/acc': 0.99 } });
+
+    const { stdout } = await gpuctl(admin, 'primary-metric', 'demo', 'standing', '--set', 'eval/acc', '--goal', 'max', '--register', 'standing-model');
+    expect(stdout.trim()).toBe('maximise eval/acc (from the experiment); shown beside train/acc; its evaluated best is demo/standing-model@champion (now version 1)');
+    expect(await aliasOf('demo/standing-model')).toEqual([{ alias: 'champion', version: '1' }]);
+
+    await evaluate('run-a', 30, 0.5); // worse: nothing moves
+    const better = await evaluate('run-b', 10, 0.8); // another run of the experiment, better
+    expect(await aliasOf('demo/standing-model')).toEqual([{ alias: 'champion', version: '2' }]);
+    expect(await versionCheckpoints('demo/standing-model')).toEqual([
+      [1, first],
+      [2, better],
+    ]);
+    const promoted = await db.select({ data: events.data, message: events.message }).from(events).where(and(eq(events.kind, 'model.promoted'), eq(events.runId, 'run-b'))).orderBy(asc(events.id));
+    expect(promoted).toHaveLength(1);
+    expect(promoted[0].data).toMatchObject({ model: 'demo/standing-model', alias: 'champion', version: 2, checkpoint_id: better, metric: 'eval/acc', value: 0.8 });
+    expect(promoted[0].message).toContain('demo/standing-model@champion is now version 2');
+
+    // The best returns to a checkpoint the model has a version of (the better one's files deleted by
+    // retention): its version is named again, none is added.
+    await db.update(checkpoints).set({ deletedAt: new Date() }).where(eq(checkpoints.id, better));
+    await evaluate('run-b', 20, 0.1);
+    expect(await aliasOf('demo/standing-model')).toEqual([{ alias: 'champion', version: '1' }]);
+    expect(await versionCheckpoints('demo/standing-model')).toHaveLength(2);
+
+    const got = await call('GET', '/api/v1/primary-metric?project=demo&experiment=standing');
+    expect(got.body).toMatchObject({ name: 'eval/acc', level: 'experiment', promote: { model: 'demo/standing-model', alias: 'champion', version: 1 } });
+    const json = JSON.parse((await gpuctl(admin, 'primary-metric', 'demo', 'standing', '--json')).stdout);
+    expect(json.promote).toEqual({ model: 'demo/standing-model', alias: 'champion', version: 1 });
+  });
+
+  it('a custom alias, and a PUT without register ends the promotion; bad input is refused and changes nothing', async () => {
+    const put = (body: object, token = admin) => call('PUT', '/api/v1/projects/demo/experiments/standing/primary-metric', body, token);
+    expect((await put({ name: 'eval/acc', goal: 'max', register: 'standing-model', alias: 'prod' })).body).toMatchObject({ promote: { alias: 'prod', version: 1 } });
+    expect(await aliasOf('demo/standing-model')).toEqual(expect.arrayContaining([{ alias: 'prod', version: '1' }]));
+
+    const refusals: [object, RegExp][] = [
+      [{ name: 'eval/acc', goal: 'max', alias: 'prod' }, /alias goes with register/],
+      [{ name: 'eval/acc', goal: 'max', register: 'a/b' }, /register/],
+      [{ name: 'eval/acc', goal: 'max', register: 'm', alias: 'no spaces' }, /alias/],
+    ];
+    for (const [body, message] of refusals) {
+      const r = await put(body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(JSON.stringify(r.body)).toMatch(message);
+    }
+    // A project has no standing promotion: promotion is per experiment.
+    expect((await call('PUT', '/api/v1/projects/demo/primary-metric', { name: 'eval/acc', goal: 'max', register: 'm' })).status).toBe(400);
+    const viewer = (await call<{ token: string }>('POST', '/api/v1/tokens', { name: 'standing-viewer', role: 'viewer', projects: ['demo'] })).body.token;
+    expect((await put({ name: 'eval/acc', goal: 'max', register: 'other-model' }, viewer)).status).toBe(403);
+    for (const args of [
+      ['demo', '--set', 'eval/acc', '--goal', 'max', '--register', 'm'],
+      ['demo', 'standing', '--register', 'm'],
+      ['demo', 'standing', '--set', 'eval/acc', '--goal', 'max', '--alias', 'x'],
+    ]) {
+      const e = (await gpuctl(admin, 'primary-metric', ...args).catch((x: { code: number; stderr: string }) => x)) as { code: number; stderr: string };
+      expect(e.code, args.join(' ')).not.toBe(0);
+      expect(e.stderr.trim().split('\n')).toHaveLength(1);
+    }
+    expect((await call('GET', '/api/v1/primary-metric?project=demo&experiment=standing')).body).toMatchObject({ promote: { alias: 'prod' } });
+    expect((await call<{ model_versions: unknown[] }>('GET', "/mlflow/api/2.0/mlflow/model-versions/search?filter=name%3D%27demo%2Fother-model%27")).body.model_versions).toEqual([]);
+
+    expect((await put({ name: 'eval/acc', goal: 'max' })).body).toMatchObject({ promote: null });
+    await evaluate('run-b', 40, 0.95);
+    expect(await aliasOf('demo/standing-model')).toEqual(expect.arrayContaining([{ alias: 'prod', version: '1' }]));
+    expect(await versionCheckpoints('demo/standing-model')).toHaveLength(2);
   });
 });

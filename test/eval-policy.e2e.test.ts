@@ -149,8 +149,11 @@ describe('evaluations started by a training job (eval policy)', () => {
     expect(evalJob.reason).toContain(`its training job ${job.id} was cancelled`);
   });
 
-  it('retention keeps the evaluated best and the latest, deletes the other files once their evaluations end', async () => {
+  it('retention keeps the evaluated best and the latest, deletes the other files once their evaluations end; a standing promotion keeps champion on the evaluated best', async () => {
     await c.client.request('PUT', '/projects/eval-policy/experiments/retain/retention', { keep_best: 1, keep_latest: 1 });
+    // Promotion is set before any checkpoint exists: the alias follows each evaluation as the control worker settles it.
+    const set = await c.client.request<{ promote: unknown }>('PUT', '/projects/eval-policy/experiments/retain/primary-metric', { name: 'eval/loss', goal: 'min', register: 'retain-model' });
+    expect(set.promote).toEqual({ model: 'eval-policy/retain-model', alias: 'champion', version: null });
     const job = await train('retain', 'each', { every: 15 });
     expect((await c.client.waitFor(job.id, undefined, 90_000)).state).toBe('SUCCEEDED');
     const stepsOf = (ks: CheckpointJson[]) => ks.map((k) => k.step).sort((a, b) => a! - b!);
@@ -166,8 +169,27 @@ describe('evaluations started by a training job (eval policy)', () => {
     expect(stepsOf(ckpts.filter((k) => k.deleted_at))).toEqual([15, 45]);
     expect(stepsOf(ckpts.filter((k) => !k.deleted_at))).toEqual([30, 60]);
     for (const k of ckpts) expect(fs.existsSync(k.uri), k.uri).toBe(!k.deleted_at);
-    const best = await c.client.request<{ checkpoint: { id: string; step: number } }>('GET', '/checkpoints/best?project=eval-policy&experiment=retain');
+    const best = await c.client.request<{ checkpoint: { id: string; step: number; uri: string } }>('GET', '/checkpoints/best?project=eval-policy&experiment=retain');
     expect(best.checkpoint.step).toBe(30);
+    // Through MLflow's registry: champion names a version of the evaluated best, the step-30 checkpoint, with its evaluation's value.
+    const mlflow = async <T>(q: string) => (await (await fetch(`${c.apiUrl}/mlflow/api/2.0/mlflow/${q}`, { headers: c.auth })).json()) as T;
+    const champion = await mlflow<{ model_version: { version: string; source: string; tags: { key: string; value: string }[] } }>(
+      'registered-models/alias?name=eval-policy%2Fretain-model&alias=champion',
+    );
+    expect(champion.model_version.source).toBe(`file://${best.checkpoint.uri}`);
+    expect(Object.fromEntries(champion.model_version.tags.map((x) => [x.key, x.value]))).toMatchObject({ 'gpuplane.checkpoint_id': best.checkpoint.id, 'gpuplane.metric': 'eval/loss', 'gpuplane.metric_level': 'experiment' });
+    const versions = await mlflow<{ model_versions: { version: string; tags: { key: string; value: string }[] }[] }>(
+      `model-versions/search?filter=${encodeURIComponent("name='eval-policy/retain-model'")}`,
+    );
+    // A version per checkpoint that was the experiment's evaluated best when its evaluation finished
+    // (evaluations may finish out of step order): each one better than the one before, the last the champion.
+    const values = versions.model_versions
+      .sort((a, b) => Number(a.version) - Number(b.version))
+      .map((v) => Number(v.tags.find((x) => x.key === 'gpuplane.metric_value')!.value));
+    expect(values.length).toBeGreaterThanOrEqual(1);
+    expect(values.length).toBeLessThanOrEqual(4);
+    for (let i = 1; i < values.length; i++) expect(values[i]).toBeLessThan(values[i - 1]);
+    expect(champion.model_version.version).toBe(String(values.length));
     // A deleted checkpoint cannot be evaluated again.
     const gone = ckpts.find((k) => k.deleted_at)!;
     const again = await c.client.request('POST', `/checkpoints/${gone.id}/evaluations`, { command: ['true'] }).catch((e: Error) => e);

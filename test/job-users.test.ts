@@ -23,7 +23,7 @@ describe('--job-users', () => {
     expect(() => parseJobUsers('10-20')).toThrow(/1000 <= A <= B/);
     expect(() => parseJobUsers('5000-4000')).toThrow(/1000 <= A <= B/);
     expect(() => parseJobUsers('1000-999999')).toThrow(/at most 65536/);
-    expect(() => parseJobUsers('a b;rm')).toThrow(/expected "agent", a uid range/);
+    expect(() => parseJobUsers('a b;rm')).toThrow(/expected "agent", or uid ranges A-B and user names/);
   });
 
   it('defaults to a pool of uids as root and to the agent\'s own user otherwise', () => {

@@ -67,7 +67,7 @@ const BODY_BASE: Record<string, Record<string, unknown>> = {
 /** Query keys that exclude others (a checkpoint scope is a run, or a project): sent without them. */
 const EXCLUDES: Record<string, string[]> = { run: ['project', 'experiment'] };
 /** Fields whose valid values are checked against rows, not bounds (a missing checkpoint is a 400 of its own). */
-const REFERENTIAL = new Set(['POST /api/v1/jobs resume_from']);
+const REFERENTIAL = new Set(['POST /api/v1/jobs resume_from', 'PUT /api/v1/projects/{project}/job-user user', 'PUT /api/v1/projects/{project}/job-user group']);
 /** Node tokens only, of the node an attempt was dispatched to: the access check refuses anyone else before the body is read (its path params are checked before it). */
 const NODE_BODY = new Set(['POST /api/v1/jobs/{id}/attempts/{attempt}/started', 'POST /api/v1/jobs/{id}/attempts/{attempt}/events']);
 /** Never ends: not sent. */

@@ -48,11 +48,11 @@ describe('primary metric through the API and gpuctl', () => {
   };
 
   it("an experiment's setting overrides its project's, which overrides the default", async () => {
-    expect((await call('GET', '/primary-metric?project=vision&experiment=resnet')).body).toEqual({ name: 'eval/loss', goal: 'min', level: 'default', train_metric: 'train/loss' });
-    expect((await call('PUT', '/projects/vision/primary-metric', { name: 'eval/top1', goal: 'max' })).body).toEqual({ name: 'eval/top1', goal: 'max', level: 'project', train_metric: 'train/top1' });
+    expect((await call('GET', '/primary-metric?project=vision&experiment=resnet')).body).toEqual({ name: 'eval/loss', goal: 'min', level: 'default', train_metric: 'train/loss', promote: null });
+    expect((await call('PUT', '/projects/vision/primary-metric', { name: 'eval/top1', goal: 'max' })).body).toEqual({ name: 'eval/top1', goal: 'max', level: 'project', train_metric: 'train/top1', promote: null });
     expect((await call('GET', '/primary-metric?project=vision&experiment=resnet')).body).toMatchObject({ name: 'eval/top1', level: 'project' });
     await call('PUT', '/projects/vision/experiments/resnet/primary-metric', { name: 'eval/top5', goal: 'max' });
-    expect((await call('GET', '/primary-metric?project=vision&experiment=resnet')).body).toEqual({ name: 'eval/top5', goal: 'max', level: 'experiment', train_metric: 'train/top5' });
+    expect((await call('GET', '/primary-metric?project=vision&experiment=resnet')).body).toEqual({ name: 'eval/top5', goal: 'max', level: 'experiment', train_metric: 'train/top5', promote: null });
     // Another experiment of the project still gets the project's.
     expect((await call('GET', '/primary-metric?project=vision&experiment=vit')).body).toMatchObject({ name: 'eval/top1', level: 'project' });
     expect((await call('DELETE', '/projects/vision/experiments/resnet/primary-metric')).body).toMatchObject({ name: 'eval/top1', level: 'project' });
@@ -74,7 +74,7 @@ describe('primary metric through the API and gpuctl', () => {
     const cli = (...args: string[]) => run(process.execPath, ['cli/gpuctl.mjs', '--api', api, 'primary-metric', ...args]);
     expect((await cli('speech', '--set', 'eval/wer', '--goal', 'min')).stdout.trim()).toBe('minimise eval/wer (from the project); shown beside train/wer');
     expect((await cli('speech', 'conformer')).stdout.trim()).toBe('minimise eval/wer (from the project); shown beside train/wer');
-    expect(JSON.parse((await cli('speech', 'conformer', '--set', 'eval/cer', '--goal', 'min', '--json')).stdout)).toEqual({ name: 'eval/cer', goal: 'min', level: 'experiment', train_metric: 'train/cer' });
+    expect(JSON.parse((await cli('speech', 'conformer', '--set', 'eval/cer', '--goal', 'min', '--json')).stdout)).toEqual({ name: 'eval/cer', goal: 'min', level: 'experiment', train_metric: 'train/cer', promote: null });
     expect((await cli('speech', 'conformer', '--set', 'eval/cer', '--goal', 'min', '--train-metric', 'cer_train')).stdout.trim()).toBe('minimise eval/cer (from the experiment); shown beside cer_train');
     expect((await cli('speech', '--clear')).stdout.trim()).toBe('minimise eval/loss (from the global default); shown beside train/loss');
     const bad = await cli('speech', '--set', 'eval/wer').catch((e: { code: number; stderr: string }) => e);

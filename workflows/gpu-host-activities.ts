@@ -1,4 +1,5 @@
 import type { AttemptSpec, ProcessExit } from './types.ts';
+import type { JobIdentity } from '../domain/job-identity.ts';
 
 /*
  * What the workflows call on a node's own task queue (`gpu-host.<nodeId>`): the workflows own
@@ -32,6 +33,8 @@ export interface CheckpointDeletion {
   uris: string[];
   /** The writer job's project (its job user deletes); absent from older callers, then refused where job users are on. */
   project?: string | null;
+  /** That project's identity (types.ts AttemptSpec.runAs); absent: the node's own map decides. */
+  runAs?: JobIdentity;
   /** `<dev>:<ino>` registered for each of `uris` (null: registered before inodes were). */
   inodes?: (string | null)[];
 }

@@ -10,6 +10,7 @@ import type { JobState } from '../domain/job-states.ts';
 import type { JobType } from '../domain/job-types.ts';
 import type { AshaState } from '../domain/asha.ts';
 import type { SweepSpec } from '../domain/sweep-spec.ts';
+import type { JobIdentity } from '../domain/job-identity.ts';
 
 export type { NodeInventory } from '../domain/node.ts';
 
@@ -56,6 +57,8 @@ export interface RetentionWork {
   root: string;
   /** The writer job's project: the node deletes as its job user. */
   project: string | null;
+  /** That project's identity (domain/job-identity.ts); absent: none assigned yet, the node's own map decides. */
+  runAs?: JobIdentity;
   /** Each with the `<dev>:<ino>` registered (null: registered before that was recorded). */
   doomed: { id: string; uri: string; inode: string | null }[];
 }
@@ -85,6 +88,12 @@ export interface AttemptSpec {
   runId: string | null;
   /** The job's project: an agent running as root runs each project's jobs as a user of its own (activities/gpu-host/job-users.ts). */
   project?: string | null;
+  /**
+   * The Unix user the project's jobs run as on every node (domain/job-identity.ts): given by the
+   * control plane. Absent (a plane of before identities, or GPUPLANE_JOB_USERS=agent on the
+   * control plane): the node's own map of projects to its pool decides.
+   */
+  runAs?: JobIdentity;
   /** Where the database placed the attempt. */
   nodeId: string;
   command: string[];

@@ -3,7 +3,9 @@ import { createAttemptRun, runOfAttempt } from '../../db/queries/attempt-run.ts'
 import { masterPortOf, nodeAddresses, ownedCardsByNode } from '../../db/queries/gangs.ts';
 import { getJobForUpdate, ownedCards } from '../../db/queries/jobs.ts';
 import { resumePointOf } from '../../db/queries/resume-point.ts';
+import { identityFor } from '../../db/queries/project-identity.ts';
 import { getRun } from '../../db/queries/runs.ts';
+import type { JobUser } from '../../domain/job-identity.ts';
 import { JOB_TYPE_TRAITS } from '../../domain/job-types.ts';
 import { mlflowName } from '../../domain/mlflow-names.ts';
 import type { GangPlacement } from '../../db/schema.ts';
@@ -14,7 +16,7 @@ import type { AttemptGang, AttemptSpec } from '../../workflows/types.ts';
  * The spec of an attempt whose cards are granted (DISPATCHING), its Run made; null when the
  * database does not hold this attempt as granted (a late or duplicate grant).
  */
-export async function beginIn(tx: Executor, a: { jobId: string; attempt: number; resume?: boolean }): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
+export async function beginIn(tx: Executor, a: { jobId: string; attempt: number; resume?: boolean }, pool: readonly JobUser[] | null = null): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
   const job = await getJobForUpdate(tx, a.jobId);
   if (!job) throw jobNotFound(a.jobId);
   // resume: a workflow reset in Temporal finds its attempt already RUNNING and watches it again.
@@ -39,12 +41,15 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
   const resumeFrom = await resumePointOf(tx, job, a.attempt);
   const run = runId ? await getRun(tx, runId) : undefined;
   const mlflowExperiment = run?.projectName && run.experimentName ? mlflowName(run.projectName, run.experimentName) : undefined;
+  // The project's one identity on every node, given now from the plane's pool on its first attempt.
+  const runAs = await identityFor(tx, job.projectId, pool);
   return {
     jobId: job.id,
     attempt: a.attempt,
     type: job.type,
     runId,
     project: job.projectId ?? null,
+    ...(runAs ? { runAs } : {}),
     nodeId: job.nodeId,
     command: job.command,
     workingDir: job.workingDir,

@@ -5,6 +5,7 @@ import { countRunCheckpoints, finalCheckpointOfAttempt, runOfCheckpoint } from '
 import { createEvaluationJob, evaluatedBy, settleEvaluation, unstartedEvaluationJobs } from '../../db/queries/evaluations.ts';
 import { getJob, getJobForUpdate, transitionJob } from '../../db/queries/jobs.ts';
 import { markCheckpointsDeleted, retentionPlan, runHasRetention, watchedFolderOf } from '../../db/queries/retention.ts';
+import { identityOf } from '../../db/queries/project-identity.ts';
 import type { Job } from '../../db/schema.ts';
 import { evaluatesOnRegister } from '../../domain/eval-policy.ts';
 import { JOB_TYPE_TRAITS } from '../../domain/job-types.ts';
@@ -64,7 +65,8 @@ export function checkpointActivities({ deps }: ControlContext) {
       const writer = await watchedFolderOf(db, plan.doomed[0].id);
       if (!writer?.watchDir) return null;
       // The writer's project: the node deletes as that project's job user, nobody else.
-      return { nodeId: plan.nodeId, root: path.resolve(writer.workingDir, writer.watchDir), project: writer.projectId, doomed: plan.doomed };
+      const runAs = await identityOf(db, writer.projectId);
+      return { nodeId: plan.nodeId, root: path.resolve(writer.workingDir, writer.watchDir), project: writer.projectId, ...(runAs ? { runAs } : {}), doomed: plan.doomed };
     },
 
     /** Records the checkpoints whose files the node deleted. */

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Db } from '../../db/client.ts';
 import type { JobTimeouts } from '../../temporal/client-ops.ts';
+import type { JobUser } from '../../domain/job-identity.ts';
 import type { QuarantineRule } from '../../domain/quarantine.ts';
 import type { PrivateAddressPolicy, WebhookRetry } from '../../domain/webhooks.ts';
 
@@ -18,6 +19,11 @@ export interface ControlDeps {
   /** A DISPATCHING job whose workflow has not moved on after this long gets its grant again. */
   redispatchAfterMs?: number;
   idlePassMs?: number;
+  /**
+   * The pool each project gets its job uid from once (GPUPLANE_JOB_USERS on the control worker;
+   * domain/job-identity.ts). null or absent: none is given, each node's own map decides.
+   */
+  jobUids?: readonly JobUser[] | null;
   /** Webhook deliveries (activities/control/webhooks.ts); absent: no private addresses, the default retries. */
   webhooks?: WebhookDeliveryDeps;
 }

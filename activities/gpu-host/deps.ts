@@ -23,6 +23,8 @@ export interface GpuHostDeps {
   nodeToken?: string;
   /** The users jobs run as, one per project (an agent running as root); absent: the agent's own user. */
   jobUsers?: JobUsers | null;
+  /** The agent's own warnings (its log). */
+  warn?: (msg: string) => void;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */
   allowedRoots?: readonly string[];
   /**

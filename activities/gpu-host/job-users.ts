@@ -10,62 +10,23 @@
  *   what the agent can (its token, other jobs' files), so the node is single-tenant.
  */
 import { execFileSync } from 'node:child_process';
+import { lookupUser } from '../../runtime/users.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import { writePrivateFile } from '../../runtime/private-files.ts';
+import { DEFAULT_JOB_UIDS, describePool, parseJobUsers as parseSpec, placeIdentity, uidRangesOf, type JobIdentity, type JobUser, type JobUsersSpec } from '../../domain/job-identity.ts';
 import { claimUids, rangesText, UID_CLAIMS_DIR, type UidClaim, type UidRange } from './uid-claim.ts';
 
-/** The default pool of job uids for an agent running as root: numbers no account owns on a usual machine. */
-export const DEFAULT_JOB_UIDS = '3000000-3000999';
+export { DEFAULT_JOB_UIDS };
 
 /** How many blocks of 1000 uids from DEFAULT_JOB_UIDS on `gpuctl up` looks through for one no other agent claims. */
 const FREE_BLOCKS = 1000;
 
-export interface JobUser {
-  uid: number;
-  gid: number;
-  /** The user's name, or `gpuplane-<uid>` for a bare uid. */
-  name: string;
-}
+export type { JobUser, JobUsersSpec };
 
-/** What `--job-users` says: the agent's own user, or a pool of users. */
-export type JobUsersSpec = { kind: 'agent' } | { kind: 'pool'; users: JobUser[] };
-
-const MAX_POOL = 65_536;
-
-/** Parses `--job-users`: `agent`, `A-B` (uids), or `name,name…` (existing users). Throws a one-line error. */
+/** Parses `--job-users` (domain/job-identity.ts), names looked up in this machine's user database. Throws a one-line error. */
 export function parseJobUsers(raw: string, lookup: (name: string) => JobUser | null = lookupUser): JobUsersSpec {
-  const s = raw.trim();
-  if (s === 'agent') return { kind: 'agent' };
-  const range = /^(\d+)-(\d+)$/.exec(s);
-  if (range) {
-    const lo = Number(range[1]);
-    const hi = Number(range[2]);
-    if (lo < 1000 || hi < lo || hi > 4_294_967_294 || hi - lo + 1 > MAX_POOL) throw new Error(`--job-users ${s}: a range of uids A-B with 1000 <= A <= B and at most ${MAX_POOL} uids`);
-    const users: JobUser[] = [];
-    for (let u = lo; u <= hi; u++) users.push({ uid: u, gid: u, name: `gpuplane-${u}` });
-    return { kind: 'pool', users };
-  }
-  const names = s.split(',').map((n) => n.trim());
-  if (names.some((n) => !/^[a-z_][a-z0-9_.-]{0,31}\$?$/i.test(n))) throw new Error(`--job-users: expected "agent", a uid range A-B or a list of user names, got "${raw}"`);
-  const users = names.map((n) => {
-    const u = lookup(n);
-    if (!u) throw new Error(`--job-users: no user named "${n}" on this machine`);
-    if (u.uid === 0) throw new Error(`--job-users: "${n}" is root; jobs must run unprivileged`);
-    return u;
-  });
-  return { kind: 'pool', users };
-}
-
-/** A user's uid and primary gid from the system's user database (getent), or null. */
-function lookupUser(name: string): JobUser | null {
-  try {
-    const line = execFileSync('getent', ['passwd', name], { encoding: 'utf8' }).trim();
-    const [n, , uid, gid] = line.split(':');
-    return { uid: Number(uid), gid: Number(gid), name: n };
-  } catch {
-    return null;
-  }
+  return parseSpec(raw, lookup);
 }
 
 /** The blocks of 1000 uids `gpuctl up` may take, from DEFAULT_JOB_UIDS on; the one this data dir's projects have uids in first. */
@@ -157,19 +118,16 @@ export class JobUsers {
 
   /** The uid ranges of the pool, for rules that match every job's sockets (port-guard.ts). */
   uidRanges(): [number, number][] {
-    const sorted = this.pool.map((u) => u.uid).sort((a, b) => a - b);
-    const out: [number, number][] = [];
-    for (const u of sorted) {
-      const last = out[out.length - 1];
-      if (last && u === last[1] + 1) last[1] = u;
-      else out.push([u, u]);
-    }
-    return out;
+    return uidRangesOf(this.pool);
   }
 
   describe(): string {
-    const r = this.uidRanges();
-    return r.length === 1 && r[0][0] !== r[0][1] ? `uids ${r[0][0]}-${r[0][1]}` : this.pool.map((u) => u.name).join(', ');
+    return describePool(this.pool);
+  }
+
+  /** The pool's users, in order. */
+  users(): readonly JobUser[] {
+    return this.pool;
   }
 
   /** The user a project's jobs run as on this node: its own, given on first use and kept. */
@@ -184,6 +142,24 @@ export class JobUsers {
     writePrivateFile(this.file, JSON.stringify(this.byProject));
     return free;
   }
+}
+
+/** Refused: the node may not run the attempt's identity (a reason for the user, in one line). */
+export class IdentityRefused extends Error {}
+
+/**
+ * The user an attempt (or a retention of its project's files) runs as on this node: the identity
+ * the control plane sent (domain/job-identity.ts placeIdentity), or, from a control plane of
+ * before identities, the project's uid of this node's own pool. Null: the agent's own user.
+ * `differs` is called when the node's pool is not the plane's and it runs the project as another uid.
+ * Throws IdentityRefused where the node may not use the identity.
+ */
+export function jobUserFor(users: JobUsers | null, a: { project?: string | null; runAs?: JobIdentity | null }, differs?: (why: string) => void): JobUser | null {
+  if (!a.runAs) return users?.forProject(a.project ?? '') ?? null;
+  const placed = placeIdentity(a.runAs, users?.users() ?? null, process.getuid?.() ?? -1, a.project ?? '(none)');
+  if (!placed.ok) throw new IdentityRefused(placed.why);
+  if (placed.differs && placed.user) differs?.(`this node's --job-users (${users!.describe()}) is not the control plane's GPUPLANE_JOB_USERS: project ${a.project} runs here as uid ${placed.user.uid}, on nodes with the plane's pool as uid ${a.runAs.uid}`);
+  return placed.user;
 }
 
 /** Runs `cmd` as `user` (no groups, no privileges); true when it exits 0. */

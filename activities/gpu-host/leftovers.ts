@@ -98,6 +98,15 @@ export function attemptOfProcess(pid: number, proc = '/proc'): string | null {
   }
 }
 
+/** The network namespace of a process (`net:[inode]`), or null where it cannot be read. */
+function netnsOf(pid: string, proc: string): string | null {
+  try {
+    return fs.readlinkSync(`${proc}/${pid}/ns/net`);
+  } catch {
+    return null;
+  }
+}
+
 /** Field 22 of /proc/PID/stat as a number, or null. */
 function startTicks(pid: number, proc: string): number | null {
   try {
@@ -115,13 +124,21 @@ function startTicks(pid: number, proc: string): number | null {
  * other than the attempt's own; never a member of another live attempt's session or group; and
  * never a process that joined the session of a newer process that took the shim's pid.
  */
-export function isLeftover(p: ProcEntry, t: SweepTarget, keep: Keep, ctx: { self: number; attemptOf(pid: number): string | null; startOf(pid: number): number | null; reusedSince: number | null }): boolean {
+export function isLeftover(
+  p: ProcEntry,
+  t: SweepTarget,
+  keep: Keep,
+  ctx: { self: number; attemptOf(pid: number): string | null; startOf(pid: number): number | null; reusedSince: number | null; netOf?(pid: number): string | null; ownNet?: string | null },
+): boolean {
   if (p.zombie || p.pid <= 1 || p.pid === ctx.self || p.ppid === ctx.self || keep.shims.has(p.sid) || keep.shims.has(p.pgid)) return false;
   if ((p.sid === t.pid || p.pgid === t.pid) && !keep.shims.has(t.pid)) {
     const start = ctx.reusedSince === null ? null : ctx.startOf(p.pid);
     if (ctx.reusedSince === null || (start !== null && start < ctx.reusedSince)) return true;
   }
   if (t.uid === null || t.uid === 0 || p.uid !== t.uid) return false;
+  // One project runs as one uid on every node: a process of that uid in another network namespace
+  // is another node's (isolated fake nodes share this kernel's pids), never this attempt's leftover.
+  if (ctx.ownNet && ctx.netOf && ctx.netOf(p.pid) !== ctx.ownNet) return false;
   const named = ctx.attemptOf(p.pid);
   return named === null || !keep.attempts.has(named);
 }
@@ -134,7 +151,14 @@ function pidReusedSince(t: SweepTarget, proc: string): number | null {
 
 /** One pass over /proc: the leftovers of `t` now. */
 export function findLeftovers(t: SweepTarget, keep: Keep, proc = '/proc'): number[] {
-  const ctx = { self: process.pid, attemptOf: (pid: number) => attemptOfProcess(pid, proc), startOf: (pid: number) => startTicks(pid, proc), reusedSince: pidReusedSince(t, proc) };
+  const ctx = {
+    self: process.pid,
+    attemptOf: (pid: number) => attemptOfProcess(pid, proc),
+    startOf: (pid: number) => startTicks(pid, proc),
+    reusedSince: pidReusedSince(t, proc),
+    netOf: (pid: number) => netnsOf(String(pid), proc),
+    ownNet: netnsOf('self', proc),
+  };
   const out: number[] = [];
   let names: string[];
   try {

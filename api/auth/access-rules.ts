@@ -113,6 +113,10 @@ const RULES: Record<string, Rule> = {
   'DELETE /api/v1/projects/:project/quota': { access: 'admin' },
   // Lines of the projects the caller may read only (api/routes/quotas.ts).
   'GET /api/v1/quotas': { access: 'any' },
+  // Projects with their job identities: the ones the caller may read (api/routes/project-users.ts); mapping one to a user is an admin's.
+  'GET /api/v1/projects': { access: 'any' },
+  'PUT /api/v1/projects/:project/job-user': { access: 'admin' },
+  'DELETE /api/v1/projects/:project/job-user': { access: 'admin' },
   'DELETE /api/v1/tokens/:id': { access: 'admin' },
 
   'POST /api/v1/jobs': { access: 'write', project: byBodyProject, fromBody: true },

@@ -6,32 +6,14 @@
  * best, so a registry version says which evaluation justified it, not just which files it is.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { Db } from '../../db/client.ts';
-import { bestCandidates, checkpointEvaluations, getCheckpoint, metricColumns, runScope } from '../../db/queries/checkpoints.ts';
-import { insertModel, insertVersion, modelByNames, updateModel } from '../../db/queries/registry.ts';
+import { getCheckpoint, runScope } from '../../db/queries/checkpoints.ts';
+import { justificationOf, registerCheckpointVersion } from '../../db/queries/promote.ts';
 import { getRun } from '../../db/queries/runs.ts';
-import type { Checkpoint, VersionJustification } from '../../db/schema.ts';
-import { metricFor, rankCheckpoints } from '../../domain/best-checkpoint.ts';
-import { encodeValue } from '../../domain/metrics.ts';
 import { mlflowName } from '../../domain/mlflow-names.ts';
-import { settingOf } from '../../domain/primary-metric.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import { RegisterCheckpointBody, RegisteredVersionSchema, type RegisteredVersionJson } from '../schemas/registry.ts';
 import type { ApiDeps } from '../deps.ts';
-
-/** What justifies a checkpoint: its value of its run's primary metric, evaluated where it has one (null: it has no value at all). */
-async function justificationOf(db: Db, c: Checkpoint): Promise<{ justification: VersionJustification | null; evaluationId: string | null }> {
-  const scope = await runScope(db, c.runId);
-  const m = await metricColumns(db, scope?.projectId ?? null, scope?.experimentId ?? null);
-  const candidates = await bestCandidates(db, { runId: c.runId });
-  const metric = metricFor(candidates, { experiment: settingOf(m.experiment), project: settingOf(m.project) });
-  const mine = candidates.filter((x) => x.id === c.id);
-  const { ranked, fallback } = rankCheckpoints(mine, metric);
-  if (ranked.length === 0) return { justification: null, evaluationId: null };
-  const evaluation = fallback ? undefined : (await checkpointEvaluations(db, c.id)).find((e) => e.status === 'succeeded');
-  return { justification: { metric: metric.name, goal: metric.goal, value: encodeValue(ranked[0].value), level: metric.level, fallback }, evaluationId: evaluation?.id ?? null };
-}
 
 export const checkpointRegisterRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db } = deps;
@@ -61,24 +43,9 @@ export const checkpointRegisterRoutes: FastifyPluginAsyncTypebox<ApiDeps> = asyn
       const project = run.projectName;
       const { justification, evaluationId } = await justificationOf(db, c);
       const principal = req.principal;
-      const version = await db.transaction(async (tx) => {
-        const existing = await modelByNames(tx, project, b.name);
-        // Made meanwhile by a racing registration: that one's model, as if it had come first.
-        const modelId = existing?.id ?? (await insertModel(tx, { projectId, name: b.name })) ?? (await modelByNames(tx, project, b.name))!.id;
-        const v = await insertVersion(tx, modelId, {
-          source: `file://${c.uri}`,
-          runId: c.runId,
-          checkpointId: c.id,
-          evaluationId,
-          justification,
-          description: b.description ?? null,
-          tags: c.nodeId ? { 'gpuplane.node': c.nodeId } : {},
-          userId: principal && 'name' in principal ? principal.name : null,
-        });
-        // Read under the model's row lock (insertVersion took it): a racing registration's alias is kept.
-        if (b.alias) await updateModel(tx, modelId, { aliases: { ...((await modelByNames(tx, project, b.name))?.aliases ?? {}), [b.alias]: v.version } });
-        return v;
-      });
+      const version = await db.transaction((tx) =>
+        registerCheckpointVersion(tx, c, { project, projectId, model: b.name, alias: b.alias, justification, evaluationId, description: b.description, userId: principal && 'name' in principal ? principal.name : null }),
+      );
       const answer: RegisteredVersionJson = {
         model: mlflowName(project, b.name),
         project,

@@ -1,10 +1,23 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Db } from '../../db/client.ts';
-import { primaryMetricSettings, setExperimentMetric, setProjectMetric } from '../../db/queries/projects.ts';
+import { experimentPromotion, primaryMetricSettings, setExperimentMetric, setProjectMetric } from '../../db/queries/projects.ts';
+import { promoteExperimentBest } from '../../db/queries/promote.ts';
+import { modelByNames } from '../../db/queries/registry.ts';
+import { mlflowName } from '../../domain/mlflow-names.ts';
 import { METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 import { resolvePrimaryMetric, type MetricSetting } from '../../domain/primary-metric.ts';
 import { DomainError } from '../errors.ts';
-import { ExperimentParams, PrimaryMetricBody, ProjectParams, ResolvedMetricSchema, ResolveQuery, RetentionBody, RetentionSchema } from '../schemas/projects.ts';
+import {
+  ExperimentParams,
+  ExperimentPrimaryMetricBody,
+  PrimaryMetricAnswer,
+  PrimaryMetricBody,
+  ProjectParams,
+  ResolveQuery,
+  RetentionBody,
+  RetentionSchema,
+  type PrimaryMetricAnswerJson,
+} from '../schemas/projects.ts';
 import { getRetention, setRetention, type RetentionSetting } from '../../db/queries/retention.ts';
 import type { ApiDeps } from '../deps.ts';
 
@@ -15,16 +28,18 @@ function checked(b: { name: string; goal: MetricSetting['goal']; train_metric?: 
   return { name: b.name, goal: b.goal, train: b.train_metric ?? null };
 }
 
-/** The primary metric in force for a project (and experiment), with the level it came from. */
-async function resolved(db: Db, project: string, experiment?: string) {
+/** The primary metric in force for a project (and experiment), with the level it came from, and the experiment's promotion. */
+async function resolved(db: Db, project: string, experiment?: string): Promise<PrimaryMetricAnswerJson> {
   const s = (await primaryMetricSettings(db, project, experiment)) ?? { project: null, experiment: null };
-  return resolvePrimaryMetric(s.experiment, s.project);
+  const p = experiment ? await experimentPromotion(db, project, experiment) : null;
+  const version = p ? ((await modelByNames(db, project, p.model))?.aliases[p.alias] ?? null) : null;
+  return { ...resolvePrimaryMetric(s.experiment, s.project), promote: p ? { model: mlflowName(project, p.model), alias: p.alias, version } : null };
 }
 
 /** Primary metrics of projects and experiments: what decides the best checkpoint. */
 export const projectRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) => {
   const { db } = deps;
-  const reply200 = { 200: ResolvedMetricSchema };
+  const reply200 = { 200: PrimaryMetricAnswer };
 
   app.get(
     '/primary-metric',
@@ -52,9 +67,24 @@ export const projectRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, dep
 
   app.put(
     '/projects/:project/experiments/:experiment/primary-metric',
-    { schema: { tags: ['projects'], summary: "Set an experiment's primary metric; it overrides the project's", params: ExperimentParams, body: PrimaryMetricBody, response: reply200 } },
+    {
+      schema: {
+        tags: ['projects'],
+        summary: "Set an experiment's primary metric; it overrides the project's",
+        description:
+          "With register, the experiment's evaluated best (never a training-time fallback) is kept registered as a version of that model, and alias (default champion) names it: now, and again each time an evaluation of the experiment succeeds and changes it. A version of the same checkpoint is reused. A PUT without register ends the promotion; versions made stay.",
+        params: ExperimentParams,
+        body: ExperimentPrimaryMetricBody,
+        response: reply200,
+      },
+    },
     async (req) => {
-      await db.transaction((tx) => setExperimentMetric(tx, req.params.project, req.params.experiment, checked(req.body)));
+      const b = req.body;
+      const promote = b.register ? { model: b.register, alias: b.alias ?? 'champion' } : null;
+      await db.transaction(async (tx) => {
+        const id = await setExperimentMetric(tx, req.params.project, req.params.experiment, checked(b), promote);
+        if (promote) await promoteExperimentBest(tx, id, new Date());
+      });
       return resolved(db, req.params.project, req.params.experiment);
     },
   );

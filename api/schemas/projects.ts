@@ -1,4 +1,7 @@
-import { Type } from '@sinclair/typebox';
+import { Type, type Static } from '@sinclair/typebox';
+import { Nullable } from './common.ts';
+import { needs } from './rules.ts';
+import { AliasName, ModelName } from './registry.ts';
 import { METRIC_KEY_PATTERN, METRIC_KEY_RULE } from '../../domain/metrics.ts';
 
 const Goal = Type.Union([Type.Literal('min'), Type.Literal('max')]);
@@ -22,6 +25,38 @@ export const ResolvedMetricSchema = Type.Object({
   }),
   train_metric: Type.String({ description: 'the training-time metric shown beside it: the setting\'s train_metric, else eval/X ↔ train/X (any other name is its own)' }),
 });
+
+export const ExperimentPrimaryMetricBody = Type.Composite(
+  [
+    PrimaryMetricBody,
+    Type.Object({
+      register: Type.Optional(ModelName("keep the experiment's evaluated best registered as a version of this model of the project (made on first use) as its evaluations finish")),
+      alias: Type.Optional(AliasName('with register: the alias that follows the evaluated best (default champion)')),
+    }),
+  ],
+  {
+    additionalProperties: false,
+    allOf: [needs('alias', 'register', 'alias goes with register: name the model whose alias follows the evaluated best')],
+    description: "the experiment's primary metric, and optionally its standing promotion into the model registry (alias only with register)",
+  },
+);
+
+export const PrimaryMetricAnswer = Type.Composite([
+  ResolvedMetricSchema,
+  Type.Object({
+    promote: Type.Union(
+      [
+        Type.Object({
+          model: Type.String({ description: "the registered model's MLflow name (project/name, or name in project default)" }),
+        alias: Type.String(),
+          version: Nullable(Type.Integer({ description: 'the version the alias names now; null: no evaluated best yet' })),
+        }),
+        Type.Null(),
+      ],
+      { description: "the experiment's standing promotion (null: none, or no experiment named)" },
+    ),
+  }),
+]);
 
 export const ProjectParams = Type.Object({ project: Type.String({ minLength: 1, maxLength: 200 }) });
 export const ExperimentParams = Type.Object({ project: Type.String({ minLength: 1, maxLength: 200 }), experiment: Type.String({ minLength: 1, maxLength: 200 }) });
@@ -58,3 +93,5 @@ export const StallAfterSchema = Type.Object({
   stall_after_s: Type.Integer({ description: 'in force for the TRAIN and EVALUATE jobs of the project that do not set their own (0: off); CUSTOM jobs have one only when they set it' }),
   level: Type.Union([Type.Literal('project'), Type.Literal('default')], { description: "project: the project's own; default: the plane's GPUPLANE_STALL_AFTER_S" }),
 });
+
+export type PrimaryMetricAnswerJson = Static<typeof PrimaryMetricAnswer>;

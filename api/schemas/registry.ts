@@ -3,10 +3,15 @@ import { Type, type Static } from '@sinclair/typebox';
 import { Nullable } from './common.ts';
 import { MetricValue } from './runs.ts';
 
+/** A registered model's name within its project; MLflow names it project/name, or name in project default. */
+export const ModelName = (description: string) => Type.String({ minLength: 1, maxLength: 200, pattern: '^[^/:%]+$', description });
+/** A registered model's alias, as MLflow allows it. */
+export const AliasName = (description: string) => Type.String({ minLength: 1, maxLength: 255, pattern: '^[\\w-]+$', description });
+
 export const RegisterCheckpointBody = Type.Object(
   {
-    name: Type.String({ minLength: 1, maxLength: 200, pattern: '^[^/:%]+$', description: "the registered model's name within the checkpoint's project (made on first use); MLflow names it project/name, or name in project default" }),
-    alias: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: '^[\\w-]+$', description: 'an alias to point at the new version (moved from the version it named), e.g. champion' })),
+    name: ModelName("the registered model's name within the checkpoint's project (made on first use); MLflow names it project/name, or name in project default"),
+    alias: Type.Optional(AliasName('an alias to point at the new version (moved from the version it named), e.g. champion')),
     description: Type.Optional(Type.String({ maxLength: 5000 })),
   },
   { additionalProperties: false },

@@ -4,6 +4,7 @@ import { newId } from '../ids.ts';
 import { insertJob } from './jobs.ts';
 import { checkpoints, evaluations, events, jobs, runs, type Checkpoint, type Evaluation, type Job } from '../schema.ts';
 import { noteBestCheckpoint } from './best-changed.ts';
+import { promoteRunsExperiment } from './promote.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import { EVALUATION_JOB_TYPE } from '../../domain/job-types.ts';
 import { listLogRefs, readLogChunks } from './logs.ts';
@@ -95,7 +96,10 @@ export async function settleEvaluation(ex: Executor, jobId: string, e: { status:
     });
     if (e.status === 'succeeded') {
       const [c] = await ex.select({ runId: checkpoints.runId }).from(checkpoints).where(eq(checkpoints.id, r.checkpointId));
-      if (c) await noteBestCheckpoint(ex, c.runId, e.at);
+      if (c) {
+        await noteBestCheckpoint(ex, c.runId, e.at);
+        await promoteRunsExperiment(ex, c.runId, e.at);
+      }
     }
   }
 }

@@ -69,10 +69,33 @@ export async function setProjectMetric(ex: Executor, project: string, m: MetricS
   await ex.update(projects).set(metricColumnsOf(m)).where(eq(projects.id, id));
 }
 
-/** setExperimentMetric sets (or with null clears) an experiment's primary metric, creating project and experiment on first use. */
-export async function setExperimentMetric(ex: Executor, project: string, experiment: string, m: MetricSetting | null): Promise<void> {
+/** An experiment's standing promotion into the model registry (db/queries/promote.ts). */
+export interface PromoteSetting {
+  model: string;
+  alias: string;
+}
+
+/**
+ * setExperimentMetric sets (or with null clears) an experiment's primary metric and its promotion
+ * (a cleared metric clears it too), creating project and experiment on first use; the experiment's id.
+ */
+export async function setExperimentMetric(ex: Executor, project: string, experiment: string, m: MetricSetting | null, promote: PromoteSetting | null = null): Promise<string> {
   const id = await ensureExperiment(ex, await ensureProject(ex, project), experiment);
-  await ex.update(experiments).set(metricColumnsOf(m)).where(eq(experiments.id, id));
+  await ex
+    .update(experiments)
+    .set({ ...metricColumnsOf(m), promoteModel: m ? (promote?.model ?? null) : null, promoteAlias: m ? (promote?.alias ?? null) : null })
+    .where(eq(experiments.id, id));
+  return id;
+}
+
+/** experimentPromotion: an experiment's standing promotion, null when it has none (or does not exist). */
+export async function experimentPromotion(ex: Executor, project: string, experiment: string): Promise<PromoteSetting | null> {
+  const [row] = await ex
+    .select({ model: experiments.promoteModel, alias: experiments.promoteAlias })
+    .from(experiments)
+    .innerJoin(projects, eq(projects.id, experiments.projectId))
+    .where(and(eq(projects.name, project), eq(experiments.name, experiment)));
+  return row?.model && row.alias ? { model: row.model, alias: row.alias } : null;
 }
 
 /** A project's own stall-after (seconds; 0: off), null when it has none or does not exist. */

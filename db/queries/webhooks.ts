@@ -3,7 +3,7 @@
  * the last event it is done with; what it still owes are the events after it that it subscribed to.
  */
 import { and, asc, eq, gt, inArray, lte, or, sql, type SQL } from 'drizzle-orm';
-import type { SourceEvent, WebhookEventName, WebhookFormat } from '../../domain/webhooks.ts';
+import { isDirectEvent, type SourceEvent, type WebhookEventName, type WebhookFormat } from '../../domain/webhooks.ts';
 import { queryRows, type Executor } from '../client.ts';
 import { events, jobs, projects, runs, webhooks, type Webhook } from '../schema.ts';
 
@@ -17,7 +17,7 @@ const JOB_END_STATES: Partial<Record<WebhookEventName, string>> = { 'job.failed'
 /** The events of the table that are one of `names` (domain/webhooks.ts webhookEventOf, in SQL). */
 function subscribedTo(names: readonly WebhookEventName[]): SQL {
   const ends = names.map((n) => JOB_END_STATES[n]).filter((s): s is string => s !== undefined);
-  const direct = names.filter((n) => n === 'job.stalled' || n === 'checkpoint.best_changed' || n === 'evaluation.finished');
+  const direct = names.filter(isDirectEvent);
   const parts: SQL[] = [];
   if (ends.length) parts.push(sql`(${events.kind} = 'job.state' and ${events.data}->>'to' in (${sql.join(ends.map((s) => sql`${s}`), sql`, `)}) and ${events.data}->>'from' is distinct from ${events.data}->>'to')`);
   if (names.includes('run.crashed')) parts.push(sql`(${events.kind} = 'run.status' and ${events.data}->>'status' = 'crashed')`);

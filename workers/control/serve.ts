@@ -4,11 +4,19 @@ import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../../config.ts';
 import type { Db } from '../../db/client.ts';
 import { openConfiguredDatabase } from '../../db/open-configured.ts';
+import { parseJobUsers, type JobUser } from '../../domain/job-identity.ts';
 import { onShutdown } from '../../runtime/process.ts';
+import { lookupUser } from '../../runtime/users.ts';
 import { timeoutsOf } from '../../temporal/client-ops.ts';
 import { claimNamespace, connectClient, connectWorker, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { planeIdOf } from '../../db/queries/plane.ts';
 import { startControlWorker, type ControlWorker } from './worker.ts';
+
+/** The control plane's pool of job uids (GPUPLANE_JOB_USERS; domain/job-identity.ts); null for `agent`. Throws one line. */
+function controlJobUids(raw: string): JobUser[] | null {
+  const spec = parseJobUsers(raw, lookupUser);
+  return spec.kind === 'pool' ? spec.users : null;
+}
 
 /** The control worker as the configuration says; `gpuctl up` and the control worker process share it. */
 export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: Client, connection: NativeConnection): Promise<ControlWorker> {
@@ -23,6 +31,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     quarantine: c.quarantine,
     fairShareHalfLifeMs: c.fairShareHalfLifeMs,
     preemptGraceS: c.preemptGraceS,
+    jobUids: controlJobUids(c.jobUsers),
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     webhooks: { allowPrivate: c.webhookAllowPrivate, retry: c.webhookRetry },

@@ -1,4 +1,5 @@
 import type { QuarantineRule } from '../../domain/quarantine.ts';
+import type { JobUser } from '../../domain/job-identity.ts';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import { bundleWorkflowCode, NativeConnection, Runtime, Worker } from '@temporalio/worker';
@@ -35,6 +36,8 @@ export interface ControlWorkerOptions {
   fairShareHalfLifeMs?: number;
   /** The default preemption grace in seconds; null or absent: the scheduler never preempts. */
   preemptGraceS?: number | null;
+  /** The pool each project gets its job uid from (activities/control/context.ts ControlDeps.jobUids). */
+  jobUids?: readonly JobUser[] | null;
   timeouts: JobTimeouts;
   /** How often the reconciler looks for job workflows closed in Temporal and restarts the scheduler. */
   reconcileEveryMs?: number;
@@ -71,7 +74,7 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     namespace: o.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
     workflowBundle: o.workflowBundlePath ? { codePath: o.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: Runtime.instance().logger }),
-    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, preemptGraceS: o.preemptGraceS, timeouts: o.timeouts, webhooks: o.webhooks }),
+    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, preemptGraceS: o.preemptGraceS, jobUids: o.jobUids, timeouts: o.timeouts, webhooks: o.webhooks }),
     maxConcurrentActivityTaskExecutions: 50,
     maxConcurrentWorkflowTaskExecutions: 50,
   });

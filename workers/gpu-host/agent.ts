@@ -22,7 +22,7 @@ import { ProcessTable } from '../../activities/gpu-host/process-table.ts';
 import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
 import { sweepRecords } from '../../activities/gpu-host/survivors.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
-import { JobUsers } from '../../activities/gpu-host/job-users.ts';
+import { jobUserFor, JobUsers } from '../../activities/gpu-host/job-users.ts';
 import { installPortGuard, removePortGuard, type Endpoint } from '../../activities/gpu-host/port-guard.ts';
 import { takeUpPreviousLife } from './previous-life.ts';
 import { rejoinWhenReachable } from './reconnect.ts';
@@ -151,7 +151,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     client: o.client,
     warn: (msg, err) => ckptLogger.warn(err ? { err } : {}, msg),
     refuse: roots ? (dir) => roots.problem('checkpoint folder', dir) : undefined,
-    userOf: (spec) => jobUsers?.forProject(spec.project ?? '') ?? null,
+    userOf: (spec) => jobUserFor(jobUsers, spec),
     note: o.nodeToken ? (spec, n) => reportAttemptEvent({ apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken }, spec, n) : undefined,
   });
   const joinNode = () =>
@@ -181,6 +181,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       nodeToken: o.nodeToken,
       allowedRoots: o.allowedRoots,
       jobUsers,
+      warn: (m) => agentLogger.warn(m),
       onLeaseLost: () => rejoiner.leaseLost(),
     }),
     maxConcurrentActivityTaskExecutions: 1000,

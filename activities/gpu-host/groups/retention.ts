@@ -1,5 +1,5 @@
 import type { CheckpointDeletion, DeletionResult, GpuHostActivities } from '../../../workflows/gpu-host-activities.ts';
-import type { JobUser } from '../job-users.ts';
+import { jobUserFor, type JobUser } from '../job-users.ts';
 import { deleteAs } from '../scanner-client.ts';
 import type { GpuHostContext } from './context.ts';
 
@@ -20,7 +20,7 @@ export function retentionActivities({ deps, roots }: GpuHostContext): Pick<GpuHo
       if (deps.jobUsers) {
         if (a.project === undefined) return refuseAll("the request names no project: files are deleted only as the job's own user");
         try {
-          user = deps.jobUsers.forProject(a.project ?? '');
+          user = jobUserFor(deps.jobUsers, { project: a.project, runAs: a.runAs });
         } catch (err) {
           return refuseAll((err as Error).message);
         }

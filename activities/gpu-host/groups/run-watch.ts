@@ -11,7 +11,7 @@ import { attemptEnv, writeHostfile } from '../attempt-env.ts';
 import { agentStopped, checkAttemptIds, fencedHere, stoppedHere, unknownHere, vanished } from '../attempt-failures.ts';
 import type { Live } from '../attempt-record.ts';
 import { attemptEnd } from '../checkpoint-watching.ts';
-import { workingDirProblemFor, type JobUser } from '../job-users.ts';
+import { jobUserFor, workingDirProblemFor, type JobUser } from '../job-users.ts';
 import { confirmLaunch, reportStarted } from '../launch.ts';
 import { workingDirProblem } from '../proc.ts';
 import { retryWhile } from '../retry-while.ts';
@@ -63,7 +63,7 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     makePrivateDir(path.dirname(logPath));
     let user: JobUser | null = null;
     try {
-      user = deps.jobUsers?.forProject(spec.project ?? '') ?? null;
+      user = jobUserFor(deps.jobUsers ?? null, spec, deps.warn);
     } catch (err) {
       return spawnError(logPath, (err as Error).message);
     }
