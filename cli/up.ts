@@ -10,6 +10,7 @@ import { ensureNodeToken } from '../api/auth/token-store.ts';
 import { adminTokenFile } from '../runtime/credentials.ts';
 import { consoleLine, nodesLine, quarantinedLine, tryLines, webhooksLine } from './up-banner.ts';
 import { localCards, localJobUsers, localNodeIds } from './up-nodes.ts';
+import { isolateRefusal, startIsolatedNodes, type IsolatedUp } from './up-isolated.ts';
 import { makePrivateDir } from '../runtime/private-files.ts';
 import { openConfiguredDatabase } from '../db/open-configured.ts';
 import { getNode } from '../db/queries/nodes.ts';
@@ -27,6 +28,8 @@ export interface UpFlags extends Partial<AgentFlags> {
   temporalUiPort: number;
   /** How many local agents, each a node of its own (`--fake-nodes`; cli/up-nodes.ts); default 1. */
   fakeNodes?: number;
+  /** Each fake node a machine of its own: network and mount namespaces, its agent a process in them (`--isolate`; cli/up-isolated.ts). */
+  isolate?: boolean;
   /** The Temporal server is one gpuctl up did not start (--temporal-address, TEMPORAL_ADDRESS): it starts none. */
   externalTemporal?: boolean;
   /** With an external Temporal: its Web UI, for the console's "open in Temporal UI" links (--temporal-ui-url). */
@@ -94,6 +97,8 @@ function onPath(name: string): string | null {
 export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void, logger: Logger): Promise<void> {
   // Before anything starts: a node id it cannot use is a mistake in the flags.
   const nodeIds = localNodeIds(f.nodeId ?? os.hostname().replace(/[^A-Za-z0-9._-]/g, '-'), f.fakeNodes ?? 1);
+  const isolateProblem = f.isolate ? isolateRefusal(nodeIds.length) : null;
+  if (isolateProblem) throw new Error(isolateProblem);
   // The home holds the database, Temporal's state and the tokens: its owner's only.
   makePrivateDir(c.home);
   let dev: DevServer | null = null;
@@ -147,7 +152,17 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   const protect = [...(f.protect ?? []), ...controlPlaneEndpoints(c, f, dev ?? cluster)];
   const shared = localJobUsers(f.jobUsers, c.home, nodeIds.length);
   const agents: Agent[] = [];
-  for (const nodeId of nodeIds) {
+  let isolated: IsolatedUp | null = null;
+  if (f.isolate) {
+    // The plane's one pool (claimed here, on the machine whose kernel runs every node's jobs), given to every node.
+    const pool = shared.sharedJobUsers ? (f.jobUsers?.trim() || shared.sharedJobUsers.uidRanges().map(([a, b]) => `${a}-${b}`).join(',')) : 'agent';
+    const nodeToken = (id: string) => ensureNodeToken(database.db, c.home, id);
+    isolated = await startIsolatedNodes({ c, f, nodeIds, fakeGpus: fakeGpus ?? 0, apiUrl: api.url, jobUsers: pool, protect, nodeToken, log }).catch((err: unknown) => {
+      shared.sharedJobUsers?.release();
+      throw err;
+    });
+  }
+  for (const nodeId of isolated ? [] : nodeIds) {
     // Jobs of the local agents reach this API where it really listens (GPUPLANE_API_PORT=0 picks a port).
     // Each local agent speaks for its node only, with a node token of its own (kept 0600 in the home).
     const nodeToken = await ensureNodeToken(database.db, c.home, nodeId);
@@ -162,14 +177,17 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     }
   }
   const [agent] = agents;
-  if (agents.length === 1) log(`local agent ${nodeIds[0]}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource}); ${agent.jobUsersLine}`);
+  const cardsEach = agent?.inventory.gpus.length ?? fakeGpus ?? 0;
+  if (isolated) log(`isolated nodes ${nodeIds.join(', ')}: each a gpuctl agent process in its own network and mount namespaces, ${cardsEach} fake card(s) each`);
+  else if (agents.length === 1) log(`local agent ${nodeIds[0]}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource}); ${agent.jobUsersLine}`);
   else log(`local agents ${nodeIds.join(', ')}: ${agent.inventory.gpus.length} card(s) each (${agent.inventorySource}); ${agent.jobUsersLine}`);
   log('');
   log(`GPUPlane is up.`);
   log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
   log(`  web console  ${consoleLine(api.url, adminToken, c.adminToken ? null : adminTokenFile(c.home), f.tokenOnStdout ?? process.stdout.isTTY === true)}`);
   log(`  Temporal UI  ${uiProxy?.url ?? f.temporalUiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal: give its UI with --temporal-ui-url)')}`);
-  log(`  ${nodeIds.length === 1 ? 'node ' : 'nodes'}        ${nodesLine(nodeIds, agent.inventory.gpus.length, agent.inventorySource)}`);
+  log(`  ${nodeIds.length === 1 ? 'node ' : 'nodes'}        ${nodesLine(nodeIds, cardsEach, agent?.inventorySource ?? 'fake')}`);
+  for (const line of isolated?.lines ?? []) log(line);
   const quarantined = quarantinedLine(await Promise.all(nodeIds.map(async (id) => ({ id, drainReason: (await getNode(database.db, id))?.drainReason ?? null }))));
   if (quarantined) log(`  quarantined  ${quarantined}`);
   log(`  webhooks     ${webhooksLine(c.webhookAllowPrivate)}`);
@@ -181,6 +199,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     // The agents first, one after the other: each stops its attempts and takes its guard away
     // while the API still takes their last logs.
     for (const a of agents) await a.shutdown();
+    await isolated?.stop();
     shared.sharedJobUsers?.release();
     await api.close();
     await control.shutdown();
