@@ -21,6 +21,8 @@ export interface JobIdentity extends JobUser {
   source: IdentitySource;
   /** Its position in the control plane's pool (0 for the pool's first uid); null for an admin's mapping. */
   slot: number | null;
+  /** The project's name, for words (an attempt names its project by id). */
+  project?: string;
 }
 
 /** What `--job-users` / GPUPLANE_JOB_USERS says: the agent's own user, or a pool of users. */
@@ -87,8 +89,12 @@ export function describePool(users: readonly JobUser[]): string {
 
 /** An identity in words: `uid 3000004 (pool)`, `alice (uid 1001, gid 1001; set by an admin)`. */
 export function describeIdentity(i: JobIdentity): string {
-  return i.source === 'pool' ? `uid ${i.uid} (the plane's pool)` : `${i.name} (uid ${i.uid}, gid ${i.gid}; set by an admin)`;
+  if (i.source === 'pool') return `uid ${i.uid} (the plane's pool)`;
+  return bareName(i) ? `uid ${i.uid} (gid ${i.gid}; set by an admin)` : `${i.name} (uid ${i.uid}, gid ${i.gid}; set by an admin)`;
 }
+
+/** A uid with no name of its own on the control plane's machine. */
+const bareName = (i: JobUser) => i.name === `gpuplane-${i.uid}`;
 
 /**
  * What a node runs an attempt as, given its own pool (null: the agent's own user, uid `self`):
@@ -101,7 +107,8 @@ export function describeIdentity(i: JobIdentity): string {
  */
 export type Placement = { ok: true; user: JobUser | null; differs: boolean } | { ok: false; why: string };
 
-export function placeIdentity(id: JobIdentity, pool: readonly JobUser[] | null, self: number, project: string): Placement {
+export function placeIdentity(id: JobIdentity, pool: readonly JobUser[] | null, self: number, projectRef: string): Placement {
+  const project = id.project ?? projectRef;
   const flag = 'gpuctl agent --job-users (GPUPLANE_JOB_USERS)';
   if (pool === null) {
     if (id.source === 'pool' || id.uid === self) return { ok: true, user: null, differs: false };
@@ -112,6 +119,6 @@ export function placeIdentity(id: JobIdentity, pool: readonly JobUser[] | null, 
   if (id.source === 'pool' && id.slot !== null && id.slot < pool.length) return { ok: true, user: pool[id.slot], differs: true };
   return {
     ok: false,
-    why: `project ${project} runs as ${describeIdentity(id)}, which this node may not use: its ${flag} is ${describePool(pool)}; add ${id.source === 'admin' ? `${id.name} or ` : ''}uid ${id.uid} to it, or map the project to a user it allows (gpuctl project set-user)`,
+    why: `project ${project} runs as ${describeIdentity(id)}, which this node may not use: its ${flag} is ${describePool(pool)}; add ${id.source === 'admin' && !bareName(id) ? `${id.name} or ` : ''}uid ${id.uid} to it, or map the project to a user it allows (gpuctl project set-user)`,
   };
 }

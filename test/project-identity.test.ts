@@ -66,7 +66,7 @@ describe("the control plane gives each project one uid of its pool, once", () =>
     const db = t.database.db;
     const [a, b, c, d] = await Promise.all(['id-a', 'id-b', 'id-c', 'id-d'].map((n) => ensureProject(db, n)));
     const first = await db.transaction((tx) => identityFor(tx, a, POOL));
-    expect(first).toEqual({ uid: 3900000, gid: 3900000, name: 'gpuplane-3900000', source: 'pool', slot: 0 });
+    expect(first).toEqual({ uid: 3900000, gid: 3900000, name: 'gpuplane-3900000', source: 'pool', slot: 0, project: 'id-a' });
     // Asked again (another attempt, another node): the same, whatever the pool says now.
     expect(await db.transaction((tx) => identityFor(tx, a, POOL.slice(1)))).toEqual(first);
     // An admin maps a project to the pool's next free uid: the pool skips it.

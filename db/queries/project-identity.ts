@@ -9,10 +9,10 @@ import type { Executor } from '../client.ts';
 import { projects, type Project } from '../schema.ts';
 import { ensureProject, findProjectId } from './projects.ts';
 
-const identityOfRow = (p: Pick<Project, 'jobUid' | 'jobGid' | 'jobUser' | 'jobUserSource' | 'jobUidSlot'>): JobIdentity | null =>
+const identityOfRow = (p: Pick<Project, 'name' | 'jobUid' | 'jobGid' | 'jobUser' | 'jobUserSource' | 'jobUidSlot'>): JobIdentity | null =>
   p.jobUid === null || p.jobGid === null || !p.jobUserSource
     ? null
-    : { uid: p.jobUid, gid: p.jobGid, name: p.jobUser ?? `gpuplane-${p.jobUid}`, source: p.jobUserSource, slot: p.jobUserSource === 'pool' ? p.jobUidSlot : null };
+    : { uid: p.jobUid, gid: p.jobGid, name: p.jobUser ?? `gpuplane-${p.jobUid}`, source: p.jobUserSource, slot: p.jobUserSource === 'pool' ? p.jobUidSlot : null, project: p.name };
 
 /** identityOf: a project's identity by id, null when it has none yet (or no such project). */
 export async function identityOf(ex: Executor, projectId: string | null): Promise<JobIdentity | null> {
@@ -40,7 +40,7 @@ export async function identityFor(tx: Executor, projectId: string | null, pool: 
   if (slot < 0) return null;
   const u = pool[slot];
   await tx.update(projects).set({ jobUid: u.uid, jobGid: u.gid, jobUser: u.name.startsWith('gpuplane-') ? null : u.name, jobUserSource: 'pool', jobUidSlot: slot }).where(eq(projects.id, projectId));
-  return { ...u, source: 'pool', slot };
+  return { ...u, source: 'pool', slot, project: p.name };
 }
 
 /**
