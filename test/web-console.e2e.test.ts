@@ -506,6 +506,26 @@ describe('web console', () => {
     expect(await page.locator('nav a.active').innerText()).toBe('Quotas');
   });
 
+  it("shows each project's job user and where it came from: an admin's mapping, and none yet once it is cleared", async () => {
+    await c.client.request('PUT', '/projects/web-mapped/job-user', { uid: 4321 });
+    // Made by the mapping, then cleared: a project with no identity, as one that never ran.
+    await c.client.request('PUT', '/projects/web-cleared/job-user', { uid: 4322 });
+    await c.client.request('DELETE', '/projects/web-cleared/job-user');
+    await signedIn(page, 'projects');
+    const mapped = page.locator('tr[data-project="web-mapped"]');
+    const cell = (project: string, col: string) => page.locator(`tr[data-project="${project}"] [data-col="${col}"]`).innerText();
+    await mapped.waitFor();
+    expect(await cell('web-mapped', 'uid')).toBe('4321');
+    expect(await cell('web-mapped', 'gid')).toBe('4321');
+    expect(await cell('web-mapped', 'source')).toBe('set by an admin');
+    expect(await cell('web-cleared', 'source')).toBe("none yet: its first attempt gets a uid of the plane's pool");
+    expect(await page.locator('main p.muted').first().innerText()).toContain('gpuctl project set-user');
+    expect(await page.locator('nav a.active').innerText()).toBe('Projects');
+    // The project's name opens its experiments.
+    await mapped.getByRole('link', { name: 'web-mapped' }).click();
+    await expect.poll(() => page.evaluate(() => location.hash)).toBe('#/experiments?project=web-mapped');
+  });
+
   it("shows a gang's members on its page, its size and every node in the queue, and each node's rank on the cluster page", async () => {
     // A single-node job's page reads as before: its cards and node, no members.
     const single = await c.client.submit({ type: 'CUSTOM', gpus: 1, command: 'true' });

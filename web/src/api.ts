@@ -26,6 +26,7 @@ import type {
   ListJobsQuery,
   ListRunsQuery,
   MetricsQuery,
+  ProjectList,
   QuotaList,
   RegisterBody,
   RegisteredVersion,
@@ -132,6 +133,8 @@ export const api = {
   /** Admins: a node gone for good (OFFLINE, holding no attempt); the API refuses any other with its reason. */
   removeNode: (id: string) => call<{ id: string; removed: true }>('DELETE', `/nodes/${encodeURIComponent(id)}`),
   quotas: () => get<QuotaList>('/quotas'),
+  /** The projects the token may read, each with the Unix user its jobs run as on every node (`gpuctl projects`). */
+  projects: () => get<ProjectList>('/projects').then((r) => r.projects),
   jobs: (q: ListJobsQuery = {}) => get<{ jobs: Job[] }>('/jobs', q).then((r) => r.jobs),
   jobCounts: (q: JobCountsQuery = {}) => get<JobCounts>('/jobs/counts', q),
   job: (id: string) => get<JobDetail>(`/jobs/${encodeURIComponent(id)}`),

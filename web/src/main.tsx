@@ -14,6 +14,7 @@ import { ExperimentPage } from './pages/experiment.tsx';
 import { JobPage } from './pages/job.tsx';
 import { MlflowExperimentPage } from './pages/mlflow-experiment.tsx';
 import { ModelsPage } from './pages/models.tsx';
+import { ProjectsPage } from './pages/projects.tsx';
 import { QueuePage } from './pages/queue.tsx';
 import { RunPage } from './pages/run.tsx';
 import { SweepPage } from './pages/sweep.tsx';
@@ -30,6 +31,7 @@ const NAV = [
   ['checkpoints', 'Checkpoints'],
   ['models', 'Models'],
   ['quotas', 'Quotas'],
+  ['projects', 'Projects'],
 ] as const;
 
 function pageFor(r: Route) {
@@ -57,6 +59,8 @@ function pageFor(r: Route) {
       return <ModelsPage />;
     case 'quotas':
       return <QuotasPage />;
+    case 'projects':
+      return <ProjectsPage />;
     default:
       return <p class="error">No page {page}.</p>;
   }
