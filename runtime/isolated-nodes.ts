@@ -14,9 +14,11 @@
  * place, as an NFS mount would be. The rest of the file system is the machine's, seen by every
  * node. Nodes share one process table (no pid namespace): a pid is the same number everywhere.
  *
- * Killing a node is killing every process in its network namespace at once (agent and jobs,
- * `ip netns pids … | xargs kill -9`); its mount namespace and tmpfs go with the last of them, as
- * a machine's /tmp goes with a reboot; its data folder and scratch disk stay. Cutting it off
+ * An agent started again while its node lives joins the node's mount namespace (a holder process
+ * keeps it), as a restarted agent finds its machine's /tmp as it was. Killing a node is killing
+ * every process in its network namespace at once (agent, jobs and holder: `ip netns pids … |
+ * xargs kill -9`); its mount namespace and tmpfs go with them, as a machine's /tmp goes with a
+ * reboot; its data folder and scratch disk stay. Cutting it off
  * takes its veth (the bridge's end) down; healing brings it up. All of it needs root.
  */
 import { execFileSync } from 'node:child_process';
@@ -147,7 +149,7 @@ const under = (p: string, root: string) => p === root || p.startsWith(root.endsW
  * place: folders to keep are bound aside (into the node's new /run/gpuplane), the private roots
  * get their tmpfs, and the kept folders are moved back where they were.
  */
-export function mountScript(o: { shared: string[]; nodesRoot: string; dataDir: string; scratchDir: string }): string {
+export function mountScript(o: { shared: string[]; nodesRoot: string; dataDir: string; scratchDir: string; holderFile: string }): string {
   const masks = [...NODE_PRIVATE_ROOTS];
   const shared = [...new Set(o.shared.map((p) => path.resolve(p)))].filter((p) => masks.some((m) => under(p, m)) || under(p, o.nodesRoot)).sort((a, b) => a.length - b.length);
   const own = [
@@ -165,7 +167,8 @@ export function mountScript(o: { shared: string[]; nodesRoot: string; dataDir: s
   // No node sees another's folders, wherever the nodes' root is.
   lines.push(`mkdir -p ${q(o.nodesRoot)}`, `mount -t tmpfs -o mode=0700 gpuplane-nodes ${q(o.nodesRoot)}`);
   own.forEach(([, to], i) => moveIn(shared.length + i, to));
-  lines.push(`rmdir ${aside}/* ${aside}`, 'exec "$@"');
+  // A process that keeps the mount namespace (and its tmpfs) alive while the node lives, for an agent started again to join.
+  lines.push(`rmdir ${aside}/* ${aside}`, `sleep infinity </dev/null >/dev/null 2>&1 &`, `echo $! > ${q(o.holderFile)}`, 'exec "$@"');
   return lines.join('\n');
 }
 
@@ -251,7 +254,15 @@ function describeNode(id: string, k: number, n: number, nodesRoot: string, share
   const hostVeth = `gp${k}n${n}`;
   const dataDir = path.join(nodesRoot, id, 'data');
   const scratchDir = path.join(nodesRoot, id, 'scratch');
-  const script = mountScript({ shared, nodesRoot, dataDir, scratchDir });
+  // The node's mounts outlive its agent, as a machine's /tmp outlives a restarted agent: a later
+  // start joins the mount namespace its holder (mountScript) keeps, until the node is killed.
+  const holderFile = path.join(dataDir, '.node-mounts.pid');
+  const fresh = shellJoin(['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', mountScript({ shared, nodesRoot, dataDir, scratchDir, holderFile }), `node-${id}`]);
+  const script = [
+    `pid=$(cat ${shellJoin([holderFile])} 2>/dev/null || true)`,
+    `if [ -n "$pid" ] && [ "$(ip netns identify "$pid" 2>/dev/null)" = ${netns} ]; then exec nsenter -t "$pid" -m -- "$@"; fi`,
+    `exec ${fresh} "$@"`,
+  ].join('\n');
   return {
     id,
     netns,
@@ -259,7 +270,7 @@ function describeNode(id: string, k: number, n: number, nodesRoot: string, share
     hostVeth,
     dataDir,
     scratchDir,
-    prefix: ['nsenter', `--net=/run/netns/${netns}`, '--', 'unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', script, `node-${id}`],
+    prefix: ['nsenter', `--net=/run/netns/${netns}`, '--', 'sh', '-c', script, `node-${id}`],
     commands: { kill: `ip netns pids ${netns} | xargs -r kill -9`, cut: `ip link set ${hostVeth} down`, heal: `ip link set ${hostVeth} up` },
     kill: () => killNetns(netns),
     cut: () => void ip('link', 'set', hostVeth, 'down'),

@@ -12,7 +12,9 @@ import { pidAlive, until } from './support/poll.ts';
  *
  * Each rank here does what gloo does: rank 0 listens on MASTER_PORT, rank 1 connects, and each
  * exits 1 when the connection closes (printing a tick every half second meanwhile). Attempt 2
- * just succeeds.
+ * just succeeds. Every node is an isolated node (runtime/isolated-nodes.ts): the ranks meet at
+ * rank 0's node's own address, across the bridge, and a node dies whole, agent and member at
+ * once, as a machine does.
  */
 const PEER = String.raw`
 import os, socket, sys, time
@@ -47,14 +49,11 @@ sys.exit(1)
 describe('a gang whose ranks die with a peer (as DDP ranks do)', () => {
   let c: Cluster;
   beforeAll(async () => {
-    c = await startCluster('gangpeer', { heartbeatTimeoutS: 4, agents: ['p1', 'p2', 'p3'].map((nodeId) => ({ nodeId, gpus: 1 })) });
+    c = await startCluster('gangpeer', { heartbeatTimeoutS: 4, isolate: { subnet: 33 }, agents: ['p1', 'p2', 'p3'].map((nodeId) => ({ nodeId, gpus: 1 })) });
   });
   afterAll(async () => {
     await c?.stop();
   });
-
-  /** The process group of a pid (field 5 of /proc/PID/stat). */
-  const pgidOf = (pid: number) => Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[2]);
 
   const submitPeers = (dir: string) =>
     c.client.submit({
@@ -94,11 +93,8 @@ describe('a gang whose ranks die with a peer (as DDP ranks do)', () => {
     await until('both ranks connected', () => fs.existsSync(path.join(dir, 'connected-0')) && fs.existsSync(path.join(dir, 'connected-1')), 60_000);
     const running = await c.client.waitFor(job.id, ['RUNNING'], 30_000);
     const [survivor, victim] = running.members!.map((m) => m.node_id);
-    const victimPid = Number(fs.readFileSync(path.join(dir, 'pid-1-1'), 'utf8'));
-    // The machine dies: its agent and the member it ran, at once.
-    const group = pgidOf(victimPid);
-    await c.agents.get(victim)!.kill('SIGKILL');
-    process.kill(-group, 'SIGKILL');
+    // The machine dies: every process of its node, its agent and the member it ran, at once.
+    await c.nodes.get(victim)!.kill();
     await until('the survivor exited', () => !pidAlive(Number(fs.readFileSync(path.join(dir, 'pid-1-0'), 'utf8'))), 30_000);
     const done = await c.client.waitFor(job.id, undefined, 120_000);
     expect(done.state, done.reason ?? '').toBe('SUCCEEDED');

@@ -12,8 +12,9 @@ const JOB_USERS = '3700000-3700099';
 /**
  * Another node is another machine (issue 43): two isolated nodes, each its own network and mount
  * namespace, jobs run as job users. What a job writes in node A's /tmp or on its scratch disk no
- * job on node B sees; A's /tmp lives as long as the node (a job after it still sees it), its
- * scratch disk longer (a node killed whole and started again has a fresh /tmp, the same disk).
+ * job on node B sees; A's /tmp lives as long as the node (a job after it still sees it, and so
+ * does one after its agent alone restarted), its scratch disk longer (a node killed whole and
+ * started again has a fresh /tmp, the same disk).
  * Each node's address is its own, and its nftables port guard, made in its own namespace, keeps
  * its jobs off Temporal while the API stays open to them.
  */
@@ -68,10 +69,14 @@ describe.skipIf(skip)('isolated fake nodes', () => {
     expect(await runOn('iso-a', 'a2', look)).toBe('tmp=yes scratch=yes');
   });
 
-  it('a node killed whole and started again has a fresh /tmp and the same scratch disk', async () => {
+  it("an agent restarted alone finds its node's /tmp as it was; a node killed whole and started again has a fresh /tmp and the same scratch disk", async () => {
+    const agent = c.agents.get('iso-a')!;
+    await agent.kill('SIGKILL');
+    await agent.start();
+    expect(await runOn('iso-a', 'a3', look)).toBe('tmp=yes scratch=yes');
     const a = c.nodes.get('iso-a')!;
     await a.kill();
     await a.revive();
-    expect(await runOn('iso-a', 'a3', look)).toBe('tmp=no scratch=yes');
+    expect(await runOn('iso-a', 'a4', look)).toBe('tmp=no scratch=yes');
   });
 });
