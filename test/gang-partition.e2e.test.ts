@@ -2,30 +2,27 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './support/cluster.ts';
-import { createTestHost, type TestHost } from './support/netns.ts';
 import { pidAlive, until } from './support/poll.ts';
 import { parseRecord, recorderScript } from './support/recorder.ts';
 
 /**
  * The partition test with a two-node gang: one member's node is cut off from the control plane
- * (its own network namespace, the veth cut). That member fences itself; the other is stopped
+ * (every node an isolated node of its own, runtime/isolated-nodes.ts; the isle's veth taken down). That member fences itself; the other is stopped
  * by the gang; the attempt is LOST and the gang re-queued whole on the nodes left, and no
  * member of attempt 2 starts before every member of attempt 1 has ended.
  */
 describe('a network partition under a gang', () => {
   let c: Cluster;
-  let host: TestHost;
   beforeAll(async () => {
-    host = createTestHost('gpart', 78);
-    c = await startCluster('gang-partition', { heartbeatTimeoutS: 4, lostAfterS: 15, ownTemporal: { exposeTo: host }, agents: [] });
+    c = await startCluster('gang-partition', { heartbeatTimeoutS: 4, lostAfterS: 15, isolate: { subnet: 34 }, agents: [] });
   });
   afterAll(async () => {
     await c?.stop();
-    host?.remove();
   });
 
   it('the cut-off member fences itself, the other is stopped, and the gang comes back whole on other nodes with no overlap', async () => {
-    await c.addAgent({ nodeId: 'isle', gpus: 1, host });
+    await c.addAgent({ nodeId: 'isle', gpus: 1 });
+    const isle = c.nodes.get('isle')!;
     await c.addAgent({ nodeId: 'shore-1', gpus: 1 });
     const out = path.join(c.work, 'gpart');
     fs.mkdirSync(out);
@@ -37,7 +34,7 @@ describe('a network partition under a gang', () => {
     const rec = (attempt: number, rank: number) => path.join(out, `${job.id}-${attempt}-r${rank}`);
     const islePid = Number(await until('isle member started', () => fs.existsSync(rec(1, isleRank)) && fs.readFileSync(rec(1, isleRank), 'utf8').split(' ')[2]));
 
-    host.cut();
+    isle.cut();
     await until(
       'attempt 2 running on the shore',
       async () => {
@@ -52,7 +49,7 @@ describe('a network partition under a gang', () => {
     expect(j.members!.map((m) => m.node_id).sort()).toEqual(['shore-1', 'shore-2']);
     // The isle fenced its member itself: gone although it never heard from the server.
     await until('isle member killed', () => !pidAlive(islePid), 20_000);
-    host.heal();
+    isle.heal();
 
     // Never two attempts' members at once: every member of attempt 1 ended before any of attempt 2 began.
     await until('attempt 2 members recorded', () => fs.existsSync(rec(2, 0)) && fs.existsSync(rec(2, 1)), 30_000);
