@@ -1,0 +1,185 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import {
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  S3Client,
+  paginateListObjectsV2,
+  type GetObjectCommandOutput,
+  type S3ClientConfig,
+} from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
+import { checkKey, NoSuchObjectError, type DeleteWhat, type ObjectInfo, type ObjectStore, type PutBody, type PutOptions } from './object-store-types.ts';
+import { patientRetryStrategy } from './s3-retry.ts';
+import { s3StartRefusal } from './s3-refusals.ts';
+
+export interface S3StoreOptions {
+  bucket: string;
+  /** Keys live under `prefix/` in the bucket ('' for its root). */
+  prefix: string;
+  /** GPUPLANE_S3_ENDPOINT: an S3-compatible server (path-style addressing); unset for AWS itself. */
+  endpoint?: string;
+  region: string;
+  /** Unset: the SDK's standard chain (environment, profiles, SSO, instance roles). */
+  credentials?: S3ClientConfig['credentials'];
+  /** How long one request keeps retrying while the server is away (default 120 s). */
+  retryForMs?: number;
+  /** Multipart: bytes per part (default 8 MiB, S3's least is 5 MiB) and parts in flight at once (default 4). */
+  partSize?: number;
+  queueSize?: number;
+}
+
+const isMissing = (err: unknown) => {
+  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
+  return e.name === 'NoSuchKey' || e.name === 'NotFound' || e.$metadata?.httpStatusCode === 404;
+};
+
+/** An S3 bucket (or a prefix of one) through the AWS SDK: multipart uploads with lib-storage, each request retried with backoff. */
+export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<void> } {
+  const prefix = o.prefix.replace(/^\/+|\/+$/g, '');
+  const describe = `s3://${o.bucket}${prefix ? `/${prefix}` : ''}`;
+  const retryForMs = o.retryForMs ?? 120_000;
+  const clientOf = (retryFor: number) =>
+    new S3Client({
+      ...(o.endpoint ? { endpoint: o.endpoint } : {}),
+      region: o.region,
+      forcePathStyle: true,
+      ...(o.credentials ? { credentials: o.credentials } : {}),
+      retryStrategy: patientRetryStrategy({ retryForMs: retryFor }),
+      // A server that takes the connection and then says nothing is a failed attempt, not a hang.
+      requestHandler: { connectionTimeout: 5_000, requestTimeout: 120_000 },
+    });
+  const client = clientOf(retryForMs);
+  const Bucket = o.bucket;
+  const keyOf = (key: string) => {
+    checkKey(key);
+    return prefix ? `${prefix}/${key}` : key;
+  };
+  const ourKey = (k: string) => (prefix ? k.slice(prefix.length + 1) : k);
+
+  async function head(key: string): Promise<ObjectInfo | null> {
+    try {
+      const h = await client.send(new HeadObjectCommand({ Bucket, Key: keyOf(key) }));
+      return { key, size: h.ContentLength ?? 0, modified: h.LastModified ?? new Date(0) };
+    } catch (err) {
+      if (isMissing(err)) return null;
+      throw err;
+    }
+  }
+
+  async function put(key: string, body: PutBody, opts: PutOptions = {}): Promise<ObjectInfo> {
+    const Body = 'file' in body ? fs.createReadStream(body.file) : body;
+    const upload = new Upload({
+      client,
+      params: { Bucket, Key: keyOf(key), Body },
+      partSize: o.partSize ?? 8 * 1024 * 1024,
+      queueSize: o.queueSize ?? 4,
+      leavePartsOnError: false,
+    });
+    if (opts.onProgress) upload.on('httpUploadProgress', (p) => opts.onProgress?.(p.loaded ?? 0));
+    const abort = () => void upload.abort();
+    opts.signal?.addEventListener('abort', abort, { once: true });
+    try {
+      await upload.done();
+    } finally {
+      opts.signal?.removeEventListener('abort', abort);
+    }
+    const info = await head(key);
+    if (!info) throw new Error(`${describe}: ${key} is missing right after its upload`);
+    return info;
+  }
+
+  async function getObject(key: string, extra: { Range?: string; IfMatch?: string } = {}): Promise<GetObjectCommandOutput> {
+    try {
+      return await client.send(new GetObjectCommand({ Bucket, Key: keyOf(key), ...extra }));
+    } catch (err) {
+      if (isMissing(err)) throw new NoSuchObjectError(describe, key);
+      throw err;
+    }
+  }
+
+  async function get(key: string): Promise<Readable> {
+    return (await getObject(key)).Body as Readable;
+  }
+
+  /** A download cut off midway goes on from where it stopped (a Range of the same ETag) while the retry time lasts. */
+  async function getToFile(key: string, file: string): Promise<ObjectInfo> {
+    await fs.promises.mkdir(path.dirname(file), { recursive: true });
+    const tmp = `${file}.${randomBytes(6).toString('hex')}.part`;
+    const firstAt = Date.now();
+    let etag: string | undefined;
+    let info: Omit<ObjectInfo, 'size'> | null = null;
+    try {
+      for (;;) {
+        const written = (await fs.promises.stat(tmp).catch(() => null))?.size ?? 0;
+        try {
+          const res = await getObject(key, written > 0 ? { Range: `bytes=${written}-`, IfMatch: etag } : {});
+          etag ??= res.ETag;
+          info ??= { key, modified: res.LastModified ?? new Date(0) };
+          await pipeline(res.Body as Readable, fs.createWriteStream(tmp, { flags: 'a' }));
+          break;
+        } catch (err) {
+          if (err instanceof NoSuchObjectError || Date.now() - firstAt > retryForMs || (err as { name?: string }).name === 'PreconditionFailed') throw err;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }
+      await fs.promises.rename(tmp, file);
+    } catch (err) {
+      await fs.promises.rm(tmp, { force: true });
+      throw err;
+    }
+    return { key, size: (await fs.promises.stat(file)).size, modified: info?.modified ?? new Date(0) };
+  }
+
+  async function list(p: string): Promise<ObjectInfo[]> {
+    const out: ObjectInfo[] = [];
+    for await (const page of paginateListObjectsV2({ client }, { Bucket, Prefix: prefix ? `${prefix}/${p}` : p })) {
+      for (const c of page.Contents ?? []) {
+        if (c.Key) out.push({ key: ourKey(c.Key), size: c.Size ?? 0, modified: c.LastModified ?? new Date(0) });
+      }
+    }
+    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  async function remove(what: DeleteWhat): Promise<void> {
+    const keys = 'keys' in what ? what.keys.map(keyOf) : (await list(what.prefix)).map((x) => keyOf(x.key));
+    // DeleteObjects takes at most 1000 keys a request.
+    for (let i = 0; i < keys.length; i += 1000) {
+      const res = await client.send(new DeleteObjectsCommand({ Bucket, Delete: { Objects: keys.slice(i, i + 1000).map((Key) => ({ Key })), Quiet: true } }));
+      const failed = res.Errors?.[0];
+      if (failed) throw new Error(`${describe}: could not delete ${failed.Key} (${failed.Code}: ${failed.Message}), and ${res.Errors!.length - 1} more`);
+    }
+  }
+
+  /** Whether the bucket is there and the credentials are good: one short listing, retried only a little. */
+  async function check(): Promise<void> {
+    const probe = clientOf(5_000);
+    try {
+      await probe.send(new ListObjectsV2Command({ Bucket, Prefix: prefix ? `${prefix}/` : undefined, MaxKeys: 1 }));
+    } catch (err) {
+      throw new Error(s3StartRefusal(err, { describe, bucket: Bucket, endpoint: o.endpoint, region: o.region }));
+    } finally {
+      probe.destroy();
+    }
+  }
+
+  return {
+    kind: 's3',
+    describe,
+    put,
+    get,
+    getToFile,
+    head,
+    list,
+    delete: remove,
+    presign: (key, expiresS) => getSignedUrl(client, new GetObjectCommand({ Bucket, Key: keyOf(key) }), { expiresIn: expiresS }),
+    check,
+    close: async () => client.destroy(),
+  };
+}
