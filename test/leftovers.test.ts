@@ -44,6 +44,15 @@ describe('what an ended attempt left behind', () => {
     expect(isLeftover(proc({}), { ...target, uid: null }, none, ctx())).toBe(false);
   });
 
+  it("spares its uid's processes on another isolated node (another network namespace of the agent's user namespace), not a job's own namespace", () => {
+    const own = { net: 'net:[1]', user: 'user:[1]' };
+    const at = (ns: { net: string; user: string }) => ({ ...ctx(), own, nsOf: (_pid: number, kind: 'net' | 'user') => ns[kind] });
+    expect(isLeftover(proc({}), target, none, at({ net: 'net:[2]', user: 'user:[1]' }))).toBe(false);
+    // unshare -rn: a network namespace in a user namespace of the job's own is still swept.
+    expect(isLeftover(proc({}), target, none, at({ net: 'net:[3]', user: 'user:[9]' }))).toBe(true);
+    expect(isLeftover(proc({}), target, none, at(own))).toBe(true);
+  });
+
   it("leaves the session of a newer process that took the shim's pid, and of a live shim that has it", () => {
     const other = proc({ sid: 500, uid: 1234 });
     expect(isLeftover(other, target, none, ctx({ reusedSince: 5000, start: 6000 }))).toBe(false);

@@ -98,13 +98,26 @@ export function attemptOfProcess(pid: number, proc = '/proc'): string | null {
   }
 }
 
-/** The network namespace of a process (`net:[inode]`), or null where it cannot be read. */
-function netnsOf(pid: string, proc: string): string | null {
+/** A namespace of a process (`net:[inode]`), or null where it cannot be read. */
+function nsOf(pid: string, kind: 'net' | 'user', proc: string): string | null {
   try {
-    return fs.readlinkSync(`${proc}/${pid}/ns/net`);
+    return fs.readlinkSync(`${proc}/${pid}/ns/${kind}`);
   } catch {
     return null;
   }
+}
+
+/**
+ * One project runs as one uid on every node, and the isolated fake nodes of one machine share its
+ * pids: a process of that uid in another network namespace made in this agent's own user namespace
+ * is another node's, never this attempt's leftover. Only root makes such a namespace (a job has no
+ * capabilities); a job that makes its own (`unshare -rn`) does so in a user namespace of its own,
+ * and is still swept.
+ */
+function isAnotherNodes(pid: number, ctx: { nsOf?(pid: number, kind: 'net' | 'user'): string | null; own?: { net: string | null; user: string | null } }): boolean {
+  if (!ctx.nsOf || !ctx.own?.net || !ctx.own.user) return false;
+  const net = ctx.nsOf(pid, 'net');
+  return net !== null && net !== ctx.own.net && ctx.nsOf(pid, 'user') === ctx.own.user;
 }
 
 /** Field 22 of /proc/PID/stat as a number, or null. */
@@ -128,7 +141,14 @@ export function isLeftover(
   p: ProcEntry,
   t: SweepTarget,
   keep: Keep,
-  ctx: { self: number; attemptOf(pid: number): string | null; startOf(pid: number): number | null; reusedSince: number | null; netOf?(pid: number): string | null; ownNet?: string | null },
+  ctx: {
+    self: number;
+    attemptOf(pid: number): string | null;
+    startOf(pid: number): number | null;
+    reusedSince: number | null;
+    nsOf?(pid: number, kind: 'net' | 'user'): string | null;
+    own?: { net: string | null; user: string | null };
+  },
 ): boolean {
   if (p.zombie || p.pid <= 1 || p.pid === ctx.self || p.ppid === ctx.self || keep.shims.has(p.sid) || keep.shims.has(p.pgid)) return false;
   if ((p.sid === t.pid || p.pgid === t.pid) && !keep.shims.has(t.pid)) {
@@ -136,9 +156,7 @@ export function isLeftover(
     if (ctx.reusedSince === null || (start !== null && start < ctx.reusedSince)) return true;
   }
   if (t.uid === null || t.uid === 0 || p.uid !== t.uid) return false;
-  // One project runs as one uid on every node: a process of that uid in another network namespace
-  // is another node's (isolated fake nodes share this kernel's pids), never this attempt's leftover.
-  if (ctx.ownNet && ctx.netOf && ctx.netOf(p.pid) !== ctx.ownNet) return false;
+  if (isAnotherNodes(p.pid, ctx)) return false;
   const named = ctx.attemptOf(p.pid);
   return named === null || !keep.attempts.has(named);
 }
@@ -156,8 +174,8 @@ export function findLeftovers(t: SweepTarget, keep: Keep, proc = '/proc'): numbe
     attemptOf: (pid: number) => attemptOfProcess(pid, proc),
     startOf: (pid: number) => startTicks(pid, proc),
     reusedSince: pidReusedSince(t, proc),
-    netOf: (pid: number) => netnsOf(String(pid), proc),
-    ownNet: netnsOf('self', proc),
+    nsOf: (pid: number, kind: 'net' | 'user') => nsOf(String(pid), kind, proc),
+    own: { net: nsOf('self', 'net', proc), user: nsOf('self', 'user', proc) },
   };
   const out: number[] = [];
   let names: string[];
