@@ -143,19 +143,25 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   log(`database: ${database.kind === 'pglite' ? `PGlite in ${path.join(c.home, 'pglite')}` : 'PostgreSQL (DATABASE_URL)'}`);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
   const connection = await connectWorker(c.temporalAddress, logger, c.workerMetricsAddr);
-  const control = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
+  // The local agents' one pool, claimed before the control worker starts: the plane gives each
+  // project its job uid from the same pool its nodes run jobs from (domain/job-identity.ts).
+  const shared = localJobUsers(f.jobUsers, c.home, nodeIds.length);
+  const planePool = f.jobUsers?.trim() || (shared.sharedJobUsers ? shared.sharedJobUsers.uidRanges().map(([a, b]) => `${a}-${b}`).join(',') : undefined);
+  const control = await startConfiguredControlWorker(planePool ? { ...c, jobUsers: planePool } : c, database.db, temporal.client, connection).catch((err: unknown) => {
+    shared.sharedJobUsers?.release();
+    throw err;
+  });
   const adminToken = await announceAdminToken(c, database.db, log);
   const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: uiProxy?.url ?? f.temporalUiUrl ?? null });
   const cards = await localCards(f.fakeGpus, nodeIds.length, async () => (await readInventory('probe')).gpus.length);
   if (cards.line) log(cards.line);
   const fakeGpus = cards.fakeGpus;
   const protect = [...(f.protect ?? []), ...controlPlaneEndpoints(c, f, dev ?? cluster)];
-  const shared = localJobUsers(f.jobUsers, c.home, nodeIds.length);
   const agents: Agent[] = [];
   let isolated: IsolatedUp | null = null;
   if (f.isolate) {
     // The plane's one pool (claimed here, on the machine whose kernel runs every node's jobs), given to every node.
-    const pool = shared.sharedJobUsers ? (f.jobUsers?.trim() || shared.sharedJobUsers.uidRanges().map(([a, b]) => `${a}-${b}`).join(',')) : 'agent';
+    const pool = shared.sharedJobUsers ? planePool! : 'agent';
     const nodeToken = (id: string) => ensureNodeToken(database.db, c.home, id);
     isolated = await startIsolatedNodes({ c, f, nodeIds, fakeGpus: fakeGpus ?? 0, apiUrl: api.url, jobUsers: pool, protect, nodeToken, log }).catch((err: unknown) => {
       shared.sharedJobUsers?.release();
