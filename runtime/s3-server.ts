@@ -2,7 +2,8 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import { CreateBucketCommand } from '@aws-sdk/client-s3';
+import { s3Client } from './s3-client.ts';
 
 const buildScript = fileURLToPath(new URL('../scripts/versitygw.sh', import.meta.url));
 
@@ -136,7 +137,7 @@ async function answers(endpoint: string, timeoutMs: number): Promise<void> {
 
 async function makeBuckets(endpoint: string, region: string, o: S3ServerOptions): Promise<void> {
   if (!o.buckets?.length) return;
-  const client = new S3Client({ endpoint, region, forcePathStyle: true, credentials: { accessKeyId: o.accessKeyId, secretAccessKey: o.secretAccessKey } });
+  const client = s3Client({ endpoint, region, credentials: { accessKeyId: o.accessKeyId, secretAccessKey: o.secretAccessKey } });
   try {
     for (const Bucket of o.buckets) {
       await client.send(new CreateBucketCommand({ Bucket })).catch((err: Error) => {

@@ -8,7 +8,6 @@ import {
   GetObjectCommand,
   HeadObjectCommand,
   ListObjectsV2Command,
-  S3Client,
   paginateListObjectsV2,
   type GetObjectCommandOutput,
   type S3ClientConfig,
@@ -16,6 +15,7 @@ import {
 import { Upload } from '@aws-sdk/lib-storage';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { checkKey, NoSuchObjectError, type DeleteWhat, type ObjectInfo, type ObjectStore, type PutBody, type PutOptions } from './object-store-types.ts';
+import { s3Client } from './s3-client.ts';
 import { patientRetryStrategy } from './s3-retry.ts';
 import { s3StartRefusal } from './s3-refusals.ts';
 
@@ -46,10 +46,9 @@ export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<voi
   const describe = `s3://${o.bucket}${prefix ? `/${prefix}` : ''}`;
   const retryForMs = o.retryForMs ?? 120_000;
   const clientOf = (retryFor: number) =>
-    new S3Client({
+    s3Client({
       ...(o.endpoint ? { endpoint: o.endpoint } : {}),
       region: o.region,
-      forcePathStyle: true,
       ...(o.credentials ? { credentials: o.credentials } : {}),
       retryStrategy: patientRetryStrategy({ retryForMs: retryFor }),
       // A server that takes the connection and then says nothing is a failed attempt, not a hang.
