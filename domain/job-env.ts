@@ -16,14 +16,15 @@ export const AGENT_CREDENTIALS = ['GPUPLANE_TOKEN', 'GPUPLANE_NODE_TOKEN', 'GPUP
 /** DATABASE_URL, GPUPlane's credentials and anything named like a credential never reach a job from the agent. */
 export function isSecretName(name: string): boolean {
   const n = name.toUpperCase();
-  return (AGENT_CREDENTIALS as readonly string[]).includes(n) || n === 'DATABASE_URL' || n.includes('TOKEN') || n.includes('SECRET') || n.includes('PASSWORD') || n.endsWith('_KEY');
+  // AWS_*: the object store's credential chain (runtime/object-store.ts), the API's and agents' only.
+  return (AGENT_CREDENTIALS as readonly string[]).includes(n) || n === 'DATABASE_URL' || n.startsWith('AWS_') || n.includes('TOKEN') || n.includes('SECRET') || n.includes('PASSWORD') || n.endsWith('_KEY');
 }
 
 /** Why `name` may not be passed through to jobs (`--pass-env NAME`), or null when it may. */
 export function passEnvRefusal(name: string): string | null {
   if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) return `"${name}" is not an environment variable name`;
   if ((AGENT_CREDENTIALS as readonly string[]).includes(name.toUpperCase())) return `${name} is a GPUPlane credential of the agent; a job gets its own run token (GPUPLANE_TOKEN) from the agent`;
-  if (isSecretName(name)) return `${name} looks like a secret (DATABASE_URL, *TOKEN*, *SECRET*, *PASSWORD*, *_KEY); give it to the job as a secret variable instead (gpuctl submit --secret-env NAME)`;
+  if (isSecretName(name)) return `${name} looks like a secret (DATABASE_URL, AWS_*, *TOKEN*, *SECRET*, *PASSWORD*, *_KEY); give it to the job as a secret variable instead (gpuctl submit --secret-env NAME)`;
   return null;
 }
 

@@ -38,7 +38,7 @@ describe('a job environment built from the agent environment', () => {
   });
 
   it('names secrets by their look, case-insensitively', () => {
-    for (const n of ['DATABASE_URL', 'database_url', 'GITHUB_TOKEN', 'client_secret', 'PGPASSWORD', 'WANDB_API_KEY']) expect(isSecretName(n)).toBe(true);
+    for (const n of ['DATABASE_URL', 'database_url', 'GITHUB_TOKEN', 'client_secret', 'PGPASSWORD', 'WANDB_API_KEY', 'AWS_ACCESS_KEY_ID', 'AWS_PROFILE', 'AWS_SHARED_CREDENTIALS_FILE']) expect(isSecretName(n)).toBe(true);
     for (const n of ['HF_HOME', 'KEYBOARD', 'PATH', 'CUDA_VISIBLE_DEVICES']) expect(isSecretName(n)).toBe(false);
     // No base name is ever dropped as a secret.
     expect(BASE_ENV.filter(isSecretName)).toEqual([]);
