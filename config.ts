@@ -53,6 +53,12 @@ export interface GpuplaneConfig {
    * Parsed where the control worker starts (workers/control/serve.ts).
    */
   jobUsers: string;
+  /**
+   * Where checkpoints, artifacts and code snapshots live (GPUPLANE_STORAGE: local, shared:/path or
+   * s3://bucket[/prefix], with GPUPLANE_S3_ENDPOINT and the AWS credential chain; docs/storage.md).
+   * The API and the agents check it as they start (runtime/object-store.ts openStore).
+   */
+  storage: string;
   /** An admin token the API accepts without a row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
   adminToken: string | undefined;
   /** Host names a request may name in Host/Origin besides IP literals and localhost (GPUPLANE_ALLOWED_HOSTS, comma-separated). */
@@ -145,6 +151,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     fairShareHalfLifeMs: overrides.fairShareHalfLifeMs ?? positiveHours('GPUPLANE_FAIRSHARE_HALF_LIFE_H', DEFAULT_FAIRSHARE_HALF_LIFE_H) * 3_600_000,
     preemptGraceS: overrides.preemptGraceS !== undefined ? overrides.preemptGraceS : preemptionFromEnv(),
     jobUsers: overrides.jobUsers ?? (process.env.GPUPLANE_JOB_USERS?.trim() || DEFAULT_JOB_UIDS),
+    storage: overrides.storage ?? (process.env.GPUPLANE_STORAGE?.trim() || 'local'),
     adminToken: overrides.adminToken ?? (process.env.GPUPLANE_ADMIN_TOKEN || undefined),
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),

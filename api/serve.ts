@@ -3,6 +3,8 @@ import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../config.ts';
 import type { Db } from '../db/client.ts';
 import { openConfiguredDatabase } from '../db/open-configured.ts';
+import { planeIdOf } from '../db/queries/plane.ts';
+import { openStore, parseStorage } from '../runtime/object-store.ts';
 import { onShutdown } from '../runtime/process.ts';
 import { timeoutsOf } from '../temporal/client-ops.ts';
 import { ensureAdminToken } from './auth/token-store.ts';
@@ -59,13 +61,21 @@ export async function announceAdminToken(c: GpuplaneConfig, db: Db, log: (s: str
 
 /** The API process (api/main.ts, `gpuctl api`): PostgreSQL and a Temporal client, no worker. */
 export async function serveApi(c: GpuplaneConfig, log: (s: string) => void, logger: Logger): Promise<void> {
+  // A store it cannot use is a mistake in the configuration: said before anything starts.
+  const storage = parseStorage(c.storage);
   const database = await openConfiguredDatabase(c, false);
+  const store = await openStore(storage, { home: c.home, storeId: await planeIdOf(database.db), mayCreate: true }).catch(async (err: unknown) => {
+    await database.close();
+    throw err;
+  });
+  log(`storage: ${store.describe}`);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
   await announceAdminToken(c, database.db, log);
   const api = await startConfiguredApi(c, database.db, temporal.client, logger);
   log(`API listening on ${api.url}`);
   onShutdown(async () => {
     await api.close();
+    await store.close();
     await temporal.close();
     await database.close();
   });

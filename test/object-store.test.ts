@@ -6,7 +6,11 @@ import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, parseStorage, NoSuchObjectError, type ObjectStore } from '../runtime/object-store.ts';
 import { startS3Server, versitygwBinary, type S3Server } from '../runtime/s3-server.ts';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { gpuctlPath } from './support/cluster.ts';
 import { until } from './support/poll.ts';
+import { openTestDatabase } from './support/test-database.ts';
 import { freePort } from './support/ports.ts';
 
 const MiB = 1024 * 1024;
@@ -127,6 +131,36 @@ describe.skipIf(buildFailure !== null)('the s3 store on a real S3 server (versit
     // versitygw's code for an unknown key id; AWS says InvalidAccessKeyId.
     expect(badId).toBe(`AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY: the S3 server at GPUPLANE_S3_ENDPOINT ${server.endpoint} refused them (XAdminUserNotFound)`);
     expect(dead).toMatch(/^GPUPLANE_S3_ENDPOINT http:\/\/127\.0\.0\.1:\d+: no S3 server answers there \(ECONNREFUSED\)$/);
+  });
+
+  it('the API and an agent refuse to start on an unknown bucket or refused credentials, in one line naming the variable', async () => {
+    const db = await openTestDatabase('store-refusal', 'postgres');
+    await db.close();
+    const run = (args: string[], env: Record<string, string>) =>
+      promisify(execFile)(process.execPath, [gpuctlPath, ...args], { env: { ...process.env, GPUPLANE_HOME: path.join(tmp, 'refusal-home'), ...server.env(), ...env }, timeout: 60_000 }).then(
+        () => ({ code: 0, stderr: '' }),
+        (e: { code: number; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
+      );
+    const api = (env: Record<string, string>) => run(['api'], { DATABASE_URL: db.url!, GPUPLANE_API_PORT: '0', ...env });
+    const agent = (env: Record<string, string>) => run(['agent', '--node-id', 'store-refusal', '--fake-gpus', '1', '--no-token'], env);
+    const results = await Promise.all([
+      api({ GPUPLANE_STORAGE: 's3://nope' }),
+      api({ GPUPLANE_STORAGE: 's3://checkpoints', AWS_SECRET_ACCESS_KEY: 'wrong' }),
+      agent({ GPUPLANE_STORAGE: 's3://nope' }),
+      agent({ GPUPLANE_STORAGE: 's3://checkpoints', AWS_SECRET_ACCESS_KEY: 'wrong' }),
+      agent({ GPUPLANE_STORAGE: 'ftp://x' }),
+    ]);
+    const lines = results.map((r) => {
+      expect(r.code).not.toBe(0);
+      const said = r.stderr.trim().split('\n').filter((l) => l.startsWith('gpuctl: '));
+      expect(said, r.stderr).toHaveLength(1);
+      return said[0];
+    });
+    expect(lines[0]).toBe(`gpuctl: GPUPLANE_STORAGE s3://nope: no such bucket at GPUPLANE_S3_ENDPOINT ${server.endpoint}`);
+    expect(lines[1]).toMatch(/^gpuctl: AWS_ACCESS_KEY_ID\/AWS_SECRET_ACCESS_KEY: the S3 server at GPUPLANE_S3_ENDPOINT .* refused them/);
+    expect(lines[2]).toBe(lines[0]);
+    expect(lines[3]).toBe(lines[1]);
+    expect(lines[4]).toMatch(/^gpuctl: GPUPLANE_STORAGE "ftp:\/\/x": unknown kind of store/);
   });
 });
 

@@ -10,6 +10,8 @@ export type TestBackend = 'pglite' | 'postgres';
 /** A fresh, migrated database of a test's own, and how to throw it away. */
 export interface TestDatabase {
   database: DatabaseHandle;
+  /** Its URL (PostgreSQL only), for a process of ours to open (DATABASE_URL). */
+  url?: string;
   /** Closes it; PGlite's folder goes with it (a PostgreSQL database stays, with the suite's cluster). */
   close(): Promise<void>;
 }
@@ -23,8 +25,9 @@ export async function openTestDatabase(name: string, kind: TestBackend = 'pglite
     const db = `${name.replace(/\W/g, '_')}_${Math.random().toString(36).slice(2, 8)}`.toLowerCase();
     const port = inject('pgPort');
     await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, db);
-    const database = await openDatabase({ url: `postgres://postgres@127.0.0.1:${port}/${db}` });
-    return { database, close: () => database.close() };
+    const url = `postgres://postgres@127.0.0.1:${port}/${db}`;
+    const database = await openDatabase({ url });
+    return { database, url, close: () => database.close() };
   }
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
   const database = await openDatabase({ dataDir });

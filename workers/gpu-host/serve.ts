@@ -4,6 +4,7 @@ import type { NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import type { GpuplaneConfig } from '../../config.ts';
 import { livenessPlan } from '../../domain/liveness.ts';
+import { openStore, parseStorage } from '../../runtime/object-store.ts';
 import { onShutdown } from '../../runtime/process.ts';
 import { connectWorker, untilTemporalAnswers } from '../../temporal/setup.ts';
 import { startAgent, type Agent, type AgentOptions } from './agent.ts';
@@ -72,13 +73,18 @@ export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, cli
 
 /** The GPU-host worker process of one node (workers/gpu-host/main.ts, `gpuctl agent`): Temporal only, never the database. */
 export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: string) => void, logger: Logger): Promise<void> {
+  // The store the node uploads checkpoints to and fetches them from: checked before anything
+  // starts (a shared folder must be mounted and marked by the plane's API; an agent never marks one).
+  // `local` is the API's own folder: nothing of it is on a node.
+  const storage = parseStorage(c.storage);
+  const store = storage.kind === 'local' ? null : await openStore(storage, { home: agentDataDir(c, f.nodeId), mayCreate: false });
   await refuseWrongToken(c.apiUrl, f, logger);
   const temporal = await untilTemporalAnswers('connect', () => connectAgentClient(c.temporalAddress, c.temporalNamespace), logger);
   const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger, c.workerMetricsAddr), logger);
   const dataDir = agentDataDir(c, f.nodeId);
   makePrivateDir(dataDir);
   const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl);
-  log(`agent ${f.nodeId}: reached at ${agent.inventory.address}, ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.containmentLine}, ${agent.jobUsersLine}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
+  log(`agent ${f.nodeId}: reached at ${agent.inventory.address}, ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, storage ${store?.describe ?? 'local (nothing leaves the node)'}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.containmentLine}, ${agent.jobUsersLine}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
     if (f.onStop === 'detach') {
       // Leave the attempts running and unreported, as if the agent had vanished: a new agent
@@ -88,6 +94,7 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
       process.exit(0);
     }
     await agent.shutdown();
+    await store?.close();
     await connection.close();
     await temporal.close();
   });
