@@ -121,6 +121,8 @@ export async function startIsolatedNodes(o: {
     const protect = o.protect.map((e) => e.replace(/^(127\.0\.0\.1|localhost|\[::1\]):/, `${net.bridgeAddress}:`));
     const gpuctl = fs.realpathSync(fileURLToPath(new URL('./gpuctl.mjs', import.meta.url)));
     const env: NodeJS.ProcessEnv = { ...process.env, TEMPORAL_ADDRESS: `${net.bridgeAddress}:${temporal.port}`, TEMPORAL_NAMESPACE: o.c.temporalNamespace, GPUPLANE_API_URL: `http://${net.bridgeAddress}:${api.port}` };
+    // The embedded S3 server (cli/up-storage.ts) listens on every address: a node reaches it across the bridge.
+    if (env.GPUPLANE_S3_ENDPOINT) env.GPUPLANE_S3_ENDPOINT = env.GPUPLANE_S3_ENDPOINT.replace(/^http:\/\/(127\.0\.0\.1|localhost):/, `http://${net.bridgeAddress}:`);
     // A node holds no credential of the control plane: only its own token.
     for (const k of ['DATABASE_URL', 'GPUPLANE_ADMIN_TOKEN', 'GPUPLANE_TOKEN', 'GPUPLANE_NODE_TOKEN', 'GPUPLANE_NODE_TOKEN_FILE', 'GPUPLANE_JOB_USERS']) delete env[k];
     await Promise.all(

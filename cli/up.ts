@@ -19,6 +19,9 @@ import { startTemporalCluster, type TemporalCluster } from '../temporal/cluster.
 import { freeLoopbackPort, startDevServer, waitForTemporal, type DevServer } from '../temporal/dev-server.ts';
 import { connectClient, connectWorker, ensureNamespace } from '../temporal/setup.ts';
 import { startConfiguredControlWorker } from '../workers/control/serve.ts';
+import { planeIdOf } from '../db/queries/plane.ts';
+import { openStore, parseStorage } from '../runtime/object-store.ts';
+import { upStorage } from './up-storage.ts';
 import { readInventory } from '../activities/gpu-host/inventory.ts';
 import { listeningPorts } from '../activities/gpu-host/port-guard.ts';
 import { startConfiguredAgent, type AgentFlags } from '../workers/gpu-host/serve.ts';
@@ -28,6 +31,8 @@ export interface UpFlags extends Partial<AgentFlags> {
   temporalUiPort: number;
   /** How many local agents, each a node of its own (`--fake-nodes`; cli/up-nodes.ts); default 1. */
   fakeNodes?: number;
+  /** The object store (`--storage`: GPUPLANE_STORAGE's values, or `s3` for an embedded S3 server; cli/up-storage.ts). */
+  storage?: string;
   /** Each fake node a machine of its own: network and mount namespaces, its agent a process in them (`--isolate`; cli/up-isolated.ts). */
   isolate?: boolean;
   /** The Temporal server is one gpuctl up did not start (--temporal-address, TEMPORAL_ADDRESS): it starts none. */
@@ -139,8 +144,17 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     });
   }
   await ensureNamespace(c.temporalAddress, c.temporalNamespace);
+  // The store: the API and every agent (in this process or an isolated node's) read it from this environment.
+  const storage = await upStorage(f.storage ?? c.storage, c.home, log);
+  Object.assign(process.env, storage.env, { GPUPLANE_STORAGE: storage.storage });
+  c = { ...c, storage: storage.storage };
   const database = await openConfiguredDatabase(c, true);
   log(`database: ${database.kind === 'pglite' ? `PGlite in ${path.join(c.home, 'pglite')}` : 'PostgreSQL (DATABASE_URL)'}`);
+  const store = await openStore(parseStorage(c.storage), { home: c.home, storeId: await planeIdOf(database.db), mayCreate: true }).catch(async (err: unknown) => {
+    await storage.server?.stop();
+    throw err;
+  });
+  log(`storage: ${store.describe}${storage.server ? ` (an embedded S3 server at ${storage.server.endpoint})` : ''}`);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
   const connection = await connectWorker(c.temporalAddress, logger, c.workerMetricsAddr);
   // The local agents' one pool, claimed before the control worker starts: the plane gives each
@@ -212,6 +226,8 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     await connection.close();
     await temporal.close();
     await database.close();
+    await store.close();
+    await storage.server?.stop();
     await uiProxy?.close();
     await dev?.stop();
     await cluster?.stop();

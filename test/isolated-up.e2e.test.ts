@@ -18,7 +18,8 @@ const skip = jobUsersSkipReason('isolated nodes are network and mount namespaces
 /**
  * `gpuctl up --fake-nodes 2 --isolate`: each fake node is a `gpuctl agent` process in a network
  * namespace gpuplane-<id> of its own; the banner names each node's namespace, address, the command
- * that kills it and the veth that cuts it off; each node reports its own address; stopping the
+ * that kills it and the veth that cuts it off; each node reports its own address; with --storage s3
+ * an embedded S3 server that the nodes reach across the bridge; stopping the
  * plane removes the namespaces and the bridge. Without root it refuses in one line.
  */
 describe('gpuctl up --isolate', () => {
@@ -38,10 +39,15 @@ describe('gpuctl up --isolate', () => {
   it.skipIf(skip)('runs each fake node in its own namespace, says how to kill and cut it, and removes them all on stop', async () => {
     const apiPort = await freePort();
     const env = planeEnv(apiPort);
-    up = await startGpuctlUp(['--fake-nodes', '2', '--isolate', '--node-id', 'iu', '--port', String(apiPort), '--temporal-port', String(await freePort()), '--temporal-ui-port', String(await freePort())], env);
+    up = await startGpuctlUp(['--fake-nodes', '2', '--isolate', '--storage', 's3', '--node-id', 'iu', '--port', String(apiPort), '--temporal-port', String(await freePort()), '--temporal-ui-port', String(await freePort())], env);
     const banner = up.stdout();
     const bridge = /\n {2}isolated {5}bridge (gpbr\d+), this machine (10\.233\.\d+\.1);/.exec(banner);
     expect(bridge, banner).not.toBeNull();
+    // --storage s3: an embedded S3 server under the home. Each isolated agent checks the store as it
+    // starts (its bucket, its keys), reaching the server across the bridge, or gpuctl up fails.
+    expect(banner).toMatch(/\nstorage: s3:\/\/gpuplane \(an embedded S3 server at http:\/\/127\.0\.0\.1:\d+\)\n/);
+    expect(fs.existsSync(path.join(home, 's3', 'data', 'gpuplane'))).toBe(true);
+    expect(fs.statSync(path.join(home, 's3', 'server.json')).mode & 0o077).toBe(0);
     const lines = ['iu-1', 'iu-2'].map((id) => {
       const m = new RegExp(`\\n {4}${id} {2}netns gpuplane-${id}, (10\\.233\\.\\d+\\.\\d+); kill: ip netns pids gpuplane-${id} \\| xargs -r kill -9; cut off: ip link set (gp\\d+n\\d) down \\(heal: ip link set \\2 up\\)\\n`).exec(banner);
       expect(m, banner).not.toBeNull();

@@ -78,6 +78,7 @@ export function registerProcessCommands(program: Command): void {
         intArg('--fake-nodes', 1, MAX_FAKE_NODES),
         1,
       )
+      .option('--storage <store>', 'where checkpoints, artifacts and code live: local, shared:/path, s3://bucket[/prefix] (GPUPLANE_STORAGE), or s3 for an embedded S3 server under the home (docs/storage.md)')
       .option('--isolate', 'with --fake-nodes N (N >= 2): each fake node a machine of its own, its agent and jobs in network and mount namespaces of their own (own address, /tmp, scratch disk); needs root (docs/cluster.md)')
       .option('--port <port>', "the API's port (GPUPLANE_API_PORT, default 8787; 0 picks a free one)", intArg('--port', 0))
       .option('--temporal-port <port>', "its Temporal dev server's port (two planes on one machine need two)", intArg('--temporal-port', 1), 7233)
@@ -90,7 +91,7 @@ export function registerProcessCommands(program: Command): void {
           .default('dev'),
       )
       .option('--history-shards <n>', 'with --temporal cluster: history shards, fixed once its databases exist', intArg('--history-shards', 1), 4),
-  ).action(async (o: AgentCliOptions & { nodeId?: string; fakeNodes: number; isolate?: boolean; port?: number; temporalPort: number; temporalAddress?: string; temporalUiUrl?: string; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number }) => {
+  ).action(async (o: AgentCliOptions & { nodeId?: string; fakeNodes: number; storage?: string; isolate?: boolean; port?: number; temporalPort: number; temporalAddress?: string; temporalUiUrl?: string; temporalUiPort: number; temporal: 'dev' | 'cluster'; historyShards: number }) => {
     const { up } = await import('../up.ts');
     if (o.temporalUiUrl && !o.temporalAddress) throw new InvalidArgumentError('--temporal-ui-url is for a Temporal server gpuctl up did not start (--temporal-address); its own dev server has its UI on --temporal-ui-port');
     await up(
@@ -101,7 +102,7 @@ export function registerProcessCommands(program: Command): void {
         // here too: loopback would let a member's webhook POST to Temporal's HTTP API and read the
         // start of its answers. The banner says how to allow it.
       }),
-      { nodeId: o.nodeId, fakeNodes: o.fakeNodes, isolate: o.isolate, ...agentFlagsOf(o), temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards, externalTemporal: Boolean(o.temporalAddress), temporalUiUrl: o.temporalUiUrl },
+      { nodeId: o.nodeId, fakeNodes: o.fakeNodes, storage: o.storage, isolate: o.isolate, ...agentFlagsOf(o), temporalUiPort: o.temporalUiPort, temporal: o.temporal, historyShards: o.historyShards, externalTemporal: Boolean(o.temporalAddress), temporalUiUrl: o.temporalUiUrl },
       log,
       createLogger(o.logLevel),
     );
