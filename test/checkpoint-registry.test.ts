@@ -166,7 +166,7 @@ describe('checkpoint registry API and gpuctl', () => {
 
   it('the primary metric names its training-time counterpart: eval/X ↔ train/X unless set, refused when it is no metric key', async () => {
     await call('/projects/empty/experiments/default/primary-metric', 'PUT', { name: 'eval/accuracy', goal: 'max', train_metric: 'train/acc' });
-    expect((await call('/primary-metric?project=empty&experiment=default')).body).toEqual({ name: 'eval/accuracy', goal: 'max', level: 'experiment', train_metric: 'train/acc' });
+    expect((await call('/primary-metric?project=empty&experiment=default')).body).toEqual({ name: 'eval/accuracy', goal: 'max', level: 'experiment', train_metric: 'train/acc', promote: null });
     const bad = await app.inject({ method: 'PUT', url: '/api/v1/projects/empty/experiments/default/primary-metric', payload: { name: 'eval/loss', goal: 'min', train_metric: '/starts-with-a-slash' } });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().message).toContain('train_metric');
