@@ -59,7 +59,7 @@ describe('gpuctl', () => {
     const nodes = JSON.parse((await gpuctl('nodes', '--json')).stdout);
     expect(nodes[0]).toMatchObject({ id: 'c1', status: 'ONLINE', labels: { kind: 'test' }, address: 'gpu-c1.lab.example' });
     expect(nodes[0].gpus).toHaveLength(2);
-    expect((await gpuctl('nodes')).stdout).toMatch(/^c1 +ONLINE +gpu-c1\.lab\.example +kind=test +2 /m);
+    expect((await gpuctl('nodes')).stdout).toMatch(/^c1 +ONLINE +gpu-c1\.lab\.example +kind=test node=c1 +2 /m);
   });
 
   it("shows each attempt's run, as gpuctl runs --job does", async () => {
@@ -96,7 +96,7 @@ describe('gpuctl', () => {
     expect(history).toMatch(/ RUNNING {2,}FAILED/);
     // Long reasons are cut in tables: no line of `gpuctl jobs` is wider than its capped columns allow.
     expect(Math.max(...jobs.stdout.split('\n').map((l) => l.length))).toBeLessThan(200);
-    expect(nodes.stdout).toMatch(/^c1 {2,}ONLINE {2,}gpu-c1\.lab\.example {2,}kind=test {2,}2 {2,}/m);
+    expect(nodes.stdout).toMatch(/^c1 {2,}ONLINE {2,}gpu-c1\.lab\.example {2,}kind=test node=c1 {2,}2 {2,}/m);
   });
 
   it('logs JSON lines on stderr from the API and the workers', async () => {
