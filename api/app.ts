@@ -30,6 +30,7 @@ import { runRoutes } from './routes/runs.ts';
 import { runMetricRoutes } from './routes/run-metrics.ts';
 import { runEventRoutes } from './routes/run-events.ts';
 import { launchRoutes } from './routes/launch.ts';
+import { checkpointStoredRoutes } from './routes/checkpoint-stored.ts';
 import { tokenRoutes } from './routes/tokens.ts';
 import { quotaRoutes } from './routes/quotas.ts';
 import { projectUserRoutes } from './routes/project-users.ts';
@@ -111,6 +112,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
       await api.register(checkpointRegisterRoutes, deps);
       await api.register(logRoutes, deps);
       await api.register(launchRoutes, deps);
+      await api.register(checkpointStoredRoutes, deps);
       await api.register(webhookRoutes, deps);
       await api.register(sweepRoutes, deps);
       await api.register(consoleRoutes, deps);

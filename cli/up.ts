@@ -188,7 +188,8 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     const nodeToken = await ensureNodeToken(database.db, c.home, nodeId);
     const flags = { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv, allowedRoots: f.allowedRoots, nodeToken, jobUsers: f.jobUsers, protect };
     try {
-      agents.push(await startConfiguredAgent(c, flags, temporal.client, connection, api.url, shared));
+      // The plane's store (other than local): the local agents upload their checkpoints to it.
+      agents.push(await startConfiguredAgent(c, flags, temporal.client, connection, api.url, { ...shared, store: store.kind === 'local' ? null : store }));
     } catch (err) {
       // The ones already up leave no job and no nftables table behind.
       for (const a of agents) await a.shutdown().catch(() => undefined);

@@ -27,7 +27,7 @@ export function checkpointActivities({ deps }: ControlContext) {
     async registerCheckpoint(
       a: CheckpointRegistration,
     ): Promise<{ checkpointId: string | null; created: boolean; evaluate: EvaluationChild | null; finalPolicy: boolean; retention?: boolean }> {
-      const r = await registerCheckpointRow(db, a);
+      const r = await registerCheckpointRow(db, a, { storage: deps.storeKind && deps.storeKind !== 'local' ? 'pending' : null });
       if (!r) return { checkpointId: null, created: false, evaluate: null, finalPolicy: false };
       // Only present when on: the histories of jobs without retention stay as they were.
       const retention = (await runHasRetention(db, r.checkpoint.runId)) ? { retention: true } : {};

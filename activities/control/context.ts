@@ -24,6 +24,8 @@ export interface ControlDeps {
    * domain/job-identity.ts). null or absent: none is given, each node's own map decides.
    */
   jobUids?: readonly JobUser[] | null;
+  /** The plane's object store (GPUPLANE_STORAGE's kind): other than local, a registered checkpoint is pending until its node stored it. */
+  storeKind?: 'local' | 'shared' | 's3';
   /** Webhook deliveries (activities/control/webhooks.ts); absent: no private addresses, the default retries. */
   webhooks?: WebhookDeliveryDeps;
 }

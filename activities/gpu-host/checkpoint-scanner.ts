@@ -38,7 +38,7 @@ export type ScannerMessage =
 const say = (m: ScannerMessage) => new Promise<void>((resolve) => process.stdout.write(`${JSON.stringify(m)}\n`, () => resolve()));
 
 /** Becomes the job's user: no groups, its gid, its uid (which drops every capability). */
-function become(user: RunAs | null): void {
+export function become(user: RunAs | null): void {
   if (!user || process.getuid?.() !== 0) return;
   process.setgroups?.([]);
   process.setgid?.(user.gid);

@@ -47,7 +47,8 @@ export type SendCheckpoint = (jobId: string, c: CheckpointFound) => Promise<void
 
 /** An event of an attempt's checkpoint watching, for the attempt's history (POST …/attempts/:n/events). */
 export interface WatchNote {
-  kind: 'checkpoint.skipped' | 'checkpoint.watcher';
+  kind: 'checkpoint.skipped' | 'checkpoint.watcher' | 'checkpoint.stored';
+  level?: 'info' | 'warning';
   message: string;
   data?: Record<string, unknown>;
 }
@@ -93,6 +94,8 @@ export class CheckpointWatching {
       userOf?: (spec: AttemptSpec) => JobUser | null;
       /** Adds an event to the attempt's history. */
       note?: (spec: AttemptSpec, n: WatchNote) => Promise<void>;
+      /** Stores a found checkpoint in the plane's object store once it was sent for registration (checkpoint-upload.ts); absent: none is kept. */
+      store?: (spec: AttemptSpec, c: FoundCheckpoint, user: { uid: number; gid: number } | null) => void;
     },
   ) {
     this.send = o.send ?? signalCheckpoint(o.client, () => this.stopped);
@@ -121,7 +124,10 @@ export class CheckpointWatching {
     const scanner = AttemptScanner.start(
       { dir, debounceMs: this.o.debounceMs ?? debounceFromEnv(), before: before ? { ...before } : null, user: user ? { uid: user.uid, gid: user.gid } : null, owner: user?.uid ?? process.getuid?.() ?? 0 },
       {
-        onFound: (c: FoundCheckpoint) => this.send(spec.jobId, { attempt: spec.attempt, ...c }),
+        onFound: async (c: FoundCheckpoint) => {
+          await this.send(spec.jobId, { attempt: spec.attempt, ...c });
+          this.o.store?.(spec, c, user ? { uid: user.uid, gid: user.gid } : null);
+        },
         onSkipped: (links) => {
           const named = links.slice(0, LINKS_NAMED).join(', ') + (links.length > LINKS_NAMED ? ` and ${links.length - LINKS_NAMED} more` : '');
           return noteOf({ kind: 'checkpoint.skipped', message: `not registered (symbolic links are never followed): ${named}`, data: { links: links.slice(0, 1000) } });

@@ -36,7 +36,7 @@ export function launchMismatch(spec: AttemptSpec, nodeId: string, l: LaunchJson)
 }
 
 /** An attempt's route on the API: `launch` (confirm it, fetch its secrets) or `started`. */
-const attemptUrl = (api: ApiOf, spec: AttemptSpec, what: 'launch' | 'started' | 'events') => `${api.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/${what}`;
+const attemptUrl = (api: ApiOf, spec: Pick<AttemptSpec, 'jobId' | 'attempt'>, what: 'launch' | 'started' | 'events' | 'checkpoints/stored') => `${api.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/${what}`;
 
 /**
  * What the control plane dispatched for this attempt, from the API with the node token: the
@@ -94,9 +94,21 @@ export async function reportAttemptEvent(api: ApiOf, spec: AttemptSpec, n: Watch
   const res = await fetch(attemptUrl(api, spec, 'events'), {
     method: 'POST',
     headers: { authorization: `Bearer ${api.nodeToken}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ kind: n.kind, level: 'warning', message: n.message, ...(n.data ? { data: n.data } : {}) }),
+    body: JSON.stringify({ kind: n.kind, level: n.level ?? 'warning', message: n.message, ...(n.data ? { data: n.data } : {}) }),
     signal: AbortSignal.timeout(15_000),
   });
   await res.arrayBuffer().catch(() => undefined);
   if (res.status !== 201) throw new Error(`the API answered ${res.status}`);
+}
+
+/** Tells the API a checkpoint of the attempt was stored in the plane's store, or why not (checkpoint-upload.ts); the HTTP status. */
+export async function reportStored(api: ApiOf, spec: Pick<AttemptSpec, 'jobId' | 'attempt'>, body: object): Promise<number> {
+  const res = await fetch(attemptUrl(api, spec, 'checkpoints/stored'), {
+    method: 'POST',
+    headers: { authorization: `Bearer ${api.nodeToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(15_000),
+  });
+  await res.arrayBuffer().catch(() => undefined);
+  return res.status;
 }

@@ -134,6 +134,8 @@ const RULES: Record<string, Rule> = {
   'POST /api/v1/jobs/:id/attempts/:attempt/started': { access: 'node', nodeAttempt: logAttempt },
   // What the node's checkpoint watcher skipped or refused, into the attempt's history.
   'POST /api/v1/jobs/:id/attempts/:attempt/events': { access: 'node', nodeAttempt: logAttempt },
+  // Its node's upload of one of the attempt's checkpoints to the plane's store (api/routes/checkpoint-stored.ts).
+  'POST /api/v1/jobs/:id/attempts/:attempt/checkpoints/stored': { access: 'node', nodeAttempt: logAttempt },
 
   // A sweep's trials are jobs of its project: creating one is submitting them.
   'POST /api/v1/sweeps': { access: 'write', project: byBodyProject, fromBody: true },

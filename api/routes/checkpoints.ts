@@ -39,6 +39,9 @@ function checkpointJson(c: Checkpoint) {
     parent_checkpoint_id: c.parentCheckpointId,
     created_at: c.createdAt.toISOString(),
     deleted_at: iso(c.deletedAt),
+    storage: c.storage,
+    storage_reason: c.storageReason,
+    stored_bytes: c.storedBytes,
   };
 }
 

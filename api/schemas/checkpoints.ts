@@ -44,6 +44,11 @@ export const CheckpointSchema = Type.Object(
     parent_checkpoint_id: Nullable(Type.String()),
     created_at: Time,
     deleted_at: Nullable(Time),
+    storage: Type.Union([Type.Literal('pending'), Type.Literal('stored'), Type.Literal('failed'), Type.Null()], {
+      description: "its copy in the plane's object store: pending (its node is uploading it), stored, failed (storage_reason); null: kept only where it was written (GPUPLANE_STORAGE=local)",
+    }),
+    storage_reason: Nullable(Type.String()),
+    stored_bytes: Nullable(Type.Integer()),
   },
   { $id: 'Checkpoint' },
 );

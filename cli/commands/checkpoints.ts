@@ -29,9 +29,11 @@ export const leaderboardHeads = (m: ResolvedMetricJson) => [`EVAL ${m.name}`, `T
 
 /** The leaderboard: the newest run first, each run by step; the evaluated value beside the training-time one. */
 export function renderCheckpoints(list: ListedCheckpointJson[], metric: ResolvedMetricJson): string {
+  // The STORED column only where the plane keeps checkpoints in its object store (docs/storage.md).
+  const stored = list.some((c) => c.storage !== null);
   const t = table(
-    ['ID', 'RUN', 'STEP', ...leaderboardHeads(metric), 'SIZE', 'CREATED'],
-    list.map((c) => [c.id, c.run_id, c.step ?? '-', fmt(c.eval_value), fmt(c.train_value), c.deleted_at ? 'deleted' : humanSize(c.size_bytes), when(c.created_at)]),
+    ['ID', 'RUN', 'STEP', ...leaderboardHeads(metric), 'SIZE', ...(stored ? ['STORED'] : []), 'CREATED'],
+    list.map((c) => [c.id, c.run_id, c.step ?? '-', fmt(c.eval_value), fmt(c.train_value), c.deleted_at ? 'deleted' : humanSize(c.size_bytes), ...(stored ? [c.storage ?? '-'] : []), when(c.created_at)]),
     {},
     'no checkpoints',
   );
@@ -53,6 +55,7 @@ export function renderCheckpoint(c: CheckpointDetailJson): string {
       ['parent', c.parent_checkpoint_id],
       ['created', when(c.created_at)],
       ['deleted', c.deleted_at ? when(c.deleted_at) : null],
+      ['stored', c.storage === null ? null : c.storage === 'failed' ? `failed: ${c.storage_reason ?? ''}` : c.storage === 'stored' ? `stored (${humanSize(c.stored_bytes)})` : 'pending (its node is uploading it)'],
     ]),
   ];
   parts.push(

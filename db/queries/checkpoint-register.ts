@@ -3,10 +3,10 @@
  * `registerCheckpoint` activity). Idempotent: the same run, path and fingerprint is one row.
  */
 import path from 'node:path';
-import { and, asc, desc, eq, gt, lt, lte } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, lt, lte, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
 import { newId } from '../ids.ts';
-import { checkpoints, jobAttempts, jobs, runs, type Checkpoint } from '../schema.ts';
+import { checkpoints, jobAttempts, jobs, runs, type Checkpoint, type CheckpointStorage } from '../schema.ts';
 import { runOfAttemptForUpdate } from './attempt-run.ts';
 import { resumePointOf } from './resume-point.ts';
 import { rawPoints, summaries } from './metrics.ts';
@@ -66,7 +66,7 @@ export async function metricsAtStep(ex: Executor, runId: string, step: number | 
  * of the job registered already (same path and fingerprint) is that one, not a new row. Null
  * when the attempt has no run (a CUSTOM job, or an unknown attempt): there is nothing to attach it to.
  */
-export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Promise<{ checkpoint: Checkpoint; created: boolean } | null> {
+export async function registerCheckpoint(db: Db, a: CheckpointRegistration, o: { storage?: CheckpointStorage | null } = {}): Promise<{ checkpoint: Checkpoint; created: boolean } | null> {
   // Only a path inside the job's watched folder is a checkpoint of it: a report that names
   // anything else (a forged signal) registers nothing, so no evaluation reads it and no
   // retention pass ever names it.
@@ -113,6 +113,8 @@ export async function registerCheckpoint(db: Db, a: CheckpointRegistration): Pro
         sizeBytes: a.sizeBytes,
         step: a.step,
         inode: a.inode ?? null,
+        // Pending: its node uploads it to the plane's store and says so (markCheckpointStored).
+        storage: o.storage ?? null,
         trainMetrics: await metricsAtStep(tx, runId, a.step),
         parentCheckpointId: previous?.id ?? (job ? (await resumePointOf(tx, job, a.attempt))?.id : null) ?? null,
       })
@@ -146,4 +148,29 @@ async function earlierAttemptsCheckpoint(ex: Executor, a: CheckpointRegistration
     .where(and(eq(runs.jobId, a.jobId), lt(runs.attempt, a.attempt), eq(checkpoints.uri, a.uri), eq(checkpoints.fingerprint, a.fingerprint)))
     .limit(1);
   return row?.c;
+}
+
+/** What a node says of its upload of a checkpoint to the plane's store. */
+export type StoredReport = { jobId: string; uri: string; fingerprint: string } & ({ key: string; storedBytes: number } | { failed: string });
+
+/**
+ * markCheckpointStored records a node's upload of the job's checkpoint at `uri` with that
+ * fingerprint: stored under its key, or failed with a reason (a stored copy is never taken back
+ * by a later failure). The number of checkpoints it changed: 0 while the checkpoint is not
+ * registered yet (the node asks again).
+ */
+export async function markCheckpointStored(db: Db, r: StoredReport): Promise<number> {
+  const which = and(eq(checkpoints.jobId, r.jobId), eq(checkpoints.uri, r.uri), eq(checkpoints.fingerprint, r.fingerprint));
+  const set =
+    'key' in r
+      ? { storage: 'stored' as const, storageReason: null, storeKey: r.key, storedBytes: r.storedBytes, storedAt: new Date() }
+      : { storage: 'failed' as const, storageReason: r.failed };
+  const rows = await db
+    .update(checkpoints)
+    .set(set)
+    .where('key' in r ? which : and(which, sql`${checkpoints.storage} is distinct from 'stored'`))
+    .returning({ id: checkpoints.id });
+  if (rows.length > 0 || 'key' in r) return rows.length;
+  // A failure of one stored already: nothing to change, but it is registered.
+  return (await db.select({ id: checkpoints.id }).from(checkpoints).where(which)).length;
 }

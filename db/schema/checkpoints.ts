@@ -1,5 +1,5 @@
-import type { InferSelectModel } from 'drizzle-orm';
-import { bigint, foreignKey, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { sql, type InferSelectModel } from 'drizzle-orm';
+import { bigint, check, foreignKey, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { createdAt, ts } from './columns.ts';
 import { jobs } from './jobs.ts';
 import { runs } from './runs.ts';
@@ -28,15 +28,27 @@ export const checkpoints = pgTable(
      */
     inode: text('inode'),
     trainMetrics: jsonb('train_metrics').$type<Record<string, number>>(),
+    /**
+     * Its copy in the plane's object store (docs/storage.md): pending (registered, its node is
+     * uploading), stored (under storeKey, verified against the fingerprint) or failed (storageReason);
+     * null: the plane keeps checkpoints only where they were written (GPUPLANE_STORAGE=local).
+     */
+    storage: text('storage').$type<CheckpointStorage>(),
+    storageReason: text('storage_reason'),
+    storeKey: text('store_key'),
+    storedBytes: bigint('stored_bytes', { mode: 'number' }),
+    storedAt: ts('stored_at'),
     createdAt: createdAt(),
   },
   (t) => [
     foreignKey({ columns: [t.parentCheckpointId], foreignColumns: [t.id] }),
+    check('checkpoints_storage', sql`${t.storage} is null or ${t.storage} in ('pending', 'stored', 'failed')`),
     uniqueIndex('checkpoints_run_uri_fingerprint').on(t.runId, t.uri, t.fingerprint),
     index('checkpoints_run').on(t.runId, t.createdAt),
   ],
 );
 export type Checkpoint = InferSelectModel<typeof checkpoints>;
+export type CheckpointStorage = 'pending' | 'stored' | 'failed';
 
 export const evaluations = pgTable(
   'evaluations',

@@ -6,6 +6,7 @@ import type { Db } from '../../db/client.ts';
 import { openConfiguredDatabase } from '../../db/open-configured.ts';
 import { parseJobUsers, type JobUser } from '../../domain/job-identity.ts';
 import { onShutdown } from '../../runtime/process.ts';
+import { parseStorage } from '../../runtime/object-store.ts';
 import { lookupUser } from '../../runtime/users.ts';
 import { timeoutsOf } from '../../temporal/client-ops.ts';
 import { claimNamespace, connectClient, connectWorker, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
@@ -32,6 +33,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     fairShareHalfLifeMs: c.fairShareHalfLifeMs,
     preemptGraceS: c.preemptGraceS,
     jobUids: controlJobUids(c.jobUsers),
+    storeKind: parseStorage(c.storage).kind,
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     webhooks: { allowPrivate: c.webhookAllowPrivate, retry: c.webhookRetry },

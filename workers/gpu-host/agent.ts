@@ -16,6 +16,8 @@ import { jobCpuWeightOf } from '../../activities/gpu-host/cgroup-cpu.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { reportAttemptEvent } from '../../activities/gpu-host/launch.ts';
+import { nodeUploads } from '../../activities/gpu-host/checkpoint-upload.ts';
+import type { ObjectStore } from '../../runtime/object-store.ts';
 import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
 import { FakeCards, NvidiaSmiCards, TelemetryReporter } from '../../activities/gpu-host/telemetry.ts';
 import { ProcessTable } from '../../activities/gpu-host/process-table.ts';
@@ -63,6 +65,8 @@ export interface AgentOptions {
   sharedJobUsers?: JobUsers | null;
   /** Without `jobUsers`: the first block of 1000 job uids no other agent here claims, not the default alone (`gpuctl up`; JobUsers.claimed). */
   pickFreeJobUids?: boolean;
+  /** The plane's object store (not local): found checkpoints are uploaded to it (checkpoint-upload.ts); absent: none is. */
+  store?: ObjectStore | null;
   /** Endpoints jobs may not connect to (Temporal's, and `--protect`), where they run as job users. */
   protect?: Endpoint[];
   /** Where other nodes reach this one (domain/node.ts NodeInventory.address). */
@@ -147,12 +151,15 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       })
     : null;
   const ckptLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'checkpoint-watcher', nodeId: o.nodeId });
+  const api = { apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken };
+  const uploads = o.store && o.nodeToken ? nodeUploads(o.store, api, (msg) => ckptLogger.warn(msg)) : null;
   const checkpoints = new CheckpointWatching({
     client: o.client,
     warn: (msg, err) => ckptLogger.warn(err ? { err } : {}, msg),
     refuse: roots ? (dir) => roots.problem('checkpoint folder', dir) : undefined,
     userOf: (spec) => jobUserFor(jobUsers, spec),
-    note: o.nodeToken ? (spec, n) => reportAttemptEvent({ apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken }, spec, n) : undefined,
+    note: o.nodeToken ? (spec, n) => reportAttemptEvent(api, spec, n) : undefined,
+    store: uploads ? (spec, c, user) => uploads.add(spec, c, user) : undefined,
   });
   const joinNode = () =>
     o.client.workflow.signalWithStart('nodeWorkflow', {

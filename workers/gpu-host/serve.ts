@@ -47,7 +47,7 @@ export function agentDataDir(c: GpuplaneConfig, nodeId: string): string {
  * The agent as the configuration says; `gpuctl up` and the agent process share it. Jobs reach the
  * API at `apiUrl`. `shared` is what several agents of one process share (gpuctl up --fake-nodes).
  */
-export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: Client, connection: NativeConnection, apiUrl: string, shared: Pick<AgentOptions, 'sharedJobUsers' | 'pickFreeJobUids'> = {}): Promise<Agent> {
+export async function startConfiguredAgent(c: GpuplaneConfig, f: AgentFlags, client: Client, connection: NativeConnection, apiUrl: string, shared: Pick<AgentOptions, 'sharedJobUsers' | 'pickFreeJobUids' | 'store'> = {}): Promise<Agent> {
   return startAgent({
     ...shared,
     address: f.advertiseAddr ?? (await localAddressToward(c.temporalAddress)),
@@ -83,7 +83,7 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
   const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger, c.workerMetricsAddr), logger);
   const dataDir = agentDataDir(c, f.nodeId);
   makePrivateDir(dataDir);
-  const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl);
+  const agent = await startConfiguredAgent(c, f, temporal.client, connection, c.apiUrl, { store });
   log(`agent ${f.nodeId}: reached at ${agent.inventory.address}, ${agent.inventory.gpus.length} card(s) from ${agent.inventorySource}, labels ${JSON.stringify(f.labels)}, storage ${store?.describe ?? 'local (nothing leaves the node)'}, logs in ${dataDir}/logs, ${f.allowedRoots?.length ? `working dirs under ${f.allowedRoots.join(', ')}` : 'working dirs anywhere'}, ${f.nodeToken ? 'with a node token' : 'without a node token'}, ${agent.containmentLine}, ${agent.jobUsersLine}${agent.adopted ? `, re-attached to ${agent.adopted} running attempt(s)` : ''}`);
   onShutdown(async () => {
     if (f.onStop === 'detach') {

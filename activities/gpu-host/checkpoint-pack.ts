@@ -1,0 +1,88 @@
+/**
+ * A checkpoint as one tar stream for the object store (issue 44), written by a process that runs
+ * as the job's user (checkpoint-packer.ts), so the kernel decides what it may read, as for the
+ * scanner. The stream and the fingerprint come from one pass: each regular file, in the order the
+ * fingerprint hashes them (fingerprint.ts: relative path, sorted by code unit), goes into the tar
+ * with exactly the bytes that are hashed, so a stored checkpoint whose fingerprint matches the
+ * registered one is the registered checkpoint. Nothing follows a symbolic link (lstat, O_NOFOLLOW);
+ * links and anything but files and folders are left out, as the fingerprint leaves them out. A
+ * file whose size changed since the walk fails the pack: the checkpoint is not the one registered.
+ *
+ * The tar holds one entry for a file checkpoint (its base name) or the folder's files under its
+ * base name; folders get entries of their own so that empty ones come back too.
+ */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import tar from 'tar-stream';
+import { snapshot, type Snapshot } from './fingerprint.ts';
+
+export interface Packed {
+  /** The content hash of what went into the tar (fingerprint.ts contentHash's rule). */
+  fingerprint: string;
+  /** The checkpoint's bytes (its files' sizes). */
+  sizeBytes: number;
+  files: number;
+}
+
+/** A file that is not what the walk saw: the checkpoint changed after it was registered. */
+export class ChangedSince extends Error {}
+
+/** Writes exactly `size` bytes of `file` into the tar entry and the hash; fails if the file is not that size now. */
+async function addFile(pack: tar.Pack, hash: ReturnType<typeof createHash> | null, file: string, name: string, size: number, mtime: Date): Promise<void> {
+  const fh = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+  try {
+    const st = await fh.stat();
+    if (!st.isFile() || st.size !== size) throw new ChangedSince(`${name} is ${st.size} bytes now, not the ${size} it was`);
+    if (size === 0) {
+      pack.entry({ name, size: 0, mode: 0o600, mtime, type: 'file' }, Buffer.alloc(0));
+      return;
+    }
+    const entry = pack.entry({ name, size, mode: 0o600, mtime, type: 'file' });
+    const read = fh.createReadStream({ autoClose: false, start: 0, end: size - 1 });
+    read.on('data', (chunk) => hash?.update(chunk as Buffer));
+    await pipeline(read, entry);
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Folder names of a directory checkpoint's files (and the root), parents first. */
+function foldersOf(root: string, snap: Snapshot): string[] {
+  const dirs = new Set<string>([root]);
+  for (const f of snap.files) {
+    const parts = f.rel.split('/');
+    for (let i = 1; i < parts.length; i++) dirs.add(`${root}/${parts.slice(0, i).join('/')}`);
+  }
+  return [...dirs].sort((a, b) => a.split('/').length - b.split('/').length || (a < b ? -1 : 1));
+}
+
+/** Packs the checkpoint at `p` (a file or a folder) into `out` as a tar; resolves with its fingerprint once `out` has every byte. */
+export async function packCheckpoint(p: string, out: Writable): Promise<Packed> {
+  const snap = snapshot(p);
+  if (!snap) throw new ChangedSince(`${p} is gone, or is not a file or a folder`);
+  const pack = tar.pack();
+  const done = pipeline(pack, out);
+  const hash = createHash('sha256');
+  const base = path.basename(p);
+  try {
+    if (snap.kind === 'file') {
+      await addFile(pack, hash, p, base, snap.files[0].size, new Date(snap.files[0].mtimeMs));
+    } else {
+      for (const dir of foldersOf(base, snap)) pack.entry({ name: dir, type: 'directory', mode: 0o700 });
+      for (const f of snap.files) {
+        hash.update(`${f.rel}\0${f.size}\0`);
+        await addFile(pack, hash, path.join(p, ...f.rel.split('/')), `${base}/${f.rel}`, f.size, new Date(f.mtimeMs));
+      }
+    }
+    pack.finalize();
+  } catch (err) {
+    pack.destroy(err as Error);
+    await done.catch(() => undefined);
+    throw err;
+  }
+  await done;
+  return { fingerprint: `sha256:${hash.digest('hex')}`, sizeBytes: snap.sizeBytes, files: snap.files.length };
+}

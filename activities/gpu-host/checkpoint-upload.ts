@@ -1,0 +1,165 @@
+/**
+ * A node's uploads of the checkpoints its attempts register (issue 44, docs/storage.md): each
+ * one, once found, is packed as a tar by a process running as the job's user
+ * (checkpoint-packer.ts: the kernel decides what it may read) and streamed into the plane's object
+ * store under `checkpoints/<run>/<fingerprint>.tar`, content-addressed. The packer hashes exactly
+ * what it packs: a copy whose hash is not the registered fingerprint (the files changed since) is
+ * deleted and reported failed. Then the node tells the API (with its node token), asking again
+ * while the checkpoint is not registered yet or the API is away. A few at a time, in order.
+ */
+import { spawn } from 'node:child_process';
+import readline from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import type { ObjectStore } from '../../runtime/object-store.ts';
+import type { AttemptSpec } from '../../workflows/types.ts';
+import type { FoundCheckpoint } from './checkpoint-watcher.ts';
+import type { PackerConfig, PackerResult } from './checkpoint-packer.ts';
+import type { RunAs } from './checkpoint-scanner.ts';
+import { reportAttemptEvent, reportStored } from './launch.ts';
+
+const entry = fileURLToPath(new URL('./checkpoint-packer.mjs', import.meta.url));
+
+/** The packer's heap: tar-stream streams, so this bounds a slow store's backlog, not the checkpoint. */
+const HEAP_MIB = 256;
+/** Uploads at once on a node (each multipart, several parts in flight). */
+const CONCURRENT = 2;
+/** How long a report is asked again while the API is away or the checkpoint not registered yet. */
+const REPORT_FOR_MS = 10 * 60_000;
+
+/** The key of a checkpoint's copy: content-addressed within its run. */
+export const checkpointKey = (runId: string, fingerprint: string) => `checkpoints/${runId}/${fingerprint.replace(/^sha256:/, '')}.tar`;
+
+export interface Uploaded {
+  fingerprint: string;
+  sizeBytes: number;
+  storedBytes: number;
+}
+
+/**
+ * Packs the checkpoint at `path` as `user` into the store under `key`; resolves once the object is
+ * whole and its hash is `fingerprint`. Throws one line otherwise (the object is then deleted).
+ */
+export async function uploadCheckpoint(store: ObjectStore, a: { key: string; path: string; fingerprint: string; user: RunAs | null }): Promise<Uploaded> {
+  const cfg: PackerConfig = { path: a.path, user: a.user };
+  // A bare environment and `/` as its folder, as the scanner's: nothing of the job's steers it.
+  const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_MIB}`, entry, JSON.stringify(cfg)], { cwd: '/', env: { PATH: '/usr/bin:/bin', LANG: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let result: PackerResult | null = null;
+  const said: string[] = [];
+  readline.createInterface({ input: child.stderr }).on('line', (line) => {
+    try {
+      const m = JSON.parse(line) as PackerResult;
+      if (m && (m.t === 'packed' || m.t === 'error')) return void (result = m);
+    } catch {
+      // Not the result: kept for the reason.
+    }
+    said.push(line);
+  });
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('error', () => resolve(null));
+    child.once('close', (code) => resolve(code));
+  });
+  let info: Awaited<ReturnType<ObjectStore['put']>> | null = null;
+  let putError: Error | null = null;
+  try {
+    info = await store.put(a.key, child.stdout);
+  } catch (err) {
+    putError = err as Error;
+    child.kill('SIGKILL');
+  }
+  const code = await exited;
+  const r = result as PackerResult | null;
+  const why = putError
+    ? `the store refused it: ${putError.message.split('\n')[0]}`
+    : !r || code !== 0
+      ? `packing it failed: ${r?.t === 'error' ? r.msg : (said.at(-1) ?? `the packer exited ${code}`)}`
+      : r.t === 'packed' && r.fingerprint !== a.fingerprint
+        ? `its files changed after it was registered (now ${r.fingerprint})`
+        : null;
+  if (why || !info || r?.t !== 'packed') {
+    await store.delete({ keys: [a.key] }).catch(() => undefined);
+    throw new Error(why ?? 'packing it failed');
+  }
+  return { fingerprint: r.fingerprint, sizeBytes: r.sizeBytes, storedBytes: info.size };
+}
+
+export type StoredReportBody = { uri: string; fingerprint: string } & ({ key: string; stored_bytes: number } | { failed: string });
+
+export interface UploadsOptions {
+  store: ObjectStore;
+  /** Tells the API (POST …/checkpoints/stored); resolves with the HTTP status, throws when it did not answer. */
+  report: (spec: Pick<AttemptSpec, 'jobId' | 'attempt'>, body: StoredReportBody) => Promise<number>;
+  warn: (msg: string) => void;
+  /** An event of the attempt (the time it took, or why not). */
+  note?: (spec: AttemptSpec, message: string, level: 'info' | 'warning') => Promise<void>;
+}
+
+/** The node's queue of uploads. */
+export class CheckpointUploads {
+  private readonly queue: (() => Promise<void>)[] = [];
+  private running = 0;
+  private idle: (() => void)[] = [];
+
+  constructor(private readonly o: UploadsOptions) {}
+
+  /** Uploads a checkpoint the attempt's watcher found (after it was sent for registration). */
+  add(spec: AttemptSpec, c: FoundCheckpoint, user: RunAs | null): void {
+    if (!spec.runId) return;
+    const key = checkpointKey(spec.runId, c.fingerprint);
+    this.queue.push(async () => {
+      const started = Date.now();
+      let body: StoredReportBody;
+      try {
+        const up = await uploadCheckpoint(this.o.store, { key, path: c.uri, fingerprint: c.fingerprint, user });
+        body = { uri: c.uri, fingerprint: c.fingerprint, key, stored_bytes: up.storedBytes };
+        await this.o.note?.(spec, `checkpoint ${c.uri} stored as ${key} (${up.storedBytes} bytes in ${((Date.now() - started) / 1000).toFixed(1)} s)`, 'info').catch(() => undefined);
+      } catch (err) {
+        body = { uri: c.uri, fingerprint: c.fingerprint, failed: (err as Error).message };
+        this.o.warn(`checkpoint ${c.uri} of ${spec.jobId}#${spec.attempt} not stored: ${body.failed}`);
+      }
+      await this.tell(spec, body);
+    });
+    this.pump();
+  }
+
+  /** Resolves once nothing is queued or uploading (tests, and an agent that stops). */
+  settled(): Promise<void> {
+    if (this.running === 0 && this.queue.length === 0) return Promise.resolve();
+    return new Promise((r) => this.idle.push(r));
+  }
+
+  private pump(): void {
+    while (this.running < CONCURRENT && this.queue.length) {
+      const job = this.queue.shift()!;
+      this.running++;
+      void job()
+        .catch((err: unknown) => this.o.warn(`checkpoint upload: ${(err as Error).message}`))
+        .finally(() => {
+          this.running--;
+          this.pump();
+          if (this.running === 0 && this.queue.length === 0) for (const r of this.idle.splice(0)) r();
+        });
+    }
+  }
+
+  /** Reports until the API takes it (200), refuses it for good (4xx but 409), or REPORT_FOR_MS pass. */
+  private async tell(spec: AttemptSpec, body: StoredReportBody): Promise<void> {
+    const until = Date.now() + REPORT_FOR_MS;
+    for (let wait = 250; ; wait = Math.min(wait * 2, 10_000)) {
+      const status = await this.o.report(spec, body).catch(() => 0);
+      if (status === 200) return;
+      if (status >= 400 && status < 500 && status !== 409) return this.o.warn(`the API refused the storage report of ${body.uri} (${status})`);
+      if (Date.now() + wait > until) return this.o.warn(`the storage report of ${body.uri} was not taken within ${REPORT_FOR_MS / 60_000} min (last: ${status || 'no answer'})`);
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
+/** A node's uploads, reporting to the API with its node token and noting each in its attempt's history. */
+export function nodeUploads(store: ObjectStore, api: Parameters<typeof reportStored>[0], warn: (msg: string) => void): CheckpointUploads {
+  return new CheckpointUploads({
+    store,
+    report: (spec, body) => reportStored(api, spec, body),
+    warn,
+    note: (spec, message, level) => reportAttemptEvent(api, spec, { kind: 'checkpoint.stored', level, message }),
+  });
+}
