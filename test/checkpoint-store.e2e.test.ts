@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { contentHash, snapshot } from '../activities/gpu-host/fingerprint.ts';
 import { openStore, parseStorage, type ObjectStore } from '../runtime/object-store.ts';
 import { startS3Server, type S3Server } from '../runtime/s3-server.ts';
+import { NODE_SCRATCH } from '../runtime/isolated-nodes.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { examplesPython } from './support/examples.ts';
 import { jobUsersSkipReason } from './support/job-users.ts';
@@ -18,6 +19,7 @@ const repo = path.resolve('.');
 
 interface CheckpointJson {
   id: string;
+  step?: number | null;
   run_id: string;
   uri: string;
   fingerprint: string;
@@ -44,7 +46,8 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     s3 = await startS3Server({ dir: path.join(tmp, 's3'), host: '0.0.0.0', port: await freePort(), accessKeyId: 'ckpt-test', secretAccessKey: randomBytes(12).toString('hex'), buckets: ['ckpts'] });
     // The bridge is made with the cluster: its address is the endpoint the plane's processes get.
     const storage = { ...s3.env(), GPUPLANE_S3_ENDPOINT: s3.endpoint.replace('127.0.0.1', `10.233.${SUBNET}.1`), GPUPLANE_STORAGE: 's3://ckpts/plane' };
-    c = await startCluster('ckptstore', { isolate: { subnet: SUBNET }, env: storage, agents: [{ nodeId: 'cs-a', gpus: 1, env: { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300', GPUPLANE_JOB_USERS: '3800100-3800199' } }] });
+    const agentEnv = { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300', GPUPLANE_JOB_USERS: '3800100-3800199' };
+    c = await startCluster('ckptstore', { isolate: { subnet: SUBNET }, env: storage, lostAfterS: 8, agents: ['cs-a', 'cs-b'].map((nodeId) => ({ nodeId, gpus: 1, env: agentEnv })) });
     store = await openStore(parseStorage('s3://ckpts/plane'), { home: tmp, env: s3.env() });
   });
   afterAll(async () => {
@@ -65,6 +68,7 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
       project: 'store',
       working_dir: work,
       watch_dir: 'ckpts',
+      selector: { node: 'cs-a' },
       params: { chunk_sleep: 0.05, steps: 45, every: 15 },
       env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
       command: [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
@@ -95,5 +99,44 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     const events = (await c.client.request<{ events: { kind: string; message: string }[] }>('GET', `/jobs/${job.id}/events`)).events.filter((e) => e.kind === 'checkpoint.stored');
     expect(events.length).toBe(3);
     expect(events[0].message).toMatch(/^checkpoint .* stored as checkpoints\/run-.*\.tar \(\d+ bytes in [\d.]+ s\)$/);
+  });
+
+  it("a node killed whole: the job re-queued onto another node resumes from the stored checkpoint, which that node never had", async () => {
+    // The working dir is the node's own scratch disk: nothing of it is on the other node.
+    const job = await c.client.submit({
+      type: 'TRAIN',
+      gpus: 1,
+      project: 'store-lost',
+      working_dir: `${NODE_SCRATCH}/train-lost`,
+      watch_dir: 'ckpts',
+      params: { chunk_sleep: 0.02, steps: 90, every: 15, step_sleep: 0.15 },
+      env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
+      command: [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
+    });
+    const first = await until(
+      'a stored checkpoint',
+      async () => (await c.client.request<{ checkpoints: CheckpointJson[] }>('GET', '/checkpoints?project=store-lost')).checkpoints.find((k) => k.storage === 'stored') ?? null,
+      60_000,
+    );
+    const victim = (await c.client.job(job.id)).node_id!;
+    await c.nodes.get(victim)!.kill();
+    const done = await c.client.waitFor(job.id, undefined, 120_000);
+    expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+    expect(done.attempts[0].state).toBe('LOST');
+    expect(done.attempt).toBe(2);
+    expect(done.node_id).not.toBe(victim);
+    // Attempt 2 was told a copy fetched into its node's cache, and went on after it.
+    const events = (await c.client.request<{ events: { kind: string; attempt: number | null; message: string }[] }>('GET', `/jobs/${job.id}/events`)).events;
+    const fetched = events.filter((e) => e.kind === 'checkpoint.fetched' && e.attempt === 2);
+    expect(fetched.map((e) => e.message)).toEqual([expect.stringMatching(/^resume point ckpt-\S+ fetched from the store into \/var\/tmp\/gpuplane-checkpoint-cache\/\S+ \(\d+ bytes in [\d.]+ s\)$/)]);
+    const resumedFrom = /resume point (\S+) fetched/.exec(fetched[0].message)![1];
+    const all = (await c.client.request<{ checkpoints: (CheckpointJson & { step: number; attempt: number })[] }>('GET', '/checkpoints?project=store-lost')).checkpoints;
+    const point = all.find((k) => k.id === resumedFrom)!;
+    expect(point.storage).toBe('stored');
+    expect(point.step).toBeGreaterThanOrEqual(first.step ?? 0);
+    const second = all.filter((k) => k.attempt === 2);
+    expect(second.length).toBeGreaterThan(0);
+    for (const k of second) expect(k.step).toBeGreaterThan(point.step);
+    await c.nodes.get(victim)!.revive();
   });
 });

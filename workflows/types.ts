@@ -118,7 +118,13 @@ export interface AttemptSpec {
   /** A gang (multi-node job): this member's rank and what it is told of the others (domain/gang-env.ts). */
   gang?: AttemptGang;
   /** The checkpoint the attempt resumes from (db/queries/resume-point.ts), given to every member as GPUPLANE_RESUME_FROM; absent: none. */
-  resumeFrom?: { id: string; uri: string };
+  resumeFrom?: {
+    id: string;
+    uri: string;
+    /** Its copy in the plane's object store (checkpoints.store_key) and its fingerprint: the node fetches it (activities/gpu-host/checkpoint-fetch.ts). Absent: not stored. */
+    key?: string;
+    fingerprint?: string;
+  };
   /** The MLflow name of the run's experiment (`project/experiment`, api/mlflow/wire.ts), given as MLFLOW_EXPERIMENT_NAME; absent for a job without a run. */
   mlflowExperiment?: string;
 }

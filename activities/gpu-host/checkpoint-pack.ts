@@ -86,3 +86,53 @@ export async function packCheckpoint(p: string, out: Writable): Promise<Packed> 
   await done;
   return { fingerprint: `sha256:${hash.digest('hex')}`, sizeBytes: snap.sizeBytes, files: snap.files.length };
 }
+
+/** A tar that is not one of ours: an entry outside its checkpoint, a link, a name that climbs. */
+export class NotACheckpoint extends Error {}
+
+/**
+ * Unpacks a checkpoint's tar (packCheckpoint's) into `dest`, a folder that must not exist yet,
+ * hashing as it writes: resolves with the fingerprint of what it wrote (the caller compares it
+ * with the registered one) and the path of the checkpoint inside `dest`. Only files and folders
+ * under the checkpoint's own name are taken; files are created anew (O_EXCL, O_NOFOLLOW), so
+ * nothing in the tar can write outside `dest`.
+ */
+export async function unpackCheckpoint(input: NodeJS.ReadableStream, dest: string): Promise<Packed & { path: string }> {
+  fs.mkdirSync(dest, { mode: 0o700 });
+  const extract = tar.extract();
+  const hash = createHash('sha256');
+  let base: string | null = null;
+  let kind: 'file' | 'dir' | null = null;
+  let sizeBytes = 0;
+  let files = 0;
+  const fed = pipeline(input, extract);
+  for await (const entry of extract) {
+    const h = entry.header;
+    const name = h.name.replace(/\/+$/, '');
+    const parts = name.split('/');
+    if (!name || name.startsWith('/') || parts.some((p) => p === '' || p === '.' || p === '..')) throw new NotACheckpoint(`entry ${JSON.stringify(h.name)} is not a path inside the checkpoint`);
+    if (base === null) {
+      base = parts[0];
+      kind = h.type === 'directory' && parts.length === 1 ? 'dir' : 'file';
+    }
+    if (parts[0] !== base || (kind === 'file' && (parts.length > 1 || files > 0))) throw new NotACheckpoint(`entry ${JSON.stringify(h.name)} is outside the checkpoint ${base}`);
+    const target = path.join(dest, ...parts);
+    if (h.type === 'directory') {
+      fs.mkdirSync(target, { mode: 0o700, recursive: parts.length > 1 });
+      entry.resume();
+      continue;
+    }
+    if (h.type !== 'file') throw new NotACheckpoint(`entry ${JSON.stringify(h.name)} is a ${h.type}, not a file or a folder`);
+    const size = h.size ?? 0;
+    if (kind === 'dir') hash.update(`${parts.slice(1).join('/')}\0${size}\0`);
+    // The stream owns its descriptor: made anew, never through a link.
+    const out = fs.createWriteStream(target, { flags: fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode: 0o600 });
+    entry.on('data', (chunk) => hash.update(chunk as Buffer));
+    await pipeline(entry, out);
+    sizeBytes += size;
+    files++;
+  }
+  await fed;
+  if (base === null) throw new NotACheckpoint('the tar is empty');
+  return { fingerprint: `sha256:${hash.digest('hex')}`, sizeBytes, files, path: path.join(dest, base) };
+}

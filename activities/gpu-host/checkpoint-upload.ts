@@ -40,7 +40,7 @@ export interface Uploaded {
  * whole and its hash is `fingerprint`. Throws one line otherwise (the object is then deleted).
  */
 export async function uploadCheckpoint(store: ObjectStore, a: { key: string; path: string; fingerprint: string; user: RunAs | null }): Promise<Uploaded> {
-  const cfg: PackerConfig = { path: a.path, user: a.user };
+  const cfg: PackerConfig = { mode: 'pack', path: a.path, user: a.user };
   // A bare environment and `/` as its folder, as the scanner's: nothing of the job's steers it.
   const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_MIB}`, entry, JSON.stringify(cfg)], { cwd: '/', env: { PATH: '/usr/bin:/bin', LANG: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
   let result: PackerResult | null = null;

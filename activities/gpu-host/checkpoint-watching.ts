@@ -47,7 +47,7 @@ export type SendCheckpoint = (jobId: string, c: CheckpointFound) => Promise<void
 
 /** An event of an attempt's checkpoint watching, for the attempt's history (POST …/attempts/:n/events). */
 export interface WatchNote {
-  kind: 'checkpoint.skipped' | 'checkpoint.watcher' | 'checkpoint.stored';
+  kind: 'checkpoint.skipped' | 'checkpoint.watcher' | 'checkpoint.stored' | 'checkpoint.fetched';
   level?: 'info' | 'warning';
   message: string;
   data?: Record<string, unknown>;

@@ -1,7 +1,8 @@
 import type { Client } from '@temporalio/client';
-import type { NodeInventory } from '../../workflows/types.ts';
+import type { AttemptSpec, NodeInventory } from '../../workflows/types.ts';
 import type { JobUsers } from './job-users.ts';
-import type { CheckpointWatching } from './checkpoint-watching.ts';
+import type { CheckpointWatching, WatchNote } from './checkpoint-watching.ts';
+import type { CheckpointCache } from './checkpoint-fetch.ts';
 import type { LogShipping } from './log-shipper.ts';
 import type { ProcessTable } from './process-table.ts';
 
@@ -23,6 +24,10 @@ export interface GpuHostDeps {
   nodeToken?: string;
   /** The users jobs run as, one per project (an agent running as root); absent: the agent's own user. */
   jobUsers?: JobUsers | null;
+  /** Stored resume points fetched into this node's cache before an attempt starts (checkpoint-fetch.ts); absent: the registered path is given. */
+  resumeCache?: CheckpointCache;
+  /** Adds an event to the attempt's history (with the node token; absent without one). */
+  note?: (spec: AttemptSpec, n: WatchNote) => Promise<void>;
   /** The agent's own warnings (its log). */
   warn?: (msg: string) => void;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */

@@ -58,8 +58,8 @@ export const StartedBody = Type.Object(
 );
 export const NodeEventBody = Type.Object(
   {
-    kind: Type.Union([Type.Literal('checkpoint.skipped'), Type.Literal('checkpoint.watcher'), Type.Literal('checkpoint.stored')], {
-      description: "what the node's checkpoint watcher saw, or its upload of a checkpoint to the plane's store (the time it took, or why not)",
+    kind: Type.Union([Type.Literal('checkpoint.skipped'), Type.Literal('checkpoint.watcher'), Type.Literal('checkpoint.stored'), Type.Literal('checkpoint.fetched')], {
+      description: "what the node's checkpoint watcher saw, or its upload of a checkpoint to the plane's store and its fetch of a resume point from it (the time it took, or why not)",
     }),
     level: Type.Union([Type.Literal('info'), Type.Literal('warning')]),
     message: Type.String({ minLength: 1, maxLength: 10_000 }),

@@ -12,7 +12,14 @@ export interface ResumePoint {
   id: string;
   /** Absolute path on the node that registered it. */
   uri: string;
+  /** Its copy in the plane's object store, where it is stored (the node fetches it), and its fingerprint. */
+  key?: string;
+  fingerprint?: string;
 }
+
+const pointColumns = { id: checkpoints.id, uri: checkpoints.uri, storeKey: checkpoints.storeKey, storage: checkpoints.storage, fingerprint: checkpoints.fingerprint };
+type PointRow = { id: string; uri: string; storeKey: string | null; storage: string | null; fingerprint: string };
+const pointOf = (r: PointRow): ResumePoint => ({ id: r.id, uri: r.uri, ...(r.storage === 'stored' && r.storeKey ? { key: r.storeKey, fingerprint: r.fingerprint } : {}) });
 
 /**
  * resumePointOf returns the checkpoint attempt `attempt` of a job resumes from: the latest
@@ -27,18 +34,21 @@ export async function resumePointOf(ex: Executor, job: Pick<Job, 'id' | 'resumeF
   const jobId = job.id;
   if (attempt > 1) {
     const [run] = await ex.select({ createdAt: runs.createdAt }).from(runs).where(attemptRunIs(jobId, attempt));
-    const [latest] = await ex
-      .select({ id: checkpoints.id, uri: checkpoints.uri })
+    // A checkpoint its node never finished storing (pending after the node died, or failed) is
+    // passed over where the plane keeps checkpoints in its store: the latest stored one is taken.
+    const candidates = await ex
+      .select(pointColumns)
       .from(runs)
       // The job's runs (index runs_job_attempt), then their checkpoints (index checkpoints_run).
       .innerJoin(checkpoints, eq(checkpoints.runId, runs.id))
       .where(and(eq(runs.jobId, jobId), lt(runs.attempt, attempt), isNull(checkpoints.deletedAt), run ? lte(checkpoints.createdAt, run.createdAt) : undefined))
       .orderBy(desc(runs.attempt), sql`${checkpoints.step} desc nulls last`, desc(checkpoints.createdAt), desc(checkpoints.id))
-      .limit(1);
-    if (latest) return latest;
+      .limit(50);
+    const latest = candidates.find((c) => c.storage === null || c.storage === 'stored') ?? candidates[0];
+    if (latest) return pointOf(latest);
   }
   // Most jobs name none: no query on the dispatch path for them.
   if (!job.resumeFrom) return null;
-  const [named] = await ex.select({ id: checkpoints.id, uri: checkpoints.uri }).from(checkpoints).where(eq(checkpoints.id, job.resumeFrom));
-  return named ?? null;
+  const [named] = await ex.select(pointColumns).from(checkpoints).where(eq(checkpoints.id, job.resumeFrom));
+  return named ? pointOf(named) : null;
 }

@@ -17,6 +17,7 @@ import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { reportAttemptEvent } from '../../activities/gpu-host/launch.ts';
 import { nodeUploads } from '../../activities/gpu-host/checkpoint-upload.ts';
+import { cacheDirFromEnv, CheckpointCache } from '../../activities/gpu-host/checkpoint-fetch.ts';
 import type { ObjectStore } from '../../runtime/object-store.ts';
 import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
 import { FakeCards, NvidiaSmiCards, TelemetryReporter } from '../../activities/gpu-host/telemetry.ts';
@@ -188,6 +189,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       nodeToken: o.nodeToken,
       allowedRoots: o.allowedRoots,
       jobUsers,
+      resumeCache: o.store ? new CheckpointCache(cacheDirFromEnv(o.nodeId), o.store) : undefined,
+      note: o.nodeToken ? (spec, n) => reportAttemptEvent(api, spec, n) : undefined,
       warn: (m) => agentLogger.warn(m),
       onLeaseLost: () => rejoiner.leaseLost(),
     }),
