@@ -126,7 +126,8 @@ export async function unpackCheckpoint(input: NodeJS.ReadableStream, dest: strin
     const size = h.size ?? 0;
     if (kind === 'dir') hash.update(`${parts.slice(1).join('/')}\0${size}\0`);
     // The stream owns its descriptor: made anew, never through a link.
-    const out = fs.createWriteStream(target, { flags: fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, mode: 0o600 });
+    const fh = await fs.promises.open(target, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o600);
+    const out = fh.createWriteStream();
     entry.on('data', (chunk) => hash.update(chunk as Buffer));
     await pipeline(entry, out);
     sizeBytes += size;
