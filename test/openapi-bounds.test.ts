@@ -59,6 +59,7 @@ const BODY_BASE: Record<string, Record<string, unknown>> = {
   'POST /api/v1/tokens': { name: 'n', role: 'node', node_id: 'n' },
   'POST /api/v1/jobs/{id}/attempts/{attempt}/started': { pid: 1, log_path: '/x' },
   'POST /api/v1/jobs/{id}/attempts/{attempt}/events': { kind: 'checkpoint.watcher', level: 'warning', message: 'm' },
+  'POST /api/v1/jobs/{id}/attempts/{attempt}/checkpoints/stored': { uri: '/x', fingerprint: `sha256:${'0'.repeat(64)}`, failed: 'x' },
   'PUT /api/v1/projects/{project}/primary-metric': { name: 'loss', goal: 'min' },
   'PUT /api/v1/projects/{project}/quota': { gpus: 1 },
   'PUT /api/v1/projects/{project}/experiments/{experiment}/primary-metric': { name: 'loss', goal: 'min' },
@@ -69,7 +70,7 @@ const EXCLUDES: Record<string, string[]> = { run: ['project', 'experiment'] };
 /** Fields whose valid values are checked against rows, not bounds (a missing checkpoint is a 400 of its own). */
 const REFERENTIAL = new Set(['POST /api/v1/jobs resume_from', 'PUT /api/v1/projects/{project}/job-user user', 'PUT /api/v1/projects/{project}/job-user group']);
 /** Node tokens only, of the node an attempt was dispatched to: the access check refuses anyone else before the body is read (its path params are checked before it). */
-const NODE_BODY = new Set(['POST /api/v1/jobs/{id}/attempts/{attempt}/started', 'POST /api/v1/jobs/{id}/attempts/{attempt}/events']);
+const NODE_BODY = new Set(['POST /api/v1/jobs/{id}/attempts/{attempt}/started', 'POST /api/v1/jobs/{id}/attempts/{attempt}/events', 'POST /api/v1/jobs/{id}/attempts/{attempt}/checkpoints/stored']);
 /** Never ends: not sent. */
 const ENDLESS = new Set(['GET /api/v1/stream']);
 /** Around the ranges handlers enforce on numbers spelt as strings (limit, points, attempt, offset) and other edges. */
