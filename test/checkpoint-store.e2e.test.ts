@@ -101,7 +101,7 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     expect(events[0].message).toMatch(/^checkpoint .* stored as checkpoints\/run-.*\.tar \(\d+ bytes in [\d.]+ s\)$/);
   });
 
-  it("a node killed whole: the job re-queued onto another node resumes from the stored checkpoint, which that node never had", async () => {
+  it("a node killed whole: the job re-queued onto another node resumes from the stored checkpoint, which that node never had; an evaluation there reads the stored copy", async () => {
     // The working dir is the node's own scratch disk: nothing of it is on the other node.
     const job = await c.client.submit({
       type: 'TRAIN',
@@ -137,6 +137,21 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     const second = all.filter((k) => k.attempt === 2);
     expect(second.length).toBeGreaterThan(0);
     for (const k of second) expect(k.step).toBeGreaterThan(point.step);
+
+    // An evaluation of a checkpoint the dead node wrote, on the node that lives: it reads the stored copy.
+    const survivor = done.node_id!;
+    const ev = await c.client.request<{ id: string; job_id: string }>('POST', `/checkpoints/${first.id}/evaluations`, {
+      command: [examplesPython(), path.join(repo, 'examples/eval_ckpt.py')],
+      selector: { node: survivor },
+    });
+    const evJob = await c.client.waitFor(ev.job_id, undefined, 60_000);
+    expect(evJob.state, evJob.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+    expect(evJob.node_id).toBe(survivor);
+    const evEvents = (await c.client.request<{ events: { kind: string; message: string }[] }>('GET', `/jobs/${ev.job_id}/events`)).events.filter((e) => e.kind === 'checkpoint.fetched');
+    expect(evEvents.map((e) => e.message)).toEqual([expect.stringMatching(new RegExp(`^checkpoint ${first.id} (fetched from the store into|is in this node's cache:) `))]);
+    const evaluation = (await c.client.request<{ evaluations: { status: string; metrics: Record<string, number> | null }[] }>('GET', `/checkpoints/${first.id}/evaluations`)).evaluations[0];
+    expect(evaluation.status).toBe('succeeded');
+    expect(evaluation.metrics).toHaveProperty(['eval/loss']);
     await c.nodes.get(victim)!.revive();
   });
 });

@@ -118,15 +118,23 @@ export interface AttemptSpec {
   /** A gang (multi-node job): this member's rank and what it is told of the others (domain/gang-env.ts). */
   gang?: AttemptGang;
   /** The checkpoint the attempt resumes from (db/queries/resume-point.ts), given to every member as GPUPLANE_RESUME_FROM; absent: none. */
-  resumeFrom?: {
-    id: string;
-    uri: string;
-    /** Its copy in the plane's object store (checkpoints.store_key) and its fingerprint: the node fetches it (activities/gpu-host/checkpoint-fetch.ts). Absent: not stored. */
-    key?: string;
-    fingerprint?: string;
-  };
+  resumeFrom?: StoredPoint;
+  /**
+   * An EVALUATE job's checkpoint where it is kept in the plane's object store: its node fetches the
+   * copy and GPUPLANE_CHECKPOINT_PATH names it (activities/gpu-host/checkpoint-fetch.ts). Absent: the
+   * job's GPUPLANE_CHECKPOINT_PATH stays the path it was written at.
+   */
+  checkpoint?: StoredPoint;
   /** The MLflow name of the run's experiment (`project/experiment`, api/mlflow/wire.ts), given as MLFLOW_EXPERIMENT_NAME; absent for a job without a run. */
   mlflowExperiment?: string;
+}
+
+/** A checkpoint an attempt reads: its id and registered path, and where it is stored its copy's key and fingerprint (the node fetches it). */
+export interface StoredPoint {
+  id: string;
+  uri: string;
+  key?: string;
+  fingerprint?: string;
 }
 
 /** A gang attempt as each member's spec carries it. nodeId and gpuIndices of the spec are members[rank]'s. */

@@ -2,7 +2,7 @@ import type { Executor } from '../../db/client.ts';
 import { createAttemptRun, runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { masterPortOf, nodeAddresses, ownedCardsByNode } from '../../db/queries/gangs.ts';
 import { getJobForUpdate, ownedCards } from '../../db/queries/jobs.ts';
-import { resumePointOf } from '../../db/queries/resume-point.ts';
+import { resumePointOf, storedPointOf } from '../../db/queries/resume-point.ts';
 import { identityFor } from '../../db/queries/project-identity.ts';
 import { getRun } from '../../db/queries/runs.ts';
 import type { JobUser } from '../../domain/job-identity.ts';
@@ -41,6 +41,9 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
   const resumeFrom = await resumePointOf(tx, job, a.attempt);
   const run = runId ? await getRun(tx, runId) : undefined;
   const mlflowExperiment = run?.projectName && run.experimentName ? mlflowName(run.projectName, run.experimentName) : undefined;
+  // An evaluation's checkpoint, fetched by its node where it is stored.
+  const stored = JOB_TYPE_TRAITS[job.type].evaluatesCheckpoint ? await storedPointOf(tx, job.checkpointId) : null;
+  const checkpoint = stored?.key ? stored : null;
   // The project's one identity on every node, given now from the plane's pool on its first attempt.
   const runAs = await identityFor(tx, job.projectId, pool);
   return {
@@ -63,6 +66,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
     ...(gang ? { gang } : {}),
     ...(resumeFrom ? { resumeFrom } : {}),
     ...(mlflowExperiment ? { mlflowExperiment } : {}),
+    ...(checkpoint ? { checkpoint } : {}),
   };
 }
 

@@ -16,7 +16,7 @@ import readline from 'node:readline';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import type { ObjectStore } from '../../runtime/object-store.ts';
-import type { AttemptSpec } from '../../workflows/types.ts';
+import type { AttemptSpec, StoredPoint } from '../../workflows/types.ts';
 import type { PackerConfig, PackerResult } from './checkpoint-packer.ts';
 import type { RunAs } from './checkpoint-scanner.ts';
 
@@ -158,19 +158,26 @@ function sizeOf(p: string): number {
 }
 
 /**
- * What the attempt's process is told to resume from on this node: the cached copy of its stored
- * resume point, or null (none stored: the path as registered, as before). A copy that cannot be
- * fetched is said in the attempt's history, and the registered path is given instead.
+ * Where the attempt's process finds a checkpoint it reads on this node (`what`: its resume point,
+ * or an evaluation's checkpoint): the cached copy of the stored checkpoint, or null (none stored:
+ * the path as registered, as before). A copy that cannot be fetched is said in the attempt's
+ * history, and the registered path is given instead.
  */
-export async function localResumePoint(cache: CheckpointCache, spec: AttemptSpec, user: RunAs | null, note: (message: string, level: 'info' | 'warning') => Promise<void>): Promise<string | null> {
-  const r = spec.resumeFrom;
-  if (!r?.key || !r.fingerprint) return null;
+export async function localCopy(cache: CheckpointCache, point: StoredPoint | undefined, what: string, user: RunAs | null, note: (message: string, level: 'info' | 'warning') => Promise<void>): Promise<string | null> {
+  if (!point?.key || !point.fingerprint) return null;
   try {
-    const f = await cache.fetch(r.key, r.fingerprint, user);
-    await note(f.fetched ? `resume point ${r.id} fetched from the store into ${f.path} (${f.bytes} bytes in ${(f.ms / 1000).toFixed(1)} s)` : `resume point ${r.id} is in this node's cache: ${f.path}`, 'info').catch(() => undefined);
+    const f = await cache.fetch(point.key, point.fingerprint, user);
+    await note(f.fetched ? `${what} ${point.id} fetched from the store into ${f.path} (${f.bytes} bytes in ${(f.ms / 1000).toFixed(1)} s)` : `${what} ${point.id} is in this node's cache: ${f.path}`, 'info').catch(() => undefined);
     return f.path;
   } catch (err) {
-    await note(`resume point ${r.id} could not be fetched from the store (${(err as Error).message}); the process is told its registered path ${r.uri}`, 'warning').catch(() => undefined);
+    await note(`${what} ${point.id} could not be fetched from the store (${(err as Error).message}); the process is told its registered path ${point.uri}`, 'warning').catch(() => undefined);
     return null;
   }
+}
+
+/** The attempt's spec and environment with the local copies of what it reads (its resume point, an evaluation's checkpoint) where they are stored. */
+export async function withLocalCopies(cache: CheckpointCache, spec: AttemptSpec, user: RunAs | null, note: (message: string, level: 'info' | 'warning') => Promise<void>): Promise<{ spec: AttemptSpec; env: Record<string, string> }> {
+  const resume = await localCopy(cache, spec.resumeFrom, 'resume point', user, note);
+  const evaluated = await localCopy(cache, spec.checkpoint, 'checkpoint', user, note);
+  return { spec: resume ? { ...spec, resumeFrom: { ...spec.resumeFrom!, uri: resume } } : spec, env: evaluated ? { GPUPLANE_CHECKPOINT_PATH: evaluated } : {} };
 }

@@ -17,9 +17,9 @@ export interface ResumePoint {
   fingerprint?: string;
 }
 
-const pointColumns = { id: checkpoints.id, uri: checkpoints.uri, storeKey: checkpoints.storeKey, storage: checkpoints.storage, fingerprint: checkpoints.fingerprint };
+export const pointColumns = { id: checkpoints.id, uri: checkpoints.uri, storeKey: checkpoints.storeKey, storage: checkpoints.storage, fingerprint: checkpoints.fingerprint };
 type PointRow = { id: string; uri: string; storeKey: string | null; storage: string | null; fingerprint: string };
-const pointOf = (r: PointRow): ResumePoint => ({ id: r.id, uri: r.uri, ...(r.storage === 'stored' && r.storeKey ? { key: r.storeKey, fingerprint: r.fingerprint } : {}) });
+export const pointOf = (r: PointRow): ResumePoint => ({ id: r.id, uri: r.uri, ...(r.storage === 'stored' && r.storeKey ? { key: r.storeKey, fingerprint: r.fingerprint } : {}) });
 
 /**
  * resumePointOf returns the checkpoint attempt `attempt` of a job resumes from: the latest
@@ -51,4 +51,11 @@ export async function resumePointOf(ex: Executor, job: Pick<Job, 'id' | 'resumeF
   if (!job.resumeFrom) return null;
   const [named] = await ex.select(pointColumns).from(checkpoints).where(eq(checkpoints.id, job.resumeFrom));
   return named ? pointOf(named) : null;
+}
+
+/** storedPointOf: a checkpoint as an attempt reads it (an EVALUATE job's), with its stored copy where there is one; null for none. */
+export async function storedPointOf(ex: Executor, checkpointId: string | null): Promise<ResumePoint | null> {
+  if (!checkpointId) return null;
+  const [c] = await ex.select(pointColumns).from(checkpoints).where(eq(checkpoints.id, checkpointId));
+  return c ? pointOf(c) : null;
 }

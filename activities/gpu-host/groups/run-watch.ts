@@ -11,7 +11,7 @@ import { attemptEnv, writeHostfile } from '../attempt-env.ts';
 import { agentStopped, checkAttemptIds, fencedHere, stoppedHere, unknownHere, vanished } from '../attempt-failures.ts';
 import type { Live } from '../attempt-record.ts';
 import { attemptEnd } from '../checkpoint-watching.ts';
-import { localResumePoint } from '../checkpoint-fetch.ts';
+import { withLocalCopies } from '../checkpoint-fetch.ts';
 import { jobUserFor, workingDirProblemFor, type JobUser } from '../job-users.ts';
 import { confirmLaunch, reportStarted } from '../launch.ts';
 import { workingDirProblem } from '../proc.ts';
@@ -79,10 +79,10 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     const secrets = launched && 'secrets' in launched ? launched.secrets : {};
     const plan = livenessPlan(spec.lostAfterMs, pt.killGraceMs);
     const hostfile = spec.gang ? writeHostfile({ ...spec, gang: spec.gang }) : undefined;
-    // A resume point kept in the plane's store: its copy in this node's cache, fetched as the job's user and checked.
+    // What it reads that the plane's store keeps: copies in this node's cache, fetched as the job's user and checked.
     const note = (message: string, level: 'info' | 'warning') => deps.note?.(spec, { kind: 'checkpoint.fetched', level, message }) ?? Promise.resolve();
-    const local = deps.resumeCache ? await localResumePoint(deps.resumeCache, spec, user ? { uid: user.uid, gid: user.gid } : null, note) : null;
-    const env = attemptEnv(deps, local ? { ...spec, resumeFrom: { ...spec.resumeFrom!, uri: local } } : spec, secrets, hostfile);
+    const local = deps.resumeCache ? await withLocalCopies(deps.resumeCache, spec, user ? { uid: user.uid, gid: user.gid } : null, note) : { spec, env: {} };
+    const env = { ...attemptEnv(deps, local.spec, secrets, hostfile), ...local.env };
     if (user) {
       // The agent's home is not the job's: its own working dir is, unless the job says otherwise.
       env.HOME = spec.env.HOME ?? spec.workingDir;
