@@ -1,3 +1,4 @@
+import type { ObjectStore } from '../runtime/object-store.ts';
 import type { Client } from '@temporalio/client';
 import type { Db } from '../db/client.ts';
 import type { JobTimeouts } from '../temporal/client-ops.ts';
@@ -12,6 +13,8 @@ import type { PrivateAddressPolicy } from '../domain/webhooks.ts';
 export interface ApiDeps {
   db: Db;
   client: Client;
+  /** The plane's object store (docs/storage.md), where stored checkpoints are read from; absent: none is served. */
+  store?: ObjectStore | null;
   timeouts: JobTimeouts;
   temporalUiUrl?: string | null;
   /**

@@ -13,7 +13,7 @@ import type { ApiDeps } from './deps.ts';
 import { startApiServer, type ApiServer } from './server.ts';
 
 /** The API as the configuration says; `gpuctl up` and the API process share it. */
-export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, logger: Logger, extra: Pick<ApiDeps, 'temporalUiUrl'> = {}): Promise<ApiServer> {
+export function startConfiguredApi(c: GpuplaneConfig, db: Db, client: Client, logger: Logger, extra: Pick<ApiDeps, 'temporalUiUrl' | 'store'> = {}): Promise<ApiServer> {
   let apiUrlHost: string[] = [];
   try {
     apiUrlHost = [new URL(c.apiUrl).hostname];
@@ -71,7 +71,7 @@ export async function serveApi(c: GpuplaneConfig, log: (s: string) => void, logg
   log(`storage: ${store.describe}`);
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
   await announceAdminToken(c, database.db, log);
-  const api = await startConfiguredApi(c, database.db, temporal.client, logger);
+  const api = await startConfiguredApi(c, database.db, temporal.client, logger, { store });
   log(`API listening on ${api.url}`);
   onShutdown(async () => {
     await api.close();

@@ -82,6 +82,19 @@ export class GpuplaneClient {
     return { data: data as T, status: res.status, headers: res.headers };
   }
 
+  /** A GET whose answer is not JSON (a stored checkpoint's tar): the response itself, its body unread; an error answer throws as request's do. */
+  async download(p: string): Promise<Response> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.baseUrl.replace(/\/$/, '')}/api/v1${p}`, { headers: this.authHeaders() });
+    } catch (err) {
+      throw new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
+    }
+    if (res.ok) return res;
+    const e = ((await res.json().catch(() => ({}))) ?? {}) as { error?: string; message?: string };
+    throw new ApiError(res.status, e.error ?? 'error', e.message ?? `HTTP ${res.status}`, null);
+  }
+
   /**
    * Submits a job under a fresh Idempotency-Key (or the one given), retrying with backoff while
    * the API cannot be reached or answers 503: whichever try the server took, one job is made.

@@ -166,7 +166,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     throw err;
   });
   const adminToken = await announceAdminToken(c, database.db, log);
-  const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: uiProxy?.url ?? f.temporalUiUrl ?? null });
+  const api = await startConfiguredApi(c, database.db, temporal.client, logger, { temporalUiUrl: uiProxy?.url ?? f.temporalUiUrl ?? null, store });
   const cards = await localCards(f.fakeGpus, nodeIds.length, async () => (await readInventory('probe')).gpus.length);
   if (cards.line) log(cards.line);
   const fakeGpus = cards.fakeGpus;

@@ -9,6 +9,7 @@ import { startS3Server, type S3Server } from '../runtime/s3-server.ts';
 import { NODE_SCRATCH } from '../runtime/isolated-nodes.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { examplesPython } from './support/examples.ts';
+import { gpuctlIn } from './support/gpuctl-cli.ts';
 import { jobUsersSkipReason } from './support/job-users.ts';
 import { until } from './support/poll.ts';
 import { freePort } from './support/ports.ts';
@@ -95,6 +96,20 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
       const unpacked = path.join(out, path.basename(k.uri));
       expect(await contentHash(unpacked, snapshot(unpacked)!), k.uri).toBe(k.fingerprint);
     }
+    // gpuctl checkpoint download: the stored files, unpacked and checked against the fingerprint; another project's token sees no such checkpoint.
+    const env = { ...c.env, GPUPLANE_API_URL: c.apiUrl, GPUPLANE_TOKEN: c.token };
+    const dl = path.join(tmp, 'downloaded');
+    const got = await gpuctlIn(env, ['checkpoint', 'download', ckpts[0].id, dl, '--json']);
+    expect(got.code, got.stderr).toBe(0);
+    const said = JSON.parse(got.stdout) as { path: string; fingerprint: string };
+    expect(said.fingerprint).toBe(ckpts[0].fingerprint);
+    expect(await contentHash(said.path, snapshot(said.path)!)).toBe(ckpts[0].fingerprint);
+    const other = await c.makeToken({ role: 'member', projects: ['elsewhere'] });
+    const refused = await gpuctlIn({ ...env, GPUPLANE_TOKEN: other.token }, ['checkpoint', 'download', ckpts[0].id, path.join(tmp, 'refused')]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+    expect(refused.stderr).toContain(ckpts[0].id);
+    expect(fs.existsSync(path.join(tmp, 'refused'))).toBe(false);
     // The time each upload took is an event of the attempt.
     const events = (await c.client.request<{ events: { kind: string; message: string }[] }>('GET', `/jobs/${job.id}/events`)).events.filter((e) => e.kind === 'checkpoint.stored');
     expect(events.length).toBe(3);

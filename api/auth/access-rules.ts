@@ -174,6 +174,7 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/checkpoints': { access: 'read', project: byScope },
   'GET /api/v1/checkpoints/best': { access: 'read', project: byScope },
   'GET /api/v1/checkpoints/:id': { access: 'read', project: byCheckpoint },
+  'GET /api/v1/checkpoints/:id/download': { access: 'read', project: byCheckpoint },
   'POST /api/v1/checkpoints/:id/evaluations': { access: 'write', project: byCheckpoint },
   'GET /api/v1/checkpoints/:id/evaluations': { access: 'read', project: byCheckpoint },
   // A fork into another project also needs write access there (api/routes/fork.ts).

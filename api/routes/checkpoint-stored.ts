@@ -4,12 +4,14 @@
  * could not (docs/storage.md). Node tokens of the node the attempt was dispatched to only.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { markCheckpointStored } from '../../db/queries/checkpoint-register.ts';
 import { attemptStateAndNode } from '../../db/queries/launch.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DomainError, notFound } from '../errors.ts';
-import { Conflict, NotFound } from '../schemas/common.ts';
+import { getCheckpoint } from '../../db/queries/checkpoints.ts';
+import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import { exactlyOne } from '../schemas/rules.ts';
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), attempt: Type.String({ pattern: '^[1-9][0-9]{0,6}$' }) });
@@ -25,7 +27,40 @@ export const StoredBody = Type.Object(
   { additionalProperties: false, allOf: [exactlyOne(['key', 'failed'], 'give key (stored) or failed (why not), one of them')] },
 );
 
-export const checkpointStoredRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
+const TarBody = {
+  description: "the checkpoint's stored copy: a tar of the file or folder under its own name (x-gpuplane-fingerprint: the registered fingerprint, which its files hash to)",
+  content: { 'application/x-tar': { schema: Type.String({ format: 'binary' }) } },
+};
+
+export const checkpointStoredRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, store }) => {
+  app.get(
+    '/checkpoints/:id/download',
+    {
+      schema: {
+        tags: ['checkpoints'],
+        summary: "A stored checkpoint's files, as a tar, from the plane's object store (gpuctl checkpoint download ID [DIR]); 409 while it is not stored",
+        params: IdParams,
+        response: { 200: TarBody, ...NotFound, ...Conflict },
+      },
+    },
+    async (req, reply) => {
+      const c = await getCheckpoint(db, req.params.id);
+      if (!c) throw notFound('checkpoint', req.params.id);
+      if (c.storage !== 'stored' || !c.storeKey || !store) {
+        const state = !store || c.storage === null ? "the plane keeps checkpoints only where they were written (GPUPLANE_STORAGE=local): read it on its node" : c.storage === 'failed' ? `storing it failed: ${c.storageReason ?? ''}` : 'its node is still uploading it';
+        throw new DomainError('conflict', `checkpoint ${c.id} is not in the plane's store: ${state} (${c.uri} on ${c.nodeId ?? 'its node'})`);
+      }
+      const body = await store.get(c.storeKey);
+      // A stream, as the logs are sent: the typed reply knows only the schema's string.
+      return (reply as FastifyReply)
+        .type('application/x-tar')
+        .header('x-gpuplane-fingerprint', c.fingerprint)
+        .header('content-disposition', `attachment; filename="${c.id}.tar"`)
+        .header('cache-control', 'no-store')
+        .send(body);
+    },
+  );
+
   app.post(
     '/jobs/:id/attempts/:attempt/checkpoints/stored',
     {

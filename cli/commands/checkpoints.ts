@@ -1,5 +1,6 @@
 import { Command, InvalidArgumentError } from 'commander';
 import type { BestJson, CheckpointDetailJson, ListedCheckpointJson, ResolvedMetricJson, WireValue as MetricValue } from '../api-types.ts';
+import { downloadCheckpoint } from './checkpoint-download.ts';
 import { clientOf, out } from '../client-of.ts';
 import { bestCheckpoint, getCheckpoint, listCheckpoints, type CheckpointScopeQuery } from '../client-checkpoints.ts';
 import { keyValues, table } from '../table.ts';
@@ -123,10 +124,16 @@ export function registerCheckpointCommands(program: Command): void {
 
   program
     .command('checkpoint')
-    .description('a checkpoint: where it is, its evaluations, and its resume chain')
-    .argument('<id>', 'checkpoint id')
+    .description("a checkpoint: where it is, its evaluations, and its resume chain; `gpuctl checkpoint download ID [DIR]`: a stored checkpoint's files from the plane's store into DIR (default ./ID), checked against its fingerprint")
+    .argument('<id>', 'checkpoint id (or download)')
+    .argument('[more...]', 'with download: the checkpoint id, and the folder to make (default ./ID)')
     .option('--json', 'print JSON')
-    .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
+    .action(async (id: string, more: string[], o: { json?: boolean }, cmd: Command) => {
+      if (id === 'download') {
+        if (more.length < 1 || more.length > 2) throw new InvalidArgumentError('gpuctl checkpoint download ID [DIR]');
+        return downloadCheckpoint(clientOf(cmd), more[0], more[1], !!o.json);
+      }
+      if (more.length) throw new InvalidArgumentError(`gpuctl checkpoint ID takes one id (got ${more.length + 1})`);
       const c = await getCheckpoint(clientOf(cmd), id);
       out(o.json ? JSON.stringify(c, null, 2) : renderCheckpoint(c));
     });
