@@ -45,6 +45,11 @@ export class GpuplaneClient {
     return (await this.exchange<T>(method, p, body, headers)).data;
   }
 
+  /** The error of a request that reached no API. */
+  private unreachable(err: unknown): ApiError {
+    return new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
+  }
+
   /** The Authorization header of this client's token, if it has one. */
   authHeaders(): Record<string, string> {
     return this.opts.token ? { authorization: `Bearer ${this.opts.token}` } : {};
@@ -53,8 +58,6 @@ export class GpuplaneClient {
   /** A request with the answer's status and headers (e.g. 201 vs 200 and `idempotent-replayed`). */
   async exchange<T>(method: string, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ data: T; status: number; headers: Headers }> {
     headers = { ...this.authHeaders(), ...headers };
-    const unreachable = (err: unknown) =>
-      new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
     let res: Response;
     let text: string;
     try {
@@ -66,7 +69,7 @@ export class GpuplaneClient {
       // A connection cut while the answer is read is as unknown an outcome as one cut before.
       text = await res.text();
     } catch (err) {
-      throw unreachable(err);
+      throw this.unreachable(err);
     }
     const data = text ? (JSON.parse(text) as unknown) : undefined;
     if (!res.ok) {
@@ -88,7 +91,7 @@ export class GpuplaneClient {
     try {
       res = await fetch(`${this.baseUrl.replace(/\/$/, '')}/api/v1${p}`, { headers: this.authHeaders() });
     } catch (err) {
-      throw new ApiError(0, 'unreachable', `cannot reach the GPUPlane API at ${this.baseUrl} (${(err as Error).cause ?? (err as Error).message}); is it running? set --api or GPUPLANE_API_URL`);
+      throw this.unreachable(err);
     }
     if (res.ok) return res;
     const e = ((await res.json().catch(() => ({}))) ?? {}) as { error?: string; message?: string };

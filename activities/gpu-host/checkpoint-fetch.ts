@@ -9,18 +9,14 @@
  * recently used go first past GPUPLANE_CHECKPOINT_CACHE_GB (50).
  */
 import { randomBytes } from 'node:crypto';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import readline from 'node:readline';
 import { pipeline } from 'node:stream/promises';
-import { fileURLToPath } from 'node:url';
 import type { ObjectStore } from '../../runtime/object-store.ts';
 import type { AttemptSpec, StoredPoint } from '../../workflows/types.ts';
-import type { PackerConfig, PackerResult } from './checkpoint-packer.ts';
+import type { PackerResult } from './checkpoint-packer.ts';
+import { startPacker } from './packer-client.ts';
 import type { RunAs } from './checkpoint-scanner.ts';
-
-const entry = fileURLToPath(new URL('./checkpoint-packer.mjs', import.meta.url));
 
 /** Where a node keeps its cache (GPUPLANE_CHECKPOINT_CACHE_DIR): node-local, out of the agent's private data dir, which job users cannot enter. */
 export function cacheDirFromEnv(nodeId: string, env = process.env): string {
@@ -35,25 +31,14 @@ export function cacheBytesFromEnv(env = process.env): number {
 
 /** Unpacks the object `key` into `dest` as `user`; the packer's answer. */
 async function unpackAs(store: ObjectStore, key: string, dest: string, user: RunAs | null): Promise<PackerResult> {
-  const cfg: PackerConfig = { mode: 'unpack', dest, user };
-  const child = spawn(process.execPath, ['--max-old-space-size=256', entry, JSON.stringify(cfg)], { cwd: '/', env: { PATH: '/usr/bin:/bin', LANG: 'C' }, stdio: ['pipe', 'ignore', 'pipe'] });
-  let result: PackerResult = { t: 'error', msg: 'the unpacker said nothing' };
-  readline.createInterface({ input: child.stderr }).on('line', (line) => {
-    try {
-      const m = JSON.parse(line) as PackerResult;
-      if (m.t === 'packed' || m.t === 'error') result = m;
-    } catch {
-      // Not its answer.
-    }
-  });
-  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
-  child.stdin.on('error', () => undefined);
-  await pipeline(await store.get(key), child.stdin).catch((err: unknown) => {
+  const { child, done } = startPacker({ mode: 'unpack', dest, user });
+  let failed: PackerResult | null = null;
+  await pipeline(await store.get(key), child.stdin!).catch((err: unknown) => {
     child.kill('SIGKILL');
-    result = { t: 'error', msg: `the store: ${(err as Error).message.split('\n')[0]}` };
+    failed = { t: 'error', msg: `the store: ${(err as Error).message.split('\n')[0]}` };
   });
-  await exited;
-  return result;
+  const { result } = await done;
+  return failed ?? result ?? { t: 'error', msg: 'the unpacker said nothing' };
 }
 
 export interface Fetched {

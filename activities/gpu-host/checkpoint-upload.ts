@@ -7,20 +7,13 @@
  * deleted and reported failed. Then the node tells the API (with its node token), asking again
  * while the checkpoint is not registered yet or the API is away. A few at a time, in order.
  */
-import { spawn } from 'node:child_process';
-import readline from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import type { ObjectStore } from '../../runtime/object-store.ts';
 import type { AttemptSpec } from '../../workflows/types.ts';
 import type { FoundCheckpoint } from './checkpoint-watcher.ts';
-import type { PackerConfig, PackerResult } from './checkpoint-packer.ts';
 import type { RunAs } from './checkpoint-scanner.ts';
 import { reportAttemptEvent, reportStored } from './launch.ts';
+import { startPacker } from './packer-client.ts';
 
-const entry = fileURLToPath(new URL('./checkpoint-packer.mjs', import.meta.url));
-
-/** The packer's heap: tar-stream streams, so this bounds a slow store's backlog, not the checkpoint. */
-const HEAP_MIB = 256;
 /** Uploads at once on a node (each multipart, several parts in flight). */
 const CONCURRENT = 2;
 /** How long a report is asked again while the API is away or the checkpoint not registered yet. */
@@ -40,34 +33,16 @@ export interface Uploaded {
  * whole and its hash is `fingerprint`. Throws one line otherwise (the object is then deleted).
  */
 export async function uploadCheckpoint(store: ObjectStore, a: { key: string; path: string; fingerprint: string; user: RunAs | null }): Promise<Uploaded> {
-  const cfg: PackerConfig = { mode: 'pack', path: a.path, user: a.user };
-  // A bare environment and `/` as its folder, as the scanner's: nothing of the job's steers it.
-  const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_MIB}`, entry, JSON.stringify(cfg)], { cwd: '/', env: { PATH: '/usr/bin:/bin', LANG: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let result: PackerResult | null = null;
-  const said: string[] = [];
-  readline.createInterface({ input: child.stderr }).on('line', (line) => {
-    try {
-      const m = JSON.parse(line) as PackerResult;
-      if (m && (m.t === 'packed' || m.t === 'error')) return void (result = m);
-    } catch {
-      // Not the result: kept for the reason.
-    }
-    said.push(line);
-  });
-  const exited = new Promise<number | null>((resolve) => {
-    child.once('error', () => resolve(null));
-    child.once('close', (code) => resolve(code));
-  });
+  const { child, done } = startPacker({ mode: 'pack', path: a.path, user: a.user });
   let info: Awaited<ReturnType<ObjectStore['put']>> | null = null;
   let putError: Error | null = null;
   try {
-    info = await store.put(a.key, child.stdout);
+    info = await store.put(a.key, child.stdout!);
   } catch (err) {
     putError = err as Error;
     child.kill('SIGKILL');
   }
-  const code = await exited;
-  const r = result as PackerResult | null;
+  const { result: r, said, code } = await done;
   const why = putError
     ? `the store refused it: ${putError.message.split('\n')[0]}`
     : !r || code !== 0
