@@ -124,7 +124,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
     },
     { prefix: '/api/v1' },
   );
-  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver, artifactsDir: deps.artifactsDir ?? null, metrics, sweepWaker: deps.sweepWaker, pointLimiter: deps.pointLimiter });
+  await app.register(mlflowRoutes, { prefix: '/mlflow', db: deps.db, resolver, artifactsDir: deps.artifactsDir ?? null, store: deps.store, metrics, sweepWaker: deps.sweepWaker, pointLimiter: deps.pointLimiter });
   await app.register(prometheusRoutes, { metrics, resolver });
   await app.register(consoleAssets);
   return app;

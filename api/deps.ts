@@ -13,7 +13,7 @@ import type { PrivateAddressPolicy } from '../domain/webhooks.ts';
 export interface ApiDeps {
   db: Db;
   client: Client;
-  /** The plane's object store (docs/storage.md), where stored checkpoints are read from; absent: none is served. */
+  /** The plane's object store (docs/storage.md), where stored checkpoints are read from, and MLflow's artifacts kept when it is `shared:` or `s3://`; absent: none is served. */
   store?: ObjectStore | null;
   timeouts: JobTimeouts;
   temporalUiUrl?: string | null;
@@ -40,7 +40,7 @@ export interface ApiDeps {
   sweepWaker?: SweepWaker;
   /** GPUPLANE_SWEEP_POLL_MS (1000 when absent): how often a sweep's workflow reads its trials, given to it when it starts. */
   sweepPollMs?: number;
-  /** Where MLflow's artifacts are kept (GPUPLANE_ARTIFACTS_DIR; api/mlflow/artifacts.ts); absent: they are not served. */
+  /** Where MLflow's artifacts are kept with a `local` store (GPUPLANE_ARTIFACTS_DIR; api/mlflow/artifact-files.ts); absent: not served there. */
   artifactsDir?: string;
   /** Host/Origin and rate-limit settings (api/auth/guards.ts). */
   guards?: GuardOptions;

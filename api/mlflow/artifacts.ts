@@ -1,25 +1,22 @@
 /**
  * MLflow's proxied artifact endpoints (`/api/2.0/mlflow-artifacts/artifacts/…`): what
- * `mlflow.log_artifact`, `log_dict`, `log_text` and `log_figure` upload, and what
- * `download_artifacts` and `list_artifacts` read. A run's artifact_uri is
- * `mlflow-artifacts:/<experiment>/<run>/artifacts`; its files are kept under the API's artifact
- * folder (GPUPLANE_ARTIFACTS_DIR, default `<GPUPLANE_HOME>/artifacts`) as `<run id>/<path>`. A
- * logged model's (`mlflow-artifacts:/<experiment>/models/<model>/artifacts`, what `log_model`
- * uploads and `load_model` reads) are kept as `<model id>/<path>`, a trace's as `<trace id>/<path>`:
- * ids of the three never collide (`run-…`, `m-…`, `tr-…`).
+ * `mlflow.log_artifact`, `log_dict`, `log_text` and `log_figure` upload, what
+ * `download_artifacts` and `list_artifacts` read, and what an artifact repository's
+ * `delete_artifacts` removes. A run's artifact_uri is `mlflow-artifacts:/<experiment>/<run>/artifacts`;
+ * a logged model's `mlflow-artifacts:/<experiment>/models/<model>/artifacts` (what `log_model`
+ * uploads and `load_model` reads), a trace's `…/traces/<trace>/artifacts`. Their files are kept by
+ * owner id (./artifact-files.ts): in the plane's store where it is shared by every API replica,
+ * else in the API's artifact folder (GPUPLANE_ARTIFACTS_DIR, default `<GPUPLANE_HOME>/artifacts`).
  *
  * Paths are checked segment by segment (no `..`, `.`, empty segment, backslash or NUL), their
- * experiment id must be the run's (else 404, as for a run the caller may not read), and a file
- * is written to a temporary name and renamed, so a cut upload never leaves half a file.
+ * experiment id must be the owner's (else 404, as for a run the caller may not read), and a file
+ * appears whole or not at all, so a cut upload never leaves half a file.
  */
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { pipeline, Readable, Transform } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import { invalid, MlflowError, text, type Caller, type MlflowAuth } from './context.ts';
+import { emptyBody, type ArtifactFiles } from './artifact-files.ts';
 import { API } from './experiments.ts';
 import { reachModel } from './models.ts';
 import { modelArtifactUri, modelExperimentId } from './model-wire.ts';
@@ -31,8 +28,8 @@ const ROOT = '/api/2.0/mlflow-artifacts/artifacts';
 const DEFAULT_MAX_BYTES = 5 * 1024 * 1024 * 1024;
 
 export interface ArtifactOptions {
-  /** Where the files live; null: artifacts are not served (NOT_IMPLEMENTED). */
-  dir: string | null;
+  /** Where the files live (./artifact-files.ts); null: artifacts are not served (NOT_IMPLEMENTED). */
+  files: ArtifactFiles | null;
   maxBytes?: number;
   /** The MLflow experiment id of a trace the caller may reach (./traces.ts); absent: traces have no files here. */
   reachTrace?: (c: Caller, id: string, write: boolean) => Promise<string>;
@@ -59,23 +56,35 @@ export function artifactPath(p: string): { experimentId: string; owner: Artifact
   return { experimentId: parts[0], owner, id: nested ? parts[2] : parts[1], rel: rel.join('/') };
 }
 
-/** Lists one folder of an owner's artifacts as MLflow's FileInfo entries (half-written uploads left out). */
-export async function listFolder(folder: string): Promise<{ path: string; is_dir: boolean; file_size?: number }[]> {
-  const entries = await fs.promises.readdir(folder, { withFileTypes: true }).catch(() => []);
-  const files = [];
-  for (const e of entries.sort((a, b) => a.name.localeCompare(b.name))) {
-    if (/\.upload-[0-9a-f]{12}$/.test(e.name)) continue;
-    if (e.isDirectory()) files.push({ path: e.name, is_dir: true });
-    else if (e.isFile()) files.push({ path: e.name, is_dir: false, file_size: (await fs.promises.stat(path.join(folder, e.name))).size });
-  }
-  return files;
+/**
+ * The upload's bytes, counted: past `maxBytes`, or ending short of the Content-Length the client
+ * announced (a cut connection), the stream errs, so the store never publishes the object.
+ */
+function countedBody(req: FastifyRequest, maxBytes: number): { body: Readable; tooLarge: () => boolean } {
+  const announced = req.headers['content-length'] === undefined ? undefined : Number(req.headers['content-length']);
+  let n = 0;
+  const limit = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      n += chunk.length;
+      if (n > maxBytes) cb(new MlflowError('INVALID_PARAMETER_VALUE', `the artifact is larger than ${maxBytes} bytes`));
+      else cb(null, chunk);
+    },
+    flush(cb) {
+      if (announced !== undefined && Number.isFinite(announced) && n !== announced) cb(new MlflowError('INVALID_PARAMETER_VALUE', `the upload ended after ${n} of its ${announced} bytes`));
+      else cb();
+    },
+  });
+  // An empty file has no body to parse: nothing reaches the handler.
+  const source = (req.body as Readable | undefined) ?? emptyBody();
+  // The callback form destroys `limit` with the source's error (a client gone midway), which the store sees.
+  return { body: pipeline(source, limit, () => {}), tooLarge: () => n > maxBytes };
 }
 
 export function artifactRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, opts: ArtifactOptions): void {
   const maxBytes = opts.maxBytes ?? DEFAULT_MAX_BYTES;
-  const dirOf = (runId: string) => {
-    if (!opts.dir) throw new MlflowError('NOT_IMPLEMENTED', 'this API serves no artifacts (it was started without an artifact folder)');
-    return path.join(opts.dir, runId);
+  const filesOf = () => {
+    if (!opts.files) throw new MlflowError('NOT_IMPLEMENTED', 'this API serves no artifacts (it was started without an artifact folder or a shared store)');
+    return opts.files;
   };
   const target = async (req: FastifyRequest, p: string, write: boolean) => {
     const c = await auth.caller(req);
@@ -97,8 +106,9 @@ export function artifactRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, o
       uri = `mlflow-artifacts:/${own}/traces/${id}/artifacts`;
     }
     if (experimentId !== own) throw new MlflowError('RESOURCE_DOES_NOT_EXIST', `${owner} ${id} is not in experiment ${experimentId.slice(0, 100)}: its artifacts are under ${uri}`);
-    return { runId: id, rel, file: rel === '' ? dirOf(id) : path.join(dirOf(id), ...rel.split('/')) };
+    return { files: filesOf(), id, rel };
   };
+  const pathOf = (req: FastifyRequest) => (req.params as { '*': string })['*'];
 
   // MLflow 3's ListLoggedModelArtifacts: a model's files, listed by its id.
   app.get(`${API}/logged-models/:id/artifacts/directories`, async (req) => {
@@ -106,8 +116,8 @@ export function artifactRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, o
     const m = await reachModel(db, c, (req.params as { id: string }).id, false);
     const dir = text(req.query as Record<string, unknown>, 'artifact_directory_path');
     const own = modelExperimentId(m);
-    const { file } = await target(req, `${own}/models/${m.id}/artifacts${dir ? `/${dir}` : ''}`, false);
-    return { root_uri: modelArtifactUri(own, m.id), files: await listFolder(file) };
+    const { files, id, rel } = await target(req, `${own}/models/${m.id}/artifacts${dir ? `/${dir}` : ''}`, false);
+    return { root_uri: modelArtifactUri(own, m.id), files: await files.list(id, rel) };
   });
 
   // Uploads are bytes, whatever their Content-Type says (a log_dict is application/json):
@@ -116,41 +126,36 @@ export function artifactRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, o
   app.addContentTypeParser('*', (_req, payload, done) => done(null, payload));
 
   app.put(`${ROOT}/*`, async (req) => {
-    const { rel, file } = await target(req, (req.params as { '*': string })['*'], true);
-    if (rel === '') throw invalid('an upload names a file under the run\'s artifacts');
-    await fs.promises.mkdir(path.dirname(file), { recursive: true });
-    const tmp = `${file}.upload-${randomBytes(6).toString('hex')}`;
-    let n = 0;
-    const limit = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        n += chunk.length;
-        if (n > maxBytes) cb(new MlflowError('INVALID_PARAMETER_VALUE', `the artifact is larger than ${maxBytes} bytes`));
-        else cb(null, chunk);
-      },
-    });
+    const { files, id, rel } = await target(req, pathOf(req), true);
+    if (rel === '') throw invalid("an upload names a file under the run's artifacts");
+    const { body, tooLarge } = countedBody(req, maxBytes);
     try {
-      // An empty file has no body to parse: nothing reaches the handler.
-      const body = (req.body as NodeJS.ReadableStream | undefined) ?? Readable.from([]);
-      await pipeline(body, limit, fs.createWriteStream(tmp, { flags: 'wx', mode: 0o640 }));
-      await fs.promises.rename(tmp, file);
+      await files.write(id, rel, body);
     } catch (err) {
-      await fs.promises.rm(tmp, { force: true });
+      // The store may wrap what the stream threw: the line the client reads is ours.
+      if (tooLarge()) throw new MlflowError('INVALID_PARAMETER_VALUE', `the artifact is larger than ${maxBytes} bytes`);
       throw err;
     }
     return {};
   });
 
   app.get(`${ROOT}/*`, async (req, reply) => {
-    const { rel, file } = await target(req, (req.params as { '*': string })['*'], false);
-    const st = rel === '' ? undefined : await fs.promises.lstat(file).catch(() => undefined);
-    if (!st?.isFile()) throw new MlflowError('RESOURCE_DOES_NOT_EXIST', `no artifact ${rel || '(root)'} in this run`);
-    return reply.header('content-type', 'application/octet-stream').header('content-length', st.size).send(fs.createReadStream(file));
+    const { files, id, rel } = await target(req, pathOf(req), false);
+    const file = await files.read(id, rel);
+    if (!file) throw new MlflowError('RESOURCE_DOES_NOT_EXIST', `no artifact ${rel || '(root)'} in this run`);
+    return reply.header('content-type', 'application/octet-stream').header('content-length', file.size).send(file.body);
+  });
+
+  // MLflow's DeleteArtifact: a file, or a folder with everything under it.
+  app.delete(`${ROOT}/*`, async (req) => {
+    const { files, id, rel } = await target(req, pathOf(req), true);
+    await files.remove(id, rel);
+    return {};
   });
 
   app.get(ROOT, async (req) => {
     const q = req.query as Record<string, unknown>;
-    const { file } = await target(req, text(q, 'path', true), false);
-    const files = await listFolder(file);
-    return { files };
+    const { files, id, rel } = await target(req, text(q, 'path', true), false);
+    return { files: await files.list(id, rel) };
   });
 }

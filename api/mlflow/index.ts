@@ -6,6 +6,7 @@
  * the client would misread.
  */
 import type { FastifyError, FastifyInstance } from 'fastify';
+import type { ObjectStore } from '../../runtime/object-store-types.ts';
 import type { Db } from '../../db/client.ts';
 import { DomainError } from '../errors.ts';
 import { loggableUrl } from '../request-log.ts';
@@ -15,6 +16,7 @@ import type { PointLimiter } from '../point-limits.ts';
 import type { TokenResolver } from '../auth/token-resolver.ts';
 import { MlflowAuth, MlflowError } from './context.ts';
 import { artifactRoutes } from './artifacts.ts';
+import { artifactFiles } from './artifact-files.ts';
 import { experimentRoutes } from './experiments.ts';
 import { runRoutes } from './runs.ts';
 import { modelRoutes } from './models.ts';
@@ -31,8 +33,10 @@ export interface MlflowDeps {
   db: Db;
   /** null: no auth (tests of the routes themselves). */
   resolver: TokenResolver | null;
-  /** Where MLflow's artifacts are kept (GPUPLANE_ARTIFACTS_DIR); null: not served. */
+  /** Where MLflow's artifacts are kept with a `local` store (GPUPLANE_ARTIFACTS_DIR); null: not served there. */
   artifactsDir: string | null;
+  /** The plane's store: a `shared:` or `s3://` one keeps the artifacts instead, for every replica (./artifact-files.ts). */
+  store?: ObjectStore | null;
   /** Counts the metric points logged (gpuplane_metric_points_ingested_total). */
   metrics?: PlaneMetrics;
   /** Wakes an asha sweep whose trial logged past a rung (api/sweep-waker.ts). */
@@ -73,5 +77,5 @@ export async function mlflowRoutes(app: FastifyInstance, deps: MlflowDeps): Prom
   registeredModelRoutes(app, registry);
   modelVersionRoutes(app, registry);
   // A scope of their own: uploads are bytes, not JSON.
-  await app.register(async (scope) => artifactRoutes(scope, deps.db, auth, { dir: deps.artifactsDir, reachTrace: async (c, id, write) => traceExperimentId(await reachTrace(deps.db, c, id, write)) }));
+  await app.register(async (scope) => artifactRoutes(scope, deps.db, auth, { files: artifactFiles({ store: deps.store, dir: deps.artifactsDir }), reachTrace: async (c, id, write) => traceExperimentId(await reachTrace(deps.db, c, id, write)) }));
 }
