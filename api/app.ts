@@ -19,6 +19,7 @@ import { jobCountRoutes } from './routes/job-counts.ts';
 import { consoleAssets, consoleRoutes } from './routes/console.ts';
 import { checkpointRoutes } from './routes/checkpoints.ts';
 import { evaluationRoutes } from './routes/evaluations.ts';
+import { codeRoutes } from './routes/code.ts';
 import { forkRoutes } from './routes/fork.ts';
 import { checkpointRegisterRoutes } from './routes/checkpoint-register.ts';
 import { logRoutes } from './routes/logs.ts';
@@ -113,6 +114,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
       await api.register(logRoutes, deps);
       await api.register(launchRoutes, deps);
       await api.register(checkpointStoredRoutes, deps);
+      await api.register(codeRoutes, deps);
       await api.register(webhookRoutes, deps);
       await api.register(sweepRoutes, deps);
       await api.register(consoleRoutes, deps);

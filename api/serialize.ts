@@ -25,6 +25,7 @@ export function jobJson(j: Job, stalledAt: Date | null = null) {
     selector: j.selector,
     command: j.command,
     working_dir: j.workingDir,
+    code: j.code ?? null,
     env: j.env,
     secret_env: j.secretNames ?? [],
     params: j.params,

@@ -1,5 +1,6 @@
 /** What `gpuctl jobs`, `gpuctl job ID` and `gpuctl nodes` print for people; `--json` prints everything. */
 import type { JobDetailJson, JobJson, NodeJson } from './client.ts';
+import { codeLine } from '../domain/code-snapshot.ts';
 import { formatMemoryMb } from '../domain/memory-limit.ts';
 import { isQuarantine, shortDrainReason } from '../domain/quarantine.ts';
 import { shellJoin } from '../domain/shell-quote.ts';
@@ -64,6 +65,7 @@ export function renderJob(j: JobDetailJson): string {
     ['attempt', j.attempt],
     ['command', shellJoin(j.command)],
     ['working_dir', j.working_dir],
+    ['code', j.code ? codeLine(j.code) : null],
     ['gpus', j.nodes > 1 ? `${j.gpus} on each of ${j.nodes} nodes${j.members ? `: ${j.members.map((m) => `${m.node_id} [${cards(m.gpu_indices)}]`).join(', ')}` : ''}` : `${j.gpus}${j.gpu_indices ? ` on ${j.node_id} [${cards(j.gpu_indices)}]` : ''}`],
     ['memory', j.memory_mb == null ? 'no limit' : `${formatMemoryMb(j.memory_mb)} on each node (memory_mb ${j.memory_mb})`],
     ['selector', pairs(j.selector)],

@@ -2,6 +2,8 @@
  * An attempt's config: what a job runs with, snapshotted per attempt so that retries can be
  * compared, and the edit that retry_job applies to the previous one to make the next.
  */
+import type { CodeSnapshot } from './code-snapshot.ts';
+
 export interface AttemptConfig {
   command: string[];
   workingDir: string;
@@ -15,6 +17,8 @@ export interface AttemptConfig {
   params: Record<string, unknown>;
   /** MiB of RAM on each node (domain/memory-limit.ts); absent: no limit (and in attempts recorded before limits). */
   memoryMb?: number;
+  /** The code snapshot it runs (domain/code-snapshot.ts), unpacked into workingDir; absent: none. */
+  code?: CodeSnapshot;
 }
 
 export interface RetryPatch {
@@ -33,6 +37,8 @@ export interface RetryPatch {
 
 export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
   const memoryMb = p.memoryMb === null ? undefined : (p.memoryMb ?? prev.memoryMb);
+  // A working dir given instead runs the job there: the code it ran in is left behind.
+  const code = p.workingDir === undefined ? prev.code : undefined;
   return {
     command: p.command ?? prev.command,
     workingDir: p.workingDir ?? prev.workingDir,
@@ -44,6 +50,7 @@ export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
     params: { ...prev.params, ...p.params },
     // Absent rather than undefined: the config is stored as JSON and compared key by key.
     ...(memoryMb !== undefined ? { memoryMb } : {}),
+    ...(code ? { code } : {}),
   };
 }
 

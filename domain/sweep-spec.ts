@@ -5,6 +5,7 @@
  * with a mistake in it. domain/ takes no packages (.dependency-cruiser.cjs): the API's TypeBox schema, still to come, is to
  * build its unions from the constants here, and YAML text is read by a parser the caller hands in.
  */
+import { codeRefProblem, type CodeRef, type CodeSnapshot } from './code-snapshot.ts';
 import { MAX_MEMORY_MB, MIN_MEMORY_MB } from './memory-limit.ts';
 
 export const SWEEP_METHODS = ['grid', 'random', 'asha'] as const;
@@ -26,6 +27,12 @@ export interface SweepSpec {
   experiment?: string;
   command: string | string[];
   workdir?: string;
+  /**
+   * The trials' code (domain/code-snapshot.ts): in a file, a folder (relative to the file) that
+   * gpuctl snapshots and uploads; in the API's body, the snapshot's hash (CodeRef), which the API
+   * resolves to the project's stored snapshot (CodeSnapshot). Every trial runs the one snapshot.
+   */
+  code?: string | CodeRef | CodeSnapshot;
   gpus?: number;
   nodes?: number;
   gpus_per_node?: number;
@@ -83,7 +90,7 @@ export function sweepTrialCount(spec: SweepSpec): number {
   return Math.min(size, spec.max_trials ?? size);
 }
 
-const TOP_FIELDS = ['project', 'experiment', 'command', 'workdir', 'gpus', 'nodes', 'gpus_per_node', 'memory_mb', 'env', 'watch', 'eval', 'metric', 'method', 'max_trials', 'max_concurrent', 'parameters', 'asha', 'seed', 'retry_failed'];
+const TOP_FIELDS = ['project', 'experiment', 'command', 'workdir', 'code', 'gpus', 'nodes', 'gpus_per_node', 'memory_mb', 'env', 'watch', 'eval', 'metric', 'method', 'max_trials', 'max_concurrent', 'parameters', 'asha', 'seed', 'retry_failed'];
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 /** Names that would set an object's prototype, not a key, where a caller copies with Object.assign or `obj[name] =`. */
@@ -115,6 +122,8 @@ export function validateSweepSpec(value: unknown): SweepSpec {
     parameters: {},
   };
   for (const k of ['project', 'experiment', 'workdir'] as const) if (o[k] !== undefined) spec[k] = text(o[k], k);
+  if (o.code !== undefined) spec.code = code(o.code);
+  if (spec.code !== undefined && spec.workdir !== undefined) fail('code', 'give code (a folder gpuctl uploads, which every trial runs in) or workdir (a folder on the nodes), not both');
   if (o.gpus !== undefined) spec.gpus = int(o.gpus, 'gpus', 0, 64);
   if (o.nodes !== undefined) spec.nodes = int(o.nodes, 'nodes', 1, 256);
   if (o.gpus_per_node !== undefined) spec.gpus_per_node = int(o.gpus_per_node, 'gpus_per_node', 0, 64);
@@ -219,6 +228,14 @@ function watch(value: unknown): string {
   if (w.startsWith('/')) fail('watch', 'must be relative to workdir');
   if (w.split('/').includes('..')) fail('watch', 'must not have a .. segment');
   return w;
+}
+
+/** A folder (the file's form) or a snapshot's hash and git state (the API's). */
+function code(value: unknown): string | CodeRef {
+  if (typeof value === 'string') return text(value, 'code');
+  const problem = codeRefProblem(value);
+  if (problem) fail(`code${problem.at}`, problem.problem);
+  return value as CodeRef;
 }
 
 function command(value: unknown, at: string, required: boolean): string | string[] | undefined {

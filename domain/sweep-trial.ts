@@ -3,6 +3,7 @@
  * (GPUPLANE_PARAMS, and its run's params) and the sweep named in its environment.
  */
 import { ashaRungSteps, ashaSettings } from './asha.ts';
+import type { CodeSnapshot } from './code-snapshot.ts';
 import type { EvalPolicy } from './eval-policy.ts';
 import type { SweepPoint } from './sweep-search.ts';
 import type { SweepSpec } from './sweep-spec.ts';
@@ -10,6 +11,8 @@ import type { SweepSpec } from './sweep-spec.ts';
 export interface TrialJobConfig {
   command: string[];
   workingDir: string;
+  /** The sweep's one snapshot (resolved by the API when the sweep was made); null: none. */
+  code: CodeSnapshot | null;
   gpus: number;
   nodes: number;
   /** MiB on each node; null: no limit. */
@@ -44,6 +47,7 @@ export function trialJobConfig(spec: SweepSpec, sweepId: string, trial: number, 
   return {
     command: commandArgv(spec.command),
     workingDir: spec.workdir ?? '/tmp',
+    code: typeof spec.code === 'object' && 'key' in spec.code ? spec.code : null,
     gpus: spec.gpus ?? spec.gpus_per_node ?? 1,
     nodes,
     memoryMb: spec.memory_mb ?? null,

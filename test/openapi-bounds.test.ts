@@ -40,7 +40,7 @@ interface Case {
 }
 
 /** Values the routes' own ids and names take, and what each route needs besides to be valid. */
-const PATH_VALUES: Record<string, string> = { id: 'nope', attempt: '1', stream: 'stdout', project: 'p', experiment: 'e' };
+const PATH_VALUES: Record<string, string> = { id: 'nope', attempt: '1', stream: 'stdout', project: 'p', experiment: 'e', sha256: '0'.repeat(64) };
 const QUERY_BASE: Record<string, Record<string, string>> = {
   'GET /api/v1/checkpoints': { project: 'p' },
   'GET /api/v1/checkpoints/best': { project: 'p' },
@@ -68,7 +68,7 @@ const BODY_BASE: Record<string, Record<string, unknown>> = {
 /** Query keys that exclude others (a checkpoint scope is a run, or a project): sent without them. */
 const EXCLUDES: Record<string, string[]> = { run: ['project', 'experiment'] };
 /** Fields whose valid values are checked against rows, not bounds (a missing checkpoint is a 400 of its own). */
-const REFERENTIAL = new Set(['POST /api/v1/jobs resume_from', 'PUT /api/v1/projects/{project}/job-user user', 'PUT /api/v1/projects/{project}/job-user group']);
+const REFERENTIAL = new Set(['POST /api/v1/jobs resume_from', 'POST /api/v1/jobs code', 'PUT /api/v1/projects/{project}/job-user user', 'PUT /api/v1/projects/{project}/job-user group']);
 /** Node tokens only, of the node an attempt was dispatched to: the access check refuses anyone else before the body is read (its path params are checked before it). */
 const NODE_BODY = new Set(['POST /api/v1/jobs/{id}/attempts/{attempt}/started', 'POST /api/v1/jobs/{id}/attempts/{attempt}/events', 'POST /api/v1/jobs/{id}/attempts/{attempt}/checkpoints/stored']);
 /** Never ends: not sent. */

@@ -182,6 +182,7 @@ describe('what a sweep fills in and what a trial runs', () => {
     expect(trialJobConfig(spec, 'swp-1', 2, { lr: 1 })).toEqual({
       command: ['/bin/sh', '-c', 'python train.py'],
       workingDir: '/tmp',
+      code: null,
       gpus: 4,
       nodes: 2,
       memoryMb: 2048,
@@ -192,5 +193,13 @@ describe('what a sweep fills in and what a trial runs', () => {
     });
     const grid = validateSweepSpec({ command: ['a', 'b'], method: 'grid', gpus: 0, parameters: { x: { values: [1] } } });
     expect(trialJobConfig(grid, 's', 0, { x: 1 })).toMatchObject({ command: ['a', 'b'], gpus: 0, nodes: 1, memoryMb: null, env: { GPUPLANE_SWEEP_ID: 's', GPUPLANE_SWEEP_TRIAL: '0' }, watchDir: null, evalPolicy: null });
+    // code: a folder in the file (gpuctl uploads it), a hash in the API's body, the resolved snapshot for the trials; never with workdir.
+    const sha256 = 'a'.repeat(64);
+    expect(validateSweepSpec({ ...grid, code: 'src' }).code).toBe('src');
+    expect(() => validateSweepSpec({ ...grid, code: { sha256: 'x' } })).toThrow('code.sha256: must be 64 lowercase hex digits');
+    expect(() => validateSweepSpec({ ...grid, code: 'src', workdir: '/w' })).toThrow(/^code: give code .* or workdir .*, not both$/);
+    const stored = { sha256, bytes: 10, key: `code/prj-1/${sha256}.tar` };
+    expect(trialJobConfig({ ...grid, code: stored }, 's', 0, { x: 1 }).code).toEqual(stored);
+    expect(trialJobConfig({ ...grid, code: 'src' }, 's', 0, { x: 1 }).code).toBeNull();
   });
 });

@@ -1,7 +1,6 @@
 /**
  * Types shared by workflows, activities, the API and the CLI. No runtime imports here but
- * domain/ (pure): the concepts (job states, a node's inventory) live there and are re-exported
- * for workflow code.
+ * domain/ (pure): the concepts (job states, a node's inventory) live there, re-exported for workflows.
  */
 
 export { isTerminal, JOB_STATES, OPEN_STATES, TERMINAL_STATES, type JobState } from '../domain/job-states.ts';
@@ -125,6 +124,7 @@ export interface AttemptSpec {
    * job's GPUPLANE_CHECKPOINT_PATH stays the path it was written at.
    */
   checkpoint?: StoredPoint;
+  /** The job's code (domain/code-snapshot.ts): its node fetches the tar by key, checks its sha256 and unpacks it into workingDir as the job's user (activities/gpu-host/code-fetch.ts). */ code?: { key: string; sha256: string; bytes: number };
   /** The MLflow name of the run's experiment (`project/experiment`, api/mlflow/wire.ts), given as MLFLOW_EXPERIMENT_NAME; absent for a job without a run. */
   mlflowExperiment?: string;
 }

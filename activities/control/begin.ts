@@ -67,6 +67,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
     ...(resumeFrom ? { resumeFrom } : {}),
     ...(mlflowExperiment ? { mlflowExperiment } : {}),
     ...(checkpoint ? { checkpoint } : {}),
+    ...(job.code ? { code: { key: job.code.key, sha256: job.code.sha256, bytes: job.code.bytes } } : {}),
   };
 }
 

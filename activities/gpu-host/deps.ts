@@ -1,7 +1,9 @@
 import type { Client } from '@temporalio/client';
 import type { AttemptSpec, NodeInventory } from '../../workflows/types.ts';
 import type { JobUsers } from './job-users.ts';
-import type { CheckpointWatching, WatchNote } from './checkpoint-watching.ts';
+import type { CheckpointWatching } from './checkpoint-watching.ts';
+import type { AttemptNote } from './attempt-note.ts';
+import type { ObjectStore } from '../../runtime/object-store.ts';
 import type { CheckpointCache } from './checkpoint-fetch.ts';
 import type { LogShipping } from './log-shipper.ts';
 import type { ProcessTable } from './process-table.ts';
@@ -26,8 +28,10 @@ export interface GpuHostDeps {
   jobUsers?: JobUsers | null;
   /** Stored resume points fetched into this node's cache before an attempt starts (checkpoint-fetch.ts); absent: the registered path is given. */
   resumeCache?: CheckpointCache;
+  /** The plane's object store (docs/storage.md): retention deletes stored copies from it. */
+  store?: ObjectStore;
   /** Adds an event to the attempt's history (with the node token; absent without one). */
-  note?: (spec: AttemptSpec, n: WatchNote) => Promise<void>;
+  note?: (spec: AttemptSpec, n: AttemptNote) => Promise<void>;
   /** The agent's own warnings (its log). */
   warn?: (msg: string) => void;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */

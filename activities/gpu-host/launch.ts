@@ -2,7 +2,7 @@ import type { Static } from '@sinclair/typebox';
 import type { LaunchSchema } from '../../api/routes/launch.ts';
 import type { AttemptSpec } from '../../workflows/types.ts';
 import type { GpuHostDeps } from './deps.ts';
-import type { WatchNote } from './checkpoint-watching.ts';
+import type { AttemptNote } from './attempt-note.ts';
 
 /*
  * The agent's two calls to the API about an attempt it starts (api/routes/launch.ts): confirm
@@ -29,6 +29,8 @@ export function launchMismatch(spec: AttemptSpec, nodeId: string, l: LaunchJson)
   if (!sameJson(sortedEntries(spec.env), sortedEntries(l.env))) return 'another environment';
   if (!sameJson(spec.gpuIndices, l.gpu_indices)) return `cards ${spec.gpuIndices.join(',')}`;
   if ((spec.watchDir ?? null) !== l.watch_dir) return `checkpoint folder ${spec.watchDir}`;
+  // The code it unpacks: a task may not name another snapshot (another project's) than the job's.
+  if (!sameJson(spec.code ? { key: spec.code.key, sha256: spec.code.sha256 } : null, l.code ?? null)) return `code ${spec.code?.sha256 ?? 'none'}`;
   // A gang member is told where the others are: the task must say what the database holds.
   const g = spec.gang ? { rank: spec.gang.rank, master_port: spec.gang.masterPort, members: spec.gang.members.map((m) => ({ node_id: m.nodeId, address: m.address, gpu_indices: m.gpuIndices })) } : null;
   if (!sameJson(g, l.gang ?? null)) return spec.gang ? `rank ${spec.gang.rank} of a gang dispatched otherwise` : 'a single-node job (dispatched as a gang)';
@@ -36,7 +38,7 @@ export function launchMismatch(spec: AttemptSpec, nodeId: string, l: LaunchJson)
 }
 
 /** An attempt's route on the API: `launch` (confirm it, fetch its secrets) or `started`. */
-const attemptUrl = (api: ApiOf, spec: Pick<AttemptSpec, 'jobId' | 'attempt'>, what: 'launch' | 'started' | 'events' | 'checkpoints/stored') => `${api.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/${what}`;
+export const attemptUrl = (api: ApiOf, spec: Pick<AttemptSpec, 'jobId' | 'attempt'>, what: 'launch' | 'started' | 'events' | 'checkpoints/stored' | 'code') => `${api.apiUrl.replace(/\/$/, '')}/api/v1/jobs/${encodeURIComponent(spec.jobId)}/attempts/${spec.attempt}/${what}`;
 
 /**
  * What the control plane dispatched for this attempt, from the API with the node token: the
@@ -90,7 +92,7 @@ export async function reportStarted(api: ApiOf, spec: AttemptSpec, pid: number, 
  * POST /jobs/:id/attempts/:n/events: an event of the attempt seen on the node (what its checkpoint
  * watcher skipped or refused), into the attempt's history. Throws on anything but 201.
  */
-export async function reportAttemptEvent(api: ApiOf, spec: AttemptSpec, n: WatchNote): Promise<void> {
+export async function reportAttemptEvent(api: ApiOf, spec: Pick<AttemptSpec, 'jobId' | 'attempt'>, n: AttemptNote): Promise<void> {
   const res = await fetch(attemptUrl(api, spec, 'events'), {
     method: 'POST',
     headers: { authorization: `Bearer ${api.nodeToken}`, 'content-type': 'application/json' },

@@ -137,6 +137,11 @@ const RULES: Record<string, Rule> = {
   // Its node's upload of one of the attempt's checkpoints to the plane's store (api/routes/checkpoint-stored.ts).
   'POST /api/v1/jobs/:id/attempts/:attempt/checkpoints/stored': { access: 'node', nodeAttempt: logAttempt },
 
+  // Code snapshots of a project (api/routes/code.ts): asked for and uploaded by those who submit its jobs; an attempt's, by its node.
+  'GET /api/v1/code/:sha256': { access: 'write', project: byQueryProject },
+  'PUT /api/v1/code/:sha256': { access: 'write', project: byQueryProject },
+  'GET /api/v1/jobs/:id/attempts/:attempt/code': { access: 'node', nodeAttempt: logAttempt },
+
   // A sweep's trials are jobs of its project: creating one is submitting them.
   'POST /api/v1/sweeps': { access: 'write', project: byBodyProject, fromBody: true },
   'GET /api/v1/sweeps': { access: 'any' },

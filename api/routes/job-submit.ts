@@ -20,6 +20,8 @@ import { TRAINING_JOB_TYPE } from '../../domain/job-types.ts';
 import { neverFitsReason } from '../../domain/placement.ts';
 import { MEMORY_MB_RULE } from '../../domain/memory-limit.ts';
 import { isReservedSecretName, reservedSecretMessage, secretEnvProblem } from '../../domain/secret-env.ts';
+import type { ObjectStore } from '../../runtime/object-store.ts';
+import { resolveCode } from '../code-store.ts';
 import { normalizeCommand } from '../command.ts';
 import { mayRead } from '../auth/auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
@@ -89,6 +91,8 @@ export class JobSubmit {
     private readonly db: Db,
     /** Hands the job to the starter (jobs.ts): a backlog of starts makes the submit wait for its own. */
     private readonly startSoon: (job: Job) => Promise<void>,
+    /** The plane's store, where a submit's code snapshot must be (api/code-store.ts). */
+    private readonly store: ObjectStore | null = null,
   ) {}
 
   /** `b` and `key` are the request's body and Idempotency-Key, as its schema took them. */
@@ -105,6 +109,8 @@ export class JobSubmit {
       const parent = await projectOfCheckpoint(this.db, b.resume_from);
       if (parent === undefined || !mayRead(req, parent)) throw new DomainError('invalid', `resume_from: checkpoint ${b.resume_from} does not exist`);
     }
+    // The project's own snapshot with that hash (the project exists once its code was uploaded).
+    const code = b.code ? await resolveCode(this.store, b.project ? await findProjectId(this.db, b.project) : null, b.project, b.code) : null;
     const hash = key === undefined ? '' : requestHash(b);
     // Keys are per project (the job's; '' for none): the same key in another project is
     // another key, so no token learns of, or blocks, another project's submits through one.
@@ -123,6 +129,7 @@ export class JobSubmit {
         if (b.preemptible === false) await mayOptOutOfPreemption(tx, req, projectId, gpus * nodes);
         const made = await insertJob(tx, {
           id: newId('job'),
+          code,
           // Kept QUEUED all the same (a bigger node may join); the reason says why it waits.
           reason: neverFitsReason(gpus, b.selector ?? {}, await nodeRooms(tx), nodes),
           type: b.type ?? TRAINING_JOB_TYPE,

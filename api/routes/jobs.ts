@@ -59,7 +59,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
     if (starter.backlogged) await started;
   }
 
-  const submit = new JobSubmit(db, startSoon);
+  const submit = new JobSubmit(db, startSoon, deps.store);
   app.post(
     '/jobs',
     {

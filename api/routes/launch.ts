@@ -40,6 +40,7 @@ export const LaunchSchema = Type.Object({
   gpu_indices: Type.Array(Type.Integer()),
   watch_dir: Nullable(Type.String()),
   secret_env: StringMap,
+  code: Type.Optional(Nullable(Type.Object({ key: Type.String(), sha256: Type.String() }, { description: "the job's code snapshot, which the node unpacks into working_dir; null: none" }))),
   gang: Nullable(
     Type.Object({
       rank: Type.Integer({ description: "the asking node's rank" }),
@@ -58,8 +59,8 @@ export const StartedBody = Type.Object(
 );
 export const NodeEventBody = Type.Object(
   {
-    kind: Type.Union([Type.Literal('checkpoint.skipped'), Type.Literal('checkpoint.watcher'), Type.Literal('checkpoint.stored'), Type.Literal('checkpoint.fetched')], {
-      description: "what the node's checkpoint watcher saw, or its upload of a checkpoint to the plane's store and its fetch of a resume point from it (the time it took, or why not)",
+    kind: Type.Union([Type.Literal('checkpoint.skipped'), Type.Literal('checkpoint.watcher'), Type.Literal('checkpoint.stored'), Type.Literal('checkpoint.fetched'), Type.Literal('code.fetched')], {
+      description: "what the node's checkpoint watcher saw, or its upload of a checkpoint to the plane's store, its fetch of a resume point from it, and its fetch of the job's code (the time it took, or why not)",
     }),
     level: Type.Union([Type.Literal('info'), Type.Literal('warning')]),
     message: Type.String({ minLength: 1, maxLength: 10_000 }),
@@ -114,6 +115,7 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
         gpu_indices: member.gpu_indices,
         watch_dir: job.watchDir,
         secret_env: secretEnv,
+        code: job.code ? { key: job.code.key, sha256: job.code.sha256 } : null,
         gang: gang ? { ...gang, rank } : null,
       };
     },

@@ -10,6 +10,7 @@ import { projectQuotaList } from '../../db/queries/quotas.ts';
 import { quotaFor } from '../../domain/fair-share.ts';
 import { cpuTrialsOf, DEFAULT_MAX_CPU_TRIALS, limitConcurrency } from '../../domain/sweep-limits.ts';
 import { resolvePrimaryMetric } from '../../domain/primary-metric.ts';
+import { resolveCode } from '../code-store.ts';
 import { SweepSpecError, sweepMetricOf, validateSweepSpec, type SweepSpec } from '../../domain/sweep-spec.ts';
 import { queryTrialVerdict, signalCancelSweep, startSweepWorkflow } from '../../temporal/sweep-ops.ts';
 import { allows, visibleProjectIds } from '../auth/auth.ts';
@@ -99,7 +100,10 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
       const settings = given.project ? await primaryMetricSettings(db, given.project, given.experiment) : undefined;
       const primary = resolvePrimaryMetric(settings?.experiment ?? null, settings?.project ?? null);
       // Filled in, so that the sweep is replayed exactly: its seed, its metric, and max_concurrent within its limits (past one: 400).
-      const spec = await withinLimits({ ...given, metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) });
+      // Every trial runs the project's one stored snapshot of that hash (a folder is gpuctl's to upload).
+      if (typeof given.code === 'string') throw new DomainError('invalid', 'sweep file: code: the API takes a snapshot ({sha256}), not a folder: gpuctl sweep create uploads the folder');
+      const code = given.code ? await resolveCode(deps.store, given.project ? await findProjectId(db, given.project) : null, given.project, given.code) : undefined;
+      const spec = await withinLimits({ ...given, ...(code ? { code } : {}), metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) });
       const p = req.principal;
       let projectId: string | null = null;
       const s = await db

@@ -3,8 +3,9 @@ import { JOB_STATES } from '../../domain/job-states.ts';
 import { JOB_TYPES } from '../../domain/job-types.ts';
 import { MAX_MEMORY_MB, MIN_MEMORY_MB } from '../../domain/memory-limit.ts';
 import { RESERVED_SECRET_NAME } from '../../domain/secret-env.ts';
+import { CodeRefSchema, CodeSnapshotSchema } from './code.ts';
 import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';
-import { EXPERIMENT_NEEDS_PROJECT, GPUS_OR_PER_NODE, GPUS_SINGLE_NODE, notBoth } from './rules.ts';
+import { CODE_OR_WORKING_DIR, EXPERIMENT_NEEDS_PROJECT, GPUS_OR_PER_NODE, GPUS_SINGLE_NODE, notBoth } from './rules.ts';
 
 /** A command with something in it: api/command.ts refuses one that is only white space. */
 export const NOT_BLANK = Type.String({ pattern: '\\S' });
@@ -44,6 +45,7 @@ export const SubmitJobBody = Type.Object(
       description: 'argv as an array, or one string run by /bin/sh -c; not blank (some character that is not white space)',
     }),
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/', description: 'absolute path on the node' })),
+    code: Type.Optional(CodeRefSchema),
     env: Type.Optional(StringMap),
     secret_env: Type.Optional(
       Type.Record(Type.String({ pattern: SECRET_NAME }), Type.String({ maxLength: 32_768 }), {
@@ -94,7 +96,7 @@ export const SubmitJobBody = Type.Object(
     resume_from: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'id of the checkpoint the job resumes from: its first attempt gets its path as GPUPLANE_RESUME_FROM (a later one, the latest checkpoint of an earlier attempt), and it is the parent of its first checkpoint' })),
     eval_policy: Type.Optional(EvalPolicySchema),
   },
-  { additionalProperties: false, allOf: [EXPERIMENT_NEEDS_PROJECT, GPUS_OR_PER_NODE, GPUS_SINGLE_NODE] },
+  { additionalProperties: false, allOf: [EXPERIMENT_NEEDS_PROJECT, GPUS_OR_PER_NODE, GPUS_SINGLE_NODE, CODE_OR_WORKING_DIR] },
 );
 export type SubmitJobBody = Static<typeof SubmitJobBody>;
 
@@ -135,7 +137,8 @@ export const JobSchema = Type.Object(
     memory_mb: Nullable(Type.Integer({ description: 'MiB of RAM it may use on each node; null: no limit' })),
     selector: StringMap,
     command: Type.Array(Type.String()),
-    working_dir: Type.String(),
+    working_dir: Type.String({ description: "absolute path on the node; a job with code: its own copy's, the same on every node" }),
+    code: Type.Union([CodeSnapshotSchema, Type.Null()], { description: 'the code snapshot it runs, unpacked into working_dir on its node; null: none' }),
     env: StringMap,
     secret_env: Type.Array(Type.String(), { description: 'names of the secret variables (never their values)' }),
     params: Type.Record(Type.String(), Type.Unknown()),

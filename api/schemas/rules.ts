@@ -37,3 +37,6 @@ export const GPUS_SINGLE_NODE: Rule = {
 
 /** An experiment is named within its project. */
 export const EXPERIMENT_NEEDS_PROJECT = needs('experiment', 'project', 'experiment needs a project (an experiment is named within its project)');
+
+/** A job runs in its code snapshot's copy, or in a folder of the node: not both. */
+export const CODE_OR_WORKING_DIR = notBoth('code', 'working_dir', 'give code (a snapshot every node unpacks into a working dir of the job\'s own) or working_dir (a folder on the node), not both');

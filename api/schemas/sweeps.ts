@@ -7,6 +7,7 @@ import { Type } from '@sinclair/typebox';
 import { PARAMETER_DISTRIBUTIONS, SWEEP_GOALS, SWEEP_METHODS } from '../../domain/sweep-spec.ts';
 import { SWEEP_STATES } from '../../domain/sweep-state.ts';
 import { JOB_STATES } from '../../domain/job-states.ts';
+import { CodeRefSchema } from './code.ts';
 import { Nullable, StringMap } from './common.ts';
 import { MetricValue } from './runs.ts';
 import { EXPERIMENT_NEEDS_PROJECT, notBoth } from './rules.ts';
@@ -29,6 +30,7 @@ export const SweepSpecSchema = Type.Object(
     experiment: Type.Optional(Type.String({ minLength: 1 })),
     command: Command,
     workdir: Type.Optional(Type.String({ minLength: 1 })),
+    code: Type.Optional(CodeRefSchema),
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
     nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
     gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
@@ -57,6 +59,7 @@ export const SweepSpecSchema = Type.Object(
     allOf: [
       notBoth('gpus', 'nodes', SWEEP_CARDS_RULE),
       notBoth('gpus', 'gpus_per_node', SWEEP_CARDS_RULE),
+      notBoth('code', 'workdir', 'give code (a snapshot every trial runs in) or workdir (a folder on the nodes), not both'),
       EXPERIMENT_NEEDS_PROJECT,
       { description: 'method asha needs asha', not: { required: ['method'], properties: { method: { const: 'asha' } }, not: { required: ['asha'] } } },
       { description: 'asha is only for method asha', not: { required: ['asha', 'method'], properties: { method: { not: { const: 'asha' } } } } },

@@ -6,6 +6,8 @@ import type { JobDetailJson, JobJson } from '../api-types.ts';
 import { durationArg, evalWhenArg, intArg, memoryArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
 import { ApiError } from '../client.ts';
 import { clientOf } from '../client-of.ts';
+import { byteSizeArg, codeFor } from '../client-code.ts';
+import { DEFAULT_CODE_LIMIT_BYTES } from '../../domain/code-snapshot.ts';
 import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
 import { renderJob, renderJobs, submitWarning } from '../render.ts';
 
@@ -33,7 +35,9 @@ export function registerJobCommands(program: Command): void {
     .option('--memory <size>', "RAM the job may use on each node, in MiB or with a unit (512M, 8G); past it the OOM killer ends it (default: no limit; a node without a memory controller runs it unlimited)", memoryArg('--memory'))
     .addOption(new Option('--selector <k=v>', 'node label the job needs (repeatable)').argParser(pairArg).default({}, 'none'))
     .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
-    .option('--workdir <dir>', 'working directory on the node (default: here)')
+    .option('--workdir <dir>', 'working directory on the node (default: here; not with --code)')
+    .option('--code <dir>', "snapshot this folder (less what its .gitignore and .gpuplaneignore files leave out, and .git), upload it once, and run the job in a copy of it on its node (docs/storage.md)")
+    .addOption(new Option('--code-limit <size>', 'refuse a --code snapshot larger than this, naming its largest files (bytes, or 500K, 50M, 1G)').argParser(byteSizeArg('--code-limit')).default(DEFAULT_CODE_LIMIT_BYTES, `${DEFAULT_CODE_LIMIT_BYTES / 1024 / 1024}M`))
     .addOption(new Option('--env <K=V>', 'environment variable (repeatable)').argParser(pairArg).default({}, 'none'))
     .addOption(new Option('--secret-env <NAME>', "a secret variable: its value is taken from gpuctl's own environment and never shown again (repeatable)").argParser(secretArg).default({}, 'none'))
     .addOption(new Option('--param <k=v>', `a parameter recorded with the job (repeatable; ${PARAM_VALUE_RULE})`).argParser(setArg).default({}, 'none'))
@@ -52,7 +56,11 @@ export function registerJobCommands(program: Command): void {
     .argument('<command...>', 'the command, after --')
     .action(async (command: string[], o, cmd: Command) => {
       if (o.eval && !o.watch) throw new InvalidArgumentError('--eval needs --watch: its checkpoints are what it evaluates');
-      const job = await clientOf(cmd).submit({
+      if (o.code && o.workdir) throw new InvalidArgumentError('--code and --workdir: a job with --code runs in its copy of the folder on its node; give one of them');
+      const client = clientOf(cmd);
+      // Snapshotted and uploaded first (nothing is sent for a folder that is missing or over the limit).
+      const code = o.code ? await codeFor(client, o.code, { project: o.project, limit: o.codeLimit, say: (l) => process.stderr.write(`${l}\n`) }) : undefined;
+      const job = await client.submit({
         type: o.type,
         command,
         gpus: o.gpus,
@@ -61,7 +69,7 @@ export function registerJobCommands(program: Command): void {
         ...(o.memory !== undefined ? { memory_mb: o.memory } : {}),
         selector: o.selector,
         priority: o.priority,
-        working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : process.cwd(),
+        ...(code ? { code } : { working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : process.cwd() }),
         env: o.env,
         ...(Object.keys(o.secretEnv).length ? { secret_env: o.secretEnv } : {}),
         params: o.param,

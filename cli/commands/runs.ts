@@ -5,6 +5,13 @@ import { clientOf, out } from '../client-of.ts';
 import { getRun, listRuns, runMetrics } from '../client-runs.ts';
 import { fmtMetric as fmt, groupEvaluationRuns, metricNumber as num, renderEvalSparkline, renderEvalTable, renderEvaluatedCheckpoints, type EvalSeriesJson } from '../eval-series.ts';
 import { age, keyValues, table } from '../table.ts';
+import { codeFromTags, codeLine } from '../../domain/code-snapshot.ts';
+
+/** The code snapshot a run ran (its system tags), in one line; null for none. */
+const codeOf = (tags: Record<string, string>) => {
+  const c = codeFromTags(tags);
+  return c ? codeLine(c) : null;
+};
 
 const RUN_STATUSES = ['running', 'finished', 'failed', 'crashed', 'cancelled'];
 
@@ -63,6 +70,7 @@ export function renderRun(r: RunDetailJson, attempts: RunJson[]): string {
       ['job', r.job_id ? `${r.job_id} attempt ${r.attempt}` : null],
       ['evaluates', r.evaluates ? `checkpoint ${r.evaluates.checkpoint_id} of run ${r.evaluates.run_id}${r.evaluates.step === null ? '' : ` at step ${r.evaluates.step}`}` : null],
       ['forked from', r.forked_from ? `checkpoint ${r.forked_from.checkpoint_id} of run ${r.forked_from.run_id}${r.forked_from.step === null ? '' : ` at step ${r.forked_from.step}`}` : null],
+      ['code', codeOf(r.system_tags)],
       ['params', pairs(r.params)],
       ['tags', pairs(r.tags)],
       ['system tags', pairs(r.system_tags)],

@@ -1,13 +1,15 @@
 /** `gpuctl sweep create|show|cancel` and `gpuctl sweeps` (docs/sweeps.md). */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { parse as parseYaml } from 'yaml';
 import { paramText } from '../../domain/param-text.ts';
 import { parseSweepSpec, SweepSpecError, type SweepSpec } from '../../domain/sweep-spec.ts';
 import type { SweepDetailJson, SweepJson, WireValue } from '../api-types.ts';
 import { cancelSweep, createSweep, getSweep, listSweeps } from '../client-sweeps.ts';
 import { clientOf, out } from '../client-of.ts';
+import { byteSizeArg, codeFor } from '../client-code.ts';
+import { DEFAULT_CODE_LIMIT_BYTES } from '../../domain/code-snapshot.ts';
 import { intArg } from '../args.ts';
 import { WAIT_EXIT } from './jobs.ts';
 import { age, keyValues, table } from '../table.ts';
@@ -34,6 +36,8 @@ export async function readSweepFile(file: string): Promise<SweepSpec> {
   }
   try {
     const spec = parseSweepSpec(text, file.endsWith('.json') ? 'json' : 'yaml', parseYaml);
+    // code: a folder beside the file, snapshotted and uploaded by `sweep create`; the trials run in its copy, not in a workdir.
+    if (typeof spec.code === 'string') return { ...spec, code: path.resolve(path.dirname(file), spec.code) };
     return { ...spec, workdir: spec.workdir ? path.resolve(path.dirname(file), spec.workdir) : process.cwd() };
   } catch (err) {
     if (err instanceof SweepSpecError) throw new Error(`${file}: ${err.message}`);
@@ -86,9 +90,14 @@ export function registerSweepCommands(program: Command): void {
     .command('create')
     .description('create a sweep from a YAML or JSON file; prints the sweep id on the last line')
     .argument('<file>', 'the sweep file (docs/sweeps.md)')
+    .addOption(new Option('--code-limit <size>', "refuse a snapshot of the file's code: folder larger than this (bytes, or 500K, 50M, 1G)").argParser(byteSizeArg('--code-limit')).default(DEFAULT_CODE_LIMIT_BYTES, `${DEFAULT_CODE_LIMIT_BYTES / 1024 / 1024}M`))
     .option('--json', 'print the sweep as JSON')
-    .action(async (file: string, o: { json?: boolean }, cmd: Command) => {
-      const s = await createSweep(clientOf(cmd), await readSweepFile(file));
+    .action(async (file: string, o: { json?: boolean; codeLimit: number }, cmd: Command) => {
+      const client = clientOf(cmd);
+      const spec = await readSweepFile(file);
+      // Every trial runs one snapshot: uploaded once, before the sweep is made.
+      if (typeof spec.code === 'string') spec.code = await codeFor(client, spec.code, { project: spec.project, limit: o.codeLimit, say: (l) => process.stderr.write(`${l}\n`) });
+      const s = await createSweep(client, spec);
       if (o.json) return out(JSON.stringify(s, null, 2));
       out(`sweep of ${s.trials.total} trial${s.trials.total === 1 ? '' : 's'} (${s.method}, ${s.metric.name} ${s.metric.goal}, seed ${s.seed}); follow it with: gpuctl sweep show ${s.id}`);
       out(s.id);

@@ -148,6 +148,8 @@ export async function createEvaluationJob(ex: Executor, ckpt: Checkpoint, train:
     selector: o.selector ?? train?.selector ?? {},
     command,
     workingDir: o.workingDir ?? train?.workingDir ?? '/tmp',
+    // The training job's code, unpacked into its own working dir, unless a working dir is given.
+    code: o.workingDir === undefined ? (train?.code ?? null) : null,
     env: { ...train?.env, ...o.env, GPUPLANE_CHECKPOINT_PATH: ckpt.uri, GPUPLANE_CHECKPOINT_ID: ckpt.id },
     params: { checkpoint_id: ckpt.id, ...(ckpt.step === null ? {} : { checkpoint_step: ckpt.step }) },
     onLost: train?.onLost ?? 'requeue',

@@ -62,6 +62,8 @@ export async function createForkJob(ex: Executor, ckpt: Checkpoint, src: ForkSou
     selector: config.selector,
     command: config.command,
     workingDir: config.workingDir,
+    // Its code, unless the edits gave a working dir: unpacked into the fork's own working dir.
+    code: config.code ?? null,
     env: config.env,
     secretNames: edits.withSecrets ? s.secretNames : [],
     params: config.params,

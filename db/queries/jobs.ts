@@ -2,13 +2,14 @@ import { and, desc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
 import { events, gpuSlots, jobAttempts, jobs, jobTransitions, type Job } from '../schema.ts';
 import type { AttemptConfig } from '../../domain/attempt-config.ts';
+import { codeWorkingDir } from '../../domain/code-snapshot.ts';
 import { canTransition, type JobState } from '../../domain/job-states.ts';
 import type { JobType } from '../../domain/job-types.ts';
 
 export type NewJob = typeof jobs.$inferInsert;
 
 /** attemptConfigOf returns the config a job's row holds for its current attempt, as job_attempts records it. */
-export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'nodes' | 'selector' | 'priority' | 'params' | 'memoryMb'>): AttemptConfig {
+export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'nodes' | 'selector' | 'priority' | 'params' | 'memoryMb'> & { code?: Job['code'] }): AttemptConfig {
   return {
     command: job.command,
     workingDir: job.workingDir,
@@ -19,12 +20,18 @@ export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' 
     priority: job.priority,
     params: job.params,
     ...(job.memoryMb != null ? { memoryMb: job.memoryMb } : {}),
+    ...(job.code ? { code: job.code } : {}),
   };
 }
 
-/** insertJob inserts a job in CREATED with its first attempt and the first line of its history. */
-export async function insertJob(ex: Executor, job: NewJob): Promise<Job> {
-  const [row] = await ex.insert(jobs).values({ ...job, state: 'CREATED', attempt: 1 }).returning();
+/**
+ * insertJob inserts a job in CREATED with its first attempt and the first line of its history. A
+ * job with a code snapshot works in its own copy of it (domain/code-snapshot.ts codeWorkingDir),
+ * whatever working dir it was given.
+ */
+export async function insertJob(ex: Executor, job: NewJob & { id: string }): Promise<Job> {
+  const workingDir = job.code ? codeWorkingDir(job.id, job.code.sha256) : job.workingDir;
+  const [row] = await ex.insert(jobs).values({ ...job, workingDir, state: 'CREATED', attempt: 1 }).returning();
   // Its attempt, history line and event in one statement: each statement is a round trip (in
   // PGlite, most of the submit's time in the database).
   await ex.execute(sql`

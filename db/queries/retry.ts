@@ -26,6 +26,7 @@ export async function createRetryAttempt(tx: Tx, job: Job, patch: RetryPatch): P
     job: {
       command: config.command,
       workingDir: config.workingDir,
+      code: config.code ?? null,
       gpus: config.gpus,
       nodes: config.nodes ?? 1,
       memoryMb: config.memoryMb ?? null,

@@ -100,6 +100,7 @@ export async function createTrialJob(db: Db, sweepId: string, trial: number): Pr
       selector: {},
       command: c.command,
       workingDir: c.workingDir,
+      code: c.code,
       env: c.env,
       params: c.params,
       watchDir: c.watchDir,

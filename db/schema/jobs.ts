@@ -1,6 +1,7 @@
 import { sql, type InferSelectModel } from 'drizzle-orm';
 import { bigserial, boolean, check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import type { AttemptConfig } from '../../domain/attempt-config.ts';
+import type { CodeSnapshot } from '../../domain/code-snapshot.ts';
 import type { EvalPolicy } from '../../domain/eval-policy.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import { JOB_TYPES, type JobType } from '../../domain/job-types.ts';
@@ -41,6 +42,8 @@ export const jobs = pgTable(
     selector: jsonb('selector').$type<Record<string, string>>().notNull(),
     command: jsonb('command').$type<string[]>().notNull(),
     workingDir: text('working_dir').notNull(),
+    /** The code snapshot the job runs (`gpuctl submit --code`; domain/code-snapshot.ts): each node unpacks it into working_dir. Null: none, working_dir is a folder on the node. */
+    code: jsonb('code').$type<CodeSnapshot>(),
     env: jsonb('env').$type<Record<string, string>>().notNull(),
     /** Names of the job's secret variables; their values are in job_secrets, never in this row, an API answer or Temporal. */
     secretNames: jsonb('secret_names').$type<string[]>().notNull().default([]),

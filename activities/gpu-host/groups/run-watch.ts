@@ -12,6 +12,7 @@ import { agentStopped, checkAttemptIds, fencedHere, stoppedHere, unknownHere, va
 import type { Live } from '../attempt-record.ts';
 import { attemptEnd } from '../checkpoint-watching.ts';
 import { withLocalCopies } from '../checkpoint-fetch.ts';
+import { codeCacheDirFromEnv, CodeCache } from '../code-fetch.ts';
 import { jobUserFor, workingDirProblemFor, type JobUser } from '../job-users.ts';
 import { confirmLaunch, reportStarted } from '../launch.ts';
 import { workingDirProblem } from '../proc.ts';
@@ -26,6 +27,8 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
   const pt = deps.processes;
   const live = pt.live;
   const { supervise, endedExit } = createSupervisor(deps);
+  // The node's code snapshots: from the plane's store, or through the API where the agent has none.
+  const code = new CodeCache(codeCacheDirFromEnv(deps.nodeId), { store: deps.store ?? null, api: deps });
 
   const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
   const spawnError = (logPath: string, message: string): ProcessExit => ({ exitCode: null, signal: null, spawnError: message, logTail: '', logPath });
@@ -68,8 +71,14 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     } catch (err) {
       return spawnError(logPath, (err as Error).message);
     }
+    // A job's code is unpacked into a working dir of its own (code-fetch.ts), which the agent makes: no root confines it.
+    if (spec.code) {
+      const noteCode = (message: string, level: 'info' | 'warning') => deps.note?.(spec, { kind: 'code.fetched', level, message }) ?? Promise.resolve();
+      const codeProblem = await code.prepare(spec, user ? { uid: user.uid, gid: user.gid } : null, noteCode);
+      if (codeProblem) return spawnError(logPath, codeProblem);
+    }
     // Confinement first: a job user makes a missing working dir only inside the allowed roots.
-    const dirProblem = confinementProblem(spec) ?? (user ? workingDirProblemFor(spec.workingDir, user) : workingDirProblem(spec.workingDir));
+    const dirProblem = (spec.code ? null : confinementProblem(spec)) ?? (user ? workingDirProblemFor(spec.workingDir, user) : workingDirProblem(spec.workingDir));
     if (dirProblem) return spawnError(logPath, dirProblem);
     // A gang's checkpoints are watched on rank 0's node (the folder is assumed shared, or rank 0's).
     const watching = !!spec.watchDir && (!spec.gang || spec.gang.rank === 0);
