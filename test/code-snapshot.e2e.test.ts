@@ -37,7 +37,8 @@ describe.skipIf(skip)('code snapshots on isolated nodes', () => {
     s3 = await startS3Server({ dir: path.join(tmp, 's3'), host: '0.0.0.0', port: await freePort(), accessKeyId: 'code-test', secretAccessKey: randomBytes(12).toString('hex'), buckets: ['code'] });
     const storage = { ...s3.env(), GPUPLANE_S3_ENDPOINT: s3.endpoint.replace('127.0.0.1', `10.233.${SUBNET}.1`), GPUPLANE_STORAGE: 's3://code/plane' };
     const agentEnv = { GPUPLANE_JOB_USERS: '3800200-3800299' };
-    c = await startCluster('codesnap', { isolate: { subnet: SUBNET }, env: storage, agents: ['cd-a', 'cd-b'].map((nodeId) => ({ nodeId, gpus: 1, env: agentEnv })) });
+    // Node A's agent has no store of its own (GPUPLANE_STORAGE=local there): it reads code through the API.
+    c = await startCluster('codesnap', { isolate: { subnet: SUBNET }, env: storage, agents: [{ nodeId: 'cd-a', gpus: 1, env: { ...agentEnv, GPUPLANE_STORAGE: 'local' } }, { nodeId: 'cd-b', gpus: 1, env: agentEnv }] });
     store = await openStore(parseStorage('s3://code/plane'), { home: tmp, env: s3.env() });
     env = { ...c.env, GPUPLANE_API_URL: c.apiUrl, GPUPLANE_TOKEN: c.token };
   });
@@ -101,6 +102,19 @@ describe.skipIf(skip)('code snapshots on isolated nodes', () => {
     const again = await gpuctlIn(env, ['submit', '--code', src, '--project', 'code', '--type', 'CUSTOM', '--', 'true']);
     expect(again.stderr).toMatch(/is in the store already/);
     expect((await codeKeys()).filter((k) => k.endsWith(`${code.sha256}.tar`))).toHaveLength(1);
+  });
+
+  it('a node whose agent has no store fetches the code through the API with its node token', async () => {
+    const src = folder('via-api', { 'data/msg.txt': 'read through the API\n' });
+    const r = await gpuctlIn(env, ['submit', '--code', src, '--project', 'code', '--type', 'CUSTOM', '--selector', 'node=cd-a', '--', 'cat', 'data/msg.txt']);
+    expect(r.code, r.stderr).toBe(0);
+    const jobId = r.stdout.trim().split('\n').pop()!;
+    const done = await c.client.waitFor(jobId, undefined, 60_000);
+    expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+    expect(done.node_id).toBe('cd-a');
+    expect(await until('the log', async () => ((await logOf(jobId)).includes('read through the API') ? true : null), 15_000)).toBe(true);
+    const events = (await c.client.request<{ events: { kind: string; message: string }[] }>('GET', `/jobs/${jobId}/events`)).events.filter((e) => e.kind === 'code.fetched');
+    expect(events.map((e) => e.message)).toEqual([expect.stringMatching(/ fetched from the API \(\d+ bytes\), unpacked into /)]);
   });
 
   it("a sweep's trials share one snapshot: one object in the store, every trial runs it", async () => {
