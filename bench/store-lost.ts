@@ -134,7 +134,7 @@ export async function lostResume(work: string) {
       ['attempt 1 LOST (lost detection)', when(1, 'LOST')],
       ['attempt 2 DISPATCHING on the other node (re-queue, placement)', when(2, 'DISPATCHING')],
       ['fetch began (agent took the attempt, checked its user and folder)', at(fetched.at) - fetchS],
-      [`checkpoint fetched and unpacked (${m[1]} bytes in ${fetchS} s, one stream)`, at(fetched.at)],
+      [`checkpoint fetched and unpacked (${m[1]} bytes in ${fetchS} s, ${(Number(m[1]) / 1e6 / fetchS).toFixed(0)} MB/s, one stream)`, at(fetched.at)],
       ['attempt 2 RUNNING recorded (the agent spawned it and told the API)', when(2, 'RUNNING')],
       ['resumed process start (its first line)', started],
     ];

@@ -11,7 +11,7 @@ export const { values: args } = parseArgs({
     part: { type: 'string', default: 'all' },
     'size-mib': { type: 'string', default: '2048' },
     files: { type: 'string', default: '4' },
-    rounds: { type: 'string', default: '2' },
+    rounds: { type: 'string', default: '3' },
     'lost-size-mib': { type: 'string', default: '1024' },
     'heartbeat-timeout': { type: 'string', default: '10' },
     'lost-after': { type: 'string', default: '30' },
@@ -20,7 +20,7 @@ export const { values: args } = parseArgs({
   strict: true,
 });
 export const PART = args.part;
-if (!['all', 'transfer', 'lost'].includes(PART)) throw new Error('--part takes all, transfer or lost');
+if (!['all', 'transfer', 'lost', 'breakdown'].includes(PART)) throw new Error('--part takes all, transfer, lost or breakdown');
 export const SIZE_MIB = Number(args['size-mib']);
 export const FILES = Number(args.files);
 export const ROUNDS = Number(args.rounds);
@@ -31,7 +31,7 @@ if (!(SIZE_MIB >= 16 && FILES >= 1 && ROUNDS >= 1 && LOST_SIZE_MIB >= 16 && HB_S
 
 export const root = fileURLToPath(new URL('..', import.meta.url));
 export const date = new Date().toISOString().slice(0, 10);
-export const outFile = args.out ?? path.join(root, 'bench', 'results', `store-${date}.json`);
+export const outFile = args.out ?? path.join(root, 'bench', 'results', `store-${PART === 'all' ? '' : `${PART}-`}${date}.json`);
 export const command = `node --import tsx bench/store.ts ${process.argv.slice(2).join(' ')}`.trim();
 export const say = (s: string) => process.stdout.write(`${s}\n`);
 export const note = (s: string) => process.stderr.write(`${s}\n`);

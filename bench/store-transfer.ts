@@ -51,6 +51,13 @@ function run(cmd: string, argv: string[], env: NodeJS.ProcessEnv): Promise<void>
   });
 }
 
+/** Bytes of the regular files under `p`. */
+function sizeOf(p: string): number {
+  const st = fs.lstatSync(p);
+  if (!st.isDirectory()) return st.isFile() ? st.size : 0;
+  return fs.readdirSync(p).reduce((n, name) => n + sizeOf(path.join(p, name)), 0);
+}
+
 export async function transfers(work: string) {
   const aws = awsCli();
   const s3 = await startS3Server({ dir: path.join(work, 's3'), port: await freePort(), accessKeyId: 'bench-store', secretAccessKey: randomBytes(12).toString('hex'), buckets: ['bench'], logFile: path.join(work, 's3.log') });
@@ -109,8 +116,16 @@ export async function transfers(work: string) {
           await run('bash', ['-c', `set -o pipefail; "$2" "\${@:3}" | tar -xf - -C "$1"`, '-', path.join(dl, 'tar'), aws, ...awsArgs(tarUri, '-')], awsEnv);
         },
       };
+      // Every path moved every byte: the objects stored, and the files each download left.
+      const stored = await bucket.list('');
+      for (const [what, prefix] of [['gpuplane', 'plane/'], ['aws-files', 'peer-files/'], ['aws-tar', 'peer-tar/']] as const) {
+        const n = stored.filter((o) => o.key.startsWith(prefix)).reduce((a, o) => a + o.size, 0);
+        if (n < bytes) throw new Error(`${what} stored ${n} bytes, not ${bytes}`);
+      }
       for (const p of order) {
         await measure(p, 'download', round, down[p]);
+        const got = sizeOf(dl);
+        if (got !== bytes) throw new Error(`${p} downloaded ${got} bytes of files, not ${bytes}`);
         fs.rmSync(dl, { recursive: true, force: true });
       }
       await bucket.delete({ prefix: '' });

@@ -2,7 +2,7 @@
  * bench/store: checkpoints in the plane's object store (issue 44, docs/storage.md), against a
  * peer in the same run.
  *
- *   node --import tsx bench/store.ts [--part all|transfer|lost --size-mib 2048 --files 4 --rounds 2
+ *   node --import tsx bench/store.ts [--part all|transfer|lost|breakdown --size-mib 2048 --files 4 --rounds 3
  *                                     --lost-size-mib 1024 --heartbeat-timeout 10 --lost-after 30 --out FILE]
  *
  * transfer (bench/store-transfer.ts): a checkpoint folder of `--files` files making `--size-mib`
@@ -16,13 +16,17 @@
  * is killed whole, and the time from the kill to the resumed attempt's process start on the
  * other node is broken down (LOST, dispatched, fetched and unpacked, started).
  *
+ * breakdown (bench/store-breakdown.ts, only when asked): each piece of GPUPlane's path alone
+ * (hashing, packing, the packer's pipe, the SDK's put and get, unpacking), MB/s and CPU per GiB.
+ *
  * Progress goes to stderr; the summary to stdout; figures to `--out` (JSON, default
- * bench/results/store-<date>.json).
+ * bench/results/store-<date>.json, or store-<part>-<date>.json for one part).
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runMain } from './run-main.ts';
+import { breakdown } from './store-breakdown.ts';
 import { lostResume } from './store-lost.ts';
 import { args, command, HB_S, LOST_AFTER_S, LOST_SIZE_MIB, note, outFile, PART, ROUNDS, say } from './store-setup.ts';
 import { summarize, transfers } from './store-transfer.ts';
@@ -56,11 +60,21 @@ async function main() {
     settings: args,
   };
   try {
-    if (PART !== 'lost') {
+    if (PART === 'breakdown') {
+      const b = await breakdown(path.join(work, 'breakdown'));
+      result.breakdown = b;
+      say('');
+      say(`where GPUPlane's transfer CPU goes: each piece alone, ${(b.bytes / 2 ** 30).toFixed(2)} GiB`);
+      say('');
+      say('| piece | MB/s | CPU s/GiB |');
+      say('|---|---|---|');
+      for (const p of b.pieces) say(`| ${p.piece} | ${p.mb_per_s.toFixed(0)} | ${p.cpu_s_per_gib.toFixed(2)} |`);
+    }
+    if (PART === 'all' || PART === 'transfer') {
       const t = await transfers(path.join(work, 'transfer'));
       result.transfer = { ...t, summary: transferTable(t) };
     }
-    if (PART !== 'transfer') {
+    if (PART === 'all' || PART === 'lost') {
       const l = await lostResume(path.join(work, 'lost'));
       result.lost = l;
       say('');
