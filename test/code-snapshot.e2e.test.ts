@@ -70,10 +70,12 @@ describe.skipIf(skip)('code snapshots on isolated nodes', () => {
     git('commit', '-q', '-m', 'one');
     const commit = git('rev-parse', 'HEAD');
     fs.appendFileSync(path.join(src, 'lib/util.py'), 'y = 2\n');
-    const script = 'cat hello.txt; echo "cwd=$(pwd)"; echo "owner=$(stat -c %u .) me=$(id -u)"; test -e secret.txt && echo leaked || echo no-secret';
+    // An executable script keeps its x bit on the node.
+    fs.writeFileSync(path.join(src, 'tool.sh'), '#!/bin/sh\necho "tool ran"\n', { mode: 0o755 });
+    const script = 'cat hello.txt; ./tool.sh; echo "cwd=$(pwd)"; echo "owner=$(stat -c %u .) me=$(id -u)"; test -e secret.txt && echo leaked || echo no-secret';
     const r = await gpuctlIn(env, ['submit', '--code', src, '--project', 'code', '--type', 'CUSTOM', '--selector', 'node=cd-b', '--', 'sh', '-c', script]);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toMatch(/^gpuctl: code [0-9a-f]{12} \(3 files, 0\.0 MiB\) uploaded\n$/);
+    expect(r.stderr).toMatch(/^gpuctl: code [0-9a-f]{12} \(4 files, 0\.0 MiB\) uploaded\n$/);
     const jobId = r.stdout.trim().split('\n').pop()!;
     const done: JobDetailJson = await c.client.waitFor(jobId, undefined, 60_000);
     expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
@@ -88,6 +90,7 @@ describe.skipIf(skip)('code snapshots on isolated nodes', () => {
       return got.includes('no-secret') ? got : null;
     }, 15_000);
     expect(log).toContain('hello from the submitting machine');
+    expect(log).toContain('tool ran');
     expect(log).toContain(`cwd=${done.working_dir}`);
     const [, owner, me] = /owner=(\d+) me=(\d+)/.exec(log)!;
     expect(owner).toBe(me);

@@ -8,11 +8,13 @@
  * A later attempt of the same job and code on the same node finds that folder and works in it as
  * it was left (its checkpoints are there); a retry with other code gets a folder of its own.
  */
+import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import tar from 'tar-stream';
 import { CODE_TAR_ROOT, CODE_WORK_ROOT, codeWorkingDir } from '../../domain/code-snapshot.ts';
 import type { ObjectStore } from '../../runtime/object-store.ts';
 import type { AttemptSpec } from '../../workflows/types.ts';
@@ -39,6 +41,38 @@ export interface CodeSource {
 
 type Spec = Pick<AttemptSpec, 'jobId' | 'attempt' | 'workingDir' | 'code'>;
 type Note = (message: string, level: 'info' | 'warning') => Promise<void>;
+
+/** The tar's files whose owner may execute them (0755 in a snapshot), by their names in it. */
+async function executablesOf(file: string): Promise<string[]> {
+  const names: string[] = [];
+  const extract = tar.extract();
+  const fed = pipeline(fs.createReadStream(file), extract);
+  for await (const entry of extract) {
+    if (entry.header.type === 'file' && ((entry.header.mode ?? 0) & 0o100) !== 0) names.push(entry.header.name);
+    entry.resume();
+  }
+  await fed;
+  return names;
+}
+
+/**
+ * Gives the unpacked files that were executable in the snapshot their x bit back (the unpacker
+ * makes every file 0600): `chmod u+x` as the job's user, in the folder unpacked, so it changes
+ * nothing that user could not change itself.
+ */
+async function markExecutable(file: string, dir: string, user: RunAs | null): Promise<void> {
+  const names = await executablesOf(file);
+  for (let i = 0; i < names.length; i += 500) {
+    const child = spawn('chmod', ['u+x', '--', ...names.slice(i, i + 500)], { cwd: dir, env: { PATH: '/usr/bin:/bin', LANG: 'C' }, stdio: ['ignore', 'ignore', 'pipe'], ...(user ? { uid: user.uid, gid: user.gid } : {}) });
+    let said = '';
+    child.stderr.on('data', (d: Buffer) => (said += d.toString()));
+    const code = await new Promise<number | null>((resolve) => {
+      child.once('error', () => resolve(null));
+      child.once('close', resolve);
+    });
+    if (code !== 0) throw new Error(`chmod u+x of its executable files failed: ${said.trim().split('\n')[0] || `exit ${code}`}`);
+  }
+}
 
 /** A folder of the agent's own (made 0700 or `mode`); one that is a link or another user's is refused. */
 function ownFolder(dir: string, mode: number, what: string): void {
@@ -72,10 +106,10 @@ export class CodeCache {
         return null;
       }
       const started = Date.now();
-      const tar = await this.tar(spec);
-      const dest = await this.unpack(spec.jobId, code.sha256, tar.file, user);
+      const got = await this.tar(spec);
+      const dest = await this.unpack(spec.jobId, code.sha256, got.file, user);
       const took = `${((Date.now() - started) / 1000).toFixed(1)} s`;
-      const from = tar.fetched ? `fetched from ${this.source.store ? 'the store' : 'the API'} (${tar.bytes} bytes)` : "in this node's cache";
+      const from = got.fetched ? `fetched from ${this.source.store ? 'the store' : 'the API'} (${got.bytes} bytes)` : "in this node's cache";
       await note(`code ${code.sha256.slice(0, 12)} ${from}, unpacked into ${dest} in ${took}`, 'info').catch(() => undefined);
       return null;
     } catch (err) {
@@ -131,7 +165,7 @@ export class CodeCache {
   }
 
   /** Unpacks the tar as `user` into the job's folder for this code; the working dir. */
-  private async unpack(jobId: string, sha256: string, tar: string, user: RunAs | null): Promise<string> {
+  private async unpack(jobId: string, sha256: string, tarFile: string, user: RunAs | null): Promise<string> {
     ownFolder(CODE_WORK_ROOT, 0o711, 'the code folder');
     const jobDir = path.join(CODE_WORK_ROOT, jobId);
     if (!fs.existsSync(jobDir)) {
@@ -144,7 +178,7 @@ export class CodeCache {
     const tmp = path.join(jobDir, `.unpack-${randomBytes(6).toString('hex')}`);
     const { child, done } = startPacker({ mode: 'unpack', dest: tmp, user });
     let failed: string | null = null;
-    await pipeline(fs.createReadStream(tar), child.stdin!).catch((err: unknown) => {
+    await pipeline(fs.createReadStream(tarFile), child.stdin!).catch((err: unknown) => {
       child.kill('SIGKILL');
       failed = (err as Error).message;
     });
@@ -155,10 +189,12 @@ export class CodeCache {
       throw new Error(failed ?? (r?.t === 'error' ? r.msg : r ? `the tar's top folder is not ${CODE_TAR_ROOT}/` : `the unpacker said nothing${said.length ? ` (${said.at(-1)})` : ''}`));
     }
     try {
+      await markExecutable(tarFile, tmp, user);
       fs.renameSync(tmp, final);
-    } catch {
-      // Another attempt's unpack of the same code came first: that one is used.
+    } catch (err) {
+      // Another attempt's unpack of the same code came first (that one is used), or the modes could not be set.
       fs.rmSync(tmp, { recursive: true, force: true });
+      if (!fs.existsSync(final)) throw err;
     }
     return path.join(final, CODE_TAR_ROOT);
   }
