@@ -64,7 +64,7 @@ export async function serveApi(c: GpuplaneConfig, log: (s: string) => void, logg
   // A store it cannot use is a mistake in the configuration: said before anything starts.
   const storage = parseStorage(c.storage);
   const database = await openConfiguredDatabase(c, false);
-  const store = await openStore(storage, { home: c.home, storeId: await planeIdOf(database.db), mayCreate: true }).catch(async (err: unknown) => {
+  const store = await openStore(storage, { home: c.home, storeId: await planeIdOf(database.db), mayCreate: true, onUnreachable: (line) => logger.warn(line) }).catch(async (err: unknown) => {
     await database.close();
     throw err;
   });

@@ -51,6 +51,12 @@ export interface OpenStoreOptions {
   retryForMs?: number;
   partSize?: number;
   queueSize?: number;
+  /**
+   * `s3:` a server that does not answer at all as the process starts (down for a moment, not
+   * refusing): told this line and the store is used anyway, each request waiting for the server as
+   * it does later. Absent: refused like a wrong bucket. A server that answers no is always refused.
+   */
+  onUnreachable?: (line: string) => void;
 }
 
 /**
@@ -87,6 +93,10 @@ export async function openStore(config: StorageConfig, o: OpenStoreOptions): Pro
   try {
     await store.check();
   } catch (err) {
+    if ((err as { unreachable?: boolean }).unreachable && o.onUnreachable) {
+      o.onUnreachable(`${(err as Error).message}: starting anyway, its uploads and fetches wait for it`);
+      return store;
+    }
     await store.close();
     throw err;
   }

@@ -24,6 +24,12 @@ function codeOf(err: unknown): string {
  * for credentials the server refuses or that are nowhere to be found, GPUPLANE_S3_ENDPOINT for a
  * server that does not answer.
  */
+/** Codes of a server that did not answer at all (down, or not reachable from here): a wait may cure it. */
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'ETIMEDOUT', 'TimeoutError', 'ECONNRESET']);
+
+/** Whether the check failed because no server answered (rather than one that said no). */
+export const s3Unreachable = (err: unknown): boolean => UNREACHABLE.has(codeOf(err) ?? '');
+
 export function s3StartRefusal(err: unknown, w: S3Where): string {
   const server = w.endpoint ? `GPUPLANE_S3_ENDPOINT ${w.endpoint}` : `AWS S3 (region ${w.region})`;
   const code = codeOf(err);

@@ -17,7 +17,7 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { checkKey, NoSuchObjectError, type DeleteWhat, type ObjectInfo, type ObjectStore, type PutBody, type PutOptions } from './object-store-types.ts';
 import { s3Client } from './s3-client.ts';
 import { patientRetryStrategy } from './s3-retry.ts';
-import { s3StartRefusal } from './s3-refusals.ts';
+import { s3StartRefusal, s3Unreachable } from './s3-refusals.ts';
 
 export interface S3StoreOptions {
   bucket: string;
@@ -158,11 +158,11 @@ export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<voi
 
   /** Whether the bucket is there and the credentials are good: one short listing, retried only a little. */
   async function check(): Promise<void> {
-    const probe = clientOf(5_000);
+    const probe = clientOf(1_500);
     try {
       await probe.send(new ListObjectsV2Command({ Bucket, Prefix: prefix ? `${prefix}/` : undefined, MaxKeys: 1 }));
     } catch (err) {
-      throw new Error(s3StartRefusal(err, { describe, bucket: Bucket, endpoint: o.endpoint, region: o.region }));
+      throw Object.assign(new Error(s3StartRefusal(err, { describe, bucket: Bucket, endpoint: o.endpoint, region: o.region })), { unreachable: s3Unreachable(err) });
     } finally {
       probe.destroy();
     }

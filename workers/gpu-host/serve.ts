@@ -77,7 +77,7 @@ export async function serveAgent(c: GpuplaneConfig, f: AgentFlags, log: (s: stri
   // starts (a shared folder must be mounted and marked by the plane's API; an agent never marks one).
   // `local` is the API's own folder: nothing of it is on a node.
   const storage = parseStorage(c.storage);
-  const store = storage.kind === 'local' ? null : await openStore(storage, { home: agentDataDir(c, f.nodeId), mayCreate: false });
+  const store = storage.kind === 'local' ? null : await openStore(storage, { home: agentDataDir(c, f.nodeId), mayCreate: false, onUnreachable: (line) => logger.warn(line) });
   await refuseWrongToken(c.apiUrl, f, logger);
   const temporal = await untilTemporalAnswers('connect', () => connectAgentClient(c.temporalAddress, c.temporalNamespace), logger);
   const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger, c.workerMetricsAddr), logger);
