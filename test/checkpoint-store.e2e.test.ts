@@ -27,6 +27,7 @@ interface CheckpointJson {
   storage: string | null;
   storage_reason: string | null;
   stored_bytes: number | null;
+  deleted_at: string | null;
 }
 
 /**
@@ -58,6 +59,21 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     fs.rmSync(tmp, { recursive: true, force: true });
   });
 
+  /** Each checkpoint's copy is in the bucket, its size as recorded, and unpacked anywhere it is the registered checkpoint: same fingerprint. */
+  async function expectStoredCopies(ckpts: CheckpointJson[]): Promise<void> {
+    for (const k of ckpts) {
+      const key = `checkpoints/${k.run_id}/${k.fingerprint.replace('sha256:', '')}.tar`;
+      const head = await store.head(key);
+      expect(head?.size, key).toBe(k.stored_bytes);
+      const out = path.join(tmp, k.id);
+      fs.mkdirSync(out);
+      await store.getToFile(key, path.join(tmp, `${k.id}.tar`));
+      execFileSync('tar', ['-xf', path.join(tmp, `${k.id}.tar`), '-C', out]);
+      const unpacked = path.join(out, path.basename(k.uri));
+      expect(await contentHash(unpacked, snapshot(unpacked)!), k.uri).toBe(k.fingerprint);
+    }
+  }
+
   it('each checkpoint of a job on an isolated node ends stored, and its copy is the registered checkpoint', async () => {
     const work = path.join(c.work, 'train');
     // The job's user (a job uid of the node) writes its checkpoints there.
@@ -84,18 +100,7 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
       },
       60_000,
     );
-    for (const k of ckpts) {
-      const key = `checkpoints/${k.run_id}/${k.fingerprint.replace('sha256:', '')}.tar`;
-      const head = await store.head(key);
-      expect(head?.size, key).toBe(k.stored_bytes);
-      // Unpacked anywhere, the copy is the registered checkpoint: same fingerprint.
-      const out = path.join(tmp, k.id);
-      fs.mkdirSync(out);
-      await store.getToFile(key, path.join(tmp, `${k.id}.tar`));
-      execFileSync('tar', ['-xf', path.join(tmp, `${k.id}.tar`), '-C', out]);
-      const unpacked = path.join(out, path.basename(k.uri));
-      expect(await contentHash(unpacked, snapshot(unpacked)!), k.uri).toBe(k.fingerprint);
-    }
+    await expectStoredCopies(ckpts);
     // gpuctl checkpoint download: the stored files, unpacked and checked against the fingerprint; another project's token sees no such checkpoint.
     const env = { ...c.env, GPUPLANE_API_URL: c.apiUrl, GPUPLANE_TOKEN: c.token };
     const dl = path.join(tmp, 'downloaded');
@@ -169,4 +174,78 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     expect(evaluation.metrics).toHaveProperty(['eval/loss']);
     await c.nodes.get(victim)!.revive();
   });
+
+  it('the S3 server away for 30 s, the agent killed meanwhile: its uploads are taken up again, a retry waits for its pending resume point, and every checkpoint ends stored', async () => {
+    const work = path.join(c.work, 'train-away');
+    fs.mkdirSync(work, { recursive: true });
+    fs.chmodSync(work, 0o1777);
+    // Retention keeps each run's latest checkpoint (and its best): step 15 goes when step 30 registers, before it was ever stored.
+    await c.client.request('PUT', '/projects/store-away/experiments/away/retention', { keep_best: 0, keep_latest: 1 });
+    await s3.stop('SIGKILL');
+    const away = Date.now();
+    const job = await c.client.submit({
+      type: 'TRAIN',
+      gpus: 1,
+      project: 'store-away',
+      experiment: 'away',
+      working_dir: work,
+      watch_dir: 'ckpts',
+      selector: { node: 'cs-a' },
+      // A second and a half between checkpoints: each is found while the attempt runs.
+      params: { chunk_sleep: 0.05, steps: 45, every: 15, step_sleep: 0.1 },
+      // Its first attempt fails once its training is done (exit 3), so that it can be retried.
+      env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1', EXIT_WITH: '3' },
+      command: ['sh', '-c', '"$0" "$1" --out ckpts && exit "$EXIT_WITH"', examplesPython(), path.join(repo, 'examples/train_ckpt.py')],
+    });
+    type Listed = CheckpointJson & { step: number; attempt: number };
+    const list = async () => (await c.client.request<{ checkpoints: Listed[] }>('GET', '/checkpoints?project=store-away')).checkpoints;
+    const first = await c.client.waitFor(job.id, undefined, 60_000);
+    expect(first.state, first.attempts.at(-1)?.reason ?? '').toBe('FAILED');
+    // Registered while the store is away: pending, their uploads waiting for it.
+    // A failed attempt's checkpoints are those its watcher found while it ran (steps 15 and 30).
+    const registered = await until('its two checkpoints registered, the first deleted by retention', async () => {
+      const k = await list();
+      return k.length === 2 && k.some((x) => x.deleted_at) ? k : null;
+    }, 30_000);
+    expect(registered.map((k) => [k.step, k.storage, k.storage_reason])).toEqual([
+      [15, 'failed', 'retention deleted its files before they were stored'],
+      [30, 'pending', null],
+    ]);
+    // The agent dies with those uploads in flight; the one that starts again (the store still away) takes them up.
+    const agent = c.agents.get('cs-a')!;
+    await agent.kill('SIGKILL');
+    await agent.start();
+    await until('cs-a online again', async () => (await c.client.request<{ status: string }>('GET', '/nodes/cs-a')).status === 'ONLINE', 30_000);
+    // A retry on the same node: its resume point (step 30) is still pending on a node that is up, so its start waits for the copy.
+    await c.client.request('POST', `/jobs/${job.id}/retry`, { params: { steps: '45' }, env: { EXIT_WITH: '0' } });
+    await new Promise((r) => setTimeout(r, Math.max(0, away + 30_000 - Date.now())));
+    await s3.start();
+    const done = await c.client.waitFor(job.id, undefined, 120_000);
+    expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+    expect(done.attempt).toBe(2);
+    const events = (await c.client.request<{ events: { kind: string; attempt: number | null; message: string }[] }>('GET', `/jobs/${job.id}/events`)).events.filter((e) => e.kind === 'checkpoint.fetched' && e.attempt === 2);
+    const last = registered.reduce((a, b) => (b.step > a.step ? b : a));
+    expect(events.map((e) => e.message)).toEqual([
+      expect.stringMatching(new RegExp(`^resume point ${last.id} was still being stored by node cs-a: its copy came after [\\d.]+ s$`)),
+      expect.stringMatching(new RegExp(`^resume point ${last.id} fetched from the store into `)),
+    ]);
+    const stored = await until('the live checkpoints stored after the outage', async () => {
+      const k = await list();
+      return k.length === 3 && k.every((x) => x.storage === 'stored' || x.deleted_at) ? k : null;
+    }, 60_000);
+    // Attempt 2 went on from step 30: its one checkpoint is step 45.
+    const kept = stored.filter((k) => !k.deleted_at);
+    expect(kept.map((k) => [k.attempt, k.step]).sort((x, y) => x[1] - y[1])).toEqual([
+      [1, 30],
+      [2, 45],
+    ]);
+    await expectStoredCopies(kept);
+    // The one retention deleted before it was stored is nowhere in the store, and cannot be downloaded.
+    for (const k of stored.filter((x) => x.deleted_at)) {
+      expect(await store.head(`checkpoints/${k.run_id}/${k.fingerprint.replace('sha256:', '')}.tar`), k.id).toBeNull();
+      const refused = await fetch(`${c.apiUrl}/api/v1/checkpoints/${k.id}/download`, { headers: c.auth });
+      expect(refused.status).toBe(409);
+      expect(((await refused.json()) as { message: string }).message).toMatch(/retention deleted its files/);
+    }
+  }, 240_000);
 });

@@ -8,8 +8,8 @@ import { registerCheckpoint } from '../db/queries/checkpoint-register.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
 import { markCheckpointsDeleted, retentionPlan, setRetention } from '../db/queries/retention.ts';
-import { resumePointOf } from '../db/queries/resume-point.ts';
-import { checkpoints, jobs, runs } from '../db/schema.ts';
+import { resumePointOf, resumePointWaiting } from '../db/queries/resume-point.ts';
+import { checkpoints, jobs, nodes, runs } from '../db/schema.ts';
 
 describe('the checkpoint an attempt resumes from', () => {
   let db: DatabaseHandle;
@@ -88,6 +88,28 @@ describe('the checkpoint an attempt resumes from', () => {
     await db.db.update(jobs).set({ state: 'SUCCEEDED' }).where(eq(jobs.id, 'job-k'));
     expect((await retentionPlan(db.db, 'run-job-k-1'))?.doomed.map((d) => d.id)).toEqual([k10.id, k20.id]);
     expect((await retentionPlan(db.db, 'run-job-k-2'))?.doomed.map((d) => d.id)).toEqual([k30.id]);
+  });
+
+  it("a later checkpoint its node is still storing: the point carries it, waited for while that node is online, not at all once it is gone", async () => {
+    await job('job-w');
+    await run('job-w', 1);
+    const w10 = (await reg('job-w', 1, 10)).checkpoint;
+    const w20 = (await reg('job-w', 1, 20)).checkpoint;
+    await db.db.update(checkpoints).set({ storage: 'stored', storeKey: 'checkpoints/x/10.tar', nodeId: 'node-w' }).where(eq(checkpoints.id, w10.id));
+    await db.db.update(checkpoints).set({ storage: 'pending', nodeId: 'node-w' }).where(eq(checkpoints.id, w20.id));
+    await db.db.insert(nodes).values({ id: 'node-w', hostname: 'w', labels: {}, status: 'ONLINE' });
+    await run('job-w', 2);
+    const pending = { id: w20.id, uri: w20.uri, key: `checkpoints/run-job-w-1/20.tar`, fingerprint: 'sha256:20', nodeId: 'node-w' };
+    // The plane resumes from the latest stored (w10), and tells the node of w20, still being stored.
+    expect(await resumePointOf(db.db, await jobRow('job-w'), 2)).toEqual({ id: w10.id, uri: w10.uri, key: 'checkpoints/x/10.tar', fingerprint: w10.fingerprint });
+    expect(await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000)).toEqual({ id: w10.id, uri: w10.uri, key: 'checkpoints/x/10.tar', fingerprint: w10.fingerprint, pending: { ...pending, waitMs: 90_000 } });
+    await db.db.update(nodes).set({ status: 'OFFLINE' }).where(eq(nodes.id, 'node-w'));
+    expect((await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000))?.pending).toEqual({ ...pending, waitMs: 0 });
+    // Stored meanwhile, or failed: nothing to wait for.
+    await db.db.update(checkpoints).set({ storage: 'failed' }).where(eq(checkpoints.id, w20.id));
+    expect((await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000))?.pending).toBeUndefined();
+    await db.db.update(checkpoints).set({ storage: 'stored', storeKey: pending.key }).where(eq(checkpoints.id, w20.id));
+    expect(await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000)).toEqual({ id: w20.id, uri: w20.uri, key: pending.key, fingerprint: 'sha256:20' });
   });
 
   it('nothing to resume from: null', async () => {

@@ -197,9 +197,14 @@ describe('web console', () => {
     // The leaderboard ranks as GET /checkpoints/best does: evaluated values only where there are
     // any (b's training-time 0.1 does not count), deleted ones out (c), ties to the later step (d).
     const ck = (id: string, step: number) => ({ id, runId: run.id, jobId, attempt: 1, nodeId: 'web-node', uri: `/tmp/${id}`, fingerprint: `sha256:${id}`, sizeBytes: 1, step });
+    // a's copy is in the plane's store (the local store of this plane: its home's store/); b's upload failed.
+    const tarKey = `checkpoints/${run.id}/web-a.tar`;
+    const tarBytes = Buffer.from(`not really a tar, but the bytes the store holds ${Date.now()}`);
+    fs.mkdirSync(path.dirname(path.join(c.home, 'store', tarKey)), { recursive: true });
+    fs.writeFileSync(path.join(c.home, 'store', tarKey), tarBytes);
     await h.db.insert(checkpoints).values([
-      { ...ck('ckpt-web-a', 1000), trainMetrics: { 'eval/loss': 0.9 } },
-      { ...ck('ckpt-web-b', 1500), trainMetrics: { 'eval/loss': 0.1 } },
+      { ...ck('ckpt-web-a', 1000), trainMetrics: { 'eval/loss': 0.9 }, storage: 'stored', storeKey: tarKey, storedBytes: tarBytes.length, storedAt: new Date() },
+      { ...ck('ckpt-web-b', 1500), trainMetrics: { 'eval/loss': 0.1 }, storage: 'failed', storageReason: 'the store refused it: AccessDenied' },
       { ...ck('ckpt-web-c', 1800), deletedAt: new Date() },
       ck('ckpt-web-d', 2000),
     ]);
@@ -220,6 +225,14 @@ describe('web console', () => {
     await expect.poll(() => page.locator('table.leaderboard tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-checkpoint')))).toEqual(['ckpt-web-a', 'ckpt-web-b', 'ckpt-web-c', 'ckpt-web-d']);
     expect(await page.locator('table.leaderboard tr[data-rank="1"]').getAttribute('data-checkpoint')).toBe(best.checkpoint.id);
     expect(await page.locator('tr[data-checkpoint="ckpt-web-c"]').getAttribute('data-rank')).toBeNull();
+    // Each row says where its copy in the store stands; a stored one's files download from its page.
+    expect(await page.locator('tr[data-checkpoint="ckpt-web-a"] [data-storage]').innerText()).toBe('stored');
+    expect(await page.locator('tr[data-checkpoint="ckpt-web-b"] [data-storage]').innerText()).toBe('not stored: the store refused it: AccessDenied');
+    expect(await page.locator('tr[data-checkpoint="ckpt-web-d"] [data-storage]').count()).toBe(0);
+    await page.locator('tr[data-checkpoint="ckpt-web-a"] a', { hasText: 'ckpt-web-a' }).click();
+    const [tar] = await Promise.all([page.waitForEvent('download'), page.locator('[data-action="download-checkpoint"]').click()]);
+    expect(tar.suggestedFilename()).toBe('ckpt-web-a.tar');
+    expect(Buffer.compare(fs.readFileSync(await tar.path()), tarBytes)).toBe(0);
 
     // Retry with an edit, from the cancelled blocker's page: a second attempt with the diff.
     await page.goto(`${c.apiUrl}/#/jobs/${blocker.id}`);

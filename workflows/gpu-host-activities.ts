@@ -37,6 +37,8 @@ export interface CheckpointDeletion {
   runAs?: JobIdentity;
   /** `<dev>:<ino>` registered for each of `uris` (null: registered before inodes were). */
   inodes?: (string | null)[];
+  /** The key of each one's copy in the plane's object store (null: none): deleted with its files. */
+  keys?: (string | null)[];
 }
 
 export interface GpuHostActivities {

@@ -58,8 +58,8 @@ export interface RetentionWork {
   project: string | null;
   /** That project's identity (domain/job-identity.ts); absent: none assigned yet, the node's own map decides. */
   runAs?: JobIdentity;
-  /** Each with the `<dev>:<ino>` registered (null: registered before that was recorded). */
-  doomed: { id: string; uri: string; inode: string | null }[];
+  /** Each with the `<dev>:<ino>` registered (null: registered before that was recorded), and its copy's key where it is stored. */
+  doomed: { id: string; uri: string; inode: string | null; key?: string }[];
 }
 
 export interface JobWorkflowResult {
@@ -118,13 +118,10 @@ export interface AttemptSpec {
   gang?: AttemptGang;
   /** The checkpoint the attempt resumes from (db/queries/resume-point.ts), given to every member as GPUPLANE_RESUME_FROM; absent: none. */
   resumeFrom?: StoredPoint;
-  /**
-   * An EVALUATE job's checkpoint where it is kept in the plane's object store: its node fetches the
-   * copy and GPUPLANE_CHECKPOINT_PATH names it (activities/gpu-host/checkpoint-fetch.ts). Absent: the
-   * job's GPUPLANE_CHECKPOINT_PATH stays the path it was written at.
-   */
+  /** An EVALUATE job's stored checkpoint: its node fetches the copy, named by GPUPLANE_CHECKPOINT_PATH (activities/gpu-host/checkpoint-fetch.ts); absent: the path it was written at. */
   checkpoint?: StoredPoint;
-  /** The job's code (domain/code-snapshot.ts): its node fetches the tar by key, checks its sha256 and unpacks it into workingDir as the job's user (activities/gpu-host/code-fetch.ts). */ code?: { key: string; sha256: string; bytes: number };
+  /** The job's code (domain/code-snapshot.ts): its node fetches the tar by key, checks its sha256 and unpacks it into workingDir as the job's user (activities/gpu-host/code-fetch.ts). */
+  code?: { key: string; sha256: string; bytes: number };
   /** The MLflow name of the run's experiment (`project/experiment`, api/mlflow/wire.ts), given as MLFLOW_EXPERIMENT_NAME; absent for a job without a run. */
   mlflowExperiment?: string;
 }
@@ -135,6 +132,8 @@ export interface StoredPoint {
   uri: string;
   key?: string;
   fingerprint?: string;
+  /** A resume point's later checkpoint still being stored by its node: waited for up to waitMs (db/queries/resume-point.ts). */
+  pending?: { id: string; uri: string; key: string; fingerprint: string; nodeId: string | null; waitMs: number };
 }
 
 /** A gang attempt as each member's spec carries it. nodeId and gpuIndices of the spec are members[rank]'s. */

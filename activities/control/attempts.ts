@@ -41,7 +41,7 @@ export function attemptActivities({ deps, wake }: ControlContext) {
           // Nothing waits ahead of it and a node has room: placed now, without a scheduler pass.
           const placed = await placeAlone(tx, { id: a.jobId, attempt: a.attempt, gpus: job.gpus, nodes: job.nodes, selector: job.selector }, now);
           // Placed: its attempt begins in the same transaction (one local activity, not two).
-          const begun = placed.placement ? await beginIn(tx, { jobId: a.jobId, attempt: a.attempt }, deps.jobUids ?? null) : null;
+          const begun = placed.placement ? await beginIn(tx, { jobId: a.jobId, attempt: a.attempt }, deps.jobUids ?? null, deps.resumeWaitMs) : null;
           if (begun) return { state: 'QUEUED' as const, attempt: a.attempt, dispatched: true as const, begun };
           // No node has room for it: the pass could not place it either; it gets the cards of
           // a job that ends (handed on there), or a node that joins wakes the scheduler. Unless
@@ -84,7 +84,7 @@ export function attemptActivities({ deps, wake }: ControlContext) {
      * dispatch signal) gets null and stays where it is.
      */
     async beginAttempt(a: { jobId: string; attempt: number; resume?: boolean }): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
-      return db.transaction((tx) => beginIn(tx, a, deps.jobUids ?? null));
+      return db.transaction((tx) => beginIn(tx, a, deps.jobUids ?? null, deps.resumeWaitMs));
     },
 
     async markRunning(a: { jobId: string; attempt: number; pid: number; logPath: string; nodeId?: string }): Promise<void> {

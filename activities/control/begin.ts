@@ -2,7 +2,7 @@ import type { Executor } from '../../db/client.ts';
 import { createAttemptRun, runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { masterPortOf, nodeAddresses, ownedCardsByNode } from '../../db/queries/gangs.ts';
 import { getJobForUpdate, ownedCards } from '../../db/queries/jobs.ts';
-import { resumePointOf, storedPointOf } from '../../db/queries/resume-point.ts';
+import { resumePointWaiting, storedPointOf } from '../../db/queries/resume-point.ts';
 import { identityFor } from '../../db/queries/project-identity.ts';
 import { getRun } from '../../db/queries/runs.ts';
 import type { JobUser } from '../../domain/job-identity.ts';
@@ -12,11 +12,14 @@ import type { GangPlacement } from '../../db/schema.ts';
 import { jobNotFound } from '../../workflows/failures.ts';
 import type { AttemptGang, AttemptSpec } from '../../workflows/types.ts';
 
+/** How long a node waits for a resume point its node is still storing (GPUPLANE_RESUME_WAIT_S). */
+export const DEFAULT_RESUME_WAIT_MS = 120_000;
+
 /**
  * The spec of an attempt whose cards are granted (DISPATCHING), its Run made; null when the
  * database does not hold this attempt as granted (a late or duplicate grant).
  */
-export async function beginIn(tx: Executor, a: { jobId: string; attempt: number; resume?: boolean }, pool: readonly JobUser[] | null = null): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
+export async function beginIn(tx: Executor, a: { jobId: string; attempt: number; resume?: boolean }, pool: readonly JobUser[] | null = null, resumeWaitMs = DEFAULT_RESUME_WAIT_MS): Promise<Omit<AttemptSpec, 'lostAfterMs'> | null> {
   const job = await getJobForUpdate(tx, a.jobId);
   if (!job) throw jobNotFound(a.jobId);
   // resume: a workflow reset in Temporal finds its attempt already RUNNING and watches it again.
@@ -38,7 +41,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
   let runId: string | null = null;
   if (JOB_TYPE_TRAITS[job.type].hasRun) runId = (await runOfAttempt(tx, a.jobId, a.attempt)) ?? (await createAttemptRun(tx, job, a.attempt));
   // Asked after the run exists: its start is the cutoff registration asks with too.
-  const resumeFrom = await resumePointOf(tx, job, a.attempt);
+  const resumeFrom = await resumePointWaiting(tx, job, a.attempt, resumeWaitMs);
   const run = runId ? await getRun(tx, runId) : undefined;
   const mlflowExperiment = run?.projectName && run.experimentName ? mlflowName(run.projectName, run.experimentName) : undefined;
   // An evaluation's checkpoint, fetched by its node where it is stored.

@@ -26,6 +26,8 @@ export interface ControlDeps {
   jobUids?: readonly JobUser[] | null;
   /** The plane's object store (GPUPLANE_STORAGE's kind): other than local, a registered checkpoint is pending until its node stored it. */
   storeKind?: 'local' | 'shared' | 's3';
+  /** How long an attempt's node waits for a resume point its node is still storing (GPUPLANE_RESUME_WAIT_S; default 120 s). */
+  resumeWaitMs?: number;
   /** Webhook deliveries (activities/control/webhooks.ts); absent: no private addresses, the default retries. */
   webhooks?: WebhookDeliveryDeps;
 }

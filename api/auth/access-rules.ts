@@ -136,6 +136,8 @@ const RULES: Record<string, Rule> = {
   'POST /api/v1/jobs/:id/attempts/:attempt/events': { access: 'node', nodeAttempt: logAttempt },
   // Its node's upload of one of the attempt's checkpoints to the plane's store (api/routes/checkpoint-stored.ts).
   'POST /api/v1/jobs/:id/attempts/:attempt/checkpoints/stored': { access: 'node', nodeAttempt: logAttempt },
+  // An agent starting again: its node's checkpoints still to be stored (an admin's too).
+  'GET /api/v1/nodes/:id/checkpoints/pending': { access: 'admin', nodeSelf: (r) => r.params.id },
 
   // Code snapshots of a project (api/routes/code.ts): asked for and uploaded by those who submit its jobs; an attempt's, by its node.
   'GET /api/v1/code/:sha256': { access: 'write', project: byQueryProject },

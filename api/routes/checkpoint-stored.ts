@@ -7,6 +7,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { Type } from '@sinclair/typebox';
 import { markCheckpointStored } from '../../db/queries/checkpoint-register.ts';
+import { pendingUploadsOf } from '../../db/queries/checkpoint-uploads.ts';
+import { identityOf } from '../../db/queries/project-identity.ts';
 import { attemptStateAndNode } from '../../db/queries/launch.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DomainError, notFound } from '../errors.ts';
@@ -27,6 +29,20 @@ export const StoredBody = Type.Object(
   { additionalProperties: false, allOf: [exactlyOne(['key', 'failed'], 'give key (stored) or failed (why not), one of them')] },
 );
 
+const PendingUploads = Type.Object({
+  uploads: Type.Array(
+    Type.Object({
+      job_id: Type.String(),
+      attempt: Type.Integer(),
+      run_id: Type.String(),
+      uri: Type.String(),
+      fingerprint: Type.String(),
+      project: Type.Union([Type.String(), Type.Null()]),
+      run_as: Type.Union([Type.Object({ uid: Type.Integer(), gid: Type.Integer(), name: Type.String(), source: Type.String(), slot: Type.Union([Type.Integer(), Type.Null()]) }), Type.Null()], { description: "the project's job identity, which packs the files" }),
+    }),
+  ),
+});
+
 const TarBody = {
   description: "the checkpoint's stored copy: a tar of the file or folder under its own name (x-gpuplane-fingerprint: the registered fingerprint, which its files hash to)",
   content: { 'application/x-tar': { schema: Type.String({ format: 'binary' }) } },
@@ -46,6 +62,7 @@ export const checkpointStoredRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async 
     async (req, reply) => {
       const c = await getCheckpoint(db, req.params.id);
       if (!c) throw notFound('checkpoint', req.params.id);
+      if (c.deletedAt) throw new DomainError('conflict', `checkpoint ${c.id} is not in the plane's store: retention deleted its files (and its stored copy) at ${c.deletedAt.toISOString()}`);
       if (c.storage !== 'stored' || !c.storeKey || !store) {
         const state = !store || c.storage === null ? "the plane keeps checkpoints only where they were written (GPUPLANE_STORAGE=local): read it on its node" : c.storage === 'failed' ? `storing it failed: ${c.storageReason ?? ''}` : 'its node is still uploading it';
         throw new DomainError('conflict', `checkpoint ${c.id} is not in the plane's store: ${state} (${c.uri} on ${c.nodeId ?? 'its node'})`);
@@ -58,6 +75,28 @@ export const checkpointStoredRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async 
         .header('content-disposition', `attachment; filename="${c.id}.tar"`)
         .header('cache-control', 'no-store')
         .send(body);
+    },
+  );
+
+  app.get(
+    '/nodes/:id/checkpoints/pending',
+    {
+      schema: {
+        tags: ['checkpoints'],
+        summary: "The node's checkpoints not stored yet (its node token): an agent that starts again takes their uploads up again",
+        params: IdParams,
+        response: { 200: PendingUploads },
+      },
+    },
+    async (req) => {
+      const identities = new Map<string | null, Awaited<ReturnType<typeof identityOf>>>();
+      const uploads = [];
+      for (const u of await pendingUploadsOf(db, req.params.id)) {
+        if (!identities.has(u.projectId)) identities.set(u.projectId, await identityOf(db, u.projectId));
+        const i = identities.get(u.projectId) ?? null;
+        uploads.push({ job_id: u.jobId, attempt: u.attempt, run_id: u.runId, uri: u.uri, fingerprint: u.fingerprint, project: u.projectId, run_as: i && { uid: i.uid, gid: i.gid, name: i.name, source: i.source, slot: i.slot } });
+      }
+      return { uploads };
     },
   );
 
@@ -80,6 +119,11 @@ export const checkpointStoredRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async 
       const b = req.body;
       const base = { jobId: id, uri: b.uri, fingerprint: b.fingerprint };
       const updated = await markCheckpointStored(db, b.key !== undefined ? { ...base, key: b.key, storedBytes: b.stored_bytes ?? 0 } : { ...base, failed: b.failed! });
+      if (typeof updated === 'object') {
+        // Retention let it go while its node was uploading it: the copy goes too.
+        if (b.key !== undefined && store) await store.delete({ keys: [updated.deletedKey] });
+        return { updated: 0 };
+      }
       if (updated === 0) throw new DomainError('conflict', `job ${id} has no checkpoint ${b.uri} (${b.fingerprint}) registered yet`);
       return { updated };
     },

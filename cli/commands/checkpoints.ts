@@ -56,7 +56,7 @@ export function renderCheckpoint(c: CheckpointDetailJson): string {
       ['parent', c.parent_checkpoint_id],
       ['created', when(c.created_at)],
       ['deleted', c.deleted_at ? when(c.deleted_at) : null],
-      ['stored', c.storage === null ? null : c.storage === 'failed' ? `failed: ${c.storage_reason ?? ''}` : c.storage === 'stored' ? `stored (${humanSize(c.stored_bytes)})` : 'pending (its node is uploading it)'],
+      ['stored', storageLine(c)],
     ]),
   ];
   parts.push(
@@ -72,6 +72,13 @@ export function renderCheckpoint(c: CheckpointDetailJson): string {
   return parts.join('\n\n');
 }
 
+/** Where the checkpoint's copy in the plane's store stands; null where the plane keeps none (local). */
+function storageLine(c: Pick<CheckpointDetailJson, 'storage' | 'storage_reason' | 'stored_bytes'>): string | null {
+  if (c.storage === null) return null;
+  if (c.storage === 'failed') return `failed: ${c.storage_reason ?? ''}`;
+  return c.storage === 'stored' ? `stored (${humanSize(c.stored_bytes)})` : 'pending (its node is uploading it)';
+}
+
 export function renderBest(b: BestJson): string {
   const c = b.checkpoint;
   return keyValues([
@@ -79,6 +86,7 @@ export function renderBest(b: BestJson): string {
     ['run', c.run_id],
     ['step', c.step],
     ['path', c.uri],
+    ['stored', storageLine(c)],
     ['metric', `${b.metric.name} = ${fmt(b.value)}${b.fallback ? ' (fallback: training-time value)' : ''}`],
     ['train', `${b.metric.train_metric} = ${fmt(c.train_value)} at step ${c.step ?? '-'}`],
     ['goal', b.metric.goal === 'min' ? 'minimise' : 'maximise'],

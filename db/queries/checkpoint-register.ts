@@ -3,10 +3,11 @@
  * `registerCheckpoint` activity). Idempotent: the same run, path and fingerprint is one row.
  */
 import path from 'node:path';
-import { and, asc, desc, eq, gt, lt, lte, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, isNotNull, isNull, lt, lte, sql } from 'drizzle-orm';
 import type { Db, Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { checkpoints, jobAttempts, jobs, runs, type Checkpoint, type CheckpointStorage } from '../schema.ts';
+import { checkpointKey } from '../../domain/checkpoint-key.ts';
 import { runOfAttemptForUpdate } from './attempt-run.ts';
 import { resumePointOf } from './resume-point.ts';
 import { rawPoints, summaries } from './metrics.ts';
@@ -157,10 +158,12 @@ export type StoredReport = { jobId: string; uri: string; fingerprint: string } &
  * markCheckpointStored records a node's upload of the job's checkpoint at `uri` with that
  * fingerprint: stored under its key, or failed with a reason (a stored copy is never taken back
  * by a later failure). The number of checkpoints it changed: 0 while the checkpoint is not
- * registered yet (the node asks again).
+ * registered yet (the node asks again), or when the key is not the checkpoint's own
+ * (domain/checkpoint-key.ts); `{ deletedKey }` for one retention deleted meanwhile: its copy is to
+ * go too.
  */
-export async function markCheckpointStored(db: Db, r: StoredReport): Promise<number> {
-  const which = and(eq(checkpoints.jobId, r.jobId), eq(checkpoints.uri, r.uri), eq(checkpoints.fingerprint, r.fingerprint));
+export async function markCheckpointStored(db: Db, r: StoredReport): Promise<number | { deletedKey: string }> {
+  const which = and(eq(checkpoints.jobId, r.jobId), eq(checkpoints.uri, r.uri), eq(checkpoints.fingerprint, r.fingerprint), isNull(checkpoints.deletedAt));
   const set =
     'key' in r
       ? { storage: 'stored' as const, storageReason: null, storeKey: r.key, storedBytes: r.storedBytes, storedAt: new Date() }
@@ -168,9 +171,15 @@ export async function markCheckpointStored(db: Db, r: StoredReport): Promise<num
   const rows = await db
     .update(checkpoints)
     .set(set)
-    .where('key' in r ? which : and(which, sql`${checkpoints.storage} is distinct from 'stored'`))
+    .where('key' in r ? and(which, sql`${r.key} = 'checkpoints/' || ${checkpoints.runId} || '/' || ${r.fingerprint.replace(/^sha256:/, '')} || '.tar'`) : and(which, sql`${checkpoints.storage} is distinct from 'stored'`))
     .returning({ id: checkpoints.id });
-  if (rows.length > 0 || 'key' in r) return rows.length;
+  if (rows.length > 0) return rows.length;
+  const [deleted] = await db
+    .select({ runId: checkpoints.runId })
+    .from(checkpoints)
+    .where(and(eq(checkpoints.jobId, r.jobId), eq(checkpoints.uri, r.uri), eq(checkpoints.fingerprint, r.fingerprint), isNotNull(checkpoints.deletedAt)));
+  if (deleted) return { deletedKey: checkpointKey(deleted.runId, r.fingerprint) };
+  if ('key' in r) return 0;
   // A failure of one stored already: nothing to change, but it is registered.
   return (await db.select({ id: checkpoints.id }).from(checkpoints).where(which)).length;
 }

@@ -5,7 +5,8 @@
  */
 import { and, desc, eq, isNull, lt, lte, sql } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
-import { checkpoints, runs, type Job } from '../schema.ts';
+import { checkpointKey } from '../../domain/checkpoint-key.ts';
+import { checkpoints, nodes, runs, type Job } from '../schema.ts';
 import { attemptRunIs } from './attempt-run.ts';
 
 export interface ResumePoint {
@@ -15,10 +16,26 @@ export interface ResumePoint {
   /** Its copy in the plane's object store, where it is stored (the node fetches it), and its fingerprint. */
   key?: string;
   fingerprint?: string;
+  /**
+   * A later checkpoint of the job that its node was still uploading when the attempt began: the
+   * attempt's node waits up to `waitMs` for its copy (0: its node is not online, it never comes)
+   * and resumes from it, else from this point (docs/storage.md).
+   */
+  pending?: PendingPoint;
 }
 
-export const pointColumns = { id: checkpoints.id, uri: checkpoints.uri, storeKey: checkpoints.storeKey, storage: checkpoints.storage, fingerprint: checkpoints.fingerprint };
-type PointRow = { id: string; uri: string; storeKey: string | null; storage: string | null; fingerprint: string };
+/** A checkpoint still `pending` in the store: where its copy will be, and how long it is worth waiting. */
+export interface PendingPoint {
+  id: string;
+  uri: string;
+  key: string;
+  fingerprint: string;
+  nodeId: string | null;
+  waitMs: number;
+}
+
+const pointColumns = { id: checkpoints.id, uri: checkpoints.uri, storeKey: checkpoints.storeKey, storage: checkpoints.storage, fingerprint: checkpoints.fingerprint, runId: checkpoints.runId, nodeId: checkpoints.nodeId };
+type PointRow = { id: string; uri: string; storeKey: string | null; storage: string | null; fingerprint: string; runId: string; nodeId: string | null };
 export const pointOf = (r: PointRow): ResumePoint => ({ id: r.id, uri: r.uri, ...(r.storage === 'stored' && r.storeKey ? { key: r.storeKey, fingerprint: r.fingerprint } : {}) });
 
 /**
@@ -31,6 +48,23 @@ export const pointOf = (r: PointRow): ResumePoint => ({ id: r.id, uri: r.uri, ..
  * Null when there is nothing to resume from.
  */
 export async function resumePointOf(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, attempt: number): Promise<ResumePoint | null> {
+  return (await resumeChoice(ex, job, attempt)).point;
+}
+
+/**
+ * resumePointWaiting is resumePointOf for the attempt's spec: where the latest checkpoint was
+ * passed over because its node is still uploading it, the point carries it as `pending`, with
+ * `waitMs` to wait for its copy while its node is ONLINE (0 when the node is not: it never comes).
+ */
+export async function resumePointWaiting(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, attempt: number, waitMs: number): Promise<ResumePoint | null> {
+  const { point, newest } = await resumeChoice(ex, job, attempt);
+  if (!point || !newest || newest.storage !== 'pending' || (newest.id === point.id && point.key)) return point;
+  const [node] = newest.nodeId ? await ex.select({ status: nodes.status }).from(nodes).where(eq(nodes.id, newest.nodeId)) : [];
+  const pending = { id: newest.id, uri: newest.uri, key: checkpointKey(newest.runId, newest.fingerprint), fingerprint: newest.fingerprint, nodeId: newest.nodeId, waitMs: node?.status === 'ONLINE' ? waitMs : 0 };
+  return { ...point, pending };
+}
+
+async function resumeChoice(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, attempt: number): Promise<{ point: ResumePoint | null; newest?: PointRow }> {
   const jobId = job.id;
   if (attempt > 1) {
     const [run] = await ex.select({ createdAt: runs.createdAt }).from(runs).where(attemptRunIs(jobId, attempt));
@@ -45,12 +79,12 @@ export async function resumePointOf(ex: Executor, job: Pick<Job, 'id' | 'resumeF
       .orderBy(desc(runs.attempt), sql`${checkpoints.step} desc nulls last`, desc(checkpoints.createdAt), desc(checkpoints.id))
       .limit(50);
     const latest = candidates.find((c) => c.storage === null || c.storage === 'stored') ?? candidates[0];
-    if (latest) return pointOf(latest);
+    if (latest) return { point: pointOf(latest), newest: candidates[0] };
   }
   // Most jobs name none: no query on the dispatch path for them.
-  if (!job.resumeFrom) return null;
+  if (!job.resumeFrom) return { point: null };
   const [named] = await ex.select(pointColumns).from(checkpoints).where(eq(checkpoints.id, job.resumeFrom));
-  return named ? pointOf(named) : null;
+  return { point: named ? pointOf(named) : null };
 }
 
 /** storedPointOf: a checkpoint as an attempt reads it (an EVALUATE job's), with its stored copy where there is one; null for none. */

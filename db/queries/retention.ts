@@ -90,7 +90,7 @@ export async function retentionPlan(ex: Executor, runId: string): Promise<Retent
   if (!nodeId) return null;
   // A run's checkpoints come from one attempt, so from one node; one without a node is left alone.
   const list = [...doomed].map((id) => byId.get(id)!).filter((c) => c.nodeId === nodeId);
-  return { runId, nodeId, doomed: list.map((c) => ({ id: c.id, uri: c.uri, inode: c.inode })) };
+  return { runId, nodeId, doomed: list.map((c) => ({ id: c.id, uri: c.uri, inode: c.inode, ...(c.storage === 'stored' && c.storeKey ? { key: c.storeKey } : {}) })) };
 }
 
 /**
@@ -109,7 +109,12 @@ export async function markCheckpointsDeleted(ex: Executor, ids: readonly string[
   if (ids.length === 0) return 0;
   const rows = await ex
     .update(checkpoints)
-    .set({ deletedAt: at })
+    // One its node had not stored yet never will be: its upload finds no files, or its copy is deleted as it is reported.
+    .set({
+      deletedAt: at,
+      storage: sql`case when ${checkpoints.storage} = 'pending' then 'failed' else ${checkpoints.storage} end`,
+      storageReason: sql`case when ${checkpoints.storage} = 'pending' then 'retention deleted its files before they were stored' else ${checkpoints.storageReason} end`,
+    })
     .where(and(inArray(checkpoints.id, [...ids]), isNull(checkpoints.deletedAt)))
     .returning({ id: checkpoints.id });
   return rows.length;

@@ -167,6 +167,8 @@ export const api = {
     fetchOk(ARTIFACTS + qs({ path: dir }), `artifacts of ${dir}`)
       .then((r) => r.json() as Promise<ArtifactList>)
       .then((r) => r.files ?? []),
+  /** A stored checkpoint's files as a tar, from the plane's store (GET /checkpoints/:id/download). */
+  checkpointTar: (id: string): Promise<Blob> => fetchOk(`${API}/checkpoints/${encodeURIComponent(id)}/download`, `checkpoint ${id}`).then((r) => r.blob()),
   /** One artifact's bytes (`<experiment id>/<run id>/artifacts/<path>`). */
   artifact: (file: string, signal?: AbortSignal): Promise<Blob> => fetchOk(`${ARTIFACTS}/${escapePath(file)}`, `artifact ${file}`, signal).then((r) => r.blob()),
   /**

@@ -34,6 +34,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     preemptGraceS: c.preemptGraceS,
     jobUids: controlJobUids(c.jobUsers),
     storeKind: parseStorage(c.storage).kind,
+    resumeWaitMs: c.resumeWaitMs,
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     webhooks: { allowPrivate: c.webhookAllowPrivate, retry: c.webhookRetry },

@@ -39,6 +39,7 @@ export interface ControlWorkerOptions {
   /** The pool each project gets its job uid from (activities/control/context.ts ControlDeps.jobUids). */
   jobUids?: readonly JobUser[] | null;
   storeKind?: 'local' | 'shared' | 's3';
+  resumeWaitMs?: number;
   timeouts: JobTimeouts;
   /** How often the reconciler looks for job workflows closed in Temporal and restarts the scheduler. */
   reconcileEveryMs?: number;
@@ -75,7 +76,7 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     namespace: o.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
     workflowBundle: o.workflowBundlePath ? { codePath: o.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: Runtime.instance().logger }),
-    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, preemptGraceS: o.preemptGraceS, jobUids: o.jobUids, storeKind: o.storeKind, timeouts: o.timeouts, webhooks: o.webhooks }),
+    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, preemptGraceS: o.preemptGraceS, jobUids: o.jobUids, storeKind: o.storeKind, resumeWaitMs: o.resumeWaitMs, timeouts: o.timeouts, webhooks: o.webhooks }),
     maxConcurrentActivityTaskExecutions: 50,
     maxConcurrentWorkflowTaskExecutions: 50,
   });

@@ -16,7 +16,7 @@ import { jobCpuWeightOf } from '../../activities/gpu-host/cgroup-cpu.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { reportAttemptEvent } from '../../activities/gpu-host/launch.ts';
-import { nodeUploads } from '../../activities/gpu-host/checkpoint-upload.ts';
+import { listPendingUploads, nodeUploads, takeUpPendingUploads } from '../../activities/gpu-host/checkpoint-upload.ts';
 import { cacheDirFromEnv, CheckpointCache } from '../../activities/gpu-host/checkpoint-fetch.ts';
 import type { ObjectStore } from '../../runtime/object-store.ts';
 import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
@@ -154,6 +154,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const ckptLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'checkpoint-watcher', nodeId: o.nodeId });
   const api = { apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken };
   const uploads = o.store && o.nodeToken ? nodeUploads(o.store, api, (msg) => ckptLogger.warn(msg)) : null;
+  if (uploads) void takeUpPendingUploads(uploads, () => listPendingUploads(api), (p) => jobUserFor(jobUsers, { project: p.project, runAs: p.run_as }), (m) => ckptLogger.warn(m));
   const checkpoints = new CheckpointWatching({
     client: o.client,
     warn: (msg, err) => ckptLogger.warn(err ? { err } : {}, msg),
@@ -190,6 +191,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       allowedRoots: o.allowedRoots,
       jobUsers,
       resumeCache: o.store ? new CheckpointCache(cacheDirFromEnv(o.nodeId), o.store) : undefined,
+      store: o.store ?? undefined,
       note: o.nodeToken ? (spec, n) => reportAttemptEvent(api, spec, n) : undefined,
       warn: (m) => agentLogger.warn(m),
       onLeaseLost: () => rejoiner.leaseLost(),

@@ -50,7 +50,7 @@ export async function applyRetention(jobId: string, attempt: number): Promise<vo
   });
   try {
     // As the writer's project's job user, each entry only while it is the inode registered.
-    const r = await host.deleteCheckpoints({ root: work.root, uris: work.doomed.map((d) => d.uri), project: work.project ?? null, ...(work.runAs ? { runAs: work.runAs } : {}), inodes: work.doomed.map((d) => d.inode ?? null) });
+    const r = await host.deleteCheckpoints({ root: work.root, uris: work.doomed.map((d) => d.uri), project: work.project ?? null, ...(work.runAs ? { runAs: work.runAs } : {}), inodes: work.doomed.map((d) => d.inode ?? null), ...(work.doomed.some((d) => d.key) ? { keys: work.doomed.map((d) => d.key ?? null) } : {}) });
     const gone = new Set(r.deleted);
     await control.markCheckpointsDeleted({ ids: work.doomed.filter((d) => gone.has(d.uri)).map((d) => d.id) });
   } catch {

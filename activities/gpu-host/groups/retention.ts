@@ -26,7 +26,12 @@ export function retentionActivities({ deps, roots }: GpuHostContext): Pick<GpuHo
         }
       }
       const entries = a.uris.map((uri, i) => ({ uri, inode: a.inodes?.[i] ?? null }));
-      return deleteAs(user ? { uid: user.uid, gid: user.gid } : null, user?.uid ?? process.getuid?.() ?? 0, a.root, entries);
+      const r = await deleteAs(user ? { uid: user.uid, gid: user.gid } : null, user?.uid ?? process.getuid?.() ?? 0, a.root, entries);
+      // Their copies in the plane's store go with them: only of the checkpoints whose files went.
+      const gone = new Set(r.deleted);
+      const keys = a.uris.flatMap((uri, i) => (gone.has(uri) && a.keys?.[i] ? [a.keys[i]!] : []));
+      if (keys.length && deps.store) await deps.store.delete({ keys });
+      return r;
     },
   };
 }

@@ -7,6 +7,7 @@ import { useResource } from '../live.ts';
 import { href } from '../router.ts';
 import { CheckpointLineage } from './checkpoint-lineage.tsx';
 import { RegisterForm } from './checkpoint-register.tsx';
+import { CheckpointDownload, StorageBadge } from './checkpoint-storage.tsx';
 
 export function EvaluateButton({ id, onDone }: { id: string; onDone: () => void }) {
   const [error, setError] = useState<Error | null>(null);
@@ -51,7 +52,7 @@ export function CheckpointDetail({ id, onEvaluated }: { id: string; onEvaluated:
     <Section title={`Checkpoint ${d.id}`}>
       <p>
         <code>{d.uri}</code> on {d.node_id ?? '?'} · {bytes(d.size_bytes)} · step {d.step ?? '?'} · <code title={d.fingerprint}>{d.fingerprint.slice(0, 19)}…</code>
-        {d.deleted_at && <span class="badge state-CANCELLED">files deleted</span>} <EvaluateButton id={d.id} onDone={onEvaluated} />
+        {d.deleted_at && <span class="badge state-CANCELLED">files deleted</span>} <StorageBadge c={d} /> <CheckpointDownload c={d} /> <EvaluateButton id={d.id} onDone={onEvaluated} />
       </p>
       <h3>Register</h3>
       <p class="muted">A new version of a model of this checkpoint's project, with the evaluation that justifies it (as gpuctl best --register).</p>

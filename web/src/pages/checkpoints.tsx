@@ -13,6 +13,7 @@ import { useResource } from '../live.ts';
 import { href } from '../router.ts';
 import type { CheckpointList, CheckpointsQuery, ListedCheckpoint } from '../types.ts';
 import { CheckpointDetail, EvaluateButton } from './checkpoint-detail.tsx';
+import { StorageBadge } from './checkpoint-storage.tsx';
 
 const LEVEL = { experiment: "the experiment's setting", project: "the project's setting", default: 'the default (no setting)' } as const;
 
@@ -68,7 +69,7 @@ function Leaderboard({ l, rankOf, selectedId, bestId, link, reload }: { l: Check
                 <td>{c.step ?? ''}</td>
                 <td>
                   <a href={link(c.id)}>{c.id}</a> {c.id === bestId && <span class="badge best">best</span>}
-                  {c.deleted_at && <span class="badge state-CANCELLED">deleted</span>}
+                  {c.deleted_at && <span class="badge state-CANCELLED">deleted</span>} <StorageBadge c={c} />
                 </td>
                 <td data-column="eval">{metric(c.eval_value)}</td>
                 <td data-column="train">{metric(c.train_value)}</td>
