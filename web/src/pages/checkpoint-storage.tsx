@@ -3,6 +3,7 @@ import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
 import { ErrorBox } from '../components.tsx';
 import { bytes } from '../format.ts';
+import { saveBlob } from '../save-file.ts';
 import type { CheckpointDetail } from '../types.ts';
 
 type Stored = Pick<CheckpointDetail, 'id' | 'storage' | 'storage_reason' | 'stored_bytes'>;
@@ -28,12 +29,7 @@ export function CheckpointDownload({ c }: { c: Stored }) {
     setBusy(true);
     setError(null);
     try {
-      const url = URL.createObjectURL(await api.checkpointTar(c.id));
-      const a = document.createElement('a');
-      a.href = url;
-      a.download = `${c.id}.tar`;
-      a.click();
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      saveBlob(await api.checkpointTar(c.id), `${c.id}.tar`);
     } catch (err) {
       setError(err as Error);
     } finally {

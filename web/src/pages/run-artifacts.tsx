@@ -11,6 +11,7 @@
  */
 import { useEffect, useState } from 'preact/hooks';
 import { api } from '../api.ts';
+import { saveBlob } from '../save-file.ts';
 import { artifactRoot, OPEN_PREVIEWS, previewOf, type Preview } from '../artifacts.ts';
 import { ErrorBox, Loading, Section } from '../components.tsx';
 import { bytes } from '../format.ts';
@@ -63,14 +64,7 @@ function Download({ file, name }: { file: string; name: string }) {
     setBusy(true);
     setError(null);
     try {
-      const blob = await api.artifact(file);
-      const url = URL.createObjectURL(new Blob([blob], { type: 'application/octet-stream' }));
-      const a = document.createElement('a');
-      a.href = url;
-      a.download = name;
-      a.click();
-      // The browser has the file once the click is handled; the URL may go a little later.
-      setTimeout(() => URL.revokeObjectURL(url), 60_000);
+      saveBlob(await api.artifact(file), name);
     } catch (e) {
       setError(e as Error);
     } finally {
