@@ -26,14 +26,14 @@ export async function storedCode(store: ObjectStore, projectId: string | null, s
 }
 
 /**
- * A submit's or a sweep's `code`, as the job records it: the project's stored snapshot with that
+ * A submit's, a sweep's, a retry's or a fork's `code`, as the job records it: the project's stored snapshot with that
  * hash. `project` names the project in the refusal (a 400: nothing is made).
  */
 export async function resolveCode(store: ObjectStore | null | undefined, projectId: string | null | undefined, project: string | undefined, ref: CodeRef): Promise<CodeSnapshot> {
   const info = projectId === undefined ? null : await storedCode(codeStore(store), projectId, ref.sha256);
   const where = project ? `project ${project}` : 'the jobs of no project';
   const q = project ? `?project=${encodeURIComponent(project)}` : '';
-  if (!info) throw new DomainError('invalid', `code: no snapshot ${ref.sha256} is uploaded for ${where} (PUT /api/v1/code/${ref.sha256}${q} first; gpuctl submit --code does)`);
+  if (!info) throw new DomainError('invalid', `code: no snapshot ${ref.sha256} is uploaded for ${where} (PUT /api/v1/code/${ref.sha256}${q} first; gpuctl's --code does)`);
   return { sha256: ref.sha256, bytes: info.size, key: info.key, ...(ref.git ? { git: ref.git } : {}) };
 }
 

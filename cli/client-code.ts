@@ -1,12 +1,12 @@
 /**
  * `--code DIR` on gpuctl's side: snapshot the folder (code-snapshot.ts), ask the API whether the
  * project has it (HEAD /code/:sha256), upload it only when not (PUT, streamed from the tar, with
- * progress on a terminal), and answer what a submit or a sweep names it by.
+ * progress on a terminal), and answer what a submit, a retry, a fork or a sweep names it by.
  */
 import fs from 'node:fs';
 import { Readable, Transform } from 'node:stream';
-import { InvalidArgumentError } from 'commander';
-import { MAX_CODE_UPLOAD_BYTES, type CodeRef } from '../domain/code-snapshot.ts';
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { DEFAULT_CODE_LIMIT_BYTES, MAX_CODE_UPLOAD_BYTES, type CodeRef } from '../domain/code-snapshot.ts';
 import { ApiError, type GpuplaneClient } from './client.ts';
 import { snapshotCode } from './code-snapshot.ts';
 
@@ -89,4 +89,26 @@ export function byteSizeArg(flag: string): (v: string) => number {
     if (!Number.isFinite(n) || n < 1 || n > MAX_CODE_UPLOAD_BYTES) throw new InvalidArgumentError(`${flag} must be a size from 1 byte to 4G (bytes, or with K, M or G: 500K, 50M, 1G)`);
     return n;
   };
+}
+
+/** Adds --code and --code-limit to a command (submit, retry, fork); `what` names the job or attempt that runs the code. */
+export function addCodeOptions(c: Command, what: string): Command {
+  return c
+    .option('--code <dir>', `snapshot this folder (less what its .gitignore and .gpuplaneignore files leave out, and .git), upload it once, and run ${what} in a copy of it on its node (docs/storage.md)`)
+    .addOption(new Option('--code-limit <size>', 'refuse a --code snapshot larger than this, naming its largest files (bytes, or 500K, 50M, 1G)').argParser(byteSizeArg('--code-limit')).default(DEFAULT_CODE_LIMIT_BYTES, `${DEFAULT_CODE_LIMIT_BYTES / 1024 / 1024}M`));
+}
+
+/** --code with --workdir: one line, before anything is sent. */
+export function refuseCodeWithWorkdir(o: { code?: string; workdir?: string }): void {
+  if (o.code && o.workdir) throw new InvalidArgumentError('--code and --workdir: a job with --code runs in its copy of the folder on its node; give one of them');
+}
+
+/**
+ * The `code` of a request for addCodeOptions' options: none without --code, else codeFor's
+ * snapshot of the folder in `project` (asked only then: a retry or fork reads it from the API),
+ * said on stderr.
+ */
+export async function codeOption(c: GpuplaneClient, o: { code?: string; codeLimit: number }, project: () => Promise<string | null | undefined>): Promise<{ code?: CodeRef }> {
+  if (!o.code) return {};
+  return { code: await codeFor(c, o.code, { project: (await project()) ?? undefined, limit: o.codeLimit, say: (l) => process.stderr.write(`${l}\n`) }) };
 }

@@ -33,12 +33,14 @@ export interface RetryPatch {
   /** Merged into the previous attempt's env / params. */
   env?: Record<string, string>;
   params?: Record<string, unknown>;
+  /** A new code snapshot to run, with workingDir its copy's (codeWorkingDir); absent: the previous one, unless workingDir is given. */
+  code?: CodeSnapshot;
 }
 
 export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
   const memoryMb = p.memoryMb === null ? undefined : (p.memoryMb ?? prev.memoryMb);
-  // A working dir given instead runs the job there: the code it ran in is left behind.
-  const code = p.workingDir === undefined ? prev.code : undefined;
+  // New code runs in its own copy; a working dir given alone runs the job there, leaving its code behind.
+  const code = p.code ?? (p.workingDir === undefined ? prev.code : undefined);
   return {
     command: p.command ?? prev.command,
     workingDir: p.workingDir ?? prev.workingDir,

@@ -21,7 +21,7 @@ const SUBNET = 37;
  * only on the submitting machine (this one's /tmp: every isolated node has a /tmp of its own),
  * uploads it once to the project's store (a real S3 server, versitygw), and the node the job lands
  * on fetches it, unpacks it as the job's user into a working dir of the job's own, and runs the
- * process there. A sweep's trials share one snapshot; a folder over the limit is refused before
+ * process there. A retry with --code runs the new code; a sweep's trials share one snapshot; a folder over the limit is refused before
  * anything is sent; a git checkout's commit and dirtiness are recorded on the job and its run.
  */
 describe.skipIf(skip)('code snapshots on isolated nodes', () => {
@@ -120,6 +120,35 @@ describe.skipIf(skip)('code snapshots on isolated nodes', () => {
     expect(events.map((e) => e.message)).toEqual([expect.stringMatching(/ fetched from the API \(\d+ bytes\), unpacked into /)]);
   });
 
+  it('gpuctl retry --code runs the new code in a copy of its own, and says so in the attempt\'s changes; a hash the project lacks, or code with working_dir, is a 400', async () => {
+    const src = folder('retry', { 'run.sh': 'echo "version one"; exit 3\n' });
+    const r = await gpuctlIn(env, ['submit', '--code', src, '--project', 'code', '--type', 'CUSTOM', '--', 'sh', 'run.sh']);
+    expect(r.code, r.stderr).toBe(0);
+    const jobId = r.stdout.trim().split('\n').pop()!;
+    const failed = await c.client.waitFor(jobId, undefined, 60_000);
+    expect(failed.state).toBe('FAILED');
+    const before = failed.code!;
+    fs.writeFileSync(path.join(src, 'run.sh'), 'echo "version two"\n');
+    const retried = await gpuctlIn(env, ['retry', jobId, '--code', src]);
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(retried.stderr).toMatch(/^gpuctl: code [0-9a-f]{12} \(1 files, 0\.0 MiB\) uploaded\n$/);
+    const done = await c.client.waitFor(jobId, undefined, 60_000);
+    expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+    const after = done.code!;
+    expect(after.sha256).not.toBe(before.sha256);
+    expect(after.key).toMatch(new RegExp(`^code/prj-[^/]+/${after.sha256}\\.tar$`));
+    expect(done.working_dir).toBe(`/var/tmp/gpuplane-code/${jobId}/${after.sha256.slice(0, 16)}/code`);
+    expect(retried.stdout).toContain(`code.sha256 ${JSON.stringify(before.sha256)} → ${JSON.stringify(after.sha256)}`);
+    expect(done.attempts[1].changes).toEqual(expect.arrayContaining([{ key: 'code.sha256', from: before.sha256, to: after.sha256 }, { key: 'workingDir', from: failed.working_dir, to: done.working_dir }]));
+    expect(await until('the log', async () => ((await logOf(jobId)).includes('version two') ? true : null), 15_000)).toBe(true);
+    // Refused before anything is made: the job stays at its attempt.
+    const retry = (body: Record<string, unknown>) => c.client.exchange('POST', `/jobs/${jobId}/retry`, body).catch((e: { status: number; message: string }) => e);
+    const unknown = 'f'.repeat(64);
+    expect(await retry({ code: { sha256: unknown } })).toMatchObject({ status: 400, message: `code: no snapshot ${unknown} is uploaded for project code (PUT /api/v1/code/${unknown}?project=code first; gpuctl's --code does)` });
+    expect(await retry({ code: { sha256: after.sha256 }, working_dir: '/tmp' })).toMatchObject({ status: 400, message: expect.stringMatching(/give code .* or working_dir .*, not both/) });
+    expect((await c.client.job(jobId)).attempt).toBe(2);
+  });
+
   it("a sweep's trials share one snapshot: one object in the store, every trial runs it", async () => {
     const base = path.join(here, 'sweep');
     folder('sweep/src', { 'train.sh': 'echo "trial of lr=$1"\n' });
@@ -168,7 +197,7 @@ describe.skipIf(skip)('code snapshots on isolated nodes', () => {
     const bad = await submit({ project: 'code', code: { sha256: 'XYZ' } });
     expect(bad).toMatchObject({ status: 400, message: expect.stringMatching(/code\/sha256/) });
     const elsewhere = await submit({ project: 'other', code: { sha256: sha } });
-    expect(elsewhere).toMatchObject({ status: 400, message: `code: no snapshot ${sha} is uploaded for project other (PUT /api/v1/code/${sha}?project=other first; gpuctl submit --code does)` });
+    expect(elsewhere).toMatchObject({ status: 400, message: `code: no snapshot ${sha} is uploaded for project other (PUT /api/v1/code/${sha}?project=other first; gpuctl's --code does)` });
     const both = await submit({ project: 'code', code: { sha256: sha }, working_dir: '/tmp' });
     expect(both).toMatchObject({ status: 400, message: expect.stringMatching(/give code .* or working_dir .*, not both/) });
     const wrong = await fetch(`${c.apiUrl}/api/v1/code/${'0'.repeat(64)}?project=code`, { method: 'PUT', headers: { authorization: `Bearer ${c.token}`, 'content-type': 'application/x-tar' }, body: 'not the tar of that hash' });

@@ -1,8 +1,13 @@
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eq } from 'drizzle-orm';
 import { createAttemptRun } from '../db/queries/attempt-run.ts';
 import { checkpoints, jobs, runs, type Job } from '../db/schema.ts';
+import { openStore } from '../runtime/object-store.ts';
 import { newToken } from '../runtime/tokens.ts';
 import { gpuctlPath } from './support/cluster.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
@@ -23,9 +28,17 @@ describe('fork from a checkpoint, and lineage', () => {
   };
   const fork = (id: string, payload: Record<string, unknown>, token = member, headers: Record<string, string> = {}) =>
     t.app.inject({ method: 'POST', url: `/api/v1/checkpoints/${id}/fork`, headers: { ...as(token), ...headers }, payload });
+  /** gpuctl as a member, against the app's port. */
+  const gpuctl = (args: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      const env = { ...process.env, GPUPLANE_API_URL: t.url, GPUPLANE_TOKEN: member };
+      execFile(process.execPath, [gpuctlPath, ...args], { env }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
+    });
+  // A local store: code snapshots are kept in its folder.
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'fork-api-'));
 
   beforeAll(async () => {
-    t = await startTestApp('fork-api', { temporal: false, auth: { adminTokens: [admin] }, listen: true });
+    t = await startTestApp('fork-api', { temporal: false, auth: { adminTokens: [admin] }, listen: true, store: await openStore({ kind: 'local' }, { home }) });
     const make = async (body: Record<string, unknown>) => (await t.app.inject({ method: 'POST', url: '/api/v1/tokens', headers: as(admin), payload: body })).json<{ token: string }>().token;
     member = await make({ name: 'm', role: 'member', projects: ['vision'] });
     viewer = await make({ name: 'v', role: 'viewer', projects: ['vision'] });
@@ -45,6 +58,7 @@ describe('fork from a checkpoint, and lineage', () => {
   });
   afterAll(async () => {
     await t?.close();
+    fs.rmSync(home, { recursive: true, force: true });
   });
 
   it("starts a TRAIN job from the checkpoint's attempt config with the edits, resuming from it; its run records forked_from", async () => {
@@ -146,11 +160,6 @@ describe('fork from a checkpoint, and lineage', () => {
   });
 
   it('gpuctl fork takes a new command after --; a refusal is one line and a non-zero exit', async () => {
-    const gpuctl = (args: string[]) =>
-      new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
-        const env = { ...process.env, GPUPLANE_API_URL: t.url, GPUPLANE_TOKEN: member };
-        execFile(process.execPath, [gpuctlPath, ...args], { env }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
-      });
     const ok = await gpuctl(['fork', 'ckpt-a30', '--set', 'bs=64', '--', 'python', 'train.py', '--warmup', '0']);
     expect(ok.code, ok.stderr).toBe(0);
     const lines = ok.stdout.trim().split('\n');
@@ -166,5 +175,39 @@ describe('fork from a checkpoint, and lineage', () => {
     const refused = await gpuctl(['fork', 'ckpt-a10']);
     expect(refused.code).not.toBe(0);
     expect(refused.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^gpuctl: checkpoint ckpt-a10 cannot be forked: its files were deleted by retention \(.*\) \(HTTP 409\)$/)]);
+  });
+
+  it("gpuctl fork --code runs new code: uploaded to the fork's project, unpacked into the fork's own working dir, shown in its changes; a hash the project lacks, or code with working_dir, is a 400", async () => {
+    const dir = fs.mkdtempSync(path.join(home, 'code-'));
+    fs.writeFileSync(path.join(dir, 'train.py'), 'print("new code")\n');
+    const before = await jobCount();
+    const both = await gpuctl(['fork', 'ckpt-a30', '--code', dir, '--workdir', '/data']);
+    expect(both.code).not.toBe(0);
+    expect(both.stderr.trim().split('\n')).toEqual([expect.stringMatching(/--code and --workdir/)]);
+    expect(await jobCount()).toBe(before);
+    const ok = await gpuctl(['fork', 'ckpt-a30', '--code', dir, '--json']);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stderr).toMatch(/^gpuctl: code [0-9a-f]{12} \(1 files, 0\.0 MiB\) uploaded\n$/);
+    const j = JSON.parse(ok.stdout);
+    const sha: string = j.code.sha256;
+    expect(j.code.key).toBe(`code/${source.projectId}/${sha}.tar`);
+    expect(j.working_dir).toBe(`/var/tmp/gpuplane-code/${j.id}/${sha.slice(0, 16)}/code`);
+    expect(j.changes).toEqual(expect.arrayContaining([{ key: 'code.sha256', from: null, to: sha }, { key: 'workingDir', from: '/data', to: j.working_dir }]));
+    // The API's refusals, one line each, nothing made.
+    const unknown = 'e'.repeat(64);
+    const lacks = await fork('ckpt-a30', { code: { sha256: unknown } });
+    expect(lacks.statusCode).toBe(400);
+    expect(lacks.json().message).toBe(`code: no snapshot ${unknown} is uploaded for project vision (PUT /api/v1/code/${unknown}?project=vision first; gpuctl's --code does)`);
+    const elsewhere = await fork('ckpt-a30', { code: { sha256: sha }, project: 'other' }, admin);
+    expect(elsewhere.statusCode).toBe(400);
+    expect(elsewhere.json().message).toMatch(/^code: no snapshot [0-9a-f]{64} is uploaded for project other /);
+    const withDir = await fork('ckpt-a30', { code: { sha256: sha }, working_dir: '/data' });
+    expect(withDir.statusCode).toBe(400);
+    expect(withDir.json().message).toMatch(/give code .* or working_dir .*, not both/);
+    expect(await jobCount()).toBe(before + 1);
+    // Its hash is the tar's: the same bytes PUT again are the same object.
+    const tar = await t.app.inject({ method: 'GET', url: `/api/v1/code/${sha}?project=vision`, headers: as(member) });
+    expect(tar.json()).toMatchObject({ sha256: sha, key: j.code.key });
+    expect(createHash('sha256').update(fs.readFileSync(path.join(home, 'store', j.code.key))).digest('hex')).toBe(sha);
   });
 });

@@ -14,6 +14,7 @@ import { neverFitsReason } from '../../domain/placement.ts';
 import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
 import { allows, mayRead } from '../auth/auth.ts';
+import { resolveCode } from '../code-store.ts';
 import { configPatchOf } from '../config-patch.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { requestHash } from '../idempotency.ts';
@@ -56,12 +57,14 @@ export const forkRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
       if (ckpt.deletedAt) throw new DomainError('conflict', `checkpoint ${id} cannot be forked: its files were deleted by retention (${ckpt.deletedAt.toISOString()})`);
       const src = await forkSource(db, ckpt);
       if (!src) throw new DomainError('conflict', `checkpoint ${id} cannot be forked: its run ${ckpt.runId} was not run by a job, so there is no config to copy (submit a job with --resume-from ${id})`);
-      const patch = configPatchOf(b);
       const sourceProject = await projectNameOf(db, src.job.projectId);
       const project = b.project ?? sourceProject;
       if (b.experiment && !project) throw new DomainError('invalid', 'experiment needs a project: the checkpoint\'s job has none, give project');
       // Write access on the checkpoint's project is the rule's; a fork into another needs it there too.
       if (req.principal && project !== sourceProject && !allows(req.principal, project, true)) throw forbidden(`this token may not write to project "${project}"`);
+      // New code must be a snapshot of the fork's project (as a submit's); one it does not have yet has none.
+      const code = b.code ? await resolveCode(deps.store, b.project === undefined ? src.job.projectId : await findProjectId(db, b.project), project ?? undefined, b.code) : undefined;
+      const patch = { ...configPatchOf(b), ...(code ? { code } : {}) };
       const samePlace = project === sourceProject;
       const withSecrets = samePlace && src.job.secretNames.length > 0;
       if (!samePlace && src.job.secretNames.length > 0) {

@@ -13,6 +13,9 @@ import { getJob, getJobForUpdate, listAttempts, listJobs, listTransitions, trans
 import { requestRetry, RetryRefused, signalCancel } from '../../temporal/client-ops.ts';
 import { JobStarter } from '../job-starter.ts';
 import { isTerminal } from '../../domain/job-states.ts';
+import type { CodeRef, CodeSnapshot } from '../../domain/code-snapshot.ts';
+import { projectNameOf } from '../../db/queries/auth.ts';
+import { resolveCode } from '../code-store.ts';
 import { configPatchOf } from '../config-patch.ts';
 import { allows, visibleProjectIds } from '../auth/auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
@@ -26,10 +29,10 @@ import { JobSubmit, submitError } from './job-submit.ts';
 
 /** A job with its attempts (each with what changed from the one before, and its run) and its history. */
 async function jobDetail(db: Db, job: Job, holdMs: number, halfLifeMs?: number, usageCache?: UsageCache, preemptGraceS?: number) {
-  const [attempts, history, waits] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id), queueReasons(db, [job], holdMs, new Date(), halfLifeMs, usageCache, preemptGraceS)]);
+  const [attempts, history, waits, project] = await Promise.all([listAttempts(db, job.id), listTransitions(db, job.id), queueReasons(db, [job], holdMs, new Date(), halfLifeMs, usageCache, preemptGraceS), projectNameOf(db, job.projectId)]);
   const runIds = await Promise.all(attempts.map((a) => runOfAttempt(db, job.id, a.attempt)));
   const current = attempts.find((a) => a.attempt === job.attempt);
-  return { ...withWaitReason(jobJson(job, current?.stalledAt ?? null), waits), attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
+  return { ...withWaitReason(jobJson(job, current?.stalledAt ?? null), waits), project, attempts: attempts.map((a, i) => ({ ...attemptJson(a, attempts[i - 1]), run_id: runIds[i] })), history: history.map(transitionJson) };
 }
 
 /**
@@ -60,6 +63,13 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
   }
 
   const submit = new JobSubmit(db, startSoon, deps.store);
+
+  /** A retry's new code: the snapshot `ref` of the job's project (api/code-store.ts resolveCode). */
+  async function codeOfJob(id: string, ref: CodeRef): Promise<CodeSnapshot> {
+    const job = await getJob(db, id);
+    if (!job) throw notFound('job', id);
+    return resolveCode(deps.store, job.projectId, (await projectNameOf(db, job.projectId)) ?? undefined, ref);
+  }
   app.post(
     '/jobs',
     {
@@ -122,8 +132,10 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
       },
     },
     async (req, reply) => {
-      const patch = configPatchOf(req.body);
       const id = req.params.id;
+      // New code must be a snapshot of the job's own project (as a submit's), looked up before the transaction.
+      const code = req.body.code ? await codeOfJob(id, req.body.code) : undefined;
+      const patch = { ...configPatchOf(req.body), ...(code ? { code } : {}) };
       await db.transaction(async (tx) => {
         const job = await getJobForUpdate(tx, id);
         if (!job) throw notFound('job', id);

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { Nullable } from './common.ts';
-import { exactlyOne } from './rules.ts';
+import { CODE_OR_WORKING_DIR, exactlyOne } from './rules.ts';
 import { ChangeSchema, JobSchema, RETRY_GPUS_RULE, RetryBody } from './jobs.ts';
 import { CheckpointOfRun, RunStatusSchema } from './runs.ts';
 
@@ -12,9 +12,9 @@ export const ForkBody = Type.Object(
   },
   {
     additionalProperties: false,
-    allOf: [RETRY_GPUS_RULE],
+    allOf: [RETRY_GPUS_RULE, CODE_OR_WORKING_DIR],
     description:
-      "A new TRAIN job from the checkpoint: the config of the attempt that registered it (command, working_dir, env, params, cards, selector, priority) edited as POST /jobs/:id/retry edits one (env and params merged key by key, the rest replaced), and its job's watch_dir, eval_policy, lost, stall and preemption policies. It resumes from the checkpoint (GPUPLANE_RESUME_FROM), and its run records it as forked_from",
+      "A new TRAIN job from the checkpoint: the config of the attempt that registered it (command, working_dir or code, env, params, cards, selector, priority) edited as POST /jobs/:id/retry edits one (env and params merged key by key, the rest replaced), and its job's watch_dir, eval_policy, lost, stall and preemption policies. It resumes from the checkpoint (GPUPLANE_RESUME_FROM), and its run records it as forked_from",
   },
 );
 export type ForkBody = Static<typeof ForkBody>;

@@ -129,7 +129,7 @@ export const JobSchema = Type.Object(
     state: JobStateSchema,
     attempt: Type.Integer(),
     project_id: Nullable(Type.String()),
-    project: Type.Optional(Nullable(Type.String({ description: "the project's name; in GET /jobs only" }))),
+    project: Type.Optional(Nullable(Type.String({ description: "the project's name; in GET /jobs, GET /jobs/{id} and a retry's answer" }))),
     experiment_id: Nullable(Type.String()),
     priority: Type.Integer(),
     gpus: Type.Integer({ description: 'cards on each node the job spans' }),
@@ -222,6 +222,13 @@ export const RetryBody = Type.Object(
   {
     command: Type.Optional(SubmitJobBody.properties.command),
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/' })),
+    code: Type.Optional(
+      Type.Object(CodeRefSchema.properties, {
+        additionalProperties: false,
+        description:
+          "new code to run (`gpuctl retry --code DIR`, `gpuctl fork --code DIR`): a snapshot uploaded first to the project of the job it makes (PUT /code/{sha256}?project=), unpacked into a working dir of that job's own. Not with working_dir; absent: the code it ran before (none where working_dir is given)",
+      }),
+    ),
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'cards on each node' })),
     nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, description: 'nodes the job spans' })),
     gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'the same as gpus (cards on each node); not with gpus' })),
@@ -231,7 +238,7 @@ export const RetryBody = Type.Object(
     env: Type.Optional(StringMap),
     params: Type.Optional(ParamsRecord(Type.String({ minLength: 1 }), 'merged into the previous params')),
   },
-  { additionalProperties: false, description: 'a patch of the last attempt\'s config; env and params are merged key by key', allOf: [RETRY_GPUS_RULE] },
+  { additionalProperties: false, description: 'a patch of the last attempt\'s config; env and params are merged key by key', allOf: [RETRY_GPUS_RULE, CODE_OR_WORKING_DIR] },
 );
 export type RetryBody = Static<typeof RetryBody>;
 

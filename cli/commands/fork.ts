@@ -4,6 +4,9 @@ import type { ForkedJobJson, LineageJson } from '../api-types.ts';
 import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
 import { clientOf, out } from '../client-of.ts';
 import { forkCheckpoint, lineage } from '../client-fork.ts';
+import { addCodeOptions, codeOption, refuseCodeWithWorkdir } from '../client-code.ts';
+import { getCheckpoint } from '../client-checkpoints.ts';
+import { getRun } from '../client-runs.ts';
 
 type Change = ForkedJobJson['changes'][number];
 /**
@@ -38,22 +41,29 @@ export function renderLineage(l: LineageJson): string {
 }
 
 export function registerForkCommands(program: Command): void {
-  addConfigEditOptions(
-    program
-      .command('fork')
-      .description("start a TRAIN job from a checkpoint: its attempt's config with these edits, resuming from it; prints the job id on the last line")
-      .argument('<checkpoint>', 'checkpoint id')
-      .argument('[command...]', 'a new command, after --'),
+  addCodeOptions(
+    addConfigEditOptions(
+      program
+        .command('fork')
+        .description("start a TRAIN job from a checkpoint: its attempt's config with these edits, resuming from it; prints the job id on the last line")
+        .argument('<checkpoint>', 'checkpoint id')
+        .argument('[command...]', 'a new command, after --'),
+      'the new job',
+    ),
     'the new job',
   )
-    .option('--workdir <dir>', "working directory on the node (default the checkpoint's job's)")
+    .option('--workdir <dir>', "working directory on the node (default the checkpoint's job's; not with --code)")
     .option('--project <name>', "project (default the checkpoint's job's)")
     .option('--experiment <name>', "experiment (default the checkpoint's job's)")
     .option('--json', 'print the job as JSON')
     .action(async (checkpoint: string, command: string[], o, cmd: Command) => {
-      const j = await forkCheckpoint(clientOf(cmd), checkpoint, {
+      refuseCodeWithWorkdir(o);
+      const client = clientOf(cmd);
+      const j = await forkCheckpoint(client, checkpoint, {
         ...(command.length ? { command } : {}),
         ...configEditsOf(o),
+        // Uploaded first to the fork's project: the one given, else the checkpoint's run's.
+        ...(await codeOption(client, o, async () => o.project ?? (await getRun(client, (await getCheckpoint(client, checkpoint)).run_id)).project)),
         working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : undefined,
         project: o.project,
         experiment: o.experiment,

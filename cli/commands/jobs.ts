@@ -6,8 +6,7 @@ import type { JobDetailJson, JobJson } from '../api-types.ts';
 import { durationArg, evalWhenArg, intArg, memoryArg, pairArg, PARAM_VALUE_RULE, secretArg, setArg } from '../args.ts';
 import { ApiError } from '../client.ts';
 import { clientOf } from '../client-of.ts';
-import { byteSizeArg, codeFor } from '../client-code.ts';
-import { DEFAULT_CODE_LIMIT_BYTES } from '../../domain/code-snapshot.ts';
+import { addCodeOptions, codeOption, refuseCodeWithWorkdir } from '../client-code.ts';
 import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
 import { renderJob, renderJobs, submitWarning } from '../render.ts';
 
@@ -25,19 +24,20 @@ export function evaluationCount(evals: JobJson[]): string {
 }
 
 export function registerJobCommands(program: Command): void {
-  program
-    .command('submit')
-    .description('submit a job; prints its id on the last line')
-    .addOption(new Option('--type <type>', 'job type').choices(JOB_TYPES).default(TRAINING_JOB_TYPE))
-    .addOption(new Option('--gpus <n>', 'cards, all on one node').argParser(intArg('--gpus', 0)).default(undefined, '1'))
-    .option('--nodes <n>', 'nodes the job spans: more than 1 runs it on N nodes at once, started and stopped together (with --gpus-per-node)', intArg('--nodes', 1))
-    .option('--gpus-per-node <n>', 'cards on each node of a multi-node job (default 1)', intArg('--gpus-per-node', 0))
-    .option('--memory <size>', "RAM the job may use on each node, in MiB or with a unit (512M, 8G); past it the OOM killer ends it (default: no limit; a node without a memory controller runs it unlimited)", memoryArg('--memory'))
-    .addOption(new Option('--selector <k=v>', 'node label the job needs (repeatable)').argParser(pairArg).default({}, 'none'))
-    .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
-    .option('--workdir <dir>', 'working directory on the node (default: here; not with --code)')
-    .option('--code <dir>', "snapshot this folder (less what its .gitignore and .gpuplaneignore files leave out, and .git), upload it once, and run the job in a copy of it on its node (docs/storage.md)")
-    .addOption(new Option('--code-limit <size>', 'refuse a --code snapshot larger than this, naming its largest files (bytes, or 500K, 50M, 1G)').argParser(byteSizeArg('--code-limit')).default(DEFAULT_CODE_LIMIT_BYTES, `${DEFAULT_CODE_LIMIT_BYTES / 1024 / 1024}M`))
+  addCodeOptions(
+    program
+      .command('submit')
+      .description('submit a job; prints its id on the last line')
+      .addOption(new Option('--type <type>', 'job type').choices(JOB_TYPES).default(TRAINING_JOB_TYPE))
+      .addOption(new Option('--gpus <n>', 'cards, all on one node').argParser(intArg('--gpus', 0)).default(undefined, '1'))
+      .option('--nodes <n>', 'nodes the job spans: more than 1 runs it on N nodes at once, started and stopped together (with --gpus-per-node)', intArg('--nodes', 1))
+      .option('--gpus-per-node <n>', 'cards on each node of a multi-node job (default 1)', intArg('--gpus-per-node', 0))
+      .option('--memory <size>', "RAM the job may use on each node, in MiB or with a unit (512M, 8G); past it the OOM killer ends it (default: no limit; a node without a memory controller runs it unlimited)", memoryArg('--memory'))
+      .addOption(new Option('--selector <k=v>', 'node label the job needs (repeatable)').argParser(pairArg).default({}, 'none'))
+      .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
+      .option('--workdir <dir>', 'working directory on the node (default: here; not with --code)'),
+    'the job',
+  )
     .addOption(new Option('--env <K=V>', 'environment variable (repeatable)').argParser(pairArg).default({}, 'none'))
     .addOption(new Option('--secret-env <NAME>', "a secret variable: its value is taken from gpuctl's own environment and never shown again (repeatable)").argParser(secretArg).default({}, 'none'))
     .addOption(new Option('--param <k=v>', `a parameter recorded with the job (repeatable; ${PARAM_VALUE_RULE})`).argParser(setArg).default({}, 'none'))
@@ -56,10 +56,10 @@ export function registerJobCommands(program: Command): void {
     .argument('<command...>', 'the command, after --')
     .action(async (command: string[], o, cmd: Command) => {
       if (o.eval && !o.watch) throw new InvalidArgumentError('--eval needs --watch: its checkpoints are what it evaluates');
-      if (o.code && o.workdir) throw new InvalidArgumentError('--code and --workdir: a job with --code runs in its copy of the folder on its node; give one of them');
+      refuseCodeWithWorkdir(o);
       const client = clientOf(cmd);
       // Snapshotted and uploaded first (nothing is sent for a folder that is missing or over the limit).
-      const code = o.code ? await codeFor(client, o.code, { project: o.project, limit: o.codeLimit, say: (l) => process.stderr.write(`${l}\n`) }) : undefined;
+      const { code } = await codeOption(client, o, async () => o.project);
       const job = await client.submit({
         type: o.type,
         command,
@@ -155,13 +155,15 @@ export function registerJobCommands(program: Command): void {
       else log(`${j.id}: cancel requested (was ${j.state})`);
     });
 
-  addConfigEditOptions(
-    program.command('retry').description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config').argument('<id>'),
+  addCodeOptions(
+    addConfigEditOptions(program.command('retry').description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config').argument('<id>'), 'the new attempt'),
     'the new attempt',
   )
     .option('--json', 'print the job as JSON')
     .action(async (id: string, o, cmd: Command) => {
-      const j = await clientOf(cmd).retry(id, configEditsOf(o));
+      const client = clientOf(cmd);
+      // Uploaded to the job's own project first (nothing is retried when the folder is refused).
+      const j = await client.retry(id, { ...configEditsOf(o), ...(await codeOption(client, o, async () => (await client.job(id)).project)) });
       if (o.json) log(JSON.stringify(j, null, 2));
       else {
         const last = j.attempts.at(-1)!;

@@ -5,6 +5,7 @@
 import type { Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import type { Checkpoint, Job } from '../schema.ts';
+import { codeWorkingDir } from '../../domain/code-snapshot.ts';
 import { applyPatch, diffConfigs, type AttemptConfig, type ConfigChange, type RetryPatch } from '../../domain/attempt-config.ts';
 import { TRAINING_JOB_TYPE } from '../../domain/job-types.ts';
 import { trainingJobOf } from './evaluations.ts';
@@ -46,10 +47,12 @@ export interface ForkEdits extends RetryPatch {
  * policies. Returns it with what the edits changed.
  */
 export async function createForkJob(ex: Executor, ckpt: Checkpoint, src: ForkSource, edits: ForkEdits): Promise<{ job: Job; changes: ConfigChange[] }> {
-  const config = applyPatch(src.config, edits);
+  const id = newId('job');
+  // New code is unpacked into the fork's own copy of it, as a submit's is.
+  const config = applyPatch(src.config, edits.code ? { ...edits, workingDir: codeWorkingDir(id, edits.code.sha256) } : edits);
   const s = src.job;
   const job = await insertJob(ex, {
-    id: newId('job'),
+    id,
     type: TRAINING_JOB_TYPE,
     state: 'CREATED',
     reason: edits.reason,
@@ -62,7 +65,7 @@ export async function createForkJob(ex: Executor, ckpt: Checkpoint, src: ForkSou
     selector: config.selector,
     command: config.command,
     workingDir: config.workingDir,
-    // Its code, unless the edits gave a working dir: unpacked into the fork's own working dir.
+    // Its code (the edits' new code, else the source's unless they gave a working dir): unpacked into the fork's own working dir.
     code: config.code ?? null,
     env: config.env,
     secretNames: edits.withSecrets ? s.secretNames : [],

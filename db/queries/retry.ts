@@ -2,6 +2,7 @@ import { eq } from 'drizzle-orm';
 import type { Tx } from '../client.ts';
 import { jobs, type Job } from '../schema.ts';
 import { applyPatch, diffConfigs, type ConfigChange, type RetryPatch } from '../../domain/attempt-config.ts';
+import { codeWorkingDir } from '../../domain/code-snapshot.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import { transitionJob } from './jobs.ts';
 import { configOfAttempt, nextAttempt } from './next-attempt.ts';
@@ -16,7 +17,8 @@ const RETRYABLE: readonly JobState[] = ['FAILED', 'CANCELLED', 'LOST', 'PREEMPTE
 export async function createRetryAttempt(tx: Tx, job: Job, patch: RetryPatch): Promise<{ job: Job; changes: ConfigChange[] } | null> {
   if (!RETRYABLE.includes(job.state)) return null;
   const prev = await configOfAttempt(tx, job.id, job.attempt);
-  const config = applyPatch(prev, patch);
+  // New code is unpacked into the job's own copy of it, as a submit's is.
+  const config = applyPatch(prev, patch.code ? { ...patch, workingDir: codeWorkingDir(job.id, patch.code.sha256) } : patch);
   const changes = diffConfigs(prev, config);
   const next = await nextAttempt(tx, {
     jobId: job.id,
