@@ -30,7 +30,12 @@ export interface S3StoreOptions {
   credentials?: S3ClientConfig['credentials'];
   /** How long one request keeps retrying while the server is away (default 120 s). */
   retryForMs?: number;
-  /** Multipart: bytes per part (default 8 MiB, S3's least is 5 MiB) and parts in flight at once (default 4). */
+  /**
+   * Multipart: bytes per part (default 32 MiB, S3's least is 5 MiB) and parts in flight at once
+   * (default 3). An upload holds its parts in flight and the one filling: 128 MiB, so 256 MiB on a
+   * node storing two checkpoints at once. Each part costs CPU of its own (a request, its signature,
+   * a copy): 32 MiB parts took 4.1 CPU s/GiB against 5.0 for 8 MiB (docs/benchmarks.md).
+   */
   partSize?: number;
   queueSize?: number;
 }
@@ -77,8 +82,8 @@ export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<voi
     const upload = new Upload({
       client,
       params: { Bucket, Key: keyOf(key), Body },
-      partSize: o.partSize ?? 8 * 1024 * 1024,
-      queueSize: o.queueSize ?? 4,
+      partSize: o.partSize ?? 32 * 1024 * 1024,
+      queueSize: o.queueSize ?? 3,
       leavePartsOnError: false,
     });
     if (opts.onProgress) upload.on('httpUploadProgress', (p) => opts.onProgress?.(p.loaded ?? 0));
