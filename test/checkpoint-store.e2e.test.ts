@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { contentHash, snapshot } from '../activities/gpu-host/fingerprint.ts';
 import { openStore, parseStorage, type ObjectStore } from '../runtime/object-store.ts';
 import { startS3Server, type S3Server } from '../runtime/s3-server.ts';
@@ -49,7 +49,7 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     // The bridge is made with the cluster: its address is the endpoint the plane's processes get.
     const storage = { ...s3.env(), GPUPLANE_S3_ENDPOINT: s3.endpoint.replace('127.0.0.1', `10.233.${SUBNET}.1`), GPUPLANE_STORAGE: 's3://ckpts/plane' };
     const agentEnv = { GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300', GPUPLANE_JOB_USERS: '3800100-3800199' };
-    c = await startCluster('ckptstore', { isolate: { subnet: SUBNET }, env: storage, lostAfterS: 8, agents: ['cs-a', 'cs-b'].map((nodeId) => ({ nodeId, gpus: 1, env: agentEnv })) });
+    c = await startCluster('ckptstore', { isolate: { subnet: SUBNET }, env: storage, lostAfterS: 8, agents: ['cs-a', 'cs-b', 'cs-c'].map((nodeId) => ({ nodeId, gpus: 1, env: agentEnv })) });
     store = await openStore(parseStorage('s3://ckpts/plane'), { home: tmp, env: s3.env() });
   });
   afterAll(async () => {
@@ -121,6 +121,13 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     expect(events[0].message).toMatch(/^checkpoint .* stored as checkpoints\/run-.*\.tar \(\d+ bytes in [\d.]+ s\)$/);
   });
 
+  // A node a test killed and could not revive (it failed midway): the next test needs it.
+  let reviveAfter: string | null = null;
+  beforeEach(async () => {
+    if (reviveAfter) await c.nodes.get(reviveAfter)!.revive();
+    reviveAfter = null;
+  });
+
   it("a node killed whole: the job re-queued onto another node resumes from the stored checkpoint, which that node never had; an evaluation there reads the stored copy", async () => {
     // The working dir is the node's own scratch disk: nothing of it is on the other node.
     const job = await c.client.submit({
@@ -132,6 +139,8 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
       params: { chunk_sleep: 0.02, steps: 90, every: 15, step_sleep: 0.15 },
       env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
       command: [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
+      // Every other checkpoint of each attempt is evaluated by an EVALUATE child, on whichever node has a free card.
+      eval_policy: { when: 'every', n: 2, command: [examplesPython(), path.join(repo, 'examples/eval_ckpt.py')] },
     });
     const first = await until(
       'a stored checkpoint',
@@ -140,16 +149,19 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     );
     const victim = (await c.client.job(job.id)).node_id!;
     await c.nodes.get(victim)!.kill();
+    reviveAfter = victim;
     const done = await c.client.waitFor(job.id, undefined, 120_000);
     expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
     expect(done.attempts[0].state).toBe('LOST');
     expect(done.attempt).toBe(2);
     expect(done.node_id).not.toBe(victim);
-    // Attempt 2 was told a copy fetched into its node's cache, and went on after it.
+    // Attempt 2 was told a copy fetched into its node's cache (or already there: an evaluation of the same checkpoint on that node fetched it), and went on after it.
     const events = (await c.client.request<{ events: { kind: string; attempt: number | null; message: string }[] }>('GET', `/jobs/${job.id}/events`)).events;
     const fetched = events.filter((e) => e.kind === 'checkpoint.fetched' && e.attempt === 2);
-    expect(fetched.map((e) => e.message)).toEqual([expect.stringMatching(/^resume point ckpt-\S+ fetched from the store into \/var\/tmp\/gpuplane-checkpoint-cache\/\S+ \(\d+ bytes in [\d.]+ s\)$/)]);
-    const resumedFrom = /resume point (\S+) fetched/.exec(fetched[0].message)![1];
+    expect(fetched.map((e) => e.message)).toEqual([
+      expect.stringMatching(/^resume point ckpt-\S+ (fetched from the store into \/var\/tmp\/gpuplane-checkpoint-cache\/\S+ \(\d+ bytes in [\d.]+ s\)|is in this node's cache: \/var\/tmp\/gpuplane-checkpoint-cache\/\S+)$/),
+    ]);
+    const resumedFrom = /resume point (\S+) (fetched|is in)/.exec(fetched[0].message)![1];
     const all = (await c.client.request<{ checkpoints: (CheckpointJson & { step: number; attempt: number })[] }>('GET', '/checkpoints?project=store-lost')).checkpoints;
     const point = all.find((k) => k.id === resumedFrom)!;
     expect(point.storage).toBe('stored');
@@ -157,6 +169,34 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     const second = all.filter((k) => k.attempt === 2);
     expect(second.length).toBeGreaterThan(0);
     for (const k of second) expect(k.step).toBeGreaterThan(point.step);
+
+    // Its children evaluate checkpoints of both attempts. Each one stored ran off the dead node on
+    // the stored copy; one the dead node never stored cannot be evaluated anywhere. The best
+    // checkpoint is the evaluated best, and it is stored.
+    type Evaluation = { checkpoint_id: string; job_id: string; status: string; metrics: Record<string, number> | null };
+    // Every 2nd checkpoint of each attempt's run, from its first.
+    const wanted = [1, 2].reduce((n, at) => n + Math.ceil(all.filter((k) => k.attempt === at).length / 2), 0);
+    const evaluated = await until(`its children's ${wanted} evaluations ended`, async () => {
+      const e = (await Promise.all(all.map(async (k) => (await c.client.request<{ evaluations: Evaluation[] }>('GET', `/checkpoints/${k.id}/evaluations`)).evaluations))).flat();
+      return e.length === wanted && e.every((x) => x.status !== 'pending' && x.status !== 'running') ? e : null;
+    }, 120_000);
+    const storedOnes = evaluated.filter((e) => all.find((k) => k.id === e.checkpoint_id)!.storage === 'stored');
+    expect(new Set(storedOnes.map((e) => all.find((k) => k.id === e.checkpoint_id)!.attempt))).toEqual(new Set([1, 2]));
+    for (const e of storedOnes) {
+      expect(e.status, e.checkpoint_id).toBe('succeeded');
+      const evJob = await c.client.job(e.job_id);
+      expect(evJob.node_id).not.toBe(victim);
+      const got = (await c.client.request<{ events: { kind: string; message: string }[] }>('GET', `/jobs/${e.job_id}/events`)).events.filter((x) => x.kind === 'checkpoint.fetched');
+      // Begun while its checkpoint's node was still storing it, it waited for the copy first.
+      expect(got.map((x) => x.message).filter((m) => !m.startsWith(`checkpoint ${e.checkpoint_id} was still being stored by node `))).toEqual([
+        expect.stringMatching(new RegExp(`^checkpoint ${e.checkpoint_id} (fetched from the store into|is in this node's cache:) `)),
+      ]);
+    }
+    const lowest = evaluated.filter((e) => e.status === 'succeeded').reduce((a, b) => (a.metrics!['eval/loss'] <= b.metrics!['eval/loss'] ? a : b));
+    const best = await c.client.request<{ checkpoint: CheckpointJson; fallback: boolean }>('GET', `/checkpoints/best?project=store-lost`);
+    expect(best.fallback).toBe(false);
+    expect(best.checkpoint.id).toBe(lowest.checkpoint_id);
+    expect(best.checkpoint.storage).toBe('stored');
 
     // An evaluation of a checkpoint the dead node wrote, on the node that lives: it reads the stored copy.
     const survivor = done.node_id!;
@@ -173,6 +213,7 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
     expect(evaluation.status).toBe('succeeded');
     expect(evaluation.metrics).toHaveProperty(['eval/loss']);
     await c.nodes.get(victim)!.revive();
+    reviveAfter = null;
   });
 
   it('the S3 server away for 30 s, the agent killed meanwhile: its uploads are taken up again, a retry waits for its pending resume point, and every checkpoint ends stored', async () => {

@@ -8,7 +8,7 @@ import { registerCheckpoint } from '../db/queries/checkpoint-register.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
 import { markCheckpointsDeleted, retentionPlan, setRetention } from '../db/queries/retention.ts';
-import { resumePointOf, resumePointWaiting } from '../db/queries/resume-point.ts';
+import { resumePointOf, resumePointWaiting, storedPointOf } from '../db/queries/resume-point.ts';
 import { checkpoints, jobs, nodes, runs } from '../db/schema.ts';
 
 describe('the checkpoint an attempt resumes from', () => {
@@ -108,7 +108,11 @@ describe('the checkpoint an attempt resumes from', () => {
     // Stored meanwhile, or failed: nothing to wait for.
     await db.db.update(checkpoints).set({ storage: 'failed' }).where(eq(checkpoints.id, w20.id));
     expect((await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000))?.pending).toBeUndefined();
+    // An evaluation of w20 while its node stores it waits for the copy too; once stored, it reads it.
+    await db.db.update(checkpoints).set({ storage: 'pending' }).where(eq(checkpoints.id, w20.id));
+    expect(await storedPointOf(db.db, w20.id, 90_000)).toEqual({ id: w20.id, uri: w20.uri, pending: { ...pending, waitMs: 0 } });
     await db.db.update(checkpoints).set({ storage: 'stored', storeKey: pending.key }).where(eq(checkpoints.id, w20.id));
+    expect(await storedPointOf(db.db, w20.id, 90_000)).toEqual({ id: w20.id, uri: w20.uri, key: pending.key, fingerprint: 'sha256:20' });
     expect(await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000)).toEqual({ id: w20.id, uri: w20.uri, key: pending.key, fingerprint: 'sha256:20' });
   });
 

@@ -45,8 +45,8 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
   const run = runId ? await getRun(tx, runId) : undefined;
   const mlflowExperiment = run?.projectName && run.experimentName ? mlflowName(run.projectName, run.experimentName) : undefined;
   // An evaluation's checkpoint, fetched by its node where it is stored.
-  const stored = JOB_TYPE_TRAITS[job.type].evaluatesCheckpoint ? await storedPointOf(tx, job.checkpointId) : null;
-  const checkpoint = stored?.key ? stored : null;
+  const stored = JOB_TYPE_TRAITS[job.type].evaluatesCheckpoint ? await storedPointOf(tx, job.checkpointId, resumeWaitMs) : null;
+  const checkpoint = stored?.key || stored?.pending ? stored : null;
   // The project's one identity on every node, given now from the plane's pool on its first attempt.
   const runAs = await identityFor(tx, job.projectId, pool);
   return {

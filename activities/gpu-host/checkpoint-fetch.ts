@@ -171,24 +171,25 @@ export async function localCopy(cache: CheckpointCache, point: StoredPoint | und
 }
 
 /**
- * The resume point to fetch: the spec's, or its later checkpoint that its node was still storing
- * when the attempt began, once its copy is in the store (waited for up to its waitMs). What was
- * decided is said in the attempt's history.
+ * The point to fetch (`what`: a resume point, or an evaluation's checkpoint): the spec's, or the
+ * checkpoint its node was still storing when the attempt began, once its copy is in the store
+ * (waited for up to its waitMs). What was decided is said in the attempt's history.
  */
-async function resumePointFor(cache: CheckpointCache, point: StoredPoint | undefined, note: Note): Promise<StoredPoint | undefined> {
+async function pointToFetch(cache: CheckpointCache, point: StoredPoint | undefined, what: 'resume point' | 'checkpoint', note: Note): Promise<StoredPoint | undefined> {
   const p = point?.pending;
   if (!point || !p) return point;
-  const instead = point.key ? `the latest stored, ${point.id}` : `${point.id} at its registered path ${point.uri} (none is stored)`;
+  const self = p.id === point.id;
+  const instead = self ? `the process is told its registered path ${point.uri}` : point.key ? `the attempt resumes from the latest stored, ${point.id}` : `the attempt resumes from ${point.id} at its registered path ${point.uri} (none is stored)`;
   if (p.waitMs <= 0) {
-    await note(`resume point ${p.id} was never stored (its node ${p.nodeId ?? '?'} is not online): the attempt resumes from ${instead}`, 'warning').catch(() => undefined);
+    await note(`${what} ${p.id} was never stored (its node ${p.nodeId ?? '?'} is not online): ${instead}`, 'warning').catch(() => undefined);
     return point;
   }
   const started = Date.now();
   if (await cache.appears(p.key, p.waitMs)) {
-    await note(`resume point ${p.id} was still being stored by node ${p.nodeId ?? '?'}: its copy came after ${((Date.now() - started) / 1000).toFixed(1)} s`, 'info').catch(() => undefined);
+    await note(`${what} ${p.id} was still being stored by node ${p.nodeId ?? '?'}: its copy came after ${((Date.now() - started) / 1000).toFixed(1)} s`, 'info').catch(() => undefined);
     return { id: p.id, uri: p.uri, key: p.key, fingerprint: p.fingerprint };
   }
-  await note(`resume point ${p.id} was not stored within ${Math.round(p.waitMs / 1000)} s (GPUPLANE_RESUME_WAIT_S): the attempt resumes from ${instead}`, 'warning').catch(() => undefined);
+  await note(`${what} ${p.id} was not stored within ${Math.round(p.waitMs / 1000)} s (GPUPLANE_RESUME_WAIT_S): ${instead}`, 'warning').catch(() => undefined);
   return point;
 }
 
@@ -196,14 +197,14 @@ type Note = (message: string, level: 'info' | 'warning') => Promise<void>;
 
 /** The attempt's spec and environment with the local copies of what it reads (its resume point, an evaluation's checkpoint) where they are stored. */
 export async function withLocalCopies(cache: CheckpointCache, spec: AttemptSpec, user: RunAs | null, note: Note): Promise<{ spec: AttemptSpec; env: Record<string, string> }> {
-  let point = await resumePointFor(cache, spec.resumeFrom, note);
+  let point = await pointToFetch(cache, spec.resumeFrom, 'resume point', note);
   let resume = await localCopy(cache, point, 'resume point', user, note);
   if (!resume && point !== spec.resumeFrom) {
     // The later copy came but is not the checkpoint: back to the point the plane chose.
     point = spec.resumeFrom;
     resume = await localCopy(cache, point, 'resume point', user, note);
   }
-  const evaluated = await localCopy(cache, spec.checkpoint, 'checkpoint', user, note);
+  const evaluated = await localCopy(cache, await pointToFetch(cache, spec.checkpoint, 'checkpoint', note), 'checkpoint', user, note);
   const told = point && { id: point.id, uri: resume ?? point.uri, ...(point.key ? { key: point.key, fingerprint: point.fingerprint } : {}) };
   return { spec: told ? { ...spec, resumeFrom: told } : spec, env: evaluated ? { GPUPLANE_CHECKPOINT_PATH: evaluated } : {} };
 }

@@ -59,9 +59,13 @@ export async function resumePointOf(ex: Executor, job: Pick<Job, 'id' | 'resumeF
 export async function resumePointWaiting(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, attempt: number, waitMs: number): Promise<ResumePoint | null> {
   const { point, newest } = await resumeChoice(ex, job, attempt);
   if (!point || !newest || newest.storage !== 'pending' || (newest.id === point.id && point.key)) return point;
-  const [node] = newest.nodeId ? await ex.select({ status: nodes.status }).from(nodes).where(eq(nodes.id, newest.nodeId)) : [];
-  const pending = { id: newest.id, uri: newest.uri, key: checkpointKey(newest.runId, newest.fingerprint), fingerprint: newest.fingerprint, nodeId: newest.nodeId, waitMs: node?.status === 'ONLINE' ? waitMs : 0 };
-  return { ...point, pending };
+  return { ...point, pending: await pendingPoint(ex, newest, waitMs) };
+}
+
+/** A checkpoint still `pending`: its copy's key, and how long to wait for it (0 when its node is not ONLINE: it never comes). */
+async function pendingPoint(ex: Executor, r: PointRow, waitMs: number): Promise<PendingPoint> {
+  const [node] = r.nodeId ? await ex.select({ status: nodes.status }).from(nodes).where(eq(nodes.id, r.nodeId)) : [];
+  return { id: r.id, uri: r.uri, key: checkpointKey(r.runId, r.fingerprint), fingerprint: r.fingerprint, nodeId: r.nodeId, waitMs: node?.status === 'ONLINE' ? waitMs : 0 };
 }
 
 async function resumeChoice(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, attempt: number): Promise<{ point: ResumePoint | null; newest?: PointRow }> {
@@ -87,9 +91,14 @@ async function resumeChoice(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, a
   return { point: named ? pointOf(named) : null };
 }
 
-/** storedPointOf: a checkpoint as an attempt reads it (an EVALUATE job's), with its stored copy where there is one; null for none. */
-export async function storedPointOf(ex: Executor, checkpointId: string | null): Promise<ResumePoint | null> {
+/**
+ * storedPointOf: a checkpoint as an attempt reads it (an EVALUATE job's), with its stored copy
+ * where there is one, or, while its node is still storing it, that copy to wait for (`waitMs`); null
+ * for none.
+ */
+export async function storedPointOf(ex: Executor, checkpointId: string | null, waitMs = 0): Promise<ResumePoint | null> {
   if (!checkpointId) return null;
   const [c] = await ex.select(pointColumns).from(checkpoints).where(eq(checkpoints.id, checkpointId));
-  return c ? pointOf(c) : null;
+  if (!c) return null;
+  return c.storage === 'pending' ? { ...pointOf(c), pending: await pendingPoint(ex, c, waitMs) } : pointOf(c);
 }
