@@ -45,6 +45,9 @@ const isMissing = (err: unknown) => {
   return e.name === 'NoSuchKey' || e.name === 'NotFound' || e.$metadata?.httpStatusCode === 404;
 };
 
+/** The multipart part size of an upload (3 in flight: 128 MiB held per upload). */
+export const DEFAULT_PART_SIZE = 32 * 1024 * 1024;
+
 /** An S3 bucket (or a prefix of one) through the AWS SDK: multipart uploads with lib-storage, each request retried with backoff. */
 export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<void> } {
   const prefix = o.prefix.replace(/^\/+|\/+$/g, '');
@@ -82,7 +85,7 @@ export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<voi
     const upload = new Upload({
       client,
       params: { Bucket, Key: keyOf(key), Body },
-      partSize: o.partSize ?? 32 * 1024 * 1024,
+      partSize: o.partSize ?? DEFAULT_PART_SIZE,
       queueSize: o.queueSize ?? 3,
       leavePartsOnError: false,
     });

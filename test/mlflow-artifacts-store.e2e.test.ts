@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore, parseStorage, type ObjectStore } from '../runtime/object-store.ts';
 import { s3Client } from '../runtime/s3-client.ts';
 import { startS3Server, versitygwBinary, type S3Server } from '../runtime/s3-server.ts';
+import { DEFAULT_PART_SIZE } from '../runtime/s3-store.ts';
 import { ManagedProcess, startCluster, type Cluster } from './support/cluster.ts';
 import { examplesPython } from './support/examples.ts';
 import { mlflowFixtures } from './support/mlflow-client.ts';
@@ -65,8 +66,8 @@ describe.skipIf(buildFailure !== null)('MLflow artifacts in the s3 store, throug
   beforeAll(async () => {
     fs.mkdirSync(path.join(src, 'folder', 'sub'), { recursive: true });
     fs.mkdirSync(path.join(src, 'model'));
-    // Bigger than a part (8 MiB): it goes to the bucket as a multipart upload.
-    fs.writeFileSync(path.join(src, 'big.bin'), randomBytes(20 * MiB + 7));
+    // Bigger than a part: it goes to the bucket as a multipart upload.
+    fs.writeFileSync(path.join(src, 'big.bin'), randomBytes(DEFAULT_PART_SIZE + 4 * MiB + 7));
     fs.writeFileSync(path.join(src, 'folder', 'a.txt'), 'alpha\n');
     fs.writeFileSync(path.join(src, 'folder', 'sub', 'b.json'), '{"b": 2}');
     fs.writeFileSync(path.join(src, 'folder', 'sub', 'empty.txt'), '');
@@ -131,7 +132,7 @@ print(json.dumps({"listing": walk(), "models": models}))`,
       [run, model, logged.model_uri as string, path.join(tmp, 'dl')],
     );
     expect(read.listing).toEqual([
-      ['big.bin', false, 20 * MiB + 7],
+      ['big.bin', false, DEFAULT_PART_SIZE + 4 * MiB + 7],
       ['data', true, null],
       ['data/a.txt', false, 6],
       ['data/sub', true, null],
@@ -193,10 +194,10 @@ print(json.dumps({"ok": True}))`,
     const s3c = s3Client({ endpoint: s3.endpoint, region: s3.region, credentials: { accessKeyId: s3.env().AWS_ACCESS_KEY_ID, secretAccessKey: s3.env().AWS_SECRET_ACCESS_KEY } });
     const uploads = async () => (await s3c.send(new ListMultipartUploadsCommand({ Bucket: BUCKET, Prefix: `plane/artifacts/${run}/` }))).Uploads ?? [];
     try {
-      // 10 MiB announced, 9 MiB sent: more than a part, so the store has begun a multipart upload when the client goes.
-      const req = http.request(`${url2}${ARTIFACTS}/${exp}/${run}/artifacts/cut.bin`, { method: 'PUT', headers: { authorization: `Bearer ${c.token}`, 'content-length': String(10 * MiB) } });
+      // A part and a MiB sent of a part and two announced: the store has begun a multipart upload when the client goes.
+      const req = http.request(`${url2}${ARTIFACTS}/${exp}/${run}/artifacts/cut.bin`, { method: 'PUT', headers: { authorization: `Bearer ${c.token}`, 'content-length': String(DEFAULT_PART_SIZE + 2 * MiB) } });
       req.on('error', () => {});
-      req.write(randomBytes(9 * MiB));
+      req.write(randomBytes(DEFAULT_PART_SIZE + MiB));
       await until('the multipart upload begun', async () => (await uploads()).length > 0, 30_000);
       req.destroy();
       await until('the multipart upload aborted', async () => (await uploads()).length === 0, 30_000);
