@@ -1,21 +1,22 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
   DeleteObjectsCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  PutObjectCommand,
   ListObjectsV2Command,
   paginateListObjectsV2,
   type GetObjectCommandOutput,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { checkKey, NoSuchObjectError, type DeleteWhat, type ObjectInfo, type ObjectStore, type PutBody, type PutOptions } from './object-store-types.ts';
 import { s3Client } from './s3-client.ts';
+import { uploadObject } from './s3-multipart.ts';
 import { patientRetryStrategy } from './s3-retry.ts';
 import { s3StartRefusal, s3Unreachable } from './s3-refusals.ts';
 
@@ -48,7 +49,7 @@ const isMissing = (err: unknown) => {
 /** The multipart part size of an upload (3 in flight: 128 MiB held per upload). */
 export const DEFAULT_PART_SIZE = 32 * 1024 * 1024;
 
-/** An S3 bucket (or a prefix of one) through the AWS SDK: multipart uploads with lib-storage, each request retried with backoff. */
+/** An S3 bucket (or a prefix of one) through the AWS SDK: multipart uploads of our own (s3-multipart.ts), each request retried with backoff. */
 export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<void> } {
   const prefix = o.prefix.replace(/^\/+|\/+$/g, '');
   const describe = `s3://${o.bucket}${prefix ? `/${prefix}` : ''}`;
@@ -63,6 +64,9 @@ export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<voi
       requestHandler: { connectionTimeout: 5_000, requestTimeout: 120_000 },
     });
   const client = clientOf(retryForMs);
+  const partSize = o.partSize ?? DEFAULT_PART_SIZE;
+  // Over HTTPS a part's payload goes unsigned (s3-client.ts); over plain HTTP its SHA-256 is signed.
+  const signPayload = !!o.endpoint && new URL(o.endpoint).protocol === 'http:';
   const Bucket = o.bucket;
   const keyOf = (key: string) => {
     checkKey(key);
@@ -81,21 +85,12 @@ export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<voi
   }
 
   async function put(key: string, body: PutBody, opts: PutOptions = {}): Promise<ObjectInfo> {
-    const Body = 'file' in body ? fs.createReadStream(body.file) : body;
-    const upload = new Upload({
-      client,
-      params: { Bucket, Key: keyOf(key), Body },
-      partSize: o.partSize ?? DEFAULT_PART_SIZE,
-      queueSize: o.queueSize ?? 3,
-      leavePartsOnError: false,
-    });
-    if (opts.onProgress) upload.on('httpUploadProgress', (p) => opts.onProgress?.(p.loaded ?? 0));
-    const abort = () => void upload.abort();
-    opts.signal?.addEventListener('abort', abort, { once: true });
-    try {
-      await upload.done();
-    } finally {
-      opts.signal?.removeEventListener('abort', abort);
+    const target = { Bucket, Key: keyOf(key) };
+    if (body instanceof Uint8Array && body.length <= partSize) {
+      await client.send(new PutObjectCommand({ ...target, Body: body }), { abortSignal: opts.signal });
+      opts.onProgress?.(body.length);
+    } else {
+      await uploadObject(client, target, body instanceof Uint8Array ? Readable.from([body]) : body, { partSize, queueSize: o.queueSize ?? 3, signPayload, signal: opts.signal, onProgress: opts.onProgress });
     }
     const info = await head(key);
     if (!info) throw new Error(`${describe}: ${key} is missing right after its upload`);

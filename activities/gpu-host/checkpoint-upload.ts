@@ -15,6 +15,7 @@ import type { RunAs } from './checkpoint-scanner.ts';
 import type { JobUser } from '../../domain/job-identity.ts';
 import { reportAttemptEvent, reportStored } from './launch.ts';
 import { startPacker } from './packer-client.ts';
+import { ChildOutput } from '../../runtime/child-output.ts';
 
 /** Uploads at once on a node (each multipart, several parts in flight). */
 const CONCURRENT = 2;
@@ -33,14 +34,19 @@ export interface Uploaded {
  * whole and its hash is `fingerprint`. Throws one line otherwise (the object is then deleted).
  */
 export async function uploadCheckpoint(store: ObjectStore, a: { key: string; path: string; fingerprint: string; user: RunAs | null }): Promise<Uploaded> {
-  const { child, done } = startPacker({ mode: 'pack', path: a.path, user: a.user });
+  // The tar comes over a socket read into one reused buffer (runtime/child-output.ts), not a pipe.
+  const { output, childEnd } = await ChildOutput.open();
+  const { child, done } = startPacker({ mode: 'pack', path: a.path, user: a.user }, childEnd);
+  childEnd.destroy();
   let info: Awaited<ReturnType<ObjectStore['put']>> | null = null;
   let putError: Error | null = null;
   try {
-    info = await store.put(a.key, child.stdout!);
+    info = await store.put(a.key, output);
   } catch (err) {
     putError = err as Error;
     child.kill('SIGKILL');
+  } finally {
+    output.destroy();
   }
   const { result: r, said, code } = await done;
   const why = putError

@@ -3,6 +3,7 @@
  * or unpack one from it) and reading its answer, the JSON last line of its stderr.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Socket } from 'node:net';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { PackerConfig, PackerResult } from './checkpoint-packer.ts';
@@ -19,12 +20,13 @@ export interface PackerRun {
   done: Promise<{ result: PackerResult | null; said: string[]; code: number | null }>;
 }
 
-export function startPacker(cfg: PackerConfig): PackerRun {
+/** Starts a packer; packing, its stdout is `stdout` where given (a socket, ChildOutput's child end), else a pipe. */
+export function startPacker(cfg: PackerConfig, stdout?: Socket): PackerRun {
   // A bare environment and `/` as its folder, as the scanner's: nothing of the job's steers it.
   const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_MIB}`, entry, JSON.stringify(cfg)], {
     cwd: '/',
     env: { PATH: '/usr/bin:/bin', LANG: 'C' },
-    stdio: cfg.mode === 'pack' ? ['ignore', 'pipe', 'pipe'] : ['pipe', 'ignore', 'pipe'],
+    stdio: cfg.mode === 'pack' ? ['ignore', stdout ?? 'pipe', 'pipe'] : ['pipe', 'ignore', 'pipe'],
   });
   let result: PackerResult | null = null;
   const said: string[] = [];
