@@ -30,6 +30,9 @@ export interface Packed {
 /** A file that is not what the walk saw: the checkpoint changed after it was registered. */
 export class ChangedSince extends Error {}
 
+/** Bytes per read of a checkpoint's file (the stream's default is 64 KiB). */
+const READ_CHUNK = 1024 * 1024;
+
 /** Writes exactly `size` bytes of `file` into the tar entry and the hash; fails if the file is not that size now. */
 async function addFile(pack: tar.Pack, hash: ReturnType<typeof createHash> | null, file: string, name: string, size: number, mtime: Date): Promise<void> {
   const fh = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
@@ -41,7 +44,7 @@ async function addFile(pack: tar.Pack, hash: ReturnType<typeof createHash> | nul
       return;
     }
     const entry = pack.entry({ name, size, mode: 0o600, mtime, type: 'file' });
-    const read = fh.createReadStream({ autoClose: false, start: 0, end: size - 1 });
+    const read = fh.createReadStream({ autoClose: false, start: 0, end: size - 1, highWaterMark: READ_CHUNK });
     read.on('data', (chunk) => hash?.update(chunk as Buffer));
     await pipeline(read, entry);
   } finally {
