@@ -161,7 +161,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   // project its job uid from the same pool its nodes run jobs from (domain/job-identity.ts).
   const shared = localJobUsers(f.jobUsers, c.home, nodeIds.length);
   const planePool = f.jobUsers?.trim() || (shared.sharedJobUsers ? shared.sharedJobUsers.uidRanges().map(([a, b]) => `${a}-${b}`).join(',') : undefined);
-  const control = await startConfiguredControlWorker(planePool ? { ...c, jobUsers: planePool } : c, database.db, temporal.client, connection).catch((err: unknown) => {
+  const control = await startConfiguredControlWorker(planePool ? { ...c, jobUsers: planePool } : c, database.db, temporal.client, connection, { store: store.kind === 'local' ? null : store }).catch((err: unknown) => {
     shared.sharedJobUsers?.release();
     throw err;
   });
@@ -202,20 +202,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   if (isolated) log(`isolated nodes ${nodeIds.join(', ')}: each a gpuctl agent process in its own network and mount namespaces, ${cardsEach} fake card(s) each`);
   else if (agents.length === 1) log(`local agent ${nodeIds[0]}: ${agent.inventory.gpus.length} card(s) (${agent.inventorySource}); ${agent.jobUsersLine}`);
   else log(`local agents ${nodeIds.join(', ')}: ${agent.inventory.gpus.length} card(s) each (${agent.inventorySource}); ${agent.jobUsersLine}`);
-  log('');
-  log(`GPUPlane is up.`);
-  log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
-  log(`  web console  ${consoleLine(api.url, adminToken, c.adminToken ? null : adminTokenFile(c.home), f.tokenOnStdout ?? process.stdout.isTTY === true)}`);
-  log(`  Temporal UI  ${uiProxy?.url ?? f.temporalUiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal: give its UI with --temporal-ui-url)')}`);
-  log(`  ${nodeIds.length === 1 ? 'node ' : 'nodes'}        ${nodesLine(nodeIds, cardsEach, agent?.inventorySource ?? 'fake')}`);
-  for (const line of isolated?.lines ?? []) log(line);
-  const quarantined = quarantinedLine(await Promise.all(nodeIds.map(async (id) => ({ id, drainReason: (await getNode(database.db, id))?.drainReason ?? null }))));
-  if (quarantined) log(`  quarantined  ${quarantined}`);
-  log(`  webhooks     ${webhooksLine(c.webhookAllowPrivate)}`);
-  log(`  data         ${c.home}`);
-  const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;
-  log('');
-  for (const line of tryLines(fs.realpathSync(fileURLToPath(new URL('./gpuctl.mjs', import.meta.url))), onPath('gpuctl'), example)) log(line);
+  // Before the banner: whoever reads it may stop us at once, and a SIGINT with no handler yet would kill us without cleanup.
   onShutdown(async () => {
     // The agents first, one after the other: each stops its attempts and takes its guard away
     // while the API still takes their last logs.
@@ -233,5 +220,19 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     await dev?.stop();
     await cluster?.stop();
   }, { name: 'GPUPlane', log });
+  log('');
+  log(`GPUPlane is up.`);
+  log(`  API          ${api.url}/api/v1   (OpenAPI: ${api.url}/api/v1/openapi.json)`);
+  log(`  web console  ${consoleLine(api.url, adminToken, c.adminToken ? null : adminTokenFile(c.home), f.tokenOnStdout ?? process.stdout.isTTY === true)}`);
+  log(`  Temporal UI  ${uiProxy?.url ?? f.temporalUiUrl ?? (cluster ? '(temporal-server has none: run the Temporal Web UI against it)' : '(external Temporal: give its UI with --temporal-ui-url)')}`);
+  log(`  ${nodeIds.length === 1 ? 'node ' : 'nodes'}        ${nodesLine(nodeIds, cardsEach, agent?.inventorySource ?? 'fake')}`);
+  for (const line of isolated?.lines ?? []) log(line);
+  const quarantined = quarantinedLine(await Promise.all(nodeIds.map(async (id) => ({ id, drainReason: (await getNode(database.db, id))?.drainReason ?? null }))));
+  if (quarantined) log(`  quarantined  ${quarantined}`);
+  log(`  webhooks     ${webhooksLine(c.webhookAllowPrivate)}`);
+  log(`  data         ${c.home}`);
+  const example = fakeGpus === undefined ? 'nvidia-smi -L' : `sh -c 'echo my cards: $CUDA_VISIBLE_DEVICES'`;
+  log('');
+  for (const line of tryLines(fs.realpathSync(fileURLToPath(new URL('./gpuctl.mjs', import.meta.url))), onPath('gpuctl'), example)) log(line);
   await Promise.all([control.run, ...agents.map((a) => a.run.catch(() => undefined))]);
 }

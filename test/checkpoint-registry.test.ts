@@ -7,7 +7,7 @@ import type { DatabaseHandle } from '../db/client.ts';
 import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { markCheckpointsDeleted, retentionPlan } from '../db/queries/retention.ts';
-import { checkpoints, evaluations, jobs, runs } from '../db/schema.ts';
+import { checkpoints, evaluations, jobs, nodes, runs } from '../db/schema.ts';
 import { bestCheckpoint, metricFor, rankCheckpoints, type BestCandidate } from '../domain/best-checkpoint.ts';
 import { checkpointsToDelete } from '../domain/retention.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
@@ -270,6 +270,7 @@ describe('checkpoint registry API and gpuctl', () => {
     await call('/projects/vision/experiments/resnet/primary-metric', 'PUT', { name: 'eval/loss', goal: 'max' });
     expect((await call('/projects/vision/experiments/resnet/retention')).body).toEqual({ keep_best: null, keep_latest: null });
     // Off: nothing is planned.
+    await db.insert(nodes).values({ id: 'n1', hostname: 'n1', labels: {}, status: 'ONLINE' });
     await db.update(checkpoints).set({ nodeId: 'n1' }).where(eq(checkpoints.runId, 'run-a1'));
     expect(await retentionPlan(db, 'run-a1')).toBeNull();
     const bad = await app.inject({ method: 'PUT', url: '/api/v1/projects/vision/experiments/resnet/retention', payload: { keep_best: -1, keep_latest: null } });

@@ -289,4 +289,57 @@ describe.skipIf(skip)("checkpoints stored in the plane's object store", () => {
       expect(((await refused.json()) as { message: string }).message).toMatch(/retention deleted its files/);
     }
   }, 240_000);
+
+  it("retention while the writer's node is dead: its stored copy leaves the store at once, its files when the node is back", async () => {
+    // Its evaluations wait for cards held elsewhere, so that they end only once the writer is dead.
+    const blockers = await Promise.all(['cs-b', 'cs-c'].map((node) => c.client.submit({ type: 'CUSTOM', gpus: 1, project: 'store-gone', selector: { node }, working_dir: '/tmp', command: ['sleep', '600'] })));
+    for (const b of blockers) await until(`${b.id} running`, async () => (await c.client.job(b.id)).state === 'RUNNING', 30_000);
+    // Each run keeps its latest checkpoint; one under evaluation stays until its evaluation ends.
+    await c.client.request('PUT', '/projects/store-gone/experiments/gone/retention', { keep_best: 0, keep_latest: 1 });
+    const job = await c.client.submit({
+      type: 'TRAIN',
+      gpus: 1,
+      project: 'store-gone',
+      experiment: 'gone',
+      working_dir: `${NODE_SCRATCH}/train-gone`,
+      watch_dir: 'ckpts',
+      params: { chunk_sleep: 0.02, steps: 60, every: 15, step_sleep: 0.3 },
+      env: { PYTHONPATH: path.join(repo, 'sdk/python'), GPUPLANE_SDK_FLUSH_INTERVAL_S: '0.1' },
+      command: [examplesPython(), path.join(repo, 'examples/train_ckpt.py'), '--out', 'ckpts'],
+      eval_policy: { when: 'every', n: 1, command: [examplesPython(), path.join(repo, 'examples/eval_ckpt.py')] },
+    });
+    type Listed = CheckpointJson & { step: number; attempt: number };
+    const list = async () => (await c.client.request<{ checkpoints: Listed[] }>('GET', '/checkpoints?project=store-gone')).checkpoints;
+    const two = await until('two checkpoints stored', async () => {
+      const k = (await list()).filter((x) => x.storage === 'stored');
+      return k.length >= 2 ? k : null;
+    }, 60_000);
+    const victim = (await c.client.job(job.id)).node_id!;
+    expect(victim).toBe('cs-a');
+    await c.nodes.get(victim)!.kill();
+    reviveAfter = victim;
+    await until(`${victim} OFFLINE`, async () => (await c.client.request<{ status: string }>('GET', `/nodes/${victim}`)).status === 'OFFLINE', 30_000);
+    const [k15] = two.sort((x, y) => x.step - y.step);
+    expect(k15.deleted_at).toBeNull();
+    const onVictim = path.join(c.nodes.get(victim)!.scratchDir, path.relative(NODE_SCRATCH, k15.uri));
+    expect(fs.existsSync(onVictim), onVictim).toBe(true);
+    // The cards free, its evaluations run elsewhere from the stored copies; each one's end lets its checkpoint go.
+    for (const b of blockers) await c.client.request('POST', `/jobs/${b.id}/cancel`, {});
+    const gone = await until(`checkpoint ${k15.id} let go`, async () => (await list()).find((k) => k.id === k15.id && k.deleted_at) ?? null, 60_000);
+    // Its copy left the store at once, though its node is dead; its files are still on that node's disk.
+    expect(gone.storage).toBe('stored');
+    expect(await store.head(`checkpoints/${k15.run_id}/${k15.fingerprint.replace('sha256:', '')}.tar`)).toBeNull();
+    expect(fs.existsSync(onVictim), onVictim).toBe(true);
+    // Back, the node deletes them.
+    await c.nodes.get(victim)!.revive();
+    reviveAfter = null;
+    await until(`${onVictim} deleted by its node`, async () => !fs.existsSync(onVictim), 60_000);
+    const done = await c.client.waitFor(job.id, undefined, 120_000);
+    expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+    expect(done.attempts[0].state).toBe('LOST');
+    // What retention keeps is still stored: the resume point of attempt 2 and each run's latest.
+    const kept = (await list()).filter((k) => !k.deleted_at);
+    expect(kept.length).toBeGreaterThan(0);
+    for (const k of kept) expect(k.storage, k.id).toBe('stored');
+  }, 240_000);
 });

@@ -7,7 +7,8 @@ import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { registerCheckpoint } from '../db/queries/checkpoint-register.ts';
 import { insertJob } from '../db/queries/jobs.ts';
 import { ensureExperiment, ensureProject } from '../db/queries/projects.ts';
-import { markCheckpointsDeleted, retentionPlan, setRetention } from '../db/queries/retention.ts';
+import { clearLeftovers, leftoverFilesOf, markAwayDeleted, markCheckpointsDeleted, retentionPlan, setRetention } from '../db/queries/retention.ts';
+import { removeNode } from '../db/queries/nodes.ts';
 import { resumePointOf, resumePointWaiting, storedPointOf } from '../db/queries/resume-point.ts';
 import { checkpoints, jobs, nodes, runs } from '../db/schema.ts';
 
@@ -81,6 +82,7 @@ describe('the checkpoint an attempt resumes from', () => {
     await runOf(2);
     await db.db.update(jobs).set({ attempt: 2 }).where(eq(jobs.id, 'job-k'));
     const k30 = (await reg('job-k', 2, 30)).checkpoint;
+    await db.db.insert(nodes).values({ id: 'n1', hostname: 'n1', labels: {}, status: 'ONLINE' });
     await db.db.update(checkpoints).set({ nodeId: 'n1' }).where(eq(checkpoints.jobId, 'job-k'));
     // None has a metric value, so only a guard keeps one: attempt 2 resumed from k20; a re-queue would resume from k30.
     expect((await retentionPlan(db.db, 'run-job-k-1'))?.doomed.map((d) => d.id)).toEqual([k10.id]);
@@ -88,6 +90,54 @@ describe('the checkpoint an attempt resumes from', () => {
     await db.db.update(jobs).set({ state: 'SUCCEEDED' }).where(eq(jobs.id, 'job-k'));
     expect((await retentionPlan(db.db, 'run-job-k-1'))?.doomed.map((d) => d.id)).toEqual([k10.id, k20.id]);
     expect((await retentionPlan(db.db, 'run-job-k-2'))?.doomed.map((d) => d.id)).toEqual([k30.id]);
+  });
+
+  it("retention with the writer's node away: nothing for a node to do, the away ones named, their files left for the node unless it was removed", async () => {
+    const projectId = await ensureProject(db.db, 'keep');
+    const experimentId = await ensureExperiment(db.db, projectId, 'latest-1');
+    await setRetention(db.db, 'keep', 'latest-1', { keepBest: 0, keepLatest: 1 });
+    await insertJob(db.db, { id: 'job-a', type: 'TRAIN', state: 'RUNNING', command: ['true'], workingDir: dir, watchDir: '.', gpus: 0, selector: {}, env: {}, params: {}, projectId });
+    await db.db.insert(runs).values({ id: 'run-job-a-1', projectId, experimentId, jobId: 'job-a', attempt: 1, source: 'job', name: 'r', status: 'finished', params: {} });
+    const [a10, a20, a30] = [(await reg('job-a', 1, 10)).checkpoint, (await reg('job-a', 1, 20)).checkpoint, (await reg('job-a', 1, 30)).checkpoint];
+    await db.db.update(jobs).set({ state: 'SUCCEEDED' }).where(eq(jobs.id, 'job-a'));
+    await db.db.insert(nodes).values([
+      { id: 'away-1', hostname: 'a1', labels: {}, status: 'OFFLINE' },
+      { id: 'live-1', hostname: 'l1', labels: {}, status: 'ONLINE' },
+    ]);
+    await db.db.update(checkpoints).set({ nodeId: 'away-1', storage: 'stored', storeKey: 'checkpoints/k10.tar' }).where(eq(checkpoints.id, a10.id));
+    await db.db.update(checkpoints).set({ nodeId: 'away-1', storage: 'pending' }).where(eq(checkpoints.id, a20.id));
+    await db.db.update(checkpoints).set({ nodeId: 'away-1' }).where(eq(checkpoints.id, a30.id));
+    // Keep the latest: step 30 stays; 10 and 20 go, their node OFFLINE.
+    const plan = await retentionPlan(db.db, 'run-job-a-1');
+    expect(plan).toEqual({
+      runId: 'run-job-a-1',
+      nodeId: null,
+      doomed: [],
+      away: [
+        { id: a10.id, uri: a10.uri, inode: null, key: 'checkpoints/k10.tar', nodeId: 'away-1', filesLeft: true },
+        { id: a20.id, uri: a20.uri, inode: null, nodeId: 'away-1', filesLeft: true },
+      ],
+    });
+    // A node ONLINE holding some of them takes those; the away ones are still named beside.
+    await db.db.update(checkpoints).set({ nodeId: 'live-1' }).where(eq(checkpoints.id, a20.id));
+    expect(await retentionPlan(db.db, 'run-job-a-1')).toMatchObject({ nodeId: 'live-1', doomed: [{ id: a20.id }], away: [{ id: a10.id }] });
+    await db.db.update(checkpoints).set({ nodeId: 'away-1' }).where(eq(checkpoints.id, a20.id));
+    expect(await markAwayDeleted(db.db, plan!.away!)).toBe(2);
+    const after = (await db.db.select().from(checkpoints).where(eq(checkpoints.jobId, 'job-a'))).sort((x, y) => x.step! - y.step!);
+    expect(after.map((c) => [c.step, c.deletedAt !== null, c.filesLeft, c.storage, c.storageReason])).toEqual([
+      [10, true, true, 'stored', null],
+      [20, true, true, 'failed', 'retention let it go while its node was away, before it was stored'],
+      [30, false, false, null, null],
+    ]);
+    expect(await retentionPlan(db.db, 'run-job-a-1')).toBeNull();
+    // Back ONLINE, the node is handed its leftovers by watched folder, as the writer's project; dealt with, they are not handed again.
+    expect(await leftoverFilesOf(db.db, 'away-1')).toEqual([{ root: path.resolve(dir), project: projectId, doomed: [{ id: a10.id, uri: a10.uri, inode: null }, { id: a20.id, uri: a20.uri, inode: null }] }]);
+    expect(await clearLeftovers(db.db, 'live-1', [a10.id])).toBe(0);
+    expect(await clearLeftovers(db.db, 'away-1', [a10.id])).toBe(1);
+    expect((await leftoverFilesOf(db.db, 'away-1'))[0].doomed.map((d) => d.id)).toEqual([a20.id]);
+    // A node removed for good: what it held is nobody's to delete any more.
+    expect(await removeNode(db.db, 'away-1', 'test')).toBe(true);
+    expect(await leftoverFilesOf(db.db, 'away-1')).toEqual([]);
   });
 
   it("a later checkpoint its node is still storing: the point carries it, waited for while that node is online, not at all once it is gone", async () => {

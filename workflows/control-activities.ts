@@ -47,6 +47,9 @@ export interface FinishActivities {
 /** A checkpoint the watcher found, of the attempt `attempt` of job `jobId`. */
 export type CheckpointRegistration = CheckpointFound & { jobId: string };
 
+/** Files retention left on a node while it was away, for that node to delete once back (db/queries/retention.ts leftoverFilesOf). */
+export type LeftoverWork = Omit<RetentionWork, 'nodeId'>;
+
 /** An attempt's checkpoints: registration, their evaluations, retention (activities/control/checkpoints.ts). */
 export interface CheckpointActivities {
   /** Registers a found checkpoint once; `evaluate`: the EVALUATE job to start as a child. */
@@ -61,6 +64,10 @@ export interface CheckpointActivities {
   planRetention: (a: AttemptRef) => Promise<RetentionWork | null>;
   /** Records the checkpoints whose files the node deleted. */
   markCheckpointsDeleted: (a: { ids: string[] }) => Promise<number>;
+  /** What retention left on a node while it was away, by watched folder. */
+  leftoverFiles: (a: { nodeId: string }) => Promise<LeftoverWork[]>;
+  /** Records that the node dealt with these leftover files. */
+  clearLeftovers: (a: { nodeId: string; ids: string[] }) => Promise<number>;
   evaluateFinal: (a: AttemptRef) => Promise<EvaluationChild | null>;
   /** Cancels the evaluations the job started that have not started running; their job ids. */
   cancelUnstartedEvaluations: (a: { jobId: string }) => Promise<string[]>;

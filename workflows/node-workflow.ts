@@ -1,4 +1,4 @@
-import { ActivityCancellationType, CancellationScope, condition, continueAsNew, log, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ActivityCancellationType, CancellationScope, condition, continueAsNew, log, patched, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { ControlActivities } from './control-activities.ts';
 import type { GpuHostActivities } from './gpu-host-activities.ts';
 import { guarded } from './guarded.ts';
@@ -16,6 +16,9 @@ const control = proxyActivities<ControlActivities>({
 });
 
 export type { NodeWorkflowInput };
+
+/** Runs started before the node deleted what retention left on it while it was away call `patched()` as they did. */
+const LEFTOVER_FILES = 'leftover-files';
 
 /**
  * Liveness of one node (`node/<nodeId>`): a lease activity on the node's own queue that
@@ -46,6 +49,8 @@ export async function nodeWorkflow(input: NodeWorkflowInput): Promise<void> {
     cancellationType: ActivityCancellationType.TRY_CANCEL,
   });
 
+  // What retention let go while the node was away: deleted by the node once it is back, beside the lease.
+  let leftovers: Promise<void> | null = null;
   let leaseDone = true;
   for (let i = 0; i < 200; i++) {
     if (leaseDone) {
@@ -65,9 +70,40 @@ export async function nodeWorkflow(input: NodeWorkflowInput): Promise<void> {
       const inv: NodeInventory = latest;
       latest = null;
       await control.markNodeOnline({ inventory: inv });
+      if (patched(LEFTOVER_FILES) && leftovers === null) {
+        leftovers = deleteLeftovers(input.nodeId).finally(() => {
+          leftovers = null;
+        });
+      }
     }
     if (workflowInfo().continueAsNewSuggested) break;
   }
   // The open lease is abandoned; the agent sees its heartbeat refused and takes the new one.
   await continueAsNew<typeof nodeWorkflow>(input);
+}
+
+/**
+ * Deletes, on the node, the files of checkpoints retention let go while it was away (their stored
+ * copies are gone already): as the writer's project's job user, only in its watched folder, each
+ * only while it is the inode registered (activities/gpu-host/groups/retention.ts). What the node
+ * refuses is logged and not asked again; a node gone again keeps the rest for its next return.
+ */
+async function deleteLeftovers(nodeId: string): Promise<void> {
+  const work = await control.leftoverFiles({ nodeId });
+  if (work.length === 0) return;
+  const host = proxyActivities<GpuHostActivities>({
+    taskQueue: gpuHostTaskQueue(nodeId),
+    scheduleToStartTimeout: '1 minute',
+    startToCloseTimeout: '30 minutes',
+    retry: { maximumAttempts: 1 },
+  });
+  for (const w of work) {
+    try {
+      const r = await host.deleteCheckpoints({ root: w.root, uris: w.doomed.map((d) => d.uri), project: w.project ?? null, ...(w.runAs ? { runAs: w.runAs } : {}), inodes: w.doomed.map((d) => d.inode ?? null) });
+      for (const x of r.refused) log.warn(`node ${nodeId} kept ${x.uri}, which retention let go while it was away: ${x.reason}`);
+    } catch {
+      return;
+    }
+    await control.clearLeftovers({ nodeId, ids: w.doomed.map((d) => d.id) });
+  }
 }

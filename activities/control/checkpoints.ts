@@ -1,22 +1,44 @@
 import path from 'node:path';
+import { setTimeout } from 'node:timers/promises';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
 import { registerCheckpoint as registerCheckpointRow, type CheckpointRegistration } from '../../db/queries/checkpoint-register.ts';
 import { countRunCheckpoints, finalCheckpointOfAttempt, runOfCheckpoint } from '../../db/queries/checkpoints.ts';
 import { createEvaluationJob, evaluatedBy, settleEvaluation, unstartedEvaluationJobs } from '../../db/queries/evaluations.ts';
 import { getJob, getJobForUpdate, transitionJob } from '../../db/queries/jobs.ts';
-import { markCheckpointsDeleted, retentionPlan, runHasRetention, watchedFolderOf } from '../../db/queries/retention.ts';
+import { clearLeftovers, leftoverFilesOf, markAwayDeleted, markCheckpointsDeleted, retentionPlan, runHasRetention, watchedFolderOf, type AwayCheckpoint } from '../../db/queries/retention.ts';
 import { identityOf } from '../../db/queries/project-identity.ts';
 import type { Job } from '../../db/schema.ts';
 import { evaluatesOnRegister } from '../../domain/eval-policy.ts';
 import { JOB_TYPE_TRAITS } from '../../domain/job-types.ts';
 import { cancelJobSignal } from '../../workflows/job-messages.ts';
 import { jobWorkflowId } from '../../workflows/names.ts';
+import type { LeftoverWork } from '../../workflows/control-activities.ts';
 import type { EvaluationChild, RetentionWork } from '../../workflows/types.ts';
 import type { ControlContext } from './context.ts';
+
+/** How long retention waits for the store to delete the copies of checkpoints whose node is away, before leaving them to a later pass. */
+const AWAY_DELETE_WAIT_MS = 10_000;
 
 /** The activities of an attempt's checkpoints: registration, their evaluations, and retention. */
 export function checkpointActivities({ deps }: ControlContext) {
   const { db, client } = deps;
+
+  /**
+   * Retention's checkpoints whose node is away: the plane deletes their stored copies itself (the
+   * node may never come back), then records them deleted, their files left for their node. A copy
+   * the store could not delete now keeps its checkpoint live until a later pass.
+   */
+  async function letGoAway(away: AwayCheckpoint[]): Promise<void> {
+    const keys = away.flatMap((c) => (c.key ? [c.key] : []));
+    if (keys.length) {
+      if (!deps.store) return;
+      // Bounded: a registration waits for this pass, and a store that is away must not hold it.
+      const deleting = deps.store.delete({ keys });
+      deleting.catch(() => undefined);
+      if (!(await Promise.race([deleting.then(() => true, () => false), setTimeout(AWAY_DELETE_WAIT_MS, false)]))) return;
+    }
+    await markAwayDeleted(db, away);
+  }
 
   return {
     /**
@@ -61,12 +83,30 @@ export function checkpointActivities({ deps }: ControlContext) {
       }
       const plan = runId ? await retentionPlan(db, runId) : null;
       if (!plan) return null;
+      if (plan.away) await letGoAway(plan.away);
+      if (!plan.nodeId) return null;
       // The folder the training job watched: the agent deletes nothing outside it.
       const writer = await watchedFolderOf(db, plan.doomed[0].id);
       if (!writer?.watchDir) return null;
       // The writer's project: the node deletes as that project's job user, nobody else.
       const runAs = await identityOf(db, writer.projectId);
       return { nodeId: plan.nodeId, root: path.resolve(writer.workingDir, writer.watchDir), project: writer.projectId, ...(runAs ? { runAs } : {}), doomed: plan.doomed };
+    },
+
+    /** What retention left on a node while it was away (OFFLINE), for the node to delete now it is back: by watched folder, as the writer's project's job user. */
+    async leftoverFiles(a: { nodeId: string }): Promise<LeftoverWork[]> {
+      const groups = await leftoverFilesOf(db, a.nodeId);
+      return Promise.all(
+        groups.map(async (g) => {
+          const runAs = await identityOf(db, g.project);
+          return { root: g.root, project: g.project, ...(runAs ? { runAs } : {}), doomed: g.doomed.map((d) => ({ id: d.id, uri: d.uri, inode: d.inode })) };
+        }),
+      );
+    },
+
+    /** Records that the node dealt with these leftover files (deleted, or refused with its reason). */
+    async clearLeftovers(a: { nodeId: string; ids: string[] }): Promise<number> {
+      return clearLeftovers(db, a.nodeId, a.ids);
     },
 
     /** Records the checkpoints whose files the node deleted. */

@@ -4,6 +4,7 @@ import type { JobTimeouts } from '../../temporal/client-ops.ts';
 import type { JobUser } from '../../domain/job-identity.ts';
 import type { QuarantineRule } from '../../domain/quarantine.ts';
 import type { PrivateAddressPolicy, WebhookRetry } from '../../domain/webhooks.ts';
+import type { ObjectStore } from '../../runtime/object-store-types.ts';
 
 export interface ControlDeps {
   db: Db;
@@ -26,6 +27,11 @@ export interface ControlDeps {
   jobUids?: readonly JobUser[] | null;
   /** The plane's object store (GPUPLANE_STORAGE's kind): other than local, a registered checkpoint is pending until its node stored it. */
   storeKind?: 'local' | 'shared' | 's3';
+  /**
+   * The plane's store, other than local: retention deletes the stored copies of checkpoints whose
+   * node is away (OFFLINE or removed). Null or absent: those copies stay until their node deletes them.
+   */
+  store?: ObjectStore | null;
   /** How long an attempt's node waits for a resume point its node is still storing (GPUPLANE_RESUME_WAIT_S; default 120 s). */
   resumeWaitMs?: number;
   /** Webhook deliveries (activities/control/webhooks.ts); absent: no private addresses, the default retries. */

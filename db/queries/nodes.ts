@@ -1,6 +1,6 @@
 import { and, asc, eq, notInArray, sql } from 'drizzle-orm';
 import { queryRows, type Executor } from '../client.ts';
-import { events, gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
+import { checkpoints, events, gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
 import { nodeLabels, type NodeInventory } from '../../domain/node.ts';
 
 /** upsertNodeOnline records a node as ONLINE with its current labels and cards. Cards that vanished stay, marked absent. */
@@ -127,6 +127,8 @@ export async function removeNode(ex: Executor, nodeId: string, by: string, now =
   await ex.delete(gpuSlots).where(eq(gpuSlots.nodeId, nodeId));
   const [row] = await ex.delete(nodes).where(eq(nodes.id, nodeId)).returning({ id: nodes.id });
   if (!row) return false;
+  // Files retention left on it while it was away went with it.
+  await ex.update(checkpoints).set({ filesLeft: false }).where(and(eq(checkpoints.nodeId, nodeId), eq(checkpoints.filesLeft, true)));
   await nodeEvent(ex, 'node.removed', `node ${nodeId} removed by ${by}`, { node_id: nodeId, by }, now);
   return true;
 }

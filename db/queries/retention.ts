@@ -3,9 +3,10 @@
  * The rule is domain/retention.ts; this reads what it needs and records what was deleted. The
  * files themselves are deleted by the agent of the node that wrote them (through Temporal).
  */
+import path from 'node:path';
 import { and, eq, inArray, isNull, notInArray, sql } from 'drizzle-orm';
 import type { Executor } from '../client.ts';
-import { checkpoints, evaluations, experiments, jobs, runs } from '../schema.ts';
+import { checkpoints, evaluations, experiments, jobs, nodes, runs } from '../schema.ts';
 import { metricFor } from '../../domain/best-checkpoint.ts';
 import { TERMINAL_STATES } from '../../domain/job-states.ts';
 import { settingOf } from '../../domain/primary-metric.ts';
@@ -40,13 +41,27 @@ export interface DoomedCheckpoint {
   uri: string;
   /** `<dev>:<ino>` the watcher hashed; null for a checkpoint registered before it was recorded. */
   inode: string | null;
+  /** Its copy in the plane's store, when it is stored there. */
+  key?: string;
 }
 
-/** What retention deletes of one run's checkpoints now, with the node that holds them. */
+/** A checkpoint retention lets go whose node is away: OFFLINE (`filesLeft`: its files wait for it) or removed for good. */
+export interface AwayCheckpoint extends DoomedCheckpoint {
+  nodeId: string;
+  filesLeft: boolean;
+}
+
+/**
+ * What retention deletes of one run's checkpoints now: on one ONLINE node that holds them
+ * (`nodeId`, `doomed`; null and empty when none), and those whose node is away (`away`, present
+ * only when there are some): the control plane deletes their stored copies itself, and their
+ * files wait for their node (retentionPlan).
+ */
 export interface RetentionPlan {
   runId: string;
-  nodeId: string;
+  nodeId: string | null;
   doomed: DoomedCheckpoint[];
+  away?: AwayCheckpoint[];
 }
 
 /**
@@ -86,11 +101,18 @@ export async function retentionPlan(ex: Executor, runId: string): Promise<Retent
     }),
   );
   const byId = new Map(candidates.map((c) => [c.id, c]));
-  const nodeId = candidates.find((c) => doomed.has(c.id) && c.nodeId)?.nodeId;
-  if (!nodeId) return null;
-  // A run's checkpoints come from one attempt, so from one node; one without a node is left alone.
-  const list = [...doomed].map((id) => byId.get(id)!).filter((c) => c.nodeId === nodeId);
-  return { runId, nodeId, doomed: list.map((c) => ({ id: c.id, uri: c.uri, inode: c.inode, ...(c.storage === 'stored' && c.storeKey ? { key: c.storeKey } : {}) })) };
+  const entry = (c: (typeof candidates)[number]): DoomedCheckpoint => ({ id: c.id, uri: c.uri, inode: c.inode, ...(c.storage === 'stored' && c.storeKey ? { key: c.storeKey } : {}) });
+  // A checkpoint without a node is left alone.
+  const held = [...doomed].map((id) => byId.get(id)!).filter((c) => c.nodeId);
+  if (held.length === 0) return null;
+  const nodeIds = [...new Set(held.map((c) => c.nodeId!))];
+  const status = new Map((await ex.select({ id: nodes.id, status: nodes.status }).from(nodes).where(inArray(nodes.id, nodeIds))).map((n) => [n.id, n.status]));
+  // A node that is OFFLINE cannot delete now, and one removed for good never will: neither holds the others back.
+  const away = held.filter((c) => status.get(c.nodeId!) !== 'ONLINE').map((c) => ({ ...entry(c), nodeId: c.nodeId!, filesLeft: status.has(c.nodeId!) }));
+  // One ONLINE node per pass (a run's checkpoints mostly come from one); the next pass takes another's.
+  const nodeId = held.find((c) => status.get(c.nodeId!) === 'ONLINE')?.nodeId ?? null;
+  const list = nodeId ? held.filter((c) => c.nodeId === nodeId).map(entry) : [];
+  return { runId, nodeId, doomed: list, ...(away.length ? { away } : {}) };
 }
 
 /**
@@ -116,6 +138,74 @@ export async function markCheckpointsDeleted(ex: Executor, ids: readonly string[
       storageReason: sql`case when ${checkpoints.storage} = 'pending' then 'retention deleted its files before they were stored' else ${checkpoints.storageReason} end`,
     })
     .where(and(inArray(checkpoints.id, [...ids]), isNull(checkpoints.deletedAt)))
+    .returning({ id: checkpoints.id });
+  return rows.length;
+}
+
+/**
+ * markAwayDeleted records that retention let these checkpoints go while their nodes were away
+ * (their stored copies already deleted): deleted now, and `filesLeft` where the node still exists,
+ * for it to delete their files once ONLINE (leftoverFilesOf). One not stored yet never will be.
+ */
+export async function markAwayDeleted(ex: Executor, gone: readonly Pick<AwayCheckpoint, 'id' | 'filesLeft'>[], at = new Date()): Promise<number> {
+  let n = 0;
+  for (const filesLeft of [true, false]) {
+    const ids = gone.filter((c) => c.filesLeft === filesLeft).map((c) => c.id);
+    if (ids.length === 0) continue;
+    const rows = await ex
+      .update(checkpoints)
+      .set({
+        deletedAt: at,
+        filesLeft,
+        storage: sql`case when ${checkpoints.storage} = 'pending' then 'failed' else ${checkpoints.storage} end`,
+        storageReason: sql`case when ${checkpoints.storage} = 'pending' then 'retention let it go while its node was away, before it was stored' else ${checkpoints.storageReason} end`,
+      })
+      .where(and(inArray(checkpoints.id, ids), isNull(checkpoints.deletedAt)))
+      .returning({ id: checkpoints.id });
+    n += rows.length;
+  }
+  return n;
+}
+
+/** Files retention left on a node while it was away, grouped as the node deletes them: by watched folder and project. */
+export interface LeftoverFiles {
+  root: string;
+  project: string | null;
+  doomed: DoomedCheckpoint[];
+}
+
+/** leftoverFilesOf returns what retention left on `nodeId` while it was away, by writer job (its watched folder); a checkpoint whose job is gone is cleared. */
+export async function leftoverFilesOf(ex: Executor, nodeId: string): Promise<LeftoverFiles[]> {
+  const rows = await ex
+    .select({ id: checkpoints.id, uri: checkpoints.uri, inode: checkpoints.inode, workingDir: jobs.workingDir, watchDir: jobs.watchDir, projectId: jobs.projectId })
+    .from(checkpoints)
+    .leftJoin(jobs, eq(jobs.id, checkpoints.jobId))
+    .where(and(eq(checkpoints.nodeId, nodeId), eq(checkpoints.filesLeft, true)));
+  const groups = new Map<string, LeftoverFiles>();
+  const orphans: string[] = [];
+  for (const r of rows) {
+    // The folder the training job watched: the node deletes nothing outside it.
+    if (r.workingDir === null || !r.watchDir) {
+      orphans.push(r.id);
+      continue;
+    }
+    const root = path.resolve(r.workingDir, r.watchDir);
+    const k = JSON.stringify([root, r.projectId]);
+    const g = groups.get(k) ?? { root, project: r.projectId, doomed: [] };
+    g.doomed.push({ id: r.id, uri: r.uri, inode: r.inode });
+    groups.set(k, g);
+  }
+  if (orphans.length) await clearLeftovers(ex, nodeId, orphans);
+  return [...groups.values()];
+}
+
+/** clearLeftovers records that `nodeId` dealt with these leftover files (deleted them, or refused to and said why). */
+export async function clearLeftovers(ex: Executor, nodeId: string, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0;
+  const rows = await ex
+    .update(checkpoints)
+    .set({ filesLeft: false })
+    .where(and(inArray(checkpoints.id, [...ids]), eq(checkpoints.nodeId, nodeId), eq(checkpoints.filesLeft, true)))
     .returning({ id: checkpoints.id });
   return rows.length;
 }

@@ -1,5 +1,5 @@
 import { sql, type InferSelectModel } from 'drizzle-orm';
-import { bigint, check, foreignKey, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, foreignKey, index, integer, jsonb, pgTable, text, uniqueIndex } from 'drizzle-orm/pg-core';
 import { createdAt, ts } from './columns.ts';
 import { jobs } from './jobs.ts';
 import { runs } from './runs.ts';
@@ -21,6 +21,11 @@ export const checkpoints = pgTable(
     fingerprint: text('fingerprint').notNull(),
     /** Set when retention deleted its files. */
     deletedAt: ts('deleted_at'),
+    /**
+     * Retention let it go while its node was away (OFFLINE): its copy in the store went at once,
+     * its files are still on that node until the node is ONLINE again and deletes them.
+     */
+    filesLeft: boolean('files_left').notNull().default(false),
     sizeBytes: bigint('size_bytes', { mode: 'number' }),
     /**
      * `<dev>:<ino>` of the file or directory the watcher hashed: retention deletes the entry only

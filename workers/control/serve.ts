@@ -6,7 +6,7 @@ import type { Db } from '../../db/client.ts';
 import { openConfiguredDatabase } from '../../db/open-configured.ts';
 import { parseJobUsers, type JobUser } from '../../domain/job-identity.ts';
 import { onShutdown } from '../../runtime/process.ts';
-import { parseStorage } from '../../runtime/object-store.ts';
+import { openStore, parseStorage, type ObjectStore } from '../../runtime/object-store.ts';
 import { lookupUser } from '../../runtime/users.ts';
 import { timeoutsOf } from '../../temporal/client-ops.ts';
 import { claimNamespace, connectClient, connectWorker, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
@@ -19,11 +19,19 @@ function controlJobUids(raw: string): JobUser[] | null {
   return spec.kind === 'pool' ? spec.users : null;
 }
 
-/** The control worker as the configuration says; `gpuctl up` and the control worker process share it. */
-export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: Client, connection: NativeConnection): Promise<ControlWorker> {
+/**
+ * The control worker as the configuration says; `gpuctl up` and the control worker process share it.
+ * `store`: the plane's store, opened by the caller (null: none but local); absent: opened here
+ * when it is not local (retention deletes the stored copies of checkpoints whose node is away), and
+ * closed with the worker.
+ */
+export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: Client, connection: NativeConnection, o: { store?: ObjectStore | null; warn?: (line: string) => void } = {}): Promise<ControlWorker> {
   // Never poll a namespace that holds another plane's jobs.
-  await claimNamespace(client, c.temporalNamespace, await planeIdOf(db), c.temporalAddress);
-  return startControlWorker({
+  const planeId = await planeIdOf(db);
+  await claimNamespace(client, c.temporalNamespace, planeId, c.temporalAddress);
+  const storage = parseStorage(c.storage);
+  const own = o.store === undefined && storage.kind !== 'local' ? await openStore(storage, { home: c.home, storeId: planeId, mayCreate: true, onUnreachable: o.warn }) : null;
+  const worker = await startControlWorker({
     db,
     client,
     connection,
@@ -33,14 +41,26 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     fairShareHalfLifeMs: c.fairShareHalfLifeMs,
     preemptGraceS: c.preemptGraceS,
     jobUids: controlJobUids(c.jobUsers),
-    storeKind: parseStorage(c.storage).kind,
+    storeKind: storage.kind,
+    store: own ?? o.store ?? null,
     resumeWaitMs: c.resumeWaitMs,
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     webhooks: { allowPrivate: c.webhookAllowPrivate, retry: c.webhookRetry },
     sweepPollMs: c.sweepPollMs,
     workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,
+  }).catch(async (err: unknown) => {
+    await own?.close();
+    throw err;
   });
+  if (!own) return worker;
+  return {
+    run: worker.run,
+    async shutdown() {
+      await worker.shutdown();
+      await own.close();
+    },
+  };
 }
 
 /** The control worker process (workers/control/main.ts, `gpuctl control-worker`); returns when its worker stops. */
@@ -49,13 +69,13 @@ export async function serveControl(c: GpuplaneConfig, log: (s: string) => void, 
   await untilTemporalAnswers('register the namespace', () => ensureNamespace(c.temporalAddress, c.temporalNamespace), logger);
   const temporal = await untilTemporalAnswers('connect', () => connectClient(c.temporalAddress, c.temporalNamespace), logger);
   const connection = await untilTemporalAnswers('connect the worker', () => connectWorker(c.temporalAddress, logger, c.workerMetricsAddr), logger);
-  const worker = await startConfiguredControlWorker(c, database.db, temporal.client, connection);
-  log(`control worker polling ${c.temporalAddress} (namespace ${c.temporalNamespace})`);
+  const worker = await startConfiguredControlWorker(c, database.db, temporal.client, connection, { warn: (line) => logger.warn(line) });
   onShutdown(async () => {
     await worker.shutdown();
     await connection.close();
     await temporal.close();
     await database.close();
   });
+  log(`control worker polling ${c.temporalAddress} (namespace ${c.temporalNamespace})`);
   await worker.run;
 }

@@ -11,6 +11,7 @@ import { crashSilentRuns } from '../../db/queries/runs.ts';
 import type { Db } from '../../db/client.ts';
 import type { JobTimeouts } from '../../temporal/client-ops.ts';
 import type { WebhookDeliveryDeps } from '../../activities/control/context.ts';
+import type { ObjectStore } from '../../runtime/object-store-types.ts';
 import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
 import { reconcileClosedJobWorkflows, reconcileMissingJobWorkflows } from './reconcile.ts';
 
@@ -39,6 +40,8 @@ export interface ControlWorkerOptions {
   /** The pool each project gets its job uid from (activities/control/context.ts ControlDeps.jobUids). */
   jobUids?: readonly JobUser[] | null;
   storeKind?: 'local' | 'shared' | 's3';
+  /** The plane's store, other than local (ControlDeps.store). */
+  store?: ObjectStore | null;
   resumeWaitMs?: number;
   timeouts: JobTimeouts;
   /** How often the reconciler looks for job workflows closed in Temporal and restarts the scheduler. */
@@ -76,7 +79,7 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     namespace: o.namespace,
     taskQueue: CONTROL_TASK_QUEUE,
     workflowBundle: o.workflowBundlePath ? { codePath: o.workflowBundlePath } : await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: Runtime.instance().logger }),
-    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, preemptGraceS: o.preemptGraceS, jobUids: o.jobUids, storeKind: o.storeKind, resumeWaitMs: o.resumeWaitMs, timeouts: o.timeouts, webhooks: o.webhooks }),
+    activities: createControlActivities({ db: o.db, client: o.client, backfillHoldMs: o.backfillHoldMs, quarantine: o.quarantine, fairShareHalfLifeMs: o.fairShareHalfLifeMs, preemptGraceS: o.preemptGraceS, jobUids: o.jobUids, storeKind: o.storeKind, store: o.store ?? null, resumeWaitMs: o.resumeWaitMs, timeouts: o.timeouts, webhooks: o.webhooks }),
     maxConcurrentActivityTaskExecutions: 50,
     maxConcurrentWorkflowTaskExecutions: 50,
   });

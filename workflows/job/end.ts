@@ -1,4 +1,4 @@
-import { allHandlersFinished, condition, continueAsNew, getExternalWorkflowHandle } from '@temporalio/workflow';
+import { allHandlersFinished, condition, continueAsNew, getExternalWorkflowHandle, patched } from '@temporalio/workflow';
 import { sweepWorkflowId } from '../names.ts';
 import { trialEndedSignal } from '../sweep-messages.ts';
 import { DEFAULT_RETRY_RETENTION_S } from '../../domain/job-retry.ts';
@@ -7,6 +7,9 @@ import type { AttemptOutcome, JobWorkflowResult } from '../types.ts';
 import { control } from './control.ts';
 import type { JobAttempt, JobWorkflowFn } from './job-attempt.ts';
 import { applyRetention } from './on-node.ts';
+
+/** Runs that ended before a training job's end was a retention pass call `patched()` as they did. */
+const RETENTION_AT_END = 'retention-at-end';
 
 /**
  * Finish: records how the attempt ended. A LOST attempt that policy re-queues continues as new
@@ -38,8 +41,9 @@ export async function end(job: JobAttempt, result: JobWorkflowResult): Promise<J
   const { jobId, attempt, input } = job;
   // A registration still running finishes first: the last checkpoint is never dropped.
   await condition(allHandlersFinished);
-  // An evaluation no longer holds its checkpoint back from retention.
-  if (input.retentionOnEnd) await applyRetention(jobId, attempt);
+  // An evaluation no longer holds its checkpoint back from retention; a training job that has
+  // succeeded no longer holds back the checkpoint it resumed from (a FAILED one keeps it for a retry).
+  if (input.retentionOnEnd || (result.state === 'SUCCEEDED' && job.retention && patched(RETENTION_AT_END))) await applyRetention(jobId, attempt);
   if (result.state === 'SUCCEEDED' && job.finalPolicy) {
     const e = await control.evaluateFinal({ jobId, attempt });
     if (e) await job.startEvaluation(e);

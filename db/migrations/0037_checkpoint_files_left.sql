@@ -1,0 +1,1 @@
+ALTER TABLE "checkpoints" ADD COLUMN "files_left" boolean DEFAULT false NOT NULL;
