@@ -72,11 +72,11 @@ export async function serveApi(c: GpuplaneConfig, log: (s: string) => void, logg
   const temporal = await connectClient(c.temporalAddress, c.temporalNamespace);
   await announceAdminToken(c, database.db, log);
   const api = await startConfiguredApi(c, database.db, temporal.client, logger, { store });
-  log(`API listening on ${api.url}`);
   onShutdown(async () => {
     await api.close();
     await store.close();
     await temporal.close();
     await database.close();
   });
+  log(`API listening on ${api.url}`);
 }

@@ -31,10 +31,15 @@ export function insideWatched(workingDir: string, watchDir: string, uri: string)
   return path.isAbsolute(uri) && p !== root && p.startsWith(root + path.sep);
 }
 
-/** metricsAtStep returns the value of each of the run's metric keys at `step`: its nearest point at or before it. */
+/**
+ * metricsAtStep returns the value of each of the run's training metric keys at `step`: its nearest
+ * point at or before it. The node's telemetry (`system/…`, whose steps are seconds since the
+ * attempt began, domain/telemetry.ts) is no training metric, and is left out.
+ */
 export async function metricsAtStep(ex: Executor, runId: string, step: number | null): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const s of await summaries(ex, runId)) {
+    if (s.key.startsWith('system/')) continue;
     // Without a step, the values the run has now.
     if (step === null) {
       if (Number.isFinite(s.last)) out[s.key] = s.last;
