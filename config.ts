@@ -61,6 +61,8 @@ export interface GpuplaneConfig {
   storage: string;
   /** How long an attempt's node waits for a resume point its node is still storing (GPUPLANE_RESUME_WAIT_S, 120 s). */
   resumeWaitMs: number;
+  /** How long a code snapshot no job uses stays in the store (GPUPLANE_CODE_KEEP_S, 30 days; workers/control/code-retention.ts). */
+  codeKeepMs: number;
   /** An admin token the API accepts without a row (GPUPLANE_ADMIN_TOKEN): an operator's bootstrap. */
   adminToken: string | undefined;
   /** Host names a request may name in Host/Origin besides IP literals and localhost (GPUPLANE_ALLOWED_HOSTS, comma-separated). */
@@ -155,6 +157,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     jobUsers: overrides.jobUsers ?? (process.env.GPUPLANE_JOB_USERS?.trim() || DEFAULT_JOB_UIDS),
     storage: overrides.storage ?? (process.env.GPUPLANE_STORAGE?.trim() || 'local'),
     resumeWaitMs: overrides.resumeWaitMs ?? intFromEnv('GPUPLANE_RESUME_WAIT_S', 120) * 1000,
+    codeKeepMs: overrides.codeKeepMs ?? intFromEnv('GPUPLANE_CODE_KEEP_S', 30 * 24 * 3600) * 1000,
     adminToken: overrides.adminToken ?? (process.env.GPUPLANE_ADMIN_TOKEN || undefined),
     allowedHosts: overrides.allowedHosts ?? (process.env.GPUPLANE_ALLOWED_HOSTS ?? '').split(',').map((h) => h.trim()).filter(Boolean),
     allowedOrigins: overrides.allowedOrigins ?? (process.env.GPUPLANE_ALLOWED_ORIGINS ?? '').split(',').map((h) => h.trim()).filter(Boolean),

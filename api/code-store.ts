@@ -38,6 +38,16 @@ export async function resolveCode(store: ObjectStore | null | undefined, project
 }
 
 /**
+ * Refuses (409) a retry, fork or evaluation that would inherit a snapshot the store no longer
+ * holds (code retention deletes what no job has used for GPUPLANE_CODE_KEEP_S, docs/storage.md):
+ * said before anything is made, with what to do instead.
+ */
+export async function refuseDeletedCode(store: ObjectStore | null | undefined, code: CodeSnapshot | null | undefined, what: string): Promise<void> {
+  if (!code || !store || (await store.head(code.key))) return;
+  throw new DomainError('conflict', `${what} would run code snapshot ${code.sha256}, which is no longer in the store (code retention deletes a snapshot no job has used for GPUPLANE_CODE_KEEP_S): give the code again (--code DIR)`);
+}
+
+/**
  * Receives a snapshot's tar into a file of the API's temporary folder, hashing it and counting
  * its bytes, and puts it in the store under the project's key when its hash is `sha256`; a
  * body with another hash, or past MAX_CODE_UPLOAD_BYTES, is refused (400 / 413) and nothing is kept.

@@ -161,7 +161,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
   // project its job uid from the same pool its nodes run jobs from (domain/job-identity.ts).
   const shared = localJobUsers(f.jobUsers, c.home, nodeIds.length);
   const planePool = f.jobUsers?.trim() || (shared.sharedJobUsers ? shared.sharedJobUsers.uidRanges().map(([a, b]) => `${a}-${b}`).join(',') : undefined);
-  const control = await startConfiguredControlWorker(planePool ? { ...c, jobUsers: planePool } : c, database.db, temporal.client, connection, { store: store.kind === 'local' ? null : store }).catch((err: unknown) => {
+  const control = await startConfiguredControlWorker(planePool ? { ...c, jobUsers: planePool } : c, database.db, temporal.client, connection, { store }).catch((err: unknown) => {
     shared.sharedJobUsers?.release();
     throw err;
   });

@@ -8,6 +8,7 @@ import { eq } from 'drizzle-orm';
 import { createAttemptRun } from '../db/queries/attempt-run.ts';
 import { checkpoints, jobs, runs, type Job } from '../db/schema.ts';
 import { openStore } from '../runtime/object-store.ts';
+import { collectCode } from '../workers/control/code-retention.ts';
 import { newToken } from '../runtime/tokens.ts';
 import { gpuctlPath } from './support/cluster.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
@@ -34,6 +35,8 @@ describe('fork from a checkpoint, and lineage', () => {
       const env = { ...process.env, GPUPLANE_API_URL: t.url, GPUPLANE_TOKEN: member };
       execFile(process.execPath, [gpuctlPath, ...args], { env }, (err, stdout, stderr) => resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }));
     });
+  /** The job the --code fork made (the next test lets its snapshot go). */
+  let forked = '';
   // A local store: code snapshots are kept in its folder.
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'fork-api-'));
 
@@ -189,6 +192,7 @@ describe('fork from a checkpoint, and lineage', () => {
     expect(ok.code, ok.stderr).toBe(0);
     expect(ok.stderr).toMatch(/^gpuctl: code [0-9a-f]{12} \(1 files, 0\.0 MiB\) uploaded\n$/);
     const j = JSON.parse(ok.stdout);
+    forked = j.id;
     const sha: string = j.code.sha256;
     expect(j.code.key).toBe(`code/${source.projectId}/${sha}.tar`);
     expect(j.working_dir).toBe(`/var/tmp/gpuplane-code/${j.id}/${sha.slice(0, 16)}/code`);
@@ -209,5 +213,45 @@ describe('fork from a checkpoint, and lineage', () => {
     const tar = await t.app.inject({ method: 'GET', url: `/api/v1/code/${sha}?project=vision`, headers: as(member) });
     expect(tar.json()).toMatchObject({ sha256: sha, key: j.code.key });
     expect(createHash('sha256').update(fs.readFileSync(path.join(home, 'store', j.code.key))).digest('hex')).toBe(sha);
+  });
+
+  it('code retention: a snapshot no job used for the keep period leaves the store; a retry, fork or evaluation that would inherit it is a 409 asking for the code again', async () => {
+    const db = t.database.db;
+    const [job] = await db.select().from(jobs).where(eq(jobs.id, forked));
+    const key = job.code!.key;
+    const file = path.join(home, 'store', key);
+    const keep = 30 * 24 * 3600_000;
+    const old = new Date(Date.now() - keep - 3600_000);
+    const store = await openStore({ kind: 'local' }, { home });
+    // Stored long ago, but its job has not ended: kept.
+    fs.utimesSync(file, old, old);
+    expect(await collectCode(db, store, keep)).toEqual([]);
+    // Ended within the keep period: kept.
+    await db.update(jobs).set({ state: 'CANCELLED', endedAt: new Date() }).where(eq(jobs.id, forked));
+    expect(await collectCode(db, store, keep)).toEqual([]);
+    // Ended before it: gone.
+    await db.update(jobs).set({ endedAt: old }).where(eq(jobs.id, forked));
+    expect(await collectCode(db, store, keep)).toEqual([key]);
+    expect(fs.existsSync(file)).toBe(false);
+    // What would have run it is refused, and nothing is made.
+    const run = await createAttemptRun(db, { ...job, state: 'CANCELLED' }, 1);
+    await ckpt('ckpt-f10', run, 10, job);
+    const before = await jobCount();
+    const want = new RegExp(`would run code snapshot ${job.code!.sha256}, which is no longer in the store \\(code retention .*\\): give the code again \\(--code DIR\\)$`);
+    const retry = await t.app.inject({ method: 'POST', url: `/api/v1/jobs/${forked}/retry`, headers: as(member), payload: {} });
+    expect(retry.statusCode).toBe(409);
+    expect(retry.json().message).toMatch(new RegExp(`^the retry of job ${forked} ${want.source}`));
+    const again = await fork('ckpt-f10', {});
+    expect(again.statusCode).toBe(409);
+    expect(again.json().message).toMatch(new RegExp(`^a fork of checkpoint ckpt-f10 ${want.source}`));
+    const ev = await t.app.inject({ method: 'POST', url: '/api/v1/checkpoints/ckpt-f10/evaluations', headers: as(member), payload: { command: ['python', 'eval.py'] } });
+    expect(ev.statusCode).toBe(409);
+    expect(ev.json().message).toMatch(new RegExp(`^an evaluation of checkpoint ckpt-f10 ${want.source}`));
+    expect(await jobCount()).toBe(before);
+    expect((await db.select().from(jobs).where(eq(jobs.id, forked)))[0].attempt).toBe(1);
+    // A working dir of its own instead needs no snapshot.
+    const elsewhere = await fork('ckpt-f10', { working_dir: '/data' });
+    expect(elsewhere.statusCode, elsewhere.body).toBe(201);
+    await store.close();
   });
 });

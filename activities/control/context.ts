@@ -28,8 +28,8 @@ export interface ControlDeps {
   /** The plane's object store (GPUPLANE_STORAGE's kind): other than local, a registered checkpoint is pending until its node stored it. */
   storeKind?: 'local' | 'shared' | 's3';
   /**
-   * The plane's store, other than local: retention deletes the stored copies of checkpoints whose
-   * node is away (OFFLINE or removed). Null or absent: those copies stay until their node deletes them.
+   * The plane's store: retention deletes the stored copies of checkpoints whose node is away
+   * (OFFLINE or removed). Null or absent: those copies stay until their node deletes them.
    */
   store?: ObjectStore | null;
   /** How long an attempt's node waits for a resume point its node is still storing (GPUPLANE_RESUME_WAIT_S; default 120 s). */

@@ -3,6 +3,7 @@ import { getCheckpoint } from '../../db/queries/checkpoints.ts';
 import { createEvaluationJob, getEvaluation, listEvaluations, trainingJobOf, type EvaluationWithJob } from '../../db/queries/evaluations.ts';
 import { isTerminal } from '../../domain/job-states.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
+import { refuseDeletedCode } from '../code-store.ts';
 import { normalizeCommand } from '../command.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { Conflict, IdParams, NotFound, Unavailable } from '../schemas/common.ts';
@@ -55,6 +56,7 @@ export const evaluationRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, 
         if (!ckpt) throw notFound('checkpoint', req.params.id);
         if (ckpt.deletedAt) throw new DomainError('conflict', `checkpoint ${ckpt.id}'s files were deleted by retention (${ckpt.deletedAt.toISOString()}); nothing to evaluate`);
         const train = await trainingJobOf(tx, ckpt);
+        if (b.working_dir === undefined) await refuseDeletedCode(deps.store, train?.code, `an evaluation of checkpoint ${ckpt.id}`);
         const made = await createEvaluationJob(tx, ckpt, train, {
           command: b.command === undefined ? undefined : normalizeCommand(b.command),
           gpus: b.gpus,

@@ -14,7 +14,7 @@ import { neverFitsReason } from '../../domain/placement.ts';
 import { secretEnvProblem } from '../../domain/secret-env.ts';
 import { startJobWorkflow } from '../../temporal/client-ops.ts';
 import { allows, mayRead } from '../auth/auth.ts';
-import { resolveCode } from '../code-store.ts';
+import { refuseDeletedCode, resolveCode } from '../code-store.ts';
 import { configPatchOf } from '../config-patch.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
 import { requestHash } from '../idempotency.ts';
@@ -65,6 +65,7 @@ export const forkRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) 
       // New code must be a snapshot of the fork's project (as a submit's); one it does not have yet has none.
       const code = b.code ? await resolveCode(deps.store, b.project === undefined ? src.job.projectId : await findProjectId(db, b.project), project ?? undefined, b.code) : undefined;
       const patch = { ...configPatchOf(b), ...(code ? { code } : {}) };
+      if (!code && b.working_dir === undefined) await refuseDeletedCode(deps.store, src.config.code, `a fork of checkpoint ${id}`);
       const samePlace = project === sourceProject;
       const withSecrets = samePlace && src.job.secretNames.length > 0;
       if (!samePlace && src.job.secretNames.length > 0) {

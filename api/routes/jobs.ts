@@ -15,7 +15,7 @@ import { JobStarter } from '../job-starter.ts';
 import { isTerminal } from '../../domain/job-states.ts';
 import type { CodeRef, CodeSnapshot } from '../../domain/code-snapshot.ts';
 import { projectNameOf } from '../../db/queries/auth.ts';
-import { resolveCode } from '../code-store.ts';
+import { refuseDeletedCode, resolveCode } from '../code-store.ts';
 import { configPatchOf } from '../config-patch.ts';
 import { allows, visibleProjectIds } from '../auth/auth.ts';
 import { DomainError, forbidden, notFound } from '../errors.ts';
@@ -141,6 +141,7 @@ export const jobRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         if (!job) throw notFound('job', id);
         const made = await createRetryAttempt(tx, job, patch);
         if (!made) throw new DomainError('conflict', `job ${id} is ${job.state}; only a FAILED, CANCELLED or LOST job can be retried`);
+        if (!code) await refuseDeletedCode(deps.store, made.job.code, `the retry of job ${id}`);
         try {
           // Inside the transaction: if the workflow refuses or Temporal does not answer,
           // nothing of the retry is written.

@@ -21,16 +21,16 @@ function controlJobUids(raw: string): JobUser[] | null {
 
 /**
  * The control worker as the configuration says; `gpuctl up` and the control worker process share it.
- * `store`: the plane's store, opened by the caller (null: none but local); absent: opened here
- * when it is not local (retention deletes the stored copies of checkpoints whose node is away), and
- * closed with the worker.
+ * `store`: the plane's store, opened by the caller; absent: opened here and closed with the worker
+ * (retention deletes the stored copies of checkpoints whose node is away, and code snapshots no
+ * job has used for GPUPLANE_CODE_KEEP_S).
  */
 export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, client: Client, connection: NativeConnection, o: { store?: ObjectStore | null; warn?: (line: string) => void } = {}): Promise<ControlWorker> {
   // Never poll a namespace that holds another plane's jobs.
   const planeId = await planeIdOf(db);
   await claimNamespace(client, c.temporalNamespace, planeId, c.temporalAddress);
   const storage = parseStorage(c.storage);
-  const own = o.store === undefined && storage.kind !== 'local' ? await openStore(storage, { home: c.home, storeId: planeId, mayCreate: true, onUnreachable: o.warn }) : null;
+  const own = o.store === undefined ? await openStore(storage, { home: c.home, storeId: planeId, mayCreate: true, onUnreachable: o.warn }) : null;
   const worker = await startControlWorker({
     db,
     client,
@@ -44,6 +44,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     storeKind: storage.kind,
     store: own ?? o.store ?? null,
     resumeWaitMs: c.resumeWaitMs,
+    codeKeepMs: c.codeKeepMs,
     runStaleMs: c.runStaleMs,
     timeouts: timeoutsOf(c),
     webhooks: { allowPrivate: c.webhookAllowPrivate, retry: c.webhookRetry },

@@ -13,6 +13,7 @@ import type { JobTimeouts } from '../../temporal/client-ops.ts';
 import type { WebhookDeliveryDeps } from '../../activities/control/context.ts';
 import type { ObjectStore } from '../../runtime/object-store-types.ts';
 import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
+import { collectCode, codeRetentionEveryMs, DEFAULT_CODE_KEEP_S } from './code-retention.ts';
 import { reconcileClosedJobWorkflows, reconcileMissingJobWorkflows } from './reconcile.ts';
 
 /** How often the control worker makes sure every webhook has its delivery workflow running. */
@@ -40,8 +41,10 @@ export interface ControlWorkerOptions {
   /** The pool each project gets its job uid from (activities/control/context.ts ControlDeps.jobUids). */
   jobUids?: readonly JobUser[] | null;
   storeKind?: 'local' | 'shared' | 's3';
-  /** The plane's store, other than local (ControlDeps.store). */
+  /** The plane's store (ControlDeps.store); with it, code snapshots no job used for `codeKeepMs` are deleted. */
   store?: ObjectStore | null;
+  /** GPUPLANE_CODE_KEEP_S in ms (default 30 days; workers/control/code-retention.ts). */
+  codeKeepMs?: number;
   resumeWaitMs?: number;
   timeouts: JobTimeouts;
   /** How often the reconciler looks for job workflows closed in Temporal and restarts the scheduler. */
@@ -123,11 +126,28 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     o.db.transaction((tx) => crashSilentRuns(tx, new Date(Date.now() - staleMs))).catch(() => undefined);
   }, Math.min(Math.max(staleMs / 4, 500), 10_000));
   crashSweep.unref();
+  // Code snapshots no job has used for a keep period leave the store (a store other than local only).
+  const codeKeepMs = o.codeKeepMs ?? DEFAULT_CODE_KEEP_S * 1000;
+  const store = o.store;
+  let collecting = false;
+  const codeSweep = store
+    ? setInterval(() => {
+        if (collecting) return;
+        collecting = true;
+        collectCode(o.db, store, codeKeepMs)
+          .catch(() => undefined)
+          .finally(() => {
+            collecting = false;
+          });
+      }, codeRetentionEveryMs(codeKeepMs))
+    : null;
+  codeSweep?.unref();
   return {
     run,
     async shutdown() {
       clearInterval(timer);
       clearInterval(crashSweep);
+      if (codeSweep) clearInterval(codeSweep);
       worker.shutdown();
       await run;
     },
