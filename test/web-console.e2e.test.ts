@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { eq } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page, Request } from 'playwright-core';
 import type { FastifyBaseLogger } from 'fastify';
@@ -157,9 +158,15 @@ describe('web console', () => {
     expect(seen).toEqual(expect.arrayContaining(['QUEUED', 'RUNNING', 'SUCCEEDED']));
     expect(await page.evaluate(() => (window as unknown as { __noReload?: boolean }).__noReload)).toBe(true);
 
+    // The code it ran, as the run of a job submitted with --code from a dirty git checkout records it.
+    const [tagged] = await h.db.select({ tags: runs.systemTags }).from(runs).where(eq(runs.id, run.id));
+    await h.db.update(runs).set({ systemTags: { ...tagged.tags, 'code.sha256': 'ab'.repeat(32), 'code.bytes': '2048', 'code.git.commit': '0123456789abcdef0123', 'code.git.dirty': 'true' } }).where(eq(runs.id, run.id));
+
     // The run's chart: what it drew is what GET /runs/:id/metrics answers for the same query.
     await page.locator(`a[href="#/runs/${run.id}"]`).click();
     await page.locator('[data-chart="loss"][data-series="1"]').waitFor();
+    expect(await page.locator('[data-testid="run-code"]').innerText()).toBe('Code: sha256 abababababab (2.0 KiB), git 0123456789ab (dirty): files differed from the commit');
+    expect(await page.locator('[data-testid="run-code"]').getAttribute('title')).toBe(`sha256 ${'ab'.repeat(32)}, git commit 0123456789abcdef0123`);
     const api = async (q: ChartState['query']) => {
       const qs = new URLSearchParams({ keys: 'loss', points: String(q.points), ...(q.step_min !== undefined ? { step_min: String(q.step_min), step_max: String(q.step_max) } : {}) });
       return c.client.request<RunMetrics>('GET', `/runs/${run.id}/metrics?${qs}`);
