@@ -36,7 +36,8 @@ describe.skipIf(skip)('code snapshots on isolated nodes', () => {
   beforeAll(async () => {
     s3 = await startS3Server({ dir: path.join(tmp, 's3'), host: '0.0.0.0', port: await freePort(), accessKeyId: 'code-test', secretAccessKey: randomBytes(12).toString('hex'), buckets: ['code'] });
     const storage = { ...s3.env(), GPUPLANE_S3_ENDPOINT: s3.endpoint.replace('127.0.0.1', `10.233.${SUBNET}.1`), GPUPLANE_STORAGE: 's3://code/plane' };
-    const agentEnv = { GPUPLANE_JOB_USERS: '3800200-3800299' };
+    // A node keeps an ended job's unpacked code 1 s (7 days by default), and looks every 2 s.
+    const agentEnv = { GPUPLANE_JOB_USERS: '3800200-3800299', GPUPLANE_CODE_WORKDIR_KEEP_S: '1' };
     // Node A's agent has no store of its own (GPUPLANE_STORAGE=local there): it reads code through the API.
     c = await startCluster('codesnap', { isolate: { subnet: SUBNET }, env: storage, agents: [{ nodeId: 'cd-a', gpus: 1, env: { ...agentEnv, GPUPLANE_STORAGE: 'local' } }, { nodeId: 'cd-b', gpus: 1, env: agentEnv }] });
     store = await openStore(parseStorage('s3://code/plane'), { home: tmp, env: s3.env() });
@@ -96,6 +97,10 @@ describe.skipIf(skip)('code snapshots on isolated nodes', () => {
     expect(owner).toBe(me);
     expect(Number(me)).toBeGreaterThanOrEqual(3800200);
     expect(Number(me)).toBeLessThanOrEqual(3800299);
+    // Ended longer ago than the node keeps unpacked code, with no checkpoint there: its folder leaves node B (seen through the node's mounts).
+    const holder = fs.readFileSync(path.join(c.nodes.get('cd-b')!.dataDir, '.node-mounts.pid'), 'utf8').trim();
+    expect(fs.existsSync(`/proc/${holder}/root/var/tmp/gpuplane-code`)).toBe(true);
+    await until(`job ${jobId}'s unpacked code deleted from cd-b`, async () => !fs.existsSync(`/proc/${holder}/root/var/tmp/gpuplane-code/${jobId}`), 30_000);
     // The fetch is an event of the attempt; the run records the snapshot; gpuctl job and run say it.
     const events = (await c.client.request<{ events: { kind: string; message: string }[] }>('GET', `/jobs/${jobId}/events`)).events.filter((e) => e.kind === 'code.fetched');
     expect(events.map((e) => e.message)).toEqual([expect.stringMatching(new RegExp(`^code ${code.sha256.slice(0, 12)} fetched from the store \\(${code.bytes} bytes\\), unpacked into ${done.working_dir} in [\\d.]+ s$`))]);

@@ -82,6 +82,9 @@ function ownFolder(dir: string, mode: number, what: string): void {
   fs.chmodSync(dir, mode);
 }
 
+/** The jobs whose code this process is making ready now: the node's sweep of unpacked code (code-workdirs.ts) leaves them alone. */
+export const codeInPreparation = new Set<string>();
+
 export class CodeCache {
   constructor(
     private readonly root: string,
@@ -98,6 +101,7 @@ export class CodeCache {
     const want = codeWorkingDir(spec.jobId, code.sha256);
     if (spec.workingDir !== want) return `working dir ${spec.workingDir} is not the one of the job's code (${want})`;
     const owner = user?.uid ?? process.getuid?.() ?? 0;
+    codeInPreparation.add(spec.jobId);
     try {
       const there = fs.lstatSync(want, { throwIfNoEntry: false });
       if (there) {
@@ -116,6 +120,8 @@ export class CodeCache {
       const why = `the job's code ${code.sha256.slice(0, 12)} could not be made ready: ${(err as Error).message.split('\n')[0]}`;
       await note(why, 'warning').catch(() => undefined);
       return why;
+    } finally {
+      codeInPreparation.delete(spec.jobId);
     }
   }
 

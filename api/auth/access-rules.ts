@@ -143,6 +143,8 @@ const RULES: Record<string, Rule> = {
   'GET /api/v1/code/:sha256': { access: 'write', project: byQueryProject },
   'PUT /api/v1/code/:sha256': { access: 'write', project: byQueryProject },
   'GET /api/v1/jobs/:id/attempts/:attempt/code': { access: 'node', nodeAttempt: logAttempt },
+  // A node's sweep of its unpacked code: which of its jobs' folders may go (an admin may ask too).
+  'POST /api/v1/nodes/:id/code-workdirs/expired': { access: 'admin', nodeSelf: (r) => r.params.id },
 
   // A sweep's trials are jobs of its project: creating one is submitting them.
   'POST /api/v1/sweeps': { access: 'write', project: byBodyProject, fromBody: true },

@@ -9,13 +9,14 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyReply } from 'fastify';
 import type { Readable } from 'node:stream';
+import { expiredCodeWorkdirs } from '../../db/queries/code-workdirs.ts';
 import { getJob } from '../../db/queries/jobs.ts';
 import { findProjectId, ensureProject } from '../../db/queries/projects.ts';
 import { codeStore, receiveCode, storedCode } from '../code-store.ts';
 import type { ApiDeps } from '../deps.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { CodeInfoSchema, CodeParams, CodeQuery } from '../schemas/code.ts';
-import { Conflict, NotFound } from '../schemas/common.ts';
+import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 
 const TarBody = {
   description: "a code snapshot: a tar of the folder's files under one top folder `code/`",
@@ -25,6 +26,14 @@ const TarBody = {
 const TarUpload = Type.Unsafe<Readable>({ description: "a code snapshot (application/x-tar): a tar of the folder's files under one top folder `code/`, whose sha256 is the one named" });
 const AttemptParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), attempt: Type.String({ pattern: '^[1-9][0-9]{0,6}$' }) });
 const info = (o: { key: string; size: number }, sha256: string) => ({ sha256, bytes: o.size, key: o.key });
+const JOB_ID = '^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$';
+const WorkdirsBody = Type.Object(
+  {
+    jobs: Type.Array(Type.String({ pattern: JOB_ID }), { maxItems: 1000, description: 'the jobs whose unpacked code the node holds (its folders under /var/tmp/gpuplane-code)' }),
+    older_than_s: Type.Integer({ minimum: 0, maximum: 10 * 365 * 24 * 3600, description: "the node's keep period (GPUPLANE_CODE_WORKDIR_KEEP_S): a job that ended since is kept" }),
+  },
+  { additionalProperties: false },
+);
 
 export const codeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, store }) => {
   // The body is the tar's bytes, read by the handler as a stream (no size limit of a parsed body: the handler counts).
@@ -95,5 +104,20 @@ export const codeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, 
       const body = await codeStore(store).get(job.code.key);
       return (reply as FastifyReply).type('application/x-tar').header('x-gpuplane-sha256', job.code.sha256).header('cache-control', 'no-store').send(body);
     },
+  );
+
+  app.post(
+    '/nodes/:id/code-workdirs/expired',
+    {
+      schema: {
+        tags: ['code'],
+        summary:
+          "Of the jobs whose unpacked code a node holds, those it may delete (its node token): ended more than older_than_s ago, with no checkpoint of theirs still kept only in that folder (not deleted, not stored)",
+        params: IdParams,
+        body: WorkdirsBody,
+        response: { 200: Type.Object({ expired: Type.Array(Type.String()) }) },
+      },
+    },
+    async (req) => ({ expired: await expiredCodeWorkdirs(db, req.body.jobs, new Date(Date.now() - req.body.older_than_s * 1000)) }),
   );
 };

@@ -17,6 +17,7 @@ import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { reportAttemptEvent } from '../../activities/gpu-host/launch.ts';
 import { listPendingUploads, nodeUploads, takeUpPendingUploads } from '../../activities/gpu-host/checkpoint-upload.ts';
+import { codeWorkdirKeepS, keepSweepingCodeWorkdirs } from '../../activities/gpu-host/code-workdirs.ts';
 import { cacheDirFromEnv, CheckpointCache } from '../../activities/gpu-host/checkpoint-fetch.ts';
 import type { ObjectStore } from '../../runtime/object-store.ts';
 import { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
@@ -101,6 +102,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   if (!NODE_ID.test(o.nodeId)) throw new Error(`node id "${o.nodeId}" must be ${NODE_ID_RULE}`);
   // The message never repeats the token: it would end up in a terminal or a log.
   if (o.nodeToken !== undefined && !looksLikeToken(o.nodeToken)) throw new Error('the node token (--token, GPUPLANE_NODE_TOKEN) is not a GPUPlane token (gpt_ and 43 characters)');
+  const workdirKeepS = codeWorkdirKeepS(); // GPUPLANE_CODE_WORKDIR_KEEP_S: refused at once when no number
   // Fails fast on a root that is not there.
   const roots = AllowedRoots.of(o.allowedRoots);
   const agentLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'agent', nodeId: o.nodeId });
@@ -154,6 +156,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const ckptLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'checkpoint-watcher', nodeId: o.nodeId });
   const api = { apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken };
   const uploads = o.store && o.nodeToken ? nodeUploads(o.store, api, (msg) => ckptLogger.warn(msg)) : null;
+  // Unpacked code of jobs long ended, asked about through the API (so with a node token only).
+  if (o.nodeToken) void keepSweepingCodeWorkdirs(api, workdirKeepS, (id) => processes.live.has(id), (m) => ckptLogger.warn(m), (m) => ckptLogger.info(m));
   if (uploads) void takeUpPendingUploads(uploads, () => listPendingUploads(api), (p) => jobUserFor(jobUsers, { project: p.project, runAs: p.run_as }), (m) => ckptLogger.warn(m));
   const checkpoints = new CheckpointWatching({
     client: o.client,
@@ -197,16 +201,13 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       onLeaseLost: () => rejoiner.leaseLost(),
     }),
     maxConcurrentActivityTaskExecutions: 1000,
-    // One long poll on the node's own queue: its tasks are few (an attempt, a stop, its lease),
-    // and a poller takes the next one as soon as it has handed one over. The SDK's default of
-    // 10 a worker made 10,000 open polls for 1,000 nodes, past the frontend's limit of 1,200 a
-    // namespace (frontend.namespaceCount), and 10 empty polls a minute per idle node.
-    // Said as a poller behaviour: @temporalio/worker 1.24 ignores maxConcurrentActivityTaskPolls
-    // (it reads only activityTaskPollerBehavior, whose default is 10 pollers a worker), and
-    // test/agent-polls.test.ts counts the polls the server sees.
+    // One long poll on the node's own queue: its tasks are few (an attempt, a stop, its lease), and a
+    // poller takes the next one as soon as it has handed one over. The SDK's default of 10 a worker
+    // made 10,000 open polls for 1,000 nodes, past the frontend's limit of 1,200 a namespace, and 10
+    // empty polls a minute per idle node. Said as a poller behaviour: @temporalio/worker 1.24 ignores
+    // maxConcurrentActivityTaskPolls; test/agent-polls.test.ts counts the polls the server sees.
     activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 1 },
-    // Heartbeats go out at least every second, so the server's view of this node is never
-    // much older than the agent's own view of its connection (see the fencing watchdog).
+    // Heartbeats go out at least every second: the server's view of this node is never much older than the agent's.
     maxHeartbeatThrottleInterval: '1s',
     defaultHeartbeatThrottleInterval: '1s',
     shutdownGraceTime: '5s',
@@ -221,9 +222,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const adopted = takeUpPreviousLife({ processes, logs, checkpoints, client: o.client, nodeId: o.nodeId, lostAfterMs: o.lostAfterMs });
   await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
-  // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent
-  // looks every three heartbeat timeouts (30 s by default: each look is a server request, and
-  // a thousand idle nodes should not cost a Temporal server) and starts it again.
+  // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent looks every
+  // three heartbeat timeouts (30 s by default: a thousand idle nodes must not cost a server) and starts it.
   const rejoin = setInterval(() => {
     void o.client.workflow
       .getHandle(nodeWorkflowId(o.nodeId))
