@@ -62,7 +62,7 @@ export async function breakdown(work: string): Promise<{ bytes: number; pieces: 
       await pipeline(child.stdout!, nowhere());
       if ((await done).result?.t !== 'packed') throw new Error('the packer failed');
     });
-    await measure('s3Store.put of a tar file (the AWS SDK, lib-storage)', () => store.put('a.tar', { file: tarFile }));
+    await measure('s3Store.put of a tar file (the AWS SDK, s3-multipart.ts)', () => store.put('a.tar', { file: tarFile }));
     await measure('s3Store.put of a piped stream (cat tar |)', async () => {
       const cat = spawn('cat', [tarFile], { stdio: ['ignore', 'pipe', 'ignore'] });
       await store.put('b.tar', cat.stdout!);

@@ -42,9 +42,10 @@ function withPayloadHash<C extends PutObjectCommand | UploadPartCommand>(command
 /**
  * Uploads a file or a stream to `Bucket`/`Key`: one PutObject when it fits in one part, else a
  * multipart upload with `queueSize` parts in flight. Part buffers are allocated once and reused
- * (`queueSize + 1` of them at most), filled straight from the file or from the stream's chunks,
- * and hashed as they fill (CRC32, and over plain HTTP the SHA-256 the signature covers): each byte
- * is copied once and read once more for each hash while it is still in the cache. lib-storage's
+ * (`queueSize + 1` of them at most), filled straight from a file, or from a stream's chunks or a
+ * child's output (upload-parts.ts), and hashed as they fill (CRC32, and over plain HTTP the
+ * SHA-256 the signature covers): each byte is copied once at most and hashed while it is still in
+ * the cache. lib-storage's
  * `Upload` copied each part out of the stream's chunks into a fresh buffer and hashed it whole
  * afterwards (docs/benchmarks.md). Each request is the S3 client's, retried by its strategy; on
  * failure or abort the multipart upload is aborted, its parts removed.
