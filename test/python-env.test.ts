@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { applyPatch, diffConfigs, type AttemptConfig } from '../domain/attempt-config.ts';
 import { MAX_REQUIREMENTS_BYTES, pythonEnvKey, requirementsProblem, type PythonEnv } from '../domain/python-env.ts';
-import { lastLines, uvBuildEnv } from '../activities/gpu-host/python-env.ts';
+import { EnvCache, lastLines, uvBuildEnv } from '../activities/gpu-host/python-env.ts';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 const envOf = (text: string): PythonEnv => ({ kind: 'requirements', text, sha256: sha256(text) });
@@ -49,6 +49,17 @@ describe('python environments (issue 45): the pure parts', () => {
     expect(env).toMatchObject({ UV_INDEX_URL: 'http://mirror/simple', UV_FIND_LINKS: '/wheels', UV_NO_INDEX: '1', HTTPS_PROXY: 'http://proxy:3128', UV_CACHE_DIR: '/cache/.build-home/cache', HOME: '/cache/.build-home', UV_PYTHON_DOWNLOADS: 'never' });
     expect(env.UV_PYTHON).toBeUndefined();
     expect(env.SECRET).toBeUndefined();
+  });
+
+  it('a node builds nothing for a text that is not its hash, or that has options, whatever the spec says', async () => {
+    const cache = new EnvCache('/nonexistent/gpuplane-env-cache', { uv: '/nonexistent/uv', python: 'python3', buildUser: 'nobody' }, {});
+    const notes: string[] = [];
+    const note = async (m: string) => void notes.push(m);
+    const forged = await cache.prepare({ ...envOf('gpuplane_demo==2.0\n'), sha256: sha256('gpuplane_demo==1.0\n') }, note);
+    expect(forged).toEqual({ problem: expect.stringMatching(/could not be built: the file's text does not match its sha256 [0-9a-f]{64}$/) });
+    const options = await cache.prepare(envOf('--extra-index-url http://elsewhere\ngpuplane_demo\n'), note);
+    expect(options).toEqual({ problem: expect.stringMatching(/could not be built: the requirements file line 1: options are not taken \(--extra-index-url\)/) });
+    expect(notes).toHaveLength(2);
   });
 
   it("a failed build's reason is its last lines, in one line", () => {

@@ -12,7 +12,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { pythonEnvKey, type PythonEnv } from '../../domain/python-env.ts';
+import { pythonEnvKey, requirementsProblem, type PythonEnv } from '../../domain/python-env.ts';
 
 /** Where a node keeps the environments it built (GPUPLANE_ENV_CACHE_DIR): readable by every job. */
 export function envCacheDirFromEnv(nodeId: string, env = process.env): string {
@@ -98,6 +98,10 @@ export class EnvCache {
     const took = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
     const short = env.sha256.slice(0, 12);
     try {
+      // The spec is the control plane's word, checked all the same: a text under another's hash would put the wrong packages in that one's folder.
+      if (sha256(env.text) !== env.sha256) throw new Error(`the file's text does not match its sha256 ${env.sha256}`);
+      const refused = requirementsProblem(env.text);
+      if (refused) throw new Error(`the requirements file ${refused}`);
       const target = await this.targetOnce();
       const key = pythonEnvKey(env, target, sha256);
       const dir = path.join(this.root, key);
