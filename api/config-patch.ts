@@ -1,5 +1,6 @@
 import type { RetryPatch } from '../domain/attempt-config.ts';
 import { normalizeCommand } from './command.ts';
+import { pythonEnvOf } from './python-env.ts';
 import type { RetryBody } from './schemas/jobs.ts';
 
 /**
@@ -18,5 +19,6 @@ export function configPatchOf(b: RetryBody): RetryPatch {
     priority: b.priority,
     env: b.env,
     params: b.params,
+    pythonEnv: b.python_env === undefined ? undefined : b.python_env === null ? null : pythonEnvOf(b.python_env),
   };
 }

@@ -1,6 +1,7 @@
 import { diffConfigs } from '../domain/attempt-config.ts';
 import type { GangMemberRow, GpuNode, GpuSlot, Job, JobAttempt, JobTransition, RunEvent } from '../db/schema.ts';
 import type { RunWithNames } from '../db/queries/runs.ts';
+import { pythonEnvJson } from './python-env.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
@@ -26,6 +27,7 @@ export function jobJson(j: Job, stalledAt: Date | null = null) {
     command: j.command,
     working_dir: j.workingDir,
     code: j.code ?? null,
+    python_env: pythonEnvJson(j.pythonEnv),
     env: j.env,
     secret_env: j.secretNames ?? [],
     params: j.params,

@@ -3,6 +3,7 @@
  * compared, and the edit that retry_job applies to the previous one to make the next.
  */
 import type { CodeSnapshot } from './code-snapshot.ts';
+import type { PythonEnv } from './python-env.ts';
 
 export interface AttemptConfig {
   command: string[];
@@ -19,6 +20,8 @@ export interface AttemptConfig {
   memoryMb?: number;
   /** The code snapshot it runs (domain/code-snapshot.ts), unpacked into workingDir; absent: none. */
   code?: CodeSnapshot;
+  /** The Python environment its node builds with uv and runs it in (domain/python-env.ts); absent: none. */
+  pythonEnv?: PythonEnv;
 }
 
 export interface RetryPatch {
@@ -35,12 +38,15 @@ export interface RetryPatch {
   params?: Record<string, unknown>;
   /** A new code snapshot to run, with workingDir its copy's (codeWorkingDir); absent: the previous one, unless workingDir is given. */
   code?: CodeSnapshot;
+  /** A new Python environment; null: none; absent: the previous one. */
+  pythonEnv?: PythonEnv | null;
 }
 
 export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
   const memoryMb = p.memoryMb === null ? undefined : (p.memoryMb ?? prev.memoryMb);
   // New code runs in its own copy; a working dir given alone runs the job there, leaving its code behind.
   const code = p.code ?? (p.workingDir === undefined ? prev.code : undefined);
+  const pythonEnv = p.pythonEnv === null ? undefined : (p.pythonEnv ?? prev.pythonEnv);
   return {
     command: p.command ?? prev.command,
     workingDir: p.workingDir ?? prev.workingDir,
@@ -53,6 +59,7 @@ export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
     // Absent rather than undefined: the config is stored as JSON and compared key by key.
     ...(memoryMb !== undefined ? { memoryMb } : {}),
     ...(code ? { code } : {}),
+    ...(pythonEnv ? { pythonEnv } : {}),
   };
 }
 
@@ -67,7 +74,10 @@ function flatten(c: AttemptConfig): Map<string, string> {
   // An attempt recorded before gangs spans one node, as one recorded since with nodes: 1.
   for (const [k, v] of Object.entries({ ...c, nodes: c.nodes ?? 1 })) {
     if (v && typeof v === 'object' && !Array.isArray(v)) {
-      for (const [kk, vv] of Object.entries(v as Record<string, unknown>)) out.set(`${k}.${kk}`, JSON.stringify(vv));
+      for (const [kk, vv] of Object.entries(v as Record<string, unknown>)) {
+        // A Python environment is named by its hash: its whole text in a retry's detail says nothing more.
+        if (k !== 'pythonEnv' || kk !== 'text') out.set(`${k}.${kk}`, JSON.stringify(vv));
+      }
     } else out.set(k, JSON.stringify(v));
   }
   return out;

@@ -2,7 +2,7 @@
 # Installs GPUPlane's dependencies: npm packages, the Temporal CLI (built once, cached outside
 # the checkout), the web console's build and, with --with-postgres, what the tests need: Debian's
 # PostgreSQL server, Chromium, promtool, the examples' venv (numpy, mlflow-skinny, psutil, scikit-learn, pandas, skops), the venv of
-# the MLflow pytorch test (torch, lightning), a real Temporal server and a real S3 server (versitygw).
+# the MLflow pytorch test (torch, lightning), the pinned uv, a real Temporal server and a real S3 server (versitygw).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A node_modules that is a link (a git worktree sharing another checkout's) is that checkout's to
@@ -46,6 +46,8 @@ if [ "${1:-}" = "--with-postgres" ]; then
   # test/mlflow-rest-tracking runs MLflow's own REST tests (vendored in test/fixtures/third_party/mlflow),
   # which import the full mlflow package and pytest (about 870 MB).
   echo "== MLflow tests venv: $(bash scripts/mlflow-tests-venv.sh)"
+  # Agents build jobs' Python environments with uv (docs/environments.md): the pinned version, in a venv cached outside the checkout.
+  echo "== uv venv: $(bash scripts/uv-venv.sh)"
   # The end-to-end test on a real Temporal cluster (temporal-server on PostgreSQL): built once, cached.
   echo "== Temporal server: $(bash temporal/ensure-temporal-server.sh)"
   # The object store's tests run a real S3 server, versitygw: built once (about a minute), cached beside the Temporal CLI.

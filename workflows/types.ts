@@ -1,6 +1,5 @@
 /**
- * Types shared by workflows, activities, the API and the CLI. No runtime imports here but
- * domain/ (pure): the concepts (job states, a node's inventory) live there, re-exported for workflows.
+ * Types shared by workflows, activities, the API and the CLI. No runtime imports here but domain/ (pure): the concepts (job states, a node's inventory) live there, re-exported for workflows.
  */
 
 export { isTerminal, JOB_STATES, OPEN_STATES, TERMINAL_STATES, type JobState } from '../domain/job-states.ts';
@@ -122,6 +121,8 @@ export interface AttemptSpec {
   checkpoint?: StoredPoint;
   /** The job's code (domain/code-snapshot.ts): its node fetches the tar by key, checks its sha256 and unpacks it into workingDir as the job's user (activities/gpu-host/code-fetch.ts). */
   code?: { key: string; sha256: string; bytes: number };
+  /** The job's Python environment (domain/python-env.ts): its node builds it with uv into a shared read-only cache, and the process runs in it (activities/gpu-host/python-env.ts). */
+  pythonEnv?: import('../domain/python-env.ts').PythonEnv;
   /** The MLflow name of the run's experiment (`project/experiment`, api/mlflow/wire.ts), given as MLFLOW_EXPERIMENT_NAME; absent for a job without a run. */
   mlflowExperiment?: string;
 }

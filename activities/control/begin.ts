@@ -71,6 +71,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
     ...(mlflowExperiment ? { mlflowExperiment } : {}),
     ...(checkpoint ? { checkpoint } : {}),
     ...(job.code ? { code: { key: job.code.key, sha256: job.code.sha256, bytes: job.code.bytes } } : {}),
+    ...(job.pythonEnv ? { pythonEnv: job.pythonEnv } : {}),
   };
 }
 

@@ -29,6 +29,7 @@ import type { SubmitJobBody, SubmitJobHeaders } from '../schemas/jobs.ts';
 import { KeyTaken, requestHash } from '../idempotency.ts';
 import { messageOf } from '../schema-errors.ts';
 import { jobJson } from '../serialize.ts';
+import { pythonEnvOf } from '../python-env.ts';
 
 const WATCH_DIR_RULE = 'watch_dir must be relative to working_dir and stay inside working_dir: no `..` segment at all (not even `a/../b`)';
 /** The submit schema's refusals that have words of their own, by where and which rule. */
@@ -111,6 +112,7 @@ export class JobSubmit {
     }
     // The project's own snapshot with that hash (the project exists once its code was uploaded).
     const code = b.code ? await resolveCode(this.store, b.project ? await findProjectId(this.db, b.project) : null, b.project, b.code) : null;
+    const pythonEnv = b.python_env ? pythonEnvOf(b.python_env) : null;
     const hash = key === undefined ? '' : requestHash(b);
     // Keys are per project (the job's; '' for none): the same key in another project is
     // another key, so no token learns of, or blocks, another project's submits through one.
@@ -130,6 +132,7 @@ export class JobSubmit {
         const made = await insertJob(tx, {
           id: newId('job'),
           code,
+          pythonEnv,
           // Kept QUEUED all the same (a bigger node may join); the reason says why it waits.
           reason: neverFitsReason(gpus, b.selector ?? {}, await nodeRooms(tx), nodes),
           type: b.type ?? TRAINING_JOB_TYPE,

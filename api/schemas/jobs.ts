@@ -4,6 +4,7 @@ import { JOB_TYPES } from '../../domain/job-types.ts';
 import { MAX_MEMORY_MB, MIN_MEMORY_MB } from '../../domain/memory-limit.ts';
 import { RESERVED_SECRET_NAME } from '../../domain/secret-env.ts';
 import { CodeRefSchema, CodeSnapshotSchema } from './code.ts';
+import { PythonEnvBodySchema, PythonEnvSchema } from './python-env.ts';
 import { LimitParam, Nullable, ParamsRecord, StringMap } from './common.ts';
 import { CODE_OR_WORKING_DIR, EXPERIMENT_NEEDS_PROJECT, GPUS_OR_PER_NODE, GPUS_SINGLE_NODE, notBoth } from './rules.ts';
 
@@ -46,6 +47,7 @@ export const SubmitJobBody = Type.Object(
     }),
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/', description: 'absolute path on the node' })),
     code: Type.Optional(CodeRefSchema),
+    python_env: Type.Optional(PythonEnvBodySchema),
     env: Type.Optional(StringMap),
     secret_env: Type.Optional(
       Type.Record(Type.String({ pattern: SECRET_NAME }), Type.String({ maxLength: 32_768 }), {
@@ -139,6 +141,7 @@ export const JobSchema = Type.Object(
     command: Type.Array(Type.String()),
     working_dir: Type.String({ description: "absolute path on the node; a job with code: its own copy's, the same on every node" }),
     code: Type.Union([CodeSnapshotSchema, Type.Null()], { description: 'the code snapshot it runs, unpacked into working_dir on its node; null: none' }),
+    python_env: Type.Union([PythonEnvSchema, Type.Null()], { description: 'the Python environment its node builds with uv and runs it in; null: none' }),
     env: StringMap,
     secret_env: Type.Array(Type.String(), { description: 'names of the secret variables (never their values)' }),
     params: Type.Record(Type.String(), Type.Unknown()),
@@ -228,6 +231,14 @@ export const RetryBody = Type.Object(
         description:
           "new code to run (`gpuctl retry --code DIR`, `gpuctl fork --code DIR`): a snapshot uploaded first to the project of the job it makes (PUT /code/{sha256}?project=), unpacked into a working dir of that job's own. Not with working_dir; absent: the code it ran before (none where working_dir is given)",
       }),
+    ),
+    python_env: Type.Optional(
+      Nullable(
+        Type.Object(PythonEnvBodySchema.properties, {
+          additionalProperties: false,
+          description: 'a new Python environment to run in (a requirements.txt, as a submit gives it); null: none; absent: the one it ran in before',
+        }),
+      ),
     ),
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'cards on each node' })),
     nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, description: 'nodes the job spans' })),

@@ -5,6 +5,7 @@ import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
 import { clientOf, out } from '../client-of.ts';
 import { forkCheckpoint, lineage } from '../client-fork.ts';
 import { addCodeOptions, codeOption, refuseCodeWithWorkdir } from '../client-code.ts';
+import { addPythonEnvOption, pythonEnvOption } from '../python-env-option.ts';
 import { getCheckpoint } from '../client-checkpoints.ts';
 import { getRun } from '../client-runs.ts';
 
@@ -41,13 +42,16 @@ export function renderLineage(l: LineageJson): string {
 }
 
 export function registerForkCommands(program: Command): void {
-  addCodeOptions(
-    addConfigEditOptions(
-      program
-        .command('fork')
+  addPythonEnvOption(
+    addCodeOptions(
+      addConfigEditOptions(
+        program
+          .command('fork')
         .description("start a TRAIN job from a checkpoint: its attempt's config with these edits, resuming from it; prints the job id on the last line")
-        .argument('<checkpoint>', 'checkpoint id')
-        .argument('[command...]', 'a new command, after --'),
+          .argument('<checkpoint>', 'checkpoint id')
+          .argument('[command...]', 'a new command, after --'),
+        'the new job',
+      ),
       'the new job',
     ),
     'the new job',
@@ -62,6 +66,7 @@ export function registerForkCommands(program: Command): void {
       const j = await forkCheckpoint(client, checkpoint, {
         ...(command.length ? { command } : {}),
         ...configEditsOf(o),
+        ...pythonEnvOption(o),
         // Uploaded first to the fork's project: the one given, else the checkpoint's run's.
         ...(await codeOption(client, o, async () => o.project ?? (await getRun(client, (await getCheckpoint(client, checkpoint)).run_id)).project)),
         working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : undefined,

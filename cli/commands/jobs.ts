@@ -8,6 +8,7 @@ import { ApiError } from '../client.ts';
 import { clientOf } from '../client-of.ts';
 import { addCodeOptions, codeOption, refuseCodeWithWorkdir } from '../client-code.ts';
 import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
+import { addPythonEnvOption, pythonEnvOption } from '../python-env-option.ts';
 import { renderJob, renderJobs, submitWarning } from '../render.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
@@ -24,9 +25,10 @@ export function evaluationCount(evals: JobJson[]): string {
 }
 
 export function registerJobCommands(program: Command): void {
-  addCodeOptions(
-    program
-      .command('submit')
+  addPythonEnvOption(
+    addCodeOptions(
+      program
+        .command('submit')
       .description('submit a job; prints its id on the last line')
       .addOption(new Option('--type <type>', 'job type').choices(JOB_TYPES).default(TRAINING_JOB_TYPE))
       .addOption(new Option('--gpus <n>', 'cards, all on one node').argParser(intArg('--gpus', 0)).default(undefined, '1'))
@@ -35,7 +37,9 @@ export function registerJobCommands(program: Command): void {
       .option('--memory <size>', "RAM the job may use on each node, in MiB or with a unit (512M, 8G); past it the OOM killer ends it (default: no limit; a node without a memory controller runs it unlimited)", memoryArg('--memory'))
       .addOption(new Option('--selector <k=v>', 'node label the job needs (repeatable)').argParser(pairArg).default({}, 'none'))
       .option('--priority <p>', 'higher runs first', intArg('--priority', -1000), 0)
-      .option('--workdir <dir>', 'working directory on the node (default: here; not with --code)'),
+        .option('--workdir <dir>', 'working directory on the node (default: here; not with --code)'),
+      'the job',
+    ),
     'the job',
   )
     .addOption(new Option('--env <K=V>', 'environment variable (repeatable)').argParser(pairArg).default({}, 'none'))
@@ -57,6 +61,7 @@ export function registerJobCommands(program: Command): void {
     .action(async (command: string[], o, cmd: Command) => {
       if (o.eval && !o.watch) throw new InvalidArgumentError('--eval needs --watch: its checkpoints are what it evaluates');
       refuseCodeWithWorkdir(o);
+      const pythonEnv = pythonEnvOption(o);
       const client = clientOf(cmd);
       // Snapshotted and uploaded first (nothing is sent for a folder that is missing or over the limit).
       const { code } = await codeOption(client, o, async () => o.project);
@@ -72,6 +77,7 @@ export function registerJobCommands(program: Command): void {
         ...(code ? { code } : { working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : process.cwd() }),
         env: o.env,
         ...(Object.keys(o.secretEnv).length ? { secret_env: o.secretEnv } : {}),
+        ...pythonEnv,
         params: o.param,
         project: o.project,
         experiment: o.experiment,
@@ -155,15 +161,18 @@ export function registerJobCommands(program: Command): void {
       else log(`${j.id}: cancel requested (was ${j.state})`);
     });
 
-  addCodeOptions(
-    addConfigEditOptions(program.command('retry').description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config').argument('<id>'), 'the new attempt'),
+  addPythonEnvOption(
+    addCodeOptions(
+      addConfigEditOptions(program.command('retry').description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config').argument('<id>'), 'the new attempt'),
+      'the new attempt',
+    ),
     'the new attempt',
   )
     .option('--json', 'print the job as JSON')
     .action(async (id: string, o, cmd: Command) => {
       const client = clientOf(cmd);
       // Uploaded to the job's own project first (nothing is retried when the folder is refused).
-      const j = await client.retry(id, { ...configEditsOf(o), ...(await codeOption(client, o, async () => (await client.job(id)).project)) });
+      const j = await client.retry(id, { ...configEditsOf(o), ...pythonEnvOption(o), ...(await codeOption(client, o, async () => (await client.job(id)).project)) });
       if (o.json) log(JSON.stringify(j, null, 2));
       else {
         const last = j.attempts.at(-1)!;

@@ -150,6 +150,8 @@ export async function createEvaluationJob(ex: Executor, ckpt: Checkpoint, train:
     workingDir: o.workingDir ?? train?.workingDir ?? '/tmp',
     // The training job's code, unpacked into its own working dir, unless a working dir is given.
     code: o.workingDir === undefined ? (train?.code ?? null) : null,
+    // The training job's Python environment, whatever its working dir.
+    pythonEnv: train?.pythonEnv ?? null,
     env: { ...train?.env, ...o.env, GPUPLANE_CHECKPOINT_PATH: ckpt.uri, GPUPLANE_CHECKPOINT_ID: ckpt.id },
     params: { checkpoint_id: ckpt.id, ...(ckpt.step === null ? {} : { checkpoint_step: ckpt.step }) },
     onLost: train?.onLost ?? 'requeue',

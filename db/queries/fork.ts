@@ -67,6 +67,8 @@ export async function createForkJob(ex: Executor, ckpt: Checkpoint, src: ForkSou
     workingDir: config.workingDir,
     // Its code (the edits' new code, else the source's unless they gave a working dir): unpacked into the fork's own working dir.
     code: config.code ?? null,
+    // Its Python environment: the edits' new one, else the source's.
+    pythonEnv: config.pythonEnv ?? null,
     env: config.env,
     secretNames: edits.withSecrets ? s.secretNames : [],
     params: config.params,

@@ -29,6 +29,7 @@ export async function createRetryAttempt(tx: Tx, job: Job, patch: RetryPatch): P
       command: config.command,
       workingDir: config.workingDir,
       code: config.code ?? null,
+      pythonEnv: config.pythonEnv ?? null,
       gpus: config.gpus,
       nodes: config.nodes ?? 1,
       memoryMb: config.memoryMb ?? null,

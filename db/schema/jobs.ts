@@ -2,6 +2,7 @@ import { sql, type InferSelectModel } from 'drizzle-orm';
 import { bigserial, boolean, check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import type { AttemptConfig } from '../../domain/attempt-config.ts';
 import type { CodeSnapshot } from '../../domain/code-snapshot.ts';
+import type { PythonEnv } from '../../domain/python-env.ts';
 import type { EvalPolicy } from '../../domain/eval-policy.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import { JOB_TYPES, type JobType } from '../../domain/job-types.ts';
@@ -44,6 +45,8 @@ export const jobs = pgTable(
     workingDir: text('working_dir').notNull(),
     /** The code snapshot the job runs (`gpuctl submit --code`; domain/code-snapshot.ts): each node unpacks it into working_dir. Null: none, working_dir is a folder on the node. */
     code: jsonb('code').$type<CodeSnapshot>(),
+    /** The Python environment its nodes build with uv and run it in (`gpuctl submit --python-env`; domain/python-env.ts). Null: none. */
+    pythonEnv: jsonb('python_env').$type<PythonEnv>(),
     env: jsonb('env').$type<Record<string, string>>().notNull(),
     /** Names of the job's secret variables; their values are in job_secrets, never in this row, an API answer or Temporal. */
     secretNames: jsonb('secret_names').$type<string[]>().notNull().default([]),

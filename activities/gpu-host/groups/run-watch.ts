@@ -13,6 +13,7 @@ import type { Live } from '../attempt-record.ts';
 import { attemptEnd } from '../checkpoint-watching.ts';
 import { withLocalCopies } from '../checkpoint-fetch.ts';
 import { codeCacheDirFromEnv, CodeCache } from '../code-fetch.ts';
+import { envCacheDirFromEnv, EnvCache, venvVars } from '../python-env.ts';
 import { jobUserFor, workingDirProblemFor, type JobUser } from '../job-users.ts';
 import { confirmLaunch, reportStarted } from '../launch.ts';
 import { workingDirProblem } from '../proc.ts';
@@ -29,6 +30,8 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
   const { supervise, endedExit } = createSupervisor(deps);
   // The node's code snapshots: from the plane's store, or through the API where the agent has none.
   const code = new CodeCache(codeCacheDirFromEnv(deps.nodeId), { store: deps.store ?? null, api: deps });
+  // The node's Python environments, built with uv once per content, Python and platform.
+  const pythonEnvs = new EnvCache(envCacheDirFromEnv(deps.nodeId));
 
   const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
   const spawnError = (logPath: string, message: string): ProcessExit => ({ exitCode: null, signal: null, spawnError: message, logTail: '', logPath });
@@ -77,6 +80,14 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
       const codeProblem = await code.prepare(spec, user ? { uid: user.uid, gid: user.gid } : null, noteCode);
       if (codeProblem) return spawnError(logPath, codeProblem);
     }
+    // Its Python environment (python-env.ts), after its code: a build that fails fails the attempt, with the build's last lines.
+    let venv: string | null = null;
+    if (spec.pythonEnv) {
+      const noteEnv = (message: string, level: 'info' | 'warning') => deps.note?.(spec, { kind: 'env.built', level, message }) ?? Promise.resolve();
+      const ready = await pythonEnvs.prepare(spec.pythonEnv, noteEnv);
+      if ('problem' in ready) return spawnError(logPath, ready.problem);
+      venv = ready.dir;
+    }
     // Confinement first: a job user makes a missing working dir only inside the allowed roots.
     const dirProblem = (spec.code ? null : confinementProblem(spec)) ?? (user ? workingDirProblemFor(spec.workingDir, user) : workingDirProblem(spec.workingDir));
     if (dirProblem) return spawnError(logPath, dirProblem);
@@ -96,6 +107,11 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
       // The agent's home is not the job's: its own working dir is, unless the job says otherwise.
       env.HOME = spec.env.HOME ?? spec.workingDir;
       env.USER = env.LOGNAME = user.name;
+    }
+    if (venv) {
+      Object.assign(env, venvVars(venv, env.PATH));
+      // A PYTHONHOME would take its Python out of the environment.
+      delete env.PYTHONHOME;
     }
     // Taken before the process starts (by the scanner, as the job's user): whatever is there already is not this attempt's checkpoint.
     const before = watching ? ((await deps.checkpoints?.begin(spec)) ?? {}) : {};

@@ -1,0 +1,50 @@
+/**
+ * Tiny pure-Python wheels and the pinned uv, for tests of jobs' Python environments (issue 45):
+ * no package index, no internet, only a folder of wheels that agents get as UV_FIND_LINKS.
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+// A wheel is a zip of the package, its METADATA, WHEEL and a RECORD of every file's hash.
+const WHEEL_SCRIPT = `
+import base64, hashlib, sys, zipfile
+out, name, version = sys.argv[1], sys.argv[2], sys.argv[3]
+files = {
+    f"{name}/__init__.py": f'__version__ = "{version}"\\n',
+    f"{name}/__main__.py": f'from {name} import __version__\\nprint("{name}", __version__)\\n',
+    f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n",
+    f"{name}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\\nGenerator: gpuplane-test\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n",
+}
+record = f"{name}-{version}.dist-info/RECORD"
+lines = []
+for p, text in files.items():
+    data = text.encode()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    lines.append(f"{p},sha256={digest},{len(data)}")
+lines.append(f"{record},,")
+files[record] = "\\n".join(lines) + "\\n"
+with zipfile.ZipFile(f"{out}/{name}-{version}-py3-none-any.whl", "w") as z:
+    for p, text in files.items():
+        z.writestr(p, text)
+`;
+
+/** Writes a wheel of package `name` at each version into `dir` (a module whose `python -m name` prints its version). */
+export function writeDemoWheels(dir: string, name: string, versions: string[]): void {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+  for (const v of versions) execFileSync('python3', ['-c', WHEEL_SCRIPT, dir, name, v], { stdio: 'pipe' });
+}
+
+/**
+ * A copy of the pinned uv (scripts/uv-venv.sh, cached outside the checkout) at `dir`/uv, where
+ * the user builds run as (nobody, where the agent is root) can run it: the cache is under root's
+ * home. Returns its path.
+ */
+export function uvBinaryIn(dir: string): string {
+  const venv = execFileSync('bash', [path.join(import.meta.dirname, '..', '..', 'scripts', 'uv-venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim();
+  fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+  const uv = path.join(dir, 'uv');
+  fs.copyFileSync(path.join(venv, 'bin', 'uv'), uv);
+  fs.chmodSync(uv, 0o755);
+  return uv;
+}
