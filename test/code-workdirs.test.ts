@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../db/client.ts';
 import { expiredCodeWorkdirs } from '../db/queries/code-workdirs.ts';
 import { insertJob } from '../db/queries/jobs.ts';
-import { checkpoints, jobs, runs } from '../db/schema.ts';
+import { checkpoints, jobAttempts, jobs, runs } from '../db/schema.ts';
 import type { JobState } from '../domain/job-states.ts';
 
 /** Which jobs' unpacked code a node may delete (db/queries/code-workdirs.ts), on a real database. */
@@ -21,10 +21,11 @@ describe('unpacked code a node may delete', () => {
     await db?.close();
   });
 
-  const job = async (id: string, state: JobState, endedDaysAgo: number | null) => {
+  const job = async (id: string, state: JobState, endedDaysAgo: number | null, node = 'node-x') => {
     await insertJob(db.db, { id, type: 'TRAIN', state: 'CREATED', command: ['true'], workingDir: `/var/tmp/gpuplane-code/${id}/abc/code`, watchDir: 'ckpts', gpus: 0, selector: {}, env: {}, params: {} });
     // Made CREATED; where it stands now, and when it ended, as its workflow would have recorded them.
     await db.db.update(jobs).set({ state, endedAt: endedDaysAgo === null ? null : new Date(Date.now() - endedDaysAgo * day) }).where(eq(jobs.id, id));
+    await db.db.update(jobAttempts).set({ nodeId: node }).where(eq(jobAttempts.jobId, id));
     await db.db.insert(runs).values({ id: `run-${id}`, jobId: id, attempt: 1, source: 'job', name: 'r', status: 'finished', params: {} });
   };
   const ckpt = (id: string, jobId: string, o: { storage?: 'stored' | 'pending' | null; deleted?: boolean; uri?: string } = {}) =>
@@ -45,8 +46,11 @@ describe('unpacked code a node may delete', () => {
     // A checkpoint outside its code folder (a watch dir elsewhere) does not keep the folder.
     await job('job-outside', 'SUCCEEDED', 10);
     await ckpt('ck-outside', 'job-outside', { uri: '/data/ckpts/step_1' });
-    const asked = ['job-old', 'job-recent', 'job-running', 'job-unstored', 'job-pending', 'job-stored', 'job-deleted', 'job-outside', 'job-of-another-plane'];
-    expect(await expiredCodeWorkdirs(db.db, asked, since)).toEqual(['job-deleted', 'job-old', 'job-outside', 'job-stored']);
-    expect(await expiredCodeWorkdirs(db.db, [], since)).toEqual([]);
+    // One that never ran on the node asking is not its to hear about (another node on the same machine answers for it).
+    await job('job-elsewhere', 'SUCCEEDED', 10, 'node-y');
+    const asked = ['job-old', 'job-recent', 'job-running', 'job-unstored', 'job-pending', 'job-stored', 'job-deleted', 'job-outside', 'job-elsewhere', 'job-of-another-plane'];
+    expect(await expiredCodeWorkdirs(db.db, 'node-x', asked, since)).toEqual(['job-deleted', 'job-old', 'job-outside', 'job-stored']);
+    expect(await expiredCodeWorkdirs(db.db, 'node-y', asked, since)).toEqual(['job-elsewhere']);
+    expect(await expiredCodeWorkdirs(db.db, 'node-x', [], since)).toEqual([]);
   });
 });

@@ -118,6 +118,6 @@ export const codeRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, 
         response: { 200: Type.Object({ expired: Type.Array(Type.String()) }) },
       },
     },
-    async (req) => ({ expired: await expiredCodeWorkdirs(db, req.body.jobs, new Date(Date.now() - req.body.older_than_s * 1000)) }),
+    async (req) => ({ expired: await expiredCodeWorkdirs(db, req.params.id, req.body.jobs, new Date(Date.now() - req.body.older_than_s * 1000)) }),
   );
 };
