@@ -6,6 +6,7 @@
  * build its unions from the constants here, and YAML text is read by a parser the caller hands in.
  */
 import { codeRefProblem, type CodeRef, type CodeSnapshot } from './code-snapshot.ts';
+import { PYTHON_ENV_BODY_FIELDS, type PythonEnv, type PythonEnvBody } from './python-env.ts';
 import { MAX_MEMORY_MB, MIN_MEMORY_MB } from './memory-limit.ts';
 
 export const SWEEP_METHODS = ['grid', 'random', 'asha'] as const;
@@ -33,6 +34,8 @@ export interface SweepSpec {
    * resolves to the project's stored snapshot (CodeSnapshot). Every trial runs the one snapshot.
    */
   code?: string | CodeRef | CodeSnapshot;
+  /** The trials' one Python environment (domain/python-env.ts): in a file, a path gpuctl reads; in the API's body, the files' text; stored checked, with its hash. */
+  python_env?: string | PythonEnvBody | PythonEnv;
   gpus?: number;
   nodes?: number;
   gpus_per_node?: number;
@@ -90,7 +93,7 @@ export function sweepTrialCount(spec: SweepSpec): number {
   return Math.min(size, spec.max_trials ?? size);
 }
 
-const TOP_FIELDS = ['project', 'experiment', 'command', 'workdir', 'code', 'gpus', 'nodes', 'gpus_per_node', 'memory_mb', 'env', 'watch', 'eval', 'metric', 'method', 'max_trials', 'max_concurrent', 'parameters', 'asha', 'seed', 'retry_failed'];
+const TOP_FIELDS = ['project', 'experiment', 'command', 'workdir', 'code', 'python_env', 'gpus', 'nodes', 'gpus_per_node', 'memory_mb', 'env', 'watch', 'eval', 'metric', 'method', 'max_trials', 'max_concurrent', 'parameters', 'asha', 'seed', 'retry_failed'];
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 /** Names that would set an object's prototype, not a key, where a caller copies with Object.assign or `obj[name] =`. */
@@ -124,6 +127,7 @@ export function validateSweepSpec(value: unknown): SweepSpec {
   for (const k of ['project', 'experiment', 'workdir'] as const) if (o[k] !== undefined) spec[k] = text(o[k], k);
   if (o.code !== undefined) spec.code = code(o.code);
   if (spec.code !== undefined && spec.workdir !== undefined) fail('code', 'give code (a folder gpuctl uploads, which every trial runs in) or workdir (a folder on the nodes), not both');
+  if (o.python_env !== undefined) spec.python_env = pythonEnv(o.python_env);
   if (o.gpus !== undefined) spec.gpus = int(o.gpus, 'gpus', 0, 64);
   if (o.nodes !== undefined) spec.nodes = int(o.nodes, 'nodes', 1, 256);
   if (o.gpus_per_node !== undefined) spec.gpus_per_node = int(o.gpus_per_node, 'gpus_per_node', 0, 64);
@@ -236,6 +240,15 @@ function code(value: unknown): string | CodeRef {
   const problem = codeRefProblem(value);
   if (problem) fail(`code${problem.at}`, problem.problem);
   return value as CodeRef;
+}
+
+/** A file's path (the file's form) or the files' text (the API's; checked as files there). */
+function pythonEnv(value: unknown): string | PythonEnvBody {
+  if (typeof value === 'string') return text(value, 'python_env');
+  const o = object(value, 'python_env');
+  for (const k of Object.keys(o)) if (!(PYTHON_ENV_BODY_FIELDS as readonly string[]).includes(k)) fail(`python_env.${k}`, 'unknown field (requirements, pylock, or pyproject with uv_lock)');
+  for (const k of PYTHON_ENV_BODY_FIELDS) if (o[k] !== undefined) text(o[k], `python_env.${k}`);
+  return Object.keys(o).length ? (o as PythonEnvBody) : fail('python_env', 'give requirements, pylock, or pyproject with uv_lock');
 }
 
 function command(value: unknown, at: string, required: boolean): string | string[] | undefined {

@@ -5,6 +5,7 @@
 import { ashaRungSteps, ashaSettings } from './asha.ts';
 import type { CodeSnapshot } from './code-snapshot.ts';
 import type { EvalPolicy } from './eval-policy.ts';
+import type { PythonEnv } from './python-env.ts';
 import type { SweepPoint } from './sweep-search.ts';
 import type { SweepSpec } from './sweep-spec.ts';
 
@@ -13,6 +14,7 @@ export interface TrialJobConfig {
   workingDir: string;
   /** The sweep's one snapshot (resolved by the API when the sweep was made); null: none. */
   code: CodeSnapshot | null;
+  pythonEnv: PythonEnv | null;
   gpus: number;
   nodes: number;
   /** MiB on each node; null: no limit. */
@@ -48,6 +50,7 @@ export function trialJobConfig(spec: SweepSpec, sweepId: string, trial: number, 
     command: commandArgv(spec.command),
     workingDir: spec.workdir ?? '/tmp',
     code: typeof spec.code === 'object' && 'key' in spec.code ? spec.code : null,
+    pythonEnv: typeof spec.python_env === 'object' && 'sha256' in spec.python_env ? spec.python_env : null,
     gpus: spec.gpus ?? spec.gpus_per_node ?? 1,
     nodes,
     memoryMb: spec.memory_mb ?? null,

@@ -5,7 +5,8 @@ import { configOfAttempt } from '../db/queries/next-attempt.ts';
 import { createAttemptRun } from '../db/queries/attempt-run.ts';
 import { createEvaluationJob } from '../db/queries/evaluations.ts';
 import { createRetryAttempt } from '../db/queries/retry.ts';
-import { checkpoints, jobs, type Job } from '../db/schema.ts';
+import { createTrialJob } from '../db/queries/sweeps.ts';
+import { checkpoints, jobs, sweeps, type Job } from '../db/schema.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -42,9 +43,13 @@ describe('python_env of a job', () => {
   it('a file with options, no package, or an unknown field is a 400 that makes nothing', async () => {
     const before = (await t.database.db.select({ id: jobs.id }).from(jobs)).length;
     for (const [body, want] of [
-      [{ requirements: '-i http://elsewhere/simple\nnumpy\n' }, /python_env\.requirements line 1: options are not taken \(-i\)/],
-      [{ requirements: '# only a comment\n' }, /python_env\.requirements names no package/],
+      [{ requirements: '-i http://elsewhere/simple\nnumpy\n' }, /python_env: requirements\.txt line 1: options are not taken \(-i\)/],
+      [{ requirements: '# only a comment\n' }, /python_env: requirements\.txt names no package/],
       [{ requirements: 'numpy\n', lock: 'x' }, /python_env/],
+      [{ requirements: 'numpy\n', pylock: 'lock-version = "1.0"\n' }, /python_env: give one of requirements, pylock, or pyproject with uv_lock \(got requirements, pylock\)/],
+      [{ uv_lock: 'version = 1\n' }, /python_env: a uv project needs both pyproject and uv_lock/],
+      [{ pylock: 'lock-version = "1.0"\n[[packages]]\nname = "x"\nvcs = { type = "git", url = "https://g/x" }\n' }, /python_env: pylock\.toml package x comes from a VCS/],
+      [{}, /python_env/],
     ] as const) {
       const res = await submit({ python_env: body });
       expect(res.statusCode, res.body).toBe(400);
@@ -73,5 +78,24 @@ describe('python_env of a job', () => {
     const [ck] = await t.database.db.select().from(checkpoints).where(eq(checkpoints.id, 'ckpt-pe'));
     const ev = await createEvaluationJob(t.database.db, ck, source);
     expect(ev!.job.pythonEnv).toEqual(source.pythonEnv);
+  });
+
+  it("a sweep's trials run in the sweep's environment: the API takes the files' text, never a path", async () => {
+    const sweep = (python_env: unknown) => t.app.inject({ method: 'POST', url: '/api/v1/sweeps', payload: { command: 'python train.py', workdir: '/data', method: 'grid', gpus: 0, parameters: { lr: { values: [1] } }, python_env } });
+    for (const [body, want] of [
+      ['requirements.txt', /python_env/],
+      [{ requirements: '--index-url http://elsewhere\nnumpy\n' }, /python_env: requirements\.txt line 1: options are not taken/],
+    ] as const) {
+      const res = await sweep(body);
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().message).toMatch(want);
+    }
+    expect(await t.database.db.select().from(sweeps)).toHaveLength(0);
+    const res = await sweep({ pylock: 'lock-version = "1.0"\n[[packages]]\nname = "gpuplane-demo"\nversion = "2.0"\n' });
+    // The sweep's workflow needs Temporal, which this app has none of: the row is what is looked at.
+    const [row] = await t.database.db.select().from(sweeps);
+    expect(row, res.body).toBeDefined();
+    const trial = await createTrialJob(t.database.db, row.id, 0);
+    expect(trial.job.pythonEnv).toMatchObject({ kind: 'pylock', sha256: sha256('lock-version = "1.0"\n[[packages]]\nname = "gpuplane-demo"\nversion = "2.0"\n') });
   });
 });

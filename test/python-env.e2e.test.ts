@@ -46,6 +46,7 @@ describe('Python environments built with uv on the node', () => {
 
   const file = (name: string, text: string) => {
     const p = path.join(tmp, name);
+    fs.mkdirSync(path.dirname(p), { recursive: true });
     fs.writeFileSync(p, text);
     return p;
   };
@@ -119,9 +120,9 @@ describe('Python environments built with uv on the node', () => {
     expect(fs.readdirSync(cacheDir).filter((n) => !n.startsWith('.') && !n.endsWith('.ready'))).toHaveLength(3);
   });
 
-  it('gpuctl refuses a pyproject.toml, a file with options, or a missing file in one line, before sending anything', async () => {
+  it('gpuctl refuses a pyproject.toml without its uv.lock, a file with options, or a missing file in one line, before sending anything', async () => {
     const cases: [string, RegExp][] = [
-      [file('pyproject.toml', '[project]\nname = "x"\n'), /pyproject\.toml with uv\.lock is not built yet; give a requirements\.txt/],
+      [file('lone/pyproject.toml', '[project]\nname = "x"\n'), /pyproject\.toml: no uv\.lock beside it \(`uv lock` makes one\)/],
       [file('opts.txt', '--index-url http://elsewhere/simple\ngpuplane_demo\n'), /line 1: options are not taken \(--index-url\)/],
       [path.join(tmp, 'nope.txt'), /no such file/],
     ];
@@ -142,5 +143,36 @@ describe('Python environments built with uv on the node', () => {
     expect(got[0]).toEqual(got[1]);
     expect(notes[0]).toEqual([expect.stringMatching(/ built with uv /)]);
     expect(notes[1]).toEqual([expect.stringMatching(/is being built by another attempt on this node: waiting for it$/), expect.stringMatching(/built by another attempt, ready at .* after [\d.]+ s$/)]);
+  });
+
+  it("a uv project's uv.lock (named inside --code) and a pylock.toml build from the node's own index; a lock naming a local folder fails in one line", async () => {
+    // A real uv project, locked by uv against the wheels, and its lock exported as a pylock.toml by uv.
+    const project = path.join(tmp, 'project');
+    fs.mkdirSync(project);
+    fs.writeFileSync(path.join(project, 'pyproject.toml'), '[project]\nname = "trainer"\nversion = "0.1.0"\nrequires-python = ">=3.8"\ndependencies = ["gpuplane_demo==2.0"]\n');
+    const uvEnv = { ...process.env, UV_FIND_LINKS: wheels, UV_NO_INDEX: '1', UV_CACHE_DIR: path.join(tmp, 'uv-cache'), UV_PYTHON: PYTHON };
+    execFileSync(uv, ['lock', '--quiet', '--project', project], { env: uvEnv });
+    const pylock = path.join(tmp, 'pylock.toml');
+    execFileSync(uv, ['export', '--quiet', '--frozen', '--no-emit-project', '--format', 'pylock.toml', '--project', project, '-o', pylock], { env: uvEnv });
+    // A path dependency: gpuctl cannot tell without uv, the node's `uv export` names it, and the attempt fails with that.
+    const withPath = path.join(tmp, 'with-path');
+    fs.mkdirSync(path.join(withPath, 'sub'), { recursive: true });
+    fs.writeFileSync(path.join(withPath, 'sub', 'pyproject.toml'), '[project]\nname = "sub"\nversion = "0.1.0"\n');
+    fs.writeFileSync(path.join(withPath, 'pyproject.toml'), '[project]\nname = "trainer"\nversion = "0.1.0"\ndependencies = ["sub"]\n[tool.uv.sources]\nsub = { path = "sub" }\n');
+    execFileSync(uv, ['lock', '--quiet', '--project', withPath], { env: uvEnv });
+    // Planted above the node's cache (as in /var/tmp, which anyone may write): a pyproject.toml uv would read as a workspace, were the job's project not a root of its own.
+    fs.writeFileSync(path.join(tmp, 'pyproject.toml'), '[project]\nname = "planted"\n');
+    const [locked, pinned] = await Promise.all([submit(['--code', project, '--python-env', 'uv.lock', '--', 'sh', '-c', PRINT]), submit(['--python-env', pylock, '--', 'sh', '-c', PRINT])]);
+    for (const id of [locked, pinned]) {
+      const done = await c.client.waitFor(id, undefined, 60_000);
+      expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+      expect(await logWith(id, 'gpuplane_demo 2.0')).toBeTruthy();
+    }
+    expect((await gpuctlIn(env, ['job', locked])).stdout).toMatch(/python_env:\s+uv-lock [0-9a-f]{12} /);
+    expect((await gpuctlIn(env, ['job', pinned])).stdout).toMatch(/python_env:\s+pylock [0-9a-f]{12} /);
+    const bad = await submit(['--python-env', path.join(withPath, 'pyproject.toml'), '--', 'true']);
+    const failed = await c.client.waitFor(bad, undefined, 60_000);
+    expect(failed.state).toBe('FAILED');
+    expect(failed.attempts.at(-1)!.reason).toMatch(/could not be built: uv\.lock, exported as requirements, line \d+: a local path is not taken \(\.\/sub\)/);
   });
 });

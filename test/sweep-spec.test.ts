@@ -112,6 +112,8 @@ describe('validateSweepSpec names the field', () => {
     ['an env value that is a number', (s) => (s.env = { SEED: 3 }), 'env.SEED: must be a string (quote numbers in YAML)'],
     ['an env name that is not one', (s) => (s.env = { 'A-B': 'x' }), 'env.A-B: not an environment variable name'],
     ['an absolute watch', (s) => (s.watch = '/ckpts'), 'watch: must be relative to workdir'],
+    ['a python_env with a field of its own', (s) => (s.python_env = { kind: 'requirements', text: 'x', sha256: 'x' }), 'python_env.kind: unknown field (requirements, pylock, or pyproject with uv_lock)'],
+    ['an empty python_env', (s) => (s.python_env = {}), 'python_env: give requirements, pylock, or pyproject with uv_lock'],
     ['a watch that climbs', (s) => (s.watch = 'a/../../b'), 'watch: must not have a .. segment'],
     ['a metric without a goal', (s) => (s.metric = { name: 'eval/loss' }), 'metric.goal: required: minimize | maximize'],
     ['a metric goal of min', (s) => (s.metric = { name: 'eval/loss', goal: 'min' }), 'metric.goal: must be one of minimize | maximize, not "min"'],
@@ -183,6 +185,7 @@ describe('what a sweep fills in and what a trial runs', () => {
       command: ['/bin/sh', '-c', 'python train.py'],
       workingDir: '/tmp',
       code: null,
+      pythonEnv: null,
       gpus: 4,
       nodes: 2,
       memoryMb: 2048,
@@ -201,5 +204,11 @@ describe('what a sweep fills in and what a trial runs', () => {
     const stored = { sha256, bytes: 10, key: `code/prj-1/${sha256}.tar` };
     expect(trialJobConfig({ ...grid, code: stored }, 's', 0, { x: 1 }).code).toEqual(stored);
     expect(trialJobConfig({ ...grid, code: 'src' }, 's', 0, { x: 1 }).code).toBeNull();
+    // python_env: a path in the file (gpuctl reads it), the files' text in the API's body, the checked environment with its hash for the trials.
+    expect(validateSweepSpec({ ...grid, python_env: 'requirements.txt' }).python_env).toBe('requirements.txt');
+    expect(validateSweepSpec({ ...grid, python_env: { requirements: 'numpy\n' } }).python_env).toEqual({ requirements: 'numpy\n' });
+    const env = { kind: 'requirements' as const, text: 'numpy\n', sha256: 'b'.repeat(64) };
+    expect(trialJobConfig({ ...grid, python_env: env }, 's', 0, { x: 1 }).pythonEnv).toEqual(env);
+    expect(trialJobConfig({ ...grid, python_env: { requirements: 'numpy\n' } }, 's', 0, { x: 1 }).pythonEnv).toBeNull();
   });
 });

@@ -12,7 +12,8 @@ import { spawn, execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { pythonEnvKey, requirementsProblem, type PythonEnv } from '../../domain/python-env.ts';
+import { PYTHON_ENV_FILES, pythonEnvDigestText, pythonEnvKey, requirementsProblem, type PythonEnv } from '../../domain/python-env.ts';
+import { pylockRequirementsOf, pythonEnvProblem, standaloneProject } from '../../runtime/python-env-files.ts';
 
 /** Where a node keeps the environments it built (GPUPLANE_ENV_CACHE_DIR): readable by every job. */
 export function envCacheDirFromEnv(nodeId: string, env = process.env): string {
@@ -99,14 +100,14 @@ export class EnvCache {
     const short = env.sha256.slice(0, 12);
     try {
       // The spec is the control plane's word, checked all the same: a text under another's hash would put the wrong packages in that one's folder.
-      if (sha256(env.text) !== env.sha256) throw new Error(`the file's text does not match its sha256 ${env.sha256}`);
-      const refused = requirementsProblem(env.text);
-      if (refused) throw new Error(`the requirements file ${refused}`);
+      if (sha256(pythonEnvDigestText(env)) !== env.sha256) throw new Error(`the files' text does not match their sha256 ${env.sha256}`);
+      const refused = pythonEnvProblem(env);
+      if (refused) throw new Error(refused);
       const target = await this.targetOnce();
       const key = pythonEnvKey(env, target, sha256);
       const dir = path.join(this.root, key);
       if (this.ready(key)) {
-        await note(`python env ${short} (requirements) is in this node's cache at ${dir} (Python ${target.python}, ${target.uv})`, 'info').catch(() => undefined);
+        await note(`python env ${short} (${PYTHON_ENV_FILES[env.kind]}) is in this node's cache at ${dir} (Python ${target.python}, ${target.uv})`, 'info').catch(() => undefined);
         return { dir };
       }
       const other = this.building.get(key);
@@ -123,7 +124,7 @@ export class EnvCache {
       } finally {
         this.building.delete(key);
       }
-      await note(`python env ${short} (requirements) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}`, 'info').catch(() => undefined);
+      await note(`python env ${short} (${PYTHON_ENV_FILES[env.kind]}) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}`, 'info').catch(() => undefined);
       return { dir };
     } catch (err) {
       const why = `the job's Python environment ${short} could not be built: ${(err as Error).message.replace(/\s*\n\s*/g, ' ')}`;
@@ -180,9 +181,9 @@ export class EnvCache {
     fs.mkdirSync(dir, { mode: 0o755 });
     if (who) fs.chownSync(dir, who.uid, who.gid);
     const req = path.join(home, `requirements-${key.slice(0, 16)}-${randomBytes(4).toString('hex')}.txt`);
-    fs.writeFileSync(req, env.text, { mode: 0o644 });
     try {
       const vars = uvBuildEnv(this.agentEnv, home);
+      fs.writeFileSync(req, await this.requirements(env, req, vars, who), { mode: 0o644 });
       const venv = await this.run(this.tools.uv, ['venv', '--quiet', '--allow-existing', '--python', this.tools.python, dir], vars, who, home);
       if (venv.code !== 0) throw new Error(`uv venv failed: ${lastLines(venv.out) || `exit ${venv.code}`}`);
       const install = await this.run(this.tools.uv, ['pip', 'install', '--python', path.join(dir, 'bin', 'python'), '-r', req], vars, who, home);
@@ -197,6 +198,40 @@ export class EnvCache {
       throw err;
     } finally {
       fs.rmSync(req, { force: true });
+    }
+  }
+
+  /**
+   * What uv installs, as a requirements file's text: the requirements.txt as given; a pylock.toml's
+   * packages at their locked versions and hashes; a uv project's lock as `uv export --frozen` (run
+   * as the build user, in a folder of its own with the two files, the project made a workspace
+   * root of its own) writes it. Either way from the
+   * node's package index, and checked again as a requirements file (no options, no local paths).
+   */
+  private async requirements(env: PythonEnv, req: string, vars: Record<string, string>, who: { uid: number; gid: number } | null): Promise<string> {
+    if (env.kind === 'requirements') return env.text;
+    if (env.kind === 'pylock') {
+      const r = pylockRequirementsOf(env.text);
+      if ('problem' in r) throw new Error(r.problem);
+      return r.text;
+    }
+    const project = `${req}.project`;
+    fs.mkdirSync(project, { mode: 0o755 });
+    try {
+      // A workspace root of its own: uv looks for no workspace (and no lock) in the folders above.
+      fs.writeFileSync(path.join(project, 'pyproject.toml'), standaloneProject(env.pyproject ?? ''), { mode: 0o644 });
+      fs.writeFileSync(path.join(project, 'uv.lock'), env.text, { mode: 0o644 });
+      const out = path.join(project, 'requirements.txt');
+      if (who) fs.chownSync(project, who.uid, who.gid);
+      const r = await this.run(this.tools.uv, ['export', '--frozen', '--no-emit-workspace', '--no-header', '--quiet', '--format', 'requirements-txt', '--project', project, '-o', out], vars, who, project);
+      if (r.code !== 0) throw new Error(`uv export --frozen of the uv.lock failed: ${lastLines(r.out) || `exit ${r.code}`}`);
+      const text = fs.readFileSync(out, 'utf8');
+      const refused = requirementsProblem(text);
+      if (refused === 'names no package') return '# the uv.lock names no package beside its project\n';
+      if (refused) throw new Error(`uv.lock, exported as requirements, ${refused}`);
+      return text;
+    } finally {
+      fs.rmSync(project, { recursive: true, force: true });
     }
   }
 

@@ -1,6 +1,7 @@
 /** Sweeps (docs/sweeps.md): created here, run by their workflows (workflows/sweep-workflow.ts). */
 import { randomInt } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Static } from '@sinclair/typebox';
 import type { FastifyBaseLogger, FastifyReply } from 'fastify';
 import { ensureExperiment, ensureProject, findProjectId, primaryMetricSettings } from '../../db/queries/projects.ts';
 import { ashaSweepOfRun, getSweep, insertSweep, listSweeps, runningSweepSpecs, sweepOfKey, sweepScopeNames, trialCounts } from '../../db/queries/sweeps.ts';
@@ -11,6 +12,8 @@ import { quotaFor } from '../../domain/fair-share.ts';
 import { cpuTrialsOf, DEFAULT_MAX_CPU_TRIALS, limitConcurrency } from '../../domain/sweep-limits.ts';
 import { resolvePrimaryMetric } from '../../domain/primary-metric.ts';
 import { resolveCode } from '../code-store.ts';
+import { pythonEnvOf } from '../python-env.ts';
+import type { PythonEnvBodySchema } from '../schemas/python-env.ts';
 import { SweepSpecError, sweepMetricOf, validateSweepSpec, type SweepSpec } from '../../domain/sweep-spec.ts';
 import { queryTrialVerdict, signalCancelSweep, startSweepWorkflow } from '../../temporal/sweep-ops.ts';
 import { allows, visibleProjectIds } from '../auth/auth.ts';
@@ -103,7 +106,10 @@ export const sweepRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps)
       // Every trial runs the project's one stored snapshot of that hash (a folder is gpuctl's to upload).
       if (typeof given.code === 'string') throw new DomainError('invalid', 'sweep file: code: the API takes a snapshot ({sha256}), not a folder: gpuctl sweep create uploads the folder');
       const code = given.code ? await resolveCode(deps.store, given.project ? await findProjectId(db, given.project) : null, given.project, given.code) : undefined;
-      const spec = await withinLimits({ ...given, ...(code ? { code } : {}), metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) });
+      // The trials' environment: the files' text, checked and kept with its hash (a path is gpuctl's to read).
+      if (typeof given.python_env === 'string') throw new DomainError('invalid', "sweep file: python_env: the API takes the files' text ({requirements}, {pylock} or {pyproject, uv_lock}), not a path: gpuctl sweep create reads the file");
+      const pythonEnv = given.python_env ? pythonEnvOf(given.python_env as Static<typeof PythonEnvBodySchema>) : undefined;
+      const spec = await withinLimits({ ...given, ...(code ? { code } : {}), ...(pythonEnv ? { python_env: pythonEnv } : {}), metric: sweepMetricOf(given, primary), seed: given.seed ?? randomInt(0, 2 ** 32 - 1) });
       const p = req.principal;
       let projectId: string | null = null;
       const s = await db

@@ -8,6 +8,7 @@ import { PARAMETER_DISTRIBUTIONS, SWEEP_GOALS, SWEEP_METHODS } from '../../domai
 import { SWEEP_STATES } from '../../domain/sweep-state.ts';
 import { JOB_STATES } from '../../domain/job-states.ts';
 import { CodeRefSchema } from './code.ts';
+import { PythonEnvBodySchema } from './python-env.ts';
 import { Nullable, StringMap } from './common.ts';
 import { MetricValue } from './runs.ts';
 import { EXPERIMENT_NEEDS_PROJECT, notBoth } from './rules.ts';
@@ -31,6 +32,7 @@ export const SweepSpecSchema = Type.Object(
     command: Command,
     workdir: Type.Optional(Type.String({ minLength: 1 })),
     code: Type.Optional(CodeRefSchema),
+    python_env: Type.Optional(PythonEnvBodySchema),
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
     nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
     gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),

@@ -9,6 +9,7 @@ import type { SweepDetailJson, SweepJson, WireValue } from '../api-types.ts';
 import { cancelSweep, createSweep, getSweep, listSweeps } from '../client-sweeps.ts';
 import { clientOf, out } from '../client-of.ts';
 import { byteSizeArg, codeFor } from '../client-code.ts';
+import { pythonEnvBodyOf } from '../python-env-option.ts';
 import { DEFAULT_CODE_LIMIT_BYTES } from '../../domain/code-snapshot.ts';
 import { intArg } from '../args.ts';
 import { WAIT_EXIT } from './jobs.ts';
@@ -35,13 +36,25 @@ export async function readSweepFile(file: string): Promise<SweepSpec> {
     throw new Error(`${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
   }
   try {
-    const spec = parseSweepSpec(text, file.endsWith('.json') ? 'json' : 'yaml', parseYaml);
+    const parsed = parseSweepSpec(text, file.endsWith('.json') ? 'json' : 'yaml', parseYaml);
+    const codeDir = typeof parsed.code === 'string' ? path.resolve(path.dirname(file), parsed.code) : undefined;
+    // python_env: a file's path, relative to the code folder where it is there, else to the file; sent as the files' text.
+    const spec = typeof parsed.python_env === 'string' ? { ...parsed, python_env: pythonEnvIn(parsed.python_env, codeDir, path.dirname(file)) } : parsed;
     // code: a folder beside the file, snapshotted and uploaded by `sweep create`; the trials run in its copy, not in a workdir.
     if (typeof spec.code === 'string') return { ...spec, code: path.resolve(path.dirname(file), spec.code) };
     return { ...spec, workdir: spec.workdir ? path.resolve(path.dirname(file), spec.workdir) : process.cwd() };
   } catch (err) {
     if (err instanceof SweepSpecError) throw new Error(`${file}: ${err.message}`);
     throw err;
+  }
+}
+
+/** A sweep file's python_env path as the files' text, or its one line as a field's mistake. */
+function pythonEnvIn(shown: string, codeDir: string | undefined, base: string) {
+  try {
+    return pythonEnvBodyOf(shown, codeDir, base);
+  } catch (err) {
+    throw new SweepSpecError('python_env', (err as Error).message);
   }
 }
 

@@ -101,6 +101,7 @@ export async function createTrialJob(db: Db, sweepId: string, trial: number): Pr
       command: c.command,
       workingDir: c.workingDir,
       code: c.code,
+      pythonEnv: c.pythonEnv,
       env: c.env,
       params: c.params,
       watchDir: c.watchDir,
