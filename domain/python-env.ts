@@ -46,12 +46,14 @@ export const PYTHON_ENV_FILES: Record<PythonEnvKind, string> = { requirements: '
 const utf8Bytes = (s: string) => new TextEncoder().encode(s).length;
 
 /** A requirement that names a local path (`./pkg`, `/srv/pkg`, `file:`): the node has none of the job's files. */
-const LOCAL_PATH = /^(\.{1,2}\/|\/|~|file:)|\s@\s*file:/;
+const LOCAL_PATH = /^(\.{1,2}\/|\/|~|file:)|@\s*file:/;
+/** A requirement that names where to get it (`pkg @ https://…`, `git+https://…`): the node's index is its agent's. */
+const DIRECT_URL = /^[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[^\]]*\])?\s*@|^[a-z][a-z0-9+.-]*:\/\//i;
 
 /**
  * Why a requirements file may not be a job's, or null. Options (`--index-url`, `-r other.txt`,
- * `-e path`…) and local paths are refused: the node's package index is its agent's, never the
- * job's, and the file is the only one the node gets. A requirement's own `--hash=` options are kept.
+ * `-e path`…), local paths and direct URLs (`pkg @ https://…`) are refused: the node's package
+ * index is its agent's, never the job's, and the file is the only one the node gets. A requirement's own `--hash=` options are kept.
  */
 export function requirementsProblem(text: string): string | null {
   if (utf8Bytes(text) > MAX_PYTHON_ENV_BYTES) return `is larger than ${MAX_PYTHON_ENV_BYTES / 1024} KiB`;
@@ -66,6 +68,7 @@ export function requirementsProblem(text: string): string | null {
     if (option) return `line ${i + 1}: options are not taken (${option.split('=')[0]}); the node's package index is its agent's`;
     const requirement = raw.replace(/(^|\s)#.*$/, '').trim();
     if (LOCAL_PATH.test(requirement)) return `line ${i + 1}: a local path is not taken (${requirement.split(/\s/)[0]}); the node has none of the job's files, only its package index`;
+    if (DIRECT_URL.test(requirement)) return `line ${i + 1}: a direct URL is not taken (${requirement.split(/\s/)[0]}…); the node installs from its own package index`;
   }
   if (!lines.some((l) => l.replace(/(^|\s)#.*$/, '').trim() !== '')) return 'names no package';
   return null;

@@ -42,6 +42,10 @@ describe('python environments (issue 45): the pure parts', () => {
     expect(requirementsProblem('/srv/pkg.whl\n')).toMatch(/^line 1: a local path is not taken/);
     expect(requirementsProblem('pkg @ file:///srv/pkg.whl\n')).toMatch(/^line 1: a local path is not taken/);
     expect(requirementsProblem('pkg>=1 ; python_version >= "3.8"  # ./not-a-path\n')).toBeNull();
+    expect(requirementsProblem('torch @ https://download.pytorch.org/whl/torch-2.5.1.whl\n')).toMatch(/^line 1: a direct URL is not taken \(torch…\)/);
+    expect(requirementsProblem('pkg[extra]@git+https://g/pkg\n')).toMatch(/^line 1: a direct URL is not taken/);
+    expect(requirementsProblem('git+https://g/pkg#egg=pkg\n')).toMatch(/^line 1: a direct URL is not taken/);
+    expect(requirementsProblem('pkg[extra]>=1 ; sys_platform == "linux" and python_version >= "3.9"\n')).toBeNull();
   });
 
   it('a retry keeps the environment unless it gives another, or null for none; a diff names it by its hash', () => {
