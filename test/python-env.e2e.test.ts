@@ -8,7 +8,7 @@ import type { PythonEnv } from '../domain/python-env.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { gpuctlIn } from './support/gpuctl-cli.ts';
 import { until } from './support/poll.ts';
-import { uvBinaryIn, writeDemoWheels } from './support/python-wheels.ts';
+import { copyRealWheel, uvBinaryIn, writeDemoWheels } from './support/python-wheels.ts';
 
 const NODE = 'uv-a';
 // The system's Python where there is one: the build user (nobody, where the agent is root) may not reach a Python under root's home.
@@ -32,6 +32,8 @@ describe('Python environments built with uv on the node', () => {
     // Readable by the build user: it reads the wheels and runs uv from here.
     fs.chmodSync(tmp, 0o755);
     writeDemoWheels(wheels, 'gpuplane_demo', ['1.0', '2.0']);
+    // The example job's one package (examples/requirements-train.txt), a real wheel.
+    copyRealWheel('numpy==2.3.5', PYTHON, wheels);
     uv = uvBinaryIn(path.join(tmp, 'bin'));
     const agentEnv = { GPUPLANE_UV: uv, GPUPLANE_ENV_PYTHON: PYTHON, GPUPLANE_ENV_CACHE_DIR: cacheDir, UV_FIND_LINKS: wheels, UV_NO_INDEX: '1' };
     c = await startCluster('uvenv', { agents: [{ nodeId: NODE, gpus: 3, env: agentEnv }] });
@@ -174,5 +176,20 @@ describe('Python environments built with uv on the node', () => {
     const failed = await c.client.waitFor(bad, undefined, 60_000);
     expect(failed.state).toBe('FAILED');
     expect(failed.attempts.at(-1)!.reason).toMatch(/could not be built: uv\.lock, exported as requirements, line \d+: a local path is not taken \(\.\/sub\)/);
+  });
+
+  it("the example job runs in examples/requirements-train.txt's environment: train_ckpt.py with numpy from it", async () => {
+    const repo = path.resolve('.');
+    const r = await gpuctlIn(env, [
+      ...['submit', '--type', 'TRAIN', '--gpus', '1', '--code', path.join(repo, 'examples'), '--python-env', 'requirements-train.txt', '--watch', 'ckpts'],
+      ...['--env', `PYTHONPATH=${path.join(repo, 'sdk/python')}`, '--param', 'steps=4', '--param', 'every=2', '--param', 'chunk_sleep=0'],
+      ...['--', 'sh', '-c', 'python -c "import numpy; print(\'numpy\', numpy.__version__, numpy.__file__)" && python train_ckpt.py --out ckpts'],
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    const id = r.stdout.trim().split('\n').pop()!;
+    const done = await c.client.waitFor(id, undefined, 90_000);
+    expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+    const log = await logWith(id, 'numpy 2.3.5');
+    expect(log).toMatch(new RegExp(`numpy 2\\.3\\.5 ${cacheDir}/[0-9a-f]{64}/lib/python3\\.\\d+/site-packages/numpy/__init__\\.py`));
   });
 });

@@ -48,3 +48,24 @@ export function uvBinaryIn(dir: string): string {
   fs.chmodSync(uv, 0o755);
   return uv;
 }
+
+/**
+ * Copies into `dir` the wheel of `requirement` (`numpy==2.3.5`) for the Python `python`
+ * (its version; this machine's platform), downloaded once by pip from the package registry into a
+ * cache outside the checkout (~/.cache/gpuplane/wheels), so agents given `dir` as UV_FIND_LINKS
+ * install a real package without an index.
+ */
+export function copyRealWheel(requirement: string, python: string, dir: string): void {
+  const cache = path.join(process.env.HOME ?? '/root', '.cache', 'gpuplane', 'wheels');
+  const version = execFileSync(python, ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], { encoding: 'utf8' }).trim();
+  const [name, pinned] = requirement.split('==');
+  const want = (f: string) => f.startsWith(`${name}-${pinned}-cp${version.replace('.', '')}-`) && f.endsWith('.whl');
+  let wheel = fs.existsSync(cache) ? fs.readdirSync(cache).find(want) : undefined;
+  if (!wheel) {
+    execFileSync('python3', ['-m', 'pip', 'download', '--quiet', '--no-deps', '--only-binary=:all:', '--python-version', version, '-d', cache, requirement], { stdio: ['ignore', 'ignore', 'inherit'] });
+    wheel = fs.readdirSync(cache).find(want);
+    if (!wheel) throw new Error(`pip downloaded no wheel of ${requirement} for Python ${version} into ${cache}`);
+  }
+  fs.copyFileSync(path.join(cache, wheel), path.join(dir, wheel));
+  fs.chmodSync(path.join(dir, wheel), 0o644);
+}
