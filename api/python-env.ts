@@ -24,3 +24,18 @@ export function pythonEnvOf(b: Static<typeof PythonEnvBodySchema>): PythonEnv {
 export function pythonEnvJson(e: PythonEnv | null | undefined) {
   return e ? { kind: e.kind, sha256: e.sha256, bytes: Buffer.byteLength(e.text, 'utf8') + Buffer.byteLength(e.pyproject ?? '', 'utf8') } : null;
 }
+
+/** Where a run keeps the list of its Python environment's packages, among its artifacts. */
+export const PYTHON_ENV_ARTIFACT = 'gpuplane/python-env.txt';
+
+/**
+ * The artifact of an `env.built` event's data (activities/gpu-host/python-env.ts): the
+ * environment's hash and what it was built with, as comments, then `uv pip freeze`'s list; null
+ * when the event names no package list.
+ */
+export function pythonEnvArtifact(data: Record<string, unknown> | undefined): string | null {
+  const e = data?.python_env as Record<string, unknown> | undefined;
+  if (!e || typeof e.packages !== 'string' || typeof e.sha256 !== 'string') return null;
+  const said = (k: string) => (typeof e[k] === 'string' ? String(e[k]).replace(/[\r\n]/g, ' ') : '?');
+  return `# python_env ${said('kind')} ${said('sha256')}, built by its node with ${said('uv')} for Python ${said('python')} (${said('platform')})\n${e.packages}`;
+}

@@ -137,3 +137,62 @@ export function uvProjectProblem(pyproject: TomlTable, lock: TomlTable): string 
   if (!Array.isArray(lock.package)) return 'uv.lock lists no package ([[package]])';
   return null;
 }
+
+/** What a run's `env.built` event says of its environment (activities/gpu-host/python-env.ts), as the console reads it. */
+export interface BuiltPythonEnv {
+  kind: PythonEnvKind;
+  sha256: string;
+  python: string;
+  uv: string;
+  /** `uv pip freeze` after the build; null for an environment built before the list was kept. */
+  packages: string | null;
+}
+
+/** The environment an event's data names, or null (another event, or data of another shape). */
+export function builtPythonEnvOf(data: unknown): BuiltPythonEnv | null {
+  const e = isTable(data) ? data.python_env : undefined;
+  if (!isTable(e) || typeof e.sha256 !== 'string' || typeof e.kind !== 'string') return null;
+  const str = (v: unknown) => (typeof v === 'string' ? v : '?');
+  return { kind: e.kind as PythonEnvKind, sha256: e.sha256, python: str(e.python), uv: str(e.uv), packages: typeof e.packages === 'string' ? e.packages : null };
+}
+
+/** The environment the latest `env.built` event of these names, or null. */
+export function latestBuiltPythonEnv(events: readonly { kind: string; data: unknown }[]): BuiltPythonEnv | null {
+  for (let i = events.length - 1; i >= 0; i--) {
+    const e = events[i].kind === 'env.built' ? builtPythonEnvOf(events[i].data) : null;
+    if (e) return e;
+  }
+  return null;
+}
+
+/** A package that differs between two lists: added (`from` null), removed (`to` null), or at another version. */
+export interface PackageChange {
+  name: string;
+  from: string | null;
+  to: string | null;
+}
+
+/** A freeze list's packages by normalized name (PEP 503) to their version, or what follows the name (`@ url`). */
+function frozenPackages(list: string): Map<string, { name: string; version: string }> {
+  const out = new Map<string, { name: string; version: string }>();
+  for (const raw of list.split('\n')) {
+    const line = raw.replace(/(^|\s)#.*$/, '').trim();
+    const m = /^([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:==\s*(\S+)|(@.*)|(.*))$/.exec(line);
+    if (!m) continue;
+    out.set(m[1].toLowerCase().replace(/[-_.]+/g, '-'), { name: m[1], version: (m[2] ?? m[3] ?? m[4] ?? '').trim() });
+  }
+  return out;
+}
+
+/** The packages of two `uv pip freeze` lists that differ, by name. */
+export function packageDiff(from: string, to: string): PackageChange[] {
+  const a = frozenPackages(from);
+  const b = frozenPackages(to);
+  const changes: PackageChange[] = [];
+  for (const key of [...new Set([...a.keys(), ...b.keys()])].sort()) {
+    const x = a.get(key);
+    const y = b.get(key);
+    if (x?.version !== y?.version) changes.push({ name: (y ?? x)!.name, from: x?.version ?? null, to: y?.version ?? null });
+  }
+  return changes;
+}

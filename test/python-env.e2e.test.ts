@@ -4,7 +4,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EnvCache } from '../activities/gpu-host/python-env.ts';
-import type { PythonEnv } from '../domain/python-env.ts';
+import { latestBuiltPythonEnv, packageDiff, type PythonEnv } from '../domain/python-env.ts';
+import { artifactRoot } from '../web/src/artifacts.ts';
+import type { Run, RunEvent } from '../web/src/types.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { gpuctlIn } from './support/gpuctl-cli.ts';
 import { until } from './support/poll.ts';
@@ -119,7 +121,7 @@ describe('Python environments built with uv on the node', () => {
     const shown = await gpuctlIn(env, ['job', id]);
     expect(shown.stdout.split('\n').filter((l) => l.includes('no-such-package-gpuplane was not found'))).toHaveLength(1);
     // Nothing left that a later attempt could take for an environment.
-    expect(fs.readdirSync(cacheDir).filter((n) => !n.startsWith('.') && !n.endsWith('.ready'))).toHaveLength(3);
+    expect(fs.readdirSync(cacheDir, { withFileTypes: true }).filter((d) => d.isDirectory() && !d.name.startsWith('.'))).toHaveLength(3);
   });
 
   it('gpuctl refuses a pyproject.toml without its uv.lock, a file with options, or a missing file in one line, before sending anything', async () => {
@@ -181,7 +183,7 @@ describe('Python environments built with uv on the node', () => {
   it("the example job runs in examples/requirements-train.txt's environment: train_ckpt.py with numpy from it", async () => {
     const repo = path.resolve('.');
     const r = await gpuctlIn(env, [
-      ...['submit', '--type', 'TRAIN', '--gpus', '1', '--code', path.join(repo, 'examples'), '--python-env', 'requirements-train.txt', '--watch', 'ckpts'],
+      ...['submit', '--type', 'TRAIN', '--project', 'envs', '--experiment', 'example', '--gpus', '1', '--code', path.join(repo, 'examples'), '--python-env', 'requirements-train.txt', '--watch', 'ckpts'],
       ...['--env', `PYTHONPATH=${path.join(repo, 'sdk/python')}`, '--param', 'steps=4', '--param', 'every=2', '--param', 'chunk_sleep=0'],
       ...['--', 'sh', '-c', 'python -c "import numpy; print(\'numpy\', numpy.__version__, numpy.__file__)" && python train_ckpt.py --out ckpts'],
     ]);
@@ -191,5 +193,25 @@ describe('Python environments built with uv on the node', () => {
     expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
     const log = await logWith(id, 'numpy 2.3.5');
     expect(log).toMatch(new RegExp(`numpy 2\\.3\\.5 ${cacheDir}/[0-9a-f]{64}/lib/python3\\.\\d+/site-packages/numpy/__init__\\.py`));
+    // The run records its environment: uv pip freeze's list in its env.built event, and as its artifact gpuplane/python-env.txt.
+    const job = await c.client.job(id);
+    const runId = job.attempts.at(-1)!.run_id!;
+    const events = (await c.client.request<{ events: RunEvent[] }>('GET', `/runs/${runId}/events`)).events;
+    const built = latestBuiltPythonEnv(events);
+    expect(built).toMatchObject({ kind: 'requirements', python: expect.stringMatching(/^3\.\d+\.\d+$/), uv: expect.stringMatching(/^uv 0\.9\.5/) });
+    expect(built!.packages).toMatch(/^numpy==2\.3\.5$/m);
+    const run = await c.client.request<Run>('GET', `/runs/${runId}`);
+    let last = '';
+    const file = await until('the python-env artifact', async () => {
+      const r = await fetch(`${c.apiUrl}/mlflow/api/2.0/mlflow-artifacts/artifacts/${artifactRoot(run)}/gpuplane/python-env.txt`, { headers: c.auth });
+      last = `${r.status} ${await r.clone().text()}`;
+      return r.ok ? r.text() : null;
+    }, 10_000).catch((err: Error) => {
+      throw new Error(`${err.message}: ${last}`);
+    });
+    expect(file).toMatch(/^# python_env requirements [0-9a-f]{64}, built by its node with uv 0\.9\.5/);
+    expect(file).toMatch(/^numpy==2\.3\.5$/m);
+    // The console's diff against another run's list names what differs.
+    expect(packageDiff('numpy==2.1.3\nsix==1.16.0\n', built!.packages!)).toEqual([{ name: 'numpy', from: '2.1.3', to: '2.3.5' }, { name: 'six', from: '1.16.0', to: null }]);
   });
 });

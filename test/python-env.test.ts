@@ -4,11 +4,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { applyPatch, diffConfigs, type AttemptConfig } from '../domain/attempt-config.ts';
-import { MAX_PYTHON_ENV_BYTES, pylockRequirements, pythonEnvKey, requirementsProblem, type PythonEnv } from '../domain/python-env.ts';
+import { latestBuiltPythonEnv, MAX_PYTHON_ENV_BYTES, packageDiff, pylockRequirements, pythonEnvKey, requirementsProblem, type PythonEnv } from '../domain/python-env.ts';
 import { pylockRequirementsOf, pythonEnvFrom, pythonEnvProblem } from '../runtime/python-env-files.ts';
 import { EnvCache, lastLines, uvBuildEnv } from '../activities/gpu-host/python-env.ts';
 import { readSweepFile } from '../cli/commands/sweep.ts';
 import { standaloneProject } from '../runtime/python-env-files.ts';
+import { pythonEnvArtifact } from '../api/python-env.ts';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 const envOf = (text: string): PythonEnv => ({ kind: 'requirements', text, sha256: sha256(text) });
@@ -158,5 +159,20 @@ describe('python environments (issue 45): the pure parts', () => {
     expect(made).toMatch(/name = "trainer"/);
     const rooted = '[project]\nname = "x"\n[tool.uv.workspace]\nmembers = ["pkgs/*"]\n';
     expect(standaloneProject(rooted)).toBe(rooted);
+  });
+
+  it("a run's environment is its latest env.built event's; two freeze lists differ by name, version or URL", () => {
+    const data = { python_env: { kind: 'requirements', sha256: 'c'.repeat(64), key: 'k', python: '3.11.2', platform: 'linux', uv: 'uv 0.9.5', packages: 'numpy==2.3.5\n' } };
+    expect(latestBuiltPythonEnv([{ kind: 'env.built', data: null }, { kind: 'env.built', data }, { kind: 'code.fetched', data: null }])).toEqual({ kind: 'requirements', sha256: 'c'.repeat(64), python: '3.11.2', uv: 'uv 0.9.5', packages: 'numpy==2.3.5\n' });
+    expect(latestBuiltPythonEnv([{ kind: 'env.built', data: { python_env: 'no' } }])).toBeNull();
+    expect(packageDiff('Numpy==2.1.3\nsix==1.16.0\ntorch @ https://x/torch.whl\n# c\n', 'numpy==2.3.5\ntorch @ https://y/torch.whl\nzeta_pkg==1\n')).toEqual([
+      { name: 'numpy', from: '2.1.3', to: '2.3.5' },
+      { name: 'six', from: '1.16.0', to: null },
+      { name: 'torch', from: '@ https://x/torch.whl', to: '@ https://y/torch.whl' },
+      { name: 'zeta_pkg', from: null, to: '1' },
+    ]);
+    expect(packageDiff('a==1\n', 'A==1\n')).toEqual([]);
+    expect(pythonEnvArtifact(data)).toBe(`# python_env requirements ${'c'.repeat(64)}, built by its node with uv 0.9.5 for Python 3.11.2 (linux)\nnumpy==2.3.5\n`);
+    expect(pythonEnvArtifact({ python_env: { ...data.python_env, packages: null } })).toBeNull();
   });
 });

@@ -55,7 +55,11 @@ export function venvVars(dir: string, jobPath: string | undefined): Record<strin
   return { VIRTUAL_ENV: dir, PATH: `${path.join(dir, 'bin')}:${jobPath ?? '/usr/local/bin:/usr/bin:/bin'}` };
 }
 
-type Note = (message: string, level: 'info' | 'warning') => Promise<void>;
+/** An attempt's event; `data` names the environment it runs in (pythonEnvData) once it is ready. */
+type Note = (message: string, level: 'info' | 'warning', data?: Record<string, unknown>) => Promise<void>;
+
+/** The largest package list an event carries: a `uv pip freeze` of any real environment is far smaller. */
+const MAX_FREEZE_BYTES = 256 * 1024;
 interface Target {
   python: string;
   platform: string;
@@ -63,7 +67,10 @@ interface Target {
 }
 interface RunResult {
   code: number | null;
+  /** stdout and stderr together, the last 64 KiB. */
   out: string;
+  /** stdout alone, the first MAX_FREEZE_BYTES. */
+  stdout: string;
 }
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
@@ -107,14 +114,14 @@ export class EnvCache {
       const key = pythonEnvKey(env, target, sha256);
       const dir = path.join(this.root, key);
       if (this.ready(key)) {
-        await note(`python env ${short} (${PYTHON_ENV_FILES[env.kind]}) is in this node's cache at ${dir} (Python ${target.python}, ${target.uv})`, 'info').catch(() => undefined);
+        await note(`python env ${short} (${PYTHON_ENV_FILES[env.kind]}) is in this node's cache at ${dir} (Python ${target.python}, ${target.uv})`, 'info', this.data(env, key, target)).catch(() => undefined);
         return { dir };
       }
       const other = this.building.get(key);
       if (other) {
         await note(`python env ${short} is being built by another attempt on this node: waiting for it`, 'info').catch(() => undefined);
         await other;
-        await note(`python env ${short} built by another attempt, ready at ${dir} after ${took()}`, 'info').catch(() => undefined);
+        await note(`python env ${short} built by another attempt, ready at ${dir} after ${took()}`, 'info', this.data(env, key, target)).catch(() => undefined);
         return { dir };
       }
       const build = this.build(env, key, dir);
@@ -124,13 +131,32 @@ export class EnvCache {
       } finally {
         this.building.delete(key);
       }
-      await note(`python env ${short} (${PYTHON_ENV_FILES[env.kind]}) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}`, 'info').catch(() => undefined);
+      await note(`python env ${short} (${PYTHON_ENV_FILES[env.kind]}) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}`, 'info', this.data(env, key, target)).catch(() => undefined);
       return { dir };
     } catch (err) {
       const why = `the job's Python environment ${short} could not be built: ${(err as Error).message.replace(/\s*\n\s*/g, ' ')}`;
       await note(why, 'warning').catch(() => undefined);
       return { problem: why };
     }
+  }
+
+  /**
+   * What the attempt's `env.built` event says of its environment (the run's record of it, and its
+   * artifact `gpuplane/python-env.txt`, api/routes/launch.ts): the job's hash, the node's key, the
+   * Python and uv it was built with, and the packages `uv pip freeze` listed after the build.
+   */
+  private data(env: PythonEnv, key: string, target: Target): Record<string, unknown> {
+    let packages: string | null = null;
+    try {
+      packages = fs.readFileSync(this.freezeFile(key), 'utf8').slice(0, MAX_FREEZE_BYTES);
+    } catch {
+      // Built before the list was kept: the event names the environment all the same.
+    }
+    return { python_env: { kind: env.kind, sha256: env.sha256, key, python: target.python, platform: target.platform, uv: target.uv, packages } };
+  }
+
+  private freezeFile(key: string): string {
+    return path.join(this.root, `${key}.freeze.txt`);
   }
 
   private readyFile(key: string): string {
@@ -188,6 +214,10 @@ export class EnvCache {
       if (venv.code !== 0) throw new Error(`uv venv failed: ${lastLines(venv.out) || `exit ${venv.code}`}`);
       const install = await this.run(this.tools.uv, ['pip', 'install', '--python', path.join(dir, 'bin', 'python'), '-r', req], vars, who, home);
       if (install.code !== 0) throw new Error(lastLines(install.out) || `uv pip install: exit ${install.code}`);
+      // What was installed, as the run records it: uv's own list, asked of the environment's Python.
+      const freeze = await this.run(this.tools.uv, ['pip', 'freeze', '--python', path.join(dir, 'bin', 'python')], vars, who, home);
+      if (freeze.code !== 0) throw new Error(`uv pip freeze failed: ${lastLines(freeze.out) || `exit ${freeze.code}`}`);
+      fs.writeFileSync(this.freezeFile(key), freeze.stdout.slice(0, MAX_FREEZE_BYTES), { mode: 0o644 });
       // Read-only for everybody, the build user too; made so by that user, so nothing it planted is followed.
       const ro = await this.run('chmod', ['-R', 'a+rX,a-w', dir], {}, who, home);
       if (ro.code !== 0) throw new Error(`chmod of the environment failed: ${lastLines(ro.out)}`);
@@ -247,14 +277,18 @@ export class EnvCache {
     return new Promise((resolve) => {
       const child = spawn(cmd, args, { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8', ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(who ? { uid: who.uid, gid: who.gid } : {}) });
       let out = '';
+      let stdout = '';
       const take = (d: Buffer) => {
         // The tail is what is kept: a build that says a lot does not grow the agent.
         out = (out + d.toString()).slice(-64 * 1024);
       };
-      child.stdout.on('data', take);
+      child.stdout.on('data', (d: Buffer) => {
+        if (stdout.length < MAX_FREEZE_BYTES) stdout += d.toString();
+        take(d);
+      });
       child.stderr.on('data', take);
-      child.once('error', (err) => resolve({ code: null, out: `${out}${err.message}` }));
-      child.once('close', (code) => resolve({ code, out }));
+      child.once('error', (err) => resolve({ code: null, out: `${out}${err.message}`, stdout }));
+      child.once('close', (code) => resolve({ code, out, stdout }));
     });
   }
 }

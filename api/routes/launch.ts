@@ -15,6 +15,7 @@
  * POST /jobs/:id/attempts/:attempt/events: what the node's checkpoint watcher skipped (symbolic
  * links) or refused, as the attempt's events: the user reads why a checkpoint was not registered.
  */
+import { Readable } from 'node:stream';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { markAttemptRunning } from '../../db/queries/attempt-started.ts';
@@ -27,6 +28,8 @@ import type { Db } from '../../db/client.ts';
 import type { GangPlacement } from '../../db/schema.ts';
 import { attemptStateAndNode } from '../../db/queries/launch.ts';
 import type { ApiDeps } from '../deps.ts';
+import { artifactFiles } from '../mlflow/artifact-files.ts';
+import { pythonEnvArtifact, PYTHON_ENV_ARTIFACT } from '../python-env.ts';
 import { DomainError, notFound } from '../errors.ts';
 import { Conflict, NotFound, Nullable, StringMap } from '../schemas/common.ts';
 
@@ -78,7 +81,8 @@ async function gangLaunch(db: Db, jobId: string, attempt: number, members: GangP
   return { master_port: port ?? 0, members: members.map((m) => ({ node_id: m.node_id, address: addresses.get(m.node_id) ?? m.node_id, gpu_indices: m.gpu_indices })) };
 }
 
-export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
+export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db, store, artifactsDir }) => {
+  const artifacts = artifactFiles({ store: store ?? null, dir: artifactsDir ?? null });
   app.get(
     '/jobs/:id/attempts/:attempt/launch',
     {
@@ -164,7 +168,13 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
       const attempt = Number(req.params.attempt);
       if (!(await attemptStateAndNode(db, id, attempt))) throw notFound('attempt', `${id}#${attempt}`);
       const b = req.body;
-      const e = await addEvent(db, { runId: await runOfAttempt(db, id, attempt), jobId: id, attempt, kind: b.kind, level: b.level, message: b.message, data: b.data ?? null });
+      const runId = await runOfAttempt(db, id, attempt);
+      const e = await addEvent(db, { runId, jobId: id, attempt, kind: b.kind, level: b.level, message: b.message, data: b.data ?? null });
+      // The run's record of its Python environment, as a file MLflow's clients and the console list with its artifacts.
+      const envFile = b.kind === 'env.built' && runId ? pythonEnvArtifact(b.data) : null;
+      if (envFile && artifacts) {
+        await artifacts.write(runId!, PYTHON_ENV_ARTIFACT, Readable.from([envFile])).catch((err: unknown) => req.log.warn({ err, runId }, 'could not keep the run\'s python-env artifact'));
+      }
       return reply.status(201).send({ id: e.id });
     },
   );

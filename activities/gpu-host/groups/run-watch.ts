@@ -83,7 +83,7 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     // Its Python environment (python-env.ts), after its code: a build that fails fails the attempt, with the build's last lines.
     let venv: string | null = null;
     if (spec.pythonEnv) {
-      const noteEnv = (message: string, level: 'info' | 'warning') => deps.note?.(spec, { kind: 'env.built', level, message }) ?? Promise.resolve();
+      const noteEnv = (message: string, level: 'info' | 'warning', data?: Record<string, unknown>) => deps.note?.(spec, { kind: 'env.built', level, message, ...(data ? { data } : {}) }) ?? Promise.resolve();
       const ready = await pythonEnvs.prepare(spec.pythonEnv, noteEnv);
       if ('problem' in ready) return spawnError(logPath, ready.problem);
       venv = ready.dir;

@@ -2,7 +2,7 @@
  * One run: its metric charts (with every attempt of its job overlaid on demand, and a fork's
  * parent run up to the fork's step; its checkpoints' evaluations drawn beside the training metric
  * they belong to), the agent's telemetry of its cards on a System panel of their own, its
- * evaluated checkpoints, params, tags, artifacts and events.
+ * evaluated checkpoints, params, tags, its Python environment, artifacts and events.
  */
 import { useState } from 'preact/hooks';
 import { api } from '../api.ts';
@@ -15,6 +15,7 @@ import { splitSystemKeys } from '../system-metrics.ts';
 import type { Run, Summary } from '../types.ts';
 import { RunArtifacts } from './run-artifacts.tsx';
 import { RunCode } from './run-code.tsx';
+import { RunPythonEnv } from './run-python-env.tsx';
 import { EvaluatedCheckpoints, Evaluates } from './run-evaluations.tsx';
 import { SystemPanel } from './run-system.tsx';
 
@@ -166,6 +167,7 @@ export function RunPage({ id }: { id: string }) {
           {Object.keys(r.system_tags).length > 0 && <KeyValues data={r.system_tags} />}
         </Section>
       </div>
+      {events.data && <RunPythonEnv key={r.id} events={events.data} />}
       <RunArtifacts key={r.id} run={r} />
       <Section title="Events">{events.data ? <EventList events={events.data} /> : <Loading what="events" />}</Section>
     </>
