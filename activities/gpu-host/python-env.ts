@@ -13,6 +13,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pythonEnvKey, requirementsProblem, type PythonEnv } from '../../domain/python-env.ts';
+import { DEFAULT_ENV_CACHE_BYTES, formatBytes, type NodeEnvEntry } from '../../domain/env-cache.ts';
+import { cachedEnvs, evictLeastRecentlyUsed, EnvUses, recordBuilt, type EnvCacheBound } from './env-cache-book.ts';
 
 /** Where a node keeps the environments it built (GPUPLANE_ENV_CACHE_DIR): readable by every job. */
 export function envCacheDirFromEnv(nodeId: string, env = process.env): string {
@@ -77,23 +79,29 @@ export function lastLines(out: string, n = 6): string {
     .join(' ');
 }
 
-/** The environments of this node: where they are, how they are built, and the builds in progress. */
+/** The environments of this node: where they are, how they are built, the builds in progress, and which attempts use which. */
 export class EnvCache {
   private target: Promise<Target> | null = null;
   private readonly building = new Map<string, Promise<void>>();
+  /** Attempts running in each environment now (taken in prepare, given back by release): never evicted. */
+  private readonly uses = new EnvUses(() => this.root, () => this.bound.onChange?.());
+  /** Evictions under way: a build of the same key waits for its folder to be gone. */
+  private readonly removing = new Map<string, Promise<void>>();
 
   constructor(
     private readonly root: string,
     private readonly tools: EnvTools = envToolsFromEnv(),
     private readonly agentEnv: NodeJS.ProcessEnv = process.env,
+    private readonly bound: EnvCacheBound = {},
   ) {}
 
   /**
    * Makes the attempt's environment ready: its folder (venvVars), or why not in one line. Says in the attempt's events whether
    * it built the environment (and how long it took), found it built, or waited for another
-   * attempt's build.
+   * attempt's build. The attempt holds the environment from then on (it is not evicted): give it
+   * back with release(key) once its process ended.
    */
-  async prepare(env: PythonEnv, note: Note): Promise<{ dir: string } | { problem: string }> {
+  async prepare(env: PythonEnv, note: Note): Promise<{ dir: string; key: string } | { problem: string }> {
     const started = Date.now();
     const took = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
     const short = env.sha256.slice(0, 12);
@@ -106,30 +114,69 @@ export class EnvCache {
       const key = pythonEnvKey(env, target, sha256);
       const dir = path.join(this.root, key);
       if (this.ready(key)) {
+        this.uses.take(key);
         await note(`python env ${short} (requirements) is in this node's cache at ${dir} (Python ${target.python}, ${target.uv})`, 'info').catch(() => undefined);
-        return { dir };
+        return { dir, key };
       }
       const other = this.building.get(key);
       if (other) {
         await note(`python env ${short} is being built by another attempt on this node: waiting for it`, 'info').catch(() => undefined);
         await other;
+        this.uses.take(key);
         await note(`python env ${short} built by another attempt, ready at ${dir} after ${took()}`, 'info').catch(() => undefined);
-        return { dir };
+        return { dir, key };
       }
-      const build = this.build(env, key, dir);
+      // An eviction of this very key still removing its folder: the build starts once it is gone.
+      const build = (this.removing.get(key) ?? Promise.resolve()).then(() => this.build(env, key, dir));
       this.building.set(key, build);
       try {
         await build;
       } finally {
         this.building.delete(key);
       }
-      await note(`python env ${short} (requirements) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}`, 'info').catch(() => undefined);
-      return { dir };
+      const bytes = recordBuilt(this.root, key, env.kind);
+      this.uses.take(key);
+      await note(`python env ${short} (requirements) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}${bytes === null ? '' : `, ${formatBytes(bytes)}`}`, 'info').catch(() => undefined);
+      const gone = await this.evict();
+      if (gone.length) await note(`to keep this node's environments within ${formatBytes(this.maxBytes)} (--env-cache-size), evicted the least recently used: ${gone.map((g) => `${g.sha256.slice(0, 12)} (${formatBytes(g.bytes)})`).join(', ')}`, 'info').catch(() => undefined);
+      return { dir, key };
     } catch (err) {
       const why = `the job's Python environment ${short} could not be built: ${(err as Error).message.replace(/\s*\n\s*/g, ' ')}`;
       await note(why, 'warning').catch(() => undefined);
       return { problem: why };
     }
+  }
+
+  /** The cache's bound in bytes. */
+  get maxBytes(): number {
+    return this.bound.maxBytes ?? DEFAULT_ENV_CACHE_BYTES;
+  }
+
+  /** What it holds now, with how many attempts use each. */
+  list(): NodeEnvEntry[] {
+    return cachedEnvs(this.root, this.uses.counts);
+  }
+
+  /** An attempt's process ended: it gives its environment back (its last use is now), and the cache is brought within its bound. */
+  release(key: string): void {
+    this.uses.give(key);
+    void this.evict();
+  }
+
+  /** An adopted attempt (the agent's previous life) holds, until `ended`, the environments built from its file, whatever Python they were built for: its key needs a probe the adoption does not wait for. */
+  holdWhile(env: Pick<PythonEnv, 'sha256'>, ended: Promise<unknown>): void {
+    const keys = this.list().flatMap((e) => (e.sha256 === env.sha256 ? [e.key] : []));
+    keys.forEach((key) => this.uses.take(key));
+    void ended.finally(() => keys.forEach((key) => this.release(key)));
+  }
+
+  /** Evicts the least recently used environments until the cache fits its bound, never one in use or being built (env-cache-book.ts). Returns what went; never throws. */
+  async evict(): Promise<NodeEnvEntry[]> {
+    const keep = new Set([...this.uses.counts.keys(), ...this.building.keys()]);
+    const home = path.join(this.root, '.build-home');
+    const gone = await evictLeastRecentlyUsed(() => this.list(), keep, this.maxBytes, { root: this.root, removing: this.removing, remove: (dir, who) => this.remove(dir, who, home), builder: () => this.builder(), log: this.bound.log });
+    if (gone.length) this.bound.onChange?.();
+    return gone;
   }
 
   private readyFile(key: string): string {
