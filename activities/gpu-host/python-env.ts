@@ -134,9 +134,9 @@ export class EnvCache {
       } finally {
         this.building.delete(key);
       }
-      const bytes = recordBuilt(this.root, key, env.kind);
+      recordBuilt(this.root, key, env.kind);
       this.uses.take(key);
-      await note(`python env ${short} (requirements) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}${bytes === null ? '' : `, ${formatBytes(bytes)}`}`, 'info').catch(() => undefined);
+      await note(`python env ${short} (requirements) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}`, 'info').catch(() => undefined);
       const gone = await this.evict();
       if (gone.length) await note(`to keep this node's environments within ${formatBytes(this.maxBytes)} (--env-cache-size), evicted the least recently used: ${gone.map((g) => `${g.sha256.slice(0, 12)} (${formatBytes(g.bytes)})`).join(', ')}`, 'info').catch(() => undefined);
       return { dir, key };
