@@ -54,7 +54,8 @@ export function diskBytes(dir: string): number {
 function amendMarker(root: string, key: string, extra: ReadyMarker): void {
   const file = readyFileOf(root, key);
   const before = fs.statSync(file);
-  const tmp = `${file}.${process.pid}.tmp`;
+  // A hidden name: nothing that lists the cache takes it for an environment.
+  const tmp = path.join(root, `.${key}.ready.${process.pid}.tmp`);
   fs.writeFileSync(tmp, `${JSON.stringify({ ...extra, ...readMarker(file), bytes: extra.bytes })}\n`, { mode: 0o644 });
   fs.utimesSync(tmp, before.atime, before.mtime);
   fs.renameSync(tmp, file);
