@@ -10,6 +10,7 @@ import type { ForkBody, ForkedJobSchema, LineageSchema } from '../api/schemas/fo
 import type { JobDetailSchema, JobSchema, RetryBody, SubmitJobBody } from '../api/schemas/jobs.ts';
 import type { LogRefSchema } from '../api/schemas/logs.ts';
 import type { NodeSchema } from '../api/schemas/nodes.ts';
+import type { NodeEnvsAnswer } from '../api/schemas/node-envs.ts';
 import type { PrimaryMetricAnswer as PrimaryMetricSchema, RetentionSchema, StallAfterSchema } from '../api/schemas/projects.ts';
 import type { CreateRunBody, EventSchema, MetricsWritten, MetricValue, RunDetailSchema, RunMetricsSchema, RunSchema, SeriesSchema, SummarySchema } from '../api/schemas/runs.ts';
 import type { QuotaLineSchema, QuotaListSchema } from '../api/schemas/quotas.ts';
@@ -21,6 +22,7 @@ export type { CreateRunBody, ForkBody, RetryBody, StartEvaluationBody, SubmitJob
 export type JobJson = Static<typeof JobSchema>;
 export type JobDetailJson = Static<typeof JobDetailSchema>;
 export type NodeJson = Static<typeof NodeSchema>;
+export type NodeEnvsJson = Static<typeof NodeEnvsAnswer>;
 
 export type RunJson = Static<typeof RunSchema>;
 export type RunDetailJson = Static<typeof RunDetailSchema>;

@@ -1,6 +1,7 @@
 /** Parsers of option values shared by the commands: each refuses a bad value with one clear line. */
 import { InvalidArgumentError } from 'commander';
 import { passEnvRefusal } from '../domain/job-env.ts';
+import { ENV_CACHE_SIZE_RULE, parseEnvCacheSize } from '../domain/env-cache.ts';
 import { MAX_MEMORY_MB, parseMemoryMb } from '../domain/memory-limit.ts';
 import { advertiseAddrProblem } from '../runtime/advertise-addr.ts';
 
@@ -32,6 +33,15 @@ export function memoryArg(name: string, none = false) {
     const mb = parseMemoryMb(v);
     if (mb === null) throw new InvalidArgumentError(`${name} must be a whole number of MiB (512) or a size with a unit (512M, 8G, 1.5G), from 1 MiB to ${MAX_MEMORY_MB / 1024 / 1024} TiB${none ? ', or none' : ''}`);
     return mb;
+  };
+}
+
+/** A cache bound in bytes (`--env-cache-size`): `50G`, `500M`, `4096B`, or a bare number of GiB (domain/env-cache.ts). */
+export function envCacheSizeArg(name: string) {
+  return (v: string): number => {
+    const bytes = parseEnvCacheSize(v);
+    if (bytes === null) throw new InvalidArgumentError(`${name} must be ${ENV_CACHE_SIZE_RULE}, at most 1 PiB; got ${JSON.stringify(v)}`);
+    return bytes;
   };
 }
 

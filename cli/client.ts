@@ -2,9 +2,9 @@
 
 import { randomUUID } from 'node:crypto';
 import { TERMINAL_STATES } from '../domain/job-states.ts';
-import type { JobDetailJson, JobJson, NodeJson, RetryBody, SubmitJobBody } from './api-types.ts';
+import type { JobDetailJson, JobJson, NodeEnvsJson, NodeJson, RetryBody, SubmitJobBody } from './api-types.ts';
 
-export type { JobDetailJson, JobJson, NodeJson } from './api-types.ts';
+export type { JobDetailJson, JobJson, NodeEnvsJson, NodeJson } from './api-types.ts';
 
 export class ApiError extends Error {
   constructor(
@@ -144,6 +144,10 @@ export class GpuplaneClient {
   }
   removeNode(id: string): Promise<{ id: string; removed: true }> {
     return this.request('DELETE', `/nodes/${encodeURIComponent(id)}`);
+  }
+  /** The Python environments a node holds, as its agent last reported them (admins). */
+  nodeEnvs(id: string): Promise<NodeEnvsJson> {
+    return this.request('GET', `/nodes/${encodeURIComponent(id)}/envs`);
   }
 
   /** Polls until the job reaches one of `states` (terminal ones by default) or the deadline passes. */

@@ -56,6 +56,7 @@ function agentArgs(f: UpAgentFlags, fakeGpus: number, jobUsers: string, protect:
     ...(f.allowedRoots ?? []).flatMap((r) => ['--allowed-root', r]),
     ...protect.flatMap((p) => ['--protect', p]),
     ...(f.maxPids ? ['--max-pids', String(f.maxPids)] : []),
+    ...(f.envCacheBytes !== undefined ? ['--env-cache-size', `${f.envCacheBytes}B`] : []),
   ]; // prettier-ignore
 }
 

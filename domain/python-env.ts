@@ -4,7 +4,7 @@
  * small), which every node that runs an attempt builds with uv into a node-local cache shared
  * read-only by every job with the same environment. The one source of the limits, the checks and
  * the cache key that the CLI, the API and the agent must agree on. Plain TypeScript: the TOML
- * files come here parsed (runtime/toml.ts).
+ * files come here parsed (runtime/python-env-files.ts).
  */
 
 /** How the environment is named: a requirements.txt, a pylock.toml, or pyproject.toml with uv.lock. */
@@ -83,7 +83,7 @@ export function pythonEnvKey(env: Pick<PythonEnv, 'kind' | 'sha256'>, target: { 
   return hash(JSON.stringify(['gpuplane-python-env/1', env.kind, env.sha256, target.python, target.platform, target.uv]));
 }
 
-/** A parsed TOML document (runtime/toml.ts): tables, arrays, strings, numbers, booleans, dates. */
+/** A parsed TOML document (runtime/python-env-files.ts): tables, arrays, strings, numbers, booleans, dates. */
 export type TomlTable = { [key: string]: unknown };
 
 const isTable = (v: unknown): v is TomlTable => typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof Date);

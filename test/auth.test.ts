@@ -88,6 +88,9 @@ describe('tokens and roles on every route', () => {
     ['GET', '/whoami', undefined, { access: 'any', everyone: true }],
     ['GET', '/nodes', undefined, { access: 'any' }],
     ['GET', '/nodes/node-a', undefined, { access: 'any' }],
+    // A node's Python environments: its agent reports them (its own node only), admins read them.
+    ['GET', '/nodes/node-a/envs', undefined, { access: 'admin' }],
+    ['PUT', '/nodes/node-a/envs', { bound_bytes: 1024, envs: [] }, { access: 'admin', node: true }],
     ['GET', '/jobs', undefined, { access: 'any' }],
     ['GET', '/jobs/counts', undefined, { access: 'any' }],
     ['GET', '/runs/counts', undefined, { access: 'any' }],

@@ -7,6 +7,7 @@ import type { ObjectStore } from '../../runtime/object-store.ts';
 import type { CheckpointCache } from './checkpoint-fetch.ts';
 import type { LogShipping } from './log-shipper.ts';
 import type { ProcessTable } from './process-table.ts';
+import type { EnvCache } from './python-env.ts';
 
 /** What the GPU-host activities work with; the agent (workers/gpu-host/agent.ts) builds it. */
 export interface GpuHostDeps {
@@ -32,6 +33,8 @@ export interface GpuHostDeps {
   store?: ObjectStore;
   /** Adds an event to the attempt's history (with the node token; absent without one). */
   note?: (spec: AttemptSpec, n: AttemptNote) => Promise<void>;
+  /** The node's Python environments (python-env.ts), bounded by `--env-cache-size`; absent: a cache of the activities' own, with the default bound. */
+  pythonEnvs?: EnvCache;
   /** The agent's own warnings (its log). */
   warn?: (msg: string) => void;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */

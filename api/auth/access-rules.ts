@@ -107,6 +107,9 @@ const RULES: Record<string, Rule> = {
   'DELETE /api/v1/nodes/:id': { access: 'admin' },
   // A node's telemetry: its agent's report, with its node token (an admin's too).
   'POST /api/v1/nodes/:id/telemetry': { access: 'admin', nodeSelf: (r) => r.params.id },
+  // A node's Python environments: its agent reports them with its node token (an admin's too); admins read them.
+  'PUT /api/v1/nodes/:id/envs': { access: 'admin', nodeSelf: (r) => r.params.id },
+  'GET /api/v1/nodes/:id/envs': { access: 'admin' },
   'POST /api/v1/tokens': { access: 'admin' },
   'GET /api/v1/tokens': { access: 'admin' },
   'PUT /api/v1/projects/:project/quota': { access: 'admin' },

@@ -1,8 +1,9 @@
-/** `gpuctl nodes`: the nodes, their cards and who owns each; `gpuctl node drain|resume|remove`. */
+/** `gpuctl nodes`: the nodes, their cards and who owns each; `gpuctl node drain|resume|remove|envs`. */
 import type { Command } from 'commander';
 import type { NodeJson } from '../client.ts';
 import { clientOf } from '../client-of.ts';
 import { renderNodes } from '../render.ts';
+import { renderNodeEnvs } from '../render-node-envs.ts';
 
 const log = (s: string): void => void process.stdout.write(`${s}\n`);
 
@@ -20,7 +21,7 @@ export function registerNodeCommand(program: Command): void {
       log(renderNodes(nodes));
     });
 
-  const node = program.command('node').description('node operations (admins): drain a node, resume it, remove one gone for good');
+  const node = program.command('node').description("node operations (admins): drain a node, resume it, remove one gone for good, list its Python environments");
   node
     .command('drain')
     .description('place nothing new on a node; its running jobs run on and finish. Kept until resumed, across restarts; draining it again keeps when and by whom, and takes a new --reason')
@@ -51,6 +52,15 @@ export function registerNodeCommand(program: Command): void {
     .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
       const r = await clientOf(cmd).removeNode(id);
       log(o.json ? JSON.stringify(r) : `node ${r.id} removed`);
+    });
+  node
+    .command('envs')
+    .description("the Python environments a node holds in its cache (as its agent last reported them): key, kind, the file's sha256, size, built, last used, and how many running jobs use each")
+    .argument('<node>', 'node id (gpuctl nodes)')
+    .option('--json', 'print JSON')
+    .action(async (id: string, o: { json?: boolean }, cmd: Command) => {
+      const r = await clientOf(cmd).nodeEnvs(id);
+      log(o.json ? JSON.stringify(r, null, 2) : renderNodeEnvs(r));
     });
 }
 

@@ -2,7 +2,8 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { loadConfig } from '../../config.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../../runtime/logger.ts';
-import { advertiseAddrArg, envNameArg, intArg, listArg, pairArg, rootsArg } from '../args.ts';
+import { advertiseAddrArg, envCacheSizeArg, envNameArg, intArg, listArg, pairArg, rootsArg } from '../args.ts';
+import { DEFAULT_ENV_CACHE_BYTES } from '../../domain/env-cache.ts';
 import { DEFAULT_FAKE_GPUS, MAX_FAKE_NODES } from '../up-nodes.ts';
 import { DEFAULT_MAX_PIDS, MAX_PIDS_LIMIT } from '../../activities/gpu-host/cgroup.ts';
 
@@ -49,6 +50,12 @@ const agentOptions = (c: Command) =>
         .argParser(advertiseAddrArg)
         .default(undefined, 'its address toward the control plane'),
     )
+    .addOption(
+      new Option('--env-cache-size <size>', "how much disk jobs' Python environments may take on this node (50G, 500M, or a number of GiB): past it the least recently used go, never one a running job uses (docs/environments.md)")
+        .env('GPUPLANE_ENV_CACHE_SIZE')
+        .argParser(envCacheSizeArg('--env-cache-size'))
+        .default(DEFAULT_ENV_CACHE_BYTES, '50G'),
+    )
     .addOption(logLevel());
 
 /** What agentOptions parses. */
@@ -61,10 +68,11 @@ interface AgentCliOptions {
   protect: string[];
   maxPids: number;
   advertiseAddr?: string;
+  envCacheSize: number;
   logLevel: LogLevel;
 }
 
-const agentFlagsOf = (o: AgentCliOptions) => ({ labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, jobUsers: o.jobUsers, protect: o.protect, maxPids: o.maxPids, advertiseAddr: o.advertiseAddr });
+const agentFlagsOf = (o: AgentCliOptions) => ({ labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, jobUsers: o.jobUsers, protect: o.protect, maxPids: o.maxPids, advertiseAddr: o.advertiseAddr, envCacheBytes: o.envCacheSize });
 
 export function registerProcessCommands(program: Command): void {
   agentOptions(

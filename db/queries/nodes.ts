@@ -1,6 +1,7 @@
 import { and, asc, eq, notInArray, sql } from 'drizzle-orm';
 import { queryRows, type Executor } from '../client.ts';
 import { checkpoints, events, gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
+import type { NodeEnvReport } from '../../domain/env-cache.ts';
 import { nodeLabels, type NodeInventory } from '../../domain/node.ts';
 
 /** upsertNodeOnline records a node as ONLINE with its current labels and cards. Cards that vanished stay, marked absent. */
@@ -53,6 +54,18 @@ export async function listNodesWithSlots(ex: Executor): Promise<NodeWithSlots[]>
   const ns = await ex.select().from(nodes).orderBy(asc(nodes.id));
   const slots = await ex.select().from(gpuSlots).orderBy(asc(gpuSlots.nodeId), asc(gpuSlots.index));
   return ns.map((n) => ({ ...n, slots: slots.filter((s) => s.nodeId === n.id) }));
+}
+
+/** saveNodeEnvs records what a node's agent says its cache of Python environments holds now (replacing its last report); false for an unknown node. */
+export async function saveNodeEnvs(ex: Executor, nodeId: string, report: NodeEnvReport, now = new Date()): Promise<boolean> {
+  const rows = await ex.update(nodes).set({ envCache: report, envCacheAt: now }).where(eq(nodes.id, nodeId)).returning({ id: nodes.id });
+  return rows.length > 0;
+}
+
+/** nodeEnvs returns a node's last report of its Python environments and when it came (both null before any), or undefined for an unknown node. */
+export async function nodeEnvs(ex: Executor, nodeId: string): Promise<{ report: NodeEnvReport | null; at: Date | null } | undefined> {
+  const [row] = await ex.select({ report: nodes.envCache, at: nodes.envCacheAt }).from(nodes).where(eq(nodes.id, nodeId));
+  return row;
 }
 
 /** onlineNodeIds returns the ids of the ONLINE nodes. */

@@ -1,5 +1,6 @@
 import { sql, type InferSelectModel } from 'drizzle-orm';
 import { check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import type { NodeEnvReport } from '../../domain/env-cache.ts';
 import type { NodeStatus } from '../../domain/node.ts';
 import { createdAt, ts } from './columns.ts';
 import { jobs } from './jobs.ts';
@@ -21,6 +22,9 @@ export const nodes = pgTable('nodes', {
   drainReason: text('drain_reason'),
   /** Who drained it: the name of the admin token. */
   drainedBy: text('drained_by'),
+  /** The Python environments its agent last said it holds (PUT /nodes/:id/envs), and when; null before any report. */
+  envCache: jsonb('env_cache').$type<NodeEnvReport>(),
+  envCacheAt: ts('env_cache_at'),
 });
 export type GpuNode = InferSelectModel<typeof nodes>;
 

@@ -28,6 +28,9 @@ import { sweepRecords } from '../../activities/gpu-host/survivors.ts';
 import { makePrivateDir } from '../../runtime/private-files.ts';
 import { jobUserFor, JobUsers } from '../../activities/gpu-host/job-users.ts';
 import { installPortGuard, removePortGuard, type Endpoint } from '../../activities/gpu-host/port-guard.ts';
+import { EnvReporter } from '../../activities/gpu-host/env-report.ts';
+import { envCacheDirFromEnv, EnvCache, envToolsFromEnv } from '../../activities/gpu-host/python-env.ts';
+import { startFencingWatchdog } from './fencing-watchdog.ts';
 import { takeUpPreviousLife } from './previous-life.ts';
 import { rejoinWhenReachable } from './reconnect.ts';
 
@@ -77,6 +80,8 @@ export interface AgentOptions {
   maxPids?: number;
   /** Between two telemetry reports to the API (GPUPLANE_TELEMETRY_S; activities/gpu-host/telemetry.ts); absent or 0: none. */
   telemetryMs?: number;
+  /** The bound of the node's cache of Python environments (`--env-cache-size`, GPUPLANE_ENV_CACHE_SIZE); absent: domain/env-cache.ts DEFAULT_ENV_CACHE_BYTES. */
+  envCacheBytes?: number;
 }
 
 export interface Agent {
@@ -155,6 +160,11 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     : null;
   const ckptLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'checkpoint-watcher', nodeId: o.nodeId });
   const api = { apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken };
+  // The node's Python environments: bounded, least recently used first; the control plane hears what it holds after each change.
+  const envLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'python-envs', nodeId: o.nodeId });
+  let envReporter: EnvReporter | null = null;
+  const pythonEnvs = new EnvCache(envCacheDirFromEnv(o.nodeId), envToolsFromEnv(), process.env, { maxBytes: o.envCacheBytes, onChange: () => envReporter?.changed(), log: (m, level) => envLogger[level](m) });
+  envReporter = o.nodeToken ? new EnvReporter(api, () => ({ boundBytes: pythonEnvs.maxBytes, envs: pythonEnvs.list() }), (m) => envLogger.warn(m)) : null;
   const uploads = o.store && o.nodeToken ? nodeUploads(o.store, api, (msg) => ckptLogger.warn(msg)) : null;
   // Unpacked code of jobs long ended, asked about through the API (so with a node token only).
   if (o.nodeToken) void keepSweepingCodeWorkdirs(api, workdirKeepS, (id) => processes.live.has(id), (m) => ckptLogger.warn(m), (m) => ckptLogger.info(m));
@@ -194,6 +204,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       nodeToken: o.nodeToken,
       allowedRoots: o.allowedRoots,
       jobUsers,
+      pythonEnvs,
       resumeCache: o.store ? new CheckpointCache(cacheDirFromEnv(o.nodeId), o.store) : undefined,
       store: o.store ?? undefined,
       note: o.nodeToken ? (spec, n) => reportAttemptEvent(api, spec, n) : undefined,
@@ -219,7 +230,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     throw err;
   });
   // What this agent's previous life left: the rest of ended attempts' logs, and the attempts that still run.
-  const adopted = takeUpPreviousLife({ processes, logs, checkpoints, client: o.client, nodeId: o.nodeId, lostAfterMs: o.lostAfterMs });
+  const adopted = takeUpPreviousLife({ processes, logs, checkpoints, pythonEnvs, client: o.client, nodeId: o.nodeId, lostAfterMs: o.lostAfterMs });
+  // Within its bound from the start (the attempts it adopted hold theirs), and the control plane told what it holds.
+  void pythonEnvs.evict().finally(() => envReporter?.changed());
   await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
   // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent looks every
@@ -244,6 +257,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     async shutdown() {
       clearInterval(rejoin);
       telemetry?.stop();
+      envReporter?.stop();
       rejoiner.stop();
       watchdog.stop();
       // Before the attempts are stopped: a checkpoint cut off by the stop is not final.
@@ -257,44 +271,4 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       await run;
     },
   };
-}
-
-/**
- * Self-fencing: an agent that has not reached the Temporal server for an attempt's
- * fence-after may be cut off alone, and its attempts may soon be LOST and started on another
- * node; it kills them first, so one job never runs in two places at once. It cannot tell
- * "cut off" from "the control plane is down", so fence-after is also the longest control-plane
- * outage that kills nothing (domain/liveness.ts).
- */
-export function startFencingWatchdog(client: Client, processes: ProcessTable): { stop(): void } {
-  // Counted from the node's last contact, this life's or the previous one's: an agent restarted
-  // during a partition must not grant its attempts a fresh fence-after.
-  let lastContact = processes.lastContactMs() ?? Date.now();
-  let busy = false;
-  const timer = setInterval(() => {
-    if (busy) return;
-    // Nothing to fence: no probe (an idle node costs the server only its lease). The next
-    // attempt arrives from Temporal, which is contact in itself.
-    if (processes.live.size === 0) {
-      lastContact = Date.now();
-      processes.touchContact();
-      return;
-    }
-    busy = true;
-    client.connection
-      .withDeadline(Date.now() + PROBE_INTERVAL_MS, () => client.connection.workflowService.getSystemInfo({}))
-      .then(
-        () => {
-          lastContact = Date.now();
-          processes.touchContact();
-        },
-        () => undefined,
-      )
-      .finally(() => {
-        busy = false;
-        void processes.fenceSilentFor(Date.now() - lastContact);
-      });
-  }, PROBE_INTERVAL_MS);
-  timer.unref();
-  return { stop: () => clearInterval(timer) };
 }

@@ -10,11 +10,12 @@ import { rankOfRecord } from '../../activities/gpu-host/attempt-record.ts';
 import { attemptEnd, type CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import type { LogShipping } from '../../activities/gpu-host/log-shipper.ts';
 import type { ProcessTable } from '../../activities/gpu-host/process-table.ts';
+import type { EnvCache } from '../../activities/gpu-host/python-env.ts';
 import { retryWhile } from '../../activities/gpu-host/retry-while.ts';
 import { adoptSurvivors, goneRecords } from '../../activities/gpu-host/survivors.ts';
 import { attemptWanted, homeNodeOf } from '../../activities/gpu-host/wanted.ts';
 
-export function takeUpPreviousLife(o: { processes: ProcessTable; logs: LogShipping; checkpoints: CheckpointWatching; client: Client; nodeId: string; lostAfterMs: number }): number {
+export function takeUpPreviousLife(o: { processes: ProcessTable; logs: LogShipping; checkpoints: CheckpointWatching; pythonEnvs?: EnvCache; client: Client; nodeId: string; lostAfterMs: number }): number {
   const { processes, logs, checkpoints, client, nodeId, lostAfterMs } = o;
   // Attempts that ended while the agent was away (a node that died whole): the rest of their logs goes to the API now.
   for (const rec of goneRecords(processes)) logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, Promise.resolve(), false, rankOfRecord(rec));
@@ -25,6 +26,8 @@ export function takeUpPreviousLife(o: { processes: ProcessTable; logs: LogShippi
     logs.ship(rec.spec.jobId, rec.spec.attempt, rec.logPath, processes.live.get(rec.spec.jobId)!.exited, false, rankOfRecord(rec));
     // Its checkpoint folder is watched again: the initial scan reports what was written while
     // the agent was down (and again what it reported before, which registers nothing twice).
+    // Its Python environment is its own until it ends: never evicted under it.
+    if (rec.spec.pythonEnv) o.pythonEnvs?.holdWhile(rec.spec.pythonEnv, processes.live.get(rec.spec.jobId)!.exited);
     if (!rec.spec.gang || rec.spec.gang.rank === 0) checkpoints.watch(rec.spec, attemptEnd(processes.live.get(rec.spec.jobId)!.exited), rec.checkpointsBefore);
     // Until it is heard or the attempt is fenced: a restart during a Temporal outage still re-attaches.
     void retryWhile(

@@ -36,6 +36,8 @@ export interface AgentFlags {
   maxPids?: number;
   /** Where other nodes reach this one (`--advertise-addr`, GPUPLANE_ADVERTISE_ADDR); absent: its address toward Temporal. */
   advertiseAddr?: string;
+  /** The bound of its cache of Python environments in bytes (`--env-cache-size`, GPUPLANE_ENV_CACHE_SIZE); absent: 50 GiB. */
+  envCacheBytes?: number;
 }
 
 /** Where an agent keeps its attempt records and logs. */

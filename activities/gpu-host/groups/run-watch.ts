@@ -23,6 +23,12 @@ import { createSupervisor } from '../supervise.ts';
 import { watchFolderProblem } from '../watch-folder.ts';
 import type { GpuHostContext } from './context.ts';
 
+/** The Python environment an attempt holds (its cache key), and its process once started. */
+interface EnvHold {
+  key: string | null;
+  entry: Live | null;
+}
+
 /** Running an attempt's process on this node and watching it to its end: runJob, and watchJob to take an attempt over. */
 export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHostActivities, 'runJob' | 'watchJob'> {
   const pt = deps.processes;
@@ -30,8 +36,8 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
   const { supervise, endedExit } = createSupervisor(deps);
   // The node's code snapshots: from the plane's store, or through the API where the agent has none.
   const code = new CodeCache(codeCacheDirFromEnv(deps.nodeId), { store: deps.store ?? null, api: deps });
-  // The node's Python environments, built with uv once per content, Python and platform.
-  const pythonEnvs = new EnvCache(envCacheDirFromEnv(deps.nodeId));
+  // The node's Python environments, built with uv once per content, Python and platform (the agent's, bounded; a cache of their own for activities built without one).
+  const pythonEnvs = deps.pythonEnvs ?? new EnvCache(envCacheDirFromEnv(deps.nodeId));
 
   const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
   const spawnError = (logPath: string, message: string): ProcessExit => ({ exitCode: null, signal: null, spawnError: message, logTail: '', logPath });
@@ -44,7 +50,24 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     return roots.problem('working dir', spec.workingDir) ?? (watched ? roots.problem('checkpoint folder', watched) : null);
   }
 
+  /**
+   * Starts the attempt; the Python environment it took (EnvCache.prepare) is given back once its
+   * process ended, or at once when none started (the cache may evict it only then).
+   */
   async function startAttempt(spec: AttemptSpec): Promise<ProcessExit> {
+    const held: EnvHold = { key: null, entry: null };
+    try {
+      return await startHolding(spec, held);
+    } finally {
+      const key = held.key;
+      if (key !== null) {
+        if (held.entry) void held.entry.exited.finally(() => pythonEnvs.release(key));
+        else pythonEnvs.release(key);
+      }
+    }
+  }
+
+  async function startHolding(spec: AttemptSpec, held: EnvHold): Promise<ProcessExit> {
     checkAttemptIds(spec);
     // An agent on its way out starts nothing: the attempt is LOST to the stop, and re-queued.
     if (pt.draining) throw agentStopped();
@@ -87,6 +110,7 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
       const ready = await pythonEnvs.prepare(spec.pythonEnv, noteEnv);
       if ('problem' in ready) return spawnError(logPath, ready.problem);
       venv = ready.dir;
+      held.key = ready.key;
     }
     // Confinement first: a job user makes a missing working dir only inside the allowed roots.
     const dirProblem = (spec.code ? null : confinementProblem(spec)) ?? (user ? workingDirProblemFor(spec.workingDir, user) : workingDirProblem(spec.workingDir));
@@ -118,6 +142,7 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     let entry: Live;
     try {
       entry = pt.spawn(spec, env, logPath, plan, user, before);
+      held.entry = entry;
     } catch (err) {
       deps.checkpoints?.abandon(spec);
       const why = err instanceof SpawnFailed ? await err.error : (err as Error);

@@ -1,0 +1,124 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { InvalidArgumentError } from 'commander';
+import { afterAll, describe, expect, it } from 'vitest';
+import { EnvCache } from '../activities/gpu-host/python-env.ts';
+import { envCacheSizeArg } from '../cli/args.ts';
+import { DEFAULT_ENV_CACHE_BYTES, envsToEvict, formatBytes, parseEnvCacheSize } from '../domain/env-cache.ts';
+import { gpuctlIn } from './support/gpuctl-cli.ts';
+import { until } from './support/poll.ts';
+
+const K = 1024;
+const G = 1024 ** 3;
+
+/** The bound of a node's cache of Python environments (issue 45): its size option, and which go when it is past it. */
+describe('the bound of the Python environment cache', () => {
+  it('reads sizes with binary units, a bare number as GiB, B as bytes; refuses the rest', () => {
+    expect(parseEnvCacheSize('50')).toBe(50 * G);
+    expect(parseEnvCacheSize('20G')).toBe(20 * G);
+    expect(parseEnvCacheSize('20GiB')).toBe(20 * G);
+    expect(parseEnvCacheSize('20gb')).toBe(20 * G);
+    expect(parseEnvCacheSize('500M')).toBe(500 * K * K);
+    expect(parseEnvCacheSize('1.5T')).toBe(1.5 * 1024 * G);
+    expect(parseEnvCacheSize('64K')).toBe(64 * K);
+    expect(parseEnvCacheSize('4096B')).toBe(4096);
+    expect(parseEnvCacheSize('0.5')).toBe(G / 2);
+    expect(parseEnvCacheSize('0')).toBe(0);
+    for (const bad of ['', 'G', '-1G', '5X', '5 GB extra', '1e3', '2048T', 'lots']) expect(parseEnvCacheSize(bad), bad).toBeNull();
+    expect(DEFAULT_ENV_CACHE_BYTES).toBe(50 * G);
+    expect(() => envCacheSizeArg('--env-cache-size')('5X')).toThrow(InvalidArgumentError);
+    expect(() => envCacheSizeArg('--env-cache-size')('5X')).toThrow(/^--env-cache-size must be a size like 50G, 500M or 2T .*; got "5X"$/);
+    expect([formatBytes(0), formatBytes(812), formatBytes(3 * K), formatBytes(1.5 * G), formatBytes(120 * G)]).toEqual(['0 B', '812 B', '3.0 KiB', '1.5 GiB', '120 GiB']);
+  });
+
+  it('evicts least recently used first until the rest fits, never one kept (in use, being built)', () => {
+    const envs = [
+      { key: 'a', bytes: 40, lastUsedMs: 1000 },
+      { key: 'b', bytes: 30, lastUsedMs: 3000 },
+      { key: 'c', bytes: 20, lastUsedMs: 2000 },
+      { key: 'd', bytes: 10, lastUsedMs: 4000 },
+    ];
+    const none = new Set<string>();
+    expect(envsToEvict(envs, none, 100)).toEqual([]);
+    expect(envsToEvict(envs, none, 99)).toEqual(['a']);
+    expect(envsToEvict(envs, none, 40)).toEqual(['a', 'c']);
+    expect(envsToEvict(envs, none, 0)).toEqual(['a', 'c', 'b', 'd']);
+    // The oldest is in use: the next oldest go instead, as many as it takes.
+    expect(envsToEvict(envs, new Set(['a']), 60)).toEqual(['c', 'b']);
+    // What is kept may be past the bound on its own: everything else goes, and no more.
+    expect(envsToEvict(envs, new Set(['a', 'b']), 50)).toEqual(['c', 'd']);
+    expect(envsToEvict(envs, new Set(['a', 'b', 'c', 'd']), 0)).toEqual([]);
+    // A tie goes by key: the same choice every time.
+    expect(envsToEvict([{ key: 'y', bytes: 5, lastUsedMs: 1 }, { key: 'x', bytes: 5, lastUsedMs: 1 }], none, 5)).toEqual(['x']);
+  });
+
+  describe('on disk (folders made to look built, no uv)', () => {
+    const root = fs.mkdtempSync(path.join(os.tmpdir(), 'gpuplane-env-bound-'));
+    afterAll(() => {
+      execFileSync('chmod', ['-R', 'u+w', root]);
+      fs.rmSync(root, { recursive: true, force: true });
+    });
+    const hex = (c: string) => c.repeat(64);
+    /** A read-only environment folder of `kib` KiB and its marker, last used `agoS` seconds ago. */
+    const fake = (c: string, kib: number, agoS: number) => {
+      const dir = path.join(root, hex(c));
+      fs.mkdirSync(path.join(dir, 'bin'), { recursive: true });
+      fs.writeFileSync(path.join(dir, 'bin', 'python'), '');
+      fs.writeFileSync(path.join(dir, 'blob'), Buffer.alloc(kib * K, 1));
+      execFileSync('chmod', ['-R', 'a-w', dir]);
+      const marker = path.join(root, `${hex(c)}.ready`);
+      fs.writeFileSync(marker, JSON.stringify({ sha256: hex(c === 'a' ? 'e' : c), built_at: '2026-12-01T00:00:00.000Z' }));
+      const t = new Date(Date.now() - agoS * 1000);
+      fs.utimesSync(marker, t, t);
+    };
+
+    it('measures what was built before sizes were, keeps what an adopted attempt holds, and removes the rest markers first', async () => {
+      fake('a', 64, 300);
+      fake('b', 64, 200);
+      fake('c', 64, 100);
+      const logs: string[] = [];
+      let changes = 0;
+      const cache = new EnvCache(root, { uv: '/nonexistent/uv', python: 'python3', buildUser: 'nobody' }, {}, { maxBytes: 150 * K, onChange: () => void changes++, log: (m) => void logs.push(m) });
+      const listed = cache.list();
+      expect(listed.map((e) => e.key).sort()).toEqual([hex('a'), hex('b'), hex('c')]);
+      for (const e of listed) expect(e).toMatchObject({ kind: 'requirements', builtAt: '2026-12-01T00:00:00.000Z', inUse: 0, bytes: expect.any(Number) });
+      expect(listed.every((e) => e.bytes >= 64 * K && e.bytes < 100 * K)).toBe(true);
+      // The sizes measured went into the markers, the last uses (their mtimes) untouched.
+      expect(JSON.parse(fs.readFileSync(path.join(root, `${hex('a')}.ready`), 'utf8'))).toMatchObject({ bytes: expect.any(Number), kind: 'requirements' });
+      expect(Date.now() - Date.parse(listed.find((e) => e.key === hex('a'))!.lastUsedAt)).toBeGreaterThan(250_000);
+
+      // An adopted attempt runs in a (file e), the least recently used: b goes, then c fits with a.
+      let end!: () => void;
+      cache.holdWhile({ sha256: hex('e') }, new Promise<void>((r) => (end = r)));
+      expect(cache.list().find((e) => e.key === hex('a'))!.inUse).toBe(1);
+      const gone = await cache.evict();
+      expect(gone.map((e) => e.key)).toEqual([hex('b')]);
+      expect(fs.existsSync(path.join(root, hex('b')))).toBe(false);
+      expect(fs.existsSync(path.join(root, `${hex('b')}.ready`))).toBe(false);
+      expect(cache.list().map((e) => e.key).sort()).toEqual([hex('a'), hex('c')]);
+      expect(logs.join('\n')).toMatch(/evicted 1 least recently used \(bbbbbbbbbbbb \d+(\.\d)? KiB\) to keep the cache within 150 KiB/);
+      expect(changes).toBeGreaterThan(0);
+
+      // Given back, a was used last: past the bound again (a new one), c goes and a stays.
+      fake('d', 64, 50);
+      end();
+      await until('c evicted', () => !fs.existsSync(path.join(root, hex('c'))) || null, 5000);
+      expect(cache.list().map((e) => [e.key, e.inUse])).toEqual(expect.arrayContaining([[hex('a'), 0], [hex('d'), 0]]));
+      expect(cache.list()).toHaveLength(2);
+    });
+  });
+
+  it('gpuctl agent refuses a bad --env-cache-size (and GPUPLANE_ENV_CACHE_SIZE) in one line', async () => {
+    for (const [args, env] of [
+      [['agent', '--node-id', 'n1', '--no-token', '--env-cache-size', '5X'], {}],
+      [['agent', '--node-id', 'n1', '--no-token'], { GPUPLANE_ENV_CACHE_SIZE: 'lots' }],
+    ] as const) {
+      const r = await gpuctlIn({ ...process.env, ...env }, [...args]);
+      expect(r.code).not.toBe(0);
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/--env-cache-size must be a size like 50G, 500M or 2T/);
+    }
+  });
+});
