@@ -10,7 +10,7 @@ import type { Run, RunEvent } from '../web/src/types.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { gpuctlIn } from './support/gpuctl-cli.ts';
 import { until } from './support/poll.ts';
-import { copyRealWheel, uvBinaryIn, writeDemoWheels } from './support/python-wheels.ts';
+import { copyRealWheel, uvBinaryIn, writeDemoWheels, writeSlowSdist } from './support/python-wheels.ts';
 
 const NODE = 'uv-a';
 // The system's Python where there is one: the build user (nobody, where the agent is root) may not reach a Python under root's home.
@@ -36,6 +36,8 @@ describe('Python environments built with uv on the node', () => {
     writeDemoWheels(wheels, 'gpuplane_demo', ['1.0', '2.0']);
     // The example job's one package (examples/requirements-train.txt), a real wheel.
     copyRealWheel('numpy==2.3.5', PYTHON, wheels);
+    // A package whose build takes a minute: an attempt cancelled during it.
+    writeSlowSdist(wheels, 'gpuplane_slow', '1.0', 60);
     uv = uvBinaryIn(path.join(tmp, 'bin'));
     const agentEnv = { GPUPLANE_UV: uv, GPUPLANE_ENV_PYTHON: PYTHON, GPUPLANE_ENV_CACHE_DIR: cacheDir, UV_FIND_LINKS: wheels, UV_NO_INDEX: '1' };
     c = await startCluster('uvenv', { agents: [{ nodeId: NODE, gpus: 3, env: agentEnv }] });
@@ -213,5 +215,24 @@ describe('Python environments built with uv on the node', () => {
     expect(file).toMatch(/^numpy==2\.3\.5$/m);
     // The console's diff against another run's list names what differs.
     expect(packageDiff('numpy==2.1.3\nsix==1.16.0\n', built!.packages!)).toEqual([{ name: 'numpy', from: '2.1.3', to: '2.3.5' }, { name: 'six', from: '1.16.0', to: null }]);
+  });
+
+  it('a job cancelled while its environment builds ends CANCELLED at once, nothing started, and the build nobody waits for is stopped', async () => {
+    const id = await submit(['--python-env', file('slow.txt', 'gpuplane_slow==1.0\n'), '--', 'sh', '-c', 'echo started']);
+    // The build is under way: uv's build backend for the sdist runs as the build user.
+    const building = () => execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((l) => l.includes('slow_backend') || l.includes('gpuplane_slow'));
+    await until('the slow build running', async () => (building().length > 0 ? true : null), 30_000);
+    const asked = Date.now();
+    const r = await gpuctlIn(env, ['cancel', id]);
+    expect(r.code, r.stderr).toBe(0);
+    const done = await c.client.waitFor(id, undefined, 30_000);
+    expect(done.state).toBe('CANCELLED');
+    expect(Date.now() - asked).toBeLessThan(15_000);
+    expect(done.attempts[0].started_at ?? null).toBeNull();
+    expect(await logOf(id)).not.toContain('started');
+    // Nobody else waits for it: uv and its build backend are gone, and nothing is left that a later attempt could take for the environment.
+    await until('the build stopped', async () => (building().length === 0 ? true : null), 10_000);
+    const events = (await envEvents(id)).join('\n');
+    expect(events).toMatch(/the attempt was cancelled during the build; the build was stopped/);
   });
 });

@@ -52,6 +52,13 @@ interface Target {
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
+/** An attempt cancelled while it waited for a build; `others` still wait for it. */
+class LeftTheBuild extends Error {
+  constructor(readonly others: number) {
+    super('cancelled during the build');
+  }
+}
+
 /** The environments of this node: where they are, how they are built, the builds in progress, and which attempts use which. */
 export class EnvCache {
   private target: Promise<Target> | null = null;
@@ -60,6 +67,8 @@ export class EnvCache {
   private readonly uses = new EnvUses(() => this.root, () => this.bound.onChange?.());
   /** Evictions under way: a build of the same key waits for its folder to be gone. */
   private readonly removing = new Map<string, Promise<void>>();
+  /** How many attempts wait for each build in progress, and how to stop it: one nobody waits for any more is stopped. */
+  private readonly waiting = new Map<string, { n: number; stop: AbortController }>();
 
   constructor(
     private readonly root: string,
@@ -72,9 +81,10 @@ export class EnvCache {
    * Makes the attempt's environment ready: its folder (venvVars), or why not in one line. Says in the attempt's events whether
    * it built the environment (and how long it took), found it built, or waited for another
    * attempt's build. The attempt holds the environment from then on (it is not evicted): give it
-   * back with release(key) once its process ended.
+   * back with release(key) once its process ended. `cancel` (the attempt's cancel) stops the
+   * wait for a build, and the build itself when no other attempt waits for it.
    */
-  async prepare(env: PythonEnv, note: Note): Promise<{ dir: string; key: string } | { problem: string }> {
+  async prepare(env: PythonEnv, note: Note, cancel?: AbortSignal): Promise<{ dir: string; key: string } | { problem: string }> {
     const started = Date.now();
     const took = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
     const short = env.sha256.slice(0, 12);
@@ -94,19 +104,22 @@ export class EnvCache {
       const other = this.building.get(key);
       if (other) {
         await note(`python env ${short} is being built by another attempt on this node: waiting for it`, 'info').catch(() => undefined);
-        await other;
+        await this.awaitBuild(key, other, cancel);
         this.uses.take(key);
         await note(`python env ${short} built by another attempt, ready at ${dir} after ${took()}`, 'info', this.data(env, key, target)).catch(() => undefined);
         return { dir, key };
       }
       // An eviction of this very key still removing its folder: the build starts once it is gone.
-      const build = (this.removing.get(key) ?? Promise.resolve()).then(() => this.build(env, key, dir));
+      const stop = new AbortController();
+      this.waiting.set(key, { n: 0, stop });
+      const build = (this.removing.get(key) ?? Promise.resolve()).then(() => this.build(env, key, dir, stop.signal));
       this.building.set(key, build);
-      try {
-        await build;
-      } finally {
+      const done = () => {
         this.building.delete(key);
-      }
+        this.waiting.delete(key);
+      };
+      void build.then(done, done);
+      await this.awaitBuild(key, build, cancel);
       recordBuilt(this.root, key, env.kind);
       this.uses.take(key);
       await note(`python env ${short} (${PYTHON_ENV_FILES[env.kind]}) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}`, 'info', this.data(env, key, target)).catch(() => undefined);
@@ -114,9 +127,42 @@ export class EnvCache {
       if (gone.length) await note(`to keep this node's environments within ${formatBytes(this.maxBytes)} (--env-cache-size), evicted the least recently used: ${gone.map((g) => `${g.sha256.slice(0, 12)} (${formatBytes(g.bytes)})`).join(', ')}`, 'info').catch(() => undefined);
       return { dir, key };
     } catch (err) {
+      if (err instanceof LeftTheBuild) {
+        await note(`python env ${short}: the attempt was cancelled during the build; ${err.others ? `the build goes on for ${err.others} other attempt(s)` : 'the build was stopped'}`, 'info').catch(() => undefined);
+        return { problem: 'cancelled while its Python environment was being built' };
+      }
       const why = `the job's Python environment ${short} could not be built: ${(err as Error).message.replace(/\s*\n\s*/g, ' ')}`;
       await note(why, 'warning').catch(() => undefined);
       return { problem: why };
+    }
+  }
+
+  /** One attempt's wait for the build of `key`: its cancel ends the wait, and the build when no other attempt waits for it. */
+  private async awaitBuild(key: string, build: Promise<void>, cancel?: AbortSignal): Promise<void> {
+    const w = this.waiting.get(key);
+    if (!w) return build;
+    w.n++;
+    let waiting = true;
+    const leave = () => {
+      if (!waiting) return;
+      waiting = false;
+      w.n--;
+    };
+    let onAbort = () => undefined as void;
+    const left = new Promise<never>((_, reject) => {
+      onAbort = () => {
+        leave();
+        if (w.n === 0) w.stop.abort();
+        reject(new LeftTheBuild(w.n));
+      };
+      if (cancel?.aborted) onAbort();
+      else cancel?.addEventListener('abort', onAbort, { once: true });
+    });
+    try {
+      await Promise.race([build, left]);
+    } finally {
+      leave();
+      cancel?.removeEventListener('abort', onAbort);
     }
   }
 
@@ -206,7 +252,7 @@ export class EnvCache {
   }
 
   /** Builds the environment `key` into `dir` as the build user, then makes it read-only and marks it ready. */
-  private async build(env: PythonEnv, key: string, dir: string): Promise<void> {
+  private async build(env: PythonEnv, key: string, dir: string, stop: AbortSignal): Promise<void> {
     const who = this.builder();
     fs.mkdirSync(this.root, { recursive: true, mode: 0o755 });
     fs.chmodSync(this.root, 0o755);
@@ -221,13 +267,14 @@ export class EnvCache {
     const req = path.join(home, `requirements-${key.slice(0, 16)}-${randomBytes(4).toString('hex')}.txt`);
     try {
       const vars = uvBuildEnv(this.agentEnv, home);
-      fs.writeFileSync(req, await requirementsToInstall(env, req, vars, who, this.tools.uv), { mode: 0o644 });
-      const venv = await runAs(this.tools.uv, ['venv', '--quiet', '--allow-existing', '--python', this.tools.python, dir], vars, who, home);
+      fs.writeFileSync(req, await requirementsToInstall(env, req, vars, who, this.tools.uv, stop), { mode: 0o644 });
+      const venv = await runAs(this.tools.uv, ['venv', '--quiet', '--allow-existing', '--python', this.tools.python, dir], vars, who, home, stop);
       if (venv.code !== 0) throw new Error(`uv venv failed: ${lastLines(venv.out) || `exit ${venv.code}`}`);
-      const install = await runAs(this.tools.uv, ['pip', 'install', '--python', path.join(dir, 'bin', 'python'), '-r', req], vars, who, home);
+      const install = await runAs(this.tools.uv, ['pip', 'install', '--python', path.join(dir, 'bin', 'python'), '-r', req], vars, who, home, stop);
       if (install.code !== 0) throw new Error(lastLines(install.out) || `uv pip install: exit ${install.code}`);
       // What was installed, as the run records it: uv's own list, asked of the environment's Python.
-      const freeze = await runAs(this.tools.uv, ['pip', 'freeze', '--python', path.join(dir, 'bin', 'python')], vars, who, home);
+      const freeze = await runAs(this.tools.uv, ['pip', 'freeze', '--python', path.join(dir, 'bin', 'python')], vars, who, home, stop);
+      if (stop.aborted) throw new Error('stopped: no attempt waits for it any more');
       if (freeze.code !== 0) throw new Error(`uv pip freeze failed: ${lastLines(freeze.out) || `exit ${freeze.code}`}`);
       fs.writeFileSync(this.freezeFile(key), freeze.stdout.slice(0, MAX_FREEZE_BYTES), { mode: 0o644 });
       // Read-only for everybody, the build user too; made so by that user, so nothing it planted is followed.

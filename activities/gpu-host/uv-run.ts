@@ -59,7 +59,7 @@ export function lastLines(out: string, n = 6): string {
  * root of its own) writes it. Either way from the
  * node's package index, and checked again as a requirements file (no options, no local paths).
  */
-export async function requirementsToInstall(env: PythonEnv, req: string, vars: Record<string, string>, who: Who, uv: string): Promise<string> {
+export async function requirementsToInstall(env: PythonEnv, req: string, vars: Record<string, string>, who: Who, uv: string, stop?: AbortSignal): Promise<string> {
   if (env.kind === 'requirements') return env.text;
   if (env.kind === 'pylock') {
     const r = pylockRequirementsOf(env.text);
@@ -74,7 +74,7 @@ export async function requirementsToInstall(env: PythonEnv, req: string, vars: R
     fs.writeFileSync(path.join(project, 'uv.lock'), env.text, { mode: 0o644 });
     const out = path.join(project, 'requirements.txt');
     if (who) fs.chownSync(project, who.uid, who.gid);
-    const r = await runAs(uv, ['export', '--frozen', '--no-emit-workspace', '--no-header', '--quiet', '--format', 'requirements-txt', '--project', project, '-o', out], vars, who, project);
+    const r = await runAs(uv, ['export', '--frozen', '--no-emit-workspace', '--no-header', '--quiet', '--format', 'requirements-txt', '--project', project, '-o', out], vars, who, project, stop);
     if (r.code !== 0) throw new Error(`uv export --frozen of the uv.lock failed: ${lastLines(r.out) || `exit ${r.code}`}`);
     const text = fs.readFileSync(out, 'utf8');
     const refused = requirementsProblem(text);
@@ -86,10 +86,23 @@ export async function requirementsToInstall(env: PythonEnv, req: string, vars: R
   }
 }
 
-/** Runs a command (as `who` where given): its exit, its stdout and stderr together, and its stdout alone. */
-export function runAs(cmd: string, args: string[], env: Record<string, string>, who: Who, cwd: string): Promise<RunResult> {
+/**
+ * Runs a command (as `who` where given): its exit, its stdout and stderr together, and its stdout
+ * alone. In a process group of its own: `stop` kills the group (uv and the build backends it runs).
+ */
+export function runAs(cmd: string, args: string[], env: Record<string, string>, who: Who, cwd: string, stop?: AbortSignal): Promise<RunResult> {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8', ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(who ? { uid: who.uid, gid: who.gid } : {}) });
+    if (stop?.aborted) return resolve({ code: null, out: 'stopped', stdout: '' });
+    const child = spawn(cmd, args, { cwd, detached: true, env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8', ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(who ? { uid: who.uid, gid: who.gid } : {}) });
+    const kill = () => {
+      try {
+        if (child.pid) process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // Gone already.
+      }
+    };
+    stop?.addEventListener('abort', kill, { once: true });
+    child.once('close', () => stop?.removeEventListener('abort', kill));
     let out = '';
     let stdout = '';
     const take = (d: Buffer) => {

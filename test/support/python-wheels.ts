@@ -69,3 +69,42 @@ export function copyRealWheel(requirement: string, python: string, dir: string):
   fs.copyFileSync(path.join(cache, wheel), path.join(dir, wheel));
   fs.chmodSync(path.join(dir, wheel), 0o644);
 }
+
+// An sdist whose in-tree build backend (PEP 517, no requirements) sleeps before it writes its wheel.
+const SLOW_SDIST_SCRIPT = `
+import io, sys, tarfile
+out, name, version, seconds = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+backend = f'''
+import base64, hashlib, time, zipfile
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    time.sleep({seconds})
+    wheel = "{name}-{version}-py3-none-any.whl"
+    files = {{"{name}/__init__.py": "", "{name}-{version}.dist-info/METADATA": "Metadata-Version: 2.1\\\\nName: {name}\\\\nVersion: {version}\\\\n", "{name}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\\\\nGenerator: gpuplane-test\\\\nRoot-Is-Purelib: true\\\\nTag: py3-none-any\\\\n"}}
+    record = "{name}-{version}.dist-info/RECORD"
+    lines = [p + ",sha256=" + base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b"=").decode() + "," + str(len(t)) for p, t in files.items()] + [record + ",,"]
+    files[record] = "\\\\n".join(lines) + "\\\\n"
+    with zipfile.ZipFile(wheel_directory + "/" + wheel, "w") as z:
+        for p, t in files.items():
+            z.writestr(p, t)
+    return wheel
+'''
+files = {
+    "pyproject.toml": f'[build-system]\\nrequires = []\\nbuild-backend = "slow_backend"\\nbackend-path = ["."]\\n[project]\\nname = "{name}"\\nversion = "{version}"\\n',
+    "slow_backend.py": backend,
+    "PKG-INFO": f"Metadata-Version: 2.1\\nName: {name}\\nVersion: {version}\\n",
+}
+with tarfile.open(f"{out}/{name}-{version}.tar.gz", "w:gz") as t:
+    for p, text in files.items():
+        data = text.encode()
+        info = tarfile.TarInfo(f"{name}-{version}/{p}")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+`;
+
+/** Writes into `dir` an sdist of package `name` whose build sleeps `seconds` (a build that takes its time: cancelled while it runs). */
+export function writeSlowSdist(dir: string, name: string, version: string, seconds: number): void {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+  execFileSync('python3', ['-c', SLOW_SDIST_SCRIPT, dir, name, version, String(seconds)], { stdio: 'pipe' });
+}

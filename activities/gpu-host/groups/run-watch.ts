@@ -67,6 +67,15 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     }
   }
 
+  /** Aborts when the workflow cancels the attempt (not when the server merely forgets it, in an outage): what its preparations listen to. */
+  function cancelOf(ctx: Context): AbortController {
+    const c = new AbortController();
+    ctx.cancelled.catch((err: unknown) => {
+      if (ctx.cancellationDetails?.cancelRequested) c.abort(err);
+    });
+    return c;
+  }
+
   async function startHolding(spec: AttemptSpec, held: EnvHold): Promise<ProcessExit> {
     checkAttemptIds(spec);
     // An agent on its way out starts nothing: the attempt is LOST to the stop, and re-queued.
@@ -91,6 +100,7 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     if (ended) return endedExit(spec.jobId, spec.attempt, logPath, ended);
 
     makePrivateDir(path.dirname(logPath));
+    const cancel = cancelOf(Context.current());
     let user: JobUser | null = null;
     try {
       user = jobUserFor(deps.jobUsers ?? null, spec, deps.warn);
@@ -107,7 +117,9 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     let venv: string | null = null;
     if (spec.pythonEnv) {
       const noteEnv = (message: string, level: 'info' | 'warning', data?: Record<string, unknown>) => deps.note?.(spec, { kind: 'env.built', level, message, ...(data ? { data } : {}) }) ?? Promise.resolve();
-      const ready = await pythonEnvs.prepare(spec.pythonEnv, noteEnv);
+      const ready = await pythonEnvs.prepare(spec.pythonEnv, noteEnv, cancel.signal);
+      // Cancelled during the build: nothing starts, and the cancel ends the activity.
+      if (cancel.signal.aborted) throw cancel.signal.reason;
       if ('problem' in ready) return spawnError(logPath, ready.problem);
       venv = ready.dir;
       held.key = ready.key;
@@ -126,6 +138,8 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     // What it reads that the plane's store keeps: copies in this node's cache, fetched as the job's user and checked.
     const note = (message: string, level: 'info' | 'warning') => deps.note?.(spec, { kind: 'checkpoint.fetched', level, message }) ?? Promise.resolve();
     const local = deps.resumeCache ? await withLocalCopies(deps.resumeCache, spec, user ? { uid: user.uid, gid: user.gid } : null, note) : { spec, env: {} };
+    // Cancelled while its code, environment or checkpoint was made ready: nothing starts.
+    if (cancel.signal.aborted) throw cancel.signal.reason;
     const env = { ...attemptEnv(deps, local.spec, secrets, hostfile), ...local.env };
     if (user) {
       // The agent's home is not the job's: its own working dir is, unless the job says otherwise.
