@@ -11,6 +11,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { addEvent } from '../db/queries/runs.ts';
 import { newToken } from '../runtime/tokens.ts';
 import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
@@ -162,5 +163,24 @@ describe("a run's artifacts on the console", () => {
     await expect.poll(() => row(page, 'notes.txt').locator('pre').textContent()).toBe('hello artifacts');
     await row(page, 'odd dir').getByRole('button').click();
     await expect.poll(() => row(page, 'odd dir/50% done #1.txt').locator('pre').textContent()).toBe('odd name');
+  });
+
+  it("shows the run's Python environment (its node's freeze list) and the packages that differ from another run's", async () => {
+    const { experiment_id: exp } = await mlflow<{ experiment_id: string }>('experiments/create', { name: 'web-art/envs' });
+    const [mine, other] = [await createRun(exp), await createRun(exp)];
+    const built = (sha: string, packages: string) => ({ python_env: { kind: 'requirements', sha256: sha.repeat(64), key: 'k', python: '3.11.2', platform: 'linux-x86_64', uv: 'uv 0.9.5', packages } });
+    await addEvent(t.database.db, { runId: mine, kind: 'env.built', message: 'python env built', data: built('a', 'numpy==2.3.5\nsix==1.16.0\n') });
+    await addEvent(t.database.db, { runId: other, kind: 'env.built', message: 'python env built', data: built('b', 'numpy==2.1.3\ntorch==2.5.1\n') });
+    await page.goto(`${t.url}/?token=${encodeURIComponent(admin)}#/runs/${mine}`);
+    await expect.poll(() => page.getByTestId('python-env-packages').textContent()).toBe('numpy==2.3.5\nsix==1.16.0');
+    expect(await page.getByTestId('python-env').textContent()).toMatch(/requirements aaaaaaaaaaaa, Python 3\.11\.2, uv 0\.9\.5/);
+    await page.getByPlaceholder('run id').fill(other);
+    await page.getByRole('button', { name: 'compare' }).click();
+    const rows = () => page.getByTestId('python-env-diff').locator('tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)));
+    await expect.poll(rows).toEqual([
+      ['numpy', '2.1.3', '2.3.5'],
+      ['six', '—', '1.16.0'],
+      ['torch', '2.5.1', '—'],
+    ]);
   });
 });
