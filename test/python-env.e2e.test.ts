@@ -185,7 +185,7 @@ describe('Python environments built with uv on the node', () => {
   it("the example job runs in examples/requirements-train.txt's environment: train_ckpt.py with numpy from it", async () => {
     const repo = path.resolve('.');
     const r = await gpuctlIn(env, [
-      ...['submit', '--type', 'TRAIN', '--project', 'envs', '--experiment', 'example', '--gpus', '1', '--code', path.join(repo, 'examples'), '--python-env', 'requirements-train.txt', '--watch', 'ckpts'],
+      ...['submit', '--type', 'TRAIN', '--project', 'envs', '--gpus', '1', '--code', path.join(repo, 'examples'), '--python-env', 'requirements-train.txt', '--watch', 'ckpts'],
       ...['--env', `PYTHONPATH=${path.join(repo, 'sdk/python')}`, '--param', 'steps=4', '--param', 'every=2', '--param', 'chunk_sleep=0'],
       ...['--', 'sh', '-c', 'python -c "import numpy; print(\'numpy\', numpy.__version__, numpy.__file__)" && python train_ckpt.py --out ckpts'],
     ]);

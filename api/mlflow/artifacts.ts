@@ -21,7 +21,7 @@ import { API } from './experiments.ts';
 import { reachModel } from './models.ts';
 import { modelArtifactUri, modelExperimentId } from './model-wire.ts';
 import { reachRun } from './runs.ts';
-import { artifactUri, mlflowExperimentId } from './wire.ts';
+import { artifactUri, DEFAULT_EXPERIMENT_ID, mlflowExperimentId } from './wire.ts';
 
 const ROOT = '/api/2.0/mlflow-artifacts/artifacts';
 /** The largest file one upload may be: 5 GiB. */
@@ -95,7 +95,8 @@ export function artifactRoutes(app: FastifyInstance, db: Db, auth: MlflowAuth, o
     let uri: string;
     if (owner === 'run') {
       const run = await reachRun(db, c, id, write);
-      own = mlflowExperimentId(run.experimentId, run.projectName, run.experimentName);
+      // A run in no experiment has its artifacts under "0" (wire.ts artifactUri).
+      own = mlflowExperimentId(run.experimentId, run.projectName, run.experimentName) || DEFAULT_EXPERIMENT_ID;
       uri = artifactUri(own, id);
     } else if (owner === 'model') {
       own = modelExperimentId(await reachModel(db, c, id, write));

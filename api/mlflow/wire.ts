@@ -12,7 +12,7 @@ import type { RunWithNames } from '../../db/queries/runs.ts';
 import type { RunInput } from '../../db/schema/mlflow-models.ts';
 import { encodeValue } from '../../domain/metrics.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
-import { mlflowExperimentId, mlflowName } from '../../domain/mlflow-names.ts';
+import { DEFAULT_EXPERIMENT_ID, mlflowExperimentId, mlflowName } from '../../domain/mlflow-names.ts';
 
 export { DEFAULT_EXPERIMENT_ID, DEFAULT_EXPERIMENT_NAME, DEFAULT_PROJECT, isDefaultExperiment, mlflowExperimentId, mlflowName, namesOf } from '../../domain/mlflow-names.ts';
 
@@ -22,7 +22,8 @@ export const STATUS_FROM_MLFLOW: Record<string, RunStatus> = { RUNNING: 'running
 
 const ms = (d: Date | null) => (d ? d.getTime() : null);
 
-export const artifactUri = (experimentId: string, runId: string) => `mlflow-artifacts:/${experimentId}/${runId}/artifacts`;
+/** A run's artifact root; a run in no experiment (a job's run with a project alone) is under "0", as the console reads it (web/src/artifacts.ts). */
+export const artifactUri = (experimentId: string, runId: string) => `mlflow-artifacts:/${experimentId || DEFAULT_EXPERIMENT_ID}/${runId}/artifacts`;
 
 export function experimentJson(e: ExperimentRow) {
   const id = mlflowExperimentId(e.id, e.projectName, e.name);
