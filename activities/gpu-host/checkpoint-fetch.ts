@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ObjectStore } from '../../runtime/object-store.ts';
 import type { AttemptSpec, StoredPoint } from '../../workflows/types.ts';
@@ -29,13 +30,46 @@ export function cacheBytesFromEnv(env = process.env): number {
   return (Number.isFinite(gb) && gb > 0 ? gb : 50) * 1024 ** 3;
 }
 
-/** Unpacks the object `key` into `dest` as `user`; the packer's answer. */
-async function unpackAs(store: ObjectStore, key: string, dest: string, user: RunAs | null): Promise<PackerResult> {
+/** How long a presigned URL given to the unpacker opens its object: it is used once, at its start. */
+const URL_FOR_S = 60;
+
+/**
+ * Unpacks the object `key` into `dest` as `user`; the packer's answer, and how it came. Where the
+ * store serves HTTP, the unpacker GETs the object itself from a presigned URL for that one object
+ * (on its stdin), so the bytes skip the agent: the agent's GET and its pipe into the unpacker cost
+ * more CPU than the unpacking (docs/benchmarks.md). The URL reads only what the job's user is
+ * about to be given, for a minute (docs/storage.md). An unpacker that cannot reach the store
+ * (no route or a firewall for the job's uid, a TLS authority only the agent trusts, any answer
+ * but 200) wrote nothing: the agent then fetches through its own client, as before, with its
+ * retries and its error lines.
+ */
+async function unpackAs(store: ObjectStore, key: string, dest: string, user: RunAs | null): Promise<{ result: PackerResult; unreached?: string }> {
+  if (store.presign) {
+    const url = await store.presign(key, URL_FOR_S);
+    const { child, done } = startPacker({ mode: 'unpack', dest, user, from: 'url' });
+    child.stdin!.end(url);
+    const { result } = await done;
+    if (result?.t !== 'unreached') return { result: result ?? { t: 'error', msg: 'the unpacker said nothing' } };
+    fs.rmSync(dest, { recursive: true, force: true });
+    return { result: await unpackPiped(store, key, dest, user), unreached: result.msg };
+  }
+  return { result: await unpackPiped(store, key, dest, user) };
+}
+
+/** Unpacks the object `key` into `dest` as `user`, the agent piping the bytes in; the packer's answer. */
+async function unpackPiped(store: ObjectStore, key: string, dest: string, user: RunAs | null): Promise<PackerResult> {
+  const refused = (err: unknown): PackerResult => ({ t: 'error', msg: `the store: ${(err as Error).message.split('\n')[0]}` });
+  let body: Readable;
+  try {
+    body = await store.get(key);
+  } catch (err) {
+    return refused(err);
+  }
   const { child, done } = startPacker({ mode: 'unpack', dest, user });
   let failed: PackerResult | null = null;
-  await pipeline(await store.get(key), child.stdin!).catch((err: unknown) => {
+  await pipeline(body, child.stdin!).catch((err: unknown) => {
     child.kill('SIGKILL');
-    failed = { t: 'error', msg: `the store: ${(err as Error).message.split('\n')[0]}` };
+    failed = refused(err);
   });
   const { result } = await done;
   return failed ?? result ?? { t: 'error', msg: 'the unpacker said nothing' };
@@ -47,6 +81,8 @@ export interface Fetched {
   fetched: boolean;
   bytes: number;
   ms: number;
+  /** Why the unpacker could not GET the object itself, where the agent then piped it in. */
+  unreached?: string;
 }
 
 export class CheckpointCache {
@@ -70,10 +106,10 @@ export class CheckpointCache {
     const hit = this.cached(final);
     if (hit) return { path: hit, fetched: false, bytes: 0, ms: Date.now() - started };
     const tmp = path.join(mine, `.${hex}.${randomBytes(6).toString('hex')}`);
-    const r = await unpackAs(this.store, key, tmp, user);
+    const { result: r, unreached } = await unpackAs(this.store, key, tmp, user);
     if (r.t !== 'packed' || r.fingerprint !== fingerprint || !r.path) {
       fs.rmSync(tmp, { recursive: true, force: true });
-      throw new Error(r.t === 'error' ? r.msg : `the stored copy is not the registered checkpoint (its hash is ${r.fingerprint})`);
+      throw new Error(r.t !== 'packed' ? r.msg : `the stored copy is not the registered checkpoint (its hash is ${r.fingerprint})`);
     }
     try {
       fs.renameSync(tmp, final);
@@ -84,7 +120,7 @@ export class CheckpointCache {
     this.prune(final);
     const local = this.cached(final);
     if (!local) throw new Error(`the fetched copy vanished from ${final}`);
-    return { path: local, fetched: true, bytes: r.sizeBytes, ms: Date.now() - started };
+    return { path: local, fetched: true, bytes: r.sizeBytes, ms: Date.now() - started, ...(unreached ? { unreached } : {}) };
   }
 
   /** Whether the object `key` appears in the store within `ms` (looked for every second). */
@@ -162,7 +198,7 @@ export async function localCopy(cache: CheckpointCache, point: StoredPoint | und
   if (!point?.key || !point.fingerprint) return null;
   try {
     const f = await cache.fetch(point.key, point.fingerprint, user);
-    await note(f.fetched ? `${what} ${point.id} fetched from the store into ${f.path} (${f.bytes} bytes in ${(f.ms / 1000).toFixed(1)} s)` : `${what} ${point.id} is in this node's cache: ${f.path}`, 'info').catch(() => undefined);
+    await note(f.fetched ? `${what} ${point.id} fetched from the store into ${f.path} (${f.bytes} bytes in ${(f.ms / 1000).toFixed(1)} s${f.unreached ? `, through the agent: its unpacker could not reach the store, ${f.unreached}` : ''})` : `${what} ${point.id} is in this node's cache: ${f.path}`, 'info').catch(() => undefined);
     return f.path;
   } catch (err) {
     await note(`${what} ${point.id} could not be fetched from the store (${(err as Error).message}); the process is told its registered path ${point.uri}`, 'warning').catch(() => undefined);
