@@ -71,11 +71,12 @@ describe.skipIf(buildFailure !== null)("a node's fetch of a stored checkpoint", 
     sameTree(src, f.path);
   });
 
-  it('an unpacker that cannot reach the store (refused, or answered 403): the agent pipes the object in, and says why', async () => {
+  it('an unpacker that cannot reach the store (refused, answered 403, or no URL made): the agent pipes the object in, and says why', async () => {
     const closed = await freePort();
     const cases: [string, ObjectStore['presign'], RegExp][] = [
       ['refused', async () => `http://127.0.0.1:${closed}/fetch/p/${key}`, /ECONNREFUSED/],
       ['403', async (k, s) => (await store.presign!(k, s)).replace(/X-Amz-Signature=[0-9a-f]/, 'X-Amz-Signature=x'), /answered 403/],
+      ['no URL', async () => Promise.reject(new Error('no credentials\nat somewhere')), /^no URL: no credentials$/],
     ];
     for (const [name, presign, why] of cases) {
       const f = await new CheckpointCache(path.join(tmp, `cache-${name}`), { ...store, presign }).fetch(key, fingerprint, null);

@@ -41,11 +41,12 @@ const URL_FOR_S = 60;
  * about to be given, for a minute (docs/storage.md). An unpacker that cannot reach the store
  * (no route or a firewall for the job's uid, a TLS authority only the agent trusts, any answer
  * but 200) wrote nothing: the agent then fetches through its own client, as before, with its
- * retries and its error lines.
+ * retries and its error lines; so it does where no URL could be made.
  */
 async function unpackAs(store: ObjectStore, key: string, dest: string, user: RunAs | null): Promise<{ result: PackerResult; unreached?: string }> {
-  if (store.presign) {
-    const url = await store.presign(key, URL_FOR_S);
+  const url = await store.presign?.(key, URL_FOR_S).catch((err: Error) => new Error(`no URL: ${err.message.split('\n')[0]}`));
+  if (url instanceof Error) return { result: await unpackPiped(store, key, dest, user), unreached: url.message };
+  if (url) {
     const { child, done } = startPacker({ mode: 'unpack', dest, user, from: 'url' });
     child.stdin!.end(url);
     const { result } = await done;
