@@ -1,7 +1,7 @@
 /**
  * One object read over HTTP(S) from a presigned URL, by a process that holds no credentials: the
  * checkpoint unpacker, running as the job's user, fetching the one object it unpacks
- * (checkpoint-fetch.ts says why). Plain `http.get`: no SDK, no retries; the agent's own path is
+ * (checkpoint-unpack.ts says why). Plain `http.get`: no SDK, no retries; the agent's own path is
  * the fallback when this cannot reach the store.
  */
 import http from 'node:http';
