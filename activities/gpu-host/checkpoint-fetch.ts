@@ -11,11 +11,9 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import type { ObjectStore } from '../../runtime/object-store.ts';
 import type { AttemptSpec, StoredPoint } from '../../workflows/types.ts';
-import type { PackerResult } from './checkpoint-packer.ts';
-import { startPacker } from './packer-client.ts';
+import { unpackStored } from './checkpoint-unpack.ts';
 import type { RunAs } from './checkpoint-scanner.ts';
 
 /** Where a node keeps its cache (GPUPLANE_CHECKPOINT_CACHE_DIR): node-local, out of the agent's private data dir, which job users cannot enter. */
@@ -29,24 +27,14 @@ export function cacheBytesFromEnv(env = process.env): number {
   return (Number.isFinite(gb) && gb > 0 ? gb : 50) * 1024 ** 3;
 }
 
-/** Unpacks the object `key` into `dest` as `user`; the packer's answer. */
-async function unpackAs(store: ObjectStore, key: string, dest: string, user: RunAs | null): Promise<PackerResult> {
-  const { child, done } = startPacker({ mode: 'unpack', dest, user });
-  let failed: PackerResult | null = null;
-  await pipeline(await store.get(key), child.stdin!).catch((err: unknown) => {
-    child.kill('SIGKILL');
-    failed = { t: 'error', msg: `the store: ${(err as Error).message.split('\n')[0]}` };
-  });
-  const { result } = await done;
-  return failed ?? result ?? { t: 'error', msg: 'the unpacker said nothing' };
-}
-
 export interface Fetched {
   path: string;
   /** false: the cache had it. */
   fetched: boolean;
   bytes: number;
   ms: number;
+  /** Why the unpacker could not GET the object itself, where the agent then piped it in. */
+  unreached?: string;
 }
 
 export class CheckpointCache {
@@ -70,10 +58,10 @@ export class CheckpointCache {
     const hit = this.cached(final);
     if (hit) return { path: hit, fetched: false, bytes: 0, ms: Date.now() - started };
     const tmp = path.join(mine, `.${hex}.${randomBytes(6).toString('hex')}`);
-    const r = await unpackAs(this.store, key, tmp, user);
+    const { result: r, unreached } = await unpackStored(this.store, key, tmp, user);
     if (r.t !== 'packed' || r.fingerprint !== fingerprint || !r.path) {
       fs.rmSync(tmp, { recursive: true, force: true });
-      throw new Error(r.t === 'error' ? r.msg : `the stored copy is not the registered checkpoint (its hash is ${r.fingerprint})`);
+      throw new Error(r.t !== 'packed' ? r.msg : `the stored copy is not the registered checkpoint (its hash is ${r.fingerprint})`);
     }
     try {
       fs.renameSync(tmp, final);
@@ -84,7 +72,7 @@ export class CheckpointCache {
     this.prune(final);
     const local = this.cached(final);
     if (!local) throw new Error(`the fetched copy vanished from ${final}`);
-    return { path: local, fetched: true, bytes: r.sizeBytes, ms: Date.now() - started };
+    return { path: local, fetched: true, bytes: r.sizeBytes, ms: Date.now() - started, ...(unreached ? { unreached } : {}) };
   }
 
   /** Whether the object `key` appears in the store within `ms` (looked for every second). */
@@ -162,7 +150,7 @@ export async function localCopy(cache: CheckpointCache, point: StoredPoint | und
   if (!point?.key || !point.fingerprint) return null;
   try {
     const f = await cache.fetch(point.key, point.fingerprint, user);
-    await note(f.fetched ? `${what} ${point.id} fetched from the store into ${f.path} (${f.bytes} bytes in ${(f.ms / 1000).toFixed(1)} s)` : `${what} ${point.id} is in this node's cache: ${f.path}`, 'info').catch(() => undefined);
+    await note(f.fetched ? `${what} ${point.id} fetched from the store into ${f.path} (${f.bytes} bytes in ${(f.ms / 1000).toFixed(1)} s${f.unreached ? `, through the agent: its unpacker could not reach the store, ${f.unreached}` : ''})` : `${what} ${point.id} is in this node's cache: ${f.path}`, 'info').catch(() => undefined);
     return f.path;
   } catch (err) {
     await note(`${what} ${point.id} could not be fetched from the store (${(err as Error).message}); the process is told its registered path ${point.uri}`, 'warning').catch(() => undefined);

@@ -33,7 +33,7 @@ export function startPacker(cfg: PackerConfig, stdout?: Socket): PackerRun {
   readline.createInterface({ input: child.stderr! }).on('line', (line) => {
     try {
       const m = JSON.parse(line) as PackerResult;
-      if (m && (m.t === 'packed' || m.t === 'error')) return void (result = m);
+      if (m && (m.t === 'packed' || m.t === 'error' || m.t === 'unreached')) return void (result = m);
     } catch {
       // Not the answer: kept for the reason.
     }
