@@ -9,6 +9,7 @@ import { clientOf } from '../client-of.ts';
 import { addCodeOptions, codeOption, refuseCodeWithWorkdir } from '../client-code.ts';
 import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
 import { addPythonEnvOption, pythonEnvOption } from '../python-env-option.ts';
+import { addImageOption, imageOption } from '../image-option.ts';
 import { renderJob, renderJobs, submitWarning } from '../render.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
@@ -25,6 +26,7 @@ export function evaluationCount(evals: JobJson[]): string {
 }
 
 export function registerJobCommands(program: Command): void {
+  addImageOption(
   addPythonEnvOption(
     addCodeOptions(
       program
@@ -40,6 +42,8 @@ export function registerJobCommands(program: Command): void {
         .option('--workdir <dir>', 'working directory on the node (default: here; not with --code)'),
       'the job',
     ),
+    'the job',
+  ),
     'the job',
   )
     .addOption(new Option('--env <K=V>', 'environment variable (repeatable)').argParser(pairArg).default({}, 'none'))
@@ -78,6 +82,7 @@ export function registerJobCommands(program: Command): void {
         env: o.env,
         ...(Object.keys(o.secretEnv).length ? { secret_env: o.secretEnv } : {}),
         ...pythonEnv,
+        ...imageOption(o),
         params: o.param,
         project: o.project,
         experiment: o.experiment,
@@ -161,18 +166,21 @@ export function registerJobCommands(program: Command): void {
       else log(`${j.id}: cancel requested (was ${j.state})`);
     });
 
+  addImageOption(
   addPythonEnvOption(
     addCodeOptions(
       addConfigEditOptions(program.command('retry').description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config').argument('<id>'), 'the new attempt'),
       'the new attempt',
     ),
     'the new attempt',
+  ),
+    'the new attempt',
   )
     .option('--json', 'print the job as JSON')
     .action(async (id: string, o, cmd: Command) => {
       const client = clientOf(cmd);
       // Uploaded to the job's own project first (nothing is retried when the folder is refused).
-      const j = await client.retry(id, { ...configEditsOf(o), ...pythonEnvOption(o), ...(await codeOption(client, o, async () => (await client.job(id)).project)) });
+      const j = await client.retry(id, { ...configEditsOf(o), ...pythonEnvOption(o), ...imageOption(o), ...(await codeOption(client, o, async () => (await client.job(id)).project)) });
       if (o.json) log(JSON.stringify(j, null, 2));
       else {
         const last = j.attempts.at(-1)!;
