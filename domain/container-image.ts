@@ -36,9 +36,17 @@ export function placementSelector(selector: Record<string, string>, image: strin
   return image ? { ...selector, [RUNTIME_LABEL]: PODMAN } : selector;
 }
 
-/** Whether a selector asks for a container runtime (a job with an image), and no node of `labels` has one: the queue reason then. */
+/**
+ * Why a job that asks for a container runtime (its image) waits, when nodes match the rest of its
+ * selector but none of them has the runtime; null otherwise (no node matches the rest either: the
+ * plain words say so).
+ */
 export function noRuntimeReason(selector: Record<string, string>, labels: readonly Record<string, string>[]): string | null {
   const wanted = selector[RUNTIME_LABEL];
-  if (wanted === undefined || labels.some((l) => l[RUNTIME_LABEL] === wanted)) return null;
-  return `no ONLINE node has a container runtime (${RUNTIME_LABEL}=${wanted})`;
+  if (wanted === undefined) return null;
+  const rest = Object.entries(selector).filter(([k]) => k !== RUNTIME_LABEL);
+  const matching = labels.filter((l) => rest.every(([k, v]) => l[k] === v));
+  if (matching.length === 0 || matching.some((l) => l[RUNTIME_LABEL] === wanted)) return null;
+  const where = rest.length ? ` matching ${rest.map(([k, v]) => `${k}=${v}`).join(',')}` : '';
+  return `no ONLINE node${where} has a container runtime (${RUNTIME_LABEL}=${wanted})`;
 }

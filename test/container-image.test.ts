@@ -35,8 +35,9 @@ describe('container images (issue 45 part 2): the pure parts', () => {
     expect(neverFitsReason(1, job.selector, rooms)).toBe('no ONLINE node has a container runtime (runtime=podman)');
     expect(freeCardsReason(job as never, rooms)).toBe('no ONLINE node has a container runtime (runtime=podman)');
     expect(neverFitsReason(1, job.selector, [{ ...rooms[0], labels: { node: 'n1', runtime: 'podman' } }])).toBeNull();
-    // Another label missing is said as before.
+    // Another label missing is said as before; the runtime missing where the rest matches is said so.
     expect(neverFitsReason(1, { runtime: 'podman', pool: 'x' }, [{ ...rooms[0], labels: { runtime: 'podman' } }])).toBe('no ONLINE node matching runtime=podman,pool=x');
+    expect(neverFitsReason(1, { node: 'n1', runtime: 'podman' }, [rooms[0], { ...rooms[0], id: 'n2', labels: { node: 'n2', runtime: 'podman' } }])).toBe('no ONLINE node matching node=n1 has a container runtime (runtime=podman)');
   });
 
   it("podman run: the job's names (values from podman's environment), its mounts, cards and user; nothing that steers podman in podman's environment", () => {

@@ -1,0 +1,105 @@
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prepareTestImage, TEST_IMAGE } from './support/busybox-image.ts';
+import { startCluster, type Cluster } from './support/cluster.ts';
+import { gpuctlIn } from './support/gpuctl-cli.ts';
+import { until } from './support/poll.ts';
+
+// Made (or found) before the suite is collected: a machine where podman cannot run containers skips the file, saying why.
+const setup = prepareTestImage();
+const skip = 'skip' in setup ? setup.skip : null;
+if (skip) console.warn(`container-image.e2e skipped: ${skip}`);
+
+/**
+ * Image jobs (issue 45 part 2): `gpuctl submit --image REF` runs the command in an OCI image
+ * through the node's podman. The image is a static busybox imported locally (no registry here);
+ * a node without podman (GPUPLANE_PODMAN=off) is where an image job cannot go.
+ */
+describe.skipIf(skip !== null)('jobs in a container image, through the node’s podman', () => {
+  let c: Cluster;
+  let env: NodeJS.ProcessEnv;
+  const runArgs = 'runArgs' in setup ? setup.runArgs.join(' ') : '';
+  const podmanAgent = { nodeId: 'ct-a', gpus: 4, env: { GPUPLANE_PODMAN_RUN_ARGS: runArgs, GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300' } };
+
+  beforeAll(async () => {
+    // Only a node without a runtime at first: an image job waits for one.
+    c = await startCluster('images', { agents: [{ nodeId: 'ct-none', gpus: 2, env: { GPUPLANE_PODMAN: 'off' } }] });
+    env = { ...c.env, GPUPLANE_API_URL: c.apiUrl, GPUPLANE_TOKEN: c.token };
+  });
+  afterAll(async () => {
+    await c?.stop();
+  });
+
+  const submit = async (args: string[], type = 'CUSTOM') => {
+    const r = await gpuctlIn(env, ['submit', '--type', type, '--image', TEST_IMAGE, ...args]);
+    expect(r.code, r.stderr).toBe(0);
+    return r.stdout.trim().split('\n').pop()!;
+  };
+  const logOf = async (jobId: string) => (await fetch(`${c.apiUrl}/api/v1/jobs/${jobId}/logs`, { headers: c.auth })).text();
+  const logWith = (jobId: string, text: string, ms = 15_000) =>
+    until(`${text} in ${jobId}'s log`, async () => {
+      const got = await logOf(jobId);
+      return got.includes(text) ? got : null;
+    }, ms);
+  const checkpointsOf = async (jobId: string) => (await c.client.request<{ checkpoints: { job_id: string | null; uri: string }[] }>('GET', '/checkpoints?project=images')).checkpoints.filter((k) => k.job_id === jobId);
+  const containers = () => execFileSync('podman', ['ps', '--all', '--format', '{{.Names}}'], { encoding: 'utf8' });
+
+  it('a bad reference is one line from gpuctl and a 400 from the API', async () => {
+    const r = await gpuctlIn(env, ['submit', '--image', 'Not/An Image', '--', 'true']);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toContain('is not an OCI image reference');
+    const res = await fetch(`${c.apiUrl}/api/v1/jobs`, { method: 'POST', headers: { ...c.auth, 'content-type': 'application/json' }, body: JSON.stringify({ command: 'true', image: 'busybox:1 && true' }) });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { message: string }).message).toMatch(/^image "busybox:1 && true" is not an OCI image reference/);
+  });
+
+  it('waits where no node has a runtime, then runs in the image on one that has: its cards, its working dir, a checkpoint that registers', async () => {
+    const work = fs.mkdtempSync(path.join(c.work, 'img-'));
+    const id = await submit(['--project', 'images', '--gpus', '2', '--workdir', work, '--watch', 'ckpt', '--', 'sh', '-c', 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; sleep 2'], 'TRAIN');
+    const waiting = await until('the no-runtime reason', async () => {
+      const j = await c.client.job(id);
+      return j.state === 'QUEUED' && j.reason?.includes('container runtime') ? j : null;
+    });
+    expect(waiting.reason).toBe('no ONLINE node has a container runtime (runtime=podman)');
+    const agent = await c.addAgent(podmanAgent);
+    expect(agent.output).toContain('"runtime":"podman"');
+    const done = await c.client.waitFor(id, undefined, 60_000);
+    expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+    expect(done.node_id).toBe('ct-a');
+    const log = await logWith(id, 'cvd=');
+    expect(log).toMatch(new RegExp(`cvd=${done.gpu_indices!.join(',')} pwd=${work} busybox=1`));
+    // With --fake-gpus there are no /dev/nvidiaN to give it: CUDA_VISIBLE_DEVICES is what says its cards.
+    const ckpt = await until('its checkpoint', async () => (await checkpointsOf(id))[0] ?? null, 15_000);
+    expect(ckpt.uri).toBe(path.join(work, 'ckpt', 'step-1'));
+    expect(containers()).not.toContain(`gpuplane-${id}-1`);
+    // Its record says what ran it: the image, on the node with the runtime.
+    const shown = await gpuctlIn(env, ['job', id]);
+    expect(shown.stdout).toMatch(/^image: +localhost\/gpuplane-test\/busybox:1 \(run by its node's podman\)$/m);
+  });
+
+  it("cancel: SIGTERM reaches the container's process, which saves within the grace; the container is gone", async () => {
+    const id = await submit(['--gpus', '1', '--', 'sh', '-c', 'trap "echo got-term; sleep 1; echo saved; exit 0" TERM; echo ready; while :; do sleep 0.2; done']);
+    await logWith(id, 'ready', 30_000);
+    expect(containers()).toContain(`gpuplane-${id}-1`);
+    await c.client.cancel(id);
+    const done = await c.client.waitFor(id, undefined, 30_000);
+    expect(done.state).toBe('CANCELLED');
+    const log = await logWith(id, 'saved');
+    expect(log).toContain('got-term');
+    await until('the container removed', () => !containers().includes(`gpuplane-${id}-1`), 10_000);
+  });
+
+  it('an agent restarted while its image job runs re-attaches: the job ends as attempt 1', async () => {
+    const id = await submit(['--gpus', '1', '--', 'sh', '-c', 'for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done']);
+    await logWith(id, 'tick 2', 30_000);
+    await c.agents.get('ct-a')!.kill('SIGKILL');
+    const agent = await c.addAgent(podmanAgent);
+    expect(agent.output).toContain('re-attached to 1 running attempt');
+    const done = await c.client.waitFor(id, undefined, 60_000);
+    expect(done.attempts.map((a) => [a.attempt, a.state])).toEqual([[1, 'SUCCEEDED']]);
+    expect(await logWith(id, 'tick 6')).toContain('tick 6');
+  });
+});
