@@ -21,7 +21,7 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
   let c: Cluster;
   let env: NodeJS.ProcessEnv;
   const runArgs = 'runArgs' in setup ? setup.runArgs.join(' ') : '';
-  const podmanAgent = { nodeId: 'ct-a', gpus: 4, env: { GPUPLANE_PODMAN_RUN_ARGS: runArgs, GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300' } };
+  const podmanAgent = { nodeId: 'ct-a', gpus: 4, env: { GPUPLANE_PODMAN_RUN_ARGS: runArgs, GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300', GPUPLANE_KILL_GRACE_S: '2' } };
 
   beforeAll(async () => {
     // Only a node without a runtime at first: an image job waits for one.
@@ -58,7 +58,7 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
 
   it('waits where no node has a runtime, then runs in the image on one that has: its cards, its working dir, a checkpoint that registers', async () => {
     const work = fs.mkdtempSync(path.join(c.work, 'img-'));
-    const id = await submit(['--project', 'images', '--gpus', '2', '--workdir', work, '--watch', 'ckpt', '--', 'sh', '-c', 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; sleep 2'], 'TRAIN');
+    const id = await submit(['--project', 'images', '--gpus', '2', '--memory', '256M', '--workdir', work, '--watch', 'ckpt', '--', 'sh', '-c', 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox) mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; sleep 2'], 'TRAIN');
     const waiting = await until('the no-runtime reason', async () => {
       const j = await c.client.job(id);
       return j.state === 'QUEUED' && j.reason?.includes('container runtime') ? j : null;
@@ -70,7 +70,7 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
     expect(done.node_id).toBe('ct-a');
     const log = await logWith(id, 'cvd=');
-    expect(log).toMatch(new RegExp(`cvd=${done.gpu_indices!.join(',')} pwd=${work} busybox=1`));
+    expect(log).toMatch(new RegExp(`cvd=${done.gpu_indices!.join(',')} pwd=${work} busybox=1 mem=268435456`));
     // With --fake-gpus there are no /dev/nvidiaN to give it: CUDA_VISIBLE_DEVICES is what says its cards.
     const ckpt = await until('its checkpoint', async () => (await checkpointsOf(id))[0] ?? null, 15_000);
     expect(ckpt.uri).toBe(path.join(work, 'ckpt', 'step-1'));
@@ -89,6 +89,18 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     expect(done.state).toBe('CANCELLED');
     const log = await logWith(id, 'saved');
     expect(log).toContain('got-term');
+    await until('the container removed', () => !containers().includes(`gpuplane-${id}-1`), 10_000);
+  });
+
+  it('cancel of a container that ignores SIGTERM: killed after the grace, the container removed by name', async () => {
+    const id = await submit(['--gpus', '1', '--', 'sh', '-c', 'trap "" TERM; echo stubborn; while :; do sleep 0.2; done']);
+    await logWith(id, 'stubborn', 30_000);
+    const asked = Date.now();
+    await c.client.cancel(id);
+    const done = await c.client.waitFor(id, undefined, 30_000);
+    expect(done.state).toBe('CANCELLED');
+    // The agent's grace (GPUPLANE_KILL_GRACE_S=2) passed before the kill.
+    expect(Date.now() - asked).toBeGreaterThanOrEqual(1900);
     await until('the container removed', () => !containers().includes(`gpuplane-${id}-1`), 10_000);
   });
 

@@ -83,6 +83,12 @@ export interface ContainerRun {
   user: { uid: number; gid: number } | null;
   /** Names of the job's secret variables: passed only through podman's environment, never on its command line. */
   secretNames: readonly string[];
+  /**
+   * The limits a plain attempt's cgroups would hold (its memory_mb, no swap beyond; the node's pids
+   * limit): the container has cgroups of its own (podman's, outside the attempt's), so podman sets them there.
+   */
+  memoryMb?: number | null;
+  maxPids?: number | null;
 }
 
 /** Podman's own environment: the system's PATH, and the job's variables that do not steer podman (STEERS_PODMAN). */
@@ -108,6 +114,8 @@ export function containerCommand(r: ContainerRun): string[] {
     '--pull',
     'missing',
     ...(r.user ? ['--user', `${r.user.uid}:${r.user.gid}`] : []),
+    ...(r.memoryMb ? ['--memory', `${r.memoryMb}m`, '--memory-swap', `${r.memoryMb}m`] : []),
+    ...(r.maxPids ? ['--pids-limit', String(r.maxPids)] : []),
     ...mounts.flatMap(([p, ro]) => ['--volume', `${p}:${p}${ro ? ':ro' : ''}`]),
     ...r.devices.flatMap((d) => ['--device', d]),
     ...Object.keys(r.env)
