@@ -1,16 +1,18 @@
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { prepareTestImage, TEST_IMAGE } from './support/busybox-image.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { gpuctlIn } from './support/gpuctl-cli.ts';
+import { jobUsersSkipReason } from './support/job-users.ts';
 import { until } from './support/poll.ts';
 
 // Made (or found) before the suite is collected: a machine where podman cannot run containers skips the file, saying why.
 const setup = prepareTestImage();
 const skip = 'skip' in setup ? setup.skip : null;
 if (skip) console.warn(`container-image.e2e skipped: ${skip}`);
+const noJobUsers = jobUsersSkipReason('jobs run as users of their own only where the agent is root');
 
 /**
  * Image jobs (issue 45 part 2): `gpuctl submit --image REF` runs the command in an OCI image
@@ -58,7 +60,7 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
 
   it('waits where no node has a runtime, then runs in the image on one that has: its cards, its working dir, a checkpoint that registers', async () => {
     const work = fs.mkdtempSync(path.join(c.work, 'img-'));
-    const id = await submit(['--project', 'images', '--gpus', '2', '--memory', '256M', '--workdir', work, '--watch', 'ckpt', '--', 'sh', '-c', 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox) mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; sleep 2'], 'TRAIN');
+    const id = await submit(['--project', 'images', '--gpus', '2', '--memory', '256M', '--workdir', work, '--watch', 'ckpt', '--', 'sh', '-c', 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox) mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; sleep 1'], 'TRAIN');
     const waiting = await until('the no-runtime reason', async () => {
       const j = await c.client.job(id);
       return j.state === 'QUEUED' && j.reason?.includes('container runtime') ? j : null;
@@ -104,14 +106,28 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     await until('the container removed', () => !containers().includes(`gpuplane-${id}-1`), 10_000);
   });
 
+  it.skipIf(noJobUsers !== null)("where jobs run as users of their own, the container's process is the project's user (podman itself is root's)", async () => {
+    await c.addAgent({ ...podmanAgent, nodeId: 'ct-u', args: ['--job-users', '3450000-3450099'] });
+    // Where that user may go (the cluster's folders are root's alone).
+    const work = fs.mkdtempSync('/var/tmp/gpuplane-img-u-');
+    fs.chmodSync(work, 0o777);
+    onTestFinished(() => fs.rmSync(work, { recursive: true, force: true }));
+    const id = await submit(['--project', 'img-users', '--selector', 'node=ct-u', '--workdir', work, '--', 'sh', '-c', 'echo "uid=$(id -u) gid=$(id -g)"; touch made-here']);
+    const done = await c.client.waitFor(id, undefined, 30_000);
+    expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
+    const [, uid, gid] = /uid=(\d+) gid=(\d+)/.exec(await logWith(id, 'uid='))!;
+    expect(Number(uid)).toBeGreaterThanOrEqual(3450000);
+    expect(fs.statSync(path.join(work, 'made-here'))).toMatchObject({ uid: Number(uid), gid: Number(gid) });
+  });
+
   it('an agent restarted while its image job runs re-attaches: the job ends as attempt 1', async () => {
-    const id = await submit(['--gpus', '1', '--', 'sh', '-c', 'for i in 1 2 3 4 5 6; do echo tick $i; sleep 1; done']);
+    const id = await submit(['--gpus', '1', '--', 'sh', '-c', 'for i in 1 2 3 4 5; do echo tick $i; sleep 0.7; done']);
     await logWith(id, 'tick 2', 30_000);
     await c.agents.get('ct-a')!.kill('SIGKILL');
     const agent = await c.addAgent(podmanAgent);
     expect(agent.output).toContain('re-attached to 1 running attempt');
     const done = await c.client.waitFor(id, undefined, 60_000);
     expect(done.attempts.map((a) => [a.attempt, a.state])).toEqual([[1, 'SUCCEEDED']]);
-    expect(await logWith(id, 'tick 6')).toContain('tick 6');
+    expect(await logWith(id, 'tick 5')).toContain('tick 5');
   });
 });
