@@ -23,7 +23,7 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
   let c: Cluster;
   let env: NodeJS.ProcessEnv;
   const runArgs = 'runArgs' in setup ? setup.runArgs.join(' ') : '';
-  const podmanAgent = { nodeId: 'ct-a', gpus: 4, env: { GPUPLANE_PODMAN_RUN_ARGS: runArgs, GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300', GPUPLANE_KILL_GRACE_S: '2' } };
+  const podmanAgent = { nodeId: 'ct-a', gpus: 4, env: { GPUPLANE_PODMAN: 'podman', GPUPLANE_PODMAN_RUN_ARGS: runArgs, GPUPLANE_CHECKPOINT_DEBOUNCE_MS: '300', GPUPLANE_KILL_GRACE_S: '2' } };
 
   beforeAll(async () => {
     // Only a node without a runtime at first: an image job waits for one.
