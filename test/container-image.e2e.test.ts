@@ -58,9 +58,11 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     expect(((await res.json()) as { message: string }).message).toMatch(/^image "busybox:1 && true" is not an OCI image reference/);
   });
 
-  it('waits where no node has a runtime, then runs in the image on one that has: its cards, its working dir, a checkpoint that registers', async () => {
+  it("waits where no node has a runtime, then runs in the image on one that has: its cards, its working dir, a checkpoint that registers; an image that cannot be pulled fails with podman's line", async () => {
     const work = fs.mkdtempSync(path.join(c.work, 'img-'));
     const id = await submit(['--project', 'images', '--gpus', '2', '--memory', '256M', '--workdir', work, '--watch', 'ckpt', '--', 'sh', '-c', 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox) mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; sleep 1'], 'TRAIN');
+    // And one whose image no registry has (none answers on localhost): it fails with podman's line, while the first runs.
+    const absent = (await gpuctlIn(env, ['submit', '--type', 'CUSTOM', '--image', 'localhost/gpuplane-test/absent:1', '--', 'true'])).stdout.trim().split('\n').pop()!;
     const waiting = await until('the no-runtime reason', async () => {
       const j = await c.client.job(id);
       return j.state === 'QUEUED' && j.reason?.includes('container runtime') ? j : null;
@@ -77,6 +79,9 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     const ckpt = await until('its checkpoint', async () => (await checkpointsOf(id))[0] ?? null, 15_000);
     expect(ckpt.uri).toBe(path.join(work, 'ckpt', 'step-1'));
     expect(containers()).not.toContain(`gpuplane-${id}-1`);
+    const failed = await c.client.waitFor(absent, undefined, 30_000);
+    expect(failed.state).toBe('FAILED');
+    expect(failed.reason).toMatch(/^the container did not start: podman: .*localhost\/gpuplane-test\/absent:1.* \(exit code 125\) — hint: check the image reference/);
     // Its record says what ran it: the image, on the node with the runtime.
     const shown = await gpuctlIn(env, ['job', id]);
     expect(shown.stdout).toMatch(/^image: +localhost\/gpuplane-test\/busybox:1 \(run by its node's podman\)$/m);

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { applyPatch, type AttemptConfig } from '../domain/attempt-config.ts';
 import { imageRefProblem, placementSelector } from '../domain/container-image.ts';
 import { neverFitsReason } from '../domain/placement.ts';
+import { classifyFailure } from '../domain/failure.ts';
 import { freeCardsReason } from '../domain/queue-reasons.ts';
 import { containerCommand, containerName, podmanEnv } from '../activities/gpu-host/container-run.ts';
 
@@ -60,5 +61,13 @@ describe('container images (issue 45 part 2): the pure parts', () => {
       '/usr/bin/podman run --rm --name gpuplane-job_1-2 --network host --pull missing --user 1001:1001 --memory 512m --memory-swap 512m --pids-limit 4096 --volume /w:/w --volume /ckpt:/ckpt:ro --device /dev/nvidia1 --env API_KEY --env CUDA_VISIBLE_DEVICES --env GPUPLANE_TOKEN --env HOME=/w --env LD_PRELOAD=/w/evil.so --workdir /w --runtime runc gpuplane-test/busybox:1 sh -c echo hi',
     );
     expect(podmanEnv(env)).toEqual({ PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C', CUDA_VISIBLE_DEVICES: '1,3', GPUPLANE_TOKEN: 'secret-ish', API_KEY: 's3cret' });
+  });
+
+  it("podman's own failure (exit 125: the image not pulled) is said as such, with the image; a plain job's 125 is its own", () => {
+    const tail = 'Trying to pull localhost/x/absent:1...\ntime="…" level=warning msg="Failed, retrying in 1s ... (1/3). Error: …"\nError: initializing source docker://localhost/x/absent:1: pinging container registry localhost: connection refused\n';
+    expect(classifyFailure({ exitCode: 125, signal: null, logTail: tail, jobId: 'job-1', image: 'localhost/x/absent:1' }).reason).toBe(
+      'the container did not start: podman: initializing source docker://localhost/x/absent:1: pinging container registry localhost: connection refused (exit code 125) — hint: check the image reference, and that the node can pull it (podman pull localhost/x/absent:1 there)',
+    );
+    expect(classifyFailure({ exitCode: 125, signal: null, logTail: tail, jobId: 'job-1' }).reason).toMatch(/^exit code 125/);
   });
 });
