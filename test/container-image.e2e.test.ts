@@ -45,7 +45,7 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
       const got = await logOf(jobId);
       return got.includes(text) ? got : null;
     }, ms);
-  const checkpointsOf = async (jobId: string) => (await c.client.request<{ checkpoints: { job_id: string | null; uri: string }[] }>('GET', '/checkpoints?project=images')).checkpoints.filter((k) => k.job_id === jobId);
+  const checkpointsOf = async (jobId: string) => (await c.client.request<{ checkpoints: { id: string; job_id: string | null; uri: string }[] }>('GET', '/checkpoints?project=images')).checkpoints.filter((k) => k.job_id === jobId);
   const containers = () => execFileSync('podman', ['ps', '--all', '--format', '{{.Names}}'], { encoding: 'utf8' });
 
   it('a bad reference is one line from gpuctl and a 400 from the API', async () => {
@@ -58,9 +58,9 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     expect(((await res.json()) as { message: string }).message).toMatch(/^image "busybox:1 && true" is not an OCI image reference/);
   });
 
-  it("waits where no node has a runtime, then runs in the image on one that has: its cards, its working dir, a checkpoint that registers; an image that cannot be pulled fails with podman's line", async () => {
+  it("waits where no node has a runtime, then runs in the image on one that has: its cards, its working dir, a checkpoint that registers and is evaluated in the image; an image that cannot be pulled fails with podman's line", async () => {
     const work = fs.mkdtempSync(path.join(c.work, 'img-'));
-    const id = await submit(['--project', 'images', '--gpus', '2', '--memory', '256M', '--workdir', work, '--watch', 'ckpt', '--', 'sh', '-c', 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox) mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; sleep 1'], 'TRAIN');
+    const id = await submit(['--project', 'images', '--gpus', '2', '--memory', '256M', '--workdir', work, '--watch', 'ckpt', '--eval', 'test "$(cat "$GPUPLANE_CHECKPOINT_PATH/model.bin")" = w && echo "{\\"metrics\\": {\\"acc\\": 1}}"', '--', 'sh', '-c', 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox) mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; sleep 1'], 'TRAIN');
     // And one whose image no registry has (none answers on localhost): it fails with podman's line, while the first runs.
     const absent = (await gpuctlIn(env, ['submit', '--type', 'CUSTOM', '--image', 'localhost/gpuplane-test/absent:1', '--', 'true'])).stdout.trim().split('\n').pop()!;
     const waiting = await until('the no-runtime reason', async () => {
@@ -79,6 +79,14 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     const ckpt = await until('its checkpoint', async () => (await checkpointsOf(id))[0] ?? null, 15_000);
     expect(ckpt.uri).toBe(path.join(work, 'ckpt', 'step-1'));
     expect(containers()).not.toContain(`gpuplane-${id}-1`);
+    // Its evaluation inherits the image (and the runtime label), and reads the checkpoint in it.
+    const evaluated = await until('its evaluation', async () => {
+      const e = (await c.client.request<{ evaluations: { job_id: string | null; status: string }[] }>('GET', `/checkpoints/${ckpt.id}`)).evaluations[0];
+      return e?.status === 'succeeded' || e?.status === 'failed' ? e : null;
+    }, 30_000);
+    const evalJob = await c.client.job(evaluated.job_id!);
+    expect(evaluated.status, evalJob.reason ?? '').toBe('succeeded');
+    expect(evalJob).toMatchObject({ image: TEST_IMAGE, node_id: 'ct-a', selector: { runtime: 'podman' } });
     const failed = await c.client.waitFor(absent, undefined, 30_000);
     expect(failed.state).toBe('FAILED');
     expect(failed.reason).toMatch(/^the container did not start: podman: .*localhost\/gpuplane-test\/absent:1.* \(exit code 125\) — hint: check the image reference/);
