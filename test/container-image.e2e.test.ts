@@ -46,6 +46,9 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
       return got.includes(text) ? got : null;
     }, ms);
   const checkpointsOf = async (jobId: string) => (await c.client.request<{ checkpoints: { id: string; job_id: string | null; uri: string }[] }>('GET', '/checkpoints?project=images')).checkpoints.filter((k) => k.job_id === jobId);
+  // Whether a job reaches host:port (busybox nc), said in its log as name=reached or name=refused.
+  const probe = (name: string, host: string, port: string) => `if busybox nc -w 2 ${host} ${port} </dev/null; then echo ${name}=reached; else echo ${name}=refused; fi`;
+  const temporal = () => String(c.env.TEMPORAL_ADDRESS).split(':') as [string, string];
   const containers = () => execFileSync('podman', ['ps', '--all', '--format', '{{.Names}}'], { encoding: 'utf8' });
 
   it('a bad reference is one line from gpuctl and a 400 from the API', async () => {
@@ -60,7 +63,7 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
 
   it("waits where no node has a runtime, then runs in the image on one that has: its cards, its working dir, a checkpoint that registers and is evaluated in the image; an image that cannot be pulled fails with podman's line", async () => {
     const work = fs.mkdtempSync(path.join(c.work, 'img-'));
-    const id = await submit(['--project', 'images', '--gpus', '2', '--memory', '256M', '--workdir', work, '--watch', 'ckpt', '--eval', 'test "$(cat "$GPUPLANE_CHECKPOINT_PATH/model.bin")" = w && echo "{\\"metrics\\": {\\"acc\\": 1}}"', '--', 'sh', '-c', 'echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox) mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; sleep 1'], 'TRAIN');
+    const id = await submit(['--project', 'images', '--gpus', '2', '--memory', '256M', '--workdir', work, '--watch', 'ckpt', '--eval', 'test "$(cat "$GPUPLANE_CHECKPOINT_PATH/model.bin")" = w && echo "{\\"metrics\\": {\\"acc\\": 1}}"', '--', 'sh', '-c', `echo "cvd=$CUDA_VISIBLE_DEVICES pwd=$(pwd) busybox=$(ls -l /bin/sh | grep -c busybox) mem=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null)"; mkdir -p ckpt/step-1 && echo w > ckpt/step-1/model.bin; ${probe('temporal', ...temporal())}; sleep 1`], 'TRAIN');
     // And one whose image no registry has (none answers on localhost): it fails with podman's line, while the first runs.
     const absent = (await gpuctlIn(env, ['submit', '--type', 'CUSTOM', '--image', 'localhost/gpuplane-test/absent:1', '--', 'true'])).stdout.trim().split('\n').pop()!;
     const waiting = await until('the no-runtime reason', async () => {
@@ -75,6 +78,8 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     expect(done.node_id).toBe('ct-a');
     const log = await logWith(id, 'cvd=');
     expect(log).toMatch(new RegExp(`cvd=${done.gpu_indices!.join(',')} pwd=${work} busybox=1 mem=268435456`));
+    // Jobs of this node run as root (no job users): nothing guards Temporal's port from them, in a container or not (the guard's test below needs this to mean something).
+    expect(await logWith(id, 'temporal=')).toContain('temporal=reached');
     // With --fake-gpus there are no /dev/nvidiaN to give it: CUDA_VISIBLE_DEVICES is what says its cards.
     const ckpt = await until('its checkpoint', async () => (await checkpointsOf(id))[0] ?? null, 15_000);
     expect(ckpt.uri).toBe(path.join(work, 'ckpt', 'step-1'));
@@ -119,18 +124,22 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     await until('the container removed', () => !containers().includes(`gpuplane-${id}-1`), 10_000);
   });
 
-  it.skipIf(noJobUsers !== null)("where jobs run as users of their own, the container's process is the project's user (podman itself is root's)", async () => {
+  it.skipIf(noJobUsers !== null)("where jobs run as users of their own, the container's process is the project's user (podman itself is root's), kept off Temporal by the port guard", async () => {
     await c.addAgent({ ...podmanAgent, nodeId: 'ct-u', args: ['--job-users', '3450000-3450099'] });
     // Where that user may go (the cluster's folders are root's alone).
     const work = fs.mkdtempSync('/var/tmp/gpuplane-img-u-');
     fs.chmodSync(work, 0o777);
     onTestFinished(() => fs.rmSync(work, { recursive: true, force: true }));
-    const id = await submit(['--project', 'img-users', '--selector', 'node=ct-u', '--workdir', work, '--', 'sh', '-c', 'echo "uid=$(id -u) gid=$(id -g)"; touch made-here']);
+    // The port guard (nftables, by uid) keeps the container off Temporal as it keeps a plain job; the API stays open to it.
+    const id = await submit(['--project', 'img-users', '--selector', 'node=ct-u', '--workdir', work, '--', 'sh', '-c', `echo "uid=$(id -u) gid=$(id -g)"; touch made-here; ${probe('temporal', ...temporal())}; ${probe('api', new URL(c.apiUrl).hostname, new URL(c.apiUrl).port)}`]);
     const done = await c.client.waitFor(id, undefined, 30_000);
     expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
     const [, uid, gid] = /uid=(\d+) gid=(\d+)/.exec(await logWith(id, 'uid='))!;
     expect(Number(uid)).toBeGreaterThanOrEqual(3450000);
     expect(fs.statSync(path.join(work, 'made-here'))).toMatchObject({ uid: Number(uid), gid: Number(gid) });
+    const log = await logWith(id, 'api=');
+    expect(log).toContain('temporal=refused');
+    expect(log).toContain('api=reached');
   });
 
   it('an agent restarted while its image job runs re-attaches: the job ends as attempt 1', async () => {
