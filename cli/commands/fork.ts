@@ -6,7 +6,7 @@ import { clientOf, out } from '../client-of.ts';
 import { forkCheckpoint, lineage } from '../client-fork.ts';
 import { addCodeOptions, codeOption, refuseCodeWithWorkdir } from '../client-code.ts';
 import { addPythonEnvOption, pythonEnvOption } from '../python-env-option.ts';
-import { addImageOption, imageOption } from '../image-option.ts';
+import { imageOption, imageOptionFor } from '../image-option.ts';
 import { getCheckpoint } from '../client-checkpoints.ts';
 import { getRun } from '../client-runs.ts';
 
@@ -43,7 +43,6 @@ export function renderLineage(l: LineageJson): string {
 }
 
 export function registerForkCommands(program: Command): void {
-  addImageOption(
   addPythonEnvOption(
     addCodeOptions(
       addConfigEditOptions(
@@ -57,9 +56,8 @@ export function registerForkCommands(program: Command): void {
       'the new job',
     ),
     'the new job',
-  ),
-    'the new job',
   )
+    .addOption(imageOptionFor('the new job'))
     .option('--workdir <dir>', "working directory on the node (default the checkpoint's job's; not with --code)")
     .option('--project <name>', "project (default the checkpoint's job's)")
     .option('--experiment <name>', "experiment (default the checkpoint's job's)")

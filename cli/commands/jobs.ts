@@ -9,7 +9,7 @@ import { clientOf } from '../client-of.ts';
 import { addCodeOptions, codeOption, refuseCodeWithWorkdir } from '../client-code.ts';
 import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
 import { addPythonEnvOption, pythonEnvOption } from '../python-env-option.ts';
-import { addImageOption, imageOption } from '../image-option.ts';
+import { imageOption, imageOptionFor } from '../image-option.ts';
 import { renderJob, renderJobs, submitWarning } from '../render.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
@@ -26,7 +26,6 @@ export function evaluationCount(evals: JobJson[]): string {
 }
 
 export function registerJobCommands(program: Command): void {
-  addImageOption(
   addPythonEnvOption(
     addCodeOptions(
       program
@@ -43,9 +42,8 @@ export function registerJobCommands(program: Command): void {
       'the job',
     ),
     'the job',
-  ),
-    'the job',
   )
+    .addOption(imageOptionFor('the job'))
     .addOption(new Option('--env <K=V>', 'environment variable (repeatable)').argParser(pairArg).default({}, 'none'))
     .addOption(new Option('--secret-env <NAME>', "a secret variable: its value is taken from gpuctl's own environment and never shown again (repeatable)").argParser(secretArg).default({}, 'none'))
     .addOption(new Option('--param <k=v>', `a parameter recorded with the job (repeatable; ${PARAM_VALUE_RULE})`).argParser(setArg).default({}, 'none'))
@@ -166,16 +164,14 @@ export function registerJobCommands(program: Command): void {
       else log(`${j.id}: cancel requested (was ${j.state})`);
     });
 
-  addImageOption(
   addPythonEnvOption(
     addCodeOptions(
       addConfigEditOptions(program.command('retry').description('retry a FAILED, CANCELLED or LOST job as its next attempt, after editing its config').argument('<id>'), 'the new attempt'),
       'the new attempt',
     ),
     'the new attempt',
-  ),
-    'the new attempt',
   )
+    .addOption(imageOptionFor('the new attempt'))
     .option('--json', 'print the job as JSON')
     .action(async (id: string, o, cmd: Command) => {
       const client = clientOf(cmd);
