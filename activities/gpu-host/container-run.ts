@@ -9,7 +9,7 @@
  * podman, not the container. So the shim and the agent remove it by name wherever they SIGKILL
  * (its name and podman's path are in the attempt's <state>.container file).
  */
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -155,20 +155,17 @@ export function containerFileText(podman: Podman, name: string): string {
 
 /**
  * Removes the attempt's container (SIGKILL, no grace: the grace was the shim's), where its
- * <state>.container file names one; a container gone already is no error.
+ * <state>.container file names one; a container gone already is no error. Never rejects.
  */
-export function removeContainerOf(containerFile: string): void {
+export async function removeContainerOf(containerFile: string): Promise<void> {
   let line: string;
   try {
-    line = fs.readFileSync(containerFile, 'utf8').trim();
+    line = (await fs.promises.readFile(containerFile, 'utf8')).trim();
   } catch {
     return;
   }
   const [bin, name] = line.split(' ');
   if (!bin || !name) return;
-  try {
-    execFileSync(bin, ['rm', '--force', '--time', '0', name], { stdio: 'ignore', timeout: 30_000 });
-  } catch {
-    // Gone already, or podman is: nothing more the agent can do.
-  }
+  // Gone already, or podman is: nothing more the agent can do.
+  await promisify(execFile)(bin, ['rm', '--force', '--time', '0', name], { timeout: 30_000 }).catch(() => undefined);
 }

@@ -165,7 +165,7 @@ export class ProcessTable {
   async killLeftovers(entry: Live): Promise<void> {
     killGroup(entry.pid, 'SIGKILL');
     // An image job's container is conmon's, outside the group (and its cgroups): removed by name.
-    removeContainerOf(this.file(entry.jobId, entry.attempt, 'container'));
+    await removeContainerOf(this.file(entry.jobId, entry.attempt, 'container'));
     await AttemptCgroups.remove(entry.cgroup);
     this.sweep(entry);
   }

@@ -100,7 +100,7 @@ export function adoptSurvivors(pt: ProcessTable, defaultLostAfterMs: number, sti
   // survivors are known and spared.
   for (const rec of ended) {
     // An image job's container outlives a shim killed whole (its node's processes SIGKILLed): removed by name.
-    removeContainerOf(pt.file(rec.spec.jobId, rec.spec.attempt, 'container'));
+    void removeContainerOf(pt.file(rec.spec.jobId, rec.spec.attempt, 'container'));
     void AttemptCgroups.remove(rec.cgroup);
     pt.sweep({ jobId: rec.spec.jobId, attempt: rec.spec.attempt, pid: rec.pid, startTime: rec.startTime, uid: rec.uid ?? null });
   }
