@@ -17,6 +17,8 @@ export default defineConfig({
     // (api/response-check.ts); the API processes end-to-end tests start inherit it.
     // Jobs run as the agent's user in the suite (its fixtures live in folders only root reads);
     // test/tenancy.e2e.test.ts runs them as job users, the default for an agent running as root.
-    env: { GPUPLANE_CHECK_RESPONSES: '1', GPUPLANE_JOB_USERS: 'agent' },
+    // No agent looks for podman (and labels its node runtime=podman, which tests of a node's
+    // labels would see) but container-image.e2e's, which names it.
+    env: { GPUPLANE_CHECK_RESPONSES: '1', GPUPLANE_JOB_USERS: 'agent', GPUPLANE_PODMAN: 'off' },
   },
 });

@@ -1,5 +1,6 @@
 import type { RetryPatch } from '../domain/attempt-config.ts';
 import { normalizeCommand } from './command.ts';
+import { imageOf, imageOrPythonEnv } from './container-image.ts';
 import { pythonEnvOf } from './python-env.ts';
 import type { RetryBody } from './schemas/jobs.ts';
 
@@ -9,6 +10,7 @@ import type { RetryBody } from './schemas/jobs.ts';
  * both at once is refused (RETRY_GPUS_RULE, in the schema) rather than guessed at.
  */
 export function configPatchOf(b: RetryBody): RetryPatch {
+  imageOrPythonEnv(b.image, b.python_env);
   return {
     command: b.command === undefined ? undefined : normalizeCommand(b.command),
     workingDir: b.working_dir,
@@ -20,5 +22,6 @@ export function configPatchOf(b: RetryBody): RetryPatch {
     env: b.env,
     params: b.params,
     pythonEnv: b.python_env === undefined ? undefined : b.python_env === null ? null : pythonEnvOf(b.python_env),
+    image: b.image === undefined || b.image === null ? b.image : imageOf(b.image),
   };
 }

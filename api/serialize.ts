@@ -28,6 +28,7 @@ export function jobJson(j: Job, stalledAt: Date | null = null) {
     working_dir: j.workingDir,
     code: j.code ?? null,
     python_env: pythonEnvJson(j.pythonEnv),
+    image: j.image ?? null,
     env: j.env,
     secret_env: j.secretNames ?? [],
     params: j.params,

@@ -66,6 +66,7 @@ export function renderJob(j: JobDetailJson): string {
     ['command', shellJoin(j.command)],
     ['working_dir', j.working_dir],
     ['code', j.code ? codeLine(j.code) : null],
+    ['image', j.image ? `${j.image} (run by its node's podman)` : null],
     ['python_env', j.python_env ? `${j.python_env.kind} ${j.python_env.sha256.slice(0, 12)} (${j.python_env.bytes} bytes), built by its node with uv` : null],
     ['gpus', j.nodes > 1 ? `${j.gpus} on each of ${j.nodes} nodes${j.members ? `: ${j.members.map((m) => `${m.node_id} [${cards(m.gpu_indices)}]`).join(', ')}` : ''}` : `${j.gpus}${j.gpu_indices ? ` on ${j.node_id} [${cards(j.gpu_indices)}]` : ''}`],
     ['memory', j.memory_mb == null ? 'no limit' : `${formatMemoryMb(j.memory_mb)} on each node (memory_mb ${j.memory_mb})`],

@@ -4,6 +4,7 @@
  */
 import type { CodeSnapshot } from './code-snapshot.ts';
 import type { PythonEnv } from './python-env.ts';
+import { placementSelector } from './container-image.ts';
 
 export interface AttemptConfig {
   command: string[];
@@ -22,6 +23,8 @@ export interface AttemptConfig {
   code?: CodeSnapshot;
   /** The Python environment its node builds with uv and runs it in (domain/python-env.ts); absent: none. */
   pythonEnv?: PythonEnv;
+  /** The OCI image its node's container runtime runs the command in (domain/container-image.ts); absent: none, a plain process. */
+  image?: string;
 }
 
 export interface RetryPatch {
@@ -40,6 +43,8 @@ export interface RetryPatch {
   code?: CodeSnapshot;
   /** A new Python environment; null: none; absent: the previous one. */
   pythonEnv?: PythonEnv | null;
+  /** A new container image; null: none (a plain process); absent: the previous one. */
+  image?: string | null;
 }
 
 export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
@@ -47,12 +52,14 @@ export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
   // New code runs in its own copy; a working dir given alone runs the job there, leaving its code behind.
   const code = p.code ?? (p.workingDir === undefined ? prev.code : undefined);
   const pythonEnv = p.pythonEnv === null ? undefined : (p.pythonEnv ?? prev.pythonEnv);
+  const image = p.image === null ? undefined : (p.image ?? prev.image);
   return {
     command: p.command ?? prev.command,
     workingDir: p.workingDir ?? prev.workingDir,
     gpus: p.gpus ?? prev.gpus,
     nodes: p.nodes ?? prev.nodes ?? 1,
-    selector: p.selector ?? prev.selector,
+    // An image runs only where a runtime is, whatever selector a retry gives.
+    selector: placementSelector(p.selector ?? prev.selector, image),
     priority: p.priority ?? prev.priority,
     env: { ...prev.env, ...p.env },
     params: { ...prev.params, ...p.params },
@@ -60,6 +67,7 @@ export function applyPatch(prev: AttemptConfig, p: RetryPatch): AttemptConfig {
     ...(memoryMb !== undefined ? { memoryMb } : {}),
     ...(code ? { code } : {}),
     ...(pythonEnv ? { pythonEnv } : {}),
+    ...(image ? { image } : {}),
   };
 }
 

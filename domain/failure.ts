@@ -68,8 +68,9 @@ export function pythonException(tail: string): string | null {
  * `nonFiniteMetrics`: the attempt's run's metric keys whose last value was NaN or ±Inf. A loss
  * that went NaN is a NaN failure even when the script printed nothing about it.
  * `oomLimitMb`: the OOM killer killed a process of the attempt under the job's memory_mb.
+ * `image`: the job's container image (podman ran the command: its exit 125 is podman's own).
  */
-export function classifyFailure(f: { exitCode: number | null; signal: string | null; spawnError?: string | null; logTail: string; nonFiniteMetrics?: string[]; jobId?: string; oomLimitMb?: number }): FailureClass {
+export function classifyFailure(f: { exitCode: number | null; signal: string | null; spawnError?: string | null; logTail: string; nonFiniteMetrics?: string[]; jobId?: string; oomLimitMb?: number; image?: string | null }): FailureClass {
   const tail = f.logTail ?? '';
   // The hints' commands name the job, so that they can be pasted as they are.
   const id = f.jobId ?? 'ID';
@@ -78,6 +79,11 @@ export function classifyFailure(f: { exitCode: number | null; signal: string | n
       return { kind: 'command_not_found', reason: `${f.spawnError} — hint: check the command and PATH on the node, then retry with a fixed command` };
     }
     return { kind: 'other', reason: f.spawnError };
+  }
+  // podman's own failure (exit 125: the image could not be pulled or the container not made), not the command's.
+  if (f.image && f.exitCode === 125) {
+    const line = tail.split(/\r?\n/).filter((l) => l.startsWith('Error: ')).pop()?.slice('Error: '.length, 300);
+    if (line) return { kind: 'other', reason: `the container did not start: podman: ${line} (exit code 125) — hint: check the image reference, and that the node can pull it (podman pull ${f.image} there)` };
   }
   // The agent saw the kernel's OOM killer act in the attempt's cgroup: a fact, not a guess from the log.
   if (f.oomLimitMb) return { kind: 'oom', reason: oomUnderLimitReason(f.oomLimitMb, f, id) };

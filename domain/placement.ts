@@ -40,6 +40,7 @@
  *    the bound). Jobs ahead of it in the order still go first: the guard keeps the jobs behind a
  *    starved job from starving it, it does not change the order.
  */
+import { noRuntimeReason } from './container-image.ts';
 import { fairShareOrder, submitTime, type FairShareState } from './fair-share.ts';
 import { gangPicker } from './placement-gang.ts';
 import { MinHeap } from './placement-heap.ts';
@@ -276,7 +277,8 @@ export function neverFitsReason(gpus: number, selector: Record<string, string>, 
   if (nodeList.length === 0) return null;
   const matching = nodeList.filter((n) => selectorMatches(selector, n.labels));
   const where = Object.keys(selector).length ? ` matching ${Object.entries(selector).map(([k, v]) => `${k}=${v}`).join(',')}` : '';
-  if (matching.length === 0) return `no ONLINE node${where}`;
+  // A job with an image is told it needs a runtime, not a label it may never have given.
+  if (matching.length === 0) return noRuntimeReason(selector, nodeList.map((n) => n.labels)) ?? `no ONLINE node${where}`;
   const largest = matching.reduce((m, n) => Math.max(m, n.totalCards), 0);
   const cards = `${gpus} card${gpus === 1 ? '' : 's'}`;
   if (nNodes > 1) {

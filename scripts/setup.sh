@@ -32,6 +32,11 @@ if [ "${1:-}" = "--with-postgres" ]; then
   command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
   # GET /metrics is checked with Debian's promtool (test/prometheus.test.ts), of the prometheus package.
   command -v promtool >/dev/null 2>&1 || missing="$missing prometheus"
+  # Image jobs (test/container-image.e2e): podman runs them, runc where crun cannot (a cgroup v1/v2
+  # hybrid host), and the test's image is a root filesystem of one static busybox.
+  command -v podman >/dev/null 2>&1 || missing="$missing podman uidmap slirp4netns fuse-overlayfs"
+  command -v runc >/dev/null 2>&1 || missing="$missing runc"
+  dpkg -s busybox-static >/dev/null 2>&1 || missing="$missing busybox-static"
   if [ -n "$missing" ]; then
     echo "== installing Debian packages:$missing"
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"

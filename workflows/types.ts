@@ -1,6 +1,4 @@
-/**
- * Types shared by workflows, activities, the API and the CLI. No runtime imports here but domain/ (pure): the concepts (job states, a node's inventory) live there, re-exported for workflows.
- */
+/** Types shared by workflows, activities, the API and the CLI. No runtime imports here but domain/ (pure): the concepts (job states, a node's inventory) live there, re-exported for workflows. */
 
 export { isTerminal, JOB_STATES, OPEN_STATES, TERMINAL_STATES, type JobState } from '../domain/job-states.ts';
 export { JOB_TYPES, type JobType } from '../domain/job-types.ts';
@@ -123,6 +121,8 @@ export interface AttemptSpec {
   code?: { key: string; sha256: string; bytes: number };
   /** The job's Python environment (domain/python-env.ts): its node builds it with uv into a shared read-only cache, and the process runs in it (activities/gpu-host/python-env.ts). */
   pythonEnv?: import('../domain/python-env.ts').PythonEnv;
+  /** The job's container image (domain/container-image.ts): the node's podman runs the command in it (activities/gpu-host/container-run.ts). */
+  image?: string;
   /** The MLflow name of the run's experiment (`project/experiment`, api/mlflow/wire.ts), given as MLFLOW_EXPERIMENT_NAME; absent for a job without a run. */
   mlflowExperiment?: string;
 }

@@ -72,6 +72,7 @@ export async function beginIn(tx: Executor, a: { jobId: string; attempt: number;
     ...(checkpoint ? { checkpoint } : {}),
     ...(job.code ? { code: { key: job.code.key, sha256: job.code.sha256, bytes: job.code.bytes } } : {}),
     ...(job.pythonEnv ? { pythonEnv: job.pythonEnv } : {}),
+    ...(job.image ? { image: job.image } : {}),
   };
 }
 

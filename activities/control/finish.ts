@@ -43,7 +43,7 @@ export function finishActivities({ deps, wake }: ControlContext) {
         // Hints read the shipped log; the tail the agent sent stands in when nothing was shipped.
         const shipped = o.state === 'FAILED' && o.exit ? await readLogTail(tx, a.jobId, a.attempt, 8192, o.member?.rank ?? 0) : null;
         const nonFiniteMetrics = o.state === 'FAILED' && o.exit ? await nonFiniteLastKeys(tx, a.jobId, a.attempt) : [];
-        const failure = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics, jobId: a.jobId }) : null;
+        const failure = o.state === 'FAILED' && o.exit ? classifyFailure({ exitCode: o.exitCode, signal: o.signal, ...o.exit, logTail: shipped ?? o.exit.logTail, nonFiniteMetrics, jobId: a.jobId, image: job.image }) : null;
         let reason = failure ? failure.reason : o.reason;
         // A gang's reason names the member that ended it.
         if (o.member && o.state === 'FAILED' && o.exit) reason = `rank ${o.member.rank} on node ${o.member.nodeId}: ${reason}`;

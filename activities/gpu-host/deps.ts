@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { Podman } from './container-run.ts';
 import type { AttemptSpec, NodeInventory } from '../../workflows/types.ts';
 import type { JobUsers } from './job-users.ts';
 import type { CheckpointWatching } from './checkpoint-watching.ts';
@@ -35,6 +36,8 @@ export interface GpuHostDeps {
   note?: (spec: AttemptSpec, n: AttemptNote) => Promise<void>;
   /** The node's Python environments (python-env.ts), bounded by `--env-cache-size`; absent: a cache of the activities' own, with the default bound. */
   pythonEnvs?: EnvCache;
+  /** The node's podman (container-run.ts), which runs image jobs; null or absent: none, and an image job that reaches this node fails to start. */
+  podman?: Podman | null;
   /** The agent's own warnings (its log). */
   warn?: (msg: string) => void;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */

@@ -15,6 +15,10 @@
 # fencing kills them all, and its pids limit counts the job's processes only. The shim stays out,
 # so a job that forks up to its limit cannot stop the shim from watching, reporting and fencing.
 #
+# An image job's command is `podman run` (container-run.ts): its container is conmon's child, not
+# in the group, so wherever the group is SIGKILLed the container named in <state>.container (podman's
+# path and the name) is removed too, SIGTERM having reached it through podman's signal proxy.
+#
 # Where the attempt runs as a job user (uid:gid; the agent is root), the command starts through
 # job-isolate.sh: that user, its own /proc, its environment from fd 4; the shim itself stays the
 # agent's, started with a bare environment (nothing of the job's reaches a root process).
@@ -24,6 +28,7 @@ grace=$1
 window=$2
 adopt="$3.adopt"
 status_file="$3.status"
+container_file="$3.container"
 fenced_file="$3.fenced"
 cgroups=$4
 cgroup=${cgroups%%:*}
@@ -33,6 +38,12 @@ shift 5
 if [ -n "$user" ]; then
   set -- /usr/bin/unshare --mount --propagation private /bin/sh "${0%/*}/job-isolate.sh" "${user%%:*}" "${user#*:}" "$@"
 fi
+remove_container() {
+  if [ -s "$container_file" ]; then
+    read -r podman name < "$container_file"
+    "$podman" rm --force --time 0 "$name" > /dev/null 2>&1
+  fi
+}
 (
   # The subshell's own pid ($$ is the shim's), then the command in its place.
   read -r me _ < /proc/self/stat
@@ -72,6 +83,7 @@ export PATH
     : > "$fenced_file"
     kill -TERM 0
     sleep "$grace"
+    remove_container
     if [ -n "$cgroup" ]; then echo 1 > "$cgroup/cgroup.kill" 2>/dev/null; fi
     kill -KILL 0
   done
@@ -86,6 +98,7 @@ if [ ! -e "$fenced_file" ]; then
 fi
 # Whatever the command left behind (in its group, or anywhere in its cgroup) dies with it, even
 # with no agent watching, and even a child that ignores SIGTERM.
+remove_container
 if [ -n "$cgroup" ]; then echo 1 > "$cgroup/cgroup.kill" 2>/dev/null; fi
 kill -KILL 0
 exit 0

@@ -31,6 +31,8 @@ export function launchMismatch(spec: AttemptSpec, nodeId: string, l: LaunchJson)
   if ((spec.watchDir ?? null) !== l.watch_dir) return `checkpoint folder ${spec.watchDir}`;
   // The code it unpacks: a task may not name another snapshot (another project's) than the job's.
   if (!sameJson(spec.code ? { key: spec.code.key, sha256: spec.code.sha256 } : null, l.code ?? null)) return `code ${spec.code?.sha256 ?? 'none'}`;
+  // The image it runs in: a task may not name another (what runs is the image's as much as the command's).
+  if ((spec.image ?? null) !== (l.image ?? null)) return `image ${spec.image ?? 'none'}`;
   // A gang member is told where the others are: the task must say what the database holds.
   const g = spec.gang ? { rank: spec.gang.rank, master_port: spec.gang.masterPort, members: spec.gang.members.map((m) => ({ node_id: m.nodeId, address: m.address, gpu_indices: m.gpuIndices })) } : null;
   if (!sameJson(g, l.gang ?? null)) return spec.gang ? `rank ${spec.gang.rank} of a gang dispatched otherwise` : 'a single-node job (dispatched as a gang)';

@@ -7,8 +7,9 @@ import { makePrivateDir, writePrivateFile } from '../../runtime/private-files.ts
 import { keepBesides, sweepLeftovers, sweepTargetOf, type RunningAttempt } from './leftovers.ts';
 import { killGroup, processStartTime, readStatusFile, type WaitStatus } from './proc.ts';
 import { shimReport, startShim } from './shim.ts';
+import { removeContainerOf } from './container-run.ts';
 
-type StateFile = 'json' | 'adopt' | 'status' | 'fenced';
+type StateFile = 'json' | 'adopt' | 'status' | 'fenced' | 'container';
 /** What the fenced file of an attempt its agent's shutdown stopped says (any other fence leaves it empty). */
 const STOPPED_WITH_AGENT = 'agent-stopped';
 
@@ -86,7 +87,7 @@ export class ProcessTable {
   }
 
   forget(jobId: string, attempt: number): void {
-    for (const kind of ['json', 'adopt', 'status', 'fenced'] as const) fs.rmSync(this.file(jobId, attempt, kind), { force: true });
+    for (const kind of ['json', 'adopt', 'status', 'fenced', 'container'] as const) fs.rmSync(this.file(jobId, attempt, kind), { force: true });
   }
 
   /** How an attempt that ended on this node ended, from the shim's status file. */
@@ -103,8 +104,11 @@ export class ProcessTable {
     timing: { fenceAfterMs: number; fenceGraceMs: number },
     user: { uid: number; gid: number } | null = null,
     checkpointsBefore: Record<string, string> = {},
+    /** An image job's: `podman run …` in place of its command, podman's own environment (container-run.ts podmanEnv), and <state>.container's line, which names the container to remove wherever the group is SIGKILLed (container-run.ts). */
+    container: { command: string[]; file: string; env: NodeJS.ProcessEnv } | null = null,
   ): Live {
     this.forget(spec.jobId, spec.attempt);
+    if (container) writePrivateFile(this.file(spec.jobId, spec.attempt, 'container'), container.file);
     const cgroup = this.cgroups?.create(spec.jobId, spec.attempt, spec.memoryMb) ?? null;
     const child = startShim({
       state: path.join(this.runDir, `${spec.jobId}.${spec.attempt}`),
@@ -113,9 +117,9 @@ export class ProcessTable {
       // same point at which the agent's own watchdog would fence.
       windowS: Math.max(1, Math.floor(timing.fenceAfterMs / 1000)),
       cgroup,
-      command: spec.command,
+      command: container?.command ?? spec.command,
       cwd: spec.workingDir,
-      env,
+      env: container?.env ?? env,
       logPath,
       user,
     });
@@ -160,6 +164,8 @@ export class ProcessTable {
    */
   async killLeftovers(entry: Live): Promise<void> {
     killGroup(entry.pid, 'SIGKILL');
+    // An image job's container is conmon's, outside the group (and its cgroups): removed by name.
+    await removeContainerOf(this.file(entry.jobId, entry.attempt, 'container'));
     await AttemptCgroups.remove(entry.cgroup);
     this.sweep(entry);
   }

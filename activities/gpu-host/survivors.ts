@@ -4,6 +4,7 @@ import { livenessPlan } from '../../domain/liveness.ts';
 import { writePrivateFile } from '../../runtime/private-files.ts';
 import { attemptProblem, idProblem } from '../../runtime/tokens.ts';
 import { AttemptCgroups } from './cgroup.ts';
+import { removeContainerOf } from './container-run.ts';
 import { processStartTime } from './proc.ts';
 import type { AttemptRecord, Live } from './attempt-record.ts';
 import type { ProcessTable } from './process-table.ts';
@@ -98,6 +99,8 @@ export function adoptSurvivors(pt: ProcessTable, defaultLostAfterMs: number, sti
   // processes the shim could not reach (a setsid child of a job user): they go now, once the
   // survivors are known and spared.
   for (const rec of ended) {
+    // An image job's container outlives a shim killed whole (its node's processes SIGKILLed): removed by name.
+    void removeContainerOf(pt.file(rec.spec.jobId, rec.spec.attempt, 'container'));
     void AttemptCgroups.remove(rec.cgroup);
     pt.sweep({ jobId: rec.spec.jobId, attempt: rec.spec.attempt, pid: rec.pid, startTime: rec.startTime, uid: rec.uid ?? null });
   }

@@ -30,6 +30,8 @@ import { KeyTaken, requestHash } from '../idempotency.ts';
 import { messageOf } from '../schema-errors.ts';
 import { jobJson } from '../serialize.ts';
 import { pythonEnvOf } from '../python-env.ts';
+import { imageOf, imageOrPythonEnv } from '../container-image.ts';
+import { placementSelector } from '../../domain/container-image.ts';
 
 const WATCH_DIR_RULE = 'watch_dir must be relative to working_dir and stay inside working_dir: no `..` segment at all (not even `a/../b`)';
 /** The submit schema's refusals that have words of their own, by where and which rule. */
@@ -113,6 +115,10 @@ export class JobSubmit {
     // The project's own snapshot with that hash (the project exists once its code was uploaded).
     const code = b.code ? await resolveCode(this.store, b.project ? await findProjectId(this.db, b.project) : null, b.project, b.code) : null;
     const pythonEnv = b.python_env ? pythonEnvOf(b.python_env) : null;
+    imageOrPythonEnv(b.image, b.python_env);
+    const image = b.image === undefined ? null : imageOf(b.image);
+    // A job with an image is placed only where a container runtime is (its node's label).
+    const selector = placementSelector(b.selector ?? {}, image);
     const hash = key === undefined ? '' : requestHash(b);
     // Keys are per project (the job's; '' for none): the same key in another project is
     // another key, so no token learns of, or blocks, another project's submits through one.
@@ -133,8 +139,9 @@ export class JobSubmit {
           id: newId('job'),
           code,
           pythonEnv,
+          image,
           // Kept QUEUED all the same (a bigger node may join); the reason says why it waits.
-          reason: neverFitsReason(gpus, b.selector ?? {}, await nodeRooms(tx), nodes),
+          reason: neverFitsReason(gpus, selector, await nodeRooms(tx), nodes),
           type: b.type ?? TRAINING_JOB_TYPE,
           state: 'CREATED',
           projectId,
@@ -143,7 +150,7 @@ export class JobSubmit {
           gpus,
           nodes,
           memoryMb: b.memory_mb ?? null,
-          selector: b.selector ?? {},
+          selector,
           command,
           workingDir: b.working_dir ?? '/tmp',
           env: b.env ?? {},

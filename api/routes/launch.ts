@@ -44,6 +44,7 @@ export const LaunchSchema = Type.Object({
   watch_dir: Nullable(Type.String()),
   secret_env: StringMap,
   code: Type.Optional(Nullable(Type.Object({ key: Type.String(), sha256: Type.String() }, { description: "the job's code snapshot, which the node unpacks into working_dir; null: none" }))),
+  image: Type.Optional(Nullable(Type.String({ description: "the job's container image, which the node's podman runs the command in; null: none" }))),
   gang: Nullable(
     Type.Object({
       rank: Type.Integer({ description: "the asking node's rank" }),
@@ -120,6 +121,7 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
         watch_dir: job.watchDir,
         secret_env: secretEnv,
         code: job.code ? { key: job.code.key, sha256: job.code.sha256 } : null,
+        image: job.image ?? null,
         gang: gang ? { ...gang, rank } : null,
       };
     },

@@ -1,6 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { JOB_STATES } from '../../domain/job-states.ts';
 import { JOB_TYPES } from '../../domain/job-types.ts';
+import { IMAGE_REF_MAX } from '../../domain/container-image.ts';
 import { MAX_MEMORY_MB, MIN_MEMORY_MB } from '../../domain/memory-limit.ts';
 import { RESERVED_SECRET_NAME } from '../../domain/secret-env.ts';
 import { CodeRefSchema, CodeSnapshotSchema } from './code.ts';
@@ -39,6 +40,14 @@ export const EvalPolicySchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** An OCI image reference (domain/container-image.ts imageRefProblem checks its grammar, in one line). */
+const ImageRef = Type.String({
+  minLength: 1,
+  maxLength: IMAGE_REF_MAX,
+  description:
+    "an OCI image the node's container runtime (podman) runs the command in (`gpuctl submit --image`, docs/environments.md): name[:tag][@digest]; the job is placed only on nodes labelled runtime=podman. Its working dir, checkpoint folder and cards are given to the container. Not with python_env",
+});
+
 export const SubmitJobBody = Type.Object(
   {
     type: Type.Optional(JobTypeSchema),
@@ -48,6 +57,7 @@ export const SubmitJobBody = Type.Object(
     working_dir: Type.Optional(Type.String({ minLength: 1, pattern: '^/', description: 'absolute path on the node' })),
     code: Type.Optional(CodeRefSchema),
     python_env: Type.Optional(PythonEnvBodySchema),
+    image: Type.Optional(ImageRef),
     env: Type.Optional(StringMap),
     secret_env: Type.Optional(
       Type.Record(Type.String({ pattern: SECRET_NAME }), Type.String({ maxLength: 32_768 }), {
@@ -142,6 +152,7 @@ export const JobSchema = Type.Object(
     working_dir: Type.String({ description: "absolute path on the node; a job with code: its own copy's, the same on every node" }),
     code: Type.Union([CodeSnapshotSchema, Type.Null()], { description: 'the code snapshot it runs, unpacked into working_dir on its node; null: none' }),
     python_env: Type.Union([PythonEnvSchema, Type.Null()], { description: 'the Python environment its node builds with uv and runs it in; null: none' }),
+    image: Nullable(Type.String({ description: "the OCI image its node's container runtime runs it in; null: none, a plain process" })),
     env: StringMap,
     secret_env: Type.Array(Type.String(), { description: 'names of the secret variables (never their values)' }),
     params: Type.Record(Type.String(), Type.Unknown()),
@@ -240,6 +251,7 @@ export const RetryBody = Type.Object(
         }),
       ),
     ),
+    image: Type.Optional(Nullable(Type.String({ ...ImageRef, description: 'a new container image to run in; null: none (a plain process); absent: the one it ran in before' }))),
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'cards on each node' })),
     nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256, description: 'nodes the job spans' })),
     gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64, description: 'the same as gpus (cards on each node); not with gpus' })),

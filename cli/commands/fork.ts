@@ -6,6 +6,7 @@ import { clientOf, out } from '../client-of.ts';
 import { forkCheckpoint, lineage } from '../client-fork.ts';
 import { addCodeOptions, codeOption, refuseCodeWithWorkdir } from '../client-code.ts';
 import { addPythonEnvOption, pythonEnvOption } from '../python-env-option.ts';
+import { imageOption, imageOptionFor } from '../image-option.ts';
 import { getCheckpoint } from '../client-checkpoints.ts';
 import { getRun } from '../client-runs.ts';
 
@@ -56,6 +57,7 @@ export function registerForkCommands(program: Command): void {
     ),
     'the new job',
   )
+    .addOption(imageOptionFor('the new job'))
     .option('--workdir <dir>', "working directory on the node (default the checkpoint's job's; not with --code)")
     .option('--project <name>', "project (default the checkpoint's job's)")
     .option('--experiment <name>', "experiment (default the checkpoint's job's)")
@@ -67,6 +69,7 @@ export function registerForkCommands(program: Command): void {
         ...(command.length ? { command } : {}),
         ...configEditsOf(o),
         ...pythonEnvOption(o),
+        ...imageOption(o),
         // Uploaded first to the fork's project: the one given, else the checkpoint's run's.
         ...(await codeOption(client, o, async () => o.project ?? (await getRun(client, (await getCheckpoint(client, checkpoint)).run_id)).project)),
         working_dir: o.workdir ? (await import('node:path')).resolve(o.workdir) : undefined,

@@ -9,6 +9,7 @@ import { clientOf } from '../client-of.ts';
 import { addCodeOptions, codeOption, refuseCodeWithWorkdir } from '../client-code.ts';
 import { addConfigEditOptions, configEditsOf } from '../config-edit-options.ts';
 import { addPythonEnvOption, pythonEnvOption } from '../python-env-option.ts';
+import { imageOption, imageOptionFor } from '../image-option.ts';
 import { renderJob, renderJobs, submitWarning } from '../render.ts';
 
 const log = (s: string) => process.stdout.write(`${s}\n`);
@@ -42,6 +43,7 @@ export function registerJobCommands(program: Command): void {
     ),
     'the job',
   )
+    .addOption(imageOptionFor('the job'))
     .addOption(new Option('--env <K=V>', 'environment variable (repeatable)').argParser(pairArg).default({}, 'none'))
     .addOption(new Option('--secret-env <NAME>', "a secret variable: its value is taken from gpuctl's own environment and never shown again (repeatable)").argParser(secretArg).default({}, 'none'))
     .addOption(new Option('--param <k=v>', `a parameter recorded with the job (repeatable; ${PARAM_VALUE_RULE})`).argParser(setArg).default({}, 'none'))
@@ -78,6 +80,7 @@ export function registerJobCommands(program: Command): void {
         env: o.env,
         ...(Object.keys(o.secretEnv).length ? { secret_env: o.secretEnv } : {}),
         ...pythonEnv,
+        ...imageOption(o),
         params: o.param,
         project: o.project,
         experiment: o.experiment,
@@ -168,11 +171,12 @@ export function registerJobCommands(program: Command): void {
     ),
     'the new attempt',
   )
+    .addOption(imageOptionFor('the new attempt'))
     .option('--json', 'print the job as JSON')
     .action(async (id: string, o, cmd: Command) => {
       const client = clientOf(cmd);
       // Uploaded to the job's own project first (nothing is retried when the folder is refused).
-      const j = await client.retry(id, { ...configEditsOf(o), ...pythonEnvOption(o), ...(await codeOption(client, o, async () => (await client.job(id)).project)) });
+      const j = await client.retry(id, { ...configEditsOf(o), ...pythonEnvOption(o), ...imageOption(o), ...(await codeOption(client, o, async () => (await client.job(id)).project)) });
       if (o.json) log(JSON.stringify(j, null, 2));
       else {
         const last = j.attempts.at(-1)!;

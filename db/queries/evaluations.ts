@@ -7,6 +7,7 @@ import { noteBestCheckpoint } from './best-changed.ts';
 import { promoteRunsExperiment } from './promote.ts';
 import type { JobState } from '../../domain/job-states.ts';
 import { EVALUATION_JOB_TYPE } from '../../domain/job-types.ts';
+import { placementSelector } from '../../domain/container-image.ts';
 import { listLogRefs, readLogChunks } from './logs.ts';
 
 export type EvaluationStatus = 'pending' | 'running' | 'succeeded' | 'failed' | 'cancelled';
@@ -145,13 +146,15 @@ export async function createEvaluationJob(ex: Executor, ckpt: Checkpoint, train:
     experimentId: train?.experimentId ?? null,
     priority: o.priority ?? train?.priority ?? 0,
     gpus: o.gpus ?? train?.evalPolicy?.gpus ?? train?.gpus ?? 1,
-    selector: o.selector ?? train?.selector ?? {},
+    selector: placementSelector(o.selector ?? train?.selector ?? {}, train?.image),
     command,
     workingDir: o.workingDir ?? train?.workingDir ?? '/tmp',
     // The training job's code, unpacked into its own working dir, unless a working dir is given.
     code: o.workingDir === undefined ? (train?.code ?? null) : null,
     // The training job's Python environment, whatever its working dir.
     pythonEnv: train?.pythonEnv ?? null,
+    // And its container image (and so a node with a runtime).
+    image: train?.image ?? null,
     env: { ...train?.env, ...o.env, GPUPLANE_CHECKPOINT_PATH: ckpt.uri, GPUPLANE_CHECKPOINT_ID: ckpt.id },
     params: { checkpoint_id: ckpt.id, ...(ckpt.step === null ? {} : { checkpoint_step: ckpt.step }) },
     onLost: train?.onLost ?? 'requeue',

@@ -69,6 +69,8 @@ export async function createForkJob(ex: Executor, ckpt: Checkpoint, src: ForkSou
     code: config.code ?? null,
     // Its Python environment: the edits' new one, else the source's.
     pythonEnv: config.pythonEnv ?? null,
+    // Its container image: the edits' new one, else the source's.
+    image: config.image ?? null,
     env: config.env,
     secretNames: edits.withSecrets ? s.secretNames : [],
     params: config.params,

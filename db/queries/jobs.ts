@@ -9,7 +9,7 @@ import type { JobType } from '../../domain/job-types.ts';
 export type NewJob = typeof jobs.$inferInsert;
 
 /** attemptConfigOf returns the config a job's row holds for its current attempt, as job_attempts records it. */
-export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'nodes' | 'selector' | 'priority' | 'params' | 'memoryMb'> & { code?: Job['code']; pythonEnv?: Job['pythonEnv'] }): AttemptConfig {
+export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' | 'gpus' | 'nodes' | 'selector' | 'priority' | 'params' | 'memoryMb'> & { code?: Job['code']; pythonEnv?: Job['pythonEnv']; image?: Job['image'] }): AttemptConfig {
   return {
     command: job.command,
     workingDir: job.workingDir,
@@ -22,6 +22,7 @@ export function attemptConfigOf(job: Pick<Job, 'command' | 'workingDir' | 'env' 
     ...(job.memoryMb != null ? { memoryMb: job.memoryMb } : {}),
     ...(job.code ? { code: job.code } : {}),
     ...(job.pythonEnv ? { pythonEnv: job.pythonEnv } : {}),
+    ...(job.image ? { image: job.image } : {}),
   };
 }
 

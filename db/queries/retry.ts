@@ -30,6 +30,7 @@ export async function createRetryAttempt(tx: Tx, job: Job, patch: RetryPatch): P
       workingDir: config.workingDir,
       code: config.code ?? null,
       pythonEnv: config.pythonEnv ?? null,
+      image: config.image ?? null,
       gpus: config.gpus,
       nodes: config.nodes ?? 1,
       memoryMb: config.memoryMb ?? null,

@@ -47,6 +47,8 @@ export const jobs = pgTable(
     code: jsonb('code').$type<CodeSnapshot>(),
     /** The Python environment its nodes build with uv and run it in (`gpuctl submit --python-env`; domain/python-env.ts). Null: none. */
     pythonEnv: jsonb('python_env').$type<PythonEnv>(),
+    /** The OCI image its nodes' container runtime runs the command in (`gpuctl submit --image`; domain/container-image.ts). Null: none, a plain process. */
+    image: text('image'),
     env: jsonb('env').$type<Record<string, string>>().notNull(),
     /** Names of the job's secret variables; their values are in job_secrets, never in this row, an API answer or Temporal. */
     secretNames: jsonb('secret_names').$type<string[]>().notNull().default([]),

@@ -13,6 +13,8 @@ import { looksLikeToken } from '../../runtime/tokens.ts';
 import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
 import { AttemptCgroups, containmentLine, containmentRefusal } from '../../activities/gpu-host/cgroup.ts';
 import { jobCpuWeightOf } from '../../activities/gpu-host/cgroup-cpu.ts';
+import { detectPodman } from '../../activities/gpu-host/container-run.ts';
+import { PODMAN, RUNTIME_LABEL } from '../../domain/container-image.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
 import { reportAttemptEvent } from '../../activities/gpu-host/launch.ts';
@@ -113,7 +115,11 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   const agentLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'agent', nodeId: o.nodeId });
   if (!roots) agentLogger.warn('working dirs are not confined: attempts may work in any folder this user can reach (confine them with gpuctl agent --allowed-root DIR or GPUPLANE_ALLOWED_ROOTS)');
   const { gpus, source } = await readInventory(o.nodeId, o.fakeGpus);
-  const inventory: NodeInventory = { nodeId: o.nodeId, labels: o.labels, hostname: os.hostname(), address: o.address ?? null, gpus };
+  // A node with podman runs image jobs, and says so with a label (a label given on the command line wins).
+  const podman = await detectPodman();
+  const labels = podman ? { [RUNTIME_LABEL]: PODMAN, ...o.labels } : o.labels;
+  if (podman) agentLogger.info(`container runtime: ${podman.version} (${podman.bin}); image jobs run here (label ${RUNTIME_LABEL}=${PODMAN})`);
+  const inventory: NodeInventory = { nodeId: o.nodeId, labels, hostname: os.hostname(), address: o.address ?? null, gpus };
   // Fails fast on a lost-after too short to fence in.
   livenessPlan(o.lostAfterMs, o.killGraceMs);
   // GPUPLANE_CGROUPS=off keeps attempts in process groups only, even where cgroups could be used.
@@ -205,6 +211,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       allowedRoots: o.allowedRoots,
       jobUsers,
       pythonEnvs,
+      podman,
       resumeCache: o.store ? new CheckpointCache(cacheDirFromEnv(o.nodeId), o.store) : undefined,
       store: o.store ?? undefined,
       note: o.nodeToken ? (spec, n) => reportAttemptEvent(api, spec, n) : undefined,

@@ -16,6 +16,7 @@ import { codeCacheDirFromEnv, CodeCache } from '../code-fetch.ts';
 import { envCacheDirFromEnv, EnvCache, venvVars } from '../python-env.ts';
 import { jobUserFor, workingDirProblemFor, type JobUser } from '../job-users.ts';
 import { confirmLaunch, reportStarted } from '../launch.ts';
+import { cardDevices, containerCommand, containerFileText, containerMounts, containerName, podmanEnv } from '../container-run.ts';
 import { workingDirProblem } from '../proc.ts';
 import { retryWhile } from '../retry-while.ts';
 import { SpawnFailed } from '../shim.ts';
@@ -153,9 +154,21 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     }
     // Taken before the process starts (by the scanner, as the job's user): whatever is there already is not this attempt's checkpoint.
     const before = watching ? ((await deps.checkpoints?.begin(spec)) ?? {}) : {};
+    // An image job: `podman run` in its place, as root; the container's process is the job's user (container-run.ts).
+    let container: { command: string[]; file: string; env: NodeJS.ProcessEnv } | null = null;
+    if (spec.image) {
+      const podman = deps.podman ?? null;
+      if (!podman) {
+        deps.checkpoints?.abandon(spec);
+        return spawnError(logPath, `the job runs in image ${spec.image}, and node ${deps.nodeId} has no container runtime (podman; GPUPLANE_PODMAN names it)`);
+      }
+      const name = containerName(spec.jobId, spec.attempt);
+      const mounts = containerMounts(spec.workingDir, watching ? path.resolve(spec.workingDir, spec.watchDir!) : null, env, hostfile ? [hostfile] : []);
+      container = { command: containerCommand({ podman, name, image: spec.image, command: spec.command, workingDir: spec.workingDir, env, mounts, devices: cardDevices(spec.gpuIndices), user, secretNames: Object.keys(secrets), memoryMb: spec.memoryMb, maxPids: pt.cgroups?.pidsBase ? pt.cgroups.maxPids : null }), file: containerFileText(podman, name), env: podmanEnv(env) };
+    }
     let entry: Live;
     try {
-      entry = pt.spawn(spec, env, logPath, plan, user, before);
+      entry = pt.spawn(spec, env, logPath, plan, container ? null : user, before, container);
       held.entry = entry;
     } catch (err) {
       deps.checkpoints?.abandon(spec);
