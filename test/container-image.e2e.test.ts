@@ -131,13 +131,17 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     fs.chmodSync(work, 0o777);
     onTestFinished(() => fs.rmSync(work, { recursive: true, force: true }));
     // The port guard (nftables, by uid) keeps the container off Temporal as it keeps a plain job; the API stays open to it.
-    const id = await submit(['--project', 'img-users', '--selector', 'node=ct-u', '--workdir', work, '--', 'sh', '-c', `echo "uid=$(id -u) gid=$(id -g)"; touch made-here; ${probe('temporal', ...temporal())}; ${probe('api', new URL(c.apiUrl).hostname, new URL(c.apiUrl).port)}`]);
+    const id = await submit(['--project', 'img-users', '--selector', 'node=ct-u', '--workdir', work, '--', 'sh', '-c', `echo "uid=$(id -u) gid=$(id -g)"; grep -E '^(NoNewPrivs|CapBnd|CapEff):' /proc/self/status; touch made-here; ${probe('temporal', ...temporal())}; ${probe('api', new URL(c.apiUrl).hostname, new URL(c.apiUrl).port)}`]);
     const done = await c.client.waitFor(id, undefined, 30_000);
     expect(done.state, done.attempts.at(-1)?.reason ?? '').toBe('SUCCEEDED');
     const [, uid, gid] = /uid=(\d+) gid=(\d+)/.exec(await logWith(id, 'uid='))!;
     expect(Number(uid)).toBeGreaterThanOrEqual(3450000);
     expect(fs.statSync(path.join(work, 'made-here'))).toMatchObject({ uid: Number(uid), gid: Number(gid) });
     const log = await logWith(id, 'api=');
+    // No capability, and no setuid binary of the image can make it the node's root.
+    expect(log).toMatch(/^NoNewPrivs:\s+1$/m);
+    expect(log).toMatch(/^CapBnd:\s+0+$/m);
+    expect(log).toMatch(/^CapEff:\s+0+$/m);
     expect(log).toContain('temporal=refused');
     expect(log).toContain('api=reached');
   });

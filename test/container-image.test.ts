@@ -58,7 +58,7 @@ describe('container images (issue 45 part 2): the pure parts', () => {
       maxPids: 4096,
     });
     expect(cmd.join(' ')).toBe(
-      '/usr/bin/podman run --rm --name gpuplane-job_1-2 --network host --pull missing --user 1001:1001 --memory 512m --memory-swap 512m --pids-limit 4096 --volume /w:/w --volume /ckpt:/ckpt:ro --device /dev/nvidia1 --env API_KEY --env CUDA_VISIBLE_DEVICES --env GPUPLANE_TOKEN --env HOME=/w --env LD_PRELOAD=/w/evil.so --workdir /w --runtime runc gpuplane-test/busybox:1 sh -c echo hi',
+      '/usr/bin/podman run --rm --name gpuplane-job_1-2 --network host --pull missing --user 1001:1001 --cap-drop all --security-opt no-new-privileges --memory 512m --memory-swap 512m --pids-limit 4096 --volume /w:/w --volume /ckpt:/ckpt:ro --device /dev/nvidia1 --env API_KEY --env CUDA_VISIBLE_DEVICES --env GPUPLANE_TOKEN --env HOME=/w --env LD_PRELOAD=/w/evil.so --workdir /w --runtime runc gpuplane-test/busybox:1 sh -c echo hi',
     );
     expect(podmanEnv(env)).toEqual({ PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C', CUDA_VISIBLE_DEVICES: '1,3', GPUPLANE_TOKEN: 'secret-ish', API_KEY: 's3cret' });
   });

@@ -113,7 +113,11 @@ export function containerCommand(r: ContainerRun): string[] {
     'host',
     '--pull',
     'missing',
-    ...(r.user ? ['--user', `${r.user.uid}:${r.user.gid}`] : []),
+    // A job user's container gains nothing past that user: no capability, and no setuid binary of
+    // the image (which the job chose) can make it root, who is the node's root here (no user namespace).
+    ...(r.user ? ['--user', `${r.user.uid}:${r.user.gid}`, '--cap-drop', 'all'] : []),
+    '--security-opt',
+    'no-new-privileges',
     ...(r.memoryMb ? ['--memory', `${r.memoryMb}m`, '--memory-swap', `${r.memoryMb}m`] : []),
     ...(r.maxPids ? ['--pids-limit', String(r.maxPids)] : []),
     ...mounts.flatMap(([p, ro]) => ['--volume', `${p}:${p}${ro ? ':ro' : ''}`]),
