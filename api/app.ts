@@ -12,6 +12,7 @@ import { DEFAULT_PROJECT_POINTS, DEFAULT_RUN_POINTS } from '../domain/point-buck
 import { projectOfRun } from '../db/queries/auth.ts';
 import { installSecurityHeaders } from './auth/security-headers.ts';
 import { installInputGuard } from './input-guard.ts';
+import { installImageCheck } from './container-image.ts';
 import { installMethodCheck } from './methods.ts';
 import { CHECK_RESPONSES_ENV, installResponseCheck } from './response-check.ts';
 import { jobRoutes } from './routes/jobs.ts';
@@ -77,6 +78,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
   await registerGuards(app, deps.guards ?? {});
   installMethodCheck(app);
   installInputGuard(app);
+  installImageCheck(app);
   declareMachineryResponses(app, '/api/v1', deps.auth !== null);
   if (process.env[CHECK_RESPONSES_ENV] === '1') installResponseCheck(app, '/api/v1');
   app.addSchema(ErrorBody);

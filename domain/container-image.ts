@@ -8,7 +8,7 @@
 export const RUNTIME_LABEL = 'runtime';
 export const PODMAN = 'podman';
 
-/** The longest reference taken (a name is at most 255 characters, a digest adds ~72). */
+/** The longest reference taken (a registry's name is at most 255 characters, a tag 128, a digest ~72). */
 export const IMAGE_REF_MAX = 400;
 
 // After distribution/reference's grammar: [domain[:port]/]path[:tag][@digest].
@@ -17,7 +17,9 @@ const DOMAIN_PART = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
 const DOMAIN = `(?:${DOMAIN_PART}(?:\\.${DOMAIN_PART})*|\\[[0-9a-fA-F:]+\\])(?::[0-9]+)?`;
 const TAG = '[\\w][\\w.-]{0,127}';
 const DIGEST = '[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}';
-const REFERENCE = new RegExp(`^(?:(${DOMAIN})/)?(${COMPONENT}(?:/${COMPONENT})*)(?::(${TAG}))?(?:@(${DIGEST}))?$`);
+/** The whole grammar, as the API's document states it (its schema's pattern) and imageRefProblem checks it. */
+export const IMAGE_REF_PATTERN = `^(?:(${DOMAIN})/)?(${COMPONENT}(?:/${COMPONENT})*)(?::(${TAG}))?(?:@(${DIGEST}))?$`;
+const REFERENCE = new RegExp(IMAGE_REF_PATTERN);
 
 /** Why `ref` is not an image reference a runtime would pull, in one line, or null. */
 export function imageRefProblem(ref: string): string | null {
@@ -26,8 +28,7 @@ export function imageRefProblem(ref: string): string | null {
   if (ref.length > IMAGE_REF_MAX) return `${what} (longer than ${IMAGE_REF_MAX} characters)`;
   const m = REFERENCE.exec(ref);
   if (!m) return `${what} (name[:tag][@digest]: lower-case name, e.g. docker.io/library/python:3.12)`;
-  // A first component with a dot or a port is a registry; the rest of the name is its path.
-  if (m[2].length > 255) return `${what} (a name longer than 255 characters)`;
+  // A registry's own limits (a name of at most 255 characters, say) are the runtime's to say: its pull fails with its line.
   return null;
 }
 

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { JOB_STATES } from '../../domain/job-states.ts';
 import { JOB_TYPES } from '../../domain/job-types.ts';
-import { IMAGE_REF_MAX } from '../../domain/container-image.ts';
+import { IMAGE_REF_MAX, IMAGE_REF_PATTERN } from '../../domain/container-image.ts';
 import { MAX_MEMORY_MB, MIN_MEMORY_MB } from '../../domain/memory-limit.ts';
 import { RESERVED_SECRET_NAME } from '../../domain/secret-env.ts';
 import { CodeRefSchema, CodeSnapshotSchema } from './code.ts';
@@ -44,6 +44,7 @@ export const EvalPolicySchema = Type.Object(
 const ImageRef = Type.String({
   minLength: 1,
   maxLength: IMAGE_REF_MAX,
+  pattern: IMAGE_REF_PATTERN,
   description:
     "an OCI image the node's container runtime (podman) runs the command in (`gpuctl submit --image`, docs/environments.md): name[:tag][@digest]; the job is placed only on nodes labelled runtime=podman. Its working dir, checkpoint folder and cards are given to the container. Not with python_env",
 });
