@@ -147,11 +147,16 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
   });
 
   it('an agent restarted while its image job runs re-attaches: the job ends as attempt 1', async () => {
-    const id = await submit(['--gpus', '1', '--', 'sh', '-c', 'for i in 1 2 3 4 5; do echo tick $i; sleep 0.7; done']);
+    // It runs until told to end (a file in its working dir): however long the agent takes to come back, it is still running then.
+    const work = fs.mkdtempSync('/var/tmp/gpuplane-img-restart-');
+    fs.chmodSync(work, 0o777);
+    onTestFinished(() => fs.rmSync(work, { recursive: true, force: true }));
+    const id = await submit(['--gpus', '1', '--workdir', work, '--', 'sh', '-c', 'echo tick 1; echo tick 2; while [ ! -e go ]; do sleep 0.2; done; echo tick 5']);
     await logWith(id, 'tick 2', 30_000);
     await c.agents.get('ct-a')!.kill('SIGKILL');
     const agent = await c.addAgent(podmanAgent);
     expect(agent.output).toContain('re-attached to 1 running attempt');
+    fs.writeFileSync(path.join(work, 'go'), '');
     const done = await c.client.waitFor(id, undefined, 60_000);
     expect(done.attempts.map((a) => [a.attempt, a.state])).toEqual([[1, 'SUCCEEDED']]);
     expect(await logWith(id, 'tick 5')).toContain('tick 5');
