@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -8,7 +7,7 @@ import type { NodeEnvsJson } from '../cli/client.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { gpuctlIn } from './support/gpuctl-cli.ts';
 import { until } from './support/poll.ts';
-import { uvBinaryIn, writeDemoWheels } from './support/python-wheels.ts';
+import { removeEnvTree, uvBinaryIn, writeDemoWheels, writeFileIn } from './support/python-wheels.ts';
 
 const NODE = 'uv-bound';
 const PYTHON = fs.existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
@@ -45,15 +44,10 @@ describe('the bounded Python environment cache of a node', () => {
   });
   afterAll(async () => {
     await c?.stop();
-    execFileSync('chmod', ['-R', 'u+w', tmp]);
-    fs.rmSync(tmp, { recursive: true, force: true });
+    removeEnvTree(tmp);
   });
 
-  const file = (name: string, text: string) => {
-    const p = path.join(tmp, name);
-    fs.writeFileSync(p, text);
-    return p;
-  };
+  const file = (name: string, text: string) => writeFileIn(tmp, name, text);
   const submit = async (args: string[]) => {
     const r = await gpuctlIn(env, ['submit', '--type', 'CUSTOM', '--gpus', '1', ...args]);
     expect(r.code, r.stderr).toBe(0);

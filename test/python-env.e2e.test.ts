@@ -10,7 +10,7 @@ import type { Run, RunEvent } from '../web/src/types.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { gpuctlIn } from './support/gpuctl-cli.ts';
 import { until } from './support/poll.ts';
-import { copyRealWheel, uvBinaryIn, writeDemoWheels, writeSlowSdist } from './support/python-wheels.ts';
+import { copyRealWheel, removeEnvTree, uvBinaryIn, writeDemoWheels, writeFileIn, writeSlowSdist } from './support/python-wheels.ts';
 
 const NODE = 'uv-a';
 // The system's Python where there is one: the build user (nobody, where the agent is root) may not reach a Python under root's home.
@@ -45,17 +45,10 @@ describe('Python environments built with uv on the node', () => {
   });
   afterAll(async () => {
     await c?.stop();
-    // The environments are read-only, to their owner too: writable again before they go.
-    execFileSync('chmod', ['-R', 'u+w', tmp]);
-    fs.rmSync(tmp, { recursive: true, force: true });
+    removeEnvTree(tmp);
   });
 
-  const file = (name: string, text: string) => {
-    const p = path.join(tmp, name);
-    fs.mkdirSync(path.dirname(p), { recursive: true });
-    fs.writeFileSync(p, text);
-    return p;
-  };
+  const file = (name: string, text: string) => writeFileIn(tmp, name, text);
   const submit = async (args: string[]) => {
     const r = await gpuctlIn(env, ['submit', '--type', 'CUSTOM', '--gpus', '1', ...args]);
     expect(r.code, r.stderr).toBe(0);

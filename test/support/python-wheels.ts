@@ -108,3 +108,17 @@ export function writeSlowSdist(dir: string, name: string, version: string, secon
   fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
   execFileSync('python3', ['-c', SLOW_SDIST_SCRIPT, dir, name, version, String(seconds)], { stdio: 'pipe' });
 }
+
+/** Removes a test's folder with the read-only environments in it (writable again first: they are read-only to their owner too). */
+export function removeEnvTree(dir: string): void {
+  execFileSync('chmod', ['-R', 'u+w', dir]);
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
+/** Writes `text` to `name` under `dir` (its folders made), and gives its path: a test's requirements files. */
+export function writeFileIn(dir: string, name: string, text: string): string {
+  const p = path.join(dir, name);
+  fs.mkdirSync(path.dirname(p), { recursive: true });
+  fs.writeFileSync(p, text);
+  return p;
+}
