@@ -151,6 +151,9 @@ export class ProcessTable {
     killGroup(entry.pid, 'SIGTERM');
     const grace = new Promise<void>((r) => setTimeout(r, graceMs).unref());
     await Promise.race([entry.exited, grace]);
+    // An image job's container first: one whose conmon the cgroup's kill took (it is in the
+    // attempt's cgroups) is left "stopping", and podman's rm fails on it for a while.
+    await removeContainerOf(this.file(entry.jobId, entry.attempt, 'container'));
     killGroup(entry.pid, 'SIGKILL');
     AttemptCgroups.kill(entry.cgroup);
     await entry.exited;
@@ -164,7 +167,7 @@ export class ProcessTable {
    */
   async killLeftovers(entry: Live): Promise<void> {
     killGroup(entry.pid, 'SIGKILL');
-    // An image job's container is conmon's, outside the group (and its cgroups): removed by name.
+    // An image job's container is conmon's, outside the group: removed by name.
     await removeContainerOf(this.file(entry.jobId, entry.attempt, 'container'));
     await AttemptCgroups.remove(entry.cgroup);
     this.sweep(entry);
