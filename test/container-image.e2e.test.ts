@@ -131,7 +131,8 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
       ctx.skip();
     }
     // It says where it is, then grows a shell variable from /dev/zero until the kernel stops it.
-    const id = await submit(['--gpus', '1', '--memory', '64M', '--', 'sh', '-c', 'cat /proc/self/cgroup; echo listed; x=$(tr "\\0" x </dev/zero); echo survived']);
+    const work = fs.mkdtempSync(path.join(c.work, 'img-oom-'));
+    const id = await submit(['--gpus', '1', '--memory', '64M', '--workdir', work, '--', 'sh', '-c', 'cat /proc/self/cgroup; echo listed; x=$(tr "\\0" x </dev/zero); echo survived']);
     const done = await c.client.waitFor(id, undefined, 60_000);
     expect(done.state).toBe('FAILED');
     // Word for word what memory-limit.e2e asserts of a plain process.
@@ -141,6 +142,8 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     const below = `/gpuplane/ct-a/${id}.1/`;
     for (const h of ['pids', 'memory', 'cpu']) expect(log.split('\n').find((l) => l.split(':')[1]?.split(',').includes(h)), h).toContain(below);
     expect(log).not.toContain('survived');
+    // conmon (root) writes a file `oom` into its own folder: the agent's, never the job's, which the job's user could have linked anywhere.
+    expect(fs.readdirSync(work)).toEqual([]);
     // Nothing of it is left in any hierarchy, runc's empty folders included.
     await until('its cgroups removed', () => !execFileSync('find', ['/sys/fs/cgroup', '-maxdepth', '8', '-type', 'd', '-name', `${id}.1`], { encoding: 'utf8' }).trim(), 10_000);
   });

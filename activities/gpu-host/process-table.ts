@@ -118,7 +118,10 @@ export class ProcessTable {
       windowS: Math.max(1, Math.floor(timing.fenceAfterMs / 1000)),
       cgroup,
       command: container?.command ?? spec.command,
-      cwd: spec.workingDir,
+      // podman's own folder is not the job's (--workdir is): conmon, a root process, writes a file
+      // named `oom` into its folder when the container runs out of memory, and a job's user could
+      // have made that name a link to anywhere.
+      cwd: container ? this.podmanDir() : spec.workingDir,
       env: container?.env ?? env,
       logPath,
       user,
@@ -143,6 +146,13 @@ export class ProcessTable {
     const record: AttemptRecord = { spec, pid, startTime, logPath, cgroup, uid: user?.uid ?? null, ...(Object.keys(checkpointsBefore).length ? { checkpointsBefore } : {}) };
     writePrivateFile(this.file(spec.jobId, spec.attempt, 'json'), JSON.stringify(record));
     return entry;
+  }
+
+  /** The folder an image job's podman runs in: the agent's own (see spawn). */
+  private podmanDir(): string {
+    const dir = path.join(this.runDir, 'podman');
+    makePrivateDir(dir);
+    return dir;
   }
 
   /** SIGTERM to the whole process group, SIGKILL after the grace period. */
