@@ -8,6 +8,9 @@
 export const RUNTIME_LABEL = 'runtime';
 export const PODMAN = 'podman';
 
+/** The system tag of a run whose attempt ran in an image: the reference (the console's run page shows it). */
+export const IMAGE_TAG = 'image';
+
 /** The longest reference taken (a registry's name is at most 255 characters, a tag 128, a digest ~72). */
 export const IMAGE_REF_MAX = 400;
 

@@ -6,8 +6,11 @@
  * build its unions from the constants here, and YAML text is read by a parser the caller hands in.
  */
 import { codeRefProblem, type CodeRef, type CodeSnapshot } from './code-snapshot.ts';
+import { command, fail, image, int, num, object, oneOf, SweepSpecError, text } from './sweep-spec-fields.ts';
 import { PYTHON_ENV_BODY_FIELDS, type PythonEnv, type PythonEnvBody } from './python-env.ts';
 import { MAX_MEMORY_MB, MIN_MEMORY_MB } from './memory-limit.ts';
+
+export { SweepSpecError } from './sweep-spec-fields.ts';
 
 export const SWEEP_METHODS = ['grid', 'random', 'asha'] as const;
 export type SweepMethod = (typeof SWEEP_METHODS)[number];
@@ -36,6 +39,8 @@ export interface SweepSpec {
   code?: string | CodeRef | CodeSnapshot;
   /** The trials' one Python environment (domain/python-env.ts): in a file, a path gpuctl reads; in the API's body, the files' text; stored checked, with its hash. */
   python_env?: string | PythonEnvBody | PythonEnv;
+  /** The trials' one container image (domain/container-image.ts): an OCI reference; every trial runs in it, on a node with a runtime. Not with python_env. */
+  image?: string;
   gpus?: number;
   nodes?: number;
   gpus_per_node?: number;
@@ -66,17 +71,6 @@ export function sweepMetricOf(spec: SweepSpec, primary: { name: string; goal: 'm
   return spec.metric ?? { name: primary.name, goal: primary.goal === 'min' ? 'minimize' : 'maximize' };
 }
 
-/** What is wrong with a sweep file, and where: `field` is a dotted path into the file. */
-export class SweepSpecError extends Error {
-  constructor(
-    readonly field: string,
-    readonly problem: string,
-  ) {
-    super(field ? `${field}: ${problem}` : problem);
-    this.name = 'SweepSpecError';
-  }
-}
-
 export function isRangeParameter(p: SweepParameter): p is RangeParameter {
   return !('values' in p);
 }
@@ -93,7 +87,7 @@ export function sweepTrialCount(spec: SweepSpec): number {
   return Math.min(size, spec.max_trials ?? size);
 }
 
-const TOP_FIELDS = ['project', 'experiment', 'command', 'workdir', 'code', 'python_env', 'gpus', 'nodes', 'gpus_per_node', 'memory_mb', 'env', 'watch', 'eval', 'metric', 'method', 'max_trials', 'max_concurrent', 'parameters', 'asha', 'seed', 'retry_failed'];
+const TOP_FIELDS = ['project', 'experiment', 'command', 'workdir', 'code', 'python_env', 'image', 'gpus', 'nodes', 'gpus_per_node', 'memory_mb', 'env', 'watch', 'eval', 'metric', 'method', 'max_trials', 'max_concurrent', 'parameters', 'asha', 'seed', 'retry_failed'];
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const PARAM_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
 /** Names that would set an object's prototype, not a key, where a caller copies with Object.assign or `obj[name] =`. */
@@ -128,6 +122,8 @@ export function validateSweepSpec(value: unknown): SweepSpec {
   if (o.code !== undefined) spec.code = code(o.code);
   if (spec.code !== undefined && spec.workdir !== undefined) fail('code', 'give code (a folder gpuctl uploads, which every trial runs in) or workdir (a folder on the nodes), not both');
   if (o.python_env !== undefined) spec.python_env = pythonEnv(o.python_env);
+  if (o.image !== undefined) spec.image = image(o.image);
+  if (spec.image !== undefined && spec.python_env !== undefined) fail('image', 'give an image or a python_env, not both (an image brings its own Python; install the packages into it)');
   if (o.gpus !== undefined) spec.gpus = int(o.gpus, 'gpus', 0, 64);
   if (o.nodes !== undefined) spec.nodes = int(o.nodes, 'nodes', 1, 256);
   if (o.gpus_per_node !== undefined) spec.gpus_per_node = int(o.gpus_per_node, 'gpus_per_node', 0, 64);
@@ -249,51 +245,4 @@ function pythonEnv(value: unknown): string | PythonEnvBody {
   for (const k of Object.keys(o)) if (!(PYTHON_ENV_BODY_FIELDS as readonly string[]).includes(k)) fail(`python_env.${k}`, 'unknown field (requirements, pylock, or pyproject with uv_lock)');
   for (const k of PYTHON_ENV_BODY_FIELDS) if (o[k] !== undefined) text(o[k], `python_env.${k}`);
   return Object.keys(o).length ? (o as PythonEnvBody) : fail('python_env', 'give requirements, pylock, or pyproject with uv_lock');
-}
-
-function command(value: unknown, at: string, required: boolean): string | string[] | undefined {
-  if (value === undefined) return required ? fail(at, 'required') : undefined;
-  if (typeof value === 'string') {
-    if (!value.trim()) fail(at, 'must not be blank');
-    return value;
-  }
-  if (!Array.isArray(value) || value.length === 0) fail(at, 'must be a string or a non-empty list of strings');
-  value.forEach((v: unknown, i) => {
-    if (typeof v !== 'string' || v === '') fail(`${at}[${i}]`, 'must be a non-empty string');
-  });
-  if (!(value as string[]).some((v) => v.trim())) fail(at, 'must not be blank');
-  return value as string[];
-}
-
-function object(value: unknown, at: string): Record<string, unknown> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) fail(at, 'must be a mapping (an object)');
-  return value as Record<string, unknown>;
-}
-
-function text(value: unknown, at: string): string {
-  if (typeof value !== 'string' || !value.trim()) fail(at, 'must be a non-empty string');
-  return value as string;
-}
-
-function num(value: unknown, at: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value)) fail(at, 'must be a finite number');
-  return value as number;
-}
-
-function int(value: unknown, at: string, min: number, max: number): number {
-  if (typeof value !== 'number' || !Number.isInteger(value)) fail(at, 'must be an integer');
-  const n = value as number;
-  if (n < min || n > max) fail(at, max === Number.MAX_SAFE_INTEGER ? `must be at least ${min}` : `must be from ${min} to ${max}`);
-  return n;
-}
-
-function oneOf<T extends string>(value: unknown, at: string, options: readonly T[], required: boolean): T | undefined {
-  if (value === undefined && !required) return undefined;
-  if (value === undefined) fail(at, `required: ${options.join(' | ')}`);
-  if (!options.includes(value as T)) fail(at, `must be one of ${options.join(' | ')}, not ${JSON.stringify(value)}`);
-  return value as T;
-}
-
-function fail(field: string, problem: string): never {
-  throw new SweepSpecError(field, problem);
 }

@@ -3,6 +3,7 @@
  * (GPUPLANE_PARAMS, and its run's params) and the sweep named in its environment.
  */
 import { ashaRungSteps, ashaSettings } from './asha.ts';
+import { placementSelector } from './container-image.ts';
 import type { CodeSnapshot } from './code-snapshot.ts';
 import type { EvalPolicy } from './eval-policy.ts';
 import type { PythonEnv } from './python-env.ts';
@@ -15,6 +16,10 @@ export interface TrialJobConfig {
   /** The sweep's one snapshot (resolved by the API when the sweep was made); null: none. */
   code: CodeSnapshot | null;
   pythonEnv: PythonEnv | null;
+  /** The sweep's container image; null: a plain process. */
+  image: string | null;
+  /** Where it may be placed: only on a node with a container runtime where it has an image. */
+  selector: Record<string, string>;
   gpus: number;
   nodes: number;
   /** MiB on each node; null: no limit. */
@@ -51,6 +56,8 @@ export function trialJobConfig(spec: SweepSpec, sweepId: string, trial: number, 
     workingDir: spec.workdir ?? '/tmp',
     code: typeof spec.code === 'object' && 'key' in spec.code ? spec.code : null,
     pythonEnv: typeof spec.python_env === 'object' && 'sha256' in spec.python_env ? spec.python_env : null,
+    image: spec.image ?? null,
+    selector: placementSelector({}, spec.image),
     gpus: spec.gpus ?? spec.gpus_per_node ?? 1,
     nodes,
     memoryMb: spec.memory_mb ?? null,

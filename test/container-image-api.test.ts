@@ -4,7 +4,8 @@ import { configOfAttempt } from '../db/queries/next-attempt.ts';
 import { createAttemptRun } from '../db/queries/attempt-run.ts';
 import { createEvaluationJob } from '../db/queries/evaluations.ts';
 import { createRetryAttempt } from '../db/queries/retry.ts';
-import { checkpoints, jobs, type Job } from '../db/schema.ts';
+import { createTrialJob } from '../db/queries/sweeps.ts';
+import { checkpoints, jobs, runs, sweeps, type Job } from '../db/schema.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
 const IMAGE = 'registry.example.com/team/train:v1';
@@ -72,5 +73,29 @@ describe('image of a job', () => {
     const [ck] = await t.database.db.select().from(checkpoints).where(eq(checkpoints.id, 'ckpt-img'));
     const ev = await createEvaluationJob(t.database.db, ck, source, { selector: { pool: 'c' } });
     expect(ev!.job).toMatchObject({ image: IMAGE, selector: { pool: 'c', runtime: 'podman' } });
+  });
+
+  it("a sweep's trials run in the sweep's image, on a node with the runtime; a bad one or one with a python_env is a 400 that makes no sweep; the run's tag names it", async () => {
+    const sweep = (extra: Record<string, unknown>) => t.app.inject({ method: 'POST', url: '/api/v1/sweeps', payload: { project: 'img-sweep', command: 'python train.py', workdir: '/data', method: 'grid', gpus: 0, parameters: { lr: { values: [1, 2] } }, ...extra } });
+    for (const [extra, want] of [
+      [{ image: 'Train:v1' }, /^image "Train:v1" is not an OCI image reference/],
+      [{ image: IMAGE, python_env: { requirements: 'numpy\n' } }, /give an image or a python_env, not both/],
+    ] as const) {
+      const res = await sweep(extra);
+      expect(res.statusCode, res.body).toBe(400);
+      expect(String(res.json().message)).toMatch(want);
+    }
+    expect(await t.database.db.select().from(sweeps)).toHaveLength(0);
+    const res = await sweep({ image: IMAGE });
+    // The sweep's workflow needs Temporal, which this app has none of: the row and its trials' jobs are what is looked at.
+    const [row] = await t.database.db.select().from(sweeps);
+    expect(row, res.body).toBeDefined();
+    expect(row.spec).toMatchObject({ image: IMAGE });
+    for (const trial of [0, 1]) {
+      const { job } = await createTrialJob(t.database.db, row.id, trial);
+      expect(job).toMatchObject({ image: IMAGE, selector: { runtime: 'podman' } });
+      const runId = await createAttemptRun(t.database.db, job, 1);
+      expect((await t.database.db.select().from(runs).where(eq(runs.id, runId)))[0].systemTags).toMatchObject({ image: IMAGE, 'sweep.trial': String(trial) });
+    }
   });
 });

@@ -2,6 +2,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
+import { NO_MEMORY_LIMIT } from '../activities/gpu-host/cgroup.ts';
 import { prepareTestImage, TEST_IMAGE } from './support/busybox-image.ts';
 import { startCluster, type Cluster } from './support/cluster.ts';
 import { gpuctlIn } from './support/gpuctl-cli.ts';
@@ -122,6 +123,29 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     // The agent's grace (GPUPLANE_KILL_GRACE_S=2) passed before the kill.
     expect(Date.now() - asked).toBeGreaterThanOrEqual(1900);
     await until('the container removed', () => !containers().includes(`gpuplane-${id}-1`), 10_000);
+  });
+
+  it("runs in the attempt's cgroups: over its memory limit it ends with a bare job's OOM reason, and no cgroup of it is left", async (ctx) => {
+    if (c.agents.get('ct-a')!.output.includes(NO_MEMORY_LIMIT)) {
+      console.log('skipped: the agent has no memory controller here');
+      ctx.skip();
+    }
+    // It says where it is, then grows a shell variable from /dev/zero until the kernel stops it.
+    const work = fs.mkdtempSync(path.join(c.work, 'img-oom-'));
+    const id = await submit(['--gpus', '1', '--memory', '64M', '--workdir', work, '--', 'sh', '-c', 'cat /proc/self/cgroup; echo listed; x=$(tr "\\0" x </dev/zero); echo survived']);
+    const done = await c.client.waitFor(id, undefined, 60_000);
+    expect(done.state).toBe('FAILED');
+    // Word for word what memory-limit.e2e asserts of a plain process.
+    expect(done.reason).toBe(`out of memory: the job's limit is 64 MiB (memory_mb); exit signal SIGKILL — hint: give it more, e.g. gpuctl retry ${id} --memory 128M`);
+    // Its processes were below the attempt's cgroups (counted by its pids.max, weighed by the jobs' CPU weight, ended by its cgroup.kill).
+    const log = await logWith(id, 'listed');
+    const below = `/gpuplane/ct-a/${id}.1/`;
+    for (const h of ['pids', 'memory', 'cpu']) expect(log.split('\n').find((l) => l.split(':')[1]?.split(',').includes(h)), h).toContain(below);
+    expect(log).not.toContain('survived');
+    // conmon (root) writes a file `oom` into its own folder: the agent's, never the job's, which the job's user could have linked anywhere.
+    expect(fs.readdirSync(work)).toEqual([]);
+    // Nothing of it is left in any hierarchy, runc's empty folders included.
+    await until('its cgroups removed', () => !execFileSync('find', ['/sys/fs/cgroup', '-maxdepth', '8', '-type', 'd', '-name', `${id}.1`], { encoding: 'utf8' }).trim(), 10_000);
   });
 
   it.skipIf(noJobUsers !== null)("where jobs run as users of their own, the container's process is the project's user (podman itself is root's), kept off Temporal by the port guard", async () => {

@@ -4,7 +4,8 @@ import { imageRefProblem, placementSelector } from '../domain/container-image.ts
 import { neverFitsReason } from '../domain/placement.ts';
 import { classifyFailure } from '../domain/failure.ts';
 import { freeCardsReason } from '../domain/queue-reasons.ts';
-import { containerCommand, containerName, podmanEnv } from '../activities/gpu-host/container-run.ts';
+import { containerCgroupParent } from '../activities/gpu-host/cgroup-container.ts';
+import { containerCommand, containerExit, containerName, podmanEnv } from '../activities/gpu-host/container-run.ts';
 
 describe('container images (issue 45 part 2): the pure parts', () => {
   it('takes OCI references and refuses the rest in one line', () => {
@@ -61,6 +62,21 @@ describe('container images (issue 45 part 2): the pure parts', () => {
       '/usr/bin/podman run --rm --name gpuplane-job_1-2 --network host --pull missing --user 1001:1001 --cap-drop all --security-opt no-new-privileges --memory 512m --memory-swap 512m --pids-limit 4096 --volume /w:/w --volume /ckpt:/ckpt:ro --device /dev/nvidia1 --env API_KEY --env CUDA_VISIBLE_DEVICES --env GPUPLANE_TOKEN --env HOME=/w --env LD_PRELOAD=/w/evil.so --workdir /w --runtime runc gpuplane-test/busybox:1 sh -c echo hi',
     );
     expect(podmanEnv(env)).toEqual({ PATH: '/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C', CUDA_VISIBLE_DEVICES: '1,3', GPUPLANE_TOKEN: 'secret-ish', API_KEY: 's3cret' });
+  });
+
+  it("below the attempt's cgroups where the node holds its limits in v1 hierarchies (a hybrid host); podman's own cgroups on a unified one", () => {
+    expect(containerCgroupParent({ base: '/u/gpuplane/n1', pidsBase: '/p/gpuplane/n1', memoryBase: '/m/own/gpuplane/n1' }, 'n1', 'job_1', 2)).toBe('gpuplane/n1/job_1.2');
+    expect(containerCgroupParent({ base: null, pidsBase: '/p/gpuplane/n1', memoryBase: null }, 'n1', 'job_1', 2)).toBe('gpuplane/n1/job_1.2');
+    expect(containerCgroupParent({ base: '/u/gpuplane/n1', pidsBase: '/u/gpuplane/n1', memoryBase: '/u/gpuplane/n1' }, 'n1', 'job_1', 2)).toBeNull();
+    expect(containerCgroupParent({ base: '/u/gpuplane/n1', pidsBase: null, memoryBase: null }, 'n1', 'job_1', 2)).toBeNull();
+    const cmd = containerCommand({ podman: { bin: '/usr/bin/podman', version: '', runArgs: [] }, name: 'x', image: 'i:1', command: ['true'], workingDir: '/w', env: {}, mounts: [], devices: [], user: null, secretNames: [], cgroupParent: 'gpuplane/n1/job_1.2' });
+    expect(cmd.join(' ')).toContain('--cgroups no-conmon --cgroup-parent gpuplane/n1/job_1.2 ');
+  });
+
+  it("podman's 128+N is its container's process killed by signal N, as a plain process's status says it", () => {
+    expect(containerExit({ code: 137, signal: null })).toEqual({ code: null, signal: 'SIGKILL' });
+    expect(containerExit({ code: 143, signal: null })).toEqual({ code: null, signal: 'SIGTERM' });
+    for (const r of [{ code: 1, signal: null }, { code: 128, signal: null }, { code: 125, signal: null }, { code: null, signal: 'SIGKILL' }, { code: 250, signal: null }]) expect(containerExit(r)).toEqual(r);
   });
 
   it("podman's own failure (exit 125: the image not pulled) is said as such, with the image; a plain job's 125 is its own", () => {

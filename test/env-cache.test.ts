@@ -1,11 +1,13 @@
 import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { InvalidArgumentError } from 'commander';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { EnvCache } from '../activities/gpu-host/python-env.ts';
 import { envCacheSizeArg } from '../cli/args.ts';
+import type { PythonEnv } from '../domain/python-env.ts';
 import { DEFAULT_ENV_CACHE_BYTES, envsToEvict, formatBytes, parseEnvCacheSize } from '../domain/env-cache.ts';
 import { gpuctlIn } from './support/gpuctl-cli.ts';
 import { until } from './support/poll.ts';
@@ -108,6 +110,55 @@ describe('the bound of the Python environment cache', () => {
       expect(cache.list().map((e) => [e.key, e.inUse])).toEqual(expect.arrayContaining([[hex('a'), 0], [hex('d'), 0]]));
       expect(cache.list()).toHaveLength(2);
     });
+  });
+
+  it("two agents sharing one cache folder build an environment once: the second waits for the first's lock, says so, and gets the same folder", async () => {
+    // Traversable by the build user (nobody, where this runs as root): not a mkdtemp folder (0700).
+    const base = `/tmp/gpuplane-env-lock-${randomBytes(4).toString('hex')}`;
+    fs.mkdirSync(base, { mode: 0o755 });
+    fs.chmodSync(base, 0o755);
+    onTestFinished(() => {
+      execFileSync('chmod', ['-R', 'u+w', base]);
+      fs.rmSync(base, { recursive: true, force: true });
+    });
+    const installs = path.join(base, 'installs');
+    fs.writeFileSync(installs, '');
+    fs.chmodSync(installs, 0o666);
+    // A uv that makes a venv of the system's Python and whose install waits until the test says go.
+    const uv = path.join(base, 'uv');
+    fs.writeFileSync(
+      uv,
+      `#!/bin/sh
+case "$1" in
+  --version) echo "uv 0.0.0 (fake)" ;;
+  venv) for a; do d=$a; done; mkdir -p "$d/bin" && ln -s "$(command -v python3)" "$d/bin/python" ;;
+  pip) case "$2" in
+    install) echo "$$" >> ${installs}; while [ ! -e ${base}/go ]; do sleep 0.05; done ;;
+    freeze) echo "gpuplane-demo==1.0" ;;
+  esac ;;
+esac
+`,
+      { mode: 0o755 },
+    );
+    const tools = { uv, python: 'python3', buildUser: 'nobody' };
+    const root = path.join(base, 'cache');
+    const text = 'gpuplane-demo==1.0\n';
+    const env: PythonEnv = { kind: 'requirements', text, sha256: createHash('sha256').update(text).digest('hex') };
+    const notes: string[][] = [[], []];
+    const agents = [new EnvCache(root, tools, {}), new EnvCache(root, tools, {})];
+    const prepared = Promise.all(agents.map((a, i) => a.prepare(env, async (m) => void notes[i].push(m))));
+    await until("one agent's attempt waiting for the other's build", () => notes.flat().some((m) => m.includes("is being built or removed by another agent sharing this node's cache")) || null, 10_000);
+    fs.writeFileSync(path.join(base, 'go'), '');
+    const [a, b] = await prepared;
+    expect(a, notes.flat().join('\n')).toEqual(b);
+    expect('dir' in a && fs.existsSync(path.join(a.dir, 'bin', 'python'))).toBe(true);
+    // One install, by the agent that took the lock; the other found it built.
+    expect(fs.readFileSync(installs, 'utf8').trim().split('\n')).toHaveLength(1);
+    expect(notes.flat().filter((m) => m.includes(' built with '))).toHaveLength(1);
+    expect(notes.flat().filter((m) => m.includes("built by another agent sharing this node's cache"))).toHaveLength(1);
+    // Its lock is free again: an eviction (a bound of 0) takes it, and removes it.
+    const gone = await new EnvCache(root, tools, {}, { maxBytes: 0 }).evict();
+    expect(gone.map((e) => e.key)).toEqual(['key' in a ? a.key : '']);
   });
 
   it('gpuctl agent refuses a bad --env-cache-size (and GPUPLANE_ENV_CACHE_SIZE) in one line', async () => {

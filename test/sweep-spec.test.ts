@@ -186,6 +186,8 @@ describe('what a sweep fills in and what a trial runs', () => {
       workingDir: '/tmp',
       code: null,
       pythonEnv: null,
+      image: null,
+      selector: {},
       gpus: 4,
       nodes: 2,
       memoryMb: 2048,
@@ -204,6 +206,12 @@ describe('what a sweep fills in and what a trial runs', () => {
     const stored = { sha256, bytes: 10, key: `code/prj-1/${sha256}.tar` };
     expect(trialJobConfig({ ...grid, code: stored }, 's', 0, { x: 1 }).code).toEqual(stored);
     expect(trialJobConfig({ ...grid, code: 'src' }, 's', 0, { x: 1 }).code).toBeNull();
+    // image: an OCI reference every trial runs in, placed on a node with the runtime; not with python_env.
+    expect(validateSweepSpec({ ...grid, image: 'localhost/team/train:1' }).image).toBe('localhost/team/train:1');
+    expect(() => validateSweepSpec({ ...grid, image: 'Not An Image' })).toThrow(/^image: "Not An Image" is not an OCI image reference/);
+    expect(() => validateSweepSpec({ ...grid, image: 'busybox:1', python_env: 'requirements.txt' })).toThrow(/^image: give an image or a python_env, not both/);
+    expect(trialJobConfig({ ...grid, image: 'busybox:1' }, 's', 0, { x: 1 })).toMatchObject({ image: 'busybox:1', selector: { runtime: 'podman' } });
+    expect(trialJobConfig(grid, 's', 0, { x: 1 })).toMatchObject({ image: null, selector: {} });
     // python_env: a path in the file (gpuctl reads it), the files' text in the API's body, the checked environment with its hash for the trials.
     expect(validateSweepSpec({ ...grid, python_env: 'requirements.txt' }).python_env).toBe('requirements.txt');
     expect(validateSweepSpec({ ...grid, python_env: { requirements: 'numpy\n' } }).python_env).toEqual({ requirements: 'numpy\n' });

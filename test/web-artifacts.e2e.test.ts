@@ -2,7 +2,8 @@
  * A run's artifacts on the console's run page, in Debian's chromium against a real API: files
  * uploaded as the MLflow client uploads them (a PUT of the file with its Content-Type) are listed
  * by folder with their sizes, images are shown inline (an SVG's script does not run), small text
- * files as text (never as HTML), and a download saves the file's bytes.
+ * files as text (never as HTML), and a download saves the file's bytes. Beside them, the run's
+ * Python environment and the container image its job ran in.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -11,6 +12,8 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAttemptRun } from '../db/queries/attempt-run.ts';
+import { insertJob } from '../db/queries/jobs.ts';
 import { addEvent } from '../db/queries/runs.ts';
 import { newToken } from '../runtime/tokens.ts';
 import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './support/browser.ts';
@@ -182,5 +185,15 @@ describe("a run's artifacts on the console", () => {
       ['six', '—', '1.16.0'],
       ['torch', '2.5.1', '—'],
     ]);
+  });
+
+  it('shows the container image a job runs in on its page, and on its run\'s', async () => {
+    const image = 'registry.example.com/team/train:v1';
+    const job = await insertJob(t.database.db, { id: `job-webimg${randomBytes(3).toString('hex')}`, type: 'CUSTOM', state: 'CREATED', gpus: 1, nodes: 1, priority: 0, selector: { runtime: 'podman' }, command: ['python', 'train.py'], workingDir: '/data', env: {}, params: {}, image });
+    const run = await createAttemptRun(t.database.db, job, 1);
+    await page.goto(`${t.url}/?token=${encodeURIComponent(admin)}#/runs/${run}`);
+    await expect.poll(() => page.getByTestId('run-image').textContent()).toBe(`Image: ${image} (run by its node's podman)`);
+    await page.goto(`${t.url}/?token=${encodeURIComponent(admin)}#/jobs/${job.id}`);
+    await expect.poll(() => page.getByTestId('job-image').textContent()).toBe(` in image ${image}`);
   });
 });

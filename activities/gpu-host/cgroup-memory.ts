@@ -7,6 +7,7 @@
  * | the limit | memory.max | memory.limit_in_bytes |
  * | no swap past it | memory.swap.max 0 | memory.memsw.limit_in_bytes = the limit |
  * | OOM kills | memory.events `oom_kill N` | memory.oom_control `oom_kill N` (4.13+), else memory.failcnt |
+ * | the most it used | memory.peak | memory.max_usage_in_bytes |
  *
  * Each file is written only where present: a kernel without swap accounting has no swap file,
  * and the limit still holds (the job may then swap past it, where the node has swap).
@@ -77,4 +78,30 @@ export function oomKills(cgroups: string | null | undefined): number {
     }
   }
   return n;
+}
+
+/** How close to its limit a cgroup's peak must come to count as having reached it: a charge that fails may leave up to a huge page (2 MiB) unused. */
+const REACHED_SLACK = 4 * MIB;
+
+function numberIn(file: string): number | null {
+  try {
+    const n = Number(fs.readFileSync(file, 'utf8').trim());
+    return Number.isFinite(n) ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * memoryLimitReached says whether the memory the attempt's cgroups used ever reached the job's
+ * limit of `mb` MiB (within REACHED_SLACK). With a SIGKILL it is how an OOM kill below the
+ * attempt's cgroup shows in a v1 hierarchy, whose oom_kill counts only the victim's own cgroup:
+ * an image job's container's, which runc has removed by the time the agent reads.
+ */
+export function memoryLimitReached(cgroups: string | null | undefined, mb: number): boolean {
+  const limit = mb * MIB;
+  return (cgroups?.split(':').filter(Boolean) ?? []).some((dir) => {
+    const peak = numberIn(path.join(dir, 'memory.peak')) ?? numberIn(path.join(dir, 'memory.max_usage_in_bytes'));
+    return peak !== null && peak >= limit - REACHED_SLACK;
+  });
 }

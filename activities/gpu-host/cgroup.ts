@@ -21,6 +21,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { DEFAULT_JOB_CPU_WEIGHT, writeJobCpuWeight } from './cgroup-cpu.ts';
 import { writeMemoryLimit } from './cgroup-memory.ts';
+import { containerCgroupParent, removeContainerLeftovers, subtree } from './cgroup-container.ts';
 
 /** What the start line says where attempts get no memory limit: a job asking for one runs all the same. */
 export const NO_MEMORY_LIMIT = "no memory limit (a job's memory_mb is not enforced on this node)";
@@ -132,7 +133,17 @@ export class AttemptCgroups {
     readonly memoryBase: string | null = null,
     /** The node's folder in the hierarchy whose parent holds the jobs' CPU weight (cgroup-cpu.ts), and what was written; null: none. */
     readonly cpu: { base: string; written: string } | null = null,
+    readonly nodeId: string = '',
   ) {}
+
+  /**
+   * Where an image job's container goes (podman's `--cgroup-parent`), so that it sits inside the
+   * attempt's cgroups; null where it cannot be put there (podman's own cgroups, and its --memory,
+   * hold it then). See containerCgroupParent.
+   */
+  containerParent(jobId: string, attempt: number): string | null {
+    return containerCgroupParent(this, this.nodeId, jobId, attempt);
+  }
 
   /**
    * What this node can give attempts: a cgroup2 boundary, a pids limit, both or neither (null).
@@ -148,7 +159,7 @@ export class AttemptCgroups {
     const memoryBase = (base && enableV2(mount!, base, 'memory') ? base : null) ?? v1Base('memory', nodeId, ['memory.limit_in_bytes'], o);
     const cpu = jobCpu(mount, base, nodeId, o, o.jobCpuWeight ?? DEFAULT_JOB_CPU_WEIGHT);
     const missing = [!base && (mount ? 'no cgroup.kill in cgroup2' : 'no cgroup2 mount'), !pidsBase && 'no pids controller', !memoryBase && 'no memory controller'].filter(Boolean).join(', ') || null;
-    return { cgroups: base || pidsBase || memoryBase || cpu ? new AttemptCgroups(base, pidsBase, o.maxPids ?? DEFAULT_MAX_PIDS, memoryBase, cpu) : null, missing };
+    return { cgroups: base || pidsBase || memoryBase || cpu ? new AttemptCgroups(base, pidsBase, o.maxPids ?? DEFAULT_MAX_PIDS, memoryBase, cpu, nodeId) : null, missing };
   }
 
   /** For the agent's start line. */
@@ -199,9 +210,9 @@ export class AttemptCgroups {
     }
   }
 
-  /** SIGKILLs every process in the attempt's cgroups. */
+  /** SIGKILLs every process in the attempt's cgroups and the cgroups below them (an image job's container is in one). */
   static kill(cgroups: string | null | undefined): void {
-    for (const dir of cgroups?.split(':').filter(Boolean) ?? []) {
+    for (const dir of (cgroups?.split(':').filter(Boolean) ?? []).flatMap(subtree)) {
       try {
         fs.writeFileSync(path.join(dir, 'cgroup.kill'), '1');
         continue;
@@ -228,10 +239,15 @@ export class AttemptCgroups {
     }
   }
 
-  /** Kills what is left and removes the cgroups once they are empty (a few ms). */
-  static async remove(cgroups: string | null | undefined): Promise<void> {
+  /**
+   * Kills what is left and removes the cgroups once they are empty (a few ms), the folders below
+   * them first, and the empty folders runc left for an image job's container in the hierarchies
+   * the attempt has none of (containerCgroupParent).
+   */
+  static async remove(cgroups: string | null | undefined, mountinfo?: string, ownCgroup?: string): Promise<void> {
     AttemptCgroups.kill(cgroups);
-    for (const dir of cgroups?.split(':').filter(Boolean) ?? []) {
+    const dirs = cgroups?.split(':').filter(Boolean) ?? [];
+    for (const dir of dirs.flatMap(subtree).reverse()) {
       for (let i = 0; i < 50; i++) {
         try {
           fs.rmdirSync(dir);
@@ -242,8 +258,10 @@ export class AttemptCgroups {
         }
       }
     }
+    if (dirs[0]) removeContainerLeftovers(dirs[0], (h) => ownV1Cgroup(h, ownCgroup), mountinfo);
   }
 }
+
 
 /**
  * How the agent contains attempts, for its start line: cgroups and their limits where it has

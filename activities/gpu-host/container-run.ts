@@ -11,6 +11,7 @@
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
@@ -84,11 +85,15 @@ export interface ContainerRun {
   /** Names of the job's secret variables: passed only through podman's environment, never on its command line. */
   secretNames: readonly string[];
   /**
-   * The limits a plain attempt's cgroups would hold (its memory_mb, no swap beyond; the node's pids
-   * limit): the container has cgroups of its own (podman's, outside the attempt's), so podman sets them there.
+   * The limits a plain attempt's cgroups hold (its memory_mb, no swap beyond; the node's pids
+   * limit), written by podman on the container's own cgroups too: where those are below the
+   * attempt's (cgroupParent) the attempt's bind (they count podman with it) and the container
+   * sees its limit; elsewhere podman's are the only ones.
    */
   memoryMb?: number | null;
   maxPids?: number | null;
+  /** Where the container's cgroups go, below the attempt's (cgroup.ts containerCgroupParent); null: podman's own. */
+  cgroupParent?: string | null;
 }
 
 /** Podman's own environment: the system's PATH, and the job's variables that do not steer podman (STEERS_PODMAN). */
@@ -118,6 +123,8 @@ export function containerCommand(r: ContainerRun): string[] {
     ...(r.user ? ['--user', `${r.user.uid}:${r.user.gid}`, '--cap-drop', 'all'] : []),
     '--security-opt',
     'no-new-privileges',
+    // In the attempt's cgroups: conmon stays in podman's (the attempt's), and runc puts the container below them.
+    ...(r.cgroupParent ? ['--cgroups', 'no-conmon', '--cgroup-parent', r.cgroupParent] : []),
     ...(r.memoryMb ? ['--memory', `${r.memoryMb}m`, '--memory-swap', `${r.memoryMb}m`] : []),
     ...(r.maxPids ? ['--pids-limit', String(r.maxPids)] : []),
     ...mounts.flatMap(([p, ro]) => ['--volume', `${p}:${p}${ro ? ':ro' : ''}`]),
@@ -152,6 +159,17 @@ export function cardDevices(indices: readonly number[], dev = '/dev'): string[] 
   return wanted.map((n) => path.join(dev, n)).filter((p) => fs.existsSync(p));
 }
 
+/**
+ * How an image job's process ended, from podman's exit: 128+N is its container's process killed
+ * by signal N (conmon's report, as a shell's), said as the signal a plain process's status
+ * would carry, so that an OOM kill or a SIGKILL reads the same for both.
+ */
+export function containerExit(r: { code: number | null; signal: string | null }): { code: number | null; signal: string | null } {
+  if (r.code === null || r.code <= 128) return r;
+  const name = Object.entries(os.constants.signals).find(([, n]) => n === r.code! - 128)?.[0];
+  return name ? { code: null, signal: name } : r;
+}
+
 /** The line of <state>.container: podman's path and the container's name. */
 export function containerFileText(podman: Podman, name: string): string {
   return `${podman.bin} ${name}\n`;
@@ -170,6 +188,15 @@ export async function removeContainerOf(containerFile: string): Promise<void> {
   }
   const [bin, name] = line.split(' ');
   if (!bin || !name) return;
-  // Gone already, or podman is: nothing more the agent can do.
-  await promisify(execFile)(bin, ['rm', '--force', '--time', '0', name], { timeout: 30_000 }).catch(() => undefined);
+  // A container whose conmon was killed with it (the attempt's cgroups) reads "stopping" for a
+  // moment, and rm fails on it ("container state improper"): tried again, a few times.
+  for (let i = 0; i < 5; i++) {
+    const done = await promisify(execFile)(bin, ['rm', '--force', '--time', '0', name], { timeout: 30_000 }).then(
+      () => true,
+      (err: { stderr?: string }) => /no such container/.test(err.stderr ?? ''),
+    );
+    // Gone, or podman is (nothing more the agent can do).
+    if (done || !fs.existsSync(bin)) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }

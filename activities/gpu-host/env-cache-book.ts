@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { envsToEvict, formatBytes, type NodeEnvEntry } from '../../domain/env-cache.ts';
+import { lockFile, type FileLock } from './file-lock.ts';
 
 /** A `<key>.ready` marker's JSON: what the build wrote, and what the bound adds (kind, bytes). */
 interface ReadyMarker {
@@ -19,6 +20,9 @@ interface ReadyMarker {
 const MARKER = /^([0-9a-f]{64})\.ready$/;
 
 export const readyFileOf = (root: string, key: string) => path.join(root, `${key}.ready`);
+
+/** The file whose flock (file-lock.ts) an agent holds while it builds or removes environment `key`: agents that share a cache folder take turns. Hidden: nothing that lists the cache takes it for an environment. */
+export const lockFileOf = (root: string, key: string) => path.join(root, `.${key}.lock`);
 
 function readMarker(file: string): ReadyMarker | null {
   try {
@@ -183,7 +187,14 @@ export async function evictLeastRecentlyUsed(
 async function evictFrom(envs: NodeEnvEntry[], keep: ReadonlySet<string>, maxBytes: number, o: Parameters<typeof evictLeastRecentlyUsed>[3]): Promise<NodeEnvEntry[]> {
   const keys = new Set(envsToEvict(envs.map((e) => ({ key: e.key, bytes: e.bytes, lastUsedMs: Date.parse(e.lastUsedAt) })), keep, maxBytes));
   if (keys.size === 0) return [];
-  const gone = envs.filter((e) => keys.has(e.key));
+  // One another agent sharing the folder builds or removes now (it holds the key's lock) is left to it.
+  const locks = new Map<string, FileLock>();
+  for (const e of envs) {
+    const lock = keys.has(e.key) ? await lockFile(lockFileOf(o.root, e.key), { wait: false }) : null;
+    if (lock) locks.set(e.key, lock);
+  }
+  const gone = envs.filter((e) => locks.has(e.key));
+  if (gone.length === 0) return [];
   const who = o.builder();
   for (const e of gone) {
     fs.rmSync(readyFileOf(o.root, e.key), { force: true });
@@ -194,7 +205,8 @@ async function evictFrom(envs: NodeEnvEntry[], keep: ReadonlySet<string>, maxByt
       const removal = o
         .remove(path.join(o.root, e.key), who)
         .catch((err: unknown) => o.log?.(`python env ${e.key.slice(0, 12)}: its folder could not be removed (${(err as Error).message}); a build of it starts again from nothing`, 'warn'))
-        .finally(() => o.removing.delete(e.key));
+        .finally(() => o.removing.delete(e.key))
+        .finally(() => locks.get(e.key)!.release());
       o.removing.set(e.key, removal);
       return removal;
     }),

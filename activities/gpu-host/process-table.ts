@@ -118,7 +118,10 @@ export class ProcessTable {
       windowS: Math.max(1, Math.floor(timing.fenceAfterMs / 1000)),
       cgroup,
       command: container?.command ?? spec.command,
-      cwd: spec.workingDir,
+      // podman's own folder is not the job's (--workdir is): conmon, a root process, writes a file
+      // named `oom` into its folder when the container runs out of memory, and a job's user could
+      // have made that name a link to anywhere.
+      cwd: container ? this.podmanDir() : spec.workingDir,
       env: container?.env ?? env,
       logPath,
       user,
@@ -145,12 +148,22 @@ export class ProcessTable {
     return entry;
   }
 
+  /** The folder an image job's podman runs in: the agent's own (see spawn). */
+  private podmanDir(): string {
+    const dir = path.join(this.runDir, 'podman');
+    makePrivateDir(dir);
+    return dir;
+  }
+
   /** SIGTERM to the whole process group, SIGKILL after the grace period. */
   async stop(entry: Live, graceMs = this.killGraceMs): Promise<void> {
     this.unclaimed(entry);
     killGroup(entry.pid, 'SIGTERM');
     const grace = new Promise<void>((r) => setTimeout(r, graceMs).unref());
     await Promise.race([entry.exited, grace]);
+    // An image job's container first: one whose conmon the cgroup's kill took (it is in the
+    // attempt's cgroups) is left "stopping", and podman's rm fails on it for a while.
+    await removeContainerOf(this.file(entry.jobId, entry.attempt, 'container'));
     killGroup(entry.pid, 'SIGKILL');
     AttemptCgroups.kill(entry.cgroup);
     await entry.exited;
@@ -164,7 +177,7 @@ export class ProcessTable {
    */
   async killLeftovers(entry: Live): Promise<void> {
     killGroup(entry.pid, 'SIGKILL');
-    // An image job's container is conmon's, outside the group (and its cgroups): removed by name.
+    // An image job's container is conmon's, outside the group: removed by name.
     await removeContainerOf(this.file(entry.jobId, entry.attempt, 'container'));
     await AttemptCgroups.remove(entry.cgroup);
     this.sweep(entry);

@@ -15,7 +15,9 @@ import path from 'node:path';
 import { PYTHON_ENV_FILES, pythonEnvDigestText, pythonEnvKey, type PythonEnv } from '../../domain/python-env.ts';
 import { pythonEnvProblem } from '../../runtime/python-env-files.ts';
 import { DEFAULT_ENV_CACHE_BYTES, formatBytes, type NodeEnvEntry } from '../../domain/env-cache.ts';
-import { cachedEnvs, evictLeastRecentlyUsed, EnvUses, recordBuilt, type EnvCacheBound } from './env-cache-book.ts';
+import { cachedEnvs, evictLeastRecentlyUsed, EnvUses, lockFileOf, recordBuilt, type EnvCacheBound } from './env-cache-book.ts';
+import { lockFile } from './file-lock.ts';
+import { BuildWaits, LeftTheBuild } from './env-build-waits.ts';
 import { lastLines, MAX_FREEZE_BYTES, requirementsToInstall, runAs, uvBuildEnv } from './uv-run.ts';
 
 export { lastLines, uvBuildEnv } from './uv-run.ts';
@@ -52,23 +54,16 @@ interface Target {
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
-/** An attempt cancelled while it waited for a build; `others` still wait for it. */
-class LeftTheBuild extends Error {
-  constructor(readonly others: number) {
-    super('cancelled during the build');
-  }
-}
-
 /** The environments of this node: where they are, how they are built, the builds in progress, and which attempts use which. */
 export class EnvCache {
   private target: Promise<Target> | null = null;
-  private readonly building = new Map<string, Promise<void>>();
+  /** Builds under way, each resolving to whether this agent built it (false: another agent sharing the folder did, buildLocked). */
+  private readonly building = new Map<string, Promise<boolean>>();
   /** Attempts running in each environment now (taken in prepare, given back by release): never evicted. */
   private readonly uses = new EnvUses(() => this.root, () => this.bound.onChange?.());
   /** Evictions under way: a build of the same key waits for its folder to be gone. */
   private readonly removing = new Map<string, Promise<void>>();
-  /** How many attempts wait for each build in progress, and how to stop it: one nobody waits for any more is stopped. */
-  private readonly waiting = new Map<string, { n: number; stop: AbortController }>();
+  private readonly waits = new BuildWaits();
 
   constructor(
     private readonly root: string,
@@ -104,22 +99,26 @@ export class EnvCache {
       const other = this.building.get(key);
       if (other) {
         await note(`python env ${short} is being built by another attempt on this node: waiting for it`, 'info').catch(() => undefined);
-        await this.awaitBuild(key, other, cancel);
+        await this.waits.wait(key, other, cancel);
         this.uses.take(key);
         await note(`python env ${short} built by another attempt, ready at ${dir} after ${took()}`, 'info', this.data(env, key, target)).catch(() => undefined);
         return { dir, key };
       }
       // An eviction of this very key still removing its folder: the build starts once it is gone.
-      const stop = new AbortController();
-      this.waiting.set(key, { n: 0, stop });
-      const build = (this.removing.get(key) ?? Promise.resolve()).then(() => this.build(env, key, dir, stop.signal));
+      const stop = this.waits.begin(key);
+      const build = (this.removing.get(key) ?? Promise.resolve()).then(() => this.buildLocked(env, key, dir, stop, note));
       this.building.set(key, build);
       const done = () => {
         this.building.delete(key);
-        this.waiting.delete(key);
+        this.waits.end(key);
       };
       void build.then(done, done);
-      await this.awaitBuild(key, build, cancel);
+      await this.waits.wait(key, build, cancel);
+      if (!(await build)) {
+        this.uses.take(key);
+        await note(`python env ${short} built by another agent sharing this node's cache, ready at ${dir} after ${took()}`, 'info', this.data(env, key, target)).catch(() => undefined);
+        return { dir, key };
+      }
       recordBuilt(this.root, key, env.kind);
       this.uses.take(key);
       await note(`python env ${short} (${PYTHON_ENV_FILES[env.kind]}) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}`, 'info', this.data(env, key, target)).catch(() => undefined);
@@ -134,35 +133,6 @@ export class EnvCache {
       const why = `the job's Python environment ${short} could not be built: ${(err as Error).message.replace(/\s*\n\s*/g, ' ')}`;
       await note(why, 'warning').catch(() => undefined);
       return { problem: why };
-    }
-  }
-
-  /** One attempt's wait for the build of `key`: its cancel ends the wait, and the build when no other attempt waits for it. */
-  private async awaitBuild(key: string, build: Promise<void>, cancel?: AbortSignal): Promise<void> {
-    const w = this.waiting.get(key);
-    if (!w) return build;
-    w.n++;
-    let waiting = true;
-    const leave = () => {
-      if (!waiting) return;
-      waiting = false;
-      w.n--;
-    };
-    let onAbort = () => undefined as void;
-    const left = new Promise<never>((_, reject) => {
-      onAbort = () => {
-        leave();
-        if (w.n === 0) w.stop.abort();
-        reject(new LeftTheBuild(w.n));
-      };
-      if (cancel?.aborted) onAbort();
-      else cancel?.addEventListener('abort', onAbort, { once: true });
-    });
-    try {
-      await Promise.race([build, left]);
-    } finally {
-      leave();
-      cancel?.removeEventListener('abort', onAbort);
     }
   }
 
@@ -249,6 +219,28 @@ export class EnvCache {
     if (process.getuid?.() !== 0) return null;
     const id = (flag: string) => Number(execFileSync('id', [flag, this.tools.buildUser], { encoding: 'utf8' }).trim());
     return { uid: id('-u'), gid: id('-g') };
+  }
+
+  /**
+   * Builds the environment `key` under its lock (env-cache-book.ts lockFileOf), which another
+   * agent sharing this cache folder holds while it builds or evicts that key: the attempt waits,
+   * saying so, and then builds only where that agent did not. Returns whether this agent built it.
+   */
+  private async buildLocked(env: PythonEnv, key: string, dir: string, stop: AbortSignal, note: Note): Promise<boolean> {
+    fs.mkdirSync(this.root, { recursive: true, mode: 0o755 });
+    const file = lockFileOf(this.root, key);
+    let lock = await lockFile(file, { wait: false });
+    if (!lock) {
+      await note(`python env ${env.sha256.slice(0, 12)} is being built or removed by another agent sharing this node's cache ${this.root}: waiting for it`, 'info').catch(() => undefined);
+      lock = await lockFile(file, { signal: stop });
+    }
+    try {
+      if (this.ready(key)) return false;
+      await this.build(env, key, dir, stop);
+      return true;
+    } finally {
+      await lock!.release();
+    }
   }
 
   /** Builds the environment `key` into `dir` as the build user, then makes it read-only and marks it ready. */

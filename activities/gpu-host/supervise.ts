@@ -4,7 +4,8 @@ import { PROBE_INTERVAL_MS } from '../../domain/liveness.ts';
 import type { ProcessExit } from '../../workflows/types.ts';
 import { agentShutdown, agentStopped, fenced, vanished } from './attempt-failures.ts';
 import type { GpuHostDeps } from './deps.ts';
-import { oomKills } from './cgroup-memory.ts';
+import { memoryLimitReached, oomKills } from './cgroup-memory.ts';
+import { containerExit } from './container-run.ts';
 import { readTail } from './proc.ts';
 import { rankOfRecord, type Live } from './attempt-record.ts';
 import { stderrPathOf } from './shim.ts';
@@ -101,9 +102,13 @@ export function createSupervisor(deps: GpuHostDeps) {
       pt.orphan(entry, entry.fenceAfterMs, () => attemptWanted(deps.client, home, entry.jobId));
       throw err;
     }
-    const r = await entry.exited;
-    // Read before its cgroups go: whether the OOM killer acted under the job's memory limit.
-    const oomLimitMb = rec?.spec.memoryMb && oomKills(entry.cgroup) > 0 ? rec.spec.memoryMb : undefined;
+    const ended = await entry.exited;
+    // podman's 137 is its container's process's SIGKILL.
+    const r = ended && rec?.spec.image ? containerExit(ended) : ended;
+    // Read before its cgroups go: whether the OOM killer acted under the job's memory limit (in
+    // a v1 hierarchy an image job's victim is in a cgroup below the attempt's: a SIGKILL at the limit).
+    const memoryMb = rec?.spec.memoryMb;
+    const oomLimitMb = memoryMb && (oomKills(entry.cgroup) > 0 || (r?.signal === 'SIGKILL' && memoryLimitReached(entry.cgroup, memoryMb))) ? memoryMb : undefined;
     // Whatever the main process left in its group (dataloader workers, say) dies before its
     // cards are given to someone else.
     await pt.killLeftovers(entry);
@@ -126,7 +131,8 @@ export function createSupervisor(deps: GpuHostDeps) {
       await settleCheckpoints(Context.current(), jobId, attempt);
     }
     await shipRest(Context.current(), jobId, attempt, rec ? rankOfRecord(rec) : 0, logPath, Promise.resolve());
-    return { exitCode: ended.code, signal: ended.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
+    const r = rec?.spec.image ? containerExit(ended) : ended;
+    return { exitCode: r.code, signal: r.signal, spawnError: null, logTail: attemptTail(logPath), logPath };
   }
 
   return { supervise, endedExit };

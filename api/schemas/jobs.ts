@@ -41,7 +41,7 @@ export const EvalPolicySchema = Type.Object(
 );
 
 /** An OCI image reference (domain/container-image.ts imageRefProblem checks its grammar, in one line). */
-const ImageRef = Type.String({
+export const ImageRef = Type.String({
   minLength: 1,
   maxLength: IMAGE_REF_MAX,
   pattern: IMAGE_REF_PATTERN,

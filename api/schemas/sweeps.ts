@@ -12,7 +12,7 @@ import { PythonEnvBodySchema } from './python-env.ts';
 import { Nullable, StringMap } from './common.ts';
 import { MetricValue } from './runs.ts';
 import { EXPERIMENT_NEEDS_PROJECT, notBoth } from './rules.ts';
-import { MemoryMb } from './jobs.ts';
+import { ImageRef, MemoryMb } from './jobs.ts';
 
 const SWEEP_CARDS_RULE = 'give gpus, or nodes with gpus_per_node, not both';
 
@@ -33,6 +33,7 @@ export const SweepSpecSchema = Type.Object(
     workdir: Type.Optional(Type.String({ minLength: 1 })),
     code: Type.Optional(CodeRefSchema),
     python_env: Type.Optional(PythonEnvBodySchema),
+    image: Type.Optional(Type.String({ ...ImageRef, description: "the OCI image every trial runs in, through its node's podman (as a job's image); trials are placed only on nodes labelled runtime=podman. Not with python_env" })),
     gpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
     nodes: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
     gpus_per_node: Type.Optional(Type.Integer({ minimum: 0, maximum: 64 })),
@@ -62,6 +63,7 @@ export const SweepSpecSchema = Type.Object(
       notBoth('gpus', 'nodes', SWEEP_CARDS_RULE),
       notBoth('gpus', 'gpus_per_node', SWEEP_CARDS_RULE),
       notBoth('code', 'workdir', 'give code (a snapshot every trial runs in) or workdir (a folder on the nodes), not both'),
+      notBoth('image', 'python_env', 'give an image or a python_env, not both (an image brings its own Python; install the packages into it)'),
       EXPERIMENT_NEEDS_PROJECT,
       { description: 'method asha needs asha', not: { required: ['method'], properties: { method: { const: 'asha' } }, not: { required: ['asha'] } } },
       { description: 'asha is only for method asha', not: { required: ['asha', 'method'], properties: { method: { not: { const: 'asha' } } } } },

@@ -3,6 +3,7 @@ import type { Executor } from '../client.ts';
 import { newId } from '../ids.ts';
 import { runs, sweepTrials, type Job } from '../schema.ts';
 import { codeTags } from '../../domain/code-snapshot.ts';
+import { IMAGE_TAG } from '../../domain/container-image.ts';
 import type { RunStatus } from '../../domain/run-status.ts';
 
 /** attemptRunIs: the predicate "the run of this attempt", the one place it is written. */
@@ -47,8 +48,8 @@ export async function createAttemptRun(ex: Executor, job: Job, attempt: number):
     status: 'running',
     params: job.params,
     forkedFromCheckpointId: attempt === 1 ? job.resumeFrom : null,
-    // The code it runs (domain/code-snapshot.ts codeTags): its hash and, from a git checkout, the commit.
-    systemTags: { ...(trial ? { sweep: trial.sweepId, 'sweep.trial': String(trial.trial) } : {}), ...(job.code ? codeTags(job.code) : {}) },
+    // The code it runs (domain/code-snapshot.ts codeTags): its hash and, from a git checkout, the commit; and the container image it runs in.
+    systemTags: { ...(trial ? { sweep: trial.sweepId, 'sweep.trial': String(trial.trial) } : {}), ...(job.code ? codeTags(job.code) : {}), ...(job.image ? { [IMAGE_TAG]: job.image } : {}) },
   });
   return id;
 }

@@ -164,7 +164,7 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
       }
       const name = containerName(spec.jobId, spec.attempt);
       const mounts = containerMounts(spec.workingDir, watching ? path.resolve(spec.workingDir, spec.watchDir!) : null, env, hostfile ? [hostfile] : []);
-      container = { command: containerCommand({ podman, name, image: spec.image, command: spec.command, workingDir: spec.workingDir, env, mounts, devices: cardDevices(spec.gpuIndices), user, secretNames: Object.keys(secrets), memoryMb: spec.memoryMb, maxPids: pt.cgroups?.pidsBase ? pt.cgroups.maxPids : null }), file: containerFileText(podman, name), env: podmanEnv(env) };
+      container = { command: containerCommand({ podman, name, image: spec.image, command: spec.command, workingDir: spec.workingDir, env, mounts, devices: cardDevices(spec.gpuIndices), user, secretNames: Object.keys(secrets), memoryMb: spec.memoryMb, maxPids: pt.cgroups?.pidsBase ? pt.cgroups.maxPids : null, cgroupParent: pt.cgroups?.containerParent(spec.jobId, spec.attempt) ?? null }), file: containerFileText(podman, name), env: podmanEnv(env) };
     }
     let entry: Live;
     try {

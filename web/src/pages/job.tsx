@@ -111,6 +111,12 @@ export function JobPage({ id }: { id: string }) {
       </p>
       <p>
         <code>{shellJoin(j.command)}</code> <span class="muted">in {j.working_dir}</span>
+        {j.image && (
+          <span data-testid="job-image">
+            {' '}
+            <span class="muted">in image</span> <code>{j.image}</code>
+          </span>
+        )}
       </p>
       {retrying && (
         <RetryForm

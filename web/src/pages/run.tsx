@@ -14,7 +14,7 @@ import { href } from '../router.ts';
 import { splitSystemKeys } from '../system-metrics.ts';
 import type { Run, Summary } from '../types.ts';
 import { RunArtifacts } from './run-artifacts.tsx';
-import { RunCode } from './run-code.tsx';
+import { RunCode, RunImage } from './run-code.tsx';
 import { RunPythonEnv } from './run-python-env.tsx';
 import { EvaluatedCheckpoints, Evaluates } from './run-evaluations.tsx';
 import { SystemPanel } from './run-system.tsx';
@@ -119,6 +119,7 @@ export function RunPage({ id }: { id: string }) {
       </p>
       {r.evaluates && <Evaluates e={r.evaluates} />}
       <RunCode tags={r.system_tags} />
+      <RunImage tags={r.system_tags} />
       {fork && (
         <p data-testid="forked-from">
           Forked from checkpoint <a href={href(['checkpoints'], { run: fork.run_id, id: fork.checkpoint_id })}>{fork.checkpoint_id}</a> of run <RunLink id={fork.run_id} /> at step {fork.step ?? '?'}.
