@@ -28,7 +28,10 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
 
   beforeAll(async () => {
     // Only a node without a runtime at first: an image job waits for one.
-    c = await startCluster('images', { agents: [{ nodeId: 'ct-none', gpus: 2, env: { GPUPLANE_PODMAN: 'off' } }] });
+    // Lost-after 30 s (the suite's 12 s elsewhere): the restart test's shim waits out the agent's
+    // return before it fences itself (lost-after less the fence grace), and a loaded machine
+    // once took the agent longer than the 9 s that leaves to come back. Nothing here waits on LOST.
+    c = await startCluster('images', { lostAfterS: 30, agents: [{ nodeId: 'ct-none', gpus: 2, env: { GPUPLANE_PODMAN: 'off' } }] });
     env = { ...c.env, GPUPLANE_API_URL: c.apiUrl, GPUPLANE_TOKEN: c.token };
   });
   afterAll(async () => {
