@@ -107,4 +107,42 @@ describe.skipIf(skip)('peer witnesses', () => {
     expect(n.peer!.verdict).toBe('fine');
     expect(n.peer!.witnesses.every((w) => Date.parse(w.reported_at) - Date.parse(w.last_heard_at) < 2500)).toBe(true);
   });
+
+  it("a node cut off by its veth is declared dead and its job runs elsewhere; its old attempt's reports are refused, and once healed the old process is killed", async () => {
+    const out = path.join(c.work, 'cut');
+    fs.mkdirSync(out, { mode: 0o1777 });
+    fs.chmodSync(out, 0o1777);
+    await until('the live nodes heard by all their witnesses', async () => (await c.client.nodes()).filter((n) => n.status === 'ONLINE').every((n) => n.peer?.verdict === 'fine' && n.peer.witnesses.filter((w) => Date.parse(w.reported_at) - Date.parse(w.last_heard_at) < 2500).length >= 2), 60_000);
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorderScript(out, 600) });
+    const island = (await c.client.waitFor(job.id, ['RUNNING'], 30_000)).node_id!;
+    const first = path.join(out, `${job.id}-1`);
+    const pid = Number(await until('attempt 1 started', () => fs.existsSync(first) && fs.readFileSync(first, 'utf8').split(' ')[2]));
+
+    const cutAt = Date.now();
+    c.nodes.get(island)!.cut();
+    const again = await until('attempt 2 RUNNING elsewhere', async () => {
+      const j = await c.client.job(job.id);
+      return j.attempt === 2 && j.state === 'RUNNING' ? j : null;
+    }, 60_000);
+    const requeuedMs = Date.now() - cutAt;
+    process.stderr.write(`peer-witness.e2e: veth cut → attempt 2 RUNNING ${(requeuedMs / 1000).toFixed(1)} s\n`);
+    expect(again.node_id).not.toBe(island);
+    expect(again.attempts[0].reason).toMatch(new RegExp(`node ${island} declared dead`));
+    expect(requeuedMs).toBeLessThanOrEqual(REQUEUE_BOUND_MS);
+    // Cut off alone, the island keeps its process until fence-after (55 s here): it cannot tell this from an outage.
+    expect(pidAlive(pid)).toBe(true);
+    // Whatever the old attempt sends now is refused (its node's own token, as its agent would send it).
+    const { token } = await c.makeToken({ role: 'node', nodeId: island, name: `${island}-late` });
+    const late = await fetch(`${c.apiUrl}/api/v1/jobs/${job.id}/attempts/1/events`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ kind: 'checkpoint.stored', level: 'info', message: 'still here' }) });
+    expect(late.status, await late.text()).toBe(409);
+
+    // Healed: the island hears Temporal again, finds its attempt no longer current, and kills it.
+    const healedAt = Date.now();
+    c.nodes.get(island)!.heal();
+    await until('the old process killed', () => !pidAlive(pid), 30_000);
+    process.stderr.write(`peer-witness.e2e: heal → old process killed ${((Date.now() - healedAt) / 1000).toFixed(1)} s\n`);
+    await until('the island fine again', async () => (await c.client.nodes()).find((n) => n.id === island)!.peer?.verdict === 'fine', 30_000);
+    expect((await c.client.job(job.id)).state).toBe('RUNNING');
+    await c.client.cancel(job.id);
+  });
 });
