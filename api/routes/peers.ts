@@ -20,6 +20,13 @@ import { PeerAssignment, PeerReportBody } from '../schemas/peers.ts';
 
 export const peerRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }) => {
   let secret: string | null = null;
+  // The members, read at most once a second: every node reports every second, and each report
+  // reading every node would cost n² rows a second.
+  let members: { at: number; list: Promise<Awaited<ReturnType<typeof peerMembers>>> } | null = null;
+  const membersNow = () => {
+    if (!members || Date.now() - members.at >= WITNESS_REPORT_INTERVAL_MS) members = { at: Date.now(), list: peerMembers(db) };
+    return members.list;
+  };
   app.post(
     '/nodes/:id/peers',
     { schema: { tags: ['nodes'], summary: "A node's peer report (its node token): what it heard of the nodes it witnesses; answers with its witnesses and subjects", params: IdParams, body: PeerReportBody, response: { 200: PeerAssignment, ...NotFound } } },
@@ -27,7 +34,10 @@ export const peerRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }
       const nodeId = req.params.id;
       if (!(await getNode(db, nodeId))) throw notFound('node', nodeId);
       secret ??= await peerSecretOf(db);
-      const before = await peerMembers(db);
+      const before = await membersNow().catch((err: unknown) => {
+        members = null;
+        throw err;
+      });
       const ids = before.some((m) => m.id === nodeId) ? before.map((m) => m.id) : [...before.map((m) => m.id), nodeId];
       const assigned = assignWitnesses(ids, DEFAULT_WITNESS_SETTINGS.k);
       const subjects = ids.filter((s) => assigned.get(s)?.includes(nodeId));
