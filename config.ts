@@ -31,6 +31,8 @@ export interface GpuplaneConfig {
   nodeLeaseTimeoutMs: number;
   /** Silence after which a node's attempts are LOST (see domain/liveness.ts). */
   lostAfterMs: number;
+  /** GPUPLANE_DEAD_AFTER_S in ms (issue 46, domain/peer-witness.ts): a node silent this long, and unheard by its witnesses, is declared dead; 0: never early, lost-after alone. */
+  deadAfterMs: number;
   /** How long an ended job's workflow waits for retry_job (GPUPLANE_RETRY_RETENTION_S, 7 days). */
   retryRetentionMs: number;
   killGraceMs: number;
@@ -144,6 +146,7 @@ export function loadConfig(overrides: Partial<GpuplaneConfig> = {}): GpuplaneCon
     heartbeatTimeoutMs,
     nodeLeaseTimeoutMs: overrides.nodeLeaseTimeoutMs ?? intFromEnv('GPUPLANE_NODE_LEASE_TIMEOUT_S', defaultLeaseTimeoutMs(heartbeatTimeoutMs) / 1000) * 1000,
     lostAfterMs: overrides.lostAfterMs ?? intFromEnv('GPUPLANE_LOST_AFTER_S', DEFAULT_LOST_AFTER_S) * 1000,
+    deadAfterMs: overrides.deadAfterMs ?? intFromEnv('GPUPLANE_DEAD_AFTER_S', 5) * 1000,
     retryRetentionMs: overrides.retryRetentionMs ?? intFromEnv('GPUPLANE_RETRY_RETENTION_S', DEFAULT_RETRY_RETENTION_S) * 1000,
     killGraceMs: overrides.killGraceMs ?? intFromEnv('GPUPLANE_KILL_GRACE_S', 10) * 1000,
     runStaleMs: overrides.runStaleMs ?? intFromEnv('GPUPLANE_RUN_STALE_S', 120) * 1000,

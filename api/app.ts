@@ -25,6 +25,7 @@ import { forkRoutes } from './routes/fork.ts';
 import { checkpointRegisterRoutes } from './routes/checkpoint-register.ts';
 import { logRoutes } from './routes/logs.ts';
 import { nodeEnvRoutes } from './routes/node-envs.ts';
+import { peerRoutes } from './routes/peers.ts';
 import { nodeRoutes } from './routes/nodes.ts';
 import { telemetryRoutes } from './routes/telemetry.ts';
 import { stallAfterRoutes } from './routes/stall-after.ts';
@@ -103,6 +104,7 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
       await api.register(jobCountRoutes, deps);
       await api.register(nodeRoutes, deps);
       await api.register(nodeEnvRoutes, deps);
+      await api.register(peerRoutes, deps);
       await api.register(telemetryRoutes, deps);
       await api.register(stallAfterRoutes, deps);
       await api.register(runRoutes, deps);

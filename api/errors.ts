@@ -31,6 +31,8 @@ export class DomainError extends Error {
 export const notFound = (what: string, id: string) => new DomainError('not_found', `${what} ${id} not found`);
 export const unauthorized = (message: string) => new DomainError('unauthorized', message);
 export const forbidden = (message: string) => new DomainError('forbidden', message);
+/** A report of an attempt whose node was declared dead (issue 46): refused, whatever it says. */
+export const fencedAttempt = (jobId: string, attempt: number) => new DomainError('conflict', `attempt ${jobId}#${attempt} is fenced: its node was declared dead, and nothing the attempt sends is accepted any more`);
 
 export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError | DomainError, req, reply) => {

@@ -1,6 +1,7 @@
 import { diffConfigs } from '../domain/attempt-config.ts';
 import type { GangMemberRow, GpuNode, GpuSlot, Job, JobAttempt, JobTransition, RunEvent } from '../db/schema.ts';
 import type { RunWithNames } from '../db/queries/runs.ts';
+import type { WitnessHeard } from '../db/queries/peers.ts';
 import { pythonEnvJson } from './python-env.ts';
 
 const iso = (d: Date | null) => (d ? d.toISOString() : null);
@@ -84,7 +85,7 @@ export function transitionJson(t: JobTransition) {
 }
 
 /** A slot's `busy` is whether a job holds it, told apart from its owner, which the caller may not be shown. */
-export function nodeJson(n: GpuNode & { slots: (GpuSlot & { busy?: boolean })[] }) {
+export function nodeJson(n: GpuNode & { slots: (GpuSlot & { busy?: boolean })[]; witnesses?: WitnessHeard[] }) {
   return {
     id: n.id,
     hostname: n.hostname,
@@ -103,6 +104,15 @@ export function nodeJson(n: GpuNode & { slots: (GpuSlot & { busy?: boolean })[] 
       owner_job_id: s.ownerJobId,
       owner_attempt: s.ownerAttempt,
     })),
+    peer: n.reportedAt === null && n.peerVerdict === null ? null : {
+      verdict: n.peerVerdict,
+      reason: n.peerVerdictReason,
+      since: n.peerVerdictAt?.toISOString() ?? null,
+      reported_at: n.reportedAt?.toISOString() ?? null,
+      addr: n.peerAddr,
+      witnesses: (n.witnesses ?? []).filter((w) => Date.now() - w.receivedAt.getTime() < 60_000).sort((a, b) => a.witness.localeCompare(b.witness)).map((w) => ({ node: w.witness, last_heard_at: w.lastHeardAt.toISOString(), reported_at: w.receivedAt.toISOString() })),
+      ignored_packets: n.peerIgnored,
+    },
   };
 }
 

@@ -38,6 +38,8 @@ async function main() {
     const nodeId = `n${i}`;
     agents.push(
       await startAgent({
+        // What this measures is the agent's load on Temporal: no peer channel (issue 46).
+        peerPort: null,
         nodeToken: tokens[nodeId],
         nodeId,
         labels: {},

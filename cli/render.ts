@@ -124,9 +124,32 @@ export function quarantineLines(nodes: Pick<NodeJson, 'id' | 'status' | 'drained
     .map((n) => `node ${n.id} is ${shortDrainReason(n.drained!.reason!)}${n.status === 'ONLINE' && taking === 0 ? '; no other ONLINE node takes jobs, so they all wait for it' : ''}: gpuctl node resume ${n.id} once it is fixed`);
 }
 
-export function renderNodes(nodes: NodeJson[]): string {
-  const notes = quarantineLines(nodes);
+export function renderNodes(nodes: NodeJson[], now = Date.now()): string {
+  const notes = [...quarantineLines(nodes), ...witnessLines(nodes, now)];
   return renderNodesTable(nodes) + (notes.length ? `\n\n${notes.join('\n')}` : '');
+}
+
+/** A node's status with the peer witnesses' verdict where it matters: SUSPECT or DEAD (docs/outage-rule.md). */
+function nodeStatus(n: NodeJson): string {
+  const v = n.peer?.verdict;
+  const base = v === 'suspect' ? `${n.status} SUSPECT` : v === 'dead' ? `${n.status} DEAD` : n.status;
+  return n.drained ? `${base} (draining${n.drained.reason ? `: ${n.drained.reason}` : ''})` : base;
+}
+
+/** One line a node with witnesses: each witness and how long ago it last heard the node; a SUSPECT or dead node's reason beneath. */
+function witnessLines(nodes: NodeJson[], now: number): string[] {
+  const withPeers = nodes.filter((n) => n.peer && (n.peer.witnesses.length || n.peer.verdict === 'suspect' || n.peer.verdict === 'dead'));
+  if (!withPeers.length) return [];
+  const ago = (iso: string) => `${Math.max(0, (now - Date.parse(iso)) / 1000).toFixed(1)} s ago`;
+  const lines = ['WITNESSES (who last heard each node, by their reports)'];
+  for (const n of withPeers) {
+    const ws = n.peer!.witnesses.map((w) => `${w.node} ${ago(w.last_heard_at)}`).join(', ');
+    lines.push(`  ${n.id}: ${ws || 'none reporting'}`);
+    if (n.peer!.verdict === 'suspect' || n.peer!.verdict === 'dead') lines.push(`    ${n.peer!.verdict === 'dead' ? 'DEAD' : 'SUSPECT'}: ${n.peer!.reason ?? ''}`);
+    const bad = Object.entries(n.peer!.ignored_packets ?? {}).filter(([, c]) => c > 0);
+    if (bad.length) lines.push(`    peer packets ignored: ${bad.map(([why, c]) => `${why} ${c}`).join(', ')}`);
+  }
+  return lines;
 }
 
 function renderNodesTable(nodes: NodeJson[]): string {
@@ -140,7 +163,7 @@ function renderNodesTable(nodes: NodeJson[]): string {
       for (const g of present) if (g.busy) owners.set(g.owner_job_id ?? 'busy', [...(owners.get(g.owner_job_id ?? 'busy') ?? []), g.index]);
       return [
         n.id,
-        n.drained ? `${n.status} (draining${n.drained.reason ? `: ${n.drained.reason}` : ''})` : n.status,
+        nodeStatus(n),
         n.address ?? '-',
         pairs(n.labels),
         present.length,

@@ -2,8 +2,10 @@
  * The peer-witness rules (issue 46): when the control plane may declare a silent node dead
  * at once instead of waiting for lost-after, what a node that lost the control plane does, and
  * which reports are refused once an attempt was declared dead. Pure: every input is what some
- * party heard and when, in the control plane's clock (milliseconds). Not wired in yet; see
- * docs/outage-rule.md, "Peer witnesses".
+ * party heard and when, in the control plane's clock (milliseconds). Wired in by
+ * workers/control/peer-verdicts.ts (the verdicts) and workers/gpu-host/peer-channel.ts (what the
+ * witnesses hear); see docs/outage-rule.md, "Peer witnesses". nodeSideVerdict is not used by the
+ * agent yet: it changes nothing about when a node fences, only the words.
  *
  * The control plane's verdict on node N at `now` (nodeVerdict):
  *   fine     the control plane heard N within deadAfter.

@@ -51,6 +51,8 @@ describe('an idle agent on a Temporal server of its own', () => {
     // No control worker runs here: the node's workflow never schedules a lease, so every poll
     // the agent opens stays open (a long poll lasts a minute) and is counted once.
     agent = await startAgent({
+      // What this measures is the agent's load on Temporal: no peer channel (issue 46).
+      peerPort: null,
       nodeId: 'poller',
       labels: {},
       fakeGpus: 1,

@@ -11,7 +11,7 @@ import type { GpuHostActivities } from '../workflows/gpu-host-activities.ts';
 import { agentStopped, fencedHere, stoppedHere } from '../activities/gpu-host/attempt-failures.ts';
 import { temporalBinary } from '../temporal/dev-server.ts';
 import { AGENT_SHUTDOWN, RETRY_REFUSED } from '../workflows/failures.ts';
-import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, retryJobUpdate } from '../workflows/job-messages.ts';
+import { attemptStartedSignal, cancelJobSignal, dispatchSignal, jobStateQuery, nodeDeclaredDeadSignal, retryJobUpdate } from '../workflows/job-messages.ts';
 import { gpuHostTaskQueue } from '../workflows/names.ts';
 import { SA_JOB_STATE, SEARCH_ATTRIBUTES } from '../workflows/search-attributes.ts';
 import type { AttemptOutcome, AttemptSpec, JobWorkflowInput, JobWorkflowResult, ProcessExit } from '../workflows/types.ts';
@@ -258,6 +258,31 @@ describe('jobWorkflow interleavings', () => {
     const silent = await ended(fencedHere());
     expect(silent.state).toBe('LOST');
     expect(silent.lostCause).toBeUndefined();
+  });
+
+  it('a node the control plane declared dead (issue 46): LOST at once, not at lost-after, without waiting for the dead node; a stale or forged verdict changes nothing', async () => {
+    const jobId = newJob();
+    script.set(jobId, { runJob: upThenSilent(jobId, 11), watchJob: silentUntilShutdown });
+    const w = await controlWorker();
+    const { result, tookMs } = await w.runUntil(async () => {
+      const h = await start(jobId);
+      await h.signal(dispatchSignal, { jobId, attempt: 1, ...dispatch });
+      await until('RUNNING', () => names(jobId).includes('markRunning'));
+      // Another attempt's verdict, another node's, and a malformed one: ignored.
+      await h.signal(nodeDeclaredDeadSignal, { attempt: 2, nodeId: 'n1', reason: 'stale' });
+      await h.signal(nodeDeclaredDeadSignal, { attempt: 1, nodeId: 'n9', reason: 'not its node' });
+      await h.signal(nodeDeclaredDeadSignal, { attempt: 1 } as never);
+      expect(await h.query(jobStateQuery)).toBe('RUNNING');
+      const at = Date.now();
+      await h.signal(nodeDeclaredDeadSignal, { attempt: 1, nodeId: 'n1', reason: 'silent for 6.1 s; 2 of 3 witnesses have not heard it for 5.0 s either' });
+      const r = (await h.result()) as JobWorkflowResult;
+      return { result: r, tookMs: Date.now() - at };
+    });
+    expect(result).toMatchObject({ state: 'LOST', reason: 'lost contact with node n1: node n1 declared dead: silent for 6.1 s; 2 of 3 witnesses have not heard it for 5.0 s either' });
+    // Well inside the heartbeat timeout (2 s) and lost-after (8 s): the verdict alone ended it.
+    expect(tookMs).toBeLessThan(2000);
+    expect(names(jobId)).not.toContain('stopAttempt');
+    expect(names(jobId).at(-1)).toBe('finishAttempt');
   });
 
   it('a node that never takes the attempt: LOST at lost-after, not before', async () => {

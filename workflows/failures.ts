@@ -15,6 +15,11 @@ export const AGENT_SHUTDOWN = 'AgentShutdown';
  * A detail, not a type of its own: a workflow of before reads it as the LOST it always was.
  */
 export const AGENT_STOPPED = 'agent-stopped';
+/**
+ * The control plane declared the attempt's node dead (issue 46, domain/peer-witness.ts): made by
+ * the job workflow itself, never thrown by an activity, and read as LOST.
+ */
+export const NODE_DECLARED_DEAD = 'NodeDeclaredDead';
 /** An activity named an attempt with ids that no GPUPlane job has (a forged or corrupt task). Never retried. */
 export const INVALID_ATTEMPT = 'InvalidAttempt';
 /** A job the activity was asked about has no row in the database: retrying cannot make it appear. */
@@ -25,7 +30,7 @@ export const RETRY_REFUSED = 'RetryRefused';
 /** A webhook's receiver did not answer 2xx (or could not be reached): retried with back-off until the webhook's give-up time. */
 export const WEBHOOK_UNDELIVERED = 'WebhookUndelivered';
 
-export type FailureType = typeof AGENT_SHUTDOWN | typeof INVALID_ATTEMPT | typeof JOB_NOT_FOUND | typeof RETRY_REFUSED | typeof WEBHOOK_UNDELIVERED;
+export type FailureType = typeof AGENT_SHUTDOWN | typeof NODE_DECLARED_DEAD | typeof INVALID_ATTEMPT | typeof JOB_NOT_FOUND | typeof RETRY_REFUSED | typeof WEBHOOK_UNDELIVERED;
 
 /** A non-retryable failure of one of the types above. */
 export function permanentFailure(type: FailureType, message: string, details?: unknown[]): ApplicationFailure {

@@ -38,6 +38,18 @@ export interface CancelRequest {
   /** Sent by the job's sweep: the reason is the job's own words (`stopped by sweep …`), not "cancelled by user: …". */
   bySweep?: boolean;
 }
+/**
+ * The control plane declared a node of this attempt dead (issue 46, workers/control/peer-verdicts.ts):
+ * the attempt is LOST at once, without waiting for lost-after, and re-queued by policy. The
+ * control plane fenced the attempt before sending this, so nothing its old process sends counts.
+ * Sent again until the attempt has ended; taken once per node.
+ */
+export const nodeDeclaredDeadSignal = defineSignal<[NodeDeclaredDead]>('nodeDeclaredDead');
+export interface NodeDeclaredDead {
+  attempt: number;
+  nodeId: string;
+  reason: string;
+}
 export const jobStateQuery = defineQuery<JobState>('jobState');
 
 /** What retry_job asks of an ended job: its next attempt, and the validated edit (already stored). */

@@ -5,7 +5,7 @@
  * handler checks its argument here first: a malformed signal is logged and ignored, a
  * malformed update is refused by its validator. Pure and hand-written: no I/O, deterministic.
  */
-import type { CancelRequest, PreemptRequest, RetryRequest } from './job-messages.ts';
+import type { CancelRequest, NodeDeclaredDead, PreemptRequest, RetryRequest } from './job-messages.ts';
 import type { AttemptStarted, CheckpointFound, DispatchGrant, NodeInventory } from './types.ts';
 
 /** The longest id (job, node) a message may carry: the API's own bound. */
@@ -61,6 +61,11 @@ export function isTrialEnded(v: unknown): v is { jobId: string; attempt: number 
 /** `preemptJob`: the scheduler's order to stop this attempt for a preemption, with its grace. */
 export function isPreemptRequest(v: unknown): v is PreemptRequest {
   return isRecord(v) && isAttempt(v.attempt) && isText(v.reason, MAX_TEXT_CHARS) && isCount(v.graceMs) && (v.fail === undefined || typeof v.fail === 'boolean') && (v.cancel === undefined || typeof v.cancel === 'boolean');
+}
+
+/** `nodeDeclaredDead`: the control plane's verdict on one node of the attempt. */
+export function isNodeDeclaredDead(v: unknown): v is NodeDeclaredDead {
+  return isRecord(v) && isAttempt(v.attempt) && isId(v.nodeId) && isText(v.reason, MAX_TEXT_CHARS);
 }
 
 /** `retryJob` (update and signal): the next attempt and the edit already stored. */

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { setTimeout } from 'node:timers/promises';
 import { runOfAttempt } from '../../db/queries/attempt-run.ts';
+import { attemptFenced } from '../../db/queries/peers.ts';
 import { registerCheckpoint as registerCheckpointRow, type CheckpointRegistration } from '../../db/queries/checkpoint-register.ts';
 import { countRunCheckpoints, finalCheckpointOfAttempt, runOfCheckpoint } from '../../db/queries/checkpoints.ts';
 import { createEvaluationJob, evaluatedBy, settleEvaluation, unstartedEvaluationJobs } from '../../db/queries/evaluations.ts';
@@ -49,6 +50,8 @@ export function checkpointActivities({ deps }: ControlContext) {
     async registerCheckpoint(
       a: CheckpointRegistration,
     ): Promise<{ checkpointId: string | null; created: boolean; evaluate: EvaluationChild | null; finalPolicy: boolean; retention?: boolean }> {
+      // A fenced attempt's checkpoint is not registered (issue 46): its node was declared dead.
+      if (await attemptFenced(db, a.jobId, a.attempt)) return { checkpointId: null, created: false, evaluate: null, finalPolicy: false };
       const r = await registerCheckpointRow(db, a, { storage: deps.storeKind && deps.storeKind !== 'local' ? 'pending' : null });
       if (!r) return { checkpointId: null, created: false, evaluate: null, finalPolicy: false };
       // Only present when on: the histories of jobs without retention stay as they were.

@@ -110,6 +110,8 @@ const RULES: Record<string, Rule> = {
   // A node's Python environments: its agent reports them with its node token (an admin's too); admins read them.
   'PUT /api/v1/nodes/:id/envs': { access: 'admin', nodeSelf: (r) => r.params.id },
   'GET /api/v1/nodes/:id/envs': { access: 'admin' },
+  // A node's peer report (issue 46): its agent's, with its node token, once a second.
+  'POST /api/v1/nodes/:id/peers': { access: 'admin', nodeSelf: (r) => r.params.id },
   'POST /api/v1/tokens': { access: 'admin' },
   'GET /api/v1/tokens': { access: 'admin' },
   'PUT /api/v1/projects/:project/quota': { access: 'admin' },

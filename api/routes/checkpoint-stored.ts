@@ -10,8 +10,9 @@ import { markCheckpointStored } from '../../db/queries/checkpoint-register.ts';
 import { pendingUploadsOf } from '../../db/queries/checkpoint-uploads.ts';
 import { identityOf } from '../../db/queries/project-identity.ts';
 import { attemptStateAndNode } from '../../db/queries/launch.ts';
+import { attemptFenced } from '../../db/queries/peers.ts';
 import type { ApiDeps } from '../deps.ts';
-import { DomainError, notFound } from '../errors.ts';
+import { DomainError, fencedAttempt, notFound } from '../errors.ts';
 import { getCheckpoint } from '../../db/queries/checkpoints.ts';
 import { Conflict, IdParams, NotFound } from '../schemas/common.ts';
 import { exactlyOne } from '../schemas/rules.ts';
@@ -116,6 +117,7 @@ export const checkpointStoredRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async 
       const { id } = req.params;
       const attempt = Number(req.params.attempt);
       if (!(await attemptStateAndNode(db, id, attempt))) throw notFound('attempt', `${id}#${attempt}`);
+      if (await attemptFenced(db, id, attempt)) throw fencedAttempt(id, attempt);
       const b = req.body;
       const base = { jobId: id, uri: b.uri, fingerprint: b.fingerprint };
       const updated = await markCheckpointStored(db, b.key !== undefined ? { ...base, key: b.key, storedBytes: b.stored_bytes ?? 0 } : { ...base, failed: b.failed! });

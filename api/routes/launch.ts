@@ -27,10 +27,11 @@ import { addEvent } from '../../db/queries/runs.ts';
 import type { Db } from '../../db/client.ts';
 import type { GangPlacement } from '../../db/schema.ts';
 import { attemptStateAndNode } from '../../db/queries/launch.ts';
+import { attemptFenced } from '../../db/queries/peers.ts';
 import type { ApiDeps } from '../deps.ts';
 import { artifactFiles } from '../mlflow/artifact-files.ts';
 import { pythonEnvArtifact, PYTHON_ENV_ARTIFACT } from '../python-env.ts';
-import { DomainError, notFound } from '../errors.ts';
+import { DomainError, fencedAttempt, notFound } from '../errors.ts';
 import { Conflict, NotFound, Nullable, StringMap } from '../schemas/common.ts';
 
 const Params = Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }), attempt: Type.String({ pattern: '^[1-9][0-9]{0,6}$' }) });
@@ -144,6 +145,7 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
       const { pid, log_path: logPath } = req.body;
       return db.transaction(async (tx) => {
         const nodeId = req.principal?.kind === 'node' ? req.principal.nodeId : undefined;
+        if (await attemptFenced(tx, id, attempt)) throw fencedAttempt(id, attempt);
         if (await markAttemptRunning(tx, { jobId: id, attempt, pid, logPath, nodeId })) return { state: 'RUNNING' };
         const job = await getJob(tx, id);
         if (!job) throw notFound('job', id);
@@ -162,13 +164,14 @@ export const launchRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db
         summary: "An event the attempt's node saw (its checkpoint watcher skipped or refused something), into the attempt's history (node tokens of the node it was dispatched to only)",
         params: Params,
         body: NodeEventBody,
-        response: { 201: Type.Object({ id: Type.Integer() }), ...NotFound },
+        response: { 201: Type.Object({ id: Type.Integer() }), ...NotFound, ...Conflict },
       },
     },
     async (req, reply) => {
       const { id } = req.params;
       const attempt = Number(req.params.attempt);
       if (!(await attemptStateAndNode(db, id, attempt))) throw notFound('attempt', `${id}#${attempt}`);
+      if (await attemptFenced(db, id, attempt)) throw fencedAttempt(id, attempt);
       const b = req.body;
       const runId = await runOfAttempt(db, id, attempt);
       const e = await addEvent(db, { runId, jobId: id, attempt, kind: b.kind, level: b.level, message: b.message, data: b.data ?? null });

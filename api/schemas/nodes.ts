@@ -12,6 +12,8 @@ export const SlotSchema = Type.Object({
   owner_attempt: Nullable(Type.Integer()),
 });
 
+const StringMapOfCounts = Type.Record(Type.String(), Type.Integer(), { description: 'peer datagrams its agent ignored since it started, by why' });
+
 export const NodeSchema = Type.Object({
   id: Type.String(),
   hostname: Type.String(),
@@ -27,6 +29,29 @@ export const NodeSchema = Type.Object({
     }, { description: 'set while the node is drained (gpuctl node drain): the scheduler places nothing new on it, its running jobs finish; null when it takes jobs' }),
   ),
   gpus: Type.Array(SlotSchema),
+  peer: Type.Optional(
+    Nullable(
+      Type.Object(
+        {
+          verdict: Nullable(Type.Union([Type.Literal('fine'), Type.Literal('suspect'), Type.Literal('dead'), Type.Literal('outage')], { description: "the control plane's last verdict (docs/outage-rule.md, Peer witnesses): suspect and dead take no new attempt; null before the first" })),
+          reason: Nullable(Type.String()),
+          since: Nullable(Type.String({ format: 'date-time', description: 'when the verdict became this one' })),
+          reported_at: Nullable(Type.String({ format: 'date-time', description: "when the node's last peer report arrived: the control plane's own hearing of it" })),
+          addr: Nullable(Type.String({ description: 'host:port where its agent takes peer heartbeats (UDP)' })),
+          witnesses: Type.Array(
+            Type.Object({
+              node: Type.String(),
+              last_heard_at: Type.String({ format: 'date-time', description: 'when that witness last heard this node, by its latest report (never heard: when it began to watch it)' }),
+              reported_at: Type.String({ format: 'date-time', description: 'when that report arrived' }),
+            }),
+            { description: "every node that reported on this one in the last minute: its witnesses" },
+          ),
+          ignored_packets: Nullable(StringMapOfCounts),
+        },
+        { description: 'the peer channel (issue 46); null for a node whose agent never sent a peer report' },
+      ),
+    ),
+  ),
 });
 
 export const DrainBody = Type.Optional(

@@ -68,7 +68,7 @@ export interface RunAttemptNow {
   attempt: number;
   /** The job's current attempt (a retry or a lost requeue moves it on). */
   jobAttempt: number;
-  /** The run's attempt is over: it has an end time, or a final state. */
+  /** The run's attempt is over: it has an end time, or a final state, or it was fenced (its node declared dead). */
   ended: boolean;
 }
 
@@ -85,6 +85,7 @@ export async function runAttemptNow(ex: Executor, runId: string): Promise<RunAtt
       attempt: jobAttempts.attempt,
       jobAttempt: jobs.attempt,
       endedAt: jobAttempts.endedAt,
+      fencedAt: jobAttempts.fencedAt,
       state: jobAttempts.state,
     })
     .from(runs)
@@ -93,7 +94,7 @@ export async function runAttemptNow(ex: Executor, runId: string): Promise<RunAtt
     .where(eq(runs.id, runId));
   if (!r) return null;
   const nodeIds = r.members ? r.members.map((m) => m.node_id) : r.nodeId ? [r.nodeId] : [];
-  return { nodeId: r.nodeId, nodeIds, attempt: r.attempt, jobAttempt: r.jobAttempt, ended: r.endedAt !== null || isTerminal(r.state) };
+  return { nodeId: r.nodeId, nodeIds, attempt: r.attempt, jobAttempt: r.jobAttempt, ended: r.endedAt !== null || r.fencedAt !== null || isTerminal(r.state) };
 }
 
 /**

@@ -9,6 +9,7 @@ import { queryRows, type Db, type Executor } from '../client.ts';
 import { gpuSlots, jobs } from '../schema.ts';
 import { type Placement } from '../../domain/placement.ts';
 import { QUEUE_COLUMNS, queuedJobOf, type QueueRow } from './queued-jobs.ts';
+import { PLACEABLE_VERDICT } from './node-rooms.ts';
 
 
 /** How a placement reads in the history: its node and cards, or each member's for a gang. */
@@ -124,7 +125,7 @@ export async function bestRoomFor(ex: Executor, job: { id: string; attempt: numb
   const [node] = await queryRows<{ node_id: string; free: number[] }>(ex, sql`
       select s.node_id, array_agg(s.index order by s.index) as free
       from gpu_slots s join nodes n on n.id = s.node_id
-      where n.status = 'ONLINE' and n.drained_at is null and s.present = 1 and s.owner_job_id is null and n.labels @> ${JSON.stringify(job.selector)}::jsonb
+      where n.status = 'ONLINE' and n.drained_at is null and ${PLACEABLE_VERDICT} and s.present = 1 and s.owner_job_id is null and n.labels @> ${JSON.stringify(job.selector)}::jsonb
       group by s.node_id
       having count(*) >= ${job.gpus}
       order by (s.node_id is not distinct from (select coalesce(p.failed_node, p.node_id) from job_attempts p where p.job_id = ${job.id} and p.attempt = ${job.attempt - 1} and p.state in ('FAILED', 'LOST'))),

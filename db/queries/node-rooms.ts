@@ -2,8 +2,11 @@ import { sql } from 'drizzle-orm';
 import { queryRows, type Executor } from '../client.ts';
 import type { NodeRoom } from '../../domain/placement.ts';
 
+/** A node the peer-witness loop holds SUSPECT or dead (domain/peer-witness.ts) takes no new attempt. */
+export const PLACEABLE_VERDICT = sql`coalesce(n.peer_verdict, 'fine') not in ('suspect', 'dead')`;
+
 /**
- * nodeRooms returns every ONLINE node that is not drained (the nodes the scheduler may place on) with its labels, its present cards and which of them are free (one row a node).
+ * nodeRooms returns every ONLINE node that is not drained nor SUSPECT or dead by the peer witnesses (the nodes the scheduler may place on) with its labels, its present cards and which of them are free (one row a node).
  * The free cards are put in order here, not by the query: an ordered aggregate makes PostgreSQL
  * sort every card by node id first (a third of the read at 1,000 nodes).
  */
@@ -12,7 +15,7 @@ export async function nodeRooms(ex: Executor): Promise<NodeRoom[]> {
     select n.id, n.labels, count(s.index)::int as total,
            coalesce(array_agg(s.index) filter (where s.index is not null and s.owner_job_id is null), '{}') as free
     from nodes n left join gpu_slots s on s.node_id = n.id and s.present = 1
-    where n.status = 'ONLINE' and n.drained_at is null
+    where n.status = 'ONLINE' and n.drained_at is null and ${PLACEABLE_VERDICT}
     group by n.id, n.labels`);
   return rows.map((r) => ({ id: r.id, labels: r.labels, totalCards: Number(r.total), free: r.free.map(Number).sort((a, b) => a - b) }));
 }

@@ -1,3 +1,4 @@
+import { witnessReportsOf, type WitnessHeard } from './peers.ts';
 import { and, asc, eq, notInArray, sql } from 'drizzle-orm';
 import { queryRows, type Executor } from '../client.ts';
 import { checkpoints, events, gpuSlots, nodes, type GpuNode, type GpuSlot } from '../schema.ts';
@@ -47,13 +48,14 @@ export async function getNode(ex: Executor, nodeId: string): Promise<GpuNode | u
   return row;
 }
 
-export type NodeWithSlots = GpuNode & { slots: GpuSlot[] };
+export type NodeWithSlots = GpuNode & { slots: GpuSlot[]; witnesses?: WitnessHeard[] };
 
 /** listNodesWithSlots returns every node, by id, with its cards in index order. */
 export async function listNodesWithSlots(ex: Executor): Promise<NodeWithSlots[]> {
   const ns = await ex.select().from(nodes).orderBy(asc(nodes.id));
   const slots = await ex.select().from(gpuSlots).orderBy(asc(gpuSlots.nodeId), asc(gpuSlots.index));
-  return ns.map((n) => ({ ...n, slots: slots.filter((s) => s.nodeId === n.id) }));
+  const heard = await witnessReportsOf(ex, ns.filter((n) => n.reportedAt !== null).map((n) => n.id));
+  return ns.map((n) => ({ ...n, slots: slots.filter((s) => s.nodeId === n.id), witnesses: heard.filter((w) => w.subject === n.id) }));
 }
 
 /** saveNodeEnvs records what a node's agent says its cache of Python environments holds now (replacing its last report); false for an unknown node. */

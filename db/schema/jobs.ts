@@ -153,6 +153,11 @@ export const jobAttempts = pgTable(
     stalledAt: ts('stalled_at'),
     /** The node the attempt failed or was lost on (a gang's: the member's that ended it); the next attempt avoids it. */
     failedNode: text('failed_node'),
+    /**
+     * When the control plane declared the attempt's node dead (issue 46, workers/control/peer-verdicts.ts):
+     * from then on nothing the attempt sends is accepted (domain/peer-witness.ts acceptAttemptReport).
+     */
+    fencedAt: ts('fenced_at'),
     exitCode: integer('exit_code'),
     signal: text('signal'),
     reason: text('reason'),

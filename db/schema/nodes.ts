@@ -2,6 +2,7 @@ import { sql, type InferSelectModel } from 'drizzle-orm';
 import { check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import type { NodeEnvReport } from '../../domain/env-cache.ts';
 import type { NodeStatus } from '../../domain/node.ts';
+import type { Verdict } from '../../domain/peer-witness.ts';
 import { createdAt, ts } from './columns.ts';
 import { jobs } from './jobs.ts';
 
@@ -25,6 +26,16 @@ export const nodes = pgTable('nodes', {
   /** The Python environments its agent last said it holds (PUT /nodes/:id/envs), and when; null before any report. */
   envCache: jsonb('env_cache').$type<NodeEnvReport>(),
   envCacheAt: ts('env_cache_at'),
+  /** Where its agent takes peer heartbeats (host:port, UDP), as its last peer report said. */
+  peerAddr: text('peer_addr'),
+  /** When its last peer report arrived (POST /nodes/:id/peers): the control plane's own hearing of it. */
+  reportedAt: ts('reported_at'),
+  /** The control plane's last verdict on it (domain/peer-witness.ts): fine, suspect, dead or outage; null before any. */
+  peerVerdict: text('peer_verdict').$type<Verdict>(),
+  peerVerdictReason: text('peer_verdict_reason'),
+  peerVerdictAt: ts('peer_verdict_at'),
+  /** Peer datagrams its agent ignored since it started, by why (malformed, bad-mac, replayed, …), as its last report said. */
+  peerIgnored: jsonb('peer_ignored').$type<Record<string, number>>(),
 });
 export type GpuNode = InferSelectModel<typeof nodes>;
 
@@ -51,3 +62,19 @@ export const gpuSlots = pgTable(
   ],
 );
 export type GpuSlot = InferSelectModel<typeof gpuSlots>;
+
+/**
+ * What a witness last told the control plane about one node it watches (issue 46): when it last
+ * heard it, in the database's clock (received − the age the witness reported). One row a pair.
+ */
+export const peerReports = pgTable(
+  'peer_reports',
+  {
+    witnessId: text('witness_id').notNull(),
+    subjectId: text('subject_id').notNull(),
+    lastHeardAt: ts('last_heard_at').notNull(),
+    receivedAt: ts('received_at').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.witnessId, t.subjectId] })],
+);
+export type PeerReport = InferSelectModel<typeof peerReports>;

@@ -12,6 +12,8 @@ export const planeIdentity = pgTable(
   {
     only: boolean('only').primaryKey().default(true),
     planeId: text('plane_id').notNull(),
+    /** The secret the peer channel's keys are derived from (db/queries/peers.ts peerKeyOf); made by the first API that needs it. */
+    peerSecret: text('peer_secret'),
     createdAt: createdAt(),
   },
   (t) => [check('plane_identity_one_row', sql`${t.only}`)],

@@ -258,6 +258,10 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     ...(o.runStaleS !== undefined ? { GPUPLANE_RUN_STALE_S: String(o.runStaleS) } : {}),
     GPUPLANE_BACKFILL_HOLD_S: String(o.backfillHoldS ?? 300),
     GPUPLANE_QUARANTINE_AFTER: String(o.quarantineAfter ?? 0),
+    // The peer witnesses (issue 46) are off unless a test turns them on (test/peer-witness.e2e.test.ts):
+    // the other files hold the outage rule's lost-after path, and kill and restart agents on purpose.
+    GPUPLANE_DEAD_AFTER_S: '0',
+    GPUPLANE_PEER_PORT: 'off',
     ...tlsEnv,
     ...o.env,
     GPUPLANE_ADMIN_TOKEN: token,

@@ -49,6 +49,7 @@ export async function startConfiguredControlWorker(c: GpuplaneConfig, db: Db, cl
     timeouts: timeoutsOf(c),
     webhooks: { allowPrivate: c.webhookAllowPrivate, retry: c.webhookRetry },
     sweepPollMs: c.sweepPollMs,
+    deadAfterMs: c.deadAfterMs,
     workflowBundlePath: process.env.GPUPLANE_WORKFLOW_BUNDLE || undefined,
   }).catch(async (err: unknown) => {
     await own?.close();

@@ -14,6 +14,7 @@ import type { WebhookDeliveryDeps } from '../../activities/control/context.ts';
 import type { ObjectStore } from '../../runtime/object-store-types.ts';
 import { CONTROL_TASK_QUEUE } from '../../workflows/names.ts';
 import { collectCode, codeRetentionEveryMs, DEFAULT_CODE_KEEP_S } from './code-retention.ts';
+import { peerSettings, startPeerVerdicts } from './peer-verdicts.ts';
 import { reconcileClosedJobWorkflows, reconcileMissingJobWorkflows } from './reconcile.ts';
 
 /** How often the control worker makes sure every webhook has its delivery workflow running. */
@@ -55,6 +56,10 @@ export interface ControlWorkerOptions {
   workflowBundlePath?: string;
   /** Webhook deliveries: which private addresses, what retries (absent: none, the defaults). */
   webhooks?: WebhookDeliveryDeps;
+  /** GPUPLANE_DEAD_AFTER_S in ms: the peer-witness loop (workers/control/peer-verdicts.ts); absent or 0: not run. */
+  deadAfterMs?: number;
+  /** Where the peer-witness loop says what it declared; default stderr. */
+  log?: { warn(line: string): void; info(line: string): void };
   /** GPUPLANE_SWEEP_POLL_MS, for the sweeps whose workflow the reconciler starts again. */
   sweepPollMs?: number;
 }
@@ -142,9 +147,13 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
       }, codeRetentionEveryMs(codeKeepMs))
     : null;
   codeSweep?.unref();
+  const settings = peerSettings(o.deadAfterMs ?? 0);
+  const stderr = (line: string) => process.stderr.write(`${line}\n`);
+  const peers = settings ? startPeerVerdicts({ db: o.db, client: o.client, settings, warn: o.log?.warn.bind(o.log) ?? stderr, info: o.log?.info.bind(o.log) ?? stderr }) : null;
   return {
     run,
     async shutdown() {
+      peers?.stop();
       clearInterval(timer);
       clearInterval(crashSweep);
       if (codeSweep) clearInterval(codeSweep);

@@ -34,6 +34,7 @@ import { EnvReporter } from '../../activities/gpu-host/env-report.ts';
 import { envCacheDirFromEnv, EnvCache, envToolsFromEnv } from '../../activities/gpu-host/python-env.ts';
 import { startFencingWatchdog } from './fencing-watchdog.ts';
 import { takeUpPreviousLife } from './previous-life.ts';
+import { startPeerChannel, type PeerChannel } from './peer-channel.ts';
 import { rejoinWhenReachable } from './reconnect.ts';
 
 export interface AgentOptions {
@@ -84,6 +85,8 @@ export interface AgentOptions {
   telemetryMs?: number;
   /** The bound of the node's cache of Python environments (`--env-cache-size`, GPUPLANE_ENV_CACHE_SIZE); absent: domain/env-cache.ts DEFAULT_ENV_CACHE_BYTES. */
   envCacheBytes?: number;
+  /** UDP port of the peer channel (issue 46; GPUPLANE_PEER_PORT); 0 or absent: any free one; null: no peer channel. */
+  peerPort?: number | null;
 }
 
 export interface Agent {
@@ -242,6 +245,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   void pythonEnvs.evict().finally(() => envReporter?.changed());
   await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
+  // Heartbeats to its witnesses and reports of what it heard (a node with no peer channel is never declared dead early).
+  const peerPort = o.peerPort === undefined ? peerPortFromEnv() : o.peerPort;
+  const peers: PeerChannel | null = peerPort === null ? null : await startPeerChannel({ apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken, host: o.address ?? '127.0.0.1', port: peerPort, warn: (m) => agentLogger.warn(m) });
   // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent looks every
   // three heartbeat timeouts (30 s by default: a thousand idle nodes must not cost a server) and starts it.
   const rejoin = setInterval(() => {
@@ -263,6 +269,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     run,
     async shutdown() {
       clearInterval(rejoin);
+      peers?.stop();
       telemetry?.stop();
       envReporter?.stop();
       rejoiner.stop();
@@ -278,4 +285,13 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       await run;
     },
   };
+}
+
+/** GPUPLANE_PEER_PORT: the peer channel's UDP port; absent or 0: any free one; `off`: none. */
+export function peerPortFromEnv(raw = process.env.GPUPLANE_PEER_PORT): number | null {
+  if (raw === undefined || raw === '') return 0;
+  if (raw === 'off') return null;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`GPUPLANE_PEER_PORT must be a port (0-65535) or off, got "${raw}"`);
+  return n;
 }

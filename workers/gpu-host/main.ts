@@ -10,7 +10,8 @@
  * opens the database. Environment (config.ts, with defaults): TEMPORAL_ADDRESS (127.0.0.1:7233),
  * TEMPORAL_NAMESPACE (default), GPUPLANE_API_URL (http://127.0.0.1:8787, given to jobs),
  * GPUPLANE_HOME (~/.gpuplane; attempt records and logs under agent/NODE), GPUPLANE_LOST_AFTER_S
- * (75), GPUPLANE_HEARTBEAT_TIMEOUT_S (10), GPUPLANE_KILL_GRACE_S (10), GPUPLANE_LOG_LEVEL (info;
+ * (75), GPUPLANE_HEARTBEAT_TIMEOUT_S (10), GPUPLANE_KILL_GRACE_S (10), GPUPLANE_PEER_PORT (0: any; off: no
+ * peer channel; workers/gpu-host/peer-channel.ts), GPUPLANE_LOG_LEVEL (info;
  * JSON lines on stderr), GPUPLANE_NODE_TOKEN (--token: the node's credential), GPUPLANE_ALLOWED_ROOTS
  * (--allowed-root, ':'-separated; the flags win), GPUPLANE_NODE_TOKEN_FILE (--token-file), GPUPLANE_JOB_USERS
  * (--job-users), GPUPLANE_PROTECT (--protect, comma-separated), GPUPLANE_ADVERTISE_ADDR (--advertise-addr), GPUPLANE_MAX_PIDS (--max-pids, 4096),

@@ -3,7 +3,7 @@ import type { AttemptGang, AttemptOutcome, AttemptSpec, AttemptStarted, ProcessE
 import { AGENT_STOPPED } from '../failures.ts';
 import type { JobAttempt } from './job-attempt.ts';
 import { stopOnNode, takeBackWithinMs } from './on-node.ts';
-import { failureMessage, isLost, missedHeartbeat, outcomeOfExit, stoppedWithAgent } from './outcome.ts';
+import { failureMessage, isDeclaredDead, isLost, missedHeartbeat, outcomeOfExit, stoppedWithAgent } from './outcome.ts';
 import { AttemptWatch, preemptedOutcome, type WatchView } from './watch.ts';
 
 /**
@@ -98,7 +98,7 @@ async function watchMember(job: JobAttempt, spec: AttemptSpec & { gang: AttemptG
   // Stopped: its process is known dead once its node says so, or once lost-after has passed in
   // silence (its agent fences it by then). A node that missed its heartbeat timeout has the rest.
   const within = missedHeartbeat(w.failure) ? takeBackWithinMs(job.input) : job.input.lostAfterMs;
-  const unreachable = !(await stopOnNode({ jobId: job.jobId, attempt: job.attempt, nodeId }, within));
+  const unreachable = isDeclaredDead(w.failure) || job.deadNodes.has(nodeId) || !(await stopOnNode({ jobId: job.jobId, attempt: job.attempt, nodeId }, within));
   return { ...base, stopped: true, unreachable };
 }
 

@@ -1,13 +1,13 @@
 import { CancellationScope, ParentClosePolicy, setHandler, startChild, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { permanentFailure, RETRY_REFUSED } from '../failures.ts';
-import { attemptStartedSignal, cancelJobSignal, checkpointFoundSignal, dispatchSignal, jobStateQuery, preemptJobSignal, reattachSignal, retryJobSignal, retryJobUpdate, type PreemptRequest, type RetryRequest } from '../job-messages.ts';
+import { attemptStartedSignal, cancelJobSignal, checkpointFoundSignal, dispatchSignal, jobStateQuery, nodeDeclaredDeadSignal, preemptJobSignal, reattachSignal, retryJobSignal, retryJobUpdate, type PreemptRequest, type RetryRequest } from '../job-messages.ts';
 import { jobStartSearchAttributes, jobWorkflowInput } from '../job-start.ts';
 import { jobWorkflowId } from '../names.ts';
 import { SA_JOB_STATE, SA_NODE } from '../search-attributes.ts';
 import type { AttemptStarted, CheckpointFound, EvaluationChild, JobState, JobWorkflowInput, JobWorkflowResult } from '../types.ts';
 import { control } from './control.ts';
 import { guarded } from '../guarded.ts';
-import { describeArg, isAttemptStarted, isCancelRequest, isCheckpointFound, isDispatchGrant, isPreemptRequest, isRetryRequest } from '../message-guards.ts';
+import { describeArg, isAttemptStarted, isCancelRequest, isCheckpointFound, isDispatchGrant, isNodeDeclaredDead, isPreemptRequest, isRetryRequest } from '../message-guards.ts';
 import { applyRetention } from './on-node.ts';
 
 /** The job workflow's signature, for its children and its continue-as-new (job-workflow.ts). */
@@ -35,6 +35,8 @@ export class JobAttempt {
   cancelReason: string;
   /** The scheduler takes this attempt's cards back (the first order for this attempt; later ones are the same order sent again). */
   preempt: PreemptRequest | null = null;
+  /** Nodes of this attempt the control plane declared dead (issue 46), with its reason: their part of the attempt is LOST at once. */
+  readonly deadNodes = new Map<string, string>();
   /** The cancel came from Temporal (a workflow cancel request): it also ends the wait for a retry. */
   temporalCancel = false;
   /**
@@ -97,6 +99,12 @@ export class JobAttempt {
       preemptJobSignal,
       guarded('preemptJob', isPreemptRequest, (p) => {
         if (p.attempt === this.attempt && this.preempt === null && !this.cancelRequested) this.preempt = p;
+      }),
+    );
+    setHandler(
+      nodeDeclaredDeadSignal,
+      guarded('nodeDeclaredDead', isNodeDeclaredDead, (d) => {
+        if (d.attempt === this.attempt && !this.deadNodes.has(d.nodeId)) this.deadNodes.set(d.nodeId, d.reason);
       }),
     );
     setHandler(

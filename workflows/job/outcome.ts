@@ -1,5 +1,5 @@
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
-import { AGENT_SHUTDOWN, AGENT_STOPPED } from '../failures.ts';
+import { AGENT_SHUTDOWN, AGENT_STOPPED, NODE_DECLARED_DEAD } from '../failures.ts';
 import type { AttemptOutcome, ProcessExit } from '../types.ts';
 
 /** How a process that ran (or failed to start) ended, as the job's outcome. */
@@ -16,8 +16,19 @@ export function missedHeartbeat(err: unknown): boolean {
   return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'HEARTBEAT';
 }
 
-/** The node stopped answering: no heartbeat, nobody picked the attempt up, or its agent gave it up. */
+/** The failure a watch ends with when the control plane declared its node dead (issue 46). */
+export function declaredDead(nodeId: string, reason: string): ApplicationFailure {
+  return ApplicationFailure.create({ type: NODE_DECLARED_DEAD, message: `node ${nodeId} declared dead: ${reason}`, nonRetryable: true });
+}
+
+/** The watch ended because the control plane declared its node dead: its process is fenced, and nobody waits for its node. */
+export function isDeclaredDead(err: unknown): boolean {
+  return err instanceof ApplicationFailure && err.type === NODE_DECLARED_DEAD;
+}
+
+/** The node stopped answering: no heartbeat, nobody picked the attempt up, its agent gave it up, or the control plane declared it dead. */
 export function isLost(err: unknown): boolean {
+  if (isDeclaredDead(err)) return true;
   if (!(err instanceof ActivityFailure)) return false;
   const cause = err.cause;
   if (cause instanceof ApplicationFailure && cause.type === AGENT_SHUTDOWN) return true;

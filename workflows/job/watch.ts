@@ -6,7 +6,7 @@ import { AGENT_STOPPED } from '../failures.ts';
 import { control } from './control.ts';
 import type { JobAttempt } from './job-attempt.ts';
 import { attemptActivities, preemptOnNode, stopOnNode, takeBackWithinMs } from './on-node.ts';
-import { failureMessage, isLost, missedHeartbeat, outcomeOfExit, stoppedWithAgent } from './outcome.ts';
+import { declaredDead, failureMessage, isDeclaredDead, isLost, missedHeartbeat, outcomeOfExit, stoppedWithAgent } from './outcome.ts';
 
 /** Patch: RUNNING is reported by the agent to the API, and set in Temporal when the attempt goes to its node. */
 const STARTED_BY_API = 'started-by-api';
@@ -49,8 +49,9 @@ async function outcomeOf(job: JobAttempt, s: AttemptSpec, exit: ProcessExit | nu
     // it), it was asked to stop: it is not re-queued. Its cards are freed only once the
     // process is known dead: the node stops it, or, silent until lost-after, has fenced it.
     // A node that missed its heartbeat timeout has the rest of lost-after to answer.
+    // A node declared dead is not waited for: its attempt is fenced, and its process dies by fence-after.
     const within = missedHeartbeat(failure) ? takeBackWithinMs(job.input) : job.input.lostAfterMs;
-    const unreachable = !(await stopOnNode({ jobId: job.jobId, attempt: job.attempt, nodeId: s.nodeId }, within));
+    const unreachable = isDeclaredDead(failure) || !(await stopOnNode({ jobId: job.jobId, attempt: job.attempt, nodeId: s.nodeId }, within));
     const reason = unreachable ? `${job.cancelReason} (node unreachable)` : job.cancelReason;
     return { state: 'CANCELLED', exitCode: null, signal: null, reason, nodeLost: unreachable };
   }
@@ -142,7 +143,8 @@ export class AttemptWatch {
           (view.stop() && !this.cancelSent) ||
           (view.preempt() !== null && this.preempted === null && !this.cancelSent) ||
           (view.started() !== null && !this.markedRunning) ||
-          view.reattaches().length > this.reattachesSeen,
+          view.reattaches().length > this.reattachesSeen ||
+          this.job.deadNodes.has(this.spec.nodeId),
       );
       if (view.reattaches().length > this.reattachesSeen && !this.current.done && !this.cancelSent) await this.reattached();
       // Recorded even when the attempt's end arrived in the same activation as its start.
@@ -158,6 +160,11 @@ export class AttemptWatch {
       if (p !== null && this.preempted === null && !this.cancelSent) {
         this.preempted = preemptOnNode({ jobId: this.job.jobId, attempt: this.job.attempt, nodeId: this.spec.nodeId, graceMs: p.graceMs }, this.job.input);
       }
+      // Declared dead (issue 46): LOST now, not at lost-after. The activity on the dead node is
+      // left alone (a cancel would wait for a node nobody hears); the agent, if it comes back, finds
+      // its attempt no longer current and kills the process.
+      const dead = this.job.deadNodes.get(this.spec.nodeId);
+      if (dead !== undefined && !this.current.done) return { scope: this.current.scope, done: true, exit: null, failure: declaredDead(this.spec.nodeId, dead), preempted: this.preempted };
       if (!this.current.done) continue;
       if (this.current.exit === null && !view.stop() && missedHeartbeat(this.current.failure)) {
         await this.takeBack();
