@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { createLogger } from '../runtime/logger.ts';
-import { connectClient, connectWorker } from '../temporal/setup.ts';
+import { connectClient } from '../temporal/setup.ts';
+import { connectWorker } from '../temporal/worker-runtime.ts';
 import { startAgent, type Agent } from '../workers/gpu-host/agent.ts';
 
 const { values } = parseArgs({

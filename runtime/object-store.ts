@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { folderStore } from './folder-store.ts';
 import type { ObjectStore } from './object-store-types.ts';
-import { s3Store } from './s3-store.ts';
 import { checkSharedMarker } from './shared-store-marker.ts';
 
 export { NoSuchObjectError, type DeleteWhat, type ObjectInfo, type ObjectStore, type PutBody, type PutOptions } from './object-store-types.ts';
@@ -80,6 +79,8 @@ export async function openStore(config: StorageConfig, o: OpenStoreOptions): Pro
   // Keys in the environment given are used as they are; else the SDK's chain (profiles, SSO, instance roles) finds them.
   const id = env.AWS_ACCESS_KEY_ID;
   const secret = env.AWS_SECRET_ACCESS_KEY;
+  // The AWS SDK is loaded only where the store is S3: a local or shared store's processes start without it.
+  const { s3Store } = await import('./s3-store.ts');
   const store = s3Store({
     bucket: config.bucket,
     prefix: config.prefix,

@@ -8,7 +8,7 @@ import { reconcileCreatedJobs, sendGrants, sendPreemptions } from '../../tempora
 import { stalePreemptions } from '../../db/queries/preempt.ts';
 import type { SchedulePassResult } from '../../workflows/types.ts';
 import type { ControlContext } from './context.ts';
-import { recordSchedulingPass } from '../../temporal/setup.ts';
+import { recordSchedulingPass } from '../../temporal/worker-runtime.ts';
 
 /** The scheduler workflow's activity: one pass over the queue, its grants sent. */
 export function schedulingActivities({ deps }: ControlContext) {

@@ -9,7 +9,8 @@ import { onShutdown } from '../../runtime/process.ts';
 import { openStore, parseStorage, type ObjectStore } from '../../runtime/object-store.ts';
 import { lookupUser } from '../../runtime/users.ts';
 import { timeoutsOf } from '../../temporal/client-ops.ts';
-import { claimNamespace, connectClient, connectWorker, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
+import { claimNamespace, connectClient, ensureNamespace, untilTemporalAnswers } from '../../temporal/setup.ts';
+import { connectWorker } from '../../temporal/worker-runtime.ts';
 import { planeIdOf } from '../../db/queries/plane.ts';
 import { startControlWorker, type ControlWorker } from './worker.ts';
 
