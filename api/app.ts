@@ -1,4 +1,5 @@
 import swagger from '@fastify/swagger';
+import { lazyCompilers } from './lazy-compilers.ts';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyServerOptions } from 'fastify';
 import { pingDatabase } from '../db/queries/health.ts';
@@ -60,6 +61,8 @@ export async function buildApp(given: ApiDeps, opts: FastifyServerOptions = {}):
     // Types are not coerced: "2" is not a number of GPUs; unknown fields are errors, not dropped.
     // verbose: an anyOf's error carries its schema, to say in words what the field takes (./schema-errors.ts).
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false, verbose: true } },
+    // Each route's validator and serializer compiled on first use (./lazy-compilers.ts): a faster start.
+    schemaController: lazyCompilers(),
     schemaErrorFormatter: (errors, dataVar) => new Error(formatSchemaErrors(errors, dataVar)),
     // Longer than any declared maxLength once percent-encoded: a too-long id is the schema's 400, not the router's 414.
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
