@@ -172,7 +172,9 @@ describe.skipIf(skip)('peer witnesses', () => {
     fs.mkdirSync(out, { mode: 0o1777 });
     fs.chmodSync(out, 0o1777);
     await until('the live nodes heard by all their witnesses', async () => (await c.client.nodes()).filter((n) => n.status === 'ONLINE').every((n) => n.peer?.verdict === 'fine'), 60_000);
-    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: recorderScript(out, 30) });
+    // It runs until the test says so: however slowly the agent comes back, the job still runs then.
+    const go = path.join(out, 'go');
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: `touch "${out}/$GPUPLANE_JOB_ID-$GPUPLANE_ATTEMPT"; while [ ! -e "${go}" ]; do sleep 0.2; done` });
     const node = (await c.client.waitFor(job.id, ['RUNNING'], 30_000)).node_id!;
     await until('attempt 1 started', () => fs.existsSync(path.join(out, `${job.id}-1`)));
     const agent = c.agents.get(node)!;
@@ -186,6 +188,7 @@ describe.skipIf(skip)('peer witnesses', () => {
     }
     await agent.start();
     expect(agent.output).toContain('re-attached to 1 running attempt');
+    fs.writeFileSync(go, '');
     const done = await c.client.waitFor(job.id, undefined, 60_000);
     expect(done.state).toBe('SUCCEEDED');
     expect(done.attempts.map((a) => [a.attempt, a.state])).toEqual([[1, 'SUCCEEDED']]);
