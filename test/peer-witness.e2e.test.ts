@@ -167,4 +167,31 @@ describe.skipIf(skip)('peer witnesses', () => {
     expect((await c.client.nodes()).some((n) => n.status === 'ONLINE' && n.peer?.verdict === 'dead')).toBe(false);
     await c.client.cancel(job.id);
   });
+  it("an agent SIGKILLed while its job runs and back after more than dead-after: its peer keeper speaks for the node, nobody declares it dead, and the agent re-attaches", async () => {
+    const out = path.join(c.work, 'restart');
+    fs.mkdirSync(out, { mode: 0o1777 });
+    fs.chmodSync(out, 0o1777);
+    await until('the live nodes heard by all their witnesses', async () => (await c.client.nodes()).filter((n) => n.status === 'ONLINE').every((n) => n.peer?.verdict === 'fine'), 60_000);
+    // It runs until the test says so: however slowly the agent comes back, the job still runs then.
+    const go = path.join(out, 'go');
+    const job = await c.client.submit({ type: 'TRAIN', gpus: 1, command: `touch "${out}/$GPUPLANE_JOB_ID-$GPUPLANE_ATTEMPT"; while [ ! -e "${go}" ]; do sleep 0.2; done` });
+    const node = (await c.client.waitFor(job.id, ['RUNNING'], 30_000)).node_id!;
+    await until('attempt 1 started', () => fs.existsSync(path.join(out, `${job.id}-1`)));
+    const agent = c.agents.get(node)!;
+    await agent.kill('SIGKILL');
+    // Down for longer than dead-after (5 s here) on purpose: the verdict is looked at all along.
+    const verdicts = new Set<string>();
+    const backAt = Date.now() + 8000;
+    while (Date.now() < backAt) {
+      verdicts.add((await c.client.nodes()).find((n) => n.id === node)!.peer?.verdict ?? 'none');
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await agent.start();
+    expect(agent.output).toContain('re-attached to 1 running attempt');
+    fs.writeFileSync(go, '');
+    const done = await c.client.waitFor(job.id, undefined, 60_000);
+    expect(done.state).toBe('SUCCEEDED');
+    expect(done.attempts.map((a) => [a.attempt, a.state])).toEqual([[1, 'SUCCEEDED']]);
+    expect([...verdicts]).toEqual(['fine']);
+  });
 });

@@ -34,7 +34,7 @@ import { EnvReporter } from '../../activities/gpu-host/env-report.ts';
 import { envCacheDirFromEnv, EnvCache, envToolsFromEnv } from '../../activities/gpu-host/python-env.ts';
 import { startFencingWatchdog } from './fencing-watchdog.ts';
 import { takeUpPreviousLife } from './previous-life.ts';
-import { startPeerChannel, type PeerChannel } from './peer-channel.ts';
+import { startOrAdoptPeerKeeper } from './peer-keeper.ts';
 import { rejoinWhenReachable } from './reconnect.ts';
 
 export interface AgentOptions {
@@ -245,9 +245,13 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   void pythonEnvs.evict().finally(() => envReporter?.changed());
   await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
-  // Heartbeats to its witnesses and reports of what it heard (a node with no peer channel is never declared dead early).
+  // Heartbeats to its witnesses and reports of what it heard (a node with no peer channel is never declared dead early),
+  // by the node's peer keeper: it outlives this agent, so that a restart is not a death (peer-keeper.ts).
   const peerPort = o.peerPort === undefined ? peerPortFromEnv() : o.peerPort;
-  const peers: PeerChannel | null = peerPort === null ? null : await startPeerChannel({ apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken, host: o.address ?? '127.0.0.1', port: peerPort, warn: (m) => agentLogger.warn(m) });
+  if (peerPort !== null) {
+    const keeper = await startOrAdoptPeerKeeper({ apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken, host: o.address ?? '127.0.0.1', port: peerPort, runDir: processes.runDir });
+    agentLogger.info(`peer keeper ${keeper.pid} ${keeper.adopted ? 'adopted' : 'started'}, heartbeats from ${keeper.addr}`);
+  }
   // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent looks every
   // three heartbeat timeouts (30 s by default: a thousand idle nodes must not cost a server) and starts it.
   const rejoin = setInterval(() => {
@@ -269,7 +273,6 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     run,
     async shutdown() {
       clearInterval(rejoin);
-      peers?.stop();
       telemetry?.stop();
       envReporter?.stop();
       rejoiner.stop();

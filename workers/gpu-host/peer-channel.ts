@@ -24,6 +24,8 @@ export interface PeerChannelOptions {
   /** UDP port to take heartbeats on (GPUPLANE_PEER_PORT); 0: any free one, told to the control plane. */
   port: number;
   warn: (line: string) => void;
+  /** Whether the node's agent is alive, told with each report (the peer keeper sends them; peer-keeper.ts). */
+  agentAlive?: () => boolean;
 }
 
 interface Assignment {
@@ -97,7 +99,7 @@ export async function startPeerChannel(o: PeerChannelOptions): Promise<PeerChann
       const res = await fetch(`${o.apiUrl.replace(/\/$/, '')}/api/v1/nodes/${encodeURIComponent(o.nodeId)}/peers`, {
         method: 'POST',
         headers: { ...(o.nodeToken ? { authorization: `Bearer ${o.nodeToken}` } : {}), 'content-type': 'application/json' },
-        body: JSON.stringify({ peer_addr: addr, heard, ignored_packets: ignored }),
+        body: JSON.stringify({ peer_addr: addr, heard, ignored_packets: ignored, ...(o.agentAlive ? { agent_alive: o.agentAlive() } : {}) }),
         signal: AbortSignal.timeout(2 * WITNESS_REPORT_INTERVAL_MS),
       });
       if (!res.ok) {
