@@ -12,6 +12,7 @@ import type { Readable } from 'node:stream';
 import { packCheckpoint, unpackCheckpoint } from './checkpoint-pack.ts';
 import { become, type RunAs } from './checkpoint-scanner.ts';
 import { openUrl, Unreached } from './object-url.ts';
+import { streamSink } from './tar-sink.ts';
 
 export type PackerConfig = { mode: 'pack'; path: string; user: RunAs | null } | { mode: 'unpack'; dest: string; user: RunAs | null; from?: 'stdin' | 'url' };
 
@@ -34,7 +35,7 @@ export async function main(raw: string): Promise<void> {
   const cfg = JSON.parse(raw) as PackerConfig;
   become(cfg.user);
   try {
-    const done = cfg.mode === 'unpack' ? await unpackCheckpoint(await tarSource(cfg), cfg.dest) : await packCheckpoint(cfg.path, process.stdout);
+    const done = cfg.mode === 'unpack' ? await unpackCheckpoint(await tarSource(cfg), cfg.dest) : await packCheckpoint(cfg.path, streamSink(process.stdout));
     await report({ t: 'packed', ...done });
   } catch (err) {
     await report({ t: err instanceof Unreached ? 'unreached' : 'error', msg: (err as Error).message.split('\n')[0] });
