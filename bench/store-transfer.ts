@@ -20,7 +20,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { contentHash, snapshot } from '../activities/gpu-host/fingerprint.ts';
 import { CheckpointCache } from '../activities/gpu-host/checkpoint-fetch.ts';
-import { uploadCheckpoint } from '../activities/gpu-host/checkpoint-upload.ts';
+import { uploadCheckpoint } from '../activities/gpu-host/checkpoint-put.ts';
 import { openStore, parseStorage } from '../runtime/object-store.ts';
 import { startS3Server } from '../runtime/s3-server.ts';
 import { freePort } from '../test/support/ports.ts';
