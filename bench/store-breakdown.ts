@@ -14,6 +14,7 @@ import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { packCheckpoint, unpackCheckpoint } from '../activities/gpu-host/checkpoint-pack.ts';
 import { startPacker } from '../activities/gpu-host/packer-client.ts';
+import { streamSink } from '../activities/gpu-host/tar-sink.ts';
 import { openStore, parseStorage } from '../runtime/object-store.ts';
 import { startS3Server } from '../runtime/s3-server.ts';
 import { freePort } from '../test/support/ports.ts';
@@ -56,7 +57,7 @@ export async function breakdown(work: string): Promise<{ bytes: number; pieces: 
     await measure('SHA-256 of the files (read and hash)', async () => {
       for (const f of fs.readdirSync(src)) await pipeline(fs.createReadStream(path.join(src, f)), createHash('sha256'));
     });
-    await measure('pack (tar + fingerprint) in this process, to nowhere', () => packCheckpoint(src, nowhere()));
+    await measure('pack (tar + fingerprint) in this process, to nowhere', () => packCheckpoint(src, streamSink(nowhere())));
     await measure('packer process → pipe → this process', async () => {
       const { child, done } = startPacker({ mode: 'pack', path: src, user: null });
       await pipeline(child.stdout!, nowhere());

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { contentHash, snapshot } from '../activities/gpu-host/fingerprint.ts';
 import { CheckpointCache } from '../activities/gpu-host/checkpoint-fetch.ts';
-import { uploadCheckpoint } from '../activities/gpu-host/checkpoint-upload.ts';
+import { uploadCheckpoint } from '../activities/gpu-host/checkpoint-put.ts';
 import { openStore, parseStorage } from '../runtime/object-store.ts';
 import { startS3Server } from '../runtime/s3-server.ts';
 import { freePort } from '../test/support/ports.ts';

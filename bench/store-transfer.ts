@@ -3,9 +3,10 @@
  * by GPUPlane's node path and by the AWS CLI, in the same process, one at a time, rotating the
  * order each round. `sync` runs before each, so one transfer's writeback is not billed to the next.
  *
- * - gpuplane: uploadCheckpoint (checkpoint-upload.ts: the packer process tars and hashes the folder
- *   into the s3Store's multipart upload, the agent's defaults) and CheckpointCache.fetch
- *   (checkpoint-fetch.ts: one GET streamed into the packer, which unpacks and hashes it).
+ * - gpuplane: uploadCheckpoint (checkpoint-put.ts: the packer process tars and hashes the folder
+ *   and PUTs the parts itself to presigned URLs this process mints, 32 MiB parts, 3 in flight) and
+ *   CheckpointCache.fetch (checkpoint-fetch.ts: the unpacker GETs the object from a presigned URL,
+ *   unpacks and hashes it).
  * - aws-files: `aws s3 cp --recursive` of the folder as its files, both ways (the AWS CLI's own
  *   way with a folder, its defaults: 8 MiB parts, 10 requests at once).
  * - aws-tar: `tar -c | aws s3 cp - KEY` and `aws s3 cp KEY - | tar -x`: the same one object as
@@ -20,7 +21,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { contentHash, snapshot } from '../activities/gpu-host/fingerprint.ts';
 import { CheckpointCache } from '../activities/gpu-host/checkpoint-fetch.ts';
-import { uploadCheckpoint } from '../activities/gpu-host/checkpoint-upload.ts';
+import { uploadCheckpoint } from '../activities/gpu-host/checkpoint-put.ts';
 import { openStore, parseStorage } from '../runtime/object-store.ts';
 import { startS3Server } from '../runtime/s3-server.ts';
 import { freePort } from '../test/support/ports.ts';

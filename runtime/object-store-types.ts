@@ -41,8 +41,28 @@ export interface ObjectStore {
   delete(what: DeleteWhat): Promise<void>;
   /** A URL that reads the object without credentials for `expiresS` seconds; only stores that serve HTTP have it. */
   presign?(key: string, expiresS: number): Promise<string>;
+  /**
+   * A multipart upload to `key` whose parts another process PUTs from presigned URLs, one per
+   * part (s3-part-urls.ts); only stores that serve HTTP have it.
+   */
+  partUrls?(key: string, expiresS: number): Promise<PartUrls>;
   /** Lets go of connections; the store is unusable afterwards. */
   close(): Promise<void>;
+}
+
+/** A multipart upload under way whose parts are PUT by URLs this side mints (runtime/s3-part-urls.ts). */
+export interface PartUrls {
+  /** Bytes of every part but the last. */
+  readonly partSize: number;
+  readonly uploadId: string;
+  /** A URL that PUTs part `n` of this upload and nothing else: `size` bytes whose CRC32 (base64) is `crc32`. */
+  url(n: number, size: number, crc32: string): Promise<string>;
+  /** The parts the server holds, by number (its ETags, sizes and checksums). */
+  listParts(): Promise<{ PartNumber?: number; Size?: number; ETag?: string; ChecksumCRC32?: string }[]>;
+  /** Completes the object from the server's parts, once they are exactly the `count` parts minted, `bytes` in all; its info. Throws one line otherwise. */
+  complete(count: number, bytes: number): Promise<ObjectInfo>;
+  /** Gives the upload up: its parts are removed, its URLs write nothing more. */
+  abort(): Promise<void>;
 }
 
 /** A `get` of a key that the store does not hold. */

@@ -4,7 +4,7 @@ import { folderStore } from './folder-store.ts';
 import type { ObjectStore } from './object-store-types.ts';
 import { checkSharedMarker } from './shared-store-marker.ts';
 
-export { NoSuchObjectError, type DeleteWhat, type ObjectInfo, type ObjectStore, type PutBody, type PutOptions } from './object-store-types.ts';
+export { NoSuchObjectError, type DeleteWhat, type ObjectInfo, type ObjectStore, type PartUrls, type PutBody, type PutOptions } from './object-store-types.ts';
 
 /** GPUPLANE_STORAGE, parsed: where checkpoints, artifacts and code snapshots live (docs/storage.md). */
 export type StorageConfig = { kind: 'local' } | { kind: 'shared'; path: string } | { kind: 's3'; bucket: string; prefix: string };

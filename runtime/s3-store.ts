@@ -17,6 +17,7 @@ import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import { checkKey, NoSuchObjectError, type DeleteWhat, type ObjectInfo, type ObjectStore, type PutBody, type PutOptions } from './object-store-types.ts';
 import { s3Client } from './s3-client.ts';
 import { uploadObject } from './s3-multipart.ts';
+import { startPartUrls } from './s3-part-urls.ts';
 import { patientRetryStrategy } from './s3-retry.ts';
 import { s3StartRefusal, s3Unreachable } from './s3-refusals.ts';
 
@@ -181,6 +182,7 @@ export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<voi
     list,
     delete: remove,
     presign: (key, expiresS) => getSignedUrl(client, new GetObjectCommand({ Bucket, Key: keyOf(key) }), { expiresIn: expiresS }),
+    partUrls: (key, expiresS) => startPartUrls({ client, target: { Bucket, Key: keyOf(key) }, partSize, expiresS, head: () => head(key) }),
     check,
     close: async () => client.destroy(),
   };

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CheckpointCache } from '../activities/gpu-host/checkpoint-fetch.ts';
-import { uploadCheckpoint } from '../activities/gpu-host/checkpoint-upload.ts';
+import { uploadCheckpoint } from '../activities/gpu-host/checkpoint-put.ts';
 import { contentHash, snapshot } from '../activities/gpu-host/fingerprint.ts';
 import { openStore, parseStorage, type ObjectStore } from '../runtime/object-store.ts';
 import { startS3Server, versitygwBinary, type S3Server } from '../runtime/s3-server.ts';

@@ -1,23 +1,29 @@
 /**
- * A checkpoint as one tar stream for the object store (issue 44), written by a process that runs
- * as the job's user (checkpoint-packer.ts), so the kernel decides what it may read, as for the
- * scanner. The stream and the fingerprint come from one pass: each regular file, in the order the
- * fingerprint hashes them (fingerprint.ts: relative path, sorted by code unit), goes into the tar
- * with exactly the bytes that are hashed, so a stored checkpoint whose fingerprint matches the
- * registered one is the registered checkpoint. Nothing follows a symbolic link (lstat, O_NOFOLLOW);
- * links and anything but files and folders are left out, as the fingerprint leaves them out. A
- * file whose size changed since the walk fails the pack: the checkpoint is not the one registered.
+ * A checkpoint as one tar for the object store (issue 44), written by a process that runs as the
+ * job's user (checkpoint-packer.ts), so the kernel decides what it may read, as for the scanner.
+ * The tar and the fingerprint come from one read of each byte: each regular file, in the order
+ * the fingerprint hashes them (fingerprint.ts: relative path, sorted by code unit), is read
+ * straight into the buffer of the part it goes out in (tar-sink.ts: a presigned PUT, or the
+ * packer's stdout) and hashed there while the slice is still in the cache, so a stored checkpoint
+ * whose fingerprint matches the registered one is the registered checkpoint. Nothing follows a
+ * symbolic link (lstat, O_NOFOLLOW; O_NONBLOCK, so a FIFO put in a file's place is refused, not
+ * waited on); links and anything but files and folders are left out, as the fingerprint leaves
+ * them out. A file whose size changed since the walk fails the pack: the checkpoint is not the
+ * one registered.
  *
  * The tar holds one entry for a file checkpoint (its base name) or the folder's files under its
- * base name; folders get entries of their own so that empty ones come back too.
+ * base name, each folder holding them an entry of its own, parents first. Its headers are
+ * tar-stream's (tar-header.ts), which the unpacker reads.
  */
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { setImmediate as turn } from 'node:timers/promises';
 import tar from 'tar-stream';
 import { snapshot, type Snapshot } from './fingerprint.ts';
+import { END_OF_TAR, entryHeader, paddingOf, type TarEntry } from './tar-header.ts';
+import type { Fill, TarSink } from './tar-sink.ts';
 
 export interface Packed {
   /** The content hash of what went into the tar (fingerprint.ts contentHash's rule). */
@@ -30,25 +36,72 @@ export interface Packed {
 /** A file that is not what the walk saw: the checkpoint changed after it was registered. */
 export class ChangedSince extends Error {}
 
-/** Bytes per read of a checkpoint's file (the stream's default is 64 KiB). */
+/** Bytes per read of a checkpoint's file: each slice is hashed while it is still in the cache. */
 const READ_CHUNK = 1024 * 1024;
 
-/** Writes exactly `size` bytes of `file` into the tar entry and the hash; fails if the file is not that size now. */
-async function addFile(pack: tar.Pack, hash: ReturnType<typeof createHash> | null, file: string, name: string, size: number, mtime: Date): Promise<void> {
-  const fh = await fs.promises.open(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
-  try {
-    const st = await fh.stat();
-    if (!st.isFile() || st.size !== size) throw new ChangedSince(`${name} is ${st.size} bytes now, not the ${size} it was`);
-    if (size === 0) {
-      pack.entry({ name, size: 0, mode: 0o600, mtime, type: 'file' }, Buffer.alloc(0));
-      return;
+/** Fills a sink's parts with a tar, part after part. */
+class TarWriter {
+  private part: Fill | null = null;
+  constructor(private readonly sink: TarSink) {}
+
+  private async room(): Promise<Fill> {
+    return (this.part ??= await this.sink.take());
+  }
+
+  /** Counts `n` bytes written at the part's end; hands the part on once full. */
+  private async wrote(part: Fill, n: number): Promise<void> {
+    part.add(n);
+    if (part.filled === part.buf.length) {
+      this.part = null;
+      await this.sink.give(part);
     }
-    const entry = pack.entry({ name, size, mode: 0o600, mtime, type: 'file' });
-    const read = fh.createReadStream({ autoClose: false, start: 0, end: size - 1, highWaterMark: READ_CHUNK });
-    read.on('data', (chunk) => hash?.update(chunk as Buffer));
-    await pipeline(read, entry);
+  }
+
+  async bytes(b: Uint8Array): Promise<void> {
+    for (let at = 0; at < b.length; ) {
+      const part = await this.room();
+      const n = Math.min(b.length - at, part.buf.length - part.filled);
+      part.buf.set(b.subarray(at, at + n), part.filled);
+      at += n;
+      await this.wrote(part, n);
+    }
+  }
+
+  /** Exactly `size` bytes of the open file `fd`, read into the parts and hashed there; its padding after. */
+  async file(fd: number, size: number, name: string, hash: Hash): Promise<void> {
+    for (let pos = 0; pos < size; ) {
+      const part = await this.room();
+      const want = Math.min(size - pos, part.buf.length - part.filled, READ_CHUNK);
+      const got = fs.readSync(fd, part.buf, part.filled, want, pos);
+      if (got === 0) throw new ChangedSince(`${name} ended at ${pos} bytes, not the ${size} it was`);
+      hash.update(part.buf.subarray(part.filled, part.filled + got));
+      pos += got;
+      await this.wrote(part, got);
+      // The event loop's turn: the parts already handed on are being sent meanwhile.
+      await turn();
+    }
+    await this.bytes(END_OF_TAR.subarray(0, paddingOf(size)));
+  }
+
+  /** The tar's end; the last part handed on, and every part sent. */
+  async end(): Promise<void> {
+    await this.bytes(END_OF_TAR);
+    if (this.part && this.part.filled > 0) await this.sink.give(this.part);
+    this.part = null;
+    await this.sink.done();
+  }
+}
+
+/** Writes exactly `size` bytes of `file` as the entry `name`; fails if the file is not that size now. */
+async function addFile(w: TarWriter, hash: Hash, file: string, e: TarEntry): Promise<void> {
+  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile() || st.size !== e.size) throw new ChangedSince(`${e.name} is ${st.isFile() ? `${st.size} bytes` : 'not a file'} now, not the ${e.size} bytes it was`);
+    await w.bytes(entryHeader(e));
+    await w.file(fd, e.size, e.name, hash);
   } finally {
-    await fh.close();
+    fs.closeSync(fd);
   }
 }
 
@@ -62,31 +115,30 @@ function foldersOf(root: string, snap: Snapshot): string[] {
   return [...dirs].sort((a, b) => a.split('/').length - b.split('/').length || (a < b ? -1 : 1));
 }
 
-/** Packs the checkpoint at `p` (a file or a folder) into `out` as a tar; resolves with its fingerprint once `out` has every byte. */
-export async function packCheckpoint(p: string, out: Writable): Promise<Packed> {
+/** Packs the checkpoint at `p` (a file or a folder) as a tar into `sink`; resolves with its fingerprint once the sink has sent every byte. */
+export async function packCheckpoint(p: string, sink: TarSink): Promise<Packed> {
   const snap = snapshot(p);
   if (!snap) throw new ChangedSince(`${p} is gone, or is not a file or a folder`);
-  const pack = tar.pack();
-  const done = pipeline(pack, out);
+  const w = new TarWriter(sink);
   const hash = createHash('sha256');
   const base = path.basename(p);
+  const fileEntry = (name: string, f: Snapshot['files'][number]): TarEntry => ({ name, type: 'file', size: f.size, mode: 0o600, mtime: new Date(f.mtimeMs) });
   try {
     if (snap.kind === 'file') {
-      await addFile(pack, hash, p, base, snap.files[0].size, new Date(snap.files[0].mtimeMs));
+      await addFile(w, hash, p, fileEntry(base, snap.files[0]));
     } else {
-      for (const dir of foldersOf(base, snap)) pack.entry({ name: dir, type: 'directory', mode: 0o700 });
+      const now = new Date();
+      for (const dir of foldersOf(base, snap)) await w.bytes(entryHeader({ name: dir, type: 'directory', size: 0, mode: 0o700, mtime: now }));
       for (const f of snap.files) {
         hash.update(`${f.rel}\0${f.size}\0`);
-        await addFile(pack, hash, path.join(p, ...f.rel.split('/')), `${base}/${f.rel}`, f.size, new Date(f.mtimeMs));
+        await addFile(w, hash, path.join(p, ...f.rel.split('/')), fileEntry(`${base}/${f.rel}`, f));
       }
     }
-    pack.finalize();
+    await w.end();
   } catch (err) {
-    pack.destroy(err as Error);
-    await done.catch(() => undefined);
+    sink.fail(err as Error);
     throw err;
   }
-  await done;
   return { fingerprint: `sha256:${hash.digest('hex')}`, sizeBytes: snap.sizeBytes, files: snap.files.length };
 }
 

@@ -1,11 +1,12 @@
 /**
  * A node's uploads of the checkpoints its attempts register (issue 44, docs/storage.md): each
  * one, once found, is packed as a tar by a process running as the job's user
- * (checkpoint-packer.ts: the kernel decides what it may read) and streamed into the plane's object
- * store under `checkpoints/<run>/<fingerprint>.tar`, content-addressed. The packer hashes exactly
- * what it packs: a copy whose hash is not the registered fingerprint (the files changed since) is
- * deleted and reported failed. Then the node tells the API (with its node token), asking again
- * while the checkpoint is not registered yet or the API is away. A few at a time, in order.
+ * (checkpoint-packer.ts: the kernel decides what it may read) and stored in the plane's object
+ * store under `checkpoints/<run>/<fingerprint>.tar`, content-addressed (checkpoint-put.ts: the
+ * packer PUTs the parts itself where the store serves HTTP). The packer hashes exactly what it
+ * packs: a copy whose hash is not the registered fingerprint (the files changed since) is deleted
+ * and reported failed. Then the node tells the API (with its node token), asking again while the
+ * checkpoint is not registered yet or the API is away. A few at a time, in order.
  */
 import { checkpointKey } from '../../domain/checkpoint-key.ts';
 import type { ObjectStore } from '../../runtime/object-store.ts';
@@ -14,54 +15,13 @@ import type { FoundCheckpoint } from './checkpoint-watcher.ts';
 import type { RunAs } from './checkpoint-scanner.ts';
 import type { JobUser } from '../../domain/job-identity.ts';
 import { reportAttemptEvent, reportStored } from './launch.ts';
-import { startPacker } from './packer-client.ts';
-import { ChildOutput } from '../../runtime/child-output.ts';
+import { uploadCheckpoint } from './checkpoint-put.ts';
 
 /** Uploads at once on a node (each multipart, several parts in flight). */
 const CONCURRENT = 2;
 /** How long a report is asked again while the API is away or the checkpoint not registered yet. */
 const REPORT_FOR_MS = 10 * 60_000;
 
-
-export interface Uploaded {
-  fingerprint: string;
-  sizeBytes: number;
-  storedBytes: number;
-}
-
-/**
- * Packs the checkpoint at `path` as `user` into the store under `key`; resolves once the object is
- * whole and its hash is `fingerprint`. Throws one line otherwise (the object is then deleted).
- */
-export async function uploadCheckpoint(store: ObjectStore, a: { key: string; path: string; fingerprint: string; user: RunAs | null }): Promise<Uploaded> {
-  // The tar comes over a socket read into one reused buffer (runtime/child-output.ts), not a pipe.
-  const { output, childEnd } = await ChildOutput.open();
-  const { child, done } = startPacker({ mode: 'pack', path: a.path, user: a.user }, childEnd);
-  childEnd.destroy();
-  let info: Awaited<ReturnType<ObjectStore['put']>> | null = null;
-  let putError: Error | null = null;
-  try {
-    info = await store.put(a.key, output);
-  } catch (err) {
-    putError = err as Error;
-    child.kill('SIGKILL');
-  } finally {
-    output.destroy();
-  }
-  const { result: r, said, code } = await done;
-  const why = putError
-    ? `the store refused it: ${putError.message.split('\n')[0]}`
-    : !r || code !== 0
-      ? `packing it failed: ${r?.t === 'error' ? r.msg : (said.at(-1) ?? `the packer exited ${code}`)}`
-      : r.t === 'packed' && r.fingerprint !== a.fingerprint
-        ? `its files changed after it was registered (now ${r.fingerprint})`
-        : null;
-  if (why || !info || r?.t !== 'packed') {
-    await store.delete({ keys: [a.key] }).catch(() => undefined);
-    throw new Error(why ?? 'packing it failed');
-  }
-  return { fingerprint: r.fingerprint, sizeBytes: r.sizeBytes, storedBytes: info.size };
-}
 
 /** The attempt an upload is of: its job, attempt and run. */
 export type UploadOf = Pick<AttemptSpec, 'jobId' | 'attempt' | 'runId'>;
@@ -99,7 +59,8 @@ export class CheckpointUploads {
       try {
         const up = await uploadCheckpoint(this.o.store, { key, path: c.uri, fingerprint: c.fingerprint, user });
         body = { uri: c.uri, fingerprint: c.fingerprint, key, stored_bytes: up.storedBytes };
-        await this.o.note?.(spec, `checkpoint ${c.uri} stored as ${key} (${up.storedBytes} bytes in ${((Date.now() - started) / 1000).toFixed(1)} s)`, 'info').catch(() => undefined);
+        const how = up.unreached ? `, through the agent: its packer could not reach the store, ${up.unreached}` : '';
+        await this.o.note?.(spec, `checkpoint ${c.uri} stored as ${key} (${up.storedBytes} bytes in ${((Date.now() - started) / 1000).toFixed(1)} s${how})`, 'info').catch(() => undefined);
       } catch (err) {
         body = { uri: c.uri, fingerprint: c.fingerprint, failed: (err as Error).message };
         this.o.warn(`checkpoint ${c.uri} of ${spec.jobId}#${spec.attempt} not stored: ${body.failed}`);

@@ -14,19 +14,23 @@ const entry = fileURLToPath(new URL('./checkpoint-packer.mjs', import.meta.url))
 const HEAP_MIB = 256;
 
 export interface PackerRun {
-  /** Packing: its stdout is the tar. Unpacking: its stdin takes the tar. */
+  /** Packing: its stdout is the tar (or its asks for part URLs). Unpacking: its stdin takes the tar. */
   child: ChildProcess;
   /** Once it is gone: its answer (null: it gave none), what else it said on stderr, and its exit code (null: it did not start). */
   done: Promise<{ result: PackerResult | null; said: string[]; code: number | null }>;
 }
 
-/** Starts a packer; packing, its stdout is `stdout` where given (a socket, ChildOutput's child end), else a pipe. */
+/**
+ * Starts a packer; packing, its stdout is `stdout` where given (a socket, ChildOutput's child end),
+ * else a pipe. A packer that PUTs its parts itself (`urls`) asks for their URLs on its stdout and
+ * reads them on its stdin, two pipes of the agent's.
+ */
 export function startPacker(cfg: PackerConfig, stdout?: Socket): PackerRun {
   // A bare environment and `/` as its folder, as the scanner's: nothing of the job's steers it.
   const child = spawn(process.execPath, [`--max-old-space-size=${HEAP_MIB}`, entry, JSON.stringify(cfg)], {
     cwd: '/',
     env: { PATH: '/usr/bin:/bin', LANG: 'C' },
-    stdio: cfg.mode === 'pack' ? ['ignore', stdout ?? 'pipe', 'pipe'] : ['pipe', 'ignore', 'pipe'],
+    stdio: cfg.mode === 'pack' ? [cfg.urls ? 'pipe' : 'ignore', stdout ?? 'pipe', 'pipe'] : ['pipe', 'ignore', 'pipe'],
   });
   let result: PackerResult | null = null;
   const said: string[] = [];
