@@ -27,7 +27,7 @@ describe.skipIf(skip)('peer witnesses', () => {
   const peerEnv = { GPUPLANE_DEAD_AFTER_S: '5', GPUPLANE_PEER_PORT: '0' };
   beforeAll(async () => {
     c = await startCluster('peerwit', {
-      isolate: { subnet: 36 },
+      isolate: { subnet: 38 },
       heartbeatTimeoutS: 4,
       lostAfterS: 60,
       env: peerEnv,
