@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// Entry point of `gpuctl`: TypeScript sources run through tsx, resolved from this package.
-import { register } from 'tsx/esm/api';
+// Entry point of `gpuctl`: the build in .dist/ where it is that of the sources, else the
+// TypeScript sources through tsx (runtime/dist.mjs).
+import { loadEntry } from '../runtime/dist.mjs';
 
-register();
-const { main } = await import('./main.ts');
+const { main } = await loadEntry('cli/main.ts');
 await main(process.argv);

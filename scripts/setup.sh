@@ -11,6 +11,8 @@ if [ ! -L node_modules ] && { [ ! -d node_modules ] || [ package-lock.json -nt n
   echo "== npm ci"
   npm ci --no-audit --no-fund
 fi
+# gpuctl's processes, compiled into .dist (runtime/dist.mjs runs the sources through tsx wherever it is older than they are).
+node scripts/build-dist.mjs
 # The web console, built from web/ into web/dist (served by the API at /) when its sources changed.
 if [ ! -f web/dist/index.html ] || [ -n "$(find web/src web/index.html web/vite.config.ts -newer web/dist/index.html -print -quit)" ]; then
   echo "== building the web console"

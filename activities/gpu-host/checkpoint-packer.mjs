@@ -1,8 +1,7 @@
 #!/usr/bin/env node
-// Entry point of a checkpoint's packer (checkpoint-packer.ts): TypeScript through tsx, as the
-// scanner's. Its modules are all loaded before it takes the job's user.
-import { register } from 'tsx/esm/api';
+// Entry point of a checkpoint's packer (checkpoint-packer.ts): built or through tsx, as gpuctl
+// (runtime/dist.mjs), as the scanner's. Its modules are all loaded before it takes the job's user.
+import { loadEntry } from '../../runtime/dist.mjs';
 
-register();
-const { main } = await import('./checkpoint-packer.ts');
+const { main } = await loadEntry('activities/gpu-host/checkpoint-packer.ts');
 await main(process.argv[2] ?? '{}');

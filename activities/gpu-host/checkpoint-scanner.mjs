@@ -1,9 +1,8 @@
 #!/usr/bin/env node
-// Entry point of an attempt's checkpoint scanner (checkpoint-scanner.ts): TypeScript through tsx,
-// resolved from this package, as cli/gpuctl.mjs does. Its modules are all loaded before it
-// takes the job's user, so that user never needs to read the agent's code.
-import { register } from 'tsx/esm/api';
+// Entry point of an attempt's checkpoint scanner (checkpoint-scanner.ts): built or through tsx,
+// as gpuctl (runtime/dist.mjs). Its modules are all loaded before it takes the job's user, so that
+// user never needs to read the agent's code.
+import { loadEntry } from '../../runtime/dist.mjs';
 
-register();
-const { main } = await import('./checkpoint-scanner.ts');
+const { main } = await loadEntry('activities/gpu-host/checkpoint-scanner.ts');
 await main(process.argv[2] ?? '{}');

@@ -1,12 +1,16 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { startDevServer } from '../../temporal/dev-server.ts';
 import { payloadConverterPath, workflowsPath } from '../../workers/control/worker.ts';
 import type { SharedServices } from './cluster.ts';
 import { startThrowawayCluster } from './postgres.ts';
 import { freePort } from './ports.ts';
+
+const buildScript = fileURLToPath(new URL('../../scripts/build-dist.mjs', import.meta.url));
 
 export interface RunningServices extends SharedServices {
   /** A scratch folder of the run's own, removed by stop(). */
@@ -21,6 +25,8 @@ export interface RunningServices extends SharedServices {
  * a Temporal dev server and a workflow bundle built once.
  */
 export async function startSharedServices(name: string): Promise<RunningServices> {
+  // The processes the run starts (gpuctl, the API, workers, agents) run from the build of the sources as they are now.
+  execFileSync(process.execPath, [buildScript], { stdio: 'inherit' });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
   const pgc = await startThrowawayCluster(await freePort());
   const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, logFile: path.join(scratch, 'temporal.log') });

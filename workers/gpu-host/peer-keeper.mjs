@@ -1,7 +1,6 @@
 #!/usr/bin/env node
-// Entry point of a node's peer keeper (peer-keeper.ts): TypeScript through tsx, as the packer's.
-import { register } from 'tsx/esm/api';
+// Entry point of a node's peer keeper (peer-keeper.ts): built or through tsx, as gpuctl (runtime/dist.mjs).
+import { loadEntry } from '../../runtime/dist.mjs';
 
-register();
-const { runPeerKeeper } = await import('./peer-keeper.ts');
+const { runPeerKeeper } = await loadEntry('workers/gpu-host/peer-keeper.ts');
 await runPeerKeeper(process.argv[2] ?? '');
