@@ -46,6 +46,12 @@ export interface ObjectStore {
    * part (s3-part-urls.ts); only stores that serve HTTP have it.
    */
   partUrls?(key: string, expiresS: number): Promise<PartUrls>;
+  /**
+   * Aborts the multipart uploads under the store begun before `before` and never completed (an
+   * agent killed midway leaves one, its parts held by the server); how many. Only stores with
+   * multipart uploads have it.
+   */
+  abortUploadsBefore?(before: Date): Promise<number>;
   /** Lets go of connections; the store is unusable afterwards. */
   close(): Promise<void>;
 }

@@ -4,10 +4,12 @@ import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
+  AbortMultipartUploadCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
   HeadObjectCommand,
   PutObjectCommand,
+  ListMultipartUploadsCommand,
   ListObjectsV2Command,
   paginateListObjectsV2,
   type GetObjectCommandOutput,
@@ -160,6 +162,22 @@ export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<voi
     }
   }
 
+  async function abortUploadsBefore(before: Date): Promise<number> {
+    let aborted = 0;
+    let KeyMarker: string | undefined;
+    let UploadIdMarker: string | undefined;
+    do {
+      const page = await client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: prefix ? `${prefix}/` : undefined, KeyMarker, UploadIdMarker }));
+      for (const u of page.Uploads ?? []) {
+        if (!u.Key || !u.UploadId || !u.Initiated || u.Initiated >= before) continue;
+        await client.send(new AbortMultipartUploadCommand({ Bucket, Key: u.Key, UploadId: u.UploadId }));
+        aborted++;
+      }
+      [KeyMarker, UploadIdMarker] = page.IsTruncated ? [page.NextKeyMarker, page.NextUploadIdMarker] : [undefined, undefined];
+    } while (KeyMarker);
+    return aborted;
+  }
+
   /** Whether the bucket is there and the credentials are good: one short listing, retried only a little. */
   async function check(): Promise<void> {
     const probe = clientOf(1_500);
@@ -182,6 +200,7 @@ export function s3Store(o: S3StoreOptions): ObjectStore & { check(): Promise<voi
     list,
     delete: remove,
     presign: (key, expiresS) => getSignedUrl(client, new GetObjectCommand({ Bucket, Key: keyOf(key) }), { expiresIn: expiresS }),
+    abortUploadsBefore,
     partUrls: (key, expiresS) => startPartUrls({ client, target: { Bucket, Key: keyOf(key) }, partSize, expiresS, head: () => head(key) }),
     check,
     close: async () => client.destroy(),

@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChildOutput } from '../runtime/child-output.ts';
@@ -71,4 +72,54 @@ describe.skipIf(buildFailure !== null)('the S3 store puts every byte at the part
       expect(await sha256Stream(await catOutput(file))).toBe(sha256(data));
     });
   }
+});
+
+/**
+ * An agent killed midway through an upload leaves it open on the server, its parts held: the
+ * control worker aborts those begun a day before (workers/control/worker.ts). Here the cut-off is
+ * between two uploads, so only the older one goes.
+ */
+describe.skipIf(buildFailure !== null)('uploads never completed', () => {
+  let server: S3Server;
+  let store: ObjectStore;
+  beforeAll(async () => {
+    server = await startS3Server({ dir: path.join(tmp, 's3-open'), port: await freePort(), accessKeyId: 'abandon-test', secretAccessKey: randomBytes(12).toString('hex'), buckets: ['open'] });
+    store = await openStore(parseStorage('s3://open/plane'), { home: tmp, env: server.env(), partSize: 5 * MiB });
+  });
+  afterAll(async () => {
+    await store?.close();
+    await server?.stop();
+  });
+
+  it('are aborted when begun before the cut-off, parts and all; a later one, a completed one and one outside the prefix are left', async () => {
+    const outside = await openStore(parseStorage('s3://open/other'), { home: tmp, env: server.env(), partSize: 5 * MiB });
+    try {
+      const part = randomBytes(1024);
+      const crc = Buffer.alloc(4);
+      crc.writeUInt32BE(zlib.crc32(part));
+      const crc32 = crc.toString('base64');
+      const put = async (url: string) => expect((await fetch(url, { method: 'PUT', body: part, headers: { 'x-amz-checksum-crc32': crc32 } })).status).toBe(200);
+      const old = await store.partUrls!('checkpoints/r/old.tar', 60);
+      await put(await old.url(1, part.length, crc32));
+      const theirs = await outside.partUrls!('checkpoints/r/theirs.tar', 60);
+      await store.put('checkpoints/r/whole.tar', Buffer.from('whole'));
+      // S3 says when an upload began to the second: the next one begins in the next second.
+      const cut = new Date();
+      await new Promise((r) => setTimeout(r, 1050 - (cut.getTime() % 1000)));
+      const recent = await store.partUrls!('checkpoints/r/recent.tar', 60);
+      await put(await recent.url(1, part.length, crc32));
+
+      expect(await store.abortUploadsBefore!(cut)).toBe(1);
+      await expect(old.listParts()).rejects.toThrow();
+      expect(await recent.listParts()).toHaveLength(1);
+      expect(await theirs.listParts()).toHaveLength(0);
+      expect((await store.head('checkpoints/r/whole.tar'))?.size).toBe(5);
+      expect(await store.abortUploadsBefore!(cut)).toBe(0);
+      // The one left completes as ever.
+      expect((await recent.complete(1, part.length)).size).toBe(part.length);
+      await theirs.abort();
+    } finally {
+      await outside.close();
+    }
+  });
 });

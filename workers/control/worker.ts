@@ -64,6 +64,9 @@ export interface ControlWorkerOptions {
   sweepPollMs?: number;
 }
 
+/** An upload begun this long ago and never completed is abandoned: its agent died midway (S3's lifecycle rule AbortIncompleteMultipartUpload, done here). */
+export const ABANDONED_UPLOAD_MS = 24 * 3600_000;
+
 export interface ControlWorker {
   run: Promise<void>;
   shutdown(): Promise<void>;
@@ -131,7 +134,8 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
     o.db.transaction((tx) => crashSilentRuns(tx, new Date(Date.now() - staleMs))).catch(() => undefined);
   }, Math.min(Math.max(staleMs / 4, 500), 10_000));
   crashSweep.unref();
-  // Code snapshots no job has used for a keep period leave the store (a store other than local only).
+  // Code snapshots no job has used for a keep period leave the store (a store other than local only),
+  // and so do the parts of uploads abandoned a day ago (an agent killed midway leaves its upload open).
   const codeKeepMs = o.codeKeepMs ?? DEFAULT_CODE_KEEP_S * 1000;
   const store = o.store;
   let collecting = false;
@@ -140,6 +144,11 @@ export async function startControlWorker(o: ControlWorkerOptions): Promise<Contr
         if (collecting) return;
         collecting = true;
         collectCode(o.db, store, codeKeepMs)
+          .catch(() => undefined)
+          .then(() => store.abortUploadsBefore?.(new Date(Date.now() - ABANDONED_UPLOAD_MS)))
+          .then((n) => {
+            if (n) (o.log?.info.bind(o.log) ?? ((l: string) => process.stderr.write(`${l}\n`)))(`aborted ${n} multipart upload${n === 1 ? '' : 's'} of ${store.describe} begun over ${ABANDONED_UPLOAD_MS / 3600_000} h ago and never completed`);
+          })
           .catch(() => undefined)
           .finally(() => {
             collecting = false;
