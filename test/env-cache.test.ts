@@ -11,6 +11,7 @@ import type { PythonEnv } from '../domain/python-env.ts';
 import { DEFAULT_ENV_CACHE_BYTES, envsToEvict, formatBytes, parseEnvCacheSize } from '../domain/env-cache.ts';
 import { gpuctlIn } from './support/gpuctl-cli.ts';
 import { until } from './support/poll.ts';
+import { uvBinaryIn } from './support/python-wheels.ts';
 
 const K = 1024;
 const G = 1024 ** 3;
@@ -110,6 +111,45 @@ describe('the bound of the Python environment cache', () => {
       expect(cache.list().map((e) => [e.key, e.inUse])).toEqual(expect.arrayContaining([[hex('a'), 0], [hex('d'), 0]]));
       expect(cache.list()).toHaveLength(2);
     });
+  });
+
+  it("clears uv's download cache before evicting any environment once the two are past the bound, measured again only after a build", async () => {
+    // Traversable by the build user (nobody, where this runs as root), as the agent's cache is.
+    const base = `/tmp/gpuplane-env-trim-${randomBytes(4).toString('hex')}`;
+    fs.mkdirSync(base, { mode: 0o755 });
+    fs.chmodSync(base, 0o755);
+    onTestFinished(() => {
+      execFileSync('chmod', ['-R', 'u+w', base]);
+      fs.rmSync(base, { recursive: true, force: true });
+    });
+    const uv = uvBinaryIn(path.join(base, 'bin'));
+    const root = path.join(base, 'envs');
+    const env = path.join(root, 'e'.repeat(64));
+    fs.mkdirSync(path.join(env, 'bin'), { recursive: true });
+    fs.writeFileSync(path.join(env, 'bin', 'python'), '');
+    fs.writeFileSync(path.join(env, 'blob'), Buffer.alloc(64 * K, 1));
+    fs.writeFileSync(path.join(root, `${'e'.repeat(64)}.ready`), JSON.stringify({ sha256: 'f'.repeat(64), built_at: '2026-12-01T00:00:00.000Z' }));
+    // What uv's earlier builds downloaded, as the build user's.
+    const downloads = path.join(root, '.build-home', 'cache');
+    fs.mkdirSync(path.join(downloads, 'wheels-v5'), { recursive: true });
+    fs.writeFileSync(path.join(downloads, 'wheels-v5', 'a.whl'), Buffer.alloc(200 * K, 2));
+    if (process.getuid?.() === 0) execFileSync('chown', ['-R', 'nobody:', path.join(root, '.build-home')]);
+    const logs: string[] = [];
+    const cache = new EnvCache(root, { uv, python: 'python3', buildUser: 'nobody' }, {}, { maxBytes: 150 * K, log: (m) => void logs.push(m) });
+
+    expect(await cache.evict()).toEqual([]);
+    expect(fs.existsSync(path.join(downloads, 'wheels-v5', 'a.whl'))).toBe(false);
+    expect(cache.list().map((e) => e.key)).toEqual(['e'.repeat(64)]);
+    expect(logs.join('\n')).toMatch(/cleared uv's download cache \(\d+(\.\d)? KiB\) to keep the cache within 150 KiB; the environments held \d+(\.\d)? KiB/);
+    // Within the bound, or with no build since it was measured: left alone.
+    fs.mkdirSync(path.join(downloads, 'wheels-v5'), { recursive: true });
+    fs.writeFileSync(path.join(downloads, 'wheels-v5', 'b.whl'), Buffer.alloc(200 * K, 3));
+    await cache.evict();
+    expect(fs.existsSync(path.join(downloads, 'wheels-v5', 'b.whl'))).toBe(true);
+    const roomy = new EnvCache(root, { uv, python: 'python3', buildUser: 'nobody' }, {}, { maxBytes: 1024 * K, log: (m) => void logs.push(m) });
+    await roomy.evict();
+    expect(fs.existsSync(path.join(downloads, 'wheels-v5', 'b.whl'))).toBe(true);
+    expect(logs.filter((l) => l.includes('cleared'))).toHaveLength(1);
   });
 
   it("two agents sharing one cache folder build an environment once: the second waits for the first's lock, says so, and gets the same folder", async () => {

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { envsToEvict, formatBytes, type NodeEnvEntry } from '../../domain/env-cache.ts';
 import { lockFile, type FileLock } from './file-lock.ts';
+import { lastLines, runAs } from './uv-run.ts';
 
 /** A `<key>.ready` marker's JSON: what the build wrote, and what the bound adds (kind, bytes). */
 interface ReadyMarker {
@@ -214,4 +215,28 @@ async function evictFrom(envs: NodeEnvEntry[], keep: ReadonlySet<string>, maxByt
   const total = envs.reduce((n, e) => n + e.bytes, 0);
   o.log?.(`python envs: evicted ${gone.length} least recently used (${gone.map((e) => `${e.key.slice(0, 12)} ${formatBytes(e.bytes)}`).join(', ')}) to keep the cache within ${formatBytes(maxBytes)}; it held ${formatBytes(total)}`, 'info');
   return gone;
+}
+
+/**
+ * uv's cache of downloaded and unpacked packages (the build user's, `<home>/cache`) counts
+ * against the bound and goes before any environment: it only makes the next build faster, and
+ * the environments are copies (UV_LINK_MODE=copy), not links into it. Measured with `du` (another
+ * process: it may hold many thousand files) and cleared whole with `uv cache clean` when it and
+ * the environments together are past the bound; uv waits for any build still using it. Never throws.
+ */
+export async function clearDownloadsPastBound(o: { home: string; envBytes: () => number; maxBytes: number; uv: string; env: Record<string, string>; who: () => Who; log?: EnvCacheBound['log'] }): Promise<void> {
+  const cache = path.join(o.home, 'cache');
+  try {
+    if (!fs.existsSync(cache)) return;
+    const du = await runAs('du', ['-sk', cache], {}, null, o.home);
+    const cacheBytes = Number(du.stdout.split('\t')[0]) * 1024;
+    if (du.code !== 0 || !Number.isFinite(cacheBytes)) throw new Error(`du of ${cache} failed: ${lastLines(du.out, 1)}`);
+    const envBytes = o.envBytes();
+    if (envBytes + cacheBytes <= o.maxBytes) return;
+    const clean = await runAs(o.uv, ['cache', 'clean'], o.env, o.who(), o.home);
+    if (clean.code !== 0) throw new Error(`uv cache clean failed: ${lastLines(clean.out, 2) || `exit ${clean.code}`}`);
+    o.log?.(`python envs: cleared uv's download cache (${formatBytes(cacheBytes)}) to keep the cache within ${formatBytes(o.maxBytes)}; the environments held ${formatBytes(envBytes)}`, 'info');
+  } catch (err) {
+    o.log?.(`python envs: uv's download cache not trimmed: ${(err as Error).message}`, 'warn');
+  }
 }

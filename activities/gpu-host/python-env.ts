@@ -15,7 +15,7 @@ import path from 'node:path';
 import { PYTHON_ENV_FILES, pythonEnvDigestText, pythonEnvKey, type PythonEnv } from '../../domain/python-env.ts';
 import { pythonEnvProblem } from '../../runtime/python-env-files.ts';
 import { DEFAULT_ENV_CACHE_BYTES, formatBytes, type NodeEnvEntry } from '../../domain/env-cache.ts';
-import { cachedEnvs, evictLeastRecentlyUsed, EnvUses, lockFileOf, recordBuilt, type EnvCacheBound } from './env-cache-book.ts';
+import { cachedEnvs, clearDownloadsPastBound, evictLeastRecentlyUsed, EnvUses, lockFileOf, recordBuilt, type EnvCacheBound } from './env-cache-book.ts';
 import { lockFile } from './file-lock.ts';
 import { BuildWaits, LeftTheBuild } from './env-build-waits.ts';
 import { lastLines, MAX_FREEZE_BYTES, requirementsToInstall, runAs, uvBuildEnv } from './uv-run.ts';
@@ -64,6 +64,8 @@ export class EnvCache {
   /** Evictions under way: a build of the same key waits for its folder to be gone. */
   private readonly removing = new Map<string, Promise<void>>();
   private readonly waits = new BuildWaits();
+  /** Whether uv's download cache may have grown since it was measured (at start, after a build). */
+  private downloadsGrew = true;
 
   constructor(
     private readonly root: string,
@@ -120,6 +122,7 @@ export class EnvCache {
         return { dir, key };
       }
       recordBuilt(this.root, key, env.kind);
+      this.downloadsGrew = true;
       this.uses.take(key);
       await note(`python env ${short} (${PYTHON_ENV_FILES[env.kind]}) built with ${target.uv} for Python ${target.python} into ${dir} in ${took()}`, 'info', this.data(env, key, target)).catch(() => undefined);
       const gone = await this.evict();
@@ -178,8 +181,13 @@ export class EnvCache {
     void ended.finally(() => keys.forEach((key) => this.release(key)));
   }
 
-  /** Evicts the least recently used environments until the cache fits its bound, never one in use or being built (env-cache-book.ts). Returns what went; never throws. */
+  /** Evicts the least recently used environments until the cache fits its bound, never one in use or being built, after uv's download cache (env-cache-book.ts). Returns what went; never throws. */
   async evict(): Promise<NodeEnvEntry[]> {
+    if (this.downloadsGrew) {
+      this.downloadsGrew = false;
+      const home = path.join(this.root, '.build-home');
+      await clearDownloadsPastBound({ home, envBytes: () => this.list().reduce((n, e) => n + e.bytes, 0), maxBytes: this.maxBytes, uv: this.tools.uv, env: uvBuildEnv(this.agentEnv, home), who: () => this.builder(), log: this.bound.log });
+    }
     const keep = new Set([...this.uses.counts.keys(), ...this.building.keys()]);
     const home = path.join(this.root, '.build-home');
     const gone = await evictLeastRecentlyUsed(() => this.list(), keep, this.maxBytes, { root: this.root, removing: this.removing, remove: (dir, who) => this.remove(dir, who, home), builder: () => this.builder(), log: this.bound.log });
