@@ -98,7 +98,11 @@ describe.skipIf(skip !== null)('jobs in a container image, through the node’s 
     expect(evalJob).toMatchObject({ image: TEST_IMAGE, node_id: 'ct-a', selector: { runtime: 'podman' } });
     const failed = await c.client.waitFor(absent, undefined, 30_000);
     expect(failed.state).toBe('FAILED');
-    expect(failed.reason).toMatch(/^the container did not start: podman: .*localhost\/gpuplane-test\/absent:1.* \(exit code 125\) — hint: check the image reference/);
+    expect(failed.reason).toMatch(/^the image could not be pulled: podman: .*localhost\/gpuplane-test\/absent:1.* \(exit code 125\) — hint: check the image reference/);
+    // Its pull was a step of its own, in its events (image-pull.ts); the image the node had was not pulled.
+    const events = async (job: string) => (await c.client.request<{ events: { kind: string; message: string }[] }>('GET', `/jobs/${job}/events`)).events.filter((e) => e.kind === 'image.pulled').map((e) => e.message);
+    expect(await events(absent)).toContain("pulling image localhost/gpuplane-test/absent:1 (not on this node yet; its podman pulls it with the node's registry settings)");
+    expect(await events(id)).toEqual([]);
     // Its record says what ran it: the image, on the node with the runtime.
     const shown = await gpuctlIn(env, ['job', id]);
     expect(shown.stdout).toMatch(/^image: +localhost\/gpuplane-test\/busybox:1 \(run by its node's podman\)$/m);

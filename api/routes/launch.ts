@@ -64,8 +64,8 @@ export const StartedBody = Type.Object(
 );
 export const NodeEventBody = Type.Object(
   {
-    kind: Type.Union([Type.Literal('checkpoint.skipped'), Type.Literal('checkpoint.watcher'), Type.Literal('checkpoint.stored'), Type.Literal('checkpoint.fetched'), Type.Literal('code.fetched'), Type.Literal('env.built')], {
-      description: "what the node's checkpoint watcher saw, or its upload of a checkpoint to the plane's store, its fetch of a resume point from it, its fetch of the job's code, and its build of the job's Python environment or the cache's copy of it (the time it took, or why not)",
+    kind: Type.Union([Type.Literal('checkpoint.skipped'), Type.Literal('checkpoint.watcher'), Type.Literal('checkpoint.stored'), Type.Literal('checkpoint.fetched'), Type.Literal('code.fetched'), Type.Literal('env.built'), Type.Literal('image.pulled')], {
+      description: "what the node's checkpoint watcher saw, or its upload of a checkpoint to the plane's store, its fetch of a resume point from it, its fetch of the job's code, its build of the job's Python environment or the cache's copy of it, and its pull of the job's image (the time it took, or why not)",
     }),
     level: Type.Union([Type.Literal('info'), Type.Literal('warning')]),
     message: Type.String({ minLength: 1, maxLength: 10_000 }),

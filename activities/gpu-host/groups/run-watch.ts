@@ -16,6 +16,7 @@ import { codeCacheDirFromEnv, CodeCache } from '../code-fetch.ts';
 import { envCacheDirFromEnv, EnvCache, venvVars } from '../python-env.ts';
 import { jobUserFor, workingDirProblemFor, type JobUser } from '../job-users.ts';
 import { confirmLaunch, reportStarted } from '../launch.ts';
+import { ImagePulls } from '../image-pull.ts';
 import { cardDevices, containerCommand, containerFileText, containerMounts, containerName, podmanEnv } from '../container-run.ts';
 import { workingDirProblem } from '../proc.ts';
 import { retryWhile } from '../retry-while.ts';
@@ -39,6 +40,8 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
   const code = new CodeCache(codeCacheDirFromEnv(deps.nodeId), { store: deps.store ?? null, api: deps });
   // The node's Python environments, built with uv once per content, Python and platform (the agent's, bounded; a cache of their own for activities built without one).
   const pythonEnvs = deps.pythonEnvs ?? new EnvCache(envCacheDirFromEnv(deps.nodeId));
+  // The images its image jobs run in, pulled as a step of their own where the node has none (image-pull.ts).
+  const images = deps.podman ? new ImagePulls(deps.podman) : null;
 
   const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
   const spawnError = (logPath: string, message: string): ProcessExit => ({ exitCode: null, signal: null, spawnError: message, logTail: '', logPath });
@@ -124,6 +127,12 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
       if ('problem' in ready) return spawnError(logPath, ready.problem);
       venv = ready.dir;
       held.key = ready.key;
+    }
+    // Its image (never with a Python environment), pulled where the node has none: said in its events, and a pull that fails fails the attempt.
+    if (spec.image && images) {
+      const pullProblem = await images.prepare(spec.image, (message, level) => deps.note?.(spec, { kind: 'image.pulled', level, message }) ?? Promise.resolve(), cancel.signal);
+      if (cancel.signal.aborted) throw cancel.signal.reason;
+      if (pullProblem) return spawnError(logPath, pullProblem);
     }
     // Confinement first: a job user makes a missing working dir only inside the allowed roots.
     const dirProblem = (spec.code ? null : confinementProblem(spec)) ?? (user ? workingDirProblemFor(spec.workingDir, user) : workingDirProblem(spec.workingDir));
