@@ -1,11 +1,46 @@
-/** Every node with its labels and state; each card with the job that owns it (a gang's with this node's rank), or free. */
+/**
+ * Every node with its labels and state, its peer witnesses (issue 46: who last heard it when, and
+ * the control plane's verdict when it is suspect or dead); each card with the job that owns it (a
+ * gang's with this node's rank), or free.
+ */
 import { useEffect, useRef } from 'preact/hooks';
 import { useAction } from '../actions.ts';
 import { api } from '../api.ts';
 import { ErrorBox, JobLink, JobStateBadge, Loading, StateBadge, When } from '../components.tsx';
+import { time } from '../format.ts';
 import { rankOn } from '../gang.ts';
 import { useLive, useResource } from '../live.ts';
 import type { GpuNode, Job } from '../types.ts';
+
+/** The peer witnesses' word on a node (docs/outage-rule.md, Peer witnesses), as `gpuctl nodes` prints it under WITNESSES. */
+function Witnesses({ peer }: { peer: NonNullable<GpuNode['peer']> }) {
+  const verdict = peer.verdict === 'dead' || peer.verdict === 'suspect' ? peer.verdict : null;
+  return (
+    <div class="peer" data-peer={peer.verdict ?? 'none'}>
+      {verdict && (
+        <p class="verdict" data-verdict={verdict}>
+          <span class={`badge ${verdict === 'dead' ? 'state-LOST' : 'state-DRAINED'}`}>{verdict}</span> {peer.reason ?? ''}{' '}
+          {peer.since && (
+            <>
+              (since <When at={peer.since} />)
+            </>
+          )}
+        </p>
+      )}
+      <p class="witnesses muted">
+        Witnesses:{' '}
+        {peer.witnesses.length === 0
+          ? 'none reporting'
+          : peer.witnesses.map((w, i) => (
+              <span key={w.node} class="witness" data-witness={w.node} title={`${w.node}'s report arrived ${time(w.reported_at)}`}>
+                {i > 0 && ', '}
+                {w.node} heard it <When at={w.last_heard_at} />
+              </span>
+            ))}
+      </p>
+    </div>
+  );
+}
 
 function NodeCard({ node, jobs, focus, reload }: { node: GpuNode; jobs: Map<string, Job>; focus: boolean; reload: () => void }) {
   const busy = node.gpus.filter((g) => g.busy).length;
@@ -46,6 +81,7 @@ function NodeCard({ node, jobs, focus, reload }: { node: GpuNode; jobs: Map<stri
         </p>
       )}
       <ErrorBox error={remove.error} />
+      {node.peer && <Witnesses peer={node.peer} />}
       <p class="labels">
         {Object.entries(node.labels).map(([k, v]) => (
           <span key={k} class="label">
