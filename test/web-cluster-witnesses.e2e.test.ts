@@ -18,7 +18,7 @@ describe("the cluster page's witnesses", () => {
     await db.insert(nodes).values(
       ['w-1', 'w-2', 'w-3'].map((id) => ({ id, hostname: `${id}.lab`, labels: { node: id }, status: 'ONLINE' as const, peerAddr: `10.0.0.${id.at(-1)}:7100`, reportedAt: ago(1), peerVerdict: 'fine' as const, peerVerdictAt: ago(300) })),
     );
-    // w-3 has been silent for 40 s: declared dead by two of its witnesses.
+    // w-4 has been silent for 40 s: declared dead by two of its witnesses.
     const reason = 'silent for 6.1 s; 2 of 2 witnesses have not heard it for 5 s';
     await db.insert(nodes).values({ id: 'w-4', hostname: 'w-4.lab', labels: { node: 'w-4' }, status: 'ONLINE', peerAddr: '10.0.0.4:7100', reportedAt: ago(40), peerVerdict: 'dead', peerVerdictReason: reason, peerVerdictAt: ago(34) });
     await db.insert(peerReports).values([
