@@ -1,12 +1,14 @@
 import { afterAll, describe, it, type ExpectStatic } from 'vitest';
 import type { JobJson } from '../cli/client.ts';
 import { startCluster, type Cluster, type ClusterOptions } from './support/cluster.ts';
+import { until } from './support/poll.ts';
 
 /**
  * Invariant 7: a control-plane outage of up to 60 s kills no running job and starts no second
  * attempt, on the default timing (heartbeat timeout 10 s, lost-after 75 s). Each case has two
  * jobs running and one queued behind them; the 60 s Temporal pause has a two-node gang running
- * beside them, on nodes of its own.
+ * beside them, on nodes of its own; the 60 s pause of Temporal, PostgreSQL and the control worker
+ * together has the peer witnesses on (issue 46) and a job on each of two more nodes.
  *
  * Each case has a plane of its own (its own Temporal dev server, or its own PostgreSQL: the
  * server it takes down), and the cases run at once: most of each is waiting out an outage and
@@ -21,8 +23,8 @@ describe.concurrent('a control-plane outage, on the default timing', { timeout: 
   const planes: Cluster[] = [];
   let starting: Promise<unknown> = Promise.resolve();
   /** A plane of its own, started once the planes asked for before it are up. */
-  function plane(name: string, own: Pick<ClusterOptions, 'ownTemporal' | 'ownPostgres'>, agents: ClusterOptions['agents'] = [MAIN]): Promise<Cluster> {
-    const started = starting.then(() => startCluster(name, { heartbeatTimeoutS: 10, lostAfterS: 75, ...own, agents }));
+  function plane(name: string, own: Pick<ClusterOptions, 'ownTemporal' | 'ownPostgres'>, agents: ClusterOptions['agents'] = [MAIN], env?: Record<string, string>): Promise<Cluster> {
+    const started = starting.then(() => startCluster(name, { heartbeatTimeoutS: 10, lostAfterS: 75, ...own, agents, env }));
     starting = started.then((c) => planes.push(c)).catch(() => undefined);
     return started;
   }
@@ -58,6 +60,53 @@ describe.concurrent('a control-plane outage, on the default timing', { timeout: 
   const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   // Declared longest first: concurrent cases start in this order, and so do their planes.
+  // The whole control plane stopped, with the peer witnesses on (issue 46; the other planes have
+  // them off, as every test cluster): the control worker, back with PostgreSQL, finds every
+  // node silent for a minute and must declare none dead. Each node runs a job through it.
+  it('Temporal, PostgreSQL and the control worker all paused (SIGSTOP) for 60 s, the peer witnesses on (dead-after 5 s)', async ({ expect }) => {
+    const witnesses = [1, 2].map((i) => ({ nodeId: `ow${i}`, gpus: 1, labels: { pool: 'wit' } }));
+    const c = await plane('outage-all', { ownTemporal: {}, ownPostgres: true }, [MAIN, ...witnesses], { GPUPLANE_DEAD_AFTER_S: '5', GPUPLANE_PEER_PORT: '0' });
+    // The rule is live before the outage: each node heard by its two witnesses, all fine.
+    await until('every node witnessed twice and fine', async () => (await c.client.nodes()).every((n) => n.peer?.verdict === 'fine' && n.peer.witnesses.length === 2), 60_000);
+    const jobs = await twoRunningOneQueued(c, 75);
+    const others = [];
+    for (let i = 0; i < 2; i++) others.push(await c.client.submit({ type: 'CUSTOM', gpus: 1, selector: { pool: 'wit' }, command: 'sleep 75' }));
+    for (const j of others) await c.client.waitFor(j.id, ['RUNNING'], 30_000);
+    const pids = [c.temporal!.server.child.pid!, c.control.pid!];
+    for (const pid of pids) process.kill(pid, 'SIGSTOP');
+    c.postgres!.signalAll('SIGSTOP');
+    try {
+      await pause(60_000);
+    } finally {
+      // All back at once: the control worker's first passes meet the nodes' reports coming back one by one.
+      c.postgres!.signalAll('SIGCONT');
+      for (const pid of pids) process.kill(pid, 'SIGCONT');
+    }
+    // Every verdict the control plane gives while the jobs finish.
+    const verdicts = new Set<string>();
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        // A read that fails while PostgreSQL's connections come back is only a gap in the watch.
+        for (const n of await c.client.nodes().catch(() => [])) verdicts.add(`${n.id} ${n.peer?.verdict ?? 'none'}`);
+        await pause(500);
+      }
+    })();
+    try {
+      for (const j of others) {
+        const done = await c.client.waitFor(j.id, undefined, 180_000);
+        expect(done.state, `${j.id}: ${done.reason}`).toBe('SUCCEEDED');
+        expect(done.attempts.map((a) => a.state)).toEqual(['SUCCEEDED']);
+      }
+      await allSucceedOnFirstAttempt(c, jobs, expect);
+    } finally {
+      watching = false;
+      await watch;
+    }
+    expect([...verdicts].filter((v) => v.endsWith(' dead'))).toEqual([]);
+    expect((await c.client.nodes()).map((n) => [n.id, n.status, n.peer?.verdict]).sort()).toEqual(['o1', 'ow1', 'ow2'].map((id) => [id, 'ONLINE', 'fine']));
+  });
+
   // A gang's members each ride out the outage too: none is killed (a member on a node other
   // than rank 0's once was: it asked whether the job wanted it on its own node), none starts twice.
   it.for([

@@ -5,9 +5,10 @@ import type { FastifyReply } from 'fastify';
 import type { Db } from '../../db/client.ts';
 import { DEFAULT_LOG_CAP_MIB, formatCap, logCapBytesOf } from '../../domain/log-cap.ts';
 import { getJob } from '../../db/queries/jobs.ts';
+import { attemptFenced } from '../../db/queries/peers.ts';
 import { appendLogChunk, attemptNodes, attemptTimes, listLogRefs, LOG_STREAMS, MAX_LOG_CHUNK, readLogChunks, runAttempt, type LogStream, type StoredChunk } from '../../db/queries/logs.ts';
 import type { RunLogRef } from '../../db/schema.ts';
-import { DomainError, notFound } from '../errors.ts';
+import { DomainError, fencedAttempt, notFound } from '../errors.ts';
 import { ErrorBody, IdParams, NotFound } from '../schemas/common.ts';
 import { IngestGap, IngestParams, IngestQuery, IngestResult, LogChunk, LogRefSchema, LogText, OFFSET_NEEDS_STREAM, ReadLogsQuery, RefsQuery } from '../schemas/logs.ts';
 import type { ApiDeps } from '../deps.ts';
@@ -166,7 +167,7 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
         tags: ['logs'],
         summary: "Append bytes to an attempt's stdout or stderr (what agents ship)",
         description:
-          'The body (application/octet-stream, at most 256 KiB) holds the stream from byte `offset`. Bytes already stored are acknowledged and dropped; an offset past the stored size is 409 with `expected_offset`, from which the shipper resends. `final=true` marks the stream complete. One rank\'s stdout and stderr keep at most GPUPLANE_LOG_CAP_MIB together: the chunk that passes it is cut there and ends with a `gpuplane: log truncated at N MiB` line (`truncated: true`), and its stream is complete (409 for anything more). A gang member ships with `rank=R`: each rank\'s streams are stored apart; a rank the attempt does not have is 400.',
+          'The body (application/octet-stream, at most 256 KiB) holds the stream from byte `offset`. Bytes already stored are acknowledged and dropped; an offset past the stored size is 409 with `expected_offset`, from which the shipper resends. `final=true` marks the stream complete. One rank\'s stdout and stderr keep at most GPUPLANE_LOG_CAP_MIB together: the chunk that passes it is cut there and ends with a `gpuplane: log truncated at N MiB` line (`truncated: true`), and its stream is complete (409 for anything more). An attempt fenced because its node was declared dead (issue 46) takes no bytes at all: 409 with `complete: true`, nothing stored. A gang member ships with `rank=R`: each rank\'s streams are stored apart; a rank the attempt does not have is 400.',
         consumes: ['application/octet-stream'],
         body: LogChunk,
         params: IngestParams,
@@ -187,9 +188,19 @@ export const logRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, deps) =
           throw notFound('attempt', `${jobId}#${attempt}`);
         }
         if (rank >= nodes) throw noSuchRank(jobId, attempt, rank, nodes);
+        // Bytes of an attempt whose node was declared dead are refused, however old: what was
+        // stored before the fence stays, and the answer says the stream is complete, so the
+        // node's shipper stops (the file stays on the node).
+        if (await attemptFenced(tx, jobId, attempt)) {
+          const stored = (await listLogRefs(tx, jobId, attempt, rank)).find((x) => x.stream === stream)?.sizeBytes ?? 0;
+          return { kind: 'fenced' as const, stored };
+        }
         return appendLogChunk(tx, { jobId, attempt, rank, stream, offset: Number(q.offset), data, final: q.final === 'true', nodeId: q.node ?? null, location: q.location ?? null, capBytes });
       });
       const what = `${stream} of ${jobId}#${attempt}${rank ? ` rank ${rank}` : ''}`;
+      if (r.kind === 'fenced') {
+        return reply.status(409).send({ error: 'conflict', message: `${fencedAttempt(jobId, attempt).message}; ${what} takes no new bytes`, expected_offset: r.stored, complete: true });
+      }
       if (r.kind === 'gap') {
         return reply.status(409).send({ error: 'conflict', message: `${what} has ${r.expected} bytes stored; resend from offset ${r.expected}`, expected_offset: r.expected, complete: false });
       }
