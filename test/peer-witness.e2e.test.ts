@@ -20,7 +20,8 @@ const REQUEUE_BOUND_MS = 15_000;
  * The peer witnesses through the real processes (issue 46): four isolated nodes (each the others'
  * witnesses, k = 3), the API, the control worker and Temporal, with lost-after at 60 s so that
  * only the peer rule can be quick. A node killed whole (agent and job at once) is declared dead
- * and its job re-queued on another node well within 15 s; garbage sent to a node's peer socket
+ * and its job re-queued on another node well within 15 s, and a gang with a member there loses
+ * that attempt on the same verdict, its other members stopped; garbage sent to a node's peer socket
  * is ignored and counted, and kills nothing; `gpuctl nodes` shows the witnesses and the verdict;
  * a node whose packets to the API are dropped while its peers still hear it is SUSPECT, not dead.
  */
@@ -53,6 +54,14 @@ describe.skipIf(skip)('peer witnesses', () => {
     const first = path.join(out, `${job.id}-1`);
     const pid = Number(await until('attempt 1 started', () => fs.existsSync(first) && fs.readFileSync(first, 'utf8').split(' ')[2]));
 
+    // A gang with a member on every node, the victim's among them: its other members are stopped
+    // when the victim is declared dead, as when a member's agent dies (gangs.e2e).
+    const gang = await c.client.submit({ type: 'CUSTOM', nodes: NODES.length, gpus_per_node: 1, command: `echo $$ > ${out}/gang-$NODE_RANK; exec sleep 600` });
+    const members = await until('every gang member up', () => {
+      const f = NODES.map((_, r) => path.join(out, `gang-${r}`));
+      return f.every((x) => fs.existsSync(x) && fs.readFileSync(x, 'utf8').trim()) ? f.map((x) => Number(fs.readFileSync(x, 'utf8').trim())) : null;
+    }, 30_000);
+
     const killedAt = Date.now();
     await c.nodes.get(victim)!.kill();
     await until('its process gone with it', () => !pidAlive(pid), 5000);
@@ -72,6 +81,17 @@ describe.skipIf(skip)('peer witnesses', () => {
     expect(requeuedMs).toBeLessThanOrEqual(REQUEUE_BOUND_MS);
     const dead = (await c.client.nodes()).find((n) => n.id === victim)!;
     expect(dead.peer?.verdict).toBe('dead');
+
+    // The gang's attempt ended LOST on the same verdict; its members on the live nodes were stopped.
+    const gangLost = await until('the gang attempt LOST', async () => {
+      const j = await c.client.job(gang.id);
+      return j.attempts[0]?.state === 'LOST' ? j : null;
+    }, 30_000);
+    expect(gangLost.attempts[0].reason).toMatch(new RegExp(`node ${victim} declared dead`));
+    await until('every gang member stopped', () => members.every((m) => !pidAlive(m)), 30_000);
+    // It needs a member on four nodes, and three are left: it waits for the fourth.
+    expect((await c.client.waitFor(gang.id, ['QUEUED'], 30_000)).attempt).toBe(2);
+    await c.client.cancel(gang.id);
 
     // People see it: the verdict and each node's witnesses.
     const shown = await gpuctlIn(c.env, ['nodes']);
