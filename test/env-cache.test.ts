@@ -16,6 +16,21 @@ import { uvBinaryIn } from './support/python-wheels.ts';
 const K = 1024;
 const G = 1024 ** 3;
 
+/**
+ * A folder the build user can traverse (nobody, where this runs as root), as the agent's cache is:
+ * not a mkdtemp folder (0700). Removed when the test ends, after the build user's read-only folders are made writable.
+ */
+function buildUserTmp(name: string): string {
+  const base = `/tmp/gpuplane-env-${name}-${randomBytes(4).toString('hex')}`;
+  fs.mkdirSync(base, { mode: 0o755 });
+  fs.chmodSync(base, 0o755);
+  onTestFinished(() => {
+    execFileSync('chmod', ['-R', 'u+w', base]);
+    fs.rmSync(base, { recursive: true, force: true });
+  });
+  return base;
+}
+
 /** The bound of a node's cache of Python environments (issue 45): its size option, and which go when it is past it. */
 describe('the bound of the Python environment cache', () => {
   it('reads sizes with binary units, a bare number as GiB, B as bytes; refuses the rest', () => {
@@ -114,14 +129,7 @@ describe('the bound of the Python environment cache', () => {
   });
 
   it("clears uv's download cache before evicting any environment once the two are past the bound, measured again only after a build", async () => {
-    // Traversable by the build user (nobody, where this runs as root), as the agent's cache is.
-    const base = `/tmp/gpuplane-env-trim-${randomBytes(4).toString('hex')}`;
-    fs.mkdirSync(base, { mode: 0o755 });
-    fs.chmodSync(base, 0o755);
-    onTestFinished(() => {
-      execFileSync('chmod', ['-R', 'u+w', base]);
-      fs.rmSync(base, { recursive: true, force: true });
-    });
+    const base = buildUserTmp('trim');
     const uv = uvBinaryIn(path.join(base, 'bin'));
     const root = path.join(base, 'envs');
     const env = path.join(root, 'e'.repeat(64));
@@ -153,14 +161,7 @@ describe('the bound of the Python environment cache', () => {
   });
 
   it("two agents sharing one cache folder build an environment once: the second waits for the first's lock, says so, and gets the same folder", async () => {
-    // Traversable by the build user (nobody, where this runs as root): not a mkdtemp folder (0700).
-    const base = `/tmp/gpuplane-env-lock-${randomBytes(4).toString('hex')}`;
-    fs.mkdirSync(base, { mode: 0o755 });
-    fs.chmodSync(base, 0o755);
-    onTestFinished(() => {
-      execFileSync('chmod', ['-R', 'u+w', base]);
-      fs.rmSync(base, { recursive: true, force: true });
-    });
+    const base = buildUserTmp('lock');
     const installs = path.join(base, 'installs');
     fs.writeFileSync(installs, '');
     fs.chmodSync(installs, 0o666);
