@@ -46,7 +46,7 @@ describe('Host and Origin parsing', () => {
   });
 });
 
-/** The guards through the real app (PGlite, a real Temporal client, tokens on): refused requests do nothing. */
+/** The guards through the real app (PostgreSQL, a real Temporal client, tokens on): refused requests do nothing. */
 describe('API guards', () => {
   let app: FastifyInstance;
   /** The same settings, database and Temporal client, for a second app of a test's own. */

@@ -20,7 +20,7 @@ describe('API input handling', () => {
   let temporal: Client;
 
   beforeAll(async () => {
-    testApp = await startTestApp('api');
+    testApp = await startTestApp('api', { database: 'pglite' });
     ({ app, database, client: temporal } = testApp);
   });
   afterAll(async () => {

@@ -17,7 +17,7 @@ type Who = 'none' | 'bogus' | 'admin' | 'memberAlpha' | 'viewerAlpha' | 'memberB
 type Need = { access: 'open' | 'any' | 'admin' | 'read' | 'write'; node?: boolean; run?: boolean; everyone?: boolean };
 
 /**
- * Every route family under every kind of token, through the real app on PGlite: allowed, or
+ * Every route family under every kind of token, through the real app on PostgreSQL: allowed, or
  * 401/403 with a message and not one row changed anywhere in the database.
  */
 describe('tokens and roles on every route', () => {

@@ -8,7 +8,7 @@ import { startTestApp, type TestApp } from './support/test-app.ts';
 const run = promisify(execFile);
 const gpuctl = path.resolve('cli/gpuctl.mjs');
 
-/** `gpuctl runs`, `run` and `metrics` as a child process against a real API on PGlite. */
+/** `gpuctl runs`, `run` and `metrics` as a child process against a real API on PostgreSQL. */
 describe('gpuctl runs, run and metrics', () => {
   let t: TestApp;
   let api: string;

@@ -10,7 +10,7 @@ import { startTestApp, type TestApp } from './support/test-app.ts';
 
 const IMAGE = 'registry.example.com/team/train:v1';
 
-/** A job's image through the API on PGlite (issue 45 part 2): taken, refused in one line, shown, placed by the runtime label, and inherited by retries, forks and evaluations. */
+/** A job's image through the API on PostgreSQL (issue 45 part 2): taken, refused in one line, shown, placed by the runtime label, and inherited by retries, forks and evaluations. */
 describe('image of a job', () => {
   let t: TestApp;
   let source: Job;

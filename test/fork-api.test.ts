@@ -13,7 +13,7 @@ import { newToken } from '../runtime/tokens.ts';
 import { gpuctlPath } from './support/cluster.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
-/** POST /checkpoints/:id/fork and GET /lineage through app.inject on PGlite: what a fork copies, what it refuses, and the tree. */
+/** POST /checkpoints/:id/fork and GET /lineage through app.inject on PostgreSQL: what a fork copies, what it refuses, and the tree. */
 describe('fork from a checkpoint, and lineage', () => {
   let t: TestApp;
   const admin = newToken();

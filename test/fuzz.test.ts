@@ -15,7 +15,7 @@ import { describeRequest, fuzzRequests, opsOf, routeOf, show, type Concrete, typ
 /**
  * Property-based fuzzing of every route of the OpenAPI document (a route added later is fuzzed
  * too) with hostile path params, query strings, headers and bodies, through the real app on
- * PGlite and a real Temporal namespace. For every request: no 5xx, every 4xx a JSON
+ * PostgreSQL and a real Temporal namespace. For every request: no 5xx, every 4xx a JSON
  * {error, message}, a refused request (and any GET) leaves every table as it was, and a caller
  * without a token (or with a viewer's) is refused. A failing run names each distinct problem
  * once, with the exact request and the server's logged error; FUZZ_SEED=<n> replays a run.

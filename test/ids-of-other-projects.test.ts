@@ -2,7 +2,7 @@
  * Ids of another project named where a list or a file is asked for (issue 39): `GET /runs?job=`
  * answers the 404 of an unknown job, as docs/security.md says, and an MLflow artifact path must
  * name its run's own experiment, with the project's access checked as for the run. The app on
- * PGlite through app.inject; jobs are rows (no Temporal).
+ * PostgreSQL through app.inject; jobs are rows (no Temporal).
  */
 import fs from 'node:fs';
 import os from 'node:os';

@@ -8,7 +8,7 @@ import { readStore } from '../cli/import/index.ts';
 import { uploadRun, type UploadResult } from '../cli/import/upload.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
-/** `gpuctl import-run` as a child process against a real API (PGlite, real Temporal client) in this process. */
+/** `gpuctl import-run` as a child process against a real API (PostgreSQL, real Temporal client) in this process. */
 const ROOT = path.join(import.meta.dirname, '..');
 const FIX = path.join(import.meta.dirname, 'fixtures', 'import');
 

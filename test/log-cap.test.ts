@@ -1,6 +1,6 @@
 /**
  * The cap on shipped logs (domain/log-cap.ts, issue 39): one rank of an attempt keeps at most
- * the cap of stdout and stderr together. Through app.inject on PGlite: the chunk that passes it is
+ * the cap of stdout and stderr together. Through app.inject on PostgreSQL: the chunk that passes it is
  * cut and ends with the truncation line, whatever an agent sends after is refused; and the real
  * shipper over HTTP, whose file on the node stays whole.
  */

@@ -18,7 +18,7 @@ import { LogShipper, LogShipping } from '../activities/gpu-host/log-shipper.ts';
 import { until } from './support/poll.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
-/** Log ingest and reads through app.inject on PGlite; a follow and the shipper against the same app on a real port. */
+/** Log ingest and reads through app.inject on PostgreSQL; a follow and the shipper against the same app on a real port. */
 describe('shipped logs: the API', () => {
   let testApp: TestApp;
   let app: FastifyInstance;

@@ -11,7 +11,7 @@ import { until } from './support/poll.ts';
 import { startTestApp, type TestApp } from './support/test-app.ts';
 
 /**
- * The peer witnesses wired in (issue 46), on PGlite with the API's report route and the control
+ * The peer witnesses wired in (issue 46), on PostgreSQL with the API's report route and the control
  * worker's verdict loop, agents played by this test: a witness is believed only about its own
  * subjects, one lying witness gets no node declared dead (nor a node the control plane lost,
  * while the others still hear it: SUSPECT), and a node nobody hears is dead, its attempt fenced

@@ -9,7 +9,7 @@ import { startTestApp, type TestApp } from './support/test-app.ts';
 
 /**
  * Issue 39, 4: metric points a second per run and per project. Through the real app (member
- * tokens of two projects, PGlite) on a clock the test moves: a batch over the run's or the
+ * tokens of two projects, PostgreSQL) on a clock the test moves: a batch over the run's or the
  * project's bucket is 429 with Retry-After and stores none of its points, on /api/v1 and on
  * MLflow's log-batch alike, while another project's run is not refused.
  */

@@ -21,7 +21,7 @@ function sample(text: string, series: string): number | undefined {
 }
 
 /**
- * GET /metrics through the real app on PGlite: who may scrape it, that promtool takes what it
+ * GET /metrics through the real app on PostgreSQL: who may scrape it, that promtool takes what it
  * writes, and that the gauges follow jobs, nodes and cards as the database changes.
  */
 describe('GET /metrics (Prometheus)', () => {

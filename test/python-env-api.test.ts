@@ -11,7 +11,7 @@ import { startTestApp, type TestApp } from './support/test-app.ts';
 
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
-/** A job's python_env through the API on PGlite (issue 45): taken, refused, shown, and inherited by retries, forks and evaluations as code is. */
+/** A job's python_env through the API on PostgreSQL (issue 45): taken, refused, shown, and inherited by retries, forks and evaluations as code is. */
 describe('python_env of a job', () => {
   let t: TestApp;
   let source: Job;

@@ -1,5 +1,5 @@
 /**
- * PUT/DELETE /projects/:p/quota and GET /quotas through the real app on PGlite, with auth on:
+ * PUT/DELETE /projects/:p/quota and GET /quotas through the real app on PostgreSQL, with auth on:
  * admins set quotas, bad input is a 400 with a message that changes nothing, a member lists
  * only the projects it may read; and gpuctl quota, its table and its errors.
  */

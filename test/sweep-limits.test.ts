@@ -1,7 +1,7 @@
 /**
  * Sweeps' max_concurrent within their limits (domain/sweep-limits.ts, issue 39): the project's card
  * quota for trials that take cards, GPUPLANE_MAX_CPU_TRIALS for zero-card ones. The rule as a
- * function, and POST /sweeps through app.inject on PGlite.
+ * function, and POST /sweeps through app.inject on PostgreSQL.
  */
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

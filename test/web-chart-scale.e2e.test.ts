@@ -1,5 +1,5 @@
 /**
- * The console's charts with real data, in Debian's chromium against a real API on PGlite: an
+ * The console's charts with real data, in Debian's chromium against a real API on PostgreSQL: an
  * experiment whose third run diverged to 1e5 and then NaN. The y axis covers the two healthy runs
  * (outliers ignored, the default), the outlier once the toggle is off, and turns logarithmic with
  * the log switch; its labels fit inside the canvas. A short run's single telemetry samples are drawn.

@@ -1,6 +1,6 @@
 /**
  * The Register action of a checkpoint's page and the Models page, in Debian's chromium against a
- * real API on PGlite. A run's checkpoints and evaluations are written as the plane writes them
+ * real API on PostgreSQL. A run's checkpoints and evaluations are written as the plane writes them
  * (as test/checkpoint-promote.test.ts does): training loss falls to the end, the evaluated loss is
  * lowest at step 30. Registering step 30 from its page answers with the version and the
  * evaluation that justified it; refusals show the API's message; the Models page lists the model,

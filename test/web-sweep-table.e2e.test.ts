@@ -1,5 +1,5 @@
 /**
- * A sweep's leaderboard with real values, in Debian's chromium against a real API on PGlite: a
+ * A sweep's leaderboard with real values, in Debian's chromium against a real API on PostgreSQL: a
  * log-uniform draw prints rounded as gpuctl prints it (domain/param-text.ts), its full value in
  * the title; a trial's paragraph-long failure reason is cut with an ellipsis, whole in its
  * title, and the table stays within the web.page. The sweep's rows are written as the plane writes them.

@@ -1,5 +1,5 @@
 /**
- * Telemetry on the console, in Debian's chromium against a real API on PGlite: a stalled job's
+ * Telemetry on the console, in Debian's chromium against a real API on PostgreSQL: a stalled job's
  * badge in the queue and on its page (with since when and what it means), shown and cleared live,
  * and the run page's System panel, which charts the run's system/… series a line per card and
  * keeps them out of the training curves. The job's rows are written as the plane writes them.

@@ -83,7 +83,7 @@ describe('webhook events, bodies and signatures', () => {
   });
 });
 
-/** The routes on PGlite, without GPUPLANE_WEBHOOK_ALLOW_PRIVATE: refusals change nothing, secrets are never answered. */
+/** The routes on PostgreSQL, without GPUPLANE_WEBHOOK_ALLOW_PRIVATE: refusals change nothing, secrets are never answered. */
 describe('/api/v1/webhooks', () => {
   let t: TestApp;
   const admin = newToken();

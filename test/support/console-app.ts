@@ -4,7 +4,7 @@ import { newToken } from '../../runtime/tokens.ts';
 import { ensureConsoleBuilt, launchBrowser, type TestBrowser } from './browser.ts';
 import { startTestApp, type TestApp } from './test-app.ts';
 
-/** What a console test drives: a real API on PGlite serving the freshly built console, and a chromium with a page open. */
+/** What a console test drives: a real API on PostgreSQL serving the freshly built console, and a chromium with a page open. */
 export interface ConsoleApp {
   /** The API's one admin token (made at once: a test may use it at the top of its file). */
   readonly admin: string;

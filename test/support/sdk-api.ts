@@ -20,7 +20,7 @@ export interface SdkApi {
 }
 
 /**
- * The real API in-process (startTestApp: PGlite, a real Temporal client on a namespace of its
+ * The real API in-process (startTestApp: PostgreSQL, a real Temporal client on a namespace of its
  * own of the suite's dev server, which is `_temporalAddress`), listening on a free port, for the SDK tests.
  */
 export async function startSdkApi(_temporalAddress: string, name: string): Promise<SdkApi> {

@@ -21,7 +21,7 @@ export interface TestApp {
 export interface TestAppOptions {
   /** false: a stand-in client, for routes that never reach Temporal; a Client: that one, which its owner closes. */
   temporal?: false | Client;
-  /** The backend of a fresh database (PGlite by default), or a handle to share, which its owner closes. */
+  /** The backend of a fresh database (the suite's PostgreSQL by default; test-database.ts), or a handle to share, which its owner closes. */
   database?: TestBackend | DatabaseHandle;
   /** Also listen on a free port of 127.0.0.1, for clients that speak HTTP (gpuctl, the SDKs, the shipper). */
   listen?: boolean;
@@ -31,7 +31,7 @@ export interface TestAppOptions {
 export type TestAppDeps = Partial<ApiDeps> & TestAppOptions;
 
 /**
- * The real app through app.inject, on a fresh database (PGlite in a folder of its own unless
+ * The real app through app.inject, on a fresh database (of its own on the suite's PostgreSQL unless
  * `database` says otherwise), with a real Temporal client on a fresh namespace of the shared dev
  * server (unless `temporal` says otherwise). `deps` overrides the defaults (auth off, short
  * timeouts). Every API-level test builds its app here.
