@@ -30,9 +30,12 @@ describe('peer reports and verdicts', () => {
   /** Nodes that report, and what each says of each subject (ms ago; absent: 50). */
   const reporting = new Set(ids);
   const says = new Map<string, (subject: string) => number>();
+  /** Where each node says it listens (absent: 10.0.0.N:7000), and where each was last told its witnesses listen. */
+  const addrOf = new Map<string, string>();
+  const witnessAddrsOf = new Map<string, Map<string, string | null>>();
   let timer: NodeJS.Timeout;
 
-  const report = (node: string, heard: { node: string; ago_ms: number }[]) => t.app.inject({ method: 'POST', url: `/api/v1/nodes/${node}/peers`, payload: { peer_addr: `10.0.0.${node.slice(1)}:7000`, heard } });
+  const report = (node: string, heard: { node: string; ago_ms: number }[]) => t.app.inject({ method: 'POST', url: `/api/v1/nodes/${node}/peers`, payload: { peer_addr: addrOf.get(node) ?? `10.0.0.${node.slice(1)}:7000`, heard } });
   const verdictOf = async (id: string) => (await t.database.db.select({ v: nodes.peerVerdict, r: nodes.peerVerdictReason }).from(nodes).where(eq(nodes.id, id)))[0];
 
   beforeAll(async () => {
@@ -41,7 +44,11 @@ describe('peer reports and verdicts', () => {
     timer = setInterval(() => {
       for (const id of reporting) {
         const ago = says.get(id) ?? (() => 50);
-        void report(id, (subjectsOf.get(id) ?? []).map((s) => ({ node: s, ago_ms: ago(s) }))).then((r) => subjectsOf.set(id, (r.json() as { subjects: { node: string }[] }).subjects.map((s) => s.node)));
+        void report(id, (subjectsOf.get(id) ?? []).map((s) => ({ node: s, ago_ms: ago(s) }))).then((r) => {
+          const a = r.json() as { subjects: { node: string }[]; witnesses: { node: string; peer_addr: string | null }[] };
+          subjectsOf.set(id, a.subjects.map((s) => s.node));
+          witnessAddrsOf.set(id, new Map(a.witnesses.map((w) => [w.node, w.peer_addr])));
+        });
       }
     }, 200);
     loop = startPeerVerdicts({ db: t.database.db, client, settings, warn: () => undefined, info: () => undefined, everyMs: 200 });
@@ -70,6 +77,15 @@ describe('peer reports and verdicts', () => {
     // A node token speaks for its node only, and a malformed report is a 400 that records nothing.
     expect((await t.app.inject({ method: 'POST', url: '/api/v1/nodes/n1/peers', payload: { peer_addr: 'x', heard: [] } })).statusCode).toBe(400);
     expect((await t.app.inject({ method: 'POST', url: '/api/v1/nodes/nope/peers', payload: { peer_addr: null, heard: [] } })).statusCode).toBe(404);
+  });
+
+  it('a node that listens on a new port (its peer keeper started again) is heartbeaten there: its subjects are told the new address', async () => {
+    const subjects = subjectsOf.get('n1')!;
+    expect(subjects).toHaveLength(3);
+    addrOf.set('n1', '10.0.0.1:7001');
+    await until("n1's subjects told its new address", () => subjects.every((s) => witnessAddrsOf.get(s)?.get('n1') === '10.0.0.1:7001'), 10_000);
+    addrOf.delete('n1');
+    await until("n1's subjects told its old address again", () => subjects.every((s) => witnessAddrsOf.get(s)?.get('n1') === '10.0.0.1:7000'), 10_000);
   });
 
   it('one lying witness cannot get a node declared dead: not a live one, nor one the control plane lost while the others hear it', async () => {

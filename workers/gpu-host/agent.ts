@@ -34,7 +34,7 @@ import { EnvReporter } from '../../activities/gpu-host/env-report.ts';
 import { envCacheDirFromEnv, EnvCache, envToolsFromEnv } from '../../activities/gpu-host/python-env.ts';
 import { startFencingWatchdog } from './fencing-watchdog.ts';
 import { takeUpPreviousLife } from './previous-life.ts';
-import { startOrAdoptPeerKeeper } from './peer-keeper.ts';
+import { startAndWatchPeerKeeper } from './peer-keeper.ts';
 import { rejoinWhenReachable } from './reconnect.ts';
 
 export interface AgentOptions {
@@ -248,10 +248,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   // Heartbeats to its witnesses and reports of what it heard (a node with no peer channel is never declared dead early),
   // by the node's peer keeper: it outlives this agent, so that a restart is not a death (peer-keeper.ts).
   const peerPort = o.peerPort === undefined ? peerPortFromEnv() : o.peerPort;
-  if (peerPort !== null) {
-    const keeper = await startOrAdoptPeerKeeper({ apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken, host: o.address ?? '127.0.0.1', port: peerPort, runDir: processes.runDir });
-    agentLogger.info(`peer keeper ${keeper.pid} ${keeper.adopted ? 'adopted' : 'started'}, heartbeats from ${keeper.addr}`);
-  }
+  // Watched, and started again if killed alone: a node whose keeper is gone is silent to its witnesses while it lives.
+  const keeperWatch = peerPort === null ? null : await startAndWatchPeerKeeper({ apiUrl: o.apiUrl, nodeId: o.nodeId, nodeToken: o.nodeToken, host: o.address ?? '127.0.0.1', port: peerPort, runDir: processes.runDir }, agentLogger);
   // A node workflow terminated or cancelled in the Temporal UI comes back by itself: the agent looks every
   // three heartbeat timeouts (30 s by default: a thousand idle nodes must not cost a server) and starts it.
   const rejoin = setInterval(() => {
@@ -272,6 +270,8 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     jobUsersLine,
     run,
     async shutdown() {
+      // First: a keeper is never started for an agent that is stopping.
+      await keeperWatch?.stop();
       clearInterval(rejoin);
       telemetry?.stop();
       envReporter?.stop();

@@ -10,7 +10,9 @@
  * 0600: the node token is in it) and names itself there (pid and start time). The keeper reads
  * the file again every second: a restarted agent names itself and adopts the keeper instead of
  * starting a second one. It says in each report whether the agent is alive, and exits once there
- * is neither an agent nor a live attempt on the node: then there is nothing to speak for.
+ * is neither an agent nor a live attempt on the node: then there is nothing to speak for. With its
+ * agent alive it never exits by itself, so the agent watches it (watchPeerKeeper) and starts a new
+ * one when it is killed alone.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -43,6 +45,14 @@ interface KeeperRecord {
   pid: number;
   startTime: string | null;
   addr: string;
+}
+
+/** What an agent hands its keeper: the file names the agent itself. */
+export type PeerKeeperInput = Omit<PeerKeeperConf, 'agentPid' | 'agentStartTime'>;
+
+/** A keeper that runs, as startOrAdoptPeerKeeper found or started it. */
+export interface RunningPeerKeeper extends KeeperRecord {
+  adopted: boolean;
 }
 
 const confFile = (runDir: string) => path.join(runDir, 'peer-keeper.conf');
@@ -80,14 +90,14 @@ function readKeeper(runDir: string): KeeperRecord | null {
  * startOrAdoptPeerKeeper names this agent in the keeper's file and returns the node's running
  * keeper (adopted: true), or starts one and returns it once its socket is bound.
  */
-export async function startOrAdoptPeerKeeper(o: Omit<PeerKeeperConf, 'agentPid' | 'agentStartTime'>, timeoutMs = 30_000): Promise<{ addr: string; pid: number; adopted: boolean }> {
+export async function startOrAdoptPeerKeeper(o: PeerKeeperInput, timeoutMs = 30_000): Promise<RunningPeerKeeper> {
   const conf: PeerKeeperConf = { ...o, agentPid: process.pid, agentStartTime: processStartTime(process.pid) };
   // Written whole, then renamed: the keeper never reads half of it.
   const tmp = `${confFile(o.runDir)}.tmp`;
   writePrivateFile(tmp, JSON.stringify(conf));
   fs.renameSync(tmp, confFile(o.runDir));
   const running = readKeeper(o.runDir);
-  if (running) return { addr: running.addr, pid: running.pid, adopted: true };
+  if (running) return { ...running, adopted: true };
   fs.rmSync(recordFile(o.runDir), { force: true });
   const log = openPrivateForAppend(logFile(o.runDir));
   let child;
@@ -101,13 +111,78 @@ export async function startOrAdoptPeerKeeper(o: Omit<PeerKeeperConf, 'agentPid' 
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const r = readKeeper(o.runDir);
-    if (r && r.pid === child.pid) return { addr: r.addr, pid: r.pid, adopted: false };
+    if (r && r.pid === child.pid) return { ...r, adopted: false };
     if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
       const tail = fs.existsSync(logFile(o.runDir)) ? fs.readFileSync(logFile(o.runDir), 'utf8').slice(-2000) : '';
       throw new Error(`the peer keeper did not start (${child.exitCode ?? child.signalCode ?? 'no socket in time'}): ${tail}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+export interface PeerKeeperWatch {
+  /** Stops watching; resolves once a keeper it was starting has started (or failed to). */
+  stop(): Promise<void>;
+}
+
+/** After a keeper that did not start, how long until the next try (a fixed port taken by something else stays taken). */
+const RETRY_START_MS = 5000;
+
+/**
+ * watchPeerKeeper looks every second whether `keeper` (pid and start time, as startOrAdoptPeerKeeper
+ * returned it) still runs, and when it is gone (SIGKILL, the OOM killer) starts a new one, saying
+ * `peer keeper N gone: started M`. Without it the node would fall silent to its witnesses while it
+ * lives, and be declared dead. A keeper never exits by itself while its agent lives, so one gone
+ * was killed; once the agent shuts down it calls stop() first, and nothing is started after.
+ * The new keeper may listen on another port (port 0): its reports carry its address, and the nodes
+ * that heartbeat to it learn the address from their next answers of the API.
+ */
+export function watchPeerKeeper(o: PeerKeeperInput, keeper: RunningPeerKeeper, say: (line: string) => void, everyMs = LOOK_EVERY_MS): PeerKeeperWatch {
+  let current: KeeperRecord = keeper;
+  let stopped = false;
+  let starting: Promise<void> | null = null;
+  let nextTry = 0;
+  let lastFailureSaid = 0;
+  const look = () => {
+    if (stopped || starting || Date.now() < nextTry || alive(current.pid, current.startTime)) return;
+    const gone = current.pid;
+    starting = startOrAdoptPeerKeeper(o)
+      .then(
+        (k) => {
+          current = k;
+          nextTry = 0;
+          say(`peer keeper ${gone} gone: ${k.adopted ? 'adopted' : 'started'} ${k.pid}, heartbeats from ${k.addr}`);
+        },
+        (err: unknown) => {
+          nextTry = Date.now() + RETRY_START_MS;
+          if (Date.now() - lastFailureSaid < 60_000) return;
+          lastFailureSaid = Date.now();
+          say(`peer keeper ${gone} gone, and a new one did not start (trying every ${RETRY_START_MS / 1000} s; the node is silent to its witnesses meanwhile): ${(err as Error).message}`);
+        },
+      )
+      .finally(() => {
+        starting = null;
+      });
+  };
+  const timer = setInterval(look, everyMs);
+  timer.unref();
+  return {
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await starting;
+    },
+  };
+}
+
+/**
+ * startAndWatchPeerKeeper is the agent's side: it starts or adopts the node's keeper, says which,
+ * and watches it (watchPeerKeeper); the agent stops the watch first when it shuts down.
+ */
+export async function startAndWatchPeerKeeper(o: PeerKeeperInput, log: { info(line: string): void; warn(line: string): void }): Promise<PeerKeeperWatch> {
+  const keeper = await startOrAdoptPeerKeeper(o);
+  log.info(`peer keeper ${keeper.pid} ${keeper.adopted ? 'adopted' : 'started'}, heartbeats from ${keeper.addr}`);
+  return watchPeerKeeper(o, keeper, (line) => log.warn(line));
 }
 
 function readConf(file: string): PeerKeeperConf {
