@@ -140,7 +140,7 @@ describe('the checkpoint an attempt resumes from', () => {
     expect(await leftoverFilesOf(db.db, 'away-1')).toEqual([]);
   });
 
-  it("a later checkpoint its node is still storing: the point carries it, waited for while that node is online, not at all once it is gone", async () => {
+  it("a later checkpoint its node is still storing: the point carries it, waited for while that node is online, not at all once it is gone or declared dead", async () => {
     await job('job-w');
     await run('job-w', 1);
     const w10 = (await reg('job-w', 1, 10)).checkpoint;
@@ -153,7 +153,10 @@ describe('the checkpoint an attempt resumes from', () => {
     // The plane resumes from the latest stored (w10), and tells the node of w20, still being stored.
     expect(await resumePointOf(db.db, await jobRow('job-w'), 2)).toEqual({ id: w10.id, uri: w10.uri, key: 'checkpoints/x/10.tar', fingerprint: w10.fingerprint });
     expect(await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000)).toEqual({ id: w10.id, uri: w10.uri, key: 'checkpoints/x/10.tar', fingerprint: w10.fingerprint, pending: { ...pending, waitMs: 90_000 } });
-    await db.db.update(nodes).set({ status: 'OFFLINE' }).where(eq(nodes.id, 'node-w'));
+    // Declared dead by its peer witnesses (issue 46) while still ONLINE (its heartbeat has not timed out yet): not waited for.
+    await db.db.update(nodes).set({ peerVerdict: 'dead' }).where(eq(nodes.id, 'node-w'));
+    expect((await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000))?.pending).toEqual({ ...pending, waitMs: 0 });
+    await db.db.update(nodes).set({ peerVerdict: 'fine', status: 'OFFLINE' }).where(eq(nodes.id, 'node-w'));
     expect((await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000))?.pending).toEqual({ ...pending, waitMs: 0 });
     // Stored meanwhile, or failed: nothing to wait for.
     await db.db.update(checkpoints).set({ storage: 'failed' }).where(eq(checkpoints.id, w20.id));

@@ -169,7 +169,7 @@ async function pointToFetch(cache: CheckpointCache, point: StoredPoint | undefin
   const self = p.id === point.id;
   const instead = self ? `the process is told its registered path ${point.uri}` : point.key ? `the attempt resumes from the latest stored, ${point.id}` : `the attempt resumes from ${point.id} at its registered path ${point.uri} (none is stored)`;
   if (p.waitMs <= 0) {
-    await note(`${what} ${p.id} was never stored (its node ${p.nodeId ?? '?'} is not online): ${instead}`, 'warning').catch(() => undefined);
+    await note(`${what} ${p.id} was never stored (its node ${p.nodeId ?? '?'} is not online, or was declared dead): ${instead}`, 'warning').catch(() => undefined);
     return point;
   }
   const started = Date.now();

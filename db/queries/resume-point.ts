@@ -18,7 +18,7 @@ export interface ResumePoint {
   fingerprint?: string;
   /**
    * A later checkpoint of the job that its node was still uploading when the attempt began: the
-   * attempt's node waits up to `waitMs` for its copy (0: its node is not online, it never comes)
+   * attempt's node waits up to `waitMs` for its copy (0: its node is not online or was declared dead, it never comes)
    * and resumes from it, else from this point (docs/storage.md).
    */
   pending?: PendingPoint;
@@ -54,7 +54,7 @@ export async function resumePointOf(ex: Executor, job: Pick<Job, 'id' | 'resumeF
 /**
  * resumePointWaiting is resumePointOf for the attempt's spec: where the latest checkpoint was
  * passed over because its node is still uploading it, the point carries it as `pending`, with
- * `waitMs` to wait for its copy while its node is ONLINE (0 when the node is not: it never comes).
+ * `waitMs` to wait for its copy while its node is ONLINE (0 when the node is not, or was declared dead: it never comes).
  */
 export async function resumePointWaiting(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, attempt: number, waitMs: number): Promise<ResumePoint | null> {
   const { point, newest } = await resumeChoice(ex, job, attempt);
@@ -62,10 +62,16 @@ export async function resumePointWaiting(ex: Executor, job: Pick<Job, 'id' | 're
   return { ...point, pending: await pendingPoint(ex, newest, waitMs) };
 }
 
-/** A checkpoint still `pending`: its copy's key, and how long to wait for it (0 when its node is not ONLINE: it never comes). */
+/**
+ * A checkpoint still `pending`: its copy's key, and how long to wait for it: 0 when its node is
+ * not ONLINE, or was declared dead by its peer witnesses (issue 46: that verdict comes seconds
+ * before the node's heartbeat times out, and the attempt it fenced has its upload refused), as the
+ * copy never comes.
+ */
 async function pendingPoint(ex: Executor, r: PointRow, waitMs: number): Promise<PendingPoint> {
-  const [node] = r.nodeId ? await ex.select({ status: nodes.status }).from(nodes).where(eq(nodes.id, r.nodeId)) : [];
-  return { id: r.id, uri: r.uri, key: checkpointKey(r.runId, r.fingerprint), fingerprint: r.fingerprint, nodeId: r.nodeId, waitMs: node?.status === 'ONLINE' ? waitMs : 0 };
+  const [node] = r.nodeId ? await ex.select({ status: nodes.status, verdict: nodes.peerVerdict }).from(nodes).where(eq(nodes.id, r.nodeId)) : [];
+  const coming = node?.status === 'ONLINE' && node.verdict !== 'dead';
+  return { id: r.id, uri: r.uri, key: checkpointKey(r.runId, r.fingerprint), fingerprint: r.fingerprint, nodeId: r.nodeId, waitMs: coming ? waitMs : 0 };
 }
 
 async function resumeChoice(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, attempt: number): Promise<{ point: ResumePoint | null; newest?: PointRow }> {
