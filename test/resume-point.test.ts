@@ -153,6 +153,10 @@ describe('the checkpoint an attempt resumes from', () => {
     // The plane resumes from the latest stored (w10), and tells the node of w20, still being stored.
     expect(await resumePointOf(db.db, await jobRow('job-w'), 2)).toEqual({ id: w10.id, uri: w10.uri, key: 'checkpoints/x/10.tar', fingerprint: w10.fingerprint });
     expect(await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000)).toEqual({ id: w10.id, uri: w10.uri, key: 'checkpoints/x/10.tar', fingerprint: w10.fingerprint, pending: { ...pending, waitMs: 90_000 } });
+    // A fork of w20 (or --resume-from it) while it is being stored: its first attempt waits for that copy too.
+    await job('job-wf', w20.id);
+    await run('job-wf', 1);
+    expect(await resumePointWaiting(db.db, await jobRow('job-wf'), 1, 90_000)).toEqual({ id: w20.id, uri: w20.uri, pending: { ...pending, waitMs: 90_000 } });
     // Declared dead by its peer witnesses (issue 46) while still ONLINE (its heartbeat has not timed out yet): not waited for.
     await db.db.update(nodes).set({ peerVerdict: 'dead' }).where(eq(nodes.id, 'node-w'));
     expect((await resumePointWaiting(db.db, await jobRow('job-w'), 2, 90_000))?.pending).toEqual({ ...pending, waitMs: 0 });

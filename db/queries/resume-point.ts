@@ -94,7 +94,8 @@ async function resumeChoice(ex: Executor, job: Pick<Job, 'id' | 'resumeFrom'>, a
   // Most jobs name none: no query on the dispatch path for them.
   if (!job.resumeFrom) return { point: null };
   const [named] = await ex.select(pointColumns).from(checkpoints).where(eq(checkpoints.id, job.resumeFrom));
-  return { point: named ? pointOf(named) : null };
+  // A fork (or --resume-from) of a checkpoint its node is still storing waits for that copy, as an evaluation of it does.
+  return named ? { point: pointOf(named), newest: named } : { point: null };
 }
 
 /**
