@@ -15,7 +15,7 @@ import { startTemporalCluster, type TemporalCluster } from '../../temporal/clust
 import type { TestHost } from './netns.ts';
 import { startTcpProxy } from '../../runtime/tcp-proxy.ts';
 import { createIsolatedNetwork, type IsolatedNetwork, type IsolatedNode } from '../../runtime/isolated-nodes.ts';
-import { createDatabase, startThrowawayCluster, type PgCluster } from './postgres.ts';
+import { createDatabase, MIGRATED_TEMPLATE, startThrowawayCluster, type PgCluster } from './postgres.ts';
 import { freePort } from './ports.ts';
 import { until } from './poll.ts';
 
@@ -230,7 +230,8 @@ export async function startCluster(name: string, o: ClusterOptions, shared: Shar
     const proxy = await startTcpProxy(exposeHost, Number(temporalAddress.split(':').at(-1)));
     exposed = { address: `${exposeHost}:${proxy.port}`, close: proxy.close };
   }
-  await createDatabase(`postgres://postgres@127.0.0.1:${pgPort}/postgres`, dbName);
+  // The shared cluster's copies are born migrated; a cluster of the test's own migrates its database as a fresh plane does.
+  await createDatabase(`postgres://postgres@127.0.0.1:${pgPort}/postgres`, dbName, postgres ? undefined : MIGRATED_TEMPLATE);
   const namespace = `${name}-${suffix}`;
   await ensureNamespace(temporalAddress, namespace, temporalSecurityFromEnv(tlsEnv));
   const work = path.join(home, 'work');

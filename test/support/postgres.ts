@@ -89,11 +89,20 @@ export async function startThrowawayCluster(port: number): Promise<PgCluster> {
   return cluster;
 }
 
-export async function createDatabase(adminUrl: string, name: string): Promise<void> {
+/**
+ * The database of the shared cluster (startSharedServices) that holds GPUPlane's schema, migrated
+ * once: a test's database made from it is born migrated, so the API and workers that open it find
+ * nothing to apply. A copy took 0.13-0.16 s against 0.33-0.38 s for an empty database migrated
+ * (2026-12-08), for each of the suite's ~150 databases.
+ */
+export const MIGRATED_TEMPLATE = 'gpuplane_migrated';
+
+/** Creates database `name`: a copy of `template` where given (nobody may be connected to it), else empty. */
+export async function createDatabase(adminUrl: string, name: string, template?: string): Promise<void> {
   const c = new pg.Client({ connectionString: adminUrl });
   await c.connect();
   try {
-    await c.query(`create database "${name}"`);
+    await c.query(`create database "${name}"${template ? ` template "${template}"` : ''}`);
   } finally {
     await c.end();
   }

@@ -7,7 +7,8 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import { startDevServer } from '../../temporal/dev-server.ts';
 import { payloadConverterPath, workflowsPath } from '../../workers/control/worker.ts';
 import type { SharedServices } from './cluster.ts';
-import { startThrowawayCluster } from './postgres.ts';
+import { openDatabase } from '../../db/client.ts';
+import { createDatabase, MIGRATED_TEMPLATE, startThrowawayCluster } from './postgres.ts';
 import { freePort } from './ports.ts';
 
 const buildScript = fileURLToPath(new URL('../../scripts/build-dist.mjs', import.meta.url));
@@ -29,6 +30,9 @@ export async function startSharedServices(name: string): Promise<RunningServices
   execFileSync(process.execPath, [buildScript], { stdio: 'inherit' });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), `gpuplane-${name}-`));
   const pgc = await startThrowawayCluster(await freePort());
+  // Migrated once here; the tests' databases are copies of it (MIGRATED_TEMPLATE).
+  await createDatabase(pgc.url('postgres'), MIGRATED_TEMPLATE);
+  await (await openDatabase({ url: pgc.url(MIGRATED_TEMPLATE), poolSize: 1 })).close();
   const temporal = await startDevServer({ dbFile: path.join(scratch, 'temporal.db'), port: await freePort(), uiPort: null, logFile: path.join(scratch, 'temporal.log') });
   try {
     const { code } = await bundleWorkflowCode({ workflowsPath, payloadConverterPath, logger: { info() {}, warn() {}, error: console.error, debug() {}, trace() {}, log() {} } });

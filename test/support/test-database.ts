@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, inject } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../db/client.ts';
-import { createDatabase } from './postgres.ts';
+import { createDatabase, MIGRATED_TEMPLATE } from './postgres.ts';
 
 export type TestBackend = 'pglite' | 'postgres';
 
@@ -28,7 +28,7 @@ export async function openTestDatabase(name: string, kind: TestBackend = 'postgr
   if (kind === 'postgres') {
     const db = `${name.replace(/\W/g, '_')}_${Math.random().toString(36).slice(2, 8)}`.toLowerCase();
     const port = inject('pgPort');
-    await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, db);
+    await createDatabase(`postgres://postgres@127.0.0.1:${port}/postgres`, db, MIGRATED_TEMPLATE);
     const url = `postgres://postgres@127.0.0.1:${port}/${db}`;
     const database = await openDatabase({ url });
     return { database, url, close: () => database.close() };
