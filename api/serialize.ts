@@ -112,6 +112,8 @@ export function nodeJson(n: GpuNode & { slots: (GpuSlot & { busy?: boolean })[];
       addr: n.peerAddr,
       witnesses: (n.witnesses ?? []).filter((w) => Date.now() - w.receivedAt.getTime() < 60_000).sort((a, b) => a.witness.localeCompare(b.witness)).map((w) => ({ node: w.witness, last_heard_at: w.lastHeardAt.toISOString(), reported_at: w.receivedAt.toISOString() })),
       ignored_packets: n.peerIgnored,
+      agent_alive: n.agentAlive,
+      agent_gone_since: n.agentAlive === false ? (n.agentAliveAt?.toISOString() ?? null) : null,
     },
   };
 }

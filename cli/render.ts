@@ -2,6 +2,7 @@
 import type { JobDetailJson, JobJson, NodeJson } from './client.ts';
 import { codeLine } from '../domain/code-snapshot.ts';
 import { formatMemoryMb } from '../domain/memory-limit.ts';
+import { DEFAULT_WITNESS_SETTINGS } from '../domain/peer-witness.ts';
 import { isQuarantine, shortDrainReason } from '../domain/quarantine.ts';
 import { shellJoin } from '../domain/shell-quote.ts';
 import { age, keyValues, table } from './table.ts';
@@ -136,9 +137,26 @@ function nodeStatus(n: NodeJson): string {
   return n.drained ? `${base} (draining${n.drained.reason ? `: ${n.drained.reason}` : ''})` : base;
 }
 
-/** One line a node with witnesses: each witness and how long ago it last heard the node; a SUSPECT or dead node's reason beneath. */
+/** How long, in words short enough for a line under the table: 12 s, 5 min, 3 h. */
+const span = (ms: number) => {
+  const s = Math.max(0, Math.round(ms / 1000));
+  return s < 120 ? `${s} s` : s < 7200 ? `${Math.round(s / 60)} min` : `${Math.round(s / 3600)} h`;
+};
+
+/**
+ * A node whose agent is gone (its peer keeper's reports say agent_alive false): since when, and
+ * whether the keeper still speaks for it (its last report within dead-after) or has fallen silent too.
+ */
+export function agentGoneLine(peer: NonNullable<NodeJson['peer']>, now: number): string | null {
+  if (peer.agent_alive !== false) return null;
+  const gone = peer.agent_gone_since ? `agent gone ${span(now - Date.parse(peer.agent_gone_since))}` : 'agent gone';
+  const last = peer.reported_at ? now - Date.parse(peer.reported_at) : Infinity;
+  return last < DEFAULT_WITNESS_SETTINGS.deadAfterMs ? `${gone}, keeper speaking` : `${gone}, keeper silent${Number.isFinite(last) ? ` ${span(last)}` : ''}`;
+}
+
+/** One line a node with witnesses: each witness and how long ago it last heard the node; a SUSPECT or dead node's reason beneath, and an agent gone. */
 function witnessLines(nodes: NodeJson[], now: number): string[] {
-  const withPeers = nodes.filter((n) => n.peer && (n.peer.witnesses.length || n.peer.verdict === 'suspect' || n.peer.verdict === 'dead'));
+  const withPeers = nodes.filter((n) => n.peer && (n.peer.witnesses.length || n.peer.verdict === 'suspect' || n.peer.verdict === 'dead' || n.peer.agent_alive === false));
   if (!withPeers.length) return [];
   const ago = (iso: string) => `${Math.max(0, (now - Date.parse(iso)) / 1000).toFixed(1)} s ago`;
   const lines = ['WITNESSES (who last heard each node, by their reports)'];
@@ -146,6 +164,8 @@ function witnessLines(nodes: NodeJson[], now: number): string[] {
     const ws = n.peer!.witnesses.map((w) => `${w.node} ${ago(w.last_heard_at)}`).join(', ');
     lines.push(`  ${n.id}: ${ws || 'none reporting'}`);
     if (n.peer!.verdict === 'suspect' || n.peer!.verdict === 'dead') lines.push(`    ${n.peer!.verdict === 'dead' ? 'DEAD' : 'SUSPECT'}: ${n.peer!.reason ?? ''}`);
+    const agent = agentGoneLine(n.peer!, now);
+    if (agent) lines.push(`    ${agent}`);
     const bad = Object.entries(n.peer!.ignored_packets ?? {}).filter(([, c]) => c > 0);
     if (bad.length) lines.push(`    peer packets ignored: ${bad.map(([why, c]) => `${why} ${c}`).join(', ')}`);
   }

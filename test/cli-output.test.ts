@@ -4,7 +4,7 @@ import type { JobJson, NodeJson } from '../cli/client.ts';
 import type { Command, Option } from 'commander';
 import { paramValue } from '../cli/args.ts';
 import { buildProgram } from '../cli/main.ts';
-import { quarantineLines, renderJobs, renderNodes, submitWarning } from '../cli/render.ts';
+import { agentGoneLine, quarantineLines, renderJobs, renderNodes, submitWarning } from '../cli/render.ts';
 import { age, cell, keyValues, table } from '../cli/table.ts';
 import { shellJoin } from '../domain/shell-quote.ts';
 
@@ -131,6 +131,17 @@ describe('CLI tables', () => {
     expect(quarantineLines([vm, n('vm2')])).toEqual(['node vm is quarantined: 3 attempts ended LOST or with a GPU/driver error within 1 h: gpuctl node resume vm once it is fixed']);
     // An admin's drain is the admin's: nothing under the table.
     expect(quarantineLines([n('d2', { at: '2025-01-01T00:00:00Z', reason: 'disk swap', by: 'ops' })])).toEqual([]);
+  });
+
+  it("say under the table that a node's agent is gone, since when, and whether its peer keeper still speaks for it", () => {
+    const now = Date.parse('2025-01-01T12:00:00Z');
+    const peer = { verdict: 'fine', reason: 'heard 0.4 s ago', since: null, reported_at: '2025-01-01T11:59:59.600Z', addr: '10.0.0.7:7000', witnesses: [], ignored_packets: null, agent_alive: false, agent_gone_since: '2025-01-01T11:59:48Z' } as NonNullable<NodeJson['peer']>;
+    const node = { id: 'n1', hostname: 'h', address: null, labels: {}, status: 'ONLINE', last_seen_at: '2025-01-01T11:59:50Z', drained: null, gpus: [], peer } as NodeJson;
+    const lines = renderNodes([node], now).split('\n');
+    expect(lines.slice(-3)).toEqual(['WITNESSES (who last heard each node, by their reports)', '  n1: none reporting', '    agent gone 12 s, keeper speaking']);
+    expect(agentGoneLine({ ...peer, reported_at: '2025-01-01T11:55:00Z', agent_gone_since: '2025-01-01T11:50:00Z' }, now)).toBe('agent gone 10 min, keeper silent 5 min');
+    expect(agentGoneLine({ ...peer, agent_alive: true, agent_gone_since: null }, now)).toBeNull();
+    expect(agentGoneLine({ ...peer, agent_alive: null, agent_gone_since: null }, now)).toBeNull();
   });
 
   it("count a card held by another project's job as busy, its owner unnamed", () => {

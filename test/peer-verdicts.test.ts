@@ -33,9 +33,12 @@ describe('peer reports and verdicts', () => {
   /** Where each node says it listens (absent: 10.0.0.N:7000), and where each was last told its witnesses listen. */
   const addrOf = new Map<string, string>();
   const witnessAddrsOf = new Map<string, Map<string, string | null>>();
+  /** What each node's reports say of its agent (absent: they do not say, as an agent of before). */
+  const aliveOf = new Map<string, boolean>();
   let timer: NodeJS.Timeout;
 
-  const report = (node: string, heard: { node: string; ago_ms: number }[]) => t.app.inject({ method: 'POST', url: `/api/v1/nodes/${node}/peers`, payload: { peer_addr: addrOf.get(node) ?? `10.0.0.${node.slice(1)}:7000`, heard } });
+  const report = (node: string, heard: { node: string; ago_ms: number }[]) =>
+    t.app.inject({ method: 'POST', url: `/api/v1/nodes/${node}/peers`, payload: { peer_addr: addrOf.get(node) ?? `10.0.0.${node.slice(1)}:7000`, heard, ...(aliveOf.has(node) ? { agent_alive: aliveOf.get(node) } : {}) } });
   const verdictOf = async (id: string) => (await t.database.db.select({ v: nodes.peerVerdict, r: nodes.peerVerdictReason }).from(nodes).where(eq(nodes.id, id)))[0];
 
   beforeAll(async () => {
@@ -86,6 +89,40 @@ describe('peer reports and verdicts', () => {
     await until("n1's subjects told its new address", () => subjects.every((s) => witnessAddrsOf.get(s)?.get('n1') === '10.0.0.1:7001'), 10_000);
     addrOf.delete('n1');
     await until("n1's subjects told its old address again", () => subjects.every((s) => witnessAddrsOf.get(s)?.get('n1') === '10.0.0.1:7000'), 10_000);
+  });
+
+  it("stores what the reports say of the node's agent: gone is shown on GET /nodes with since when, a repeated gone keeps that time, alive clears it", async () => {
+    type Peer = { agent_alive: boolean | null; agent_gone_since: string | null; reported_at: string | null };
+    const peerOf = async (node: string) => {
+      const res = await t.app.inject({ url: `/api/v1/nodes/${node}` });
+      expect(res.statusCode, res.body).toBe(200);
+      return (res.json() as { peer: Peer }).peer;
+    };
+    const listed = async (node: string) => ((await t.app.inject({ url: '/api/v1/nodes' })).json() as { nodes: { id: string; peer: Peer }[] }).nodes.find((n) => n.id === node)!.peer;
+    expect(await peerOf('n2')).toMatchObject({ agent_alive: null, agent_gone_since: null });
+    aliveOf.set('n2', false);
+    const gone = await until("n2's agent gone", async () => {
+      const p = await peerOf('n2');
+      return p.agent_alive === false ? p : null;
+    }, 10_000);
+    expect(gone.agent_gone_since).not.toBeNull();
+    expect(await listed('n2')).toMatchObject({ agent_alive: false, agent_gone_since: gone.agent_gone_since });
+    // Reports go on saying it: wait for two more of them, then the time has not moved.
+    const since = Date.parse(gone.agent_gone_since!);
+    const later = await until('two more reports from n2', async () => {
+      const p = await peerOf('n2');
+      return Date.parse(p.reported_at!) > since + 400 ? p : null;
+    }, 10_000);
+    expect(later).toMatchObject({ agent_alive: false, agent_gone_since: gone.agent_gone_since });
+    aliveOf.set('n2', true);
+    const back = await until("n2's agent back", async () => {
+      const p = await listed('n2');
+      return p.agent_alive === true ? p : null;
+    }, 10_000);
+    expect(back.agent_gone_since).toBeNull();
+    // A report that does not say (an agent of before) is not taken for either.
+    aliveOf.delete('n2');
+    await until("n2's agent not said", async () => (await peerOf('n2')).agent_alive === null, 10_000);
   });
 
   it('one lying witness cannot get a node declared dead: not a live one, nor one the control plane lost while the others hear it', async () => {

@@ -42,7 +42,7 @@ export const peerRoutes: FastifyPluginAsyncTypebox<ApiDeps> = async (app, { db }
       const assigned = assignWitnesses(ids, DEFAULT_WITNESS_SETTINGS.k);
       const subjects = ids.filter((s) => assigned.get(s)?.includes(nodeId));
       const heard = req.body.heard.filter((h) => subjects.includes(h.node));
-      await recordPeerReport(db, { nodeId, peerAddr: req.body.peer_addr, heard: heard.map((h) => ({ subject: h.node, agoMs: h.ago_ms })), ignored: req.body.ignored_packets });
+      await recordPeerReport(db, { nodeId, peerAddr: req.body.peer_addr, heard: heard.map((h) => ({ subject: h.node, agoMs: h.ago_ms })), ignored: req.body.ignored_packets, agentAlive: req.body.agent_alive });
       const addr = new Map(before.map((m) => [m.id, m.peerAddr]));
       return {
         interval_ms: WITNESS_REPORT_INTERVAL_MS,

@@ -47,6 +47,8 @@ export const NodeSchema = Type.Object({
             { description: "every node that reported on this one in the last minute: its witnesses" },
           ),
           ignored_packets: Nullable(StringMapOfCounts),
+          agent_alive: Nullable(Type.Boolean({ description: "whether the node's agent lives, as its last peer report said: false while the agent is gone (restarting) and its peer keeper speaks for the node; null when the report did not say" })),
+          agent_gone_since: Nullable(Type.String({ format: 'date-time', description: 'while agent_alive is false: the first report that said so; null otherwise' })),
         },
         { description: 'the peer channel (issue 46); null for a node whose agent never sent a peer report' },
       ),

@@ -21,7 +21,7 @@ export const PeerReportBody = Type.Object(
       ),
       { maxItems: 64 },
     ),
-    agent_alive: Type.Optional(Type.Boolean({ description: "false: the node's agent is gone (restarting) and its peer keeper speaks for the node while its attempts run" })),
+    agent_alive: Type.Optional(Type.Boolean({ description: "false: the node's agent is gone (restarting) and its peer keeper speaks for the node while its attempts run; stored, and shown on GET /nodes as peer.agent_alive (absent: stored as null, not said)" })),
     ignored_packets: Type.Optional(
       Type.Record(Type.String({ pattern: '^[a-z-]{1,32}$' }), Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER }), { maxProperties: 16, description: 'peer datagrams the agent ignored since it started, by why (malformed, not-for-me, unknown-sender, bad-mac, replayed)' }),
     ),

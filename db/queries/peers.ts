@@ -42,12 +42,18 @@ export interface HeardEntry {
 
 /**
  * recordPeerReport records that node `nodeId`'s agent reported (the control plane heard it now),
- * where it takes heartbeats, and what it heard of the `subjects` given (the caller keeps only
- * those it witnesses). Returns the database's now in ms.
+ * where it takes heartbeats, whether its agent lives (`agentAlive`, null: the report did not say),
+ * and what it heard of the `subjects` given (the caller keeps only those it witnesses). Returns
+ * the database's now in ms.
  */
-export async function recordPeerReport(ex: Executor, r: { nodeId: string; peerAddr: string | null; heard: readonly HeardEntry[]; ignored?: Record<string, number> }): Promise<number> {
+export async function recordPeerReport(ex: Executor, r: { nodeId: string; peerAddr: string | null; heard: readonly HeardEntry[]; ignored?: Record<string, number>; agentAlive?: boolean | null }): Promise<number> {
+  const alive = r.agentAlive ?? null;
+  // In the same statement as the report's other columns, so a report costs no more writes: the
+  // time moves only when the value changes (the right-hand side reads the row as it was).
   const [now] = await queryRows<{ now: string }>(ex, sql`
-    update nodes set reported_at = now(), peer_addr = ${r.peerAddr}, peer_ignored = ${r.ignored ? JSON.stringify(r.ignored) : null}::jsonb where id = ${r.nodeId} returning ${epochMs(sql`now()`)} as now`);
+    update nodes set reported_at = now(), peer_addr = ${r.peerAddr}, peer_ignored = ${r.ignored ? JSON.stringify(r.ignored) : null}::jsonb,
+      agent_alive = ${alive}::boolean, agent_alive_at = case when agent_alive is distinct from ${alive}::boolean then now() else agent_alive_at end
+    where id = ${r.nodeId} returning ${epochMs(sql`now()`)} as now`);
   if (r.heard.length) {
     const json = JSON.stringify(r.heard.map((h) => ({ s: h.subject, ago: h.agoMs })));
     await ex.execute(sql`

@@ -1,5 +1,5 @@
 import { sql, type InferSelectModel } from 'drizzle-orm';
-import { check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
+import { boolean, check, index, integer, jsonb, pgTable, primaryKey, text } from 'drizzle-orm/pg-core';
 import type { NodeEnvReport } from '../../domain/env-cache.ts';
 import type { NodeStatus } from '../../domain/node.ts';
 import type { Verdict } from '../../domain/peer-witness.ts';
@@ -36,6 +36,13 @@ export const nodes = pgTable('nodes', {
   peerVerdictAt: ts('peer_verdict_at'),
   /** Peer datagrams its agent ignored since it started, by why (malformed, bad-mac, replayed, …), as its last report said. */
   peerIgnored: jsonb('peer_ignored').$type<Record<string, number>>(),
+  /**
+   * Whether its agent lives, as its last peer report said: false while the agent is gone
+   * (restarting) and its peer keeper speaks for the node; null when the report did not say.
+   */
+  agentAlive: boolean('agent_alive'),
+  /** When `agentAlive` last changed (written only then, not at every report). */
+  agentAliveAt: ts('agent_alive_at'),
 });
 export type GpuNode = InferSelectModel<typeof nodes>;
 

@@ -1,7 +1,8 @@
 /**
- * Every node with its labels and state, its peer witnesses (issue 46: who last heard it when, and
- * the control plane's verdict when it is suspect or dead); each card with the job that owns it (a
- * gang's with this node's rank), or free.
+ * Every node with its labels and state, its peer witnesses (issue 46: who last heard it when, the
+ * control plane's verdict when it is suspect or dead, and since when its agent is gone while its
+ * peer keeper speaks for it); each card with the job that owns it (a gang's with this node's
+ * rank), or free.
  */
 import { useEffect, useRef } from 'preact/hooks';
 import { useAction } from '../actions.ts';
@@ -12,7 +13,7 @@ import { rankOn } from '../gang.ts';
 import { useLive, useResource } from '../live.ts';
 import type { GpuNode, Job } from '../types.ts';
 
-/** The peer witnesses' word on a node (docs/outage-rule.md, Peer witnesses), as `gpuctl nodes` prints it under WITNESSES. */
+/** The peer witnesses' word on a node (docs/outage-rule.md, Peer witnesses), and whether its agent is gone, as `gpuctl nodes` prints them under WITNESSES. */
 function Witnesses({ peer }: { peer: NonNullable<GpuNode['peer']> }) {
   const verdict = peer.verdict === 'dead' || peer.verdict === 'suspect' ? peer.verdict : null;
   return (
@@ -23,6 +24,17 @@ function Witnesses({ peer }: { peer: NonNullable<GpuNode['peer']> }) {
           {peer.since && (
             <>
               (since <When at={peer.since} />)
+            </>
+          )}
+        </p>
+      )}
+      {peer.agent_alive === false && (
+        <p class="agent-gone" data-agent-gone title="its agent is gone (restarting); its peer keeper heartbeats and reports for the node while its attempts run">
+          <span class="badge state-DRAINED">agent gone</span> {peer.agent_gone_since ? <When at={peer.agent_gone_since} /> : null}; its peer keeper speaks for the node
+          {peer.reported_at && (
+            <>
+              {' '}
+              (last report <When at={peer.reported_at} />)
             </>
           )}
         </p>
