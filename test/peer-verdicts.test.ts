@@ -156,7 +156,8 @@ describe('peer reports and verdicts', () => {
     const silentSince = Date.now();
     for (const w of ids) says.set(w, (s) => (s === target ? Date.now() - silentSince + 2000 : 50));
     await until('n3 dead', async () => (await verdictOf(target)).v === 'dead', 10_000);
-    expect((await verdictOf(target)).r).toMatch(/3 of 3 witnesses have not heard it/);
+    // Dead takes 2 of its 3 witnesses (witnessesNeeded): the third one's report may come a pass later.
+    expect((await verdictOf(target)).r).toMatch(/[23] of 3 witnesses have not heard it/);
     await until('the signal', () => signals.length > 0, 5000);
     expect(signals[0]).toMatchObject({ workflowId: `job/${jobId}`, name: 'nodeDeclaredDead', arg: { attempt: 1, nodeId: target } });
     const [a] = await t.database.db.select({ fencedAt: jobAttempts.fencedAt }).from(jobAttempts).where(eq(jobAttempts.jobId, jobId));
