@@ -57,6 +57,7 @@ function agentArgs(f: UpAgentFlags, fakeGpus: number, jobUsers: string, protect:
     ...protect.flatMap((p) => ['--protect', p]),
     ...(f.maxPids ? ['--max-pids', String(f.maxPids)] : []),
     ...(f.envCacheBytes !== undefined ? ['--env-cache-size', `${f.envCacheBytes}B`] : []),
+    ...(f.imageCacheBytes !== undefined ? ['--image-cache-size', `${f.imageCacheBytes}B`] : []),
   ]; // prettier-ignore
 }
 

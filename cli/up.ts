@@ -187,7 +187,7 @@ export async function up(c: GpuplaneConfig, f: UpFlags, log: (s: string) => void
     // Jobs of the local agents reach this API where it really listens (GPUPLANE_API_PORT=0 picks a port).
     // Each local agent speaks for its node only, with a node token of its own (kept 0600 in the home).
     const nodeToken = await ensureNodeToken(database.db, c.home, nodeId);
-    const flags = { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv, allowedRoots: f.allowedRoots, nodeToken, jobUsers: f.jobUsers, protect };
+    const flags = { nodeId, labels: f.labels ?? {}, fakeGpus, passEnv: f.passEnv, allowedRoots: f.allowedRoots, nodeToken, jobUsers: f.jobUsers, protect, envCacheBytes: f.envCacheBytes, imageCacheBytes: f.imageCacheBytes };
     try {
       // The plane's store (other than local): the local agents upload their checkpoints to it.
       agents.push(await startConfiguredAgent(c, flags, temporal.client, connection, api.url, { ...shared, store: store.kind === 'local' ? null : store }));

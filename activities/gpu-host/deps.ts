@@ -9,6 +9,7 @@ import type { CheckpointCache } from './checkpoint-fetch.ts';
 import type { LogShipping } from './log-shipper.ts';
 import type { ProcessTable } from './process-table.ts';
 import type { EnvCache } from './python-env.ts';
+import type { ImagePulls } from './image-pull.ts';
 
 /** What the GPU-host activities work with; the agent (workers/gpu-host/agent.ts) builds it. */
 export interface GpuHostDeps {
@@ -38,6 +39,8 @@ export interface GpuHostDeps {
   pythonEnvs?: EnvCache;
   /** The node's podman (container-run.ts), which runs image jobs; null or absent: none, and an image job that reaches this node fails to start. */
   podman?: Podman | null;
+  /** Pulls image jobs' images where the node has none (image-pull.ts), bounded by `--image-cache-size`; absent: pulls of the activities' own (with `podman`), nothing recorded or evicted. */
+  images?: ImagePulls | null;
   /** The agent's own warnings (its log). */
   warn?: (msg: string) => void;
   /** Folders that attempts' working dirs and checkpoint folders must resolve inside (absent or empty: anywhere). */

@@ -4,6 +4,7 @@ import { loadConfig } from '../../config.ts';
 import { createLogger, LOG_LEVELS, type LogLevel } from '../../runtime/logger.ts';
 import { advertiseAddrArg, envCacheSizeArg, envNameArg, intArg, listArg, pairArg, rootsArg } from '../args.ts';
 import { DEFAULT_ENV_CACHE_BYTES } from '../../domain/env-cache.ts';
+import { DEFAULT_IMAGE_CACHE_BYTES } from '../../domain/image-cache.ts';
 import { DEFAULT_FAKE_GPUS, MAX_FAKE_NODES } from '../up-nodes.ts';
 import { DEFAULT_MAX_PIDS, MAX_PIDS_LIMIT } from '../../activities/gpu-host/cgroup.ts';
 
@@ -56,6 +57,12 @@ const agentOptions = (c: Command) =>
         .argParser(envCacheSizeArg('--env-cache-size'))
         .default(DEFAULT_ENV_CACHE_BYTES, '50G'),
     )
+    .addOption(
+      new Option('--image-cache-size <size>', "how much disk the images this agent pulled for image jobs may take (100G, 500M, or a number of GiB): past it the least recently used go, never one a running job uses nor one it did not pull (docs/environments.md)")
+        .env('GPUPLANE_IMAGE_CACHE_SIZE')
+        .argParser(envCacheSizeArg('--image-cache-size'))
+        .default(DEFAULT_IMAGE_CACHE_BYTES, '100G'),
+    )
     .addOption(logLevel());
 
 /** What agentOptions parses. */
@@ -69,10 +76,11 @@ interface AgentCliOptions {
   maxPids: number;
   advertiseAddr?: string;
   envCacheSize: number;
+  imageCacheSize: number;
   logLevel: LogLevel;
 }
 
-const agentFlagsOf = (o: AgentCliOptions) => ({ labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, jobUsers: o.jobUsers, protect: o.protect, maxPids: o.maxPids, advertiseAddr: o.advertiseAddr, envCacheBytes: o.envCacheSize });
+const agentFlagsOf = (o: AgentCliOptions) => ({ labels: o.label, fakeGpus: o.fakeGpus, passEnv: o.passEnv, allowedRoots: o.allowedRoot, jobUsers: o.jobUsers, protect: o.protect, maxPids: o.maxPids, advertiseAddr: o.advertiseAddr, envCacheBytes: o.envCacheSize, imageCacheBytes: o.imageCacheSize });
 
 export function registerProcessCommands(program: Command): void {
   agentOptions(

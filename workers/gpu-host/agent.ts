@@ -14,6 +14,8 @@ import { AllowedRoots } from '../../activities/gpu-host/allowed-roots.ts';
 import { AttemptCgroups, containmentLine, containmentRefusal } from '../../activities/gpu-host/cgroup.ts';
 import { jobCpuWeightOf } from '../../activities/gpu-host/cgroup-cpu.ts';
 import { detectPodman } from '../../activities/gpu-host/container-run.ts';
+import { ImageBook } from '../../activities/gpu-host/image-cache-book.ts';
+import { ImagePulls } from '../../activities/gpu-host/image-pull.ts';
 import { PODMAN, RUNTIME_LABEL } from '../../domain/container-image.ts';
 import { readInventory } from '../../activities/gpu-host/inventory.ts';
 import { CheckpointWatching } from '../../activities/gpu-host/checkpoint-watching.ts';
@@ -34,7 +36,7 @@ import { EnvReporter } from '../../activities/gpu-host/env-report.ts';
 import { envCacheDirFromEnv, EnvCache, envToolsFromEnv } from '../../activities/gpu-host/python-env.ts';
 import { startFencingWatchdog } from './fencing-watchdog.ts';
 import { takeUpPreviousLife } from './previous-life.ts';
-import { startAndWatchPeerKeeper } from './peer-keeper.ts';
+import { peerPortFromEnv, startAndWatchPeerKeeper } from './peer-keeper.ts';
 import { rejoinWhenReachable } from './reconnect.ts';
 
 export interface AgentOptions {
@@ -85,6 +87,8 @@ export interface AgentOptions {
   telemetryMs?: number;
   /** The bound of the node's cache of Python environments (`--env-cache-size`, GPUPLANE_ENV_CACHE_SIZE); absent: domain/env-cache.ts DEFAULT_ENV_CACHE_BYTES. */
   envCacheBytes?: number;
+  /** The bound of the images the agent pulled for image jobs (`--image-cache-size`, GPUPLANE_IMAGE_CACHE_SIZE); absent: domain/image-cache.ts DEFAULT_IMAGE_CACHE_BYTES. */
+  imageCacheBytes?: number;
   /** UDP port of the peer channel (issue 46; GPUPLANE_PEER_PORT); 0 or absent: any free one; null: no peer channel. */
   peerPort?: number | null;
 }
@@ -174,6 +178,9 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
   let envReporter: EnvReporter | null = null;
   const pythonEnvs = new EnvCache(envCacheDirFromEnv(o.nodeId), envToolsFromEnv(), process.env, { maxBytes: o.envCacheBytes, onChange: () => envReporter?.changed(), log: (m, level) => envLogger[level](m) });
   envReporter = o.nodeToken ? new EnvReporter(api, () => ({ boundBytes: pythonEnvs.maxBytes, envs: pythonEnvs.list() }), (m) => envLogger.warn(m)) : null;
+  // The images it pulls for image jobs: recorded in its home, bounded, least recently used first (never an image it did not pull).
+  const imageLogger = (o.logger ?? createLogger(logLevelFromEnv())).child({ component: 'images', nodeId: o.nodeId });
+  const images = podman ? new ImagePulls(podman, new ImageBook(podman, path.join(o.dataDir, 'images'), { maxBytes: o.imageCacheBytes, log: (m, level) => imageLogger[level](m) })) : null;
   const uploads = o.store && o.nodeToken ? nodeUploads(o.store, api, (msg) => ckptLogger.warn(msg)) : null;
   // Unpacked code of jobs long ended, asked about through the API (so with a node token only).
   if (o.nodeToken) void keepSweepingCodeWorkdirs(api, workdirKeepS, (id) => processes.live.has(id), (m) => ckptLogger.warn(m), (m) => ckptLogger.info(m));
@@ -215,6 +222,7 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       jobUsers,
       pythonEnvs,
       podman,
+      images,
       resumeCache: o.store ? new CheckpointCache(cacheDirFromEnv(o.nodeId), o.store) : undefined,
       store: o.store ?? undefined,
       note: o.nodeToken ? (spec, n) => reportAttemptEvent(api, spec, n) : undefined,
@@ -240,9 +248,10 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
     throw err;
   });
   // What this agent's previous life left: the rest of ended attempts' logs, and the attempts that still run.
-  const adopted = takeUpPreviousLife({ processes, logs, checkpoints, pythonEnvs, client: o.client, nodeId: o.nodeId, lostAfterMs: o.lostAfterMs });
+  const adopted = takeUpPreviousLife({ processes, logs, checkpoints, pythonEnvs, images, client: o.client, nodeId: o.nodeId, lostAfterMs: o.lostAfterMs });
   // Within its bound from the start (the attempts it adopted hold theirs), and the control plane told what it holds.
   void pythonEnvs.evict().finally(() => envReporter?.changed());
+  void images?.book?.evict();
   await retryWhile(() => true, joinNode);
   const watchdog = startFencingWatchdog(o.client, processes);
   // Heartbeats to its witnesses and reports of what it heard (a node with no peer channel is never declared dead early),
@@ -288,13 +297,4 @@ export async function startAgent(o: AgentOptions): Promise<Agent> {
       await run;
     },
   };
-}
-
-/** GPUPLANE_PEER_PORT: the peer channel's UDP port; absent or 0: any free one; `off`: none. */
-export function peerPortFromEnv(raw = process.env.GPUPLANE_PEER_PORT): number | null {
-  if (raw === undefined || raw === '') return 0;
-  if (raw === 'off') return null;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`GPUPLANE_PEER_PORT must be a port (0-65535) or off, got "${raw}"`);
-  return n;
 }

@@ -5,6 +5,7 @@
  *     node --import tsx workers/gpu-host/main.ts --node-id gpu-01 [--label k=v]… [--fake-gpus N]
  *     [--pass-env NAME]… [--allowed-root DIR]… [--token TOKEN | --token-file FILE] [--on-stop detach|kill]
  *     [--job-users A-B|NAME,…|agent] [--protect HOST:PORT]… [--advertise-addr ADDR] [--max-pids N]
+ *     [--env-cache-size SIZE] [--image-cache-size SIZE]
  *
  * The flags are `gpuctl agent`'s: --node-id is required; --on-stop defaults to detach. It never
  * opens the database. Environment (config.ts, with defaults): TEMPORAL_ADDRESS (127.0.0.1:7233),
@@ -15,6 +16,7 @@
  * JSON lines on stderr), GPUPLANE_NODE_TOKEN (--token: the node's credential), GPUPLANE_ALLOWED_ROOTS
  * (--allowed-root, ':'-separated; the flags win), GPUPLANE_NODE_TOKEN_FILE (--token-file), GPUPLANE_JOB_USERS
  * (--job-users), GPUPLANE_PROTECT (--protect, comma-separated), GPUPLANE_ADVERTISE_ADDR (--advertise-addr), GPUPLANE_MAX_PIDS (--max-pids, 4096),
+ * GPUPLANE_ENV_CACHE_SIZE (--env-cache-size, 50G), GPUPLANE_IMAGE_CACHE_SIZE (--image-cache-size, 100G),
  * GPUPLANE_REQUIRE_CGROUPS (1: refuse to start without a cgroup2 boundary and a pids limit). Prints "agent NODE: …" on stdout when it polls its queue.
  */
 import { parseArgs } from 'node:util';
@@ -26,6 +28,15 @@ import { serveAgent, type AgentFlags } from './serve.ts';
 import { readNodeTokenFile } from '../../runtime/credentials.ts';
 import { advertiseAddrProblem } from '../../runtime/advertise-addr.ts';
 import { MAX_PIDS_LIMIT } from '../../activities/gpu-host/cgroup.ts';
+import { ENV_CACHE_SIZE_RULE, parseEnvCacheSize } from '../../domain/env-cache.ts';
+
+/** A cache bound (`--env-cache-size`, `--image-cache-size`) from its flag or variable, in bytes; absent: undefined (the default). */
+function cacheSizeOf(flag: string, given: string | undefined): number | undefined {
+  if (given === undefined || given === '') return undefined;
+  const bytes = parseEnvCacheSize(given);
+  if (bytes === null) throw new Error(`${flag} must be ${ENV_CACHE_SIZE_RULE}, at most 1 PiB; got ${JSON.stringify(given)}`);
+  return bytes;
+}
 
 /** `gpuctl agent`'s flags, strictly: an unknown or malformed flag is an error. */
 function agentFlagsOf(args: string[]): AgentFlags {
@@ -47,6 +58,8 @@ function agentFlagsOf(args: string[]): AgentFlags {
       protect: { type: 'string', multiple: true, default: [] },
       'advertise-addr': { type: 'string' },
       'max-pids': { type: 'string' },
+      'env-cache-size': { type: 'string' },
+      'image-cache-size': { type: 'string' },
     },
   });
   if (!v['node-id']) throw new Error("required option '--node-id <id>' not specified");
@@ -81,7 +94,9 @@ function agentFlagsOf(args: string[]): AgentFlags {
   if (badAddr) throw new Error(badAddr);
   const maxPids = v['max-pids'] ?? (process.env.GPUPLANE_MAX_PIDS || undefined);
   if (maxPids !== undefined && !(/^\d+$/.test(maxPids) && Number(maxPids) >= 1 && Number(maxPids) <= MAX_PIDS_LIMIT)) throw new Error(`--max-pids must be an integer from 1 to ${MAX_PIDS_LIMIT}`);
-  return { maxPids: maxPids === undefined ? undefined : Number(maxPids), nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], allowedRoots, nodeToken, tokenless, onStop, jobUsers, protect, advertiseAddr };
+  const envCacheBytes = cacheSizeOf('--env-cache-size', v['env-cache-size'] ?? process.env.GPUPLANE_ENV_CACHE_SIZE);
+  const imageCacheBytes = cacheSizeOf('--image-cache-size', v['image-cache-size'] ?? process.env.GPUPLANE_IMAGE_CACHE_SIZE);
+  return { envCacheBytes, imageCacheBytes, maxPids: maxPids === undefined ? undefined : Number(maxPids), nodeId: v['node-id'], labels, fakeGpus: fake === undefined ? undefined : Number(fake), passEnv: v['pass-env'], allowedRoots, nodeToken, tokenless, onStop, jobUsers, protect, advertiseAddr };
 }
 
 runMain('agent', () => serveAgent(loadConfig(), agentFlagsOf(process.argv.slice(2)), printLine, createLogger(logLevelFromEnv())));

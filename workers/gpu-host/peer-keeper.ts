@@ -216,3 +216,12 @@ export async function runPeerKeeper(file: string): Promise<void> {
     fs.rmSync(recordFile(conf.runDir), { force: true });
   }, LOOK_EVERY_MS);
 }
+
+/** GPUPLANE_PEER_PORT: the peer channel's UDP port; absent or 0: any free one; `off`: none. */
+export function peerPortFromEnv(raw = process.env.GPUPLANE_PEER_PORT): number | null {
+  if (raw === undefined || raw === '') return 0;
+  if (raw === 'off') return null;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`GPUPLANE_PEER_PORT must be a port (0-65535) or off, got "${raw}"`);
+  return n;
+}

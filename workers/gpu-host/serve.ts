@@ -39,6 +39,8 @@ export interface AgentFlags {
   advertiseAddr?: string;
   /** The bound of its cache of Python environments in bytes (`--env-cache-size`, GPUPLANE_ENV_CACHE_SIZE); absent: 50 GiB. */
   envCacheBytes?: number;
+  /** The bound of the images it pulled for image jobs in bytes (`--image-cache-size`, GPUPLANE_IMAGE_CACHE_SIZE); absent: 100 GiB. */
+  imageCacheBytes?: number;
 }
 
 /** Where an agent keeps its attempt records and logs. */

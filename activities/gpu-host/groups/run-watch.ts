@@ -25,9 +25,10 @@ import { createSupervisor } from '../supervise.ts';
 import { watchFolderProblem } from '../watch-folder.ts';
 import type { GpuHostContext } from './context.ts';
 
-/** The Python environment an attempt holds (its cache key), and its process once started. */
+/** What an attempt holds until its process ended (its Python environment's cache key, its image), and its process once started. */
 interface EnvHold {
   key: string | null;
+  image: string | null;
   entry: Live | null;
 }
 
@@ -40,8 +41,8 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
   const code = new CodeCache(codeCacheDirFromEnv(deps.nodeId), { store: deps.store ?? null, api: deps });
   // The node's Python environments, built with uv once per content, Python and platform (the agent's, bounded; a cache of their own for activities built without one).
   const pythonEnvs = deps.pythonEnvs ?? new EnvCache(envCacheDirFromEnv(deps.nodeId));
-  // The images its image jobs run in, pulled as a step of their own where the node has none (image-pull.ts).
-  const images = deps.podman ? new ImagePulls(deps.podman) : null;
+  // The images its image jobs run in, pulled as a step of their own where the node has none (image-pull.ts; the agent's, bounded).
+  const images = deps.images ?? (deps.podman ? new ImagePulls(deps.podman) : null);
 
   const logPathOf = (jobId: string, attempt: number) => path.join(deps.logDir, jobId, `attempt-${attempt}.log`);
   const spawnError = (logPath: string, message: string): ProcessExit => ({ exitCode: null, signal: null, spawnError: message, logTail: '', logPath });
@@ -55,19 +56,19 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
   }
 
   /**
-   * Starts the attempt; the Python environment it took (EnvCache.prepare) is given back once its
-   * process ended, or at once when none started (the cache may evict it only then).
+   * Starts the attempt; the Python environment it took (EnvCache.prepare) and its image
+   * (ImagePulls.prepare) are given back once its process ended, or at once when none started
+   * (they may be evicted only then).
    */
   async function startAttempt(spec: AttemptSpec): Promise<ProcessExit> {
-    const held: EnvHold = { key: null, entry: null };
+    const held: EnvHold = { key: null, image: null, entry: null };
     try {
       return await startHolding(spec, held);
     } finally {
-      const key = held.key;
-      if (key !== null) {
-        if (held.entry) void held.entry.exited.finally(() => pythonEnvs.release(key));
-        else pythonEnvs.release(key);
-      }
+      const whenEnded = (give: () => void) => (held.entry ? void held.entry.exited.finally(give) : give());
+      const { key, image } = held;
+      if (key !== null) whenEnded(() => pythonEnvs.release(key));
+      if (image !== null) whenEnded(() => images?.release(image));
     }
   }
 
@@ -130,6 +131,7 @@ export function runWatchActivities({ deps, roots }: GpuHostContext): Pick<GpuHos
     }
     // Its image (never with a Python environment), pulled where the node has none: said in its events, and a pull that fails fails the attempt.
     if (spec.image && images) {
+      held.image = spec.image;
       const pullProblem = await images.prepare(spec.image, (message, level) => deps.note?.(spec, { kind: 'image.pulled', level, message }) ?? Promise.resolve(), cancel.signal);
       if (cancel.signal.aborted) throw cancel.signal.reason;
       if (pullProblem) return spawnError(logPath, pullProblem);
