@@ -7,8 +7,9 @@ export default defineConfig({
     // Files start real processes against one Temporal server and one PostgreSQL cluster; each
     // file has its own databases and task queues, so several run at a time: most of an end-to-end
     // file's time is waiting on heartbeats and timeouts (lost-retry.e2e keeps 2 cores 24 % busy).
-    // Three workers on 2 cores: the whole suite took 21.6 min with 2 cores 87 % busy (vmstat),
-    // against 35 min with two workers before the processes ran from .dist (runtime/dist.mjs).
+    // Three workers on 2 cores: vitest took 1281-1331 s on a clean clone with 2 cores 91 % busy
+    // (vmstat; 2026-12-08, the in-process APIs on PostgreSQL), against 35 min with two workers
+    // before the processes ran from .dist (runtime/dist.mjs).
     fileParallelism: true,
     maxWorkers: 3,
     testTimeout: 120_000,
