@@ -1,7 +1,7 @@
 /** Parsers of option values shared by the commands: each refuses a bad value with one clear line. */
 import { InvalidArgumentError } from 'commander';
 import { passEnvRefusal } from '../domain/job-env.ts';
-import { ENV_CACHE_SIZE_RULE, parseEnvCacheSize } from '../domain/env-cache.ts';
+import { cacheSizeRefusal, parseEnvCacheSize } from '../domain/env-cache.ts';
 import { MAX_MEMORY_MB, parseMemoryMb } from '../domain/memory-limit.ts';
 import { advertiseAddrProblem } from '../runtime/advertise-addr.ts';
 
@@ -40,7 +40,7 @@ export function memoryArg(name: string, none = false) {
 export function envCacheSizeArg(name: string) {
   return (v: string): number => {
     const bytes = parseEnvCacheSize(v);
-    if (bytes === null) throw new InvalidArgumentError(`${name} must be ${ENV_CACHE_SIZE_RULE}, at most 1 PiB; got ${JSON.stringify(v)}`);
+    if (bytes === null) throw new InvalidArgumentError(cacheSizeRefusal(name, v));
     return bytes;
   };
 }

@@ -16,6 +16,9 @@ export const MAX_ENV_CACHE_BYTES = 1024 ** 5;
 /** The rule in words, for the option's help and its one-line refusal. */
 export const ENV_CACHE_SIZE_RULE = 'a size like 50G, 500M or 2T (binary units: K, M, G, T; B for bytes), or a number of GiB (50)';
 
+/** The one line a cache bound's flag (`--env-cache-size`, `--image-cache-size`) that is not a size is refused with. */
+export const cacheSizeRefusal = (flag: string, given: string): string => `${flag} must be ${ENV_CACHE_SIZE_RULE}, at most 1 PiB; got ${JSON.stringify(given)}`;
+
 const UNIT_BYTES: Record<string, number> = { '': GIB, b: 1, k: 1024, m: 1024 ** 2, g: GIB, t: 1024 ** 4 };
 
 /**

@@ -28,13 +28,13 @@ import { serveAgent, type AgentFlags } from './serve.ts';
 import { readNodeTokenFile } from '../../runtime/credentials.ts';
 import { advertiseAddrProblem } from '../../runtime/advertise-addr.ts';
 import { MAX_PIDS_LIMIT } from '../../activities/gpu-host/cgroup.ts';
-import { ENV_CACHE_SIZE_RULE, parseEnvCacheSize } from '../../domain/env-cache.ts';
+import { cacheSizeRefusal, parseEnvCacheSize } from '../../domain/env-cache.ts';
 
 /** A cache bound (`--env-cache-size`, `--image-cache-size`) from its flag or variable, in bytes; absent: undefined (the default). */
 function cacheSizeOf(flag: string, given: string | undefined): number | undefined {
   if (given === undefined || given === '') return undefined;
   const bytes = parseEnvCacheSize(given);
-  if (bytes === null) throw new Error(`${flag} must be ${ENV_CACHE_SIZE_RULE}, at most 1 PiB; got ${JSON.stringify(given)}`);
+  if (bytes === null) throw new Error(cacheSizeRefusal(flag, given));
   return bytes;
 }
 
